@@ -1,0 +1,1 @@
+"""oma-actors (placeholder, filled in below)."""

@@ -1,0 +1,61 @@
+"""What runs return: per-agent results, per-task states and the team result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
+from oma_actors.domain.messages import Message, TokenUsage
+from oma_actors.domain.tasks import TaskState
+
+RunStatusCode = Literal["ok", "error", "suspended", "rejected", "aborted"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRecord:
+    """One executed (or replayed) tool call, as OMA records it (spec RN-10)."""
+
+    tool_name: str
+    input: dict[str, Any]
+    output: str
+    duration_ms: int
+    tool_call_id: str = ""
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRunResult:
+    """The outcome of one agent working one prompt or task."""
+
+    success: bool
+    output: str
+    messages: list[Message] = field(default_factory=list)
+    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    turns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    """The overall status of a run and, when it is not ``ok``, why."""
+
+    code: RunStatusCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TeamRunResult:
+    """The outcome of ``run_tasks``, ``run_team``, ``run_from_plan`` or ``restore``."""
+
+    success: bool
+    status: RunStatus
+    run_id: str
+    attempt: int
+    tasks: list[TaskState]
+    task_results: dict[str, AgentRunResult]
+    agent_results: dict[str, AgentRunResult]
+    token_usage: TokenUsage
+    pending_approvals: list[ApprovalRequest] = field(default_factory=list)
+    approval_decisions: list[ApprovalDecision] = field(default_factory=list)
+    plan_only: bool = False

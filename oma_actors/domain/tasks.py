@@ -1,0 +1,119 @@
+"""Tasks, plan artifacts and the per-task state the queue keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Literal
+
+from oma_actors.clock import utcnow
+from oma_actors.ids import new_id
+
+TaskStatus = Literal["pending", "blocked", "in_progress", "completed", "failed", "skipped"]
+TERMINAL_STATUSES: frozenset[TaskStatus] = frozenset({"completed", "failed", "skipped"})
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Task:
+    """A unit of work for one agent.
+
+    Args:
+        title: short name; dependents may reference it instead of the id.
+        description: what to do; it becomes the agent's prompt.
+        id: defaults to a new UUID4.
+        assignee: the agent name; unassigned tasks are given to an agent at dispatch.
+        depends_on: ids or titles of tasks that must complete first.
+        max_retries: extra attempts after a retryable failure.
+        metadata: free JSON-safe data carried with the task.
+        retry_delay_ms: base delay before a retry (spec TQ-10).
+        retry_backoff: multiplier per further retry (spec TQ-10).
+    """
+
+    id: str
+    title: str
+    description: str
+    assignee: str | None
+    depends_on: tuple[str, ...]
+    max_retries: int
+    metadata: Mapping[str, Any] | None
+    retry_delay_ms: int
+    retry_backoff: float
+
+    def __init__(
+        self,
+        title: str,
+        description: str,
+        *,
+        id: str | None = None,
+        assignee: str | None = None,
+        depends_on: Sequence[str] = (),
+        max_retries: int = 0,
+        metadata: Mapping[str, Any] | None = None,
+        retry_delay_ms: int = 1000,
+        retry_backoff: float = 2.0,
+    ) -> None:
+        setter = object.__setattr__
+        setter(self, "id", id if id is not None else new_id())
+        setter(self, "title", title)
+        setter(self, "description", description)
+        setter(self, "assignee", assignee)
+        setter(self, "depends_on", tuple(depends_on))
+        setter(self, "max_retries", max_retries)
+        setter(self, "metadata", MappingProxyType(dict(metadata)) if metadata is not None else None)
+        setter(self, "retry_delay_ms", retry_delay_ms)
+        setter(self, "retry_backoff", retry_backoff)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTask:
+    """One task of a plan artifact; ``depends_on`` holds task ids (spec PL-01)."""
+
+    id: str
+    title: str
+    description: str
+    assignee: str | None = field(default=None, kw_only=True)
+    depends_on: tuple[str, ...] = field(default=(), kw_only=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "depends_on", tuple(self.depends_on))
+
+
+@dataclass(frozen=True, slots=True)
+class PlanArtifact:
+    """A reviewed plan: tasks with fixed ids, to run with ``run_from_plan`` (spec PL-01)."""
+
+    tasks: tuple[PlanTask, ...]
+    goal: str | None = field(default=None, kw_only=True)
+    version: int = field(default=1, kw_only=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskState:
+    """A task as the queue holds it: the task's fields, its status and its result text.
+
+    ``depends_on`` holds resolved task ids.
+    """
+
+    id: str
+    title: str
+    description: str
+    status: TaskStatus
+    assignee: str | None = None
+    depends_on: tuple[str, ...] = ()
+    result: str | None = None
+    max_retries: int = 0
+    retry_delay_ms: int = 1000
+    retry_backoff: float = 2.0
+    metadata: Mapping[str, Any] | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the task is completed, failed or skipped."""
+        return self.status in TERMINAL_STATUSES

@@ -1,0 +1,150 @@
+"""Progress events handed to ``on_progress``: frozen values, all subclasses of ``ProgressEvent``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oma_actors.domain.approvals import ApprovalRequest
+from oma_actors.domain.results import AgentRunResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressEvent:
+    """Base of every progress event; ``run_id`` is the run's id (``None`` for ``run_agent``)."""
+
+    run_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskStarted(ProgressEvent):
+    """A task was dispatched to its agent."""
+
+    task_id: str
+    title: str
+    agent: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskCompleted(ProgressEvent):
+    """A task completed (after its shared-memory write and, when on, its checkpoint save)."""
+
+    task_id: str
+    title: str
+    agent: str
+    result: AgentRunResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskFailed(ProgressEvent):
+    """A task failed for good (retries exhausted, or a dependency failed)."""
+
+    task_id: str
+    title: str
+    agent: str | None
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSkipped(ProgressEvent):
+    """A task was skipped (cascade from a skipped dependency, abort, rejection)."""
+
+    task_id: str
+    title: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRetry(ProgressEvent):
+    """A task attempt failed with a retryable error; another attempt follows after a delay."""
+
+    task_id: str
+    attempt: int
+    max_attempts: int
+    error: str
+    next_delay_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentCompleted(ProgressEvent):
+    """An agent finished a task, a coordinator phase or a ``run_agent`` call."""
+
+    agent: str
+    task_id: str | None
+    result: AgentRunResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled(ProgressEvent):
+    """A tool call returned (``replayed`` when its committed result was reused on restore)."""
+
+    task_id: str | None
+    agent: str
+    tool_name: str
+    tool_call_id: str
+    is_error: bool
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSaved(ProgressEvent):
+    """A checkpoint save completed; ``revision`` counts this run's successful saves."""
+
+    revision: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSaveFailed(ProgressEvent):
+    """A best-effort checkpoint save failed; the run continues."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorFailed(ProgressEvent):
+    """``run_team`` could not get a valid plan from the coordinator (spec CD-03)."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SynthesisFailed(ProgressEvent):
+    """The coordinator's synthesis failed on restore (spec CD-09)."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPending(ProgressEvent):
+    """A boundary was suspended for approval and its request is durable."""
+
+    request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalTailDiscarded(ProgressEvent):
+    """A journal tail failed the fold checks and was discarded."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalAppendFailed(ProgressEvent):
+    """A journal append failed; the run continues."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOutcomeUnknown(ProgressEvent):
+    """An unsafe tool call was dispatched but not committed before a crash (decision D1)."""
+
+    task_id: str
+    tool_call_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseLost(ProgressEvent):
+    """This process lost the run lease and stopped writing."""
+
+    reason: str
