@@ -1,0 +1,102 @@
+"""Agent and team configuration (API.md "Teams, agents, tasks")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from oma_actors.errors import ConfigurationError
+from oma_actors.llm.base import LLMAdapter
+from oma_actors.stores.base import MemoryStore, is_memory_store
+from oma_actors.tools.base import Tool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """One agent: a name, a model and the tools it is granted.
+
+    Args:
+        name: unique within the team; shared-memory keys are namespaced by it.
+        model: the provider's model name.
+        provider: ``"anthropic"``, ``"openai"`` (any OpenAI-compatible server via ``base_url``)
+            or ``"scripted"``; an explicit ``adapter`` wins over provider and model.
+        system_prompt: the agent's system prompt.
+        tools: the tools the agent may call.
+        max_turns: model calls allowed per task before the runner stops.
+        adapter: an explicit adapter (e.g. ``ScriptedAdapter``).
+        base_url: the provider endpoint (OpenAI-compatible servers).
+        api_key: the provider key; defaults to the SDK's environment variable.
+    """
+
+    name: str
+    model: str = field(default="", kw_only=True)
+    provider: str | None = field(default=None, kw_only=True)
+    system_prompt: str | None = field(default=None, kw_only=True)
+    tools: Sequence[Tool] = field(default=(), kw_only=True)
+    max_turns: int = field(default=10, kw_only=True)
+    adapter: LLMAdapter | None = field(default=None, kw_only=True, compare=False)
+    base_url: str | None = field(default=None, kw_only=True)
+    api_key: str | None = field(default=None, kw_only=True, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigurationError("AgentConfig.name must be a non-empty string")
+        if "/" in self.name:
+            raise ConfigurationError(
+                f"AgentConfig.name {self.name!r} must not contain '/' (it namespaces memory keys)"
+            )
+        if not isinstance(self.max_turns, int) or self.max_turns < 1:
+            raise ConfigurationError(
+                f"AgentConfig.max_turns must be an int >= 1, got {self.max_turns!r}"
+            )
+        object.__setattr__(self, "tools", tuple(self.tools))
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ConfigurationError(
+                f"agent {self.name!r} has duplicate tool names: {', '.join(duplicates)}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    """A named roster of agents, optionally with shared memory.
+
+    Args:
+        name: the team's name.
+        agents: the roster; names must be unique.
+        shared_memory_store: the store behind the team's shared memory.
+        shared_memory: give the team shared memory on a private in-memory store when no
+            ``shared_memory_store`` is given (OMA's ``sharedMemory: true``).
+    """
+
+    name: str
+    agents: Sequence[AgentConfig]
+    shared_memory_store: MemoryStore | None = field(default=None, kw_only=True, compare=False)
+    shared_memory: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "agents", tuple(self.agents))
+        if not self.agents:
+            raise ConfigurationError(f"team {self.name!r} has no agents")
+        names = [agent.name for agent in self.agents]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ConfigurationError(
+                f"team {self.name!r} has duplicate agent names: {', '.join(duplicates)}"
+            )
+        store = self.shared_memory_store
+        if store is not None and not is_memory_store(store):
+            raise ConfigurationError(
+                "Team.shared_memory_store must have async get, set, list, delete and clear"
+            )
+        if store is not None:
+            object.__setattr__(self, "shared_memory", True)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent called ``name``; ``ConfigurationError`` naming the roster if absent."""
+        for agent in self.agents:
+            if agent.name == name:
+                return agent
+        roster = ", ".join(agent.name for agent in self.agents)
+        raise ConfigurationError(f"team {self.name!r} has no agent {name!r} (roster: {roster})")

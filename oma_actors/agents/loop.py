@@ -1,0 +1,118 @@
+"""The turn loop of one agent on one conversation: model call, tool calls, results, repeat.
+
+The loop moves through the explicit phases of ``RunnerState`` and reports every durable boundary
+of spec RN-04 to ``on_boundary`` *before* anything that depends on it happens: the assistant tool
+turn before any tool runs, each tool result before its event is published, the tool-results
+message before the next model call, and the terminal turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from oma_actors.agents.state import BoundaryKind, PendingCall, RunnerState
+from oma_actors.agents.turn import (
+    after_response,
+    after_tool_results,
+    failed,
+    stopped_at_max_turns,
+    with_commit,
+)
+from oma_actors.domain.messages import ChatOptions
+from oma_actors.errors import LLMError
+from oma_actors.llm.base import LLMAdapter
+from oma_actors.tools.base import Tool, ToolContext
+from oma_actors.tools.executor import ToolOutcome, execute_tool_call
+
+BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[None]]
+ToolHook = Callable[[PendingCall, bool], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopContext:
+    """Everything the loop needs besides its state."""
+
+    agent_name: str
+    adapter: LLMAdapter
+    options: ChatOptions
+    tools: Mapping[str, Tool]
+    max_turns: int
+    run_id: str | None = None
+    task_id: str | None = None
+    attempt: int = 1
+    on_boundary: BoundaryHook | None = None
+    on_tool: ToolHook | None = None
+
+
+async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
+    """Advance ``state`` until it is completed.
+
+    A failed model call ends the run unsuccessfully (``success=False``, with ``retryable`` set
+    from the error) instead of raising; cancellation propagates.
+    """
+    while True:
+        if state.phase == "completed":
+            return state
+        if state.phase == "executing_tools":
+            state = await _run_pending(state, ctx)
+            continue
+        if state.turns >= ctx.max_turns:
+            state = stopped_at_max_turns(state, ctx.max_turns)
+            await _boundary(ctx, state, "terminal")
+            return state
+        try:
+            response = await ctx.adapter.chat(list(state.conversation), ctx.options)
+        except LLMError as exc:
+            return failed(state, str(exc), retryable=exc.retryable)
+        except Exception as exc:  # an adapter bug must fail this task, not the whole run
+            return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
+        state = after_response(state, response)
+        kind: BoundaryKind = (
+            "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
+        )
+        await _boundary(ctx, state, kind)
+
+
+async def _boundary(ctx: LoopContext, state: RunnerState, kind: BoundaryKind) -> None:
+    if ctx.on_boundary is not None:
+        await ctx.on_boundary(state, kind)
+
+
+async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
+    """Run every uncommitted call concurrently; each result commits on its own (RN-04 #2).
+
+    Calls committed before a restore are replayed, never re-run (RN-06).
+    """
+    if ctx.on_tool is not None:
+        for item in state.pending:
+            if item.commit is not None:
+                ctx.on_tool(item, True)
+    current = state
+    # Commits from parallel calls are applied one at a time so each boundary sees a consistent
+    # state that includes every commit made before it.
+    commit_lock = asyncio.Lock()
+
+    async def run_one(item: PendingCall) -> None:
+        nonlocal current
+        tool_ctx = ToolContext(
+            run_id=ctx.run_id,
+            task_id=ctx.task_id,
+            tool_call_id=item.call.id,
+            agent_name=ctx.agent_name,
+            attempt=ctx.attempt,
+        )
+        outcome: ToolOutcome = await execute_tool_call(item.call, ctx.tools, tool_ctx)
+        async with commit_lock:
+            current = with_commit(current, outcome)
+            await _boundary(ctx, current, "tool_commit")
+        if ctx.on_tool is not None:
+            ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
+
+    async with asyncio.TaskGroup() as group:
+        for item in state.uncommitted:
+            group.create_task(run_one(item))
+    current = after_tool_results(current)
+    await _boundary(ctx, current, "tool_results")
+    return current

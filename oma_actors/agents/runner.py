@@ -1,0 +1,214 @@
+"""Running one agent on one task: attempts with retries (spec TQ-10) and the ``RunnerActor``."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import asyncio
+
+from oma_actors.actors import Actor, ActorRef
+from oma_actors.agents.config import AgentConfig
+from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
+from oma_actors.agents.state import PendingCall, RunnerState
+from oma_actors.agents.turn import initial_state
+from oma_actors.domain.messages import ChatOptions, TokenUsage
+from oma_actors.domain.results import AgentRunResult
+from oma_actors.domain.tasks import TaskState
+from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled
+from oma_actors.llm.base import LLMAdapter
+from oma_actors.llm.factory import create_adapter
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[ProgressEvent], None]
+MAX_RETRY_DELAY_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedAgent:
+    """An agent with its adapter built once per run."""
+
+    config: AgentConfig
+    adapter: LLMAdapter
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        return self.config.name
+
+
+def resolve_agent(config: AgentConfig) -> ResolvedAgent:
+    """Build the adapter of ``config`` (an explicit adapter wins over provider and model)."""
+    adapter = config.adapter or create_adapter(
+        provider=config.provider, model=config.model, base_url=config.base_url, api_key=config.api_key
+    )
+    return ResolvedAgent(config=config, adapter=adapter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOutcome:
+    """The final result of a task after its attempts."""
+
+    task_id: str | None
+    agent: str
+    result: AgentRunResult
+    attempts: int
+
+
+def result_of(state: RunnerState, usage: TokenUsage) -> AgentRunResult:
+    """The caller-facing result of a completed runner state, with ``usage`` summed over attempts."""
+    return AgentRunResult(
+        success=state.success,
+        output=state.final_output,
+        messages=list(state.messages),
+        token_usage=usage,
+        tool_calls=list(state.tool_calls),
+        turns=state.turns,
+    )
+
+
+def retry_delay_ms(task: TaskState, attempt: int) -> int:
+    """Delay before attempt ``attempt + 1``: uniform in [nominal/2, nominal] (spec TQ-10)."""
+    nominal = min(task.retry_delay_ms * task.retry_backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
+    return round(random.uniform(nominal / 2, nominal))
+
+
+async def run_task(
+    agent: ResolvedAgent,
+    task: TaskState | None,
+    prompt: str,
+    *,
+    run_id: str | None,
+    emit: Emit,
+    on_boundary: BoundaryHook | None = None,
+) -> TaskOutcome:
+    """Run ``prompt`` on ``agent``, retrying an unsuccessful, retryable attempt per the task.
+
+    With ``task=None`` (``run_agent``) there is exactly one attempt.
+    """
+    config = agent.config
+    options = ChatOptions(
+        model=config.model,
+        system_prompt=config.system_prompt,
+        tools=[tool.spec for tool in config.tools],
+    )
+    tools = {tool.name: tool for tool in config.tools}
+    task_id = task.id if task is not None else None
+    max_attempts = (task.max_retries if task is not None else 0) + 1
+    usage = TokenUsage()
+
+    def on_tool(item: PendingCall, replayed: bool) -> None:
+        commit = item.commit
+        emit(
+            ToolCalled(
+                run_id=run_id,
+                task_id=task_id,
+                agent=config.name,
+                tool_name=item.call.name,
+                tool_call_id=item.call.id,
+                is_error=commit.block.is_error if commit is not None else False,
+                replayed=replayed,
+            )
+        )
+
+    attempt = 1
+    while True:
+        ctx = LoopContext(
+            agent_name=config.name,
+            adapter=agent.adapter,
+            options=options,
+            tools=tools,
+            max_turns=config.max_turns,
+            run_id=run_id,
+            task_id=task_id,
+            attempt=attempt,
+            on_boundary=on_boundary,
+            on_tool=on_tool,
+        )
+        state = await drive(initial_state(prompt), ctx)
+        usage = usage + state.token_usage
+        result = result_of(state, usage)
+        if state.success or attempt >= max_attempts or not state.retryable or task is None:
+            return TaskOutcome(task_id=task_id, agent=config.name, result=result, attempts=attempt)
+        delay = retry_delay_ms(task, attempt)
+        emit(
+            TaskRetry(
+                run_id=run_id,
+                task_id=task.id,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                error=state.final_output,
+                next_delay_ms=delay,
+            )
+        )
+        await asyncio.sleep(delay / 1000)
+        attempt += 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecuteTask:
+    """Work one task (or, with ``task=None``, one ``run_agent`` prompt).
+
+    When ``reply_to`` is set the outcome is told to it as ``RunnerFinished``; the outcome is also
+    the reply of an ``ask``.
+    """
+
+    task: TaskState | None
+    prompt: str
+    reply_to: ActorRef[RunnerFinished] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerFinished:
+    """A runner's outcome, sent to whoever assigned the task."""
+
+    outcome: TaskOutcome
+
+
+RunnerMessage = ExecuteTask
+
+
+class RunnerActor(Actor[RunnerMessage]):
+    """One agent working one task: owns the conversation, its turns, usage and pending calls."""
+
+    def __init__(
+        self,
+        agent: ResolvedAgent,
+        *,
+        run_id: str | None,
+        emit: Emit,
+        on_boundary: BoundaryHook | None = None,
+    ) -> None:
+        self._agent = agent
+        self._run_id = run_id
+        self._emit = emit
+        self._on_boundary = on_boundary
+
+    async def receive(self, message: RunnerMessage) -> TaskOutcome:
+        """Run the task and report its outcome."""
+        outcome = await run_task(
+            self._agent,
+            message.task,
+            message.prompt,
+            run_id=self._run_id,
+            emit=self._emit,
+            on_boundary=self._on_boundary,
+        )
+        if message.reply_to is not None:
+            message.reply_to.tell(RunnerFinished(outcome=outcome))
+        return outcome
+
+
+__all__ = [
+    "ExecuteTask",
+    "ResolvedAgent",
+    "RunnerActor",
+    "RunnerFinished",
+    "TaskOutcome",
+    "resolve_agent",
+    "result_of",
+    "run_task",
+]

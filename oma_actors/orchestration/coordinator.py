@@ -1,0 +1,100 @@
+"""``run_team``'s coordinator: decomposition with one repair attempt, and synthesis (spec 14)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from oma_actors.agents.config import AgentConfig, Team
+from oma_actors.agents.loop import LoopContext, drive
+from oma_actors.agents.runner import Emit, ResolvedAgent, TaskOutcome, result_of, run_task
+from oma_actors.agents.turn import initial_state, with_user_message
+from oma_actors.domain.messages import ChatOptions
+from oma_actors.domain.results import AgentRunResult
+from oma_actors.domain.tasks import Task, TaskState
+from oma_actors.events import AgentCompleted, CoordinatorFailed
+from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
+from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt, synthesis_prompt
+
+COORDINATOR_NAME = "coordinator"
+COORDINATOR_SYSTEM_PROMPT = (
+    "You are the coordinator of a team of agents. You plan work as precise JSON task lists and "
+    "write final answers from the team's results."
+)
+
+
+def default_coordinator(team: Team) -> AgentConfig:
+    """A coordinator on the first agent's model (max 3 turns, no tools) (spec CD-02)."""
+    first = team.agents[0]
+    return AgentConfig(
+        COORDINATOR_NAME,
+        model=first.model,
+        provider=first.provider,
+        adapter=first.adapter,
+        base_url=first.base_url,
+        api_key=first.api_key,
+        system_prompt=COORDINATOR_SYSTEM_PROMPT,
+        max_turns=3,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decomposition:
+    """The coordinator's plan, or why there is none; ``result`` is the coordinator's turn."""
+
+    tasks: list[Task] | None
+    problem: PlanProblem | None
+    result: AgentRunResult
+
+
+async def decompose(
+    coordinator: ResolvedAgent, team: Team, goal: str, *, run_id: str, emit: Emit
+) -> Decomposition:
+    """Ask for a task list, validate it, and ask once more with the errors if it is invalid."""
+    config = coordinator.config
+    ctx = LoopContext(
+        agent_name=config.name,
+        adapter=coordinator.adapter,
+        options=ChatOptions(model=config.model, system_prompt=config.system_prompt),
+        tools={},
+        max_turns=config.max_turns,
+        run_id=run_id,
+    )
+    roster = [agent.name for agent in team.agents]
+    state = await drive(initial_state(decomposition_prompt(goal, team.agents)), ctx)
+    parsed: list[Task] | PlanProblem | None = None
+    for round_number in range(2):
+        if not state.success:
+            problem = PlanProblem("COORDINATOR_DECOMPOSITION_FAILED", (state.final_output,))
+            return _failed(problem, result_of(state, state.token_usage), run_id, emit)
+        parsed = parse_task_list(state.final_output, roster)
+        if not isinstance(parsed, PlanProblem) or round_number == 1:
+            break
+        state = await drive(with_user_message(state, repair_prompt(parsed.errors)), ctx)
+    result = result_of(state, state.token_usage)
+    if isinstance(parsed, PlanProblem) or parsed is None:
+        problem = parsed or PlanProblem("COORDINATOR_PLAN_INVALID", ("no plan",))
+        return _failed(problem, result, run_id, emit)
+    return Decomposition(tasks=parsed, problem=None, result=result)
+
+
+def _failed(problem: PlanProblem, result: AgentRunResult, run_id: str, emit: Emit) -> Decomposition:
+    emit(CoordinatorFailed(run_id=run_id, code=problem.code, message="; ".join(problem.errors)))
+    return Decomposition(tasks=None, problem=problem, result=result)
+
+
+async def synthesize(
+    coordinator: ResolvedAgent,
+    goal: str,
+    tasks: Sequence[TaskState],
+    memory_summary: str,
+    *,
+    run_id: str,
+    emit: Emit,
+) -> TaskOutcome:
+    """Ask the coordinator for the final answer from the finished tasks (spec CD-07)."""
+    outcome = await run_task(
+        coordinator, None, synthesis_prompt(goal, tasks, memory_summary), run_id=run_id, emit=emit
+    )
+    emit(AgentCompleted(run_id=run_id, agent=COORDINATOR_NAME, task_id=None, result=outcome.result))
+    return outcome

@@ -1,0 +1,69 @@
+"""The prompts the orchestrator writes: task prompts, decomposition, repair and synthesis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oma_actors.agents.config import AgentConfig
+from oma_actors.domain.tasks import TaskState
+
+
+def task_prompt(task: TaskState, dependencies: Sequence[TaskState]) -> str:
+    """The prompt for ``task``: its description, then the outputs of its completed dependencies."""
+    parts = [f"# Task: {task.title}", "", task.description]
+    finished = [dep for dep in dependencies if dep.status == "completed"]
+    if finished:
+        parts += ["", "## Context from completed dependencies"]
+        for dep in finished:
+            parts += ["", f"### {dep.title} (completed by {dep.assignee or 'unknown'})"]
+            parts.append(dep.result or "")
+    return "\n".join(parts)
+
+
+def decomposition_prompt(goal: str, agents: Sequence[AgentConfig]) -> str:
+    """Ask the coordinator for a JSON task list over the roster (spec CD-02)."""
+    roster = "\n".join(
+        f"- {agent.name}: {agent.system_prompt or 'general-purpose agent'}"
+        + (f" (tools: {', '.join(tool.name for tool in agent.tools)})" if agent.tools else "")
+        for agent in agents
+    )
+    return (
+        "You coordinate a team of agents. Break the goal below into tasks for the team.\n\n"
+        f"## Goal\n{goal}\n\n## Team\n{roster}\n\n"
+        "Reply with ONLY a JSON array (no prose, no code fence). Each element is an object with:\n"
+        '- "title": short unique title (string, required)\n'
+        '- "description": what to do (string, required)\n'
+        '- "assignee": the agent name from the team list (string, optional)\n'
+        '- "dependsOn": titles of tasks that must finish first (array of strings, optional)\n'
+        '- "maxRetries": extra attempts after a failure (integer, optional)\n'
+    )
+
+
+def repair_prompt(errors: Sequence[str]) -> str:
+    """Ask the coordinator to fix an invalid task list once (spec CD-02)."""
+    listed = "\n".join(f"- {error}" for error in errors)
+    return (
+        "Your task list is invalid:\n"
+        f"{listed}\n\n"
+        "Reply again with ONLY the corrected JSON array of task objects."
+    )
+
+
+def synthesis_prompt(goal: str, tasks: Sequence[TaskState], memory_summary: str) -> str:
+    """Ask the coordinator for the final answer from the team's results (spec CD-07)."""
+    lines = [f"## Original Goal\n{goal}", "", "## Completed Tasks"]
+    for task in tasks:
+        if task.status == "completed":
+            lines += [f"### {task.title} (completed by {task.assignee or 'unknown'})", task.result or ""]
+    failed = [task for task in tasks if task.status == "failed"]
+    if failed:
+        lines += ["", "## Failed Tasks"]
+        lines += [f"- {task.title}: {task.result or ''}" for task in failed]
+    skipped = [task for task in tasks if task.status == "skipped"]
+    if skipped:
+        lines += ["", "## Skipped Tasks"]
+        lines += [f"- {task.title}: {task.result or ''}" for task in skipped]
+    if memory_summary:
+        lines += ["", "## Shared Memory", memory_summary]
+    lines += ["", "Write the final answer to the original goal from these results."]
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""The task queue state machine (spec section 15): statuses, readiness and cascades.
+
+The queue is plain state owned by one RunActor; it performs no I/O and emits nothing. Every
+mutation returns the tasks it changed so the caller can publish events in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from oma_actors.clock import utcnow
+from oma_actors.domain.tasks import Task, TaskState, TaskStatus
+from oma_actors.errors import ConfigurationError
+from oma_actors.orchestration.graph import resolve_dependencies
+
+
+class TaskQueue:
+    """Tasks in queue order with their statuses (spec TQ-01..TQ-07)."""
+
+    def __init__(self, states: Iterable[TaskState]) -> None:
+        self._states: dict[str, TaskState] = {state.id: state for state in states}
+
+    @classmethod
+    def from_tasks(cls, tasks: Sequence[Task]) -> TaskQueue:
+        """Validate the graph (``TaskGraphError`` on failure) and add every task (TQ-01)."""
+        deps = resolve_dependencies(tasks)
+        queue = cls(
+            TaskState(
+                id=task.id,
+                title=task.title,
+                description=task.description,
+                status="pending",
+                assignee=task.assignee,
+                depends_on=deps[task.id],
+                max_retries=task.max_retries,
+                retry_delay_ms=task.retry_delay_ms,
+                retry_backoff=task.retry_backoff,
+                metadata=task.metadata,
+            )
+            for task in tasks
+        )
+        queue.refresh_readiness()
+        return queue
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def tasks(self) -> list[TaskState]:
+        """Every task, in queue order."""
+        return list(self._states.values())
+
+    def get(self, task_id: str) -> TaskState:
+        """The task with ``task_id``; ``ConfigurationError`` if there is none."""
+        try:
+            return self._states[task_id]
+        except KeyError:
+            raise ConfigurationError(f"unknown task id {task_id!r}") from None
+
+    def ready(self) -> list[TaskState]:
+        """Pending tasks, in queue order."""
+        return [state for state in self._states.values() if state.status == "pending"]
+
+    def with_status(self, status: TaskStatus) -> list[TaskState]:
+        """Tasks currently in ``status``, in queue order."""
+        return [state for state in self._states.values() if state.status == status]
+
+    @property
+    def is_complete(self) -> bool:
+        """True when every task is terminal (or there are none) (TQ-06)."""
+        return all(state.is_terminal for state in self._states.values())
+
+    # -- transitions ---------------------------------------------------------------------------
+
+    def start(self, task_id: str, assignee: str) -> TaskState:
+        """Mark a pending task in progress with its assignee."""
+        state = self.get(task_id)
+        if state.status != "pending":
+            raise ConfigurationError(f"task {task_id!r} is {state.status}, not pending")
+        return self._put(state, "in_progress", assignee=assignee)
+
+    def complete(self, task_id: str, result: str) -> list[TaskState]:
+        """Complete a task; return the tasks that became ready because of it (TQ-02)."""
+        self._put(self.get(task_id), "completed", result=result)
+        return self.refresh_readiness()
+
+    def fail(self, task_id: str, message: str) -> list[TaskState]:
+        """Fail a task and cascade to its pending/blocked dependents; return the cascade (TQ-03)."""
+        self._put(self.get(task_id), "failed", result=message)
+        return self._cascade(task_id, "failed", f'Cancelled: dependency "{task_id}" failed.')
+
+    def skip(self, task_id: str, reason: str) -> list[TaskState]:
+        """Skip a task and cascade to its pending/blocked dependents; return the cascade (TQ-04)."""
+        self._put(self.get(task_id), "skipped", result=reason)
+        return self._cascade(task_id, "skipped", f'Skipped: dependency "{task_id}" was skipped.')
+
+    def skip_remaining(self, reason: str) -> list[TaskState]:
+        """Skip every non-terminal task with ``reason``; callers drain in-flight work first (TQ-05)."""
+        return [
+            self._put(state, "skipped", result=reason)
+            for state in list(self._states.values())
+            if not state.is_terminal
+        ]
+
+    def reset_in_progress(self) -> list[TaskState]:
+        """Return in-progress tasks to pending and recompute readiness (restore, TQ-13)."""
+        reset = [
+            self._put(state, "pending")
+            for state in list(self._states.values())
+            if state.status == "in_progress"
+        ]
+        self.refresh_readiness()
+        return reset
+
+    def refresh_readiness(self) -> list[TaskState]:
+        """Recompute pending/blocked for waiting tasks; return those that became pending."""
+        became_ready: list[TaskState] = []
+        for state in list(self._states.values()):
+            if state.status not in ("pending", "blocked"):
+                continue
+            ready = all(
+                dep in self._states and self._states[dep].status == "completed"
+                for dep in state.depends_on
+            )
+            if ready and state.status == "blocked":
+                became_ready.append(self._put(state, "pending"))
+            elif not ready and state.status == "pending":
+                self._put(state, "blocked")
+        return became_ready
+
+    def _cascade(self, source: str, status: TaskStatus, reason: str) -> list[TaskState]:
+        changed: list[TaskState] = []
+        for state in list(self._states.values()):
+            if source in state.depends_on and state.status in ("pending", "blocked"):
+                changed.append(self._put(state, status, result=reason))
+                changed.extend(self._cascade(state.id, status, _cascade_reason(state.id, status)))
+        return changed
+
+    def _put(self, state: TaskState, status: TaskStatus, **changes: object) -> TaskState:
+        updated = replace(state, status=status, updated_at=utcnow(), **changes)  # type: ignore[arg-type]
+        self._states[state.id] = updated
+        return updated
+
+
+def _cascade_reason(task_id: str, status: TaskStatus) -> str:
+    if status == "failed":
+        return f'Cancelled: dependency "{task_id}" failed.'
+    return f'Skipped: dependency "{task_id}" was skipped.'

@@ -1,0 +1,53 @@
+"""Building the caller-facing ``TeamRunResult`` from a finished queue (spec TQ-07)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from oma_actors.domain.messages import TokenUsage
+from oma_actors.domain.results import AgentRunResult, RunStatus, TeamRunResult
+from oma_actors.orchestration.queue import TaskQueue
+from oma_actors.orchestration.run import RunState
+
+
+def run_status(queue: TaskQueue) -> RunStatus:
+    """``ok`` iff no task failed and none is left unfinished; skipped tasks alone do not fail."""
+    failed = queue.with_status("failed")
+    if failed:
+        names = ", ".join(repr(task.title) for task in failed)
+        return RunStatus("error", f"{len(failed)} task(s) failed: {names}")
+    unfinished = [task for task in queue.tasks if not task.is_terminal]
+    if unfinished:
+        return RunStatus("error", f"{len(unfinished)} task(s) did not finish")
+    return RunStatus("ok")
+
+
+def team_result(
+    *,
+    run_id: str,
+    attempt: int,
+    queue: TaskQueue,
+    state: RunState,
+    extra_agent_results: Mapping[str, AgentRunResult] | None = None,
+    status: RunStatus | None = None,
+    plan_only: bool = False,
+) -> TeamRunResult:
+    """Assemble the run result; token usage sums every task result and extra results."""
+    agent_results = {**state.agent_results, **(extra_agent_results or {})}
+    usage = TokenUsage()
+    for result in state.task_results.values():
+        usage = usage + result.token_usage
+    for result in (extra_agent_results or {}).values():
+        usage = usage + result.token_usage
+    final = status or run_status(queue)
+    return TeamRunResult(
+        success=final.code == "ok",
+        status=final,
+        run_id=run_id,
+        attempt=attempt,
+        tasks=queue.tasks,
+        task_results=dict(state.task_results),
+        agent_results=agent_results,
+        token_usage=usage,
+        plan_only=plan_only,
+    )

@@ -1,0 +1,139 @@
+"""Shared memory: namespaced agent notes over any MemoryStore, hiding reserved keys (spec SM)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oma_actors.clock import to_iso
+from oma_actors.errors import ConfigurationError
+from oma_actors.stores.base import MemoryEntry, MemoryStore
+
+RESERVED_PREFIXES = ("__oma_checkpoint__/", "__oma_approval__/", "__oma_run__/")
+_JSON_ENCODING = "json"
+
+
+def is_reserved_key(key: str) -> bool:
+    """Whether ``key`` belongs to the runtime (checkpoints, approvals, run records) (SM-01)."""
+    return key.startswith(RESERVED_PREFIXES)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedEntry:
+    """A visible shared-memory entry with its value decoded."""
+
+    key: str
+    agent: str | None
+    value: object
+    metadata: dict[str, Any] | None
+
+
+class SharedMemory:
+    """The team's notes: ``<agent>/<key>`` entries plus a turn counter (SM-02..SM-07)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+        self.turn_count = 0
+
+    async def write(
+        self, agent: str, key: str, value: object, metadata: Mapping[str, Any] | None = None
+    ) -> str:
+        """Write ``value`` as ``<agent>/<key>``; non-strings are stored as JSON (SM-03).
+
+        Returns:
+            the full key written.
+        """
+        full_key = f"{agent}/{key}"
+        if is_reserved_key(full_key):
+            raise ConfigurationError(f"shared memory key {full_key!r} uses a reserved prefix")
+        meta: dict[str, Any] = {**(metadata or {}), "agent": agent}
+        if isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value)
+            meta["sharedMemoryValueEncoding"] = _JSON_ENCODING
+        await self.store.set(full_key, text, meta)
+        return full_key
+
+    async def read(self, full_key: str) -> object | None:
+        """The decoded value at ``full_key``; reserved or expired keys read as ``None``."""
+        if is_reserved_key(full_key):
+            return None
+        entry = await self.store.get(full_key)
+        if entry is None or self._expired(entry):
+            return None
+        return _decode(entry)
+
+    async def list_all(self) -> list[SharedEntry]:
+        """Every visible entry in insertion order."""
+        return [
+            SharedEntry(
+                key=entry.key,
+                agent=(entry.metadata or {}).get("agent"),
+                value=_decode(entry),
+                metadata=entry.metadata,
+            )
+            for entry in await self._visible()
+        ]
+
+    async def list_by_agent(self, agent: str) -> list[SharedEntry]:
+        """Visible entries written by ``agent``."""
+        return [entry for entry in await self.list_all() if entry.key.startswith(f"{agent}/")]
+
+    async def summary(self, *, max_chars_per_entry: int = 500) -> str:
+        """A readable digest of the visible entries, grouped by agent, for prompts."""
+        lines: list[str] = []
+        for entry in await self.list_all():
+            text = entry.value if isinstance(entry.value, str) else json.dumps(entry.value)
+            if len(text) > max_chars_per_entry:
+                text = text[:max_chars_per_entry] + "…"
+            lines.append(f"- {entry.key}: {text}")
+        return "\n".join(lines)
+
+    def advance_turn(self) -> int:
+        """Advance the turn counter after a completed task (SM-04); returns the new value."""
+        self.turn_count += 1
+        return self.turn_count
+
+    async def snapshot(self) -> dict[str, Any]:
+        """``{version: 1, turnCount, entries}`` of the visible entries (SM-05)."""
+        entries: list[dict[str, Any]] = []
+        for entry in await self._visible():
+            item: dict[str, Any] = {
+                "key": entry.key,
+                "value": entry.value,
+                "createdAt": to_iso(entry.created_at),
+            }
+            if entry.metadata is not None:
+                item["metadata"] = dict(entry.metadata)
+            if entry.expires_at_turn is not None:
+                item["expiresAtTurn"] = entry.expires_at_turn
+            entries.append(item)
+        return {"version": 1, "turnCount": self.turn_count, "entries": entries}
+
+    async def _visible(self) -> list[MemoryEntry]:
+        return [
+            entry
+            for entry in await self.store.list()
+            if not is_reserved_key(entry.key) and not self._expired(entry)
+        ]
+
+    def _expired(self, entry: MemoryEntry) -> bool:
+        return entry.expires_at_turn is not None and self.turn_count >= entry.expires_at_turn
+
+
+def _decode(entry: MemoryEntry) -> object:
+    if (entry.metadata or {}).get("sharedMemoryValueEncoding") == _JSON_ENCODING:
+        try:
+            decoded: object = json.loads(entry.value)
+        except json.JSONDecodeError:
+            return entry.value
+        return decoded
+    return entry.value
+
+
+def task_result_key(task_id: str) -> str:
+    """The key (under the assignee's namespace) where a completed task's output is written."""
+    return f"task:{task_id}:result"

@@ -1,0 +1,107 @@
+"""Tools: what an agent may call, with a pydantic input model and a declared effect (D1)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from oma_actors.domain.messages import ContentBlock, ToolSpec
+
+ToolEffect = Literal["idempotent", "unsafe"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """What a tool knows about the call it serves.
+
+    ``tool_call_id`` is the model-issued id; a call re-run after a restore gets the same one, so
+    ``f"{run_id}:{task_id}:{tool_call_id}"`` works as an external idempotency key (spec RN-09).
+    """
+
+    run_id: str | None
+    task_id: str | None
+    tool_call_id: str
+    agent_name: str
+    attempt: int = 1
+
+    @property
+    def idempotency_key(self) -> str:
+        """``run_id:task_id:tool_call_id``, stable across restores of the same call."""
+        return f"{self.run_id or ''}:{self.task_id or ''}:{self.tool_call_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns. ``data`` is the model-visible text.
+
+    ``content`` optionally carries rich model-visible parts (text and images, decision D8); when
+    set it is sent to the model instead of ``data``.
+    """
+
+    data: str
+    is_error: bool = field(default=False, kw_only=True)
+    content: tuple[ContentBlock, ...] | None = field(default=None, kw_only=True)
+
+
+ToolExecute = Callable[[Any, ToolContext], Awaitable[ToolResult | str]]
+ToolReconcile = Callable[[ToolContext], Awaitable[ToolResult | None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    """A tool definition; build it with :func:`define_tool`."""
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    execute: ToolExecute
+    effect: ToolEffect = "idempotent"
+    reconcile: ToolReconcile | None = None
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it, with the JSON schema of its input model."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            input_schema=self.input_model.model_json_schema(),
+        )
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    input_model: type[BaseModel],
+    execute: ToolExecute,
+    effect: ToolEffect = "idempotent",
+    reconcile: ToolReconcile | None = None,
+) -> Tool:
+    """Define a tool.
+
+    Args:
+        name: the name the model calls it by (letters, digits, ``_`` and ``-``).
+        description: what the tool does, for the model.
+        input_model: a pydantic model; model-issued input is validated against it.
+        execute: ``async (input, ctx) -> ToolResult | str``.
+        effect: ``"unsafe"`` marks a tool whose effect must not silently repeat (decision D1).
+        reconcile: for unsafe tools, decides the outcome of a call that may have run before a crash.
+
+    Raises:
+        ConfigurationError: an empty or malformed name, a non-pydantic input model, or an
+            unknown effect.
+    """
+    from oma_actors.tools.validation import check_tool_definition
+
+    check_tool_definition(name=name, input_model=input_model, effect=effect)
+    return Tool(
+        name=name,
+        description=description,
+        input_model=input_model,
+        execute=execute,
+        effect=effect,
+        reconcile=reconcile,
+    )
