@@ -13,6 +13,7 @@
     ├── LeaseError                the run lease was lost or is held elsewhere
     ├── TaskGraphError            cycles, unknown dependencies, bad plans
     ├── ActorStoppedError         an actor stopped before it could answer
+    ├── ActorFailedError          an actor under the escalate policy failed (cause: the error)
     ├── AskTimeoutError           an ask got no reply in time
     ├── MailboxFullError          a bounded mailbox refused a message
     ├── ToolInputError            a tool was called with input that fails its schema
@@ -27,7 +28,10 @@ Cancellation is never caught or wrapped by anything in this package.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class OmaError(Exception):
@@ -71,7 +75,9 @@ class RunIdMismatchError(CheckpointError):
     """A checkpoint belongs to a different run than the caller asked for."""
 
     def __init__(self, expected: str, found: str) -> None:
-        super().__init__(f"checkpoint run id {found!r} does not match requested run id {expected!r}")
+        super().__init__(
+            f"checkpoint run id {found!r} does not match requested run id {expected!r}"
+        )
         self.expected = expected
         self.found = found
 
@@ -98,6 +104,14 @@ class TaskGraphError(OmaError):
 
 class ActorStoppedError(OmaError):
     """The actor stopped (or its system shut down) before it answered."""
+
+
+class ActorFailedError(OmaError):
+    """An actor supervised with ``Supervision.escalate()`` failed; ``__cause__`` is its error."""
+
+    def __init__(self, actor: str) -> None:
+        super().__init__(f"actor {actor!r} failed and escalated; its system shut down")
+        self.actor = actor
 
 
 class AskTimeoutError(OmaError, TimeoutError):
@@ -150,6 +164,7 @@ class ProviderError(LLMError):
 
 
 __all__ = [
+    "ActorFailedError",
     "ActorStoppedError",
     "AskTimeoutError",
     "AuthenticationError",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from oma_actors.domain.approvals import ApprovalRequest
-from oma_actors.domain.results import AgentRunResult
+if TYPE_CHECKING:
+    from oma_actors.domain.approvals import ApprovalRequest
+    from oma_actors.domain.results import AgentRunResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from oma_actors.errors import ConfigurationError
-from oma_actors.llm.base import LLMAdapter
 from oma_actors.stores.base import MemoryStore, is_memory_store
-from oma_actors.tools.base import Tool
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.llm.base import LLMAdapter
+    from oma_actors.tools.base import Tool
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oma_actors.agents.state import BoundaryKind, PendingCall, RunnerState
 from oma_actors.agents.turn import (
@@ -20,11 +21,13 @@ from oma_actors.agents.turn import (
     stopped_at_max_turns,
     with_commit,
 )
-from oma_actors.domain.messages import ChatOptions
 from oma_actors.errors import LLMError
-from oma_actors.llm.base import LLMAdapter
 from oma_actors.tools.base import Tool, ToolContext
 from oma_actors.tools.executor import ToolOutcome, execute_tool_call
+
+if TYPE_CHECKING:
+    from oma_actors.domain.messages import ChatOptions
+    from oma_actors.llm.base import LLMAdapter
 
 BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[None]]
 ToolHook = Callable[[PendingCall, bool], None]

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import asyncio
+from typing import TYPE_CHECKING
 
 from oma_actors.actors import Actor, ActorRef
-from oma_actors.agents.config import AgentConfig
 from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
-from oma_actors.agents.state import PendingCall, RunnerState
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.domain.results import AgentRunResult
-from oma_actors.domain.tasks import TaskState
 from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled
-from oma_actors.llm.base import LLMAdapter
 from oma_actors.llm.factory import create_adapter
+
+if TYPE_CHECKING:
+    from oma_actors.agents.config import AgentConfig
+    from oma_actors.agents.state import PendingCall, RunnerState
+    from oma_actors.domain.tasks import TaskState
+    from oma_actors.llm.base import LLMAdapter
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +45,10 @@ class ResolvedAgent:
 def resolve_agent(config: AgentConfig) -> ResolvedAgent:
     """Build the adapter of ``config`` (an explicit adapter wins over provider and model)."""
     adapter = config.adapter or create_adapter(
-        provider=config.provider, model=config.model, base_url=config.base_url, api_key=config.api_key
+        provider=config.provider,
+        model=config.model,
+        base_url=config.base_url,
+        api_key=config.api_key,
     )
     return ResolvedAgent(config=config, adapter=adapter)
 

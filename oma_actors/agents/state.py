@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from oma_actors.domain.messages import Message, TokenUsage, ToolUseBlock
-from oma_actors.domain.results import ToolCallRecord
-from oma_actors.tools.executor import ToolOutcome
+
+if TYPE_CHECKING:
+    from oma_actors.domain.results import ToolCallRecord
+    from oma_actors.tools.executor import ToolOutcome
 
 RunnerPhase = Literal["awaiting_model", "executing_tools", "completed"]
 BoundaryKind = Literal["assistant_tool_turn", "tool_commit", "tool_results", "terminal"]

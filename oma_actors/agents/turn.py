@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from oma_actors.agents.state import PendingCall, RunnerState
 from oma_actors.domain.messages import ContentBlock, LLMResponse, Message, TextBlock
-from oma_actors.tools.executor import ToolOutcome
+
+if TYPE_CHECKING:
+    from oma_actors.tools.executor import ToolOutcome
 
 
 def initial_state(prompt: str) -> RunnerState:

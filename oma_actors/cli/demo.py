@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.table import Table
 
-from oma_actors.agents.config import Team
 from oma_actors.cli.demo_team import demo_tasks, demo_team
-from oma_actors.domain.results import TeamRunResult
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import (
     ProgressEvent,
@@ -24,6 +21,14 @@ from oma_actors.events import (
 from oma_actors.llm.factory import create_adapter
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from oma_actors.agents.config import Team
+    from oma_actors.domain.results import TeamRunResult
+
 
 def live_team(out_dir: Path) -> Team:
     """The demo team on a real provider, chosen from the API key in the environment."""
@@ -34,7 +39,9 @@ def live_team(out_dir: Path) -> Team:
         model = os.environ.get("OMA_DEMO_MODEL", "gpt-4o-mini")
         adapter = create_adapter(provider="openai", model=model)
     else:
-        raise ConfigurationError("--live needs ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment")
+        raise ConfigurationError(
+            "--live needs ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment"
+        )
     return demo_team(out_dir, live_adapter=adapter, model=model)
 
 
@@ -85,7 +92,9 @@ async def run_demo(out_dir: Path, *, live: bool, console: Console) -> int:
     team = live_team(out_dir) if live else demo_team(out_dir)
     mode = "live provider" if live else "offline scripted model"
     console.rule(f"oma demo: research team, 3 agents, 5 tasks ({mode})")
-    orchestrator = OpenMultiAgent(on_progress=lambda event: show_event(console, event), max_concurrency=3)
+    orchestrator = OpenMultiAgent(
+        on_progress=lambda event: show_event(console, event), max_concurrency=3
+    )
     result = await orchestrator.run_tasks(team, demo_tasks())
     show_result(console, result, out_dir)
     return 0 if result.success else 1

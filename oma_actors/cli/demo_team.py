@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+import aiofiles
+import aiofiles.os
 from pydantic import BaseModel, Field
 
 from oma_actors.agents.config import AgentConfig, Team
@@ -25,13 +26,20 @@ from oma_actors.domain.messages import (
     text_of,
 )
 from oma_actors.domain.tasks import Task
-from oma_actors.llm.base import LLMAdapter
 from oma_actors.testing.scripted import ScriptedAdapter
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from oma_actors.llm.base import LLMAdapter
+
 CORPUS = {
     "checkpoint": "A checkpoint is a handover note: the latest state from which a run continues.",
-    "idempotency": "Tools receive run_id:task_id:tool_call_id as an idempotency key across restores.",
+    "idempotency": (
+        "Tools receive run_id:task_id:tool_call_id as an idempotency key across restores."
+    ),
     "actor": "An actor owns private state and a mailbox; it handles one message at a time.",
     "fsync": "Atomic file writes go temp file, fsync, rename, then fsync the directory.",
     "approval": "A durable approval binds the reviewed content by a SHA-256 request hash.",
@@ -65,11 +73,12 @@ def make_tools(out_dir: Path) -> tuple[Tool, Tool]:
         assert isinstance(args, WriteInput)
         name = os.path.basename(args.filename)
         if not name or name != args.filename:
-            return ToolResult(f"refused: {args.filename!r} must be a plain file name", is_error=True)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / name
-        # A small synchronous write in a demo tool is fine; it is not on the runtime's hot path.
-        target.write_text(args.content + "\n", encoding="utf-8")  # noqa: ASYNC230
+            return ToolResult(
+                f"refused: {args.filename!r} must be a plain file name", is_error=True
+            )
+        await aiofiles.os.makedirs(out_dir, exist_ok=True)
+        async with aiofiles.open(out_dir / name, "w", encoding="utf-8") as handle:
+            await handle.write(args.content + "\n")
         return ToolResult(f"wrote {len(args.content)} characters to {name} ({ctx.idempotency_key})")
 
     return (
@@ -102,7 +111,11 @@ def demo_tasks() -> list[Task]:
     """Five tasks: three surveys in parallel, an analysis of them, then the brief."""
     return [
         Task("Survey checkpointing", "Find how runs survive crashes.", assignee="researcher"),
-        Task("Survey tool safety", "Find how tool calls avoid repeating effects.", assignee="researcher"),
+        Task(
+            "Survey tool safety",
+            "Find how tool calls avoid repeating effects.",
+            assignee="researcher",
+        ),
         Task("Survey actors", "Find how actors structure concurrent work.", assignee="analyst"),
         Task(
             "Analyse findings",
@@ -133,7 +146,9 @@ def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResp
         if isinstance(block, ToolResultBlock) and not block.is_error
     ]
     if turn < len(keywords):
-        call = ToolUseBlock(f"call-{title[:6].lower()}-{turn}", "search_corpus", {"query": keywords[turn]})
+        call = ToolUseBlock(
+            f"call-{title[:6].lower()}-{turn}", "search_corpus", {"query": keywords[turn]}
+        )
         return LLMResponse([call], stop_reason="tool_use", usage=usage)
     if turn == len(keywords):
         context = "\n".join(prompt.splitlines()[1:]).strip()
@@ -143,7 +158,9 @@ def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResp
             "write_note",
             {"filename": filename, "content": f"# {title}\n\n{body}"},
         )
-        return LLMResponse([TextBlock("Writing the note."), call], stop_reason="tool_use", usage=usage)
+        return LLMResponse(
+            [TextBlock("Writing the note."), call], stop_reason="tool_use", usage=usage
+        )
     searched = [item for item in findings if not item.startswith("wrote ")]
     summary = " ".join(searched) or f"{title}: done, see {filename}."
     return LLMResponse([TextBlock(summary)], usage=usage)
@@ -161,7 +178,9 @@ def demo_team(out_dir: Path, *, live_adapter: LLMAdapter | None = None, model: s
     return Team(
         "research",
         [
-            AgentConfig(name, model=model, adapter=adapter, system_prompt=role, tools=tools, max_turns=6)
+            AgentConfig(
+                name, model=model, adapter=adapter, system_prompt=role, tools=tools, max_turns=6
+            )
             for name, role in roles.items()
         ],
         shared_memory=True,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oma_actors.actors import event_loop_factory
 from oma_actors.errors import OmaError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     demo.add_argument(
-        "--out", type=Path, default=Path("oma-demo-out"), help="folder for the notes (default: %(default)s)"
+        "--out",
+        type=Path,
+        default=Path("oma-demo-out"),
+        help="folder for the notes (default: %(default)s)",
     )
     demo.add_argument(
         "--live",

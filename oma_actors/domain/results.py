@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
 from oma_actors.domain.messages import Message, TokenUsage
-from oma_actors.domain.tasks import TaskState
+
+if TYPE_CHECKING:
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
+    from oma_actors.domain.tasks import TaskState
 
 RunStatusCode = Literal["ok", "error", "suspended", "rejected", "aborted"]
 

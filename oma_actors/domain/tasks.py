@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors.clock import utcnow
 from oma_actors.ids import new_id
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from datetime import datetime
 
 TaskStatus = Literal["pending", "blocked", "in_progress", "completed", "failed", "skipped"]
 TERMINAL_STATUSES: frozenset[TaskStatus] = frozenset({"completed", "failed", "skipped"})

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.agents.loop import LoopContext, drive
 from oma_actors.agents.runner import Emit, ResolvedAgent, TaskOutcome, result_of, run_task
 from oma_actors.agents.turn import initial_state, with_user_message
 from oma_actors.domain.messages import ChatOptions
-from oma_actors.domain.results import AgentRunResult
-from oma_actors.domain.tasks import Task, TaskState
 from oma_actors.events import AgentCompleted, CoordinatorFailed
 from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
 from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt, synthesis_prompt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.tasks import Task, TaskState
 
 COORDINATOR_NAME = "coordinator"
 COORDINATOR_SYSTEM_PROMPT = (

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.domain.tasks import Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.orchestration.graph import resolve_dependencies
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -96,6 +98,8 @@ def _shape_errors(index: int, item: object) -> list[str]:
     ):
         errors.append(f"{where}: 'dependsOn' must be an array of task titles")
     retries = item.get("maxRetries")
-    if retries is not None and (not isinstance(retries, int) or isinstance(retries, bool) or retries < 0):
+    if retries is not None and (
+        not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
+    ):
         errors.append(f"{where}: 'maxRetries' must be a non-negative integer")
     return errors

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from oma_actors.actors import ActorRef, ActorSystem
-from oma_actors.agents.config import Team
 from oma_actors.agents.runner import Emit, ResolvedAgent, resolve_agent
-from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.run import AgentActor, AgentMessage, RunActor, RunState, StartRun
-from oma_actors.orchestration.shared_memory import SharedMemory
+
+if TYPE_CHECKING:
+    from oma_actors.agents.config import Team
+    from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.shared_memory import SharedMemory
 
 
 async def execute_queue(

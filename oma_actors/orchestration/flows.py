@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.agents.runner import Emit, resolve_agent
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact, Task
@@ -23,6 +22,11 @@ from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import SharedMemory
 from oma_actors.stores.memory import InMemoryStore
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.agents.config import AgentConfig, Team
 
 
 def team_memory(team: Team) -> SharedMemory | None:
@@ -60,9 +64,17 @@ def plan_tasks(plan: PlanArtifact) -> list[Task]:
                 [task.id],
             )
         if not task.description.strip():
-            raise TaskGraphError(f"Invalid plan artifact: task {task.id!r} has no description", [task.id])
+            raise TaskGraphError(
+                f"Invalid plan artifact: task {task.id!r} has no description", [task.id]
+            )
     return [
-        Task(task.title, task.description, id=task.id, assignee=task.assignee, depends_on=task.depends_on)
+        Task(
+            task.title,
+            task.description,
+            id=task.id,
+            assignee=task.assignee,
+            depends_on=task.depends_on,
+        )
         for task in plan.tasks
     ]
 
@@ -75,7 +87,12 @@ async def run_task_list(
     queue = TaskQueue.from_tasks(tasks)
     run_id = new_id()
     state = await execute_queue(
-        team, queue, run_id=run_id, memory=team_memory(team), max_concurrency=max_concurrency, emit=emit
+        team,
+        queue,
+        run_id=run_id,
+        memory=team_memory(team),
+        max_concurrency=max_concurrency,
+        emit=emit,
     )
     return team_result(run_id=run_id, attempt=1, queue=queue, state=state)
 

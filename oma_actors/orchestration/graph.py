@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from oma_actors.domain.tasks import Task
 from oma_actors.errors import TaskGraphError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from oma_actors.domain.tasks import Task
 
 
 def resolve_dependencies(tasks: Sequence[Task]) -> dict[str, tuple[str, ...]]:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oma_actors.errors import ConfigurationError
-from oma_actors.stores.base import MemoryStore
+
+if TYPE_CHECKING:
+    from oma_actors.stores.base import MemoryStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,7 +40,8 @@ def resolve_checkpoint(per_call: CheckpointArg, default: CheckpointArg) -> Check
         chosen = CheckpointOptions()
     if not isinstance(chosen, CheckpointOptions):
         raise ConfigurationError(
-            f"checkpoint must be True, False, None or CheckpointOptions, not {type(chosen).__name__}"
+            "checkpoint must be True, False, None or CheckpointOptions, "
+            f"not {type(chosen).__name__}"
         )
     if not chosen.enabled:
         return None

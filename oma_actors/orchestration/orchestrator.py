@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.agents.runner import resolve_agent, run_task
-from oma_actors.domain.results import AgentRunResult, TeamRunResult
-from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
-from oma_actors.orchestration.gates import Gate
 from oma_actors.orchestration.flows import plan_tasks, run_goal, run_task_list
 from oma_actors.orchestration.options import (
     CheckpointArg,
     check_max_concurrency,
     resolve_checkpoint,
 )
+
+if TYPE_CHECKING:
+    from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.domain.results import AgentRunResult, TeamRunResult
+    from oma_actors.domain.tasks import PlanArtifact, Task
+    from oma_actors.orchestration.gates import Gate
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +69,9 @@ class OpenMultiAgent:
     async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
         """Run one agent on one prompt (never checkpointed)."""
         outcome = await run_task(resolve_agent(agent), None, prompt, run_id=None, emit=self._emit)
-        self._emit(AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=outcome.result))
+        self._emit(
+            AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=outcome.result)
+        )
         return outcome.result
 
     async def run_tasks(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from oma_actors.agents.config import AgentConfig
-from oma_actors.domain.tasks import TaskState
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.agents.config import AgentConfig
+    from oma_actors.domain.tasks import TaskState
 
 
 def task_prompt(task: TaskState, dependencies: Sequence[TaskState]) -> str:
@@ -54,7 +57,10 @@ def synthesis_prompt(goal: str, tasks: Sequence[TaskState], memory_summary: str)
     lines = [f"## Original Goal\n{goal}", "", "## Completed Tasks"]
     for task in tasks:
         if task.status == "completed":
-            lines += [f"### {task.title} (completed by {task.assignee or 'unknown'})", task.result or ""]
+            lines += [
+                f"### {task.title} (completed by {task.assignee or 'unknown'})",
+                task.result or "",
+            ]
     failed = [task for task in tasks if task.status == "failed"]
     if failed:
         lines += ["", "## Failed Tasks"]

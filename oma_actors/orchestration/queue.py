@@ -6,13 +6,16 @@ mutation returns the tasks it changed so the caller can publish events in order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from oma_actors.clock import utcnow
 from oma_actors.domain.tasks import Task, TaskState, TaskStatus
 from oma_actors.errors import ConfigurationError
 from oma_actors.orchestration.graph import resolve_dependencies
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 
 class TaskQueue:
@@ -95,7 +98,10 @@ class TaskQueue:
         return self._cascade(task_id, "skipped", f'Skipped: dependency "{task_id}" was skipped.')
 
     def skip_remaining(self, reason: str) -> list[TaskState]:
-        """Skip every non-terminal task with ``reason``; callers drain in-flight work first (TQ-05)."""
+        """Skip every non-terminal task with ``reason``; callers drain in-flight work first.
+
+        Spec TQ-05.
+        """
         return [
             self._put(state, "skipped", result=reason)
             for state in list(self._states.values())

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from oma_actors.domain.messages import TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunStatus, TeamRunResult
-from oma_actors.orchestration.queue import TaskQueue
-from oma_actors.orchestration.run import RunState
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.run import RunState
 
 
 def run_status(queue: TaskQueue) -> RunStatus:

@@ -7,9 +7,8 @@ back as messages, so the queue is only ever touched by the RunActor, one message
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from oma_actors.actors import Actor, ActorRef, ActorSystem
 from oma_actors.agents.runner import (
@@ -20,8 +19,6 @@ from oma_actors.agents.runner import (
     RunnerFinished,
     TaskOutcome,
 )
-from oma_actors.domain.results import AgentRunResult
-from oma_actors.domain.tasks import TaskState
 from oma_actors.events import (
     AgentCompleted,
     TaskCompleted,
@@ -30,8 +27,15 @@ from oma_actors.events import (
     TaskStarted,
 )
 from oma_actors.orchestration.prompts import task_prompt
-from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.shared_memory import SharedMemory, task_result_key
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Mapping
+
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.tasks import TaskState
+    from oma_actors.orchestration.queue import TaskQueue
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,8 +167,17 @@ class RunActor(Actor[RunMessage]):
             self._agents[agent].tell(Assign(task=started, prompt=prompt, run=self._self))
         if not self._in_flight and self._done is not None and not self._done.done():
             # Nothing runs and nothing can start: whatever is left can never become ready.
-            for task in self._queue.skip_remaining("Skipped: task scheduling failed — no runnable task."):
-                self._emit(TaskSkipped(run_id=self._run_id, task_id=task.id, title=task.title, reason=task.result or ""))
+            for task in self._queue.skip_remaining(
+                "Skipped: task scheduling failed — no runnable task."
+            ):
+                self._emit(
+                    TaskSkipped(
+                        run_id=self._run_id,
+                        task_id=task.id,
+                        title=task.title,
+                        reason=task.result or "",
+                    )
+                )
             self._done.set_result(None)
 
     def _choose_agent(self, task: TaskState) -> str:
@@ -191,15 +204,25 @@ class RunActor(Actor[RunMessage]):
             self._queue.complete(task_id, result.output)
             self._emit(
                 TaskCompleted(
-                    run_id=self._run_id, task_id=task_id, title=task.title, agent=agent, result=result
+                    run_id=self._run_id,
+                    task_id=task_id,
+                    title=task.title,
+                    agent=agent,
+                    result=result,
                 )
             )
-            self._emit(AgentCompleted(run_id=self._run_id, agent=agent, task_id=task_id, result=result))
+            self._emit(
+                AgentCompleted(run_id=self._run_id, agent=agent, task_id=task_id, result=result)
+            )
             return
         cascade = self._queue.fail(task_id, result.output)
         self._emit(
             TaskFailed(
-                run_id=self._run_id, task_id=task_id, title=task.title, agent=agent, error=result.output
+                run_id=self._run_id,
+                task_id=task_id,
+                title=task.title,
+                agent=agent,
+                error=result.output,
             )
         )
         self._emit(AgentCompleted(run_id=self._run_id, agent=agent, task_id=task_id, result=result))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import to_iso
 from oma_actors.errors import ConfigurationError
-from oma_actors.stores.base import MemoryEntry, MemoryStore
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.stores.base import MemoryEntry, MemoryStore
 
 RESERVED_PREFIXES = ("__oma_checkpoint__/", "__oma_approval__/", "__oma_run__/")
 _JSON_ENCODING = "json"

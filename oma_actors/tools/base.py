@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors.domain.messages import ContentBlock, ToolSpec
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 ToolEffect = Literal["idempotent", "unsafe"]
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import ToolInputError
 from oma_actors.tools.base import Tool, ToolContext, ToolResult
 from oma_actors.tools.validation import parse_tool_input
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 logger = logging.getLogger(__name__)
 

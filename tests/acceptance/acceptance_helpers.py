@@ -9,7 +9,9 @@ def answer(text: str, usage: tuple[int, int] = (1, 1)) -> LLMResponse:
     return LLMResponse([TextBlock(text)], usage=TokenUsage(*usage))
 
 
-def calls(*items: tuple[str, str, dict[str, object]], usage: tuple[int, int] = (1, 1)) -> LLMResponse:
+def calls(
+    *items: tuple[str, str, dict[str, object]], usage: tuple[int, int] = (1, 1)
+) -> LLMResponse:
     return LLMResponse(
         [ToolUseBlock(call_id, name, dict(args)) for call_id, name, args in items],
         stop_reason="tool_use",

@@ -62,8 +62,14 @@ async def test_parallel_tool_calls_run_concurrently_and_return_in_call_order() -
     result = await OpenMultiAgent().run_agent(agent, "go")
     assert result.output == "done"
     results = adapter.calls[1].messages[-1].content
-    assert [block.tool_use_id for block in results if isinstance(block, ToolResultBlock)] == ["t1", "t2"]
-    assert [block.content for block in results if isinstance(block, ToolResultBlock)] == ["FIRST", "SECOND"]
+    assert [block.tool_use_id for block in results if isinstance(block, ToolResultBlock)] == [
+        "t1",
+        "t2",
+    ]
+    assert [block.content for block in results if isinstance(block, ToolResultBlock)] == [
+        "FIRST",
+        "SECOND",
+    ]
     assert [record.tool_call_id for record in result.tool_calls] == ["t1", "t2"]
     assert {ctx.tool_call_id for ctx in contexts} == {"t1", "t2"}
     assert all(ctx.agent_name == "worker" and ctx.attempt == 1 for ctx in contexts)

@@ -151,7 +151,11 @@ async def test_tool_context_carries_run_and_task_ids() -> None:
     task = Task("a", "x")
     result = await OpenMultiAgent().run_tasks(team, [task])
     assert len(seen) == 1
-    assert (seen[0].run_id, seen[0].task_id, seen[0].tool_call_id) == (result.run_id, task.id, "call_1")
+    assert (seen[0].run_id, seen[0].task_id, seen[0].tool_call_id) == (
+        result.run_id,
+        task.id,
+        "call_1",
+    )
     assert seen[0].agent_name == "w"
 
 
@@ -166,7 +170,9 @@ async def test_events_pair_and_a_raising_observer_breaks_nothing() -> None:
     tasks = [Task("a", "x"), Task("b", "y", depends_on=["a"])]
     result = await OpenMultiAgent(on_progress=observer).run_tasks(team, tasks)
     assert result.success
-    kinds = [type(event).__name__ for event in seen if isinstance(event, TaskStarted | TaskCompleted)]
+    kinds = [
+        type(event).__name__ for event in seen if isinstance(event, TaskStarted | TaskCompleted)
+    ]
     assert kinds == ["TaskStarted", "TaskCompleted", "TaskStarted", "TaskCompleted"]
 
 
@@ -200,9 +206,20 @@ async def test_run_from_plan_uses_ids_exactly() -> None:
 @pytest.mark.parametrize(
     ("plan", "message"),
     [
-        (PlanArtifact([PlanTask("p", "t", "d")], version=2), "Unsupported plan artifact version: 2"),
+        (
+            PlanArtifact([PlanTask("p", "t", "d")], version=2),
+            "Unsupported plan artifact version: 2",
+        ),
         (PlanArtifact([PlanTask("p", "t", "d", depends_on=["x"])]), "unknown id"),
-        (PlanArtifact([PlanTask("p", "t", "d", depends_on=["q"]), PlanTask("q", "u", "d", depends_on=["p"])]), "cycle"),
+        (
+            PlanArtifact(
+                [
+                    PlanTask("p", "t", "d", depends_on=["q"]),
+                    PlanTask("q", "u", "d", depends_on=["p"]),
+                ]
+            ),
+            "cycle",
+        ),
         (PlanArtifact([PlanTask("p", "t", "  ")]), "no description"),
     ],
 )

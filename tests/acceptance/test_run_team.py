@@ -33,14 +33,19 @@ def worker(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
 def team() -> tuple[Team, ScriptedAdapter]:
     adapter = ScriptedAdapter(worker)
     return (
-        Team("t", [AgentConfig("researcher", adapter=adapter), AgentConfig("writer", adapter=adapter)]),
+        Team(
+            "t",
+            [AgentConfig("researcher", adapter=adapter), AgentConfig("writer", adapter=adapter)],
+        ),
         adapter,
     )
 
 
 async def test_decompose_run_and_synthesize() -> None:
     squad, workers = team()
-    lead = ScriptedAdapter([answer(json.dumps(PLAN), usage=(10, 10)), answer("final answer", usage=(5, 5))])
+    lead = ScriptedAdapter(
+        [answer(json.dumps(PLAN), usage=(10, 10)), answer("final answer", usage=(5, 5))]
+    )
     result = await OpenMultiAgent().run_team(
         squad, "explain", coordinator=AgentConfig("coordinator", adapter=lead)
     )

@@ -84,7 +84,11 @@ def test_empty_queue_is_complete() -> None:
         ([Task("a", "A", id="x", depends_on=["a"])], "depends on itself", ["x"]),
         ([Task("a", "A", id="x"), Task("b", "B", id="x")], "duplicate task id", ["x"]),
         (
-            [Task("a", "A", id="1"), Task("a", "A2", id="2"), Task("c", "C", id="3", depends_on=["a"])],
+            [
+                Task("a", "A", id="1"),
+                Task("a", "A2", id="2"),
+                Task("c", "C", id="3", depends_on=["a"]),
+            ],
             "matches several tasks",
             ["3", "1", "2"],
         ),

@@ -53,7 +53,9 @@ def test_malformed_definitions_raise(kwargs: dict[str, object], fragment: str) -
 
 
 async def test_valid_call_returns_result_and_record() -> None:
-    outcome = await execute_tool_call(ToolUseBlock("c1", "add", {"a": 2, "b": 3}), {"add": ADD}, CTX)
+    outcome = await execute_tool_call(
+        ToolUseBlock("c1", "add", {"a": 2, "b": 3}), {"add": ADD}, CTX
+    )
     assert outcome.block.tool_use_id == "c1"
     assert outcome.block.content == "5"
     assert not outcome.block.is_error
@@ -81,7 +83,9 @@ async def test_tool_exception_is_an_error_result() -> None:
         raise RuntimeError("disk full")
 
     tool = define_tool(name="boom", description="", input_model=Add, execute=boom)
-    outcome = await execute_tool_call(ToolUseBlock("c", "boom", {"a": 1, "b": 1}), {"boom": tool}, CTX)
+    outcome = await execute_tool_call(
+        ToolUseBlock("c", "boom", {"a": 1, "b": 1}), {"boom": tool}, CTX
+    )
     assert outcome.block.is_error
     assert "RuntimeError: disk full" in str(outcome.block.content)
 
@@ -94,7 +98,9 @@ async def test_tool_result_error_flag_and_context_are_passed() -> None:
         return ToolResult("nope", is_error=True)
 
     tool = define_tool(name="check", description="", input_model=Add, execute=check)
-    outcome = await execute_tool_call(ToolUseBlock("c9", "check", {"a": 1, "b": 1}), {"check": tool}, CTX)
+    outcome = await execute_tool_call(
+        ToolUseBlock("c9", "check", {"a": 1, "b": 1}), {"check": tool}, CTX
+    )
     assert outcome.block.is_error
     assert seen == [CTX]
     assert seen[0].idempotency_key == "r:t:c1"
