@@ -66,10 +66,7 @@ from oma_actors.orchestration.orchestrator import OpenMultiAgent
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
-try:
-    from oma_actors.stores.redacting import RedactingStore
-except ImportError:  # TEMP until the redacting helper lands
-    pass
+from oma_actors.stores.redacting import RedactingStore
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [

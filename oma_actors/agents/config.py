@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.errors import ConfigurationError
 from oma_actors.stores.base import MemoryStore, is_memory_store
+from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -96,6 +97,9 @@ class Team:
             )
         if store is not None:
             object.__setattr__(self, "shared_memory", True)
+        elif self.shared_memory:
+            # The team's own private store, reused across its runs (spec CO-09).
+            object.__setattr__(self, "shared_memory_store", InMemoryStore())
 
     def agent(self, name: str) -> AgentConfig:
         """The agent called ``name``; ``ConfigurationError`` naming the roster if absent."""

@@ -14,7 +14,7 @@ from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.domain.results import AgentRunResult
-from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled
+from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled, ToolOutcomeUnknown
 from oma_actors.llm.factory import create_adapter
 
 if TYPE_CHECKING:
@@ -89,10 +89,13 @@ async def run_task(
     run_id: str | None,
     emit: Emit,
     on_boundary: BoundaryHook | None = None,
+    resume: RunnerState | None = None,
 ) -> TaskOutcome:
     """Run ``prompt`` on ``agent``, retrying an unsuccessful, retryable attempt per the task.
 
-    With ``task=None`` (``run_agent``) there is exactly one attempt.
+    With ``task=None`` (``run_agent``) there is exactly one attempt. ``resume`` continues the
+    first attempt from a restored conversation instead of the prompt (spec RN-03); retries
+    always start fresh.
     """
     config = agent.config
     options = ChatOptions(
@@ -119,6 +122,9 @@ async def run_task(
             )
         )
 
+    def on_unknown(tool_call_id: str) -> None:
+        emit(ToolOutcomeUnknown(run_id=run_id, task_id=task_id or "", tool_call_id=tool_call_id))
+
     attempt = 1
     while True:
         ctx = LoopContext(
@@ -132,8 +138,13 @@ async def run_task(
             attempt=attempt,
             on_boundary=on_boundary,
             on_tool=on_tool,
+            on_unknown=on_unknown,
         )
-        state = await drive(initial_state(prompt), ctx)
+        start = resume if resume is not None and attempt == 1 else initial_state(prompt)
+        if attempt > 1 and on_boundary is not None:
+            # Spec TQ-10: the failed attempt's in-flight entry is dropped and saved first.
+            await on_boundary(start, "attempt_reset")
+        state = await drive(start, ctx)
         usage = usage + state.token_usage
         result = result_of(state, usage)
         if state.success or attempt >= max_attempts or not state.retryable or task is None:
@@ -163,6 +174,7 @@ class ExecuteTask:
 
     task: TaskState | None
     prompt: str
+    resume: RunnerState | None = None
     reply_to: ActorRef[RunnerFinished] | None = None
 
 
@@ -201,6 +213,7 @@ class RunnerActor(Actor[RunnerMessage]):
             run_id=self._run_id,
             emit=self._emit,
             on_boundary=self._on_boundary,
+            resume=message.resume,
         )
         if message.reply_to is not None:
             message.reply_to.tell(RunnerFinished(outcome=outcome))

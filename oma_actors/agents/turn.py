@@ -98,3 +98,12 @@ def with_user_message(state: RunnerState, text: str) -> RunnerState:
         messages=(*state.messages, message),
         final_output="",
     )
+
+
+def mark_dispatched(state: RunnerState, call_id: str) -> RunnerState:
+    """Record that an unsafe call is about to run (its dispatch record, decision D1)."""
+    pending = tuple(
+        replace(item, dispatched=True) if item.call.id == call_id else item
+        for item in state.pending
+    )
+    return replace(state, pending=pending)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
 
 
 @runtime_checkable

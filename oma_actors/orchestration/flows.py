@@ -1,15 +1,18 @@
-"""The three orchestrated flows: explicit tasks, a plan artifact, and a goal for a team."""
+"""The orchestrated flows: explicit tasks, a plan artifact, and a goal for a team."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from oma_actors.agents.runner import Emit, resolve_agent
+from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.ids import new_id
+from oma_actors.orchestration.checkpointing import RunCheckpointing, build_snapshot, new_identity
 from oma_actors.orchestration.coordinator import (
     COORDINATOR_NAME,
     decompose,
@@ -17,25 +20,34 @@ from oma_actors.orchestration.coordinator import (
     synthesize,
 )
 from oma_actors.orchestration.execute import execute_queue
+from oma_actors.orchestration.live import claim
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import SharedMemory
-from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.agents.runner import Emit
+    from oma_actors.checkpoint.snapshot import RunMode
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.orchestration.options import ResolvedCheckpoint
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowContext:
+    """The orchestrator settings every flow uses."""
+
+    max_concurrency: int
+    emit: Emit
 
 
 def team_memory(team: Team) -> SharedMemory | None:
     """The team's shared memory for one run, or ``None`` when the team has none."""
-    if team.shared_memory_store is not None:
-        return SharedMemory(team.shared_memory_store)
-    if team.shared_memory:
-        return SharedMemory(InMemoryStore())
-    return None
+    store = team.shared_memory_store
+    return SharedMemory(store) if store is not None else None
 
 
 def check_assignees(team: Team, tasks: Sequence[Task]) -> None:
@@ -79,22 +91,94 @@ def plan_tasks(plan: PlanArtifact) -> list[Task]:
     ]
 
 
-async def run_task_list(
-    team: Team, tasks: Sequence[Task], *, max_concurrency: int, emit: Emit
-) -> TeamRunResult:
-    """Validate ``tasks`` (before any work) and run them with ``team``."""
-    check_assignees(team, tasks)
-    queue = TaskQueue.from_tasks(tasks)
-    run_id = new_id()
+def new_checkpointing(
+    resolved: ResolvedCheckpoint | None, *, run_id: str, mode: RunMode, goal: str | None
+) -> RunCheckpointing | None:
+    """The checkpointing of a fresh run (attempt 1)."""
+    if resolved is None:
+        return None
+    return RunCheckpointing(
+        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=run_id),
+        mode=mode,
+        identity=new_identity(run_id, 1),
+        goal=goal,
+        embed_memory=not resolved.reuses_shared_store,
+    )
+
+
+async def run_queue(
+    team: Team,
+    queue: TaskQueue,
+    *,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+    mode: RunMode,
+    goal: str | None = None,
+) -> tuple[str, RunState, SharedMemory | None, RunCheckpointing | None]:
+    """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set."""
+    run_id = (resolved.run_id if resolved else None) or new_id()
+    checkpointing = new_checkpointing(resolved, run_id=run_id, mode=mode, goal=goal)
+    memory = team_memory(team)
     state = await execute_queue(
         team,
         queue,
         run_id=run_id,
-        memory=team_memory(team),
-        max_concurrency=max_concurrency,
-        emit=emit,
+        memory=memory,
+        max_concurrency=ctx.max_concurrency,
+        emit=ctx.emit,
+        checkpointing=checkpointing,
     )
+    return run_id, state, memory, checkpointing
+
+
+async def run_task_list(
+    team: Team,
+    tasks: Sequence[Task],
+    *,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+    mode: RunMode = "runTasks",
+    goal: str | None = None,
+) -> TeamRunResult:
+    """Validate ``tasks`` (before any work) and run them with ``team``."""
+    check_assignees(team, tasks)
+    queue = TaskQueue.from_tasks(tasks)
+    with claim_if(resolved):
+        run_id, state, _, _ = await run_queue(
+            team, queue, ctx=ctx, resolved=resolved, mode=mode, goal=goal
+        )
     return team_result(run_id=run_id, attempt=1, queue=queue, state=state)
+
+
+def claim_if(resolved: ResolvedCheckpoint | None) -> AbstractContextManager[None]:
+    """Claim the checkpoint key of a checkpointed run (decision D9); a no-op otherwise."""
+    return claim(resolved.store, resolved.key) if resolved is not None else nullcontext()
+
+
+async def save_synthesis(
+    checkpointing: RunCheckpointing | None,
+    *,
+    queue: TaskQueue,
+    memory: SharedMemory | None,
+    state: RunState,
+    synthesis: AgentRunResult,
+) -> None:
+    """Persist a successful synthesis so a restore of the finished run returns it (D4)."""
+    if checkpointing is None or not synthesis.success:
+        return
+    snapshot = await build_snapshot(
+        checkpointing,
+        queue=queue,
+        memory=memory,
+        results=state.task_results,
+        in_flight={},
+        synthesis=synthesis,
+    )
+    try:
+        await checkpointing.checkpoint.save(replace(snapshot, revision=state.revision + 1))
+        state.revision += 1
+    except Exception:  # best-effort like every ordinary save; the result is returned regardless
+        return
 
 
 async def run_goal(
@@ -103,19 +187,19 @@ async def run_goal(
     *,
     coordinator: AgentConfig | None,
     plan_only: bool,
-    max_concurrency: int,
-    emit: Emit,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
 ) -> TeamRunResult:
     """Decompose ``goal`` with the coordinator, run the plan, then synthesize (spec 14)."""
-    run_id = new_id()
     lead = resolve_agent(coordinator or default_coordinator(team))
-    plan = await decompose(lead, team, goal, run_id=run_id, emit=emit)
+    planning_id = (resolved.run_id if resolved else None) or new_id()
+    plan = await decompose(lead, team, goal, run_id=planning_id, emit=ctx.emit)
     planning = {COORDINATOR_NAME: plan.result}
     if plan.tasks is None:
         problem = plan.problem
         message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
         return team_result(
-            run_id=run_id,
+            run_id=planning_id,
             attempt=1,
             queue=TaskQueue([]),
             state=RunState(),
@@ -126,23 +210,27 @@ async def run_goal(
     if plan_only:
         # A plan-only result lists every task as pending (spec CD-06): nothing was scheduled.
         return team_result(
-            run_id=run_id,
+            run_id=planning_id,
             attempt=1,
             queue=TaskQueue(replace(task, status="pending") for task in queue.tasks),
             state=RunState(),
             extra_agent_results=planning,
             plan_only=True,
         )
-    memory = team_memory(team)
-    state = await execute_queue(
-        team, queue, run_id=run_id, memory=memory, max_concurrency=max_concurrency, emit=emit
-    )
-    summary = await memory.summary() if memory is not None else ""
-    synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=emit)
+    if resolved is not None and resolved.run_id is None:
+        resolved = replace(resolved, run_id=planning_id)
+    with claim_if(resolved):
+        run_id, state, memory, checkpointing = await run_queue(
+            team, queue, ctx=ctx, resolved=resolved, mode="runTeam", goal=goal
+        )
+        summary = await memory.summary() if memory is not None else ""
+        synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
+        await save_synthesis(
+            checkpointing, queue=queue, memory=memory, state=state, synthesis=synthesis.result
+        )
     # Planning usage is charged to the run; the synthesis is the coordinator's visible result.
-    planning_usage = plan.result.token_usage
     final = synthesis.result
-    merged = replace(final, token_usage=final.token_usage + planning_usage)
+    merged = replace(final, token_usage=final.token_usage + plan.result.token_usage)
     return team_result(
         run_id=run_id,
         attempt=1,

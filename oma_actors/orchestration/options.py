@@ -1,13 +1,16 @@
-"""Orchestrator options, resolved once at the boundary into frozen values."""
+"""Orchestrator options, resolved once at the boundary into frozen values (spec section 8)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import ConfigurationError
+from oma_actors.stores.base import is_memory_store
 
 if TYPE_CHECKING:
+    from oma_actors.agents.config import Team
     from oma_actors.stores.base import MemoryStore
 
 
@@ -17,7 +20,8 @@ class CheckpointOptions:
 
     Args:
         enabled: ``False`` turns checkpointing off for this call.
-        store: the checkpoint store; defaults to the team's shared store.
+        store: the checkpoint store; defaults to the team's shared store, then to a private
+            in-memory store of the orchestrator.
         run_id: the run id; the key becomes ``__oma_checkpoint__/<run_id>/latest``.
         key: an explicit checkpoint key (wins over ``run_id`` for the key).
     """
@@ -31,24 +35,60 @@ class CheckpointOptions:
 CheckpointArg = bool | CheckpointOptions | None
 
 
-def resolve_checkpoint(per_call: CheckpointArg, default: CheckpointArg) -> CheckpointOptions | None:
-    """The active checkpoint options: per-call replaces the default wholesale (CO-02, CO-04)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedCheckpoint:
+    """The active checkpoint of a call: store, key, requested run id, and store reuse (CO-08)."""
+
+    store: MemoryStore
+    key: str
+    run_id: str | None
+    reuses_shared_store: bool
+
+
+def checkpoint_options(per_call: CheckpointArg, default: CheckpointArg) -> CheckpointOptions | None:
+    """The options in force: per-call replaces the default wholesale (CO-02, CO-04)."""
     chosen = per_call if per_call is not None else default
     if chosen is None or chosen is False:
         return None
     if chosen is True:
-        chosen = CheckpointOptions()
+        return CheckpointOptions()
     if not isinstance(chosen, CheckpointOptions):
         raise ConfigurationError(
             "checkpoint must be True, False, None or CheckpointOptions, "
             f"not {type(chosen).__name__}"
         )
-    if not chosen.enabled:
+    return chosen if chosen.enabled else None
+
+
+def resolve_checkpoint(
+    options: CheckpointOptions | None, *, team: Team, fallback: MemoryStore
+) -> ResolvedCheckpoint | None:
+    """Choose the store and key (CO-05..CO-07); ``ConfigurationError`` per CO-06.
+
+    Raises:
+        ConfigurationError: no store, run id or key can identify the checkpoint, or the store
+            is not a ``MemoryStore``, or the run id is empty or longer than 128 characters.
+    """
+    if options is None:
         return None
-    # Durable snapshots, restore and their boundaries are built in the checkpoint package, which
-    # this build does not include yet; refusing is safer than silently running without them.
-    raise ConfigurationError(
-        "checkpointing is not available in this build yet; run with checkpoint=None or False"
+    if options.run_id is not None and not 1 <= len(options.run_id) <= 128:
+        raise ConfigurationError("CheckpointOptions.run_id must be 1..128 characters")
+    if options.store is not None and not is_memory_store(options.store):
+        raise ConfigurationError(
+            "CheckpointOptions.store must have async get, set, list, delete and clear"
+        )
+    shared = team.shared_memory_store
+    if options.store is None and shared is None and options.run_id is None and options.key is None:
+        raise ConfigurationError(
+            "Checkpoint requires a `run_id` (or an explicit `store`/`key`) when the team has no "
+            "shared-memory store: runs would otherwise share the orchestrator's default key."
+        )
+    store = options.store or shared or fallback
+    return ResolvedCheckpoint(
+        store=store,
+        key=options.key or checkpoint_key(options.run_id),
+        run_id=options.run_id,
+        reuses_shared_store=shared is not None and store is shared,
     )
 
 

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent, run_task
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
-from oma_actors.orchestration.flows import plan_tasks, run_goal, run_task_list
+from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_goal, run_task_list
 from oma_actors.orchestration.options import (
     CheckpointArg,
+    ResolvedCheckpoint,
     check_max_concurrency,
+    checkpoint_options,
     resolve_checkpoint,
 )
+from oma_actors.orchestration.resume import restore_run
+from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.domain.tasks import PlanArtifact, Task
@@ -24,25 +29,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[ProgressEvent], None]
-
 
 class OpenMultiAgent:
-    """Runs agents, task lists, plans and goals for teams of agents.
+    """Runs agents, task lists, plans and goals for teams of agents, and restores them.
 
     Args:
         checkpoint: the default checkpoint setting of every run (per-call replaces it).
         on_progress: receives every ``ProgressEvent``; an exception it raises is logged and
-            never breaks the run.
+            never breaks the run or its save order.
         max_concurrency: tasks in flight at once per run.
-        on_task_dispatch, on_plan_ready, on_tool_call: approval gates.
+        on_task_dispatch, on_plan_ready, on_tool_call: approval gates (durable approvals).
     """
 
     def __init__(
         self,
         *,
         checkpoint: CheckpointArg = None,
-        on_progress: ProgressCallback | None = None,
+        on_progress: Callable[[ProgressEvent], None] | None = None,
         max_concurrency: int = 4,
         on_task_dispatch: Gate | None = None,
         on_plan_ready: Gate | None = None,
@@ -53,10 +56,14 @@ class OpenMultiAgent:
                 "approval gates (on_task_dispatch, on_plan_ready, on_tool_call) are not "
                 "available in this build yet"
             )
-        resolve_checkpoint(None, checkpoint)
+        checkpoint_options(None, checkpoint)  # validate the default early
         self._checkpoint = checkpoint
         self._on_progress = on_progress
-        self._max_concurrency = check_max_concurrency(max_concurrency)
+        self._ctx = FlowContext(
+            max_concurrency=check_max_concurrency(max_concurrency), emit=self._emit
+        )
+        # Spec CO-05: the last-resort checkpoint store, shared by this instance's runs.
+        self._fallback_store = InMemoryStore()
 
     def _emit(self, event: ProgressEvent) -> None:
         if self._on_progress is None:
@@ -65,6 +72,15 @@ class OpenMultiAgent:
             self._on_progress(event)
         except Exception:  # a broken observer must never break the run or its save order
             logger.exception("on_progress callback raised for %s", type(event).__name__)
+
+    def _resolve(
+        self, team: Team, per_call: CheckpointArg, *, restoring: bool = False
+    ) -> ResolvedCheckpoint | None:
+        default: CheckpointArg = self._checkpoint
+        if restoring and default is None:
+            default = True  # spec CO-03: restore checkpoints by default
+        options = checkpoint_options(per_call, default)
+        return resolve_checkpoint(options, team=team, fallback=self._fallback_store)
 
     async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
         """Run one agent on one prompt (never checkpointed)."""
@@ -77,23 +93,27 @@ class OpenMultiAgent:
     async def run_tasks(
         self, team: Team, tasks: Sequence[Task], *, checkpoint: CheckpointArg = None
     ) -> TeamRunResult:
-        """Run explicit tasks; the graph is validated before any agent works.
+        """Run explicit tasks; options and the graph are validated before any agent works.
 
         Raises:
             TaskGraphError: cycles, unknown dependencies or assignees, duplicate ids.
+            ConfigurationError: contradictory checkpoint options (spec CO-06, D9).
         """
-        resolve_checkpoint(checkpoint, self._checkpoint)
-        return await run_task_list(
-            team, tasks, max_concurrency=self._max_concurrency, emit=self._emit
-        )
+        resolved = self._resolve(team, checkpoint)
+        return await run_task_list(team, tasks, ctx=self._ctx, resolved=resolved)
 
     async def run_from_plan(
         self, team: Team, plan: PlanArtifact, *, checkpoint: CheckpointArg = None
     ) -> TeamRunResult:
         """Run a reviewed plan artifact with its ids and dependencies exactly (spec PL-03)."""
-        resolve_checkpoint(checkpoint, self._checkpoint)
+        resolved = self._resolve(team, checkpoint)
         return await run_task_list(
-            team, plan_tasks(plan), max_concurrency=self._max_concurrency, emit=self._emit
+            team,
+            plan_tasks(plan),
+            ctx=self._ctx,
+            resolved=resolved,
+            mode="runFromPlan",
+            goal=plan.goal,
         )
 
     async def run_team(
@@ -106,14 +126,14 @@ class OpenMultiAgent:
         plan_only: bool = False,
     ) -> TeamRunResult:
         """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer."""
-        resolve_checkpoint(checkpoint, self._checkpoint)
+        resolved = None if plan_only else self._resolve(team, checkpoint)
         return await run_goal(
             team,
             goal,
             coordinator=coordinator,
             plan_only=plan_only,
-            max_concurrency=self._max_concurrency,
-            emit=self._emit,
+            ctx=self._ctx,
+            resolved=resolved,
         )
 
     async def restore(
@@ -125,5 +145,19 @@ class OpenMultiAgent:
         coordinator: AgentConfig | None = None,
         journal: object | None = None,
     ) -> TeamRunResult:
-        """Resume a checkpointed run (requires the checkpoint package, not in this build)."""
-        raise ConfigurationError("restore is not available in this build yet")
+        """Continue the checkpointed run where it stopped (spec section 10).
+
+        Completed tasks are skipped, interrupted runners resume from their saved conversation,
+        committed tool results are replayed and never re-run. With no checkpoint, the given
+        tasks or plan run fresh (checkpointed); with neither, nothing happens.
+
+        Raises:
+            CheckpointError: the stored checkpoint is invalid (never read as "no checkpoint").
+            RunIdMismatchError: the checkpoint belongs to another run than the one requested.
+        """
+        if journal is not None:
+            raise ConfigurationError("run journals are not available in this build yet")
+        resolved = self._resolve(team, checkpoint, restoring=True)
+        return await restore_run(
+            team, tasks_or_plan, ctx=self._ctx, resolved=resolved, coordinator=coordinator
+        )

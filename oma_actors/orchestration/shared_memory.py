@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import to_iso
-from oma_actors.errors import ConfigurationError
+from oma_actors.errors import CheckpointError, ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -140,3 +140,33 @@ def _decode(entry: MemoryEntry) -> object:
 def task_result_key(task_id: str) -> str:
     """The key (under the assignee's namespace) where a completed task's output is written."""
     return f"task:{task_id}:result"
+
+
+async def restore_memory(memory: SharedMemory, snapshot: Mapping[str, Any]) -> None:
+    """Replace the visible entries with ``snapshot``'s and set the turn counter (spec SM-06).
+
+    Reserved keys (checkpoints, approvals, run records) are never touched. As in OMA, restored
+    entries get a new ``created_at``.
+
+    Raises:
+        CheckpointError: the embedded snapshot is not version 1 or is malformed.
+    """
+    if snapshot.get("version") != 1 or not isinstance(snapshot.get("entries"), list):
+        raise CheckpointError("embedded shared-memory snapshot is not version 1 with entries")
+    store = memory.store
+    for entry in await store.list():
+        if not is_reserved_key(entry.key):
+            await store.delete(entry.key)
+    for item in snapshot["entries"]:
+        key, value = item.get("key"), item.get("value")
+        if not isinstance(key, str) or not isinstance(value, str) or is_reserved_key(key):
+            continue
+        metadata = item.get("metadata")
+        expires = item.get("expiresAtTurn")
+        setter = getattr(store, "set_with_expiry", None)
+        if isinstance(expires, int) and callable(setter):
+            await setter(key, value, expires, metadata)
+        else:
+            await store.set(key, value, metadata)
+    turn_count = snapshot.get("turnCount")
+    memory.turn_count = turn_count if isinstance(turn_count, int) else 0

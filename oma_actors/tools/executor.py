@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from oma_actors.domain.inflight import ToolCommit
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import ToolInputError
@@ -19,12 +19,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolOutcome:
-    """The model-visible result block and the record of one tool call."""
-
-    block: ToolResultBlock
-    record: ToolCallRecord
+ToolOutcome = ToolCommit
 
 
 def outcome_of(call: ToolUseBlock, result: ToolResult, duration_ms: int) -> ToolOutcome:

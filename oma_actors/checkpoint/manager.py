@@ -1,0 +1,62 @@
+"""``Checkpoint``: save, load and delete one run's latest snapshot in a store (spec CK-02..CK-05).
+
+It only saves and loads. When to save is the run's decision; how to resume is ``restore``'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oma_actors.checkpoint.codec import decode, encode
+from oma_actors.checkpoint.keys import checkpoint_key
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.stores.base import MemoryStore
+
+
+class Checkpoint:
+    """The latest snapshot of one run, at one key of one store.
+
+    Args:
+        store: any ``MemoryStore``.
+        run_id: the run; the key is ``__oma_checkpoint__/<run_id>/latest``.
+        key: an explicit key, which wins over ``run_id``.
+    """
+
+    def __init__(self, store: MemoryStore, *, run_id: str | None = None, key: str | None = None):
+        self.store = store
+        self.run_id = run_id
+        self.key = key or checkpoint_key(run_id)
+
+    async def load_latest(self) -> CheckpointSnapshot | None:
+        """The stored snapshot, or ``None`` when the key is absent.
+
+        Raises:
+            CheckpointError: the stored value is not JSON or not a valid snapshot.
+            UnsupportedSchemaError: the stored schema version is unknown.
+        """
+        entry = await self.store.get(self.key)
+        if entry is None:
+            return None
+        return decode(entry.value, key=self.key)
+
+    async def save(self, snapshot: CheckpointSnapshot) -> str:
+        """Write ``snapshot`` (schema v4) and return the exact text written."""
+        text = encode(snapshot)
+        await self.write_encoded(text, snapshot)
+        return text
+
+    async def write_encoded(self, text: str, snapshot: CheckpointSnapshot) -> None:
+        """Write ``text``, the encoding of ``snapshot``, with OMA's entry metadata (CK-03)."""
+        metadata = {
+            "namespace": "checkpoint",
+            "version": 4,
+            "runId": snapshot.run_id,
+            "createdAt": snapshot.created_at,
+        }
+        await self.store.set(self.key, text, metadata)
+
+    async def delete(self) -> None:
+        """Remove the snapshot."""
+        await self.store.delete(self.key)

@@ -1,0 +1,88 @@
+"""The typed checkpoint snapshot (spec 7.2): frozen values, no I/O, no JSON here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.tasks import TaskState
+
+RunMode = Literal["runTeam", "runTasks", "runFromPlan"]
+WRITE_VERSION = 4
+READ_VERSIONS = (1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunIdentity:
+    """Which run and which attempt wrote a snapshot (spec ID-01)."""
+
+    run_id: str
+    attempt: int
+    trace_id: str
+    root_span_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletedTask:
+    """A completed task's output and, when it could be stored, its full result (CK-09, CK-10)."""
+
+    task_id: str
+    assignee: str | None
+    result: str | None
+    agent_result: AgentRunResult | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InFlightTask:
+    """A task interrupted mid-run: the runner state to resume from (spec 7.2, RN-03)."""
+
+    task_id: str
+    assignee: str
+    state: RunnerState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSnapshot:
+    """One saved run state.
+
+    Attributes:
+        version: the schema version it was read from (written: 4).
+        mode: ``runTeam``, ``runTasks`` or ``runFromPlan``.
+        run_id: the run's id (v1 without one: ``""``).
+        attempt: the attempt that wrote it (v1: 1).
+        revision: successful saves of this run so far (our field; 0 when absent).
+        raw: the stored OMA-compatible JSON object (for display and audit).
+    """
+
+    version: int
+    mode: RunMode
+    run_id: str
+    attempt: int
+    revision: int
+    created_at: str
+    tasks: tuple[TaskState, ...]
+    identity: RunIdentity | None = None
+    goal: str | None = None
+    metadata: dict[str, Any] | None = None
+    shared_memory: dict[str, Any] | None = None
+    message_bus: dict[str, Any] | None = None
+    turn_count: int | None = None
+    completed: tuple[CompletedTask, ...] = ()
+    in_flight: tuple[InFlightTask, ...] = ()
+    pending_approvals: tuple[dict[str, Any], ...] = ()
+    approval_decisions: tuple[dict[str, Any], ...] = ()
+    synthesis: AgentRunResult | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def in_progress_ids(self) -> list[str]:
+        """Ids of tasks that were in progress when this was saved."""
+        return [task.id for task in self.tasks if task.status == "in_progress"]
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether every task of the run had completed."""
+        return all(task.status == "completed" for task in self.tasks)

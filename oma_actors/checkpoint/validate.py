@@ -1,0 +1,220 @@
+"""The load-time validator of spec 7.4 (CK-11..CK-18), on the raw JSON object.
+
+It returns the first problem found as a sentence, or ``None``. A value with a problem is refused
+as a whole: it is never treated as "no checkpoint" and never partially restored.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MODES = ("runTeam", "runTasks", "runFromPlan")
+PHASES = ("awaiting_model", "executing_tools", "completed")
+
+
+def _is_int(value: Any, minimum: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_count(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _usage_problem(value: Any, where: str) -> str | None:
+    if not isinstance(value, dict):
+        return f"{where} is not an object"
+    for name in ("input_tokens", "output_tokens"):
+        if not _is_count(value.get(name)):
+            return f"{where}.{name} is not a finite non-negative number"
+    return None
+
+
+def problem(raw: Any) -> str | None:
+    """The first reason ``raw`` is not a checkpoint snapshot, or ``None``."""
+    if not isinstance(raw, dict):
+        return "the value is not a JSON object"
+    raw_version = raw.get("version")
+    if not isinstance(raw_version, int) or not _is_int(raw_version, 1):
+        return f"version {raw_version!r} is not a positive integer"
+    version = raw_version
+    if raw.get("mode") not in MODES:
+        return f"mode {raw.get('mode')!r} is not one of {', '.join(MODES)}"
+    if not isinstance(raw.get("createdAt"), str):
+        return "createdAt is not a string"
+    if not isinstance(raw.get("completedTaskResults"), list):
+        return "completedTaskResults is not an array"
+    if "metadata" in raw and not isinstance(raw["metadata"], dict):
+        return "metadata is not an object"
+    if "revision" in raw and not _is_int(raw["revision"]):
+        return "revision is not a non-negative integer"
+    found = _queue_problem(raw.get("queue"))
+    if found:
+        return found
+    if version >= 2:
+        found = _identity_problem(raw.get("identity"))
+        if found:
+            return found
+    if version >= 3:
+        entries = raw.get("inFlightTasks")
+        if not isinstance(entries, list):
+            return "inFlightTasks is not an array"
+        seen: set[str] = set()
+        for index, entry in enumerate(entries):
+            found = _in_flight_problem(entry, f"inFlightTasks[{index}]")
+            if found:
+                return found
+            if entry["taskId"] in seen:
+                return f"inFlightTasks has a duplicate taskId {entry['taskId']!r}"
+            seen.add(entry["taskId"])
+    if version >= 4:
+        found = _approvals_problem(raw)
+        if found:
+            return found
+    if version >= 5 and not _is_int(raw.get("journalWatermarkSeq")):
+        return "journalWatermarkSeq is not a non-negative integer"
+    return None
+
+
+def _queue_problem(queue: Any) -> str | None:
+    if not isinstance(queue, dict):
+        return "queue is not an object"
+    if queue.get("version") not in (1, 2):
+        return f"queue.version {queue.get('version')!r} is not 1 or 2"
+    if not isinstance(queue.get("tasks"), list):
+        return "queue.tasks is not an array"
+    if queue["version"] == 2 and not (
+        _is_int(queue.get("planRevision")) and isinstance(queue.get("planRevisions"), list)
+    ):
+        return "queue v2 needs an integer planRevision and a planRevisions array"
+    return None
+
+
+def _identity_problem(identity: Any) -> str | None:
+    if not isinstance(identity, dict):
+        return "identity is not an object"
+    if not isinstance(identity.get("runId"), str):
+        return "identity.runId is not a string"
+    if not _is_int(identity.get("attempt"), 1):
+        return "identity.attempt is not an integer >= 1"
+    for name in ("lastTraceId", "lastRootSpanId"):
+        if not isinstance(identity.get(name), str):
+            return f"identity.{name} is not a string"
+    return None
+
+
+def _in_flight_problem(entry: Any, where: str) -> str | None:
+    if not isinstance(entry, dict):
+        return f"{where} is not an object"
+    for name in ("taskId", "assignee"):
+        if not isinstance(entry.get(name), str) or not entry[name]:
+            return f"{where}.{name} is not a non-empty string"
+    phase = entry.get("phase")
+    if phase not in PHASES:
+        return f"{where}.phase {phase!r} is not one of {', '.join(PHASES)}"
+    for name in ("conversationMessages", "messages", "toolCalls"):
+        if not isinstance(entry.get(name), list):
+            return f"{where}.{name} is not an array"
+    if not _is_int(entry.get("turns")):
+        return f"{where}.turns is not a non-negative integer"
+    found = _usage_problem(entry.get("tokenUsage"), f"{where}.tokenUsage")
+    if found:
+        return found
+    for flag in ("loopWarned", "loopDetected", "budgetExceeded"):
+        if flag in entry and not isinstance(entry[flag], bool):
+            return f"{where}.{flag} is not a boolean"
+    pending = entry.get("pendingToolCalls")
+    if phase == "executing_tools":
+        if not isinstance(pending, list) or not pending:
+            return f"{where}.pendingToolCalls must be a non-empty array while executing_tools"
+        if "pendingToolResultText" in entry and not isinstance(entry["pendingToolResultText"], str):
+            return f"{where}.pendingToolResultText is not a string"
+        for index, item in enumerate(pending):
+            found = _pending_problem(item, f"{where}.pendingToolCalls[{index}]")
+            if found:
+                return found
+    elif "pendingToolCalls" in entry or "pendingToolResultText" in entry:
+        return f"{where} has pending tool calls outside executing_tools"
+    if (phase == "completed") != isinstance(entry.get("finalOutput"), str):
+        return f"{where}.finalOutput must be a string exactly when the phase is completed"
+    return None
+
+
+def _pending_problem(item: Any, where: str) -> str | None:
+    if not isinstance(item, dict):
+        return f"{where} is not an object"
+    call = item.get("call")
+    if not isinstance(call, dict) or call.get("type") != "tool_use":
+        return f"{where}.call is not a tool_use block"
+    for name in ("id", "name"):
+        if not isinstance(call.get(name), str) or not call[name]:
+            return f"{where}.call.{name} is not a non-empty string"
+    if not isinstance(call.get("input"), dict):
+        return f"{where}.call.input is not an object"
+    if "approvalDecision" in item and "approvalRequest" not in item:
+        return f"{where} has an approvalDecision without an approvalRequest"
+    commit = item.get("commit")
+    if commit is None:
+        return None
+    if "approvalRequest" in item:
+        return f"{where} has both a commit and an approval request"
+    if not isinstance(commit, dict):
+        return f"{where}.commit is not an object"
+    result, record = commit.get("result"), commit.get("record")
+    if not isinstance(result, dict) or result.get("type") != "tool_result":
+        return f"{where}.commit.result is not a tool_result block"
+    if result.get("tool_use_id") != call["id"]:
+        return (
+            f"{where}.commit.result.tool_use_id {result.get('tool_use_id')!r} does not match "
+            f"call id {call['id']!r}"
+        )
+    # OMA requires string content; we also accept rich block lists (decision D8).
+    if not isinstance(result.get("content"), str | list):
+        return f"{where}.commit.result.content is not a string or a block list"
+    if "is_error" in result and not isinstance(result["is_error"], bool):
+        return f"{where}.commit.result.is_error is not a boolean"
+    if not isinstance(record, dict) or record.get("toolName") != call["name"]:
+        return f"{where}.commit.record.toolName does not match the call"
+    if not isinstance(record.get("input"), dict) or not isinstance(record.get("output"), str):
+        return f"{where}.commit.record needs an object input and a string output"
+    if not _is_count(record.get("duration")):
+        return f"{where}.commit.record.duration is not a finite non-negative number"
+    if "delegationUsage" in commit:
+        return _usage_problem(commit["delegationUsage"], f"{where}.commit.delegationUsage")
+    return None
+
+
+def _approvals_problem(raw: dict[str, Any]) -> str | None:
+    run_id = raw["identity"]["runId"]
+    requests, decisions = raw.get("pendingApprovals"), raw.get("approvalDecisions")
+    if not isinstance(requests, list) or not isinstance(decisions, list):
+        return "pendingApprovals and approvalDecisions must be arrays"
+    request_ids: set[str] = set()
+    for item in requests:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            return "a pending approval is not an object with an id"
+        if item.get("runId") != run_id:
+            return f"pending approval {item['id']!r} belongs to another run"
+        if item["id"] in request_ids:
+            return f"pending approval {item['id']!r} appears twice"
+        request_ids.add(item["id"])
+    decided: set[str] = set()
+    for item in decisions:
+        if not isinstance(item, dict) or not isinstance(item.get("requestId"), str):
+            return "an approval decision is not an object with a requestId"
+        if item.get("runId") != run_id:
+            return f"approval decision {item['requestId']!r} belongs to another run"
+        if item["requestId"] in decided:
+            return f"approval decision {item['requestId']!r} appears twice"
+        decided.add(item["requestId"])
+    for entry in raw.get("inFlightTasks") or []:
+        for item in entry.get("pendingToolCalls") or []:
+            request = item.get("approvalRequest")
+            if isinstance(request, dict) and request.get("id") not in request_ids:
+                return f"in-flight approval request {request.get('id')!r} is not listed as pending"
+    return None

@@ -1,0 +1,83 @@
+"""In-flight runner state: what a snapshot captures of one agent working one task (spec RN-03).
+
+These are plain values over the domain's messages, so the checkpoint codec can encode them and the
+runner can resume from them without either depending on the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from oma_actors.domain.messages import Message, TokenUsage, ToolResultBlock, ToolUseBlock
+
+if TYPE_CHECKING:
+    from oma_actors.domain.results import ToolCallRecord
+
+RunnerPhase = Literal["awaiting_model", "executing_tools", "completed"]
+BoundaryKind = Literal[
+    "assistant_tool_turn",
+    "tool_dispatch",
+    "tool_commit",
+    "tool_results",
+    "terminal",
+    "attempt_reset",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCommit:
+    """The per-call commit record: the model-visible result block and the call's record."""
+
+    block: ToolResultBlock
+    record: ToolCallRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingCall:
+    """A tool call of the current turn.
+
+    Attributes:
+        call: the model-issued call (its ``id`` is reused if the call runs again).
+        commit: set once the result is recorded; a committed call is replayed, never re-run.
+        dispatched: an ``unsafe`` tool's call was durably marked as started (decision D1).
+    """
+
+    call: ToolUseBlock
+    commit: ToolCommit | None = None
+    dispatched: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunnerState:
+    """One conversation in flight.
+
+    Attributes:
+        phase: ``awaiting_model`` (next step is a model call), ``executing_tools`` (the last
+            assistant turn's calls are pending) or ``completed``.
+        conversation: the full model context, starting with the initial user prompt.
+        messages: the messages the runner produced (the conversation minus the prompt).
+        turns: model responses received so far.
+        token_usage: summed usage of those responses.
+        tool_calls: records of every committed call, in order.
+        pending: the current turn's calls while ``phase == "executing_tools"``.
+        final_output: the answer once ``completed``.
+        success: whether the completed run ended with a final answer.
+        retryable: for an unsuccessful run, whether another attempt may succeed.
+    """
+
+    phase: RunnerPhase
+    conversation: tuple[Message, ...]
+    messages: tuple[Message, ...] = ()
+    turns: int = 0
+    token_usage: TokenUsage = field(default_factory=TokenUsage)
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    pending: tuple[PendingCall, ...] = ()
+    final_output: str = ""
+    success: bool = True
+    retryable: bool = False
+
+    @property
+    def uncommitted(self) -> tuple[PendingCall, ...]:
+        """Pending calls that have no commit yet, in call order."""
+        return tuple(item for item in self.pending if item.commit is None)

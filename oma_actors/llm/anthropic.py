@@ -1,0 +1,303 @@
+"""``AnthropicAdapter``: the Messages API through the official ``anthropic`` SDK.
+
+Our content-block model is Anthropic's, so the request mapping is nearly one to one. The SDK is
+imported when an adapter is built, never when this module is, so ``import oma_actors`` stays fast
+and works without the ``anthropic`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.domain.messages import (
+    ChatOptions,
+    ContentBlock,
+    ImageBlock,
+    LLMResponse,
+    Message,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    LLMError,
+    OverloadedError,
+    ProviderError,
+)
+from oma_actors.llm.retry import error_for_status, with_retries
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import TracebackType
+
+    from anthropic import AnthropicError, AsyncAnthropic
+    from anthropic.types import (
+        ImageBlockParam,
+        MessageParam,
+        TextBlockParam,
+        ToolParam,
+        ToolResultBlockParam,
+    )
+    from anthropic.types import Message as AnthropicMessage
+
+PROVIDER = "anthropic"
+# Local proxies and test servers need no key, but the SDK refuses to send a request without one.
+_PLACEHOLDER_KEY = "unused"
+
+
+class AnthropicAdapter:
+    """An ``LLMAdapter`` for Anthropic's Messages API.
+
+    The SDK's own retries are off: failures are retried here (``max_retries`` times, with
+    jittered exponential backoff that honours ``retry-after``) so every failure ends as a typed,
+    counted ``LLMError``. Use ``async with`` (or ``aclose()``) to release the HTTP connections.
+
+    Args:
+        api_key: the API key; defaults to the SDK's lookup (``ANTHROPIC_API_KEY``, profiles).
+        base_url: another endpoint (a proxy, a compatible server); no key is then required.
+        max_retries: retries after the first attempt for retryable failures.
+        retry_base_delay: the backoff unit in seconds.
+        timeout: seconds allowed for one HTTP attempt.
+        default_max_tokens: ``max_tokens`` when ``ChatOptions.max_tokens`` is unset (the API
+            requires one).
+
+    Raises:
+        ConfigurationError: the ``anthropic`` package is missing, no credentials were found, or an
+            argument is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 3,
+        retry_base_delay: float = 0.5,
+        timeout: float = 60.0,
+        default_max_tokens: int = 4096,
+    ) -> None:
+        if max_retries < 0 or retry_base_delay < 0 or timeout <= 0 or default_max_tokens <= 0:
+            raise ConfigurationError(
+                "AnthropicAdapter: max_retries and retry_base_delay must be >= 0, "
+                "timeout and default_max_tokens > 0"
+            )
+        try:
+            import anthropic  # noqa: F401  (imported here, not at module level: it is slow)
+        except ImportError as err:
+            raise ConfigurationError(
+                "the Anthropic adapter needs the anthropic SDK: pip install 'oma-actors[anthropic]'"
+            ) from err
+        self._max_retries = max_retries
+        self._retry_base_delay = retry_base_delay
+        self._default_max_tokens = default_max_tokens
+        self._client: AsyncAnthropic = _new_client(api_key, base_url, timeout)
+        client = self._client
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            if base_url is None:
+                raise ConfigurationError(
+                    "no Anthropic credentials: pass api_key=..., set ANTHROPIC_API_KEY, "
+                    "or use base_url=... for a server that needs none"
+                )
+            self._client = _new_client(_PLACEHOLDER_KEY, base_url, timeout)
+
+    async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        """Send the conversation to the Messages API and return the model's response.
+
+        Args:
+            messages: the conversation so far.
+            options: model, system prompt, tools and ``max_tokens``.
+
+        Returns:
+            The response; ``stop_reason`` is Anthropic's, verbatim.
+
+        Raises:
+            AuthenticationError: the key was rejected (401/403).
+            RateLimitError: still rate-limited after all retries.
+            OverloadedError: still overloaded, failing (5xx) or unreachable after all retries.
+            ProviderError: a bad request or an unreadable response.
+        """
+        import anthropic
+
+        request_messages = [_to_param(message) for message in messages]
+        tools: list[ToolParam] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in options.tools
+        ]
+
+        async def attempt() -> AnthropicMessage:
+            try:
+                return await self._client.messages.create(
+                    model=options.model,
+                    max_tokens=self._default_max_tokens
+                    if options.max_tokens is None
+                    else options.max_tokens,
+                    messages=request_messages,
+                    system=options.system_prompt if options.system_prompt else anthropic.omit,
+                    tools=tools if tools else anthropic.omit,
+                )
+            except anthropic.AnthropicError as err:
+                raise _to_llm_error(err) from err
+            except json.JSONDecodeError as err:
+                # The SDK lets a non-JSON success body escape as a bare JSONDecodeError.
+                raise ProviderError(PROVIDER, "response body is not JSON", status=200) from err
+
+        message = await with_retries(
+            attempt,
+            attempts=self._max_retries + 1,
+            base_delay=self._retry_base_delay,
+            provider=PROVIDER,
+        )
+        return _from_message(message, options)
+
+    async def aclose(self) -> None:
+        """Close the HTTP client; the adapter cannot be used afterwards."""
+        await self._client.close()
+
+    async def __aenter__(self) -> AnthropicAdapter:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def _new_client(api_key: str | None, base_url: str | None, timeout: float) -> AsyncAnthropic:
+    import anthropic
+
+    try:
+        # max_retries=0: we retry ourselves, so that every failure is typed and counted.
+        return anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
+    except anthropic.AnthropicError as err:
+        # e.g. a broken credentials profile named by ANTHROPIC_PROFILE
+        raise ConfigurationError(f"cannot create the Anthropic client: {err}") from err
+
+
+def _to_param(message: Message) -> MessageParam:
+    content = [_block_param(block) for block in message.content]
+    if message.role == "user":
+        return {"role": "user", "content": content}
+    return {"role": "assistant", "content": content}
+
+
+def _block_param(block: ContentBlock) -> Any:
+    # Returns one of the SDK's block TypedDicts; which one depends on the block, hence Any.
+    match block:
+        case TextBlock(text=text):
+            return _text_param(text)
+        case ImageBlock():
+            return _image_param(block)
+        case ToolUseBlock(id=id_, name=name, input=input_):
+            return {"type": "tool_use", "id": id_, "name": name, "input": input_}
+        case ToolResultBlock():
+            result: ToolResultBlockParam = {
+                "type": "tool_result",
+                "tool_use_id": block.tool_use_id,
+                "is_error": block.is_error,
+                "content": block.content
+                if isinstance(block.content, str)
+                else [_result_part(part) for part in block.content],
+            }
+            return result
+    raise ConfigurationError(f"cannot send content block {block!r} to Anthropic")
+
+
+def _result_part(part: ContentBlock) -> TextBlockParam | ImageBlockParam:
+    if isinstance(part, TextBlock):
+        return _text_param(part.text)
+    if isinstance(part, ImageBlock):
+        return _image_param(part)
+    raise ConfigurationError(f"a tool result may hold only text and images, not {part!r}")
+
+
+def _text_param(text: str) -> TextBlockParam:
+    return {"type": "text", "text": text}
+
+
+def _image_param(image: ImageBlock) -> ImageBlockParam:
+    if image.data is not None:
+        # The SDK types media_type as the four formats the API accepts; we pass the caller's
+        # value through and let the API judge it.
+        source: Any = {"type": "base64", "media_type": image.media_type, "data": image.data}
+    elif image.url is not None:
+        source = {"type": "url", "url": image.url}
+    else:
+        raise ConfigurationError("an ImageBlock needs data or url")
+    return {"type": "image", "source": source}
+
+
+def _from_message(message: AnthropicMessage, options: ChatOptions) -> LLMResponse:
+    # The SDK does not validate responses: missing fields arrive as None and an unknown block
+    # type is built as some other block class, so every field is checked by value, not by class.
+    raw_blocks = getattr(message, "content", None)
+    if not isinstance(raw_blocks, list):
+        raise ProviderError(PROVIDER, "response has no content list", status=200)
+    content: list[ContentBlock] = []
+    for raw in raw_blocks:
+        kind = getattr(raw, "type", None)
+        if kind == "text":
+            text = getattr(raw, "text", None)
+            if isinstance(text, str):
+                content.append(TextBlock(text))
+        elif kind == "tool_use":
+            content.append(_tool_use(raw))
+        # thinking, redacted_thinking, server-tool and future blocks carry nothing the runner
+        # acts on, so they are dropped.
+    stop_reason = getattr(message, "stop_reason", None)
+    if not isinstance(stop_reason, str):
+        has_calls = any(isinstance(block, ToolUseBlock) for block in content)
+        stop_reason = "tool_use" if has_calls else "end_turn"
+    model = getattr(message, "model", None)
+    return LLMResponse(
+        content,
+        stop_reason=stop_reason,
+        usage=_usage(getattr(message, "usage", None)),
+        model=model if isinstance(model, str) and model else options.model,
+    )
+
+
+def _tool_use(raw: object) -> ToolUseBlock:
+    id_, name, input_ = (getattr(raw, key, None) for key in ("id", "name", "input"))
+    if not isinstance(id_, str) or not isinstance(name, str):
+        raise ProviderError(PROVIDER, "tool_use block without id or name", status=200)
+    if not isinstance(input_, dict):
+        # Hand the tool layer something it can reject with a message the model will see.
+        input_ = {"_raw_input": input_}
+    return ToolUseBlock(id_, name, input_)
+
+
+def _usage(usage: object) -> TokenUsage:
+    def count(name: str) -> int:
+        value = getattr(usage, name, None)
+        return value if isinstance(value, int) else 0
+
+    # Cached prompt tokens are billed input too; the API reports them apart from input_tokens.
+    cached = count("cache_creation_input_tokens") + count("cache_read_input_tokens")
+    return TokenUsage(count("input_tokens") + cached, count("output_tokens"))
+
+
+def _to_llm_error(err: AnthropicError) -> LLMError:
+    import anthropic
+
+    if isinstance(err, anthropic.APIStatusError):
+        if err.type == "overloaded_error":
+            return OverloadedError(PROVIDER, err.api_message or err.message, status=err.status_code)
+        return error_for_status(PROVIDER, err.status_code, err.api_message or err.message)
+    if isinstance(err, anthropic.APIResponseValidationError):
+        return ProviderError(PROVIDER, err.message, status=err.status_code)
+    if isinstance(err, anthropic.APITimeoutError):
+        return OverloadedError(PROVIDER, "request timed out")
+    if isinstance(err, anthropic.APIConnectionError):
+        return OverloadedError(PROVIDER, f"connection failed: {err.__cause__ or err}")
+    if isinstance(err, anthropic.CredentialsError):
+        return AuthenticationError(PROVIDER, str(err))
+    return ProviderError(PROVIDER, str(err))

@@ -1,0 +1,172 @@
+"""Retrying model calls: which HTTP failures are transient, and how long to wait between tries.
+
+The adapters turn off the SDKs' own retries and use this instead, so that every failure surfaces
+as one of our typed ``LLMError`` subclasses and the retry policy is the same for every provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
+
+from oma_actors.errors import (
+    AuthenticationError,
+    LLMError,
+    OverloadedError,
+    ProviderError,
+    RateLimitError,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_DELAY = 30.0
+"""The longest single wait, in seconds, whether from backoff or from a ``retry-after`` header."""
+
+# 501 Not Implemented is a permanent answer; every other 5xx (including proxies' 52x and
+# Anthropic's 529 "overloaded") is the server's trouble and may pass.
+_PERMANENT_SERVER_ERRORS = frozenset({501})
+
+
+def error_for_status(provider: str, status: int, message: str) -> LLMError:
+    """Classify an HTTP error status into the matching ``LLMError`` subclass.
+
+    Args:
+        provider: the provider name recorded on the error.
+        status: the HTTP status code of the failed response.
+        message: the provider's explanation, as readable as the SDK gives it.
+
+    Returns:
+        ``AuthenticationError`` for 401/403, ``RateLimitError`` for 429, ``OverloadedError`` for
+        408 and transient 5xx (500, 502-504, 529, ...), ``ProviderError`` for anything else.
+    """
+    text = f"HTTP {status}: {message}"
+    if status in (401, 403):
+        return AuthenticationError(provider, text, status=status)
+    if status == 429:
+        return RateLimitError(provider, text, status=status)
+    # 408 is the server timing out on us: as transient as a connection timeout.
+    if status == 408 or (status >= 500 and status not in _PERMANENT_SERVER_ERRORS):
+        return OverloadedError(provider, text, status=status)
+    return ProviderError(provider, text, status=status)
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Read the server's requested wait from ``retry-after-ms`` or ``retry-after``.
+
+    Args:
+        headers: response headers (any case-insensitive mapping, e.g. ``httpx`` headers).
+
+    Returns:
+        The wait in seconds, or ``None`` when the headers ask for nothing usable.
+    """
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        seconds: float | None
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            seconds = _http_date_delta(value) if name == "retry-after" else None
+        if seconds is not None and seconds >= 0:
+            return seconds
+    return None
+
+
+def backoff_delay(
+    retry: int,
+    *,
+    base_delay: float,
+    retry_after: float | None = None,
+    max_delay: float = MAX_DELAY,
+) -> float:
+    """The wait before retry number ``retry`` (0 for the first retry).
+
+    A server-requested ``retry_after`` wins; otherwise "full jitter" exponential backoff, a
+    uniform draw from ``[0, base_delay * 2**retry]``, so that many clients throttled together do
+    not come back in lockstep. Either way the result is at most ``max_delay``.
+    """
+    if retry_after is not None:
+        return min(retry_after, max_delay)
+    ceiling = min(max_delay, base_delay * 2.0 ** min(retry, 64))
+    return random.uniform(0.0, ceiling)
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    attempts: int,
+    base_delay: float,
+    provider: str,
+    max_delay: float = MAX_DELAY,
+) -> T:
+    """Await ``call()`` up to ``attempts`` times, retrying only retryable ``LLMError``s.
+
+    The server's ``retry-after`` is honoured when the error's ``__cause__`` (the SDK exception
+    the adapter chained) carries the HTTP response. Cancellation is never caught: a cancelled
+    call or a cancelled sleep propagates at once.
+
+    Args:
+        call: makes one attempt; raises an ``LLMError`` on failure.
+        attempts: total attempts, at least 1 (so ``max_retries + 1``).
+        base_delay: the backoff unit in seconds.
+        provider: the provider name, for log lines.
+        max_delay: the cap on any single wait.
+
+    Returns:
+        The first successful result.
+
+    Raises:
+        LLMError: the last failure, when it is not retryable or attempts ran out; if there was
+            more than one attempt, a note on the exception says how many.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call()
+        except LLMError as err:
+            if not err.retryable or attempt == attempts:
+                if attempt > 1:
+                    err.add_note(f"{provider}: gave up after {attempt} attempts")
+                raise
+            delay = backoff_delay(
+                attempt - 1,
+                base_delay=base_delay,
+                retry_after=_retry_after_of(err),
+                max_delay=max_delay,
+            )
+            logger.info(
+                "%s call failed (%s); retry %d/%d in %.3fs",
+                provider,
+                err,
+                attempt,
+                attempts - 1,
+                delay,
+            )
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+def _retry_after_of(err: LLMError) -> float | None:
+    # Both SDKs' status errors expose the httpx response as ``.response``; duck typing keeps
+    # this module free of SDK imports.
+    response = getattr(err.__cause__, "response", None)
+    headers = getattr(response, "headers", None)
+    return retry_after_seconds(headers) if isinstance(headers, Mapping) else None
+
+
+def _http_date_delta(value: str) -> float | None:
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    return max(0.0, float(email.utils.mktime_tz(parsed)) - time.time())

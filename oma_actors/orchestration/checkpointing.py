@@ -1,0 +1,105 @@
+"""What a run needs to checkpoint, and building its snapshot from live state (spec SV-03)."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.checkpoint.snapshot import (
+    CheckpointSnapshot,
+    CompletedTask,
+    InFlightTask,
+    RunIdentity,
+    RunMode,
+)
+from oma_actors.clock import to_iso, utcnow
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.checkpoint.manager import Checkpoint
+    from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.shared_memory import SharedMemory
+
+
+def new_identity(run_id: str, attempt: int) -> RunIdentity:
+    """A run identity with fresh random trace ids (spec ID-01, ID-04)."""
+    trace_id = secrets.token_hex(16)
+    while trace_id == "0" * 32:  # an all-zero trace id is invalid in W3C trace context
+        trace_id = secrets.token_hex(16)
+    return RunIdentity(
+        run_id=run_id, attempt=attempt, trace_id=trace_id, root_span_id=secrets.token_hex(8)
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCheckpointing:
+    """The active checkpoint of one run.
+
+    Attributes:
+        checkpoint: where snapshots go.
+        mode: the run's mode, as stored.
+        identity: run id, attempt and this attempt's trace ids.
+        goal: the run's goal, if any.
+        embed_memory: embed the shared-memory snapshot (the checkpoint store is not the team's
+            shared store, spec SV-04).
+        revision: saves made before this attempt (continued from a restored snapshot).
+        metadata: run metadata, persisted as is.
+    """
+
+    checkpoint: Checkpoint
+    mode: RunMode
+    identity: RunIdentity
+    goal: str | None = None
+    embed_memory: bool = True
+    revision: int = 0
+    metadata: dict[str, Any] | None = None
+
+
+async def build_snapshot(
+    cp: RunCheckpointing,
+    *,
+    queue: TaskQueue,
+    memory: SharedMemory | None,
+    results: Mapping[str, AgentRunResult],
+    in_flight: Mapping[str, tuple[str, RunnerState]],
+    synthesis: AgentRunResult | None = None,
+) -> CheckpointSnapshot:
+    """A complete snapshot of the run as it is now (revision is stamped by the writer)."""
+    tasks = tuple(queue.tasks)
+    shared: dict[str, Any] | None = None
+    if memory is not None and cp.embed_memory:
+        shared = await memory.snapshot()
+    completed = tuple(
+        CompletedTask(
+            task_id=task.id,
+            assignee=task.assignee,
+            result=task.result,
+            agent_result=results.get(task.id),
+        )
+        for task in tasks
+        if task.status == "completed"
+    )
+    return CheckpointSnapshot(
+        version=4,
+        mode=cp.mode,
+        run_id=cp.identity.run_id,
+        attempt=cp.identity.attempt,
+        revision=0,
+        created_at=to_iso(utcnow()),
+        tasks=tasks,
+        identity=cp.identity,
+        goal=cp.goal,
+        metadata=cp.metadata,
+        shared_memory=shared,
+        turn_count=memory.turn_count if memory is not None else None,
+        completed=completed,
+        in_flight=tuple(
+            InFlightTask(task_id=task_id, assignee=assignee, state=state)
+            for task_id, (assignee, state) in in_flight.items()
+        ),
+        synthesis=synthesis,
+    )

@@ -1,0 +1,39 @@
+"""One live run per (store, checkpoint key) in this process (decision D9).
+
+Two runs writing the same key would silently overwrite each other's snapshots (OMA's LM-18). The
+guard is process-wide on purpose: the hazard is two runs in one process sharing a store object,
+whichever orchestrator instances started them. Across processes this is the run store's job.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from oma_actors.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# Keyed by id(store); the entry lives only while the run holding it does.
+_LIVE: set[tuple[int, str]] = set()
+
+
+@contextmanager
+def claim(store: object, key: str) -> Iterator[None]:
+    """Hold ``key`` of ``store`` for the duration of a run.
+
+    Raises:
+        ConfigurationError: a live run of this process already uses that store and key.
+    """
+    token = (id(store), key)
+    if token in _LIVE:
+        raise ConfigurationError(
+            f"checkpoint key {key!r} of this store is already in use by a live run; "
+            "give each concurrent run its own run_id"
+        )
+    _LIVE.add(token)
+    try:
+        yield
+    finally:
+        _LIVE.discard(token)

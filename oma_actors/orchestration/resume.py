@@ -1,0 +1,158 @@
+"""``restore``: continue a checkpointed run where it stopped (spec section 10, D4, D7)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.domain.results import RunStatus, TeamRunResult
+from oma_actors.domain.tasks import PlanArtifact
+from oma_actors.events import SynthesisFailed
+from oma_actors.ids import new_id
+from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
+from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
+from oma_actors.orchestration.execute import execute_queue
+from oma_actors.orchestration.flows import (
+    claim_if,
+    plan_tasks,
+    run_task_list,
+    save_synthesis,
+    team_memory,
+)
+from oma_actors.orchestration.queue import TaskQueue
+from oma_actors.orchestration.restore import plan_restore
+from oma_actors.orchestration.results import team_result
+from oma_actors.orchestration.run import RunState
+from oma_actors.orchestration.shared_memory import restore_memory
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.tasks import Task
+    from oma_actors.orchestration.flows import FlowContext
+    from oma_actors.orchestration.options import ResolvedCheckpoint
+
+
+async def restore_run(
+    team: Team,
+    tasks_or_plan: Sequence[Task] | PlanArtifact | None,
+    *,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+    coordinator: AgentConfig | None,
+) -> TeamRunResult:
+    """Resume from the latest snapshot, or run ``tasks_or_plan`` fresh when there is none."""
+    snapshot = None
+    if resolved is not None:
+        checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=resolved.run_id)
+        snapshot = await checkpoint.load_latest()
+    if snapshot is None:
+        if isinstance(tasks_or_plan, PlanArtifact):
+            return await run_task_list(
+                team,
+                plan_tasks(tasks_or_plan),
+                ctx=ctx,
+                resolved=resolved,
+                mode="runFromPlan",
+                goal=tasks_or_plan.goal,
+            )
+        if tasks_or_plan:
+            return await run_task_list(team, list(tasks_or_plan), ctx=ctx, resolved=resolved)
+        # Decision D7: nothing to restore and nothing to run writes nothing at all.
+        return team_result(
+            run_id=(resolved.run_id if resolved else None) or new_id(),
+            attempt=1,
+            queue=TaskQueue([]),
+            state=RunState(),
+        )
+    assert resolved is not None
+    with claim_if(resolved):
+        return await _continue(team, snapshot, ctx=ctx, resolved=resolved, coordinator=coordinator)
+
+
+async def _continue(
+    team: Team,
+    snapshot: CheckpointSnapshot,
+    *,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint,
+    coordinator: AgentConfig | None,
+) -> TeamRunResult:
+    plan = plan_restore(snapshot, team, resolved.run_id)
+    memory = team_memory(team)
+    if memory is not None:
+        if snapshot.shared_memory is not None:
+            await restore_memory(memory, snapshot.shared_memory)
+        elif snapshot.turn_count is not None:
+            memory.turn_count = snapshot.turn_count
+    checkpointing = RunCheckpointing(
+        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id),
+        mode=snapshot.mode,
+        identity=new_identity(plan.run_id, plan.attempt),
+        goal=snapshot.goal,
+        embed_memory=not resolved.reuses_shared_store,
+        revision=snapshot.revision,
+        metadata=snapshot.metadata,
+    )
+    state = await execute_queue(
+        team,
+        plan.queue,
+        run_id=plan.run_id,
+        memory=memory,
+        max_concurrency=ctx.max_concurrency,
+        emit=ctx.emit,
+        checkpointing=checkpointing,
+        resume=plan.resume,
+        restored_results=plan.results,
+    )
+    extra: dict[str, AgentRunResult] = {}
+    status: RunStatus | None = None
+    if snapshot.mode == "runTeam":
+        if plan.finished and snapshot.synthesis is not None:
+            extra[COORDINATOR_NAME] = snapshot.synthesis  # decision D4: no model call
+        else:
+            synthesis = await _restored_synthesis(
+                team, snapshot.goal or "", plan.queue, coordinator, ctx, plan.run_id
+            )
+            if synthesis is None:
+                status = RunStatus("error", "synthesis failed on restore")
+            else:
+                extra[COORDINATOR_NAME] = synthesis
+                await save_synthesis(
+                    checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
+                )
+    return team_result(
+        run_id=plan.run_id,
+        attempt=plan.attempt,
+        queue=plan.queue,
+        state=state,
+        extra_agent_results=extra,
+        status=status,
+    )
+
+
+async def _restored_synthesis(
+    team: Team,
+    goal: str,
+    queue: TaskQueue,
+    coordinator: AgentConfig | None,
+    ctx: FlowContext,
+    run_id: str,
+) -> AgentRunResult | None:
+    """Re-run only the synthesis, best-effort (spec CD-08, CD-09)."""
+    memory = team_memory(team)
+    try:
+        lead = resolve_agent(coordinator or default_coordinator(team))
+        summary = await memory.summary() if memory is not None else ""
+        outcome = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
+    except Exception as exc:  # spec CD-09: a failed synthesis keeps the recovered task outputs
+        ctx.emit(SynthesisFailed(run_id=run_id, error=f"{type(exc).__name__}: {exc}"))
+        return None
+    if not outcome.result.success:
+        ctx.emit(SynthesisFailed(run_id=run_id, error=outcome.result.output))
+        return None
+    return outcome.result

@@ -1,0 +1,250 @@
+"""FileStore: the whole store in one JSON file, rewritten atomically on every mutation (spec FS).
+
+Reads are served from an in-memory mirror loaded once. Writes go through a chain of flush tasks
+owned by the store: each flush waits for the one before it, so renames land in the order the
+mutations happened, and a caller that is cancelled cannot stop a flush half-way (the worker
+thread doing the rename cannot be stopped; if the chain moved on, an older snapshot could be
+renamed over a newer one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from oma_actors.clock import utcnow
+from oma_actors.errors import StoreError
+from oma_actors.stores.base import MemoryEntry
+from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
+from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from datetime import datetime
+    from types import TracebackType
+
+_T = TypeVar("_T")
+
+
+class FileStore:
+    """A store kept in one JSON file in OMA's format, for one process at a time.
+
+    The file is ``{"version":1,"entries":[...]}``, readable by the TypeScript OMA and vice versa. A
+    missing file is an empty store and is created by the first mutation. A corrupt or unreadable
+    file raises ``CorruptStoreError`` on first use, and keeps raising it on this instance.
+
+    ``compare_and_set`` is atomic only among callers sharing this instance: there is no
+    cross-process lock (FS-11). Prefer ``async with FileStore.open(path) as store``, which loads
+    eagerly and waits for pending writes on exit. Every write rewrites the whole file, so it suits
+    the checkpoint store; keep chatty shared memory on ``InMemoryStore`` (FS-12).
+
+    Args:
+        path: The state file; resolved to an absolute path now, so a later ``chdir`` is harmless.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        raw = os.fspath(path)
+        # abspath reads the working directory (a syscall); an absolute path needs only normpath.
+        self._path = os.path.normpath(raw) if os.path.isabs(raw) else os.path.abspath(raw)
+        self._entries: dict[str, MemoryEntry] | None = None
+        self._load_error: StoreError | None = None
+        self._load_traceback: TracebackType | None = None
+        self._load_lock = asyncio.Lock()
+        self._tail: asyncio.Task[Any] | None = None
+        # Every mirror mutation bumps _generation; _durable is the newest generation on disk.
+        # A flush that finds its generation already durable writes nothing (group commit).
+        self._generation = 0
+        self._durable = 0
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, path: str | os.PathLike[str]) -> AsyncIterator[FileStore]:
+        """Open the store at ``path``, loaded, and wait for its pending writes on exit.
+
+        Raises:
+            CorruptStoreError: The file exists but is unreadable or not a valid state file.
+        """
+        store = cls(path)
+        await store._mirror()
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    @property
+    def path(self) -> str:
+        """The absolute path of the state file."""
+        return self._path
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        """Return the entry at ``key``, or ``None`` when there is none."""
+        return (await self._mirror()).get(key)
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Insert or replace ``key`` and write the file before returning.
+
+        The mirror changes first (FS-08): if the write fails, the caller gets the error while
+        later reads, and the next successful write, include the new value.
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable (then nothing changed), or the
+                write failed.
+            CorruptStoreError: The file could not be loaded.
+        """
+        await self._put(key, value, metadata, None)
+
+    async def set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
+        await self._put(key, value, metadata, expires_at_turn)
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
+
+        Runs inside the write chain (FS-09): it waits for earlier writes, compares against the
+        mirror, and returns only after its own write is on disk.
+
+        Returns:
+            ``True`` if the write happened, ``False`` on a mismatch (the file is not touched).
+
+        Raises:
+            StoreError: The write failed.
+        """
+        await self._mirror()
+
+        async def attempt() -> bool:
+            entries = await self._mirror()
+            current = entries.get(key)
+            if (current.value if current is not None else None) != expected:
+                return False
+            self._replace(entries, key, value, metadata, None)
+            await self._write_through(self._generation)
+            return True
+
+        return await self._in_chain(attempt)
+
+    async def list(self) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order."""
+        return builtins.list((await self._mirror()).values())
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` and write the file; a missing key writes nothing (FS-10)."""
+        entries = await self._mirror()
+        if entries.pop(key, None) is not None:
+            self._generation += 1
+            await self._flush_through(self._generation)
+
+    async def clear(self) -> None:
+        """Remove every entry and write the (empty) file, even if it was already empty."""
+        entries = await self._mirror()
+        entries.clear()
+        self._generation += 1
+        await self._flush_through(self._generation)
+
+    async def flush(self) -> None:
+        """Make everything in the mirror durable, retrying the write if an earlier one failed.
+
+        Raises:
+            StoreError: The write failed.
+        """
+        await self._mirror()
+        await self._flush_through(self._generation)
+
+    async def aclose(self) -> None:
+        """Wait for pending writes. Their errors belong to their own callers and are not raised."""
+        tail = self._tail
+        if tail is not None and not tail.done():
+            await asyncio.wait([tail])
+
+    async def _mirror(self) -> dict[str, MemoryEntry]:
+        if self._entries is not None:
+            return self._entries
+        async with self._load_lock:
+            if self._load_error is not None:
+                # FS-05: a failed load is final for this instance; no silent retry into "empty".
+                # Reset to the original traceback so repeated raises do not keep growing it.
+                raise self._load_error.with_traceback(self._load_traceback)
+            if self._entries is None:
+                try:
+                    await sweep_stale_temps(self._path)
+                    data = await read_state(self._path)
+                    self._entries = {} if data is None else decode_store(self._path, data)
+                except StoreError as exc:
+                    self._load_error, self._load_traceback = exc, exc.__traceback__
+                    raise
+            return self._entries
+
+    async def _put(
+        self,
+        key: str,
+        value: str,
+        metadata: Mapping[str, Any] | None,
+        expires_at_turn: int | None,
+    ) -> None:
+        entries = await self._mirror()
+        self._replace(entries, key, value, metadata, expires_at_turn)
+        await self._flush_through(self._generation)
+
+    def _replace(
+        self,
+        entries: dict[str, MemoryEntry],
+        key: str,
+        value: str,
+        metadata: Mapping[str, Any] | None,
+        expires_at_turn: int | None,
+    ) -> None:
+        previous = entries.get(key)
+        entry = MemoryEntry(
+            key=key,
+            value=value,
+            metadata=dict(metadata) if metadata is not None else None,
+            created_at=previous.created_at if previous is not None else _now_millis(),
+            expires_at_turn=expires_at_turn,
+        )
+        check_encodable(entry)  # before the mirror changes, or every later flush would fail
+        entries[key] = entry
+        self._generation += 1
+
+    async def _flush_through(self, generation: int) -> None:
+        await self._in_chain(lambda: self._write_through(generation))
+
+    async def _write_through(self, generation: int) -> None:
+        # Runs only inside the chain, so flushes never overlap and _durable only grows.
+        if self._durable >= generation or self._entries is None:
+            return  # an earlier flush already wrote a mirror that contained this change
+        target = self._generation
+        await write_atomic(self._path, encode_store(self._entries.values()))
+        self._durable = target
+
+    async def _in_chain(self, step: Callable[[], Awaitable[_T]]) -> _T:
+        task = asyncio.get_running_loop().create_task(_after(self._tail, step))
+        self._tail = task  # owned by the store: the next link and aclose() wait for it
+        # shield: cancelling the caller must not cancel the write (see the module docstring).
+        # shield also marks the task's exception as retrieved if the caller has gone.
+        return await asyncio.shield(task)
+
+
+async def _after(previous: asyncio.Task[Any] | None, step: Callable[[], Awaitable[_T]]) -> _T:
+    if previous is not None and not previous.done():
+        await asyncio.wait([previous])  # ordering only: its error belongs to its own caller
+    return await step()
+
+
+def _now_millis() -> datetime:
+    # The file keeps milliseconds (toISOString); trimming now makes the mirror equal a reload.
+    now = utcnow()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)

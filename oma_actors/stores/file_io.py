@@ -1,0 +1,123 @@
+"""FileStore on disk: atomic whole-file replace, reading, stale temp cleanup (FS-06, D5).
+
+Every call goes through aiofiles or a worker thread, so none of it blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import re
+from contextlib import suppress
+
+import aiofiles
+import aiofiles.os
+
+from oma_actors.errors import CorruptStoreError, StoreError
+
+# Temp names are `<path>.tmp-<pid>-<counter>` with one counter per process, so no two writers in
+# this process (even two FileStore instances on one path) ever share a temp file: a shared fixed
+# name lets one save rename away the other's file mid-write.
+_temp_counter = itertools.count(1)
+# Temp files this process is writing right now. A temp carrying our own pid that is not in here
+# was left by an earlier process that had the same pid (typical for pid 1 in a container).
+_writing: set[str] = set()
+
+
+async def read_state(path: str) -> bytes | None:
+    """Return the file's bytes, or ``None`` if it does not exist (a fresh store).
+
+    Raises:
+        CorruptStoreError: The file exists but cannot be read (permissions, a directory, ...).
+            Treating it as empty would let the next write destroy what is there.
+    """
+    try:
+        async with aiofiles.open(path, "rb") as handle:
+            return await handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptStoreError(
+            path, f"state file is unreadable ({exc.strerror or exc}); refusing to start fresh"
+        ) from exc
+
+
+async def write_atomic(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
+
+    Raises:
+        StoreError: Any step up to and including the rename failed; the temp file is gone and
+            ``path`` still holds the previous revision.
+    """
+    directory = os.path.dirname(path)
+    temp = f"{path}.tmp-{os.getpid()}-{next(_temp_counter)}"
+    _writing.add(temp)
+    try:
+        await aiofiles.os.makedirs(directory, exist_ok=True)
+        async with aiofiles.open(temp, "wb") as handle:
+            await handle.write(data)
+            await handle.flush()
+            # fsync before the rename: otherwise, after a power cut, the rename can be on disk
+            # while the data is not, leaving an empty or partial file under the real name.
+            await asyncio.to_thread(os.fsync, handle.fileno())
+        await aiofiles.os.replace(temp, path)
+    except BaseException as exc:
+        # Also on cancellation: never leave an orphan temp behind. Cancellation is re-raised.
+        with suppress(OSError):
+            await aiofiles.os.unlink(temp)
+        if isinstance(exc, OSError):
+            raise StoreError(f"{path}: cannot write state file ({exc})") from exc
+        raise
+    finally:
+        _writing.discard(temp)
+    # The rename is only durable once the directory entry is; some filesystems and platforms
+    # refuse to fsync a directory, and the write has already succeeded, so this is best-effort.
+    with suppress(OSError):
+        await asyncio.to_thread(_fsync_directory, directory)
+
+
+async def sweep_stale_temps(path: str) -> None:
+    """Remove temp files of ``path`` left by writers that no longer run (DESIGN D5).
+
+    Only names of the exact form ``<name>.tmp-<pid>-<counter>`` next to ``path`` are considered,
+    and only when no live process (and no writer in this process) can still own them. Errors are
+    ignored: this is housekeeping, and an orphan temp is never read.
+    """
+    if os.name != "posix":
+        return  # os.kill(pid, 0) terminates the process on Windows instead of probing it
+    directory, name = os.path.split(path)
+    pattern = re.compile(re.escape(name) + r"\.tmp-(\d+)-\d+")
+    try:
+        names = await aiofiles.os.listdir(directory)
+    except OSError:
+        return
+    for candidate in names:
+        match = pattern.fullmatch(candidate)
+        if match is None:
+            continue
+        temp = os.path.join(directory, candidate)
+        if temp in _writing or _pid_alive(int(match.group(1))):
+            continue
+        with suppress(OSError):
+            await aiofiles.os.unlink(temp)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # our own pid but not in _writing: a previous process with the same pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True  # e.g. another user's live process, or not a pid at all: keep the file
+    return True
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,232 @@
+"""Secret redaction as pure functions: the rules a ``RedactingStore`` applies on write (spec RD).
+
+``redact`` walks a JSON object/array structure-aware (RD-05, RD-06) and otherwise redacts free
+text with the ordered rules of RD-07. Every built-in pattern follows the JavaScript semantics of
+OMA's ``utils/redaction.ts``: ``\\b`` and case folding are ASCII-only (``re.ASCII``), and
+whitespace is JavaScript's ``\\s`` set, spelled out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+REDACTED = "[redacted]"
+"""The replacement token every rule writes."""
+
+# JavaScript's \s: TAB LF VT FF CR SPACE, NBSP, the other Zs spaces, LS, PS and ZWNBSP.
+_WS_CHARS = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_WS = f"[{_WS_CHARS}]"
+
+_SENSITIVE_NAME = re.compile(
+    r"api[_-]?key|apiKey|secret|password|passwd|pwd|private[_-]?key|privateKey"
+    r"|access[_-]?key|accessKey|accessToken|refreshToken|idToken|githubToken|authorization"
+    r"|auth[_-]?token|authToken|cookie|session|credential|bearer"
+    r"|^token\Z|[_-]token\Z|^token[_-]",
+    re.IGNORECASE | re.ASCII,
+)
+
+# RD-07 rules 1-3.
+_PEM_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL
+)
+_AUTHORIZATION_HEADER = re.compile(
+    rf"\b(Authorization{_WS}*:{_WS}*)(?:Bearer{_WS}+)?[^\n\r,;}}]+", re.IGNORECASE | re.ASCII
+)
+_BEARER_TOKEN = re.compile(r"\bBearer" + _WS + r"+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE | re.ASCII)
+
+# RD-07 rules 4-5: an optionally quoted name, `:` or `=`, then a quoted or an unquoted value.
+_NAME_AND_SEPARATOR = rf"([\"']?)([A-Za-z_][A-Za-z0-9_.-]*)(\1?{_WS}*[:=]{_WS}*)"
+_QUOTED_ASSIGNMENT = re.compile(_NAME_AND_SEPARATOR + r"([\"'])(.*?)\4", re.DOTALL | re.ASCII)
+_UNQUOTED_ASSIGNMENT = re.compile(
+    _NAME_AND_SEPARATOR + rf"([^\"'{_WS_CHARS},;}}\]\n\r][^,;}}\]\n\r]*)", re.ASCII
+)
+
+# RD-07 rule 6.
+_TOKEN_LITERALS = tuple(
+    re.compile(source, re.ASCII)
+    for source in (
+        r"\bsk-[A-Za-z0-9_-]{16,}\b",
+        r"\bgh[pousr]_[A-Za-z0-9_]{20,}\b",
+        r"\bgithub_pat_[A-Za-z0-9_]{20,}\b",
+        r"\bAKIA[0-9A-Z]{16}\b",
+        r"\bxox[baprs]-[A-Za-z0-9-]{10,}\b",
+    )
+)
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def is_sensitive_name(name: str) -> bool:
+    """Whether a key or assignment name looks like it holds a secret (RD-08).
+
+    The match is a case-insensitive search, so ``sessionId`` and ``clientSecret`` are sensitive.
+    ``token`` counts only exactly or as a ``-``/``_`` separated prefix or suffix, so
+    ``input_tokens`` is not sensitive while ``github_token`` and ``token_type`` are.
+    """
+    return _SENSITIVE_NAME.search(name) is not None
+
+
+def compile_patterns(patterns: Sequence[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
+    """Validate and compile caller patterns for ``redact``.
+
+    Args:
+        patterns: Regular expressions as strings (compiled with no flags) or compiled ``str``
+            patterns (used as they are).
+
+    Returns:
+        The compiled patterns, in order.
+
+    Raises:
+        ConfigurationError: ``patterns`` is a single string or pattern instead of a sequence, a
+            string does not compile, or an entry is neither a string nor a ``str`` pattern.
+    """
+    if isinstance(patterns, str | bytes | re.Pattern):
+        raise ConfigurationError(
+            f"redaction patterns must be a sequence of patterns, got {patterns!r}"
+        )
+    compiled: list[re.Pattern[str]] = []
+    for pattern in patterns:
+        if isinstance(pattern, str):
+            try:
+                compiled.append(re.compile(pattern))
+            except re.error as exc:
+                raise ConfigurationError(f"invalid redaction pattern {pattern!r}: {exc}") from exc
+        elif isinstance(pattern, re.Pattern) and isinstance(pattern.pattern, str):
+            compiled.append(pattern)
+        else:
+            raise ConfigurationError(
+                f"redaction pattern {pattern!r} is neither a string nor a compiled str pattern"
+            )
+    return tuple(compiled)
+
+
+def redact_text(text: str, patterns: Sequence[str | re.Pattern[str]] = ()) -> str:
+    """Redact secrets from free text with the rules of RD-07, in order.
+
+    1. PEM private-key blocks.
+    2. ``Authorization:`` header values (the ``Authorization:`` prefix is kept).
+    3. ``Bearer`` tokens of at least 8 characters.
+    4. Quoted assignments to a sensitive name (the quotes are kept).
+    5. Unquoted assignments to a sensitive name, up to ``,;}]`` or a line end.
+    6. Token literals: ``sk-``, ``gh[pousr]_``, ``github_pat_``, ``AKIA``, ``xox[baprs]-``.
+    7. Every match of every caller pattern.
+
+    Args:
+        text: The text to scrub.
+        patterns: Extra patterns (e.g. PII); each match becomes ``[redacted]``.
+
+    Returns:
+        The text with each secret replaced by ``[redacted]``.
+
+    Raises:
+        ConfigurationError: A pattern is invalid (see ``compile_patterns``).
+    """
+    return _redact_text(text, compile_patterns(patterns))
+
+
+def redact(value: str, patterns: Sequence[str | re.Pattern[str]] = ()) -> str:
+    """Redact a stored value: structure-aware for a JSON object/array, free text otherwise.
+
+    When ``value.lstrip()`` starts with ``{`` or ``[`` and the whole value parses as a JSON
+    object or array, each member whose key is sensitive becomes ``"[redacted]"`` whatever its
+    type, string leaves are redacted as free text, and the result is compact JSON (RD-05, RD-06).
+    Anything else, JSON scalars such as ``"42"`` included, is redacted as free text (RD-07).
+
+    Args:
+        value: The value about to be stored.
+        patterns: Extra patterns applied after the built-in rules.
+
+    Returns:
+        The redacted value.
+
+    Raises:
+        ConfigurationError: A pattern is invalid (see ``compile_patterns``).
+    """
+    return redact_compiled(value, compile_patterns(patterns))
+
+
+def redact_compiled(value: str, patterns: Sequence[re.Pattern[str]]) -> str:
+    """``redact`` with patterns already checked by ``compile_patterns``."""
+    if value.lstrip()[:1] in ("{", "["):
+        try:
+            parsed = json.loads(value, parse_constant=_reject_constant, parse_float=_parse_float)
+            if isinstance(parsed, dict | list):
+                walked = _redact_node(parsed, patterns)
+                encoded = json.dumps(walked, separators=(",", ":"), ensure_ascii=False)
+                return _LONE_SURROGATE.sub(_escape_surrogate, encoded)
+        except (ValueError, RecursionError):
+            # Not JSON as JavaScript reads it, or nested too deep to walk: treat it as text.
+            pass
+    return _redact_text(value, patterns)
+
+
+def _redact_node(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
+    if isinstance(node, str):
+        return _redact_text(node, patterns)
+    if isinstance(node, list):
+        return [_redact_node(item, patterns) for item in node]
+    if isinstance(node, dict):
+        return {
+            key: REDACTED if is_sensitive_name(key) else _redact_node(item, patterns)
+            for key, item in node.items()
+        }
+    return node
+
+
+def _redact_text(text: str, patterns: Sequence[re.Pattern[str]]) -> str:
+    if not text:
+        return text
+    text = _PEM_PRIVATE_KEY.sub(REDACTED, text)
+    text = _AUTHORIZATION_HEADER.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _BEARER_TOKEN.sub("Bearer " + REDACTED, text)
+    text = _QUOTED_ASSIGNMENT.sub(_quoted_assignment, text)
+    text = _UNQUOTED_ASSIGNMENT.sub(_unquoted_assignment, text)
+    for literal in _TOKEN_LITERALS:
+        text = literal.sub(REDACTED, text)
+    for pattern in patterns:
+        text = pattern.sub(lambda _: REDACTED, text)
+    return text
+
+
+def _quoted_assignment(match: re.Match[str]) -> str:
+    key_quote, name, separator, value_quote = match.group(1, 2, 3, 4)
+    if not is_sensitive_name(name):
+        return match.group(0)
+    return f"{key_quote}{name}{separator}{value_quote}{REDACTED}{value_quote}"
+
+
+def _unquoted_assignment(match: re.Match[str]) -> str:
+    key_quote, name, separator, value = match.group(1, 2, 3, 4)
+    # A value an earlier rule already masked (`Authorization: [redacted]`) is captured as
+    # `[redacted` because `]` ends the value; rewriting it would leave an orphan `]`.
+    if not is_sensitive_name(name) or value.startswith("[redacted"):
+        return match.group(0)
+    return f"{key_quote}{name}{separator}{REDACTED}"
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON.parse rejects NaN and Infinity, so such a value is text, not structure.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_float(literal: str) -> float | None:
+    number = float(literal)
+    # JSON.parse reads 1e400 as Infinity, which JSON.stringify writes as null.
+    return None if math.isinf(number) else number
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    # A parsed "\ud800" escape must not come back as a raw lone surrogate that UTF-8 cannot
+    # encode; JSON.stringify writes it escaped, so do the same.
+    return f"\\u{ord(match.group()):04x}"
+
+
+__all__ = ["REDACTED", "compile_patterns", "is_sensitive_name", "redact", "redact_text"]

@@ -1,0 +1,413 @@
+"""OpenAIAdapter against a fake Chat Completions API: mapping both ways, errors and retries."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from oma_actors.domain.messages import (
+    ChatOptions,
+    ImageBlock,
+    Message,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from oma_actors.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    OverloadedError,
+    ProviderError,
+    RateLimitError,
+)
+from oma_actors.llm import OpenAIAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from fake_server import FakeServer
+
+MODEL = "gpt-test"
+OPTIONS = ChatOptions(model=MODEL)
+HELLO = [Message("user", [TextBlock("hello")])]
+
+
+def completion(
+    message: dict[str, Any],
+    *,
+    finish_reason: str | None = "stop",
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-test-2099",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", **message},
+                "finish_reason": finish_reason,
+            }
+        ],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def tool_call(id_: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+USAGE = {"prompt_tokens": 13, "completion_tokens": 5, "total_tokens": 18}
+TEXT_REPLY = completion({"content": "hi there"}, usage=USAGE)
+ERROR = {"error": {"message": "bad thing", "type": "invalid_request_error", "code": None}}
+
+
+@pytest.fixture
+async def adapter(fake_server: FakeServer) -> AsyncIterator[OpenAIAdapter]:
+    async with OpenAIAdapter(
+        api_key="test-key",
+        base_url=f"{fake_server.url}/v1",
+        max_retries=2,
+        retry_base_delay=0.001,
+        timeout=5.0,
+    ) as adapter:
+        yield adapter
+
+
+async def test_text_response_maps_to_llm_response(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    fake_server.reply(200, TEXT_REPLY)
+
+    response = await adapter.chat(HELLO, OPTIONS)
+
+    assert response.content == [TextBlock("hi there")]
+    assert response.stop_reason == "end_turn"
+    assert response.usage == TokenUsage(13, 5)
+    assert response.model == "gpt-test-2099"
+    request = fake_server.requests[0]
+    assert request.path == "/v1/chat/completions"
+    assert request.header("authorization") == "Bearer test-key"
+
+
+async def test_request_body_maps_system_tools_tool_calls_and_results(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    fake_server.reply(200, TEXT_REPLY)
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    options = ChatOptions(
+        model=MODEL,
+        system_prompt="be brief",
+        tools=[ToolSpec("search", "Search the web", schema)],
+        max_tokens=99,
+    )
+    conversation = [
+        Message("user", [TextBlock("find cats")]),
+        Message(
+            "assistant",
+            [
+                TextBlock("searching"),
+                ToolUseBlock("call_1", "search", {"q": "cats"}),
+                ToolUseBlock("call_2", "search", {"q": "dogs"}),
+            ],
+        ),
+        Message(
+            "user",
+            [
+                ToolResultBlock("call_1", "3 cats"),
+                ToolResultBlock(
+                    "call_2",
+                    [TextBlock("no dogs"), ImageBlock("image/png", url="https://x/dog.png")],
+                    is_error=True,
+                ),
+                TextBlock("and this picture?"),
+                ImageBlock("image/png", data="aGVsbG8="),
+            ],
+        ),
+        Message("assistant", [ToolUseBlock("call_3", "search", {})]),
+    ]
+
+    await adapter.chat(conversation, options)
+
+    body = fake_server.requests[0].body
+    assert body["model"] == MODEL
+    assert body["max_tokens"] == 99  # a compatible server (base_url) gets max_tokens
+    assert "max_completion_tokens" not in body
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "search", "description": "Search the web", "parameters": schema},
+        }
+    ]
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "find cats"},
+        {
+            "role": "assistant",
+            "content": "searching",
+            "tool_calls": [
+                tool_call("call_1", "search", json.dumps({"q": "cats"})),
+                tool_call("call_2", "search", json.dumps({"q": "dogs"})),
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "3 cats"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_2",
+            "content": "Error: no dogs\n[image image/png: https://x/dog.png omitted]",
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this picture?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}},
+            ],
+        },
+        {"role": "assistant", "content": None, "tool_calls": [tool_call("call_3", "search", "{}")]},
+    ]
+
+
+async def test_defaults_omit_tools_and_token_limit(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    fake_server.reply(200, TEXT_REPLY)
+
+    await adapter.chat(HELLO, OPTIONS)
+
+    body = fake_server.requests[0].body
+    assert body["messages"] == [{"role": "user", "content": "hello"}]
+    assert not {"tools", "max_tokens", "max_completion_tokens"} & body.keys()
+
+
+async def test_official_endpoint_gets_max_completion_tokens(
+    fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No base_url argument: the adapter treats this as api.openai.com, which the SDK lets the
+    # environment redirect to the fake server.
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{fake_server.url}/v1")
+    fake_server.reply(200, TEXT_REPLY)
+
+    async with OpenAIAdapter(api_key="k") as adapter:
+        await adapter.chat(HELLO, ChatOptions(model=MODEL, max_tokens=50))
+
+    body = fake_server.requests[0].body
+    assert body["max_completion_tokens"] == 50
+    assert "max_tokens" not in body
+
+
+async def test_tool_calls_response_maps_to_tool_use_blocks(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    fake_server.reply(
+        200,
+        completion(
+            {
+                "content": None,
+                "tool_calls": [
+                    tool_call("call_a", "search", '{"q": "cats", "n": 2}'),
+                    tool_call("call_b", "clock", ""),
+                ],
+            },
+            finish_reason="tool_calls",
+            usage=USAGE,
+        ),
+    )
+
+    response = await adapter.chat(HELLO, OPTIONS)
+
+    assert response.content == [
+        ToolUseBlock("call_a", "search", {"q": "cats", "n": 2}),
+        ToolUseBlock("call_b", "clock", {}),
+    ]
+    assert response.stop_reason == "tool_use"
+
+
+@pytest.mark.parametrize("arguments", ['{"q": "cats"', "[1, 2]", "not json"])
+async def test_arguments_that_are_not_a_json_object_are_kept_raw(
+    adapter: OpenAIAdapter, fake_server: FakeServer, arguments: str
+) -> None:
+    fake_server.reply(
+        200,
+        completion(
+            {"content": None, "tool_calls": [tool_call("call_x", "search", arguments)]},
+            finish_reason="tool_calls",
+        ),
+    )
+
+    response = await adapter.chat(HELLO, OPTIONS)
+
+    assert response.tool_uses == [ToolUseBlock("call_x", "search", {"_raw_arguments": arguments})]
+
+
+async def test_missing_tool_call_id_gets_a_generated_one(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    call = {"type": "function", "function": {"name": "search", "arguments": "{}"}}
+    fake_server.reply(200, completion({"content": None, "tool_calls": [call]}))
+
+    (use,) = (await adapter.chat(HELLO, OPTIONS)).tool_uses
+
+    assert use.id.startswith("call_")
+    assert use.name == "search"
+
+
+@pytest.mark.parametrize(
+    ("finish", "expected"),
+    [
+        ("stop", "end_turn"),
+        ("length", "max_tokens"),
+        ("tool_calls", "tool_use"),
+        ("content_filter", "content_filter"),
+        (None, "end_turn"),
+    ],
+)
+async def test_finish_reason_mapping(
+    adapter: OpenAIAdapter, fake_server: FakeServer, finish: str | None, expected: str
+) -> None:
+    fake_server.reply(200, completion({"content": "x"}, finish_reason=finish))
+
+    assert (await adapter.chat(HELLO, OPTIONS)).stop_reason == expected
+
+
+async def test_stop_with_tool_calls_means_tool_use(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    # Ollama and others answer finish_reason "stop" even when the model called a tool.
+    fake_server.reply(
+        200,
+        completion({"content": "", "tool_calls": [tool_call("c", "search", "{}")]}),
+    )
+
+    response = await adapter.chat(HELLO, OPTIONS)
+
+    assert response.stop_reason == "tool_use"
+    assert response.content == [ToolUseBlock("c", "search", {})]
+
+
+async def test_missing_usage_counts_zero(adapter: OpenAIAdapter, fake_server: FakeServer) -> None:
+    fake_server.reply(200, completion({"content": "x"}))
+
+    assert (await adapter.chat(HELLO, OPTIONS)).usage == TokenUsage(0, 0)
+
+
+async def test_refusal_is_surfaced_as_text(adapter: OpenAIAdapter, fake_server: FakeServer) -> None:
+    fake_server.reply(200, completion({"content": None, "refusal": "I can't help with that."}))
+
+    assert (await adapter.chat(HELLO, OPTIONS)).text == "I can't help with that."
+
+
+@pytest.mark.parametrize("status", [401, 403])
+async def test_auth_failure_is_typed_and_not_retried(
+    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
+) -> None:
+    fake_server.reply(status, {"error": {"message": "Incorrect API key", "type": "auth"}})
+
+    with pytest.raises(AuthenticationError) as caught:
+        await adapter.chat(HELLO, OPTIONS)
+
+    assert caught.value.provider == "openai"
+    assert caught.value.status == status
+    assert "Incorrect API key" in str(caught.value)
+    assert len(fake_server.requests) == 1
+
+
+async def test_rate_limit_then_success_is_retried(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    fake_server.reply(429, {"error": {"message": "Rate limit reached"}})
+    fake_server.reply(200, TEXT_REPLY)
+
+    assert (await adapter.chat(HELLO, OPTIONS)).text == "hi there"
+    assert len(fake_server.requests) == 2
+
+
+async def test_rate_limit_exhausted(adapter: OpenAIAdapter, fake_server: FakeServer) -> None:
+    fake_server.reply_many(3, 429, {"error": {"message": "Rate limit reached"}})
+
+    with pytest.raises(RateLimitError):
+        await adapter.chat(HELLO, OPTIONS)
+    assert len(fake_server.requests) == 3
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_server_errors_retried_until_attempts_run_out(
+    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
+) -> None:
+    fake_server.reply_many(3, status, {"error": {"message": "try later"}})
+
+    with pytest.raises(OverloadedError) as caught:
+        await adapter.chat(HELLO, OPTIONS)
+
+    assert caught.value.status == status
+    assert len(fake_server.requests) == 3
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+async def test_client_errors_are_provider_errors_and_not_retried(
+    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
+) -> None:
+    fake_server.reply(status, ERROR)
+
+    with pytest.raises(ProviderError) as caught:
+        await adapter.chat(HELLO, OPTIONS)
+
+    assert caught.value.status == status
+    assert "bad thing" in str(caught.value)
+    assert len(fake_server.requests) == 1
+
+
+@pytest.mark.parametrize("body", [b"not json", {}, {"choices": []}])
+async def test_unreadable_success_body_is_a_provider_error(
+    adapter: OpenAIAdapter, fake_server: FakeServer, body: Any
+) -> None:
+    fake_server.reply(200, body)
+
+    with pytest.raises(ProviderError):
+        await adapter.chat(HELLO, OPTIONS)
+
+
+async def test_base_url_without_api_key_works(fake_server: FakeServer) -> None:
+    fake_server.reply(200, TEXT_REPLY)
+
+    async with OpenAIAdapter(base_url=f"{fake_server.url}/v1") as adapter:
+        response = await adapter.chat(HELLO, OPTIONS)
+
+    assert response.text == "hi there"
+    assert fake_server.requests[0].header("authorization") == "Bearer unused"
+
+
+def test_no_key_for_the_official_endpoint_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
+        OpenAIAdapter()
+
+
+def test_missing_sdk_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)
+
+    with pytest.raises(ConfigurationError, match=r"pip install 'oma-actors\[openai\]'"):
+        OpenAIAdapter(api_key="k")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message("user", [ToolUseBlock("c", "search", {})]),
+        Message("assistant", [ToolResultBlock("c", "x")]),
+        Message("assistant", [ImageBlock("image/png", data="x")]),
+    ],
+)
+async def test_impossible_shapes_are_rejected_before_sending(
+    adapter: OpenAIAdapter, fake_server: FakeServer, message: Message
+) -> None:
+    with pytest.raises(ConfigurationError):
+        await adapter.chat([message], OPTIONS)
+
+    assert fake_server.requests == []
