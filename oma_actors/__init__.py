@@ -5,6 +5,14 @@ The public API (see API.md): build a ``Team`` of ``AgentConfig``s, give it ``Tas
 """
 
 from oma_actors.agents.config import AgentConfig, Team
+from oma_actors.checkpoint import (
+    CHECKPOINT_KEY_PREFIX,
+    DEFAULT_CHECKPOINT_KEY,
+    Checkpoint,
+    CheckpointSnapshot,
+    checkpoint_key,
+    is_checkpoint_key,
+)
 from oma_actors.domain import (
     AgentRunResult,
     ApprovalDecision,
@@ -70,6 +78,8 @@ from oma_actors.stores.redacting import RedactingStore
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [
+    "CHECKPOINT_KEY_PREFIX",
+    "DEFAULT_CHECKPOINT_KEY",
     "AgentCompleted",
     "AgentConfig",
     "AgentRunResult",
@@ -79,10 +89,12 @@ __all__ = [
     "ApprovalRequest",
     "AtomicStore",
     "ChatOptions",
+    "Checkpoint",
     "CheckpointError",
     "CheckpointOptions",
     "CheckpointSaveFailed",
     "CheckpointSaved",
+    "CheckpointSnapshot",
     "ConfigurationError",
     "ContentBlock",
     "CoordinatorFailed",
@@ -136,5 +148,7 @@ __all__ = [
     "ToolSpec",
     "ToolUseBlock",
     "UnsupportedSchemaError",
+    "checkpoint_key",
     "define_tool",
+    "is_checkpoint_key",
 ]

@@ -15,10 +15,14 @@ outlives its system. Shutdown (``__aexit__`` or ``shutdown()``) goes in two phas
 2. *cancel*: actors still running are cancelled. The ask being processed and every ask still
    queued fail with ``ActorStoppedError``; ``on_stop`` runs for every started actor.
 
-Exits, in order of precedence: a cancellation of the task running the ``async with`` always
-propagates (and skips the drain); an escalated failure raises ``ActorFailedError`` from the
-actor's exception (and skips the drain); otherwise the body's own exception, if any, propagates
-unchanged after a normal drain.
+Exits, in order of precedence (every one waits for all actor tasks to end):
+
+* a cancellation of the task running the ``async with``, or a ``BaseException`` such as
+  ``KeyboardInterrupt`` from the body, propagates and skips the drain;
+* an escalated failure raises ``ActorFailedError`` from the actor's exception and skips the
+  drain; an exception the body raised meanwhile is kept as its ``__context__``;
+* otherwise the body's own exception, if any, propagates unchanged (never as an
+  ``ExceptionGroup``) after a normal drain.
 
 Escalation interrupts the body the way ``TaskGroup`` does when a child fails: the system cancels
 the task that entered it and takes that one cancellation back in ``__aexit__`` (``uncancel``), so
@@ -83,13 +87,15 @@ class ActorSystem:
     ) -> None:
         self._exiting = True
         cancel = exc if isinstance(exc, asyncio.CancelledError) else None
+        # KeyboardInterrupt, SystemExit and the like skip the drain and win over everything.
+        fatal = exc is not None and not isinstance(exc, Exception) and cancel is None
         if self._parent_cancel_requested and self._parent is not None:
             # Take back the one cancellation an escalation requested; any other is real.
             self._parent_cancel_requested = False
             if self._parent.uncancel() == 0:
                 cancel = None
         try:
-            if cancel is not None or self._failure is not None or not _is_ordinary(exc_type):
+            if cancel is not None or self._failure is not None or fatal:
                 self._abort()
             else:
                 await self.shutdown()
@@ -104,7 +110,7 @@ class ActorSystem:
             await self._tg.__aexit__(type(cancel), cancel, cancel.__traceback__)
         else:
             await self._tg.__aexit__(None, None, None)
-        if self._failure is not None:
+        if self._failure is not None and not fatal:
             name, cause = self._failure
             raise ActorFailedError(name) from cause
 
@@ -224,11 +230,6 @@ class ActorSystem:
         cell.release()
         if self._cells.get(cell.name) is cell:
             del self._cells[cell.name]
-
-
-def _is_ordinary(exc_type: type[BaseException] | None) -> bool:
-    """Whether the body ended normally or with an ``Exception`` (not KeyboardInterrupt etc.)."""
-    return exc_type is None or issubclass(exc_type, Exception)
 
 
 __all__ = ["ActorSystem"]

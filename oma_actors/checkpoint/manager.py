@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.keys import checkpoint_key
+from oma_actors.errors import StoreError
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
@@ -33,10 +34,16 @@ class Checkpoint:
         """The stored snapshot, or ``None`` when the key is absent.
 
         Raises:
+            StoreError: the store could not be read (retryable; nothing was written).
             CheckpointError: the stored value is not JSON or not a valid snapshot.
             UnsupportedSchemaError: the stored schema version is unknown.
         """
-        entry = await self.store.get(self.key)
+        try:
+            entry = await self.store.get(self.key)
+        except Exception as exc:
+            # F10: a failed read is an error to retry, never "no checkpoint" (a fresh run would
+            # overwrite the real one).
+            raise StoreError(f"could not read checkpoint {self.key!r}: {exc}") from exc
         if entry is None:
             return None
         return decode(entry.value, key=self.key)
