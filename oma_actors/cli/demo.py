@@ -1,25 +1,23 @@
-"""``oma demo``: run the research team and show its progress."""
+"""``oma demo``: the research team, killed mid-task in a child process, then restored."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from typing import TYPE_CHECKING
 
-from rich.table import Table
+import aiofiles.os
 
+from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.cli.demo_team import demo_tasks, demo_team
+from oma_actors.cli.display import show_event, show_result, show_snapshot
 from oma_actors.errors import ConfigurationError
-from oma_actors.events import (
-    ProgressEvent,
-    TaskCompleted,
-    TaskFailed,
-    TaskRetry,
-    TaskSkipped,
-    TaskStarted,
-    ToolCalled,
-)
+from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
 from oma_actors.llm.factory import create_adapter
+from oma_actors.orchestration.options import CheckpointOptions
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
+from oma_actors.stores.file import FileStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +25,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from oma_actors.agents.config import Team
-    from oma_actors.domain.results import TeamRunResult
+
+CRASH_EXIT = 86
+RUN_ID = "demo-run"
+CRASH_NOTE = "analysis.md"
 
 
 def live_team(out_dir: Path) -> Team:
@@ -45,56 +46,108 @@ def live_team(out_dir: Path) -> Team:
     return demo_team(out_dir, live_adapter=adapter, model=model)
 
 
-def show_event(console: Console, event: ProgressEvent) -> None:
-    """Print one progress line."""
-    match event:
-        case TaskStarted(title=title, agent=agent):
-            console.print(f"[cyan]▶ start[/]    {title} [dim]({agent})[/]")
-        case ToolCalled(agent=agent, tool_name=tool, is_error=is_error, replayed=replayed):
-            mark = "[yellow]replayed[/]" if replayed else ("[red]error[/]" if is_error else "ok")
-            console.print(f"  [dim]tool[/]     {agent} → {tool} {mark}")
-        case TaskCompleted(title=title, result=result):
-            usage = result.token_usage
-            console.print(
-                f"[green]✔ done[/]     {title} [dim]({result.turns} turns, "
-                f"{usage.input_tokens}/{usage.output_tokens} tokens)[/]"
-            )
-        case TaskFailed(title=title, error=error):
-            console.print(f"[red]✘ failed[/]   {title}: {error}")
-        case TaskSkipped(title=title, reason=reason):
-            console.print(f"[yellow]↷ skipped[/]  {title}: {reason}")
-        case TaskRetry(task_id=task_id, attempt=attempt, next_delay_ms=delay):
-            console.print(f"[yellow]↻ retry[/]    {task_id} after attempt {attempt} in {delay} ms")
-        case _:
-            pass
+def checkpoint_options(out_dir: Path) -> CheckpointOptions:
+    """The demo's checkpoint: a FileStore in the demo folder, a fixed run id."""
+    return CheckpointOptions(store=FileStore(out_dir / "state.json"), run_id=RUN_ID)
 
 
-def show_result(console: Console, result: TeamRunResult, out_dir: Path) -> None:
-    """Print the task table, the brief and where the files are."""
-    table = Table(title=f"run {result.run_id} — {result.status.code}")
-    for column in ("task", "agent", "status", "result"):
-        table.add_column(column)
-    for task in result.tasks:
-        text = (task.result or "").replace("\n", " ")
-        table.add_row(task.title, task.assignee or "", task.status, text[:70])
-    console.print(table)
-    usage = result.token_usage
-    console.print(f"tokens: {usage.input_tokens} in / {usage.output_tokens} out")
-    brief = out_dir / "brief.md"
-    if brief.exists():
-        console.rule("brief.md")
-        console.print(brief.read_text(encoding="utf-8"))
-    console.print(f"[dim]notes written to {out_dir}[/]")
-
-
-async def run_demo(out_dir: Path, *, live: bool, console: Console) -> int:
-    """Run the demo; returns the process exit code."""
+async def run_plain(out_dir: Path, *, live: bool, console: Console) -> int:
+    """Run the team once (``--no-crash`` or ``--live``) with a checkpoint in the demo folder."""
     team = live_team(out_dir) if live else demo_team(out_dir)
-    mode = "live provider" if live else "offline scripted model"
-    console.rule(f"oma demo: research team, 3 agents, 5 tasks ({mode})")
-    orchestrator = OpenMultiAgent(
-        on_progress=lambda event: show_event(console, event), max_concurrency=3
+    console.rule("oma demo: research team, 3 agents, 5 tasks")
+    orchestrator = OpenMultiAgent(on_progress=lambda e: show_event(console, e), max_concurrency=3)
+    result = await orchestrator.run_tasks(
+        team, demo_tasks(), checkpoint=checkpoint_options(out_dir)
     )
-    result = await orchestrator.run_tasks(team, demo_tasks())
     show_result(console, result, out_dir)
+    return 0 if result.success else 1
+
+
+async def run_crashing_child(out_dir: Path, console: Console) -> int:
+    """The child process: run until the analyst's note is written, then die before its commit.
+
+    It waits until the analyst's parallel search result is durable, so the checkpoint holds one
+    committed call (to be replayed) and one uncommitted call (to be re-run).
+    """
+    search_committed = asyncio.Event()
+
+    def observe(event: ProgressEvent) -> None:
+        show_event(console, event)
+        # The parallel search of "Analyse findings" (its call ids are call-analyse-*).
+        if isinstance(event, ToolCalled) and event.tool_call_id.startswith("call-analyse"):
+            search_committed.set()
+
+    async def after_write(filename: str) -> None:
+        if filename == CRASH_NOTE:
+            await search_committed.wait()
+            console.print(
+                f"[bold red]✖ killed[/] the process after writing {CRASH_NOTE}, before its commit"
+            )
+            sys.stdout.flush()
+            os._exit(CRASH_EXIT)  # a crash: no cleanup, no finally, no flush of anything else
+
+    team = demo_team(out_dir, after_write=after_write)
+    orchestrator = OpenMultiAgent(on_progress=observe, max_concurrency=3)
+    await orchestrator.run_tasks(team, demo_tasks(), checkpoint=checkpoint_options(out_dir))
+    return 0
+
+
+async def run_demo(out_dir: Path, *, console: Console) -> int:
+    """Crash the run in a child process, show the checkpoint, restore it here, explain."""
+    await aiofiles.os.makedirs(out_dir, exist_ok=True)
+    if await aiofiles.os.path.exists(out_dir / "state.json"):
+        await aiofiles.os.remove(out_dir / "state.json")
+    console.rule("1. run the research team in a child process (it will be killed mid-task)")
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oma_actors.cli.main", "demo", "--out", str(out_dir), "--child"
+    )
+    code = await child.wait()
+    if code != CRASH_EXIT:
+        console.print(f"[red]the child exited with {code}, expected the crash code {CRASH_EXIT}[/]")
+        return 1
+
+    console.rule("2. what the checkpoint holds (read from state.json by a fresh process)")
+    store = FileStore(out_dir / "state.json")
+    snapshot = await Checkpoint(store, run_id=RUN_ID).load_latest()
+    if snapshot is None:
+        console.print("[red]no checkpoint was written[/]")
+        return 1
+    show_snapshot(console, snapshot)
+    completed = {task.id: task.title for task in snapshot.tasks if task.status == "completed"}
+    pending_ids = {
+        item.call.id: item.commit is not None
+        for entry in snapshot.in_flight
+        for item in entry.state.pending
+    }
+
+    console.rule("3. restore: same run id, attempt + 1")
+    started: list[str] = []
+    replayed: list[str] = []
+    re_ran: list[str] = []
+
+    def observe(event: ProgressEvent) -> None:
+        show_event(console, event)
+        if isinstance(event, TaskStarted):
+            started.append(event.task_id)
+        if isinstance(event, ToolCalled) and event.tool_call_id in pending_ids:
+            label = f"{event.tool_name} ({event.tool_call_id})"
+            (replayed if event.replayed else re_ran).append(label)
+
+    team = demo_team(out_dir)
+    orchestrator = OpenMultiAgent(on_progress=observe, max_concurrency=3)
+    result = await orchestrator.restore(
+        team, checkpoint=CheckpointOptions(store=store, run_id=RUN_ID)
+    )
+    show_result(console, result, out_dir)
+
+    console.rule("4. what the restore did")
+    skipped = [title for task_id, title in completed.items() if task_id not in started]
+    console.print(
+        f"[green]skipped[/] (completed before the crash, no model call): {', '.join(skipped)}"
+    )
+    console.print(
+        f"[yellow]replayed[/] (committed result reused, tool not run): {', '.join(replayed) or '-'}"
+    )
+    console.print(f"[cyan]re-ran[/] (no commit, same tool_call_id): {', '.join(re_ran) or '-'}")
+    console.print(f"run {result.run_id}: attempt {result.attempt}, status {result.status.code}")
     return 0 if result.success else 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import aiofiles
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.domain.messages import (
     ChatOptions,
+    ContentBlock,
     LLMResponse,
     Message,
     TextBlock,
@@ -59,8 +61,15 @@ class WriteInput(BaseModel):
     content: str = Field(description="the text to write")
 
 
-def make_tools(out_dir: Path) -> tuple[Tool, Tool]:
-    """The demo's two tools: a corpus search and a note writer confined to ``out_dir``."""
+AfterWrite = Callable[[str], Awaitable[None]]
+
+
+def make_tools(out_dir: Path, after_write: AfterWrite | None = None) -> tuple[Tool, Tool]:
+    """The demo's two tools: a corpus search and a note writer confined to ``out_dir``.
+
+    ``after_write(filename)`` runs after a note is on disk and before the tool returns (the
+    crash demo uses it to die between a tool's effect and its commit).
+    """
 
     async def search(args: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(args, SearchInput)
@@ -79,6 +88,8 @@ def make_tools(out_dir: Path) -> tuple[Tool, Tool]:
         await aiofiles.os.makedirs(out_dir, exist_ok=True)
         async with aiofiles.open(out_dir / name, "w", encoding="utf-8") as handle:
             await handle.write(args.content + "\n")
+        if after_write is not None:
+            await after_write(name)
         return ToolResult(f"wrote {len(args.content)} characters to {name} ({ctx.idempotency_key})")
 
     return (
@@ -97,13 +108,18 @@ def make_tools(out_dir: Path) -> tuple[Tool, Tool]:
     )
 
 
-# title -> (keywords to search, file to write); the final answer quotes what the tools returned.
-PLAYBOOK: dict[str, tuple[Sequence[str], str]] = {
-    "Survey checkpointing": (("checkpoint", "fsync"), "survey.md"),
-    "Survey tool safety": (("idempotency",), "tools.md"),
-    "Survey actors": (("actor",), "actors.md"),
-    "Analyse findings": ((), "analysis.md"),
-    "Write the brief": (("approval",), "brief.md"),
+# Each task's turns: the calls of one model turn run in parallel; after the last turn, the answer.
+Step = tuple[str, str]  # ("search", keyword) or ("write", filename)
+PLAYBOOK: dict[str, tuple[tuple[Step, ...], ...]] = {
+    "Survey checkpointing": (
+        (("search", "checkpoint"),),
+        (("search", "fsync"),),
+        (("write", "survey.md"),),
+    ),
+    "Survey tool safety": ((("search", "idempotency"),), (("write", "tools.md"),)),
+    "Survey actors": ((("search", "actor"),), (("write", "actors.md"),)),
+    "Analyse findings": ((("search", "approval"), ("write", "analysis.md")),),
+    "Write the brief": ((("write", "brief.md"),),),
 }
 
 
@@ -133,10 +149,14 @@ def demo_tasks() -> list[Task]:
 
 
 def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-    """Play any demo agent: search each keyword, write the note, then answer."""
+    """Play any demo agent from the playbook; a pure function of the conversation.
+
+    Being pure is what lets a restored run continue exactly: the next response depends only on
+    what the conversation already holds, never on how many calls this process has made.
+    """
     prompt = text_of(messages[0].content)
     title = prompt.splitlines()[0].removeprefix("# Task: ").strip()
-    keywords, filename = PLAYBOOK.get(title, ((), "notes.md"))
+    turns = PLAYBOOK.get(title, ())
     turn = sum(1 for message in messages if message.role == "assistant")
     usage = TokenUsage(40 + 10 * turn, 25)
     findings = [
@@ -145,30 +165,37 @@ def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResp
         for block in message.content
         if isinstance(block, ToolResultBlock) and not block.is_error
     ]
-    if turn < len(keywords):
-        call = ToolUseBlock(
-            f"call-{title[:6].lower()}-{turn}", "search_corpus", {"query": keywords[turn]}
-        )
-        return LLMResponse([call], stop_reason="tool_use", usage=usage)
-    if turn == len(keywords):
-        context = "\n".join(prompt.splitlines()[1:]).strip()
-        body = "\n".join(f"- {item}" for item in findings) or context[:400]
-        call = ToolUseBlock(
-            f"call-{title[:6].lower()}-write",
-            "write_note",
-            {"filename": filename, "content": f"# {title}\n\n{body}"},
-        )
-        return LLMResponse(
-            [TextBlock("Writing the note."), call], stop_reason="tool_use", usage=usage
-        )
-    searched = [item for item in findings if not item.startswith("wrote ")]
-    summary = " ".join(searched) or f"{title}: done, see {filename}."
-    return LLMResponse([TextBlock(summary)], usage=usage)
+    facts = [item for item in findings if not item.startswith("wrote ")]
+    context = prompt.split("## Context from completed dependencies", 1)[-1].strip()
+    if "## Context" not in prompt:
+        context = ""
+    if turn < len(turns):
+        slug = title.split()[0].lower()
+        calls: list[ContentBlock] = []
+        for index, (kind, arg) in enumerate(turns[turn]):
+            call_id = f"call-{slug}-{turn}-{index}"
+            if kind == "search":
+                calls.append(ToolUseBlock(call_id, "search_corpus", {"query": arg}))
+            else:
+                body = "\n".join(f"- {fact}" for fact in facts) or context
+                content = f"# {title}\n\n{body}".strip()
+                calls.append(
+                    ToolUseBlock(call_id, "write_note", {"filename": arg, "content": content})
+                )
+        return LLMResponse(calls, stop_reason="tool_use", usage=usage)
+    answer = "\n".join(part for part in (context, " ".join(facts)) if part) or f"{title}: done."
+    return LLMResponse([TextBlock(answer)], usage=usage)
 
 
-def demo_team(out_dir: Path, *, live_adapter: LLMAdapter | None = None, model: str = "") -> Team:
+def demo_team(
+    out_dir: Path,
+    *,
+    live_adapter: LLMAdapter | None = None,
+    model: str = "",
+    after_write: AfterWrite | None = None,
+) -> Team:
     """The research team, on the scripted brain unless a live adapter is given."""
-    tools = make_tools(out_dir)
+    tools = make_tools(out_dir, after_write)
     adapter = live_adapter or ScriptedAdapter(scripted_brain, delay=0.05)
     roles = {
         "researcher": "You research topics with search_corpus and record findings with write_note.",

@@ -12,36 +12,67 @@ from oma_actors.actors import event_loop_factory
 from oma_actors.errors import OmaError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Coroutine, Sequence
+    from typing import Any
+
+    from rich.console import Console
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every ``oma`` command."""
     parser = argparse.ArgumentParser(
-        prog="oma",
-        description="oma-actors: run teams of LLM agents over a task graph.",
+        prog="oma", description="oma-actors: run teams of LLM agents over a task graph."
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo = commands.add_parser(
         "demo",
-        help="run the offline research team demo",
+        help="run the research team, kill it mid-task, and restore it",
         description=(
             "Run a research team (3 agents, 5 dependent tasks, tools that write notes) on the "
-            "offline scripted model, showing progress and the final brief."
+            "offline scripted model in a child process that is killed mid-task, then restore "
+            "the run from its checkpoint and show what was skipped, replayed and re-run."
         ),
     )
     demo.add_argument(
-        "--out",
-        type=Path,
-        default=Path("oma-demo-out"),
-        help="folder for the notes (default: %(default)s)",
+        "--out", type=Path, default=Path("oma-demo-out"), help="folder for notes and state.json"
     )
+    demo.add_argument("--no-crash", action="store_true", help="run once, without the crash")
     demo.add_argument(
         "--live",
         action="store_true",
-        help="use a real provider (needs ANTHROPIC_API_KEY or OPENAI_API_KEY)",
+        help="use a real provider (ANTHROPIC_API_KEY or OPENAI_API_KEY)",
     )
+    demo.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+    checkpoint = commands.add_parser("checkpoint", help="inspect checkpoints")
+    actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show",
+        help="print a stored snapshot readably",
+        description="Print the latest snapshot of a run stored in a FileStore file.",
+    )
+    show.add_argument("--store", type=Path, required=True, help="path of the FileStore JSON file")
+    show.add_argument("--run-id", help="the run (default: the only checkpoint in the store)")
+    show.add_argument("--key", help="an explicit checkpoint key")
+    show.add_argument("--raw", action="store_true", help="print the stored JSON")
     return parser
+
+
+def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, int]:
+    """The coroutine that carries out ``args``."""
+    if args.command == "checkpoint":
+        from oma_actors.cli.inspect import show_checkpoint
+
+        return show_checkpoint(
+            args.store, run_id=args.run_id, key=args.key, raw=args.raw, console=console
+        )
+    from oma_actors.cli import demo
+
+    if args.child:
+        return demo.run_crashing_child(args.out, console)
+    if args.no_crash or args.live:
+        return demo.run_plain(args.out, live=args.live, console=console)
+    return demo.run_demo(args.out, console=console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,14 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            if args.command == "demo":
-                from oma_actors.cli.demo import run_demo
-
-                return runner.run(run_demo(args.out, live=args.live, console=console))
+            return runner.run(command(args, console))
     except OmaError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
         return 2
-    return 2
 
 
 if __name__ == "__main__":
