@@ -78,8 +78,6 @@ from oma_actors.stores.redacting import RedactingStore
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [
-    "CHECKPOINT_KEY_PREFIX",
-    "DEFAULT_CHECKPOINT_KEY",
     "AgentCompleted",
     "AgentConfig",
     "AgentRunResult",
@@ -88,6 +86,7 @@ __all__ = [
     "ApprovalPending",
     "ApprovalRequest",
     "AtomicStore",
+    "CHECKPOINT_KEY_PREFIX",
     "ChatOptions",
     "Checkpoint",
     "CheckpointError",
@@ -99,6 +98,7 @@ __all__ = [
     "ContentBlock",
     "CoordinatorFailed",
     "CorruptStoreError",
+    "DEFAULT_CHECKPOINT_KEY",
     "Deny",
     "DurableApprovalError",
     "FileStore",

@@ -40,6 +40,8 @@ class Checkpoint:
         """
         try:
             entry = await self.store.get(self.key)
+        except StoreError:
+            raise
         except Exception as exc:
             # F10: a failed read is an error to retry, never "no checkpoint" (a fresh run would
             # overwrite the real one).

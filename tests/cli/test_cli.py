@@ -1,0 +1,75 @@
+"""The ``oma`` command line, run as a user would (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def oma(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=cwd,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd())},
+    )
+
+
+def test_help_documents_every_command() -> None:
+    top = oma("--help")
+    assert top.returncode == 0
+    assert "demo" in top.stdout
+    assert "checkpoint" in top.stdout
+    assert "--no-crash" in oma("demo", "--help").stdout
+    assert "--store" in oma("checkpoint", "show", "--help").stdout
+
+
+def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    run = oma("demo", "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = run.stdout
+    assert "killed the process" in text
+    assert "skipped (completed before the crash, no model call): Survey checkpointing" in text
+    assert "replayed (committed result reused, tool not run): search_corpus (call-analyse-0-0)" in text
+    assert "re-ran (no commit, same tool_call_id): write_note (call-analyse-0-1)" in text
+    assert "attempt 2, status ok" in text
+    assert (out / "brief.md").exists()
+    state = json.loads((out / "state.json").read_text())
+    [entry] = state["entries"]
+    snapshot = json.loads(entry["value"])
+    assert snapshot["identity"]["attempt"] == 2
+    assert all(task["status"] == "completed" for task in snapshot["queue"]["tasks"])
+
+    shown = oma("checkpoint", "show", "--store", str(out / "state.json"))
+    assert shown.returncode == 0, shown.stderr
+    assert "demo-run" in shown.stdout
+    assert "attempt 2" in shown.stdout
+    raw = oma("checkpoint", "show", "--store", str(out / "state.json"), "--run-id", "demo-run", "--raw")
+    assert raw.returncode == 0
+    assert '"version": 4' in raw.stdout
+
+
+@pytest.mark.parametrize("args", [("--run-id", "nope")])
+def test_checkpoint_show_reports_missing_things(tmp_path: Path, args: tuple[str, ...]) -> None:
+    missing = oma("checkpoint", "show", "--store", str(tmp_path / "absent.json"))
+    assert missing.returncode == 2
+    assert "no store file" in missing.stdout
+    (tmp_path / "state.json").write_text('{"version":1,"entries":[]}')
+    none = oma("checkpoint", "show", "--store", str(tmp_path / "state.json"), *args)
+    assert none.returncode == 1
+    assert "no checkpoint" in none.stdout
+
+
+def test_corrupt_store_is_a_typed_error_not_an_empty_store(tmp_path: Path) -> None:
+    (tmp_path / "state.json").write_text("{not json")
+    run = oma("checkpoint", "show", "--store", str(tmp_path / "state.json"), "--run-id", "x")
+    assert run.returncode == 2
+    assert "CorruptStoreError" in run.stdout
+    assert "not valid JSON" in run.stdout

@@ -1,0 +1,138 @@
+"""The public surface: ``__all__`` is curated, sorted and complete; API.md's names and signatures."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import oma_actors
+
+API_NAMES = {
+    # Teams, agents, tasks
+    "AgentConfig", "Team", "Task", "PlanArtifact", "PlanTask",
+    # The orchestrator
+    "OpenMultiAgent", "CheckpointOptions", "Allow", "Deny", "Suspend", "Gate",
+    # Results
+    "TeamRunResult", "RunStatus", "TaskState", "AgentRunResult", "ToolCallRecord",
+    # Model adapters
+    "LLMAdapter", "ChatOptions", "ToolSpec", "LLMResponse", "Message", "TextBlock",
+    "ToolUseBlock", "ToolResultBlock", "TokenUsage",
+    # Tools
+    "define_tool", "Tool", "ToolContext", "ToolResult",
+    # Stores
+    "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore", "RedactingStore",
+    # Checkpoints
+    "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
+    "Checkpoint", "CheckpointSnapshot",
+    # Progress events
+    "ProgressEvent", "TaskStarted", "TaskCompleted", "TaskFailed", "TaskSkipped",
+    "CheckpointSaved", "CheckpointSaveFailed", "SynthesisFailed", "ApprovalPending",
+    "JournalTailDiscarded", "JournalAppendFailed", "ToolOutcomeUnknown", "LeaseLost",
+    # Errors
+    "OmaError", "ConfigurationError", "StoreError", "CorruptStoreError", "CheckpointError",
+    "UnsupportedSchemaError", "RunIdMismatchError", "DurableApprovalError", "LeaseError",
+    "TaskGraphError",
+}  # fmt: skip
+
+
+def test_all_is_sorted_and_exactly_the_public_names() -> None:
+    assert oma_actors.__all__ == sorted(oma_actors.__all__)
+    public = {name for name in vars(oma_actors) if not name.startswith("_")}
+    modules = {name for name in public if inspect.ismodule(getattr(oma_actors, name))}
+    assert set(oma_actors.__all__) == public - modules
+
+
+@pytest.mark.parametrize("name", sorted(API_NAMES))
+def test_api_md_names_import_from_the_package(name: str) -> None:
+    assert name in oma_actors.__all__
+    assert getattr(oma_actors, name) is not None
+
+
+def params(obj: object) -> list[tuple[str, str]]:
+    return [(p.name, p.kind.name) for p in inspect.signature(obj).parameters.values()]  # type: ignore[arg-type]
+
+
+def test_signatures_match_api_md() -> None:
+    kw, pos = "KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD"
+    assert params(oma_actors.AgentConfig)[:1] == [("name", pos)]
+    assert {n for n, k in params(oma_actors.AgentConfig) if k == kw} >= {
+        "model", "provider", "system_prompt", "tools", "max_turns", "adapter", "base_url", "api_key"
+    }  # fmt: skip
+    assert params(oma_actors.Team)[:2] == [("name", pos), ("agents", pos)]
+    assert ("shared_memory_store", kw) in params(oma_actors.Team)
+    assert params(oma_actors.Task)[:2] == [("title", pos), ("description", pos)]
+    assert {n for n, k in params(oma_actors.Task) if k == kw} >= {
+        "id", "assignee", "depends_on", "max_retries", "metadata"
+    }  # fmt: skip
+    assert params(oma_actors.PlanArtifact)[0] == ("tasks", pos)
+    assert ("goal", kw) in params(oma_actors.PlanArtifact)
+    assert params(oma_actors.PlanTask)[:3] == [("id", pos), ("title", pos), ("description", pos)]
+    assert params(oma_actors.OpenMultiAgent) == [
+        ("checkpoint", kw), ("on_progress", kw), ("max_concurrency", kw),
+        ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw),
+    ]  # fmt: skip
+    orch = oma_actors.OpenMultiAgent
+    assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
+    assert params(orch.run_tasks)[1:] == [("team", pos), ("tasks", pos), ("checkpoint", kw)]
+    assert params(orch.run_team)[1:] == [
+        ("team", pos), ("goal", pos), ("checkpoint", kw), ("coordinator", kw), ("plan_only", kw)
+    ]  # fmt: skip
+    assert params(orch.run_from_plan)[1:] == [("team", pos), ("plan", pos), ("checkpoint", kw)]
+    assert params(orch.restore)[1:] == [
+        ("team", pos), ("tasks_or_plan", pos), ("checkpoint", kw), ("coordinator", kw),
+        ("journal", kw),
+    ]  # fmt: skip
+    for method in (orch.run_agent, orch.run_tasks, orch.run_team, orch.run_from_plan, orch.restore):
+        assert inspect.iscoroutinefunction(method)
+    assert params(oma_actors.CheckpointOptions) == [
+        ("enabled", kw), ("store", kw), ("run_id", kw), ("key", kw)
+    ]  # fmt: skip
+    assert params(oma_actors.define_tool) == [
+        ("name", kw), ("description", kw), ("input_model", kw), ("execute", kw), ("effect", kw),
+        ("reconcile", kw),
+    ]  # fmt: skip
+    assert params(oma_actors.ToolResult)[0] == ("data", pos)
+    assert ("is_error", kw) in params(oma_actors.ToolResult)
+    assert params(oma_actors.Checkpoint) == [("store", pos), ("run_id", kw), ("key", kw)]
+    assert params(oma_actors.FileStore) == [("path", pos)]
+    assert params(oma_actors.RedactingStore.__new__)[1:] == [("inner", pos), ("patterns", kw)]
+    assert params(oma_actors.LLMResponse)[0] == ("content", pos)
+    assert params(oma_actors.ToolResultBlock) == [
+        ("tool_use_id", pos), ("content", pos), ("is_error", pos)
+    ]  # fmt: skip
+    assert oma_actors.TokenUsage(1, 2).output_tokens == 2
+
+
+def test_every_event_is_a_frozen_progress_event_with_a_run_id() -> None:
+    events = [
+        getattr(oma_actors, name)
+        for name in oma_actors.__all__
+        if inspect.isclass(getattr(oma_actors, name))
+        and issubclass(getattr(oma_actors, name), oma_actors.ProgressEvent)
+    ]
+    assert len(events) >= 13
+    for event in events:
+        assert "run_id" in inspect.signature(event).parameters
+        assert event.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_error_tree() -> None:
+    errors = oma_actors
+    for name in ("ConfigurationError", "StoreError", "CheckpointError", "DurableApprovalError",
+                 "LeaseError", "TaskGraphError"):  # fmt: skip
+        assert issubclass(getattr(errors, name), errors.OmaError)
+    assert issubclass(errors.CorruptStoreError, errors.StoreError)
+    assert issubclass(errors.UnsupportedSchemaError, errors.CheckpointError)
+    assert issubclass(errors.RunIdMismatchError, errors.CheckpointError)
+
+
+def test_import_does_not_load_sdks_grpc_or_rich() -> None:
+    code = (
+        "import sys, oma_actors; "
+        "print(sorted(m for m in ('anthropic','openai','grpc','rich','uvloop') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
