@@ -1,10 +1,10 @@
 # Every target creates .venv on first use and installs what it needs.
-PY ?= python3.11
+PY ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean venv
+.PHONY: demo test lint typecheck check bench clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,8 +28,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+check: test lint typecheck
+
 bench: $(STAMP)
 	$(BIN)/python bench/actors.py
+	$(BIN)/python bench/checkpoint.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

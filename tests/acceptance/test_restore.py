@@ -71,20 +71,30 @@ async def run_until(
 
 async def test_t09_no_checkpoint_option_writes_no_checkpoint() -> None:
     store = InMemoryStore()
-    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter(titled))], shared_memory_store=store)
+    team = Team(
+        "t", [AgentConfig("worker", adapter=ScriptedAdapter(titled))], shared_memory_store=store
+    )
     await OpenMultiAgent().run_tasks(team, two_tasks())
-    assert not [entry.key for entry in await store.list() if entry.key.startswith("__oma_checkpoint__/")]
+    assert not [
+        entry.key for entry in await store.list() if entry.key.startswith("__oma_checkpoint__/")
+    ]
 
 
 async def test_t10_t17_abort_after_first_then_restore_with_separate_store() -> None:
     shared, cp_store = InMemoryStore(), InMemoryStore()
-    await shared.set("seed/note", json.dumps({"keep": True}), {"agent": "seed", "sharedMemoryValueEncoding": "json"})
+    await shared.set(
+        "seed/note",
+        json.dumps({"keep": True}),
+        {"agent": "seed", "sharedMemoryValueEncoding": "json"},
+    )
     adapter = ScriptedAdapter(titled)
     team = Team("t", [AgentConfig("worker", adapter=adapter)], shared_memory_store=shared)
     options = CheckpointOptions(store=cp_store, run_id="run-10")
 
     await run_until(
-        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(team, two_tasks(), checkpoint=options),
+        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(
+            team, two_tasks(), checkpoint=options
+        ),
         lambda event: isinstance(event, TaskCompleted),
     )
     assert adapter.call_count == 1
@@ -120,7 +130,9 @@ async def test_t12_restore_on_an_empty_store_runs_the_given_tasks() -> None:
 async def test_d7_restore_with_nothing_writes_nothing() -> None:
     store = InMemoryStore()
     team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter(titled))])
-    result = await OpenMultiAgent().restore(team, checkpoint=CheckpointOptions(store=store, run_id="r"))
+    result = await OpenMultiAgent().restore(
+        team, checkpoint=CheckpointOptions(store=store, run_id="r")
+    )
     assert result.tasks == []
     assert await store.list() == []
 
@@ -145,7 +157,9 @@ async def test_t16_reused_store_persists_only_the_turn_count() -> None:
     adapter = ScriptedAdapter(titled)
     team = Team("t", [AgentConfig("worker", adapter=adapter)], shared_memory_store=store)
     await run_until(
-        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(team, two_tasks(), checkpoint=True),
+        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(
+            team, two_tasks(), checkpoint=True
+        ),
         lambda event: isinstance(event, TaskCompleted),
     )
     stored = json.loads((await store.get(checkpoint_key(None))).value)  # type: ignore[union-attr]
@@ -199,8 +213,14 @@ async def test_t21_instance_fallback_store_with_a_run_id() -> None:
             hook(event)
 
     orch = OpenMultiAgent(on_progress=observe)
-    orchestrator_events.append(lambda event: holder[0].cancel() if isinstance(event, TaskCompleted) else None)
-    holder.append(asyncio.ensure_future(orch.run_tasks(team, two_tasks(), checkpoint=CheckpointOptions(run_id="run-1"))))
+    orchestrator_events.append(
+        lambda event: holder[0].cancel() if isinstance(event, TaskCompleted) else None
+    )
+    holder.append(
+        asyncio.ensure_future(
+            orch.run_tasks(team, two_tasks(), checkpoint=CheckpointOptions(run_id="run-1"))
+        )
+    )
     with pytest.raises(asyncio.CancelledError):
         await holder[0]
     orchestrator_events.clear()
@@ -213,9 +233,13 @@ async def test_run_id_conflict_is_refused_before_any_work() -> None:
     store = InMemoryStore()
     adapter = ScriptedAdapter(titled)
     team = Team("t", [AgentConfig("worker", adapter=adapter)])
-    await OpenMultiAgent().run_tasks(team, two_tasks(), checkpoint=CheckpointOptions(store=store, key="k", run_id="a"))
+    await OpenMultiAgent().run_tasks(
+        team, two_tasks(), checkpoint=CheckpointOptions(store=store, key="k", run_id="a")
+    )
     with pytest.raises(RunIdMismatchError):
-        await OpenMultiAgent().restore(team, checkpoint=CheckpointOptions(store=store, key="k", run_id="b"))
+        await OpenMultiAgent().restore(
+            team, checkpoint=CheckpointOptions(store=store, key="k", run_id="b")
+        )
     assert adapter.call_count == 2
 
 
@@ -230,7 +254,9 @@ async def test_d9_two_live_runs_on_one_key_are_refused() -> None:
 
     team = Team("t", [AgentConfig("worker", adapter=Waiting())])
     options = CheckpointOptions(store=store, run_id="same")
-    first = asyncio.ensure_future(OpenMultiAgent().run_tasks(team, [Task("a", "x")], checkpoint=options))
+    first = asyncio.ensure_future(
+        OpenMultiAgent().run_tasks(team, [Task("a", "x")], checkpoint=options)
+    )
     await asyncio.sleep(0.01)
     with pytest.raises(ConfigurationError, match="already in use"):
         await OpenMultiAgent().run_tasks(team, [Task("b", "y")], checkpoint=options)
@@ -238,7 +264,13 @@ async def test_d9_two_live_runs_on_one_key_are_refused() -> None:
     assert (await first).success
 
 
-def effect_tool(log: list[str], name: str = "effect", *, unsafe: bool = False, cancel: Callable[[str], None] | None = None):  # type: ignore[no-untyped-def]
+def effect_tool(
+    log: list[str],
+    name: str = "effect",
+    *,
+    unsafe: bool = False,
+    cancel: Callable[[str], None] | None = None,
+):  # type: ignore[no-untyped-def]
     class Args(BaseModel):
         label: str
 
@@ -249,18 +281,32 @@ def effect_tool(log: list[str], name: str = "effect", *, unsafe: bool = False, c
             cancel(args.label)
         return f"committed:{args.label}"
 
-    return define_tool(name=name, description="", input_model=Args, execute=run, effect="unsafe" if unsafe else "idempotent")
+    return define_tool(
+        name=name,
+        description="",
+        input_model=Args,
+        execute=run,
+        effect="unsafe" if unsafe else "idempotent",
+    )
 
 
 async def test_t25_committed_tool_result_is_replayed_never_re_run() -> None:
     store = InMemoryStore()
     log: list[str] = []
     tool = effect_tool(log)
-    script = [answer("first done"), calls(("call-B", "effect", {"label": "B"})), answer("second done")]
+    script = [
+        answer("first done"),
+        calls(("call-B", "effect", {"label": "B"})),
+        answer("second done"),
+    ]
     adapter = ScriptedAdapter(script)
-    team = Team("t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store)
+    team = Team(
+        "t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store
+    )
     await run_until(
-        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(team, two_tasks(), checkpoint=True),
+        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(
+            team, two_tasks(), checkpoint=True
+        ),
         lambda event: isinstance(event, ToolCalled) and not event.replayed,
     )
     assert log == ["B@call-B"]
@@ -295,10 +341,18 @@ async def test_t26_uncommitted_call_re_runs_with_the_same_tool_call_id() -> None
             holder[0].cancel()
 
     tool = effect_tool(log, cancel=crash_once)
-    script = [answer("first done"), calls(("call-C", "effect", {"label": "C"})), answer("second done")]
+    script = [
+        answer("first done"),
+        calls(("call-C", "effect", {"label": "C"})),
+        answer("second done"),
+    ]
     adapter = ScriptedAdapter(script)
-    team = Team("t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store)
-    holder.append(asyncio.ensure_future(OpenMultiAgent().run_tasks(team, two_tasks(), checkpoint=True)))
+    team = Team(
+        "t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store
+    )
+    holder.append(
+        asyncio.ensure_future(OpenMultiAgent().run_tasks(team, two_tasks(), checkpoint=True))
+    )
     with pytest.raises(asyncio.CancelledError):
         await holder[0]
     stored = json.loads((await store.get(checkpoint_key(None))).value)  # type: ignore[union-attr]
@@ -315,11 +369,6 @@ async def test_t26_uncommitted_call_re_runs_with_the_same_tool_call_id() -> None
 async def test_t28_parallel_siblings_commit_independently() -> None:
     store = InMemoryStore()
     log: list[str] = []
-    holder: list[asyncio.Task[TeamRunResult]] = []
-
-    def stop_on_p(label: str) -> None:
-        if label == "P" and len(log) == 1:
-            holder[0].cancel()
 
     class Args(BaseModel):
         label: str
@@ -340,12 +389,15 @@ async def test_t28_parallel_siblings_commit_independently() -> None:
         answer("second done"),
     ]
     adapter = ScriptedAdapter(script)
-    team = Team("t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store)
+    team = Team(
+        "t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store
+    )
     await run_until(
-        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(team, two_tasks(), checkpoint=True),
+        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(
+            team, two_tasks(), checkpoint=True
+        ),
         lambda event: isinstance(event, ToolCalled) and event.tool_call_id == "call-P",
     )
-    del holder, stop_on_p
     stored = json.loads((await store.get(checkpoint_key(None))).value)  # type: ignore[union-attr]
     pending = stored["inFlightTasks"][0]["pendingToolCalls"]
     assert [("commit" in item) for item in pending] == [True, False]
@@ -369,8 +421,12 @@ async def test_d1_unsafe_call_dispatched_but_uncommitted_is_not_re_run() -> None
     tool = effect_tool(log, name="pay", unsafe=True, cancel=crash)
     script = [calls(("call-pay", "pay", {"label": "X"})), answer("done anyway")]
     adapter = ScriptedAdapter(script)
-    team = Team("t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store)
-    holder.append(asyncio.ensure_future(OpenMultiAgent().run_tasks(team, [Task("pay", "x")], checkpoint=True)))
+    team = Team(
+        "t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store
+    )
+    holder.append(
+        asyncio.ensure_future(OpenMultiAgent().run_tasks(team, [Task("pay", "x")], checkpoint=True))
+    )
     with pytest.raises(asyncio.CancelledError):
         await holder[0]
     stored = json.loads((await store.get(checkpoint_key(None))).value)  # type: ignore[union-attr]
@@ -384,7 +440,9 @@ async def test_d1_unsafe_call_dispatched_but_uncommitted_is_not_re_run() -> None
     assert isinstance(sent, ToolResultBlock)
     assert sent.is_error
     assert "TOOL_OUTCOME_UNKNOWN" in str(sent.content)
-    assert [type(e).__name__ for e in events if type(e).__name__ == "ToolOutcomeUnknown"] == ["ToolOutcomeUnknown"]
+    assert [type(e).__name__ for e in events if type(e).__name__ == "ToolOutcomeUnknown"] == [
+        "ToolOutcomeUnknown"
+    ]
 
 
 async def test_typescript_oma_checkpoint_restores_here(tmp_path: Path) -> None:
@@ -393,7 +451,9 @@ async def test_typescript_oma_checkpoint_restores_here(tmp_path: Path) -> None:
     assert scenario["runId"] == "fixture-task-boundary"
     adapter = ScriptedAdapter(titled)
     shared = InMemoryStore()
-    team = Team("fixture-team", [AgentConfig("worker", adapter=adapter)], shared_memory_store=shared)
+    team = Team(
+        "fixture-team", [AgentConfig("worker", adapter=adapter)], shared_memory_store=shared
+    )
     store = FileStore(tmp_path / "store.json")
     result = await OpenMultiAgent().restore(
         team, checkpoint=CheckpointOptions(store=store, run_id="fixture-task-boundary")

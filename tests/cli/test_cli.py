@@ -37,7 +37,9 @@ def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
     text = run.stdout
     assert "killed the process" in text
     assert "skipped (completed before the crash, no model call): Survey checkpointing" in text
-    assert "replayed (committed result reused, tool not run): search_corpus (call-analyse-0-0)" in text
+    assert (
+        "replayed (committed result reused, tool not run): search_corpus (call-analyse-0-0)" in text
+    )
     assert "re-ran (no commit, same tool_call_id): write_note (call-analyse-0-1)" in text
     assert "attempt 2, status ok" in text
     assert (out / "brief.md").exists()
@@ -51,7 +53,9 @@ def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "demo-run" in shown.stdout
     assert "attempt 2" in shown.stdout
-    raw = oma("checkpoint", "show", "--store", str(out / "state.json"), "--run-id", "demo-run", "--raw")
+    raw = oma(
+        "checkpoint", "show", "--store", str(out / "state.json"), "--run-id", "demo-run", "--raw"
+    )
     assert raw.returncode == 0
     assert '"version": 4' in raw.stdout
 
