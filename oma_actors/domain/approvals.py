@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from datetime import datetime
 
-ApprovalScope = Literal["plan", "task_dispatch", "tool_call"]
+ApprovalScope = Literal["plan", "task_round", "task_dispatch", "tool_call"]
+DecisionValue = Literal["approved", "rejected"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +22,16 @@ class Reviewer:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequest:
-    """A boundary waiting for a human decision; ``request_hash`` binds the reviewed content."""
+    """A boundary waiting for a human decision; ``request_hash`` binds the reviewed content.
+
+    ``boundary`` names the exact place (``coordinator-plan``, a task id, ``<task>:<call>``);
+    ``content`` is what the reviewer sees, and exactly what was hashed (spec AP-05..AP-09).
+    """
 
     id: str
     run_id: str
     scope: ApprovalScope
-    boundary: dict[str, Any]
+    boundary: str
     request_hash: str
     requested_at: datetime
     reason: str | None
@@ -35,12 +40,12 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalDecision:
-    """A recorded decision on an approval request."""
+    """A recorded decision on an approval request (first decision wins; immutable)."""
 
     request_id: str
     run_id: str
     scope: ApprovalScope
     request_hash: str
-    decision: Literal["approve", "reject"]
+    decision: DecisionValue
     reviewer: Reviewer
     decided_at: datetime
