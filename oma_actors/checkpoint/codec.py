@@ -18,7 +18,7 @@ from oma_actors.checkpoint.snapshot import (
     RunIdentity,
 )
 from oma_actors.checkpoint.validate import problem
-from oma_actors.checkpoint.values import (
+from oma_actors.domain.jsonforms import (
     result_from_json,
     result_to_json,
     runner_from_json,

@@ -1,7 +1,8 @@
-"""Approval gate answers. A gate returns ``True``/``False`` or one of these values."""
+"""Approval gates: what a gate may answer, and asking one safely (spec AP-01..AP-04)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -25,5 +26,38 @@ class Suspend:
     reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class GateFailed:
+    """The gate raised or answered something that is not a decision."""
+
+    error: str
+
+
 GateAnswer = bool | Allow | Deny | Suspend
 Gate = Callable[..., GateAnswer | Awaitable[GateAnswer]]
+Verdict = Allow | Deny | Suspend | GateFailed
+
+
+async def consult(gate: Gate, *args: object) -> Verdict:
+    """Ask ``gate`` (sync or async) and normalise its answer; never raises but cancellation.
+
+    ``True`` means allow and ``False`` deny; an exception or any other answer (including a
+    non-string reason) is a ``GateFailed`` naming what went wrong (spec AP-02, AP-03).
+    """
+    try:
+        answer: object = gate(*args)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception as exc:  # a gate's failure is a decision input, not a crash of the run
+        return GateFailed(f"{type(exc).__name__}: {exc}")
+    if answer is True:
+        return Allow()
+    if answer is False:
+        return Deny()
+    if isinstance(answer, Allow):
+        return answer
+    if isinstance(answer, Deny | Suspend):
+        if answer.reason is not None and not isinstance(answer.reason, str):
+            return GateFailed(f"gate reason must be a string, not {type(answer.reason).__name__}")
+        return answer
+    return GateFailed(f"gate answered {answer!r}; expected a bool, Allow, Deny or Suspend")

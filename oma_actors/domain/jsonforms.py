@@ -1,0 +1,275 @@
+"""JSON forms of the domain values that snapshots and approval records hold (OMA camelCase).
+
+Decoders assume the value passed ``validate``; they raise ``CheckpointError`` on anything else
+they cannot map rather than guessing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.clock import from_iso, to_iso, utcnow
+from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
+from oma_actors.domain.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.domain.results import AgentRunResult, ToolCallRecord
+from oma_actors.domain.tasks import TaskState
+from oma_actors.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+Json = dict[str, Any]
+
+
+def block_to_json(block: ContentBlock) -> Json:
+    """One content block in Anthropic's JSON shape."""
+    match block:
+        case TextBlock(text=text):
+            return {"type": "text", "text": text}
+        case ToolUseBlock(id=call_id, name=name, input=args):
+            return {"type": "tool_use", "id": call_id, "name": name, "input": args}
+        case ToolResultBlock(tool_use_id=call_id, content=content, is_error=is_error):
+            out: Json = {"type": "tool_result", "tool_use_id": call_id}
+            out["content"] = (
+                content if isinstance(content, str) else [block_to_json(b) for b in content]
+            )
+            if is_error:
+                out["is_error"] = True
+            return out
+        case ImageBlock(media_type=media_type, data=data, url=url):
+            source: Json = (
+                {"type": "url", "url": url}
+                if url is not None
+                else {"type": "base64", "media_type": media_type, "data": data}
+            )
+            return {"type": "image", "source": source}
+
+
+def block_from_json(raw: Any) -> ContentBlock:
+    """Parse one content block; unknown types are refused, never dropped."""
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"content block is not an object: {raw!r}")
+    kind = raw.get("type")
+    if kind == "text":
+        return TextBlock(str(raw.get("text", "")))
+    if kind == "tool_use":
+        return ToolUseBlock(str(raw["id"]), str(raw["name"]), dict(raw.get("input") or {}))
+    if kind == "tool_result":
+        content = raw.get("content", "")
+        parsed: str | list[ContentBlock] = (
+            content if isinstance(content, str) else [block_from_json(b) for b in content]
+        )
+        return ToolResultBlock(str(raw["tool_use_id"]), parsed, is_error=bool(raw.get("is_error")))
+    if kind == "image":
+        source = raw.get("source") or {}
+        if source.get("type") == "url":
+            return ImageBlock(str(source.get("media_type", "")), url=str(source["url"]))
+        return ImageBlock(str(source.get("media_type", "")), data=str(source.get("data", "")))
+    raise CheckpointError(f"unknown content block type {kind!r}")
+
+
+def message_to_json(message: Message) -> Json:
+    """A message as ``{role, content: [blocks]}``."""
+    return {"role": message.role, "content": [block_to_json(b) for b in message.content]}
+
+
+def message_from_json(raw: Any) -> Message:
+    """Parse a message; a string content becomes one text block."""
+    if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant"):
+        raise CheckpointError(f"message is not a user/assistant object: {raw!r}"[:200])
+    content = raw.get("content")
+    if isinstance(content, str):
+        return Message(raw["role"], [TextBlock(content)])
+    if not isinstance(content, list):
+        raise CheckpointError(f"message content is neither a string nor a list: {content!r}")
+    return Message(raw["role"], [block_from_json(b) for b in content])
+
+
+def usage_to_json(usage: TokenUsage) -> Json:
+    """``{input_tokens, output_tokens}``."""
+    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+
+
+def usage_from_json(raw: Any) -> TokenUsage:
+    """Parse a token usage (missing means zero)."""
+    raw = raw or {}
+    return TokenUsage(int(raw.get("input_tokens", 0)), int(raw.get("output_tokens", 0)))
+
+
+def record_to_json(record: ToolCallRecord) -> Json:
+    """OMA's ``{toolName, input, output, duration}``."""
+    return {
+        "toolName": record.tool_name,
+        "input": record.input,
+        "output": record.output,
+        "duration": record.duration_ms,
+    }
+
+
+def record_from_json(raw: Any, *, tool_call_id: str = "", is_error: bool = False) -> ToolCallRecord:
+    """Parse a tool call record."""
+    return ToolCallRecord(
+        tool_name=str(raw.get("toolName", "")),
+        input=dict(raw.get("input") or {}),
+        output=str(raw.get("output", "")),
+        duration_ms=int(raw.get("duration", 0)),
+        tool_call_id=tool_call_id,
+        is_error=is_error,
+    )
+
+
+def result_to_json(result: AgentRunResult) -> Json:
+    """A JSON-safe ``AgentRunResult`` (CK-09)."""
+    return {
+        "success": result.success,
+        "output": result.output,
+        "messages": [message_to_json(m) for m in result.messages],
+        "tokenUsage": usage_to_json(result.token_usage),
+        "toolCalls": [record_to_json(r) for r in result.tool_calls],
+        "turns": result.turns,
+    }
+
+
+def result_from_json(raw: Any, fallback_output: str) -> AgentRunResult:
+    """Parse a stored result, or build OMA's minimal result when it is absent (CK-10)."""
+    if not isinstance(raw, dict):
+        return AgentRunResult(success=True, output=fallback_output)
+    return AgentRunResult(
+        success=bool(raw.get("success", True)),
+        output=str(raw.get("output", fallback_output)),
+        messages=[message_from_json(m) for m in raw.get("messages") or []],
+        token_usage=usage_from_json(raw.get("tokenUsage")),
+        tool_calls=[record_from_json(r) for r in raw.get("toolCalls") or []],
+        turns=int(raw.get("turns", 0)),
+    )
+
+
+def task_to_json(task: TaskState) -> Json:
+    """OMA's ``TaskSnapshot`` (TQ-12); optional fields omitted when empty."""
+    out: Json = {
+        "id": task.id,
+        "title": task.title,
+        "description": task.description,
+        "status": task.status,
+    }
+    if task.assignee is not None:
+        out["assignee"] = task.assignee
+    if task.depends_on:
+        out["dependsOn"] = list(task.depends_on)
+    if task.metadata is not None:
+        out["metadata"] = dict(task.metadata)
+    if task.result is not None:
+        out["result"] = task.result
+    out["createdAt"] = to_iso(task.created_at)
+    out["updatedAt"] = to_iso(task.updated_at)
+    if task.max_retries:
+        out["maxRetries"] = task.max_retries
+        out["retryDelayMs"] = task.retry_delay_ms
+        out["retryBackoff"] = task.retry_backoff
+    return out
+
+
+def _moment(raw: Any) -> datetime:
+    # TQ-12: an unparseable date becomes "now" rather than failing the restore.
+    try:
+        return from_iso(str(raw))
+    except ValueError:
+        return utcnow()
+
+
+def task_from_json(raw: Any) -> TaskState:
+    """Parse a task snapshot."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+        raise CheckpointError(f"queue task is not an object with an id: {raw!r}"[:200])
+    status = raw.get("status")
+    if status not in ("pending", "blocked", "in_progress", "completed", "failed", "skipped"):
+        raise CheckpointError(f"task {raw['id']!r} has unknown status {status!r}")
+    return TaskState(
+        id=raw["id"],
+        title=str(raw.get("title", "")),
+        description=str(raw.get("description", "")),
+        status=status,
+        assignee=raw.get("assignee"),
+        depends_on=tuple(raw.get("dependsOn") or ()),
+        result=raw.get("result"),
+        max_retries=int(raw.get("maxRetries", 0)),
+        retry_delay_ms=int(raw.get("retryDelayMs", 1000)),
+        retry_backoff=float(raw.get("retryBackoff", 2.0)),
+        metadata=raw.get("metadata"),
+        created_at=_moment(raw.get("createdAt")),
+        updated_at=_moment(raw.get("updatedAt")),
+    )
+
+
+def pending_to_json(item: PendingCall) -> Json:
+    """A pending call with its commit record (and our ``dispatched`` mark, decision D1)."""
+    out: Json = {"call": block_to_json(item.call)}
+    if item.commit is not None:
+        out["commit"] = {
+            "result": block_to_json(item.commit.block),
+            "record": record_to_json(item.commit.record),
+        }
+    if item.dispatched:
+        out["dispatched"] = True
+    return out
+
+
+def pending_from_json(raw: Any) -> PendingCall:
+    """Parse a pending call."""
+    call = block_from_json(raw["call"])
+    if not isinstance(call, ToolUseBlock):
+        raise CheckpointError("pending call is not a tool_use block")
+    commit = raw.get("commit")
+    parsed: ToolCommit | None = None
+    if commit is not None:
+        block = block_from_json(commit["result"])
+        if not isinstance(block, ToolResultBlock):
+            raise CheckpointError(f"commit of {call.id!r} is not a tool_result block")
+        record = record_from_json(commit["record"], tool_call_id=call.id, is_error=block.is_error)
+        parsed = ToolCommit(block=block, record=record)
+    return PendingCall(call=call, commit=parsed, dispatched=bool(raw.get("dispatched")))
+
+
+def runner_to_json(task_id: str, assignee: str, state: RunnerState) -> Json:
+    """An ``InFlightTaskCheckpoint`` (spec 7.2)."""
+    out: Json = {
+        "taskId": task_id,
+        "assignee": assignee,
+        "phase": state.phase,
+        "conversationMessages": [message_to_json(m) for m in state.conversation],
+        "messages": [message_to_json(m) for m in state.messages],
+        "tokenUsage": usage_to_json(state.token_usage),
+        "toolCalls": [record_to_json(r) for r in state.tool_calls],
+        "turns": state.turns,
+    }
+    if state.phase == "executing_tools":
+        out["pendingToolCalls"] = [pending_to_json(p) for p in state.pending]
+    if state.phase == "completed":
+        out["finalOutput"] = state.final_output
+        if not state.success:
+            out["success"] = False
+    return out
+
+
+def runner_from_json(raw: Json) -> RunnerState:
+    """Parse an in-flight entry into runner state."""
+    phase = raw["phase"]
+    return RunnerState(
+        phase=phase,
+        conversation=tuple(message_from_json(m) for m in raw["conversationMessages"]),
+        messages=tuple(message_from_json(m) for m in raw["messages"]),
+        turns=int(raw["turns"]),
+        token_usage=usage_from_json(raw["tokenUsage"]),
+        tool_calls=tuple(record_from_json(r) for r in raw["toolCalls"]),
+        pending=tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ()),
+        final_output=str(raw.get("finalOutput", "")),
+        success=bool(raw.get("success", True)),
+    )
