@@ -68,7 +68,7 @@ from oma_actors.events import (
     ToolOutcomeUnknown,
 )
 from oma_actors.llm.base import LLMAdapter
-from oma_actors.orchestration.gates import Allow, Deny, Gate, Suspend
+from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend
 from oma_actors.orchestration.options import CheckpointOptions
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore

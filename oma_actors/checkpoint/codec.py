@@ -7,6 +7,7 @@ fails the validator raises ``CheckpointError``, and neither is ever read as "no 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from oma_actors.checkpoint.snapshot import (
@@ -26,7 +27,14 @@ from oma_actors.domain.jsonforms import (
     task_from_json,
     task_to_json,
 )
-from oma_actors.errors import CheckpointError, UnsupportedSchemaError
+from oma_actors.approvals import (
+    decision_from_json,
+    decision_to_json,
+    request_from_json,
+    request_to_json,
+)
+from oma_actors.domain.inflight import RunnerState
+from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
 
 _PARTITIONS = (
     ("pending", "pending"),
@@ -49,13 +57,14 @@ def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     }
     if snapshot.metadata is not None:
         out["metadata"] = snapshot.metadata
-    if identity is not None:
-        out["identity"] = {
-            "runId": identity.run_id,
-            "attempt": identity.attempt,
-            "lastTraceId": identity.trace_id,
-            "lastRootSpanId": identity.root_span_id,
-        }
+    # v4 requires an identity; a snapshot read from v1 has none, so it gets one with empty
+    # trace ids (there is no previous trace to link to, spec CK-07).
+    out["identity"] = {
+        "runId": identity.run_id if identity else snapshot.run_id,
+        "attempt": identity.attempt if identity else snapshot.attempt,
+        "lastTraceId": identity.trace_id if identity else "",
+        "lastRootSpanId": identity.root_span_id if identity else "",
+    }
     if snapshot.goal is not None:
         out["goal"] = snapshot.goal
     queue: dict[str, Any] = {"version": 1, "tasks": [task_to_json(t) for t in snapshot.tasks]}
@@ -68,20 +77,34 @@ def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     if snapshot.turn_count is not None:
         out["turnCount"] = snapshot.turn_count
     out["completedTaskResults"] = [_completed_to_json(item) for item in snapshot.completed]
-    out["inFlightTasks"] = [
-        runner_to_json(item.task_id, item.assignee, item.state) for item in snapshot.in_flight
-    ]
-    out["pendingApprovals"] = list(snapshot.pending_approvals)
-    out["approvalDecisions"] = list(snapshot.approval_decisions)
+    out["inFlightTasks"] = [_in_flight_to_json(item) for item in snapshot.in_flight]
+    out["pendingApprovals"] = [request_to_json(r) for r in snapshot.pending_approvals]
+    out["approvalDecisions"] = [decision_to_json(d) for d in snapshot.approval_decisions]
     if snapshot.synthesis is not None:
         out["synthesisResult"] = result_to_json(snapshot.synthesis)
     return out
 
 
+def _in_flight_to_json(item: InFlightTask) -> dict[str, Any]:
+    out = runner_to_json(item.task_id, item.assignee, item.state)
+    # Approval fields ride on the pending calls (spec 7.2); their JSON belongs to approvals.
+    for call, entry in zip(item.state.pending, out.get("pendingToolCalls", []), strict=True):
+        if call.approval_request is not None:
+            entry["approvalRequest"] = request_to_json(call.approval_request)
+        if call.approval_decision is not None:
+            entry["approvalDecision"] = decision_to_json(call.approval_decision)
+    return out
+
+
 def encode(snapshot: CheckpointSnapshot) -> str:
-    """Compact JSON text of ``snapshot`` (raises ``CheckpointError`` if it is not JSON-safe)."""
+    """Compact JSON text of ``snapshot`` (raises ``CheckpointError`` if it is not JSON-safe).
+
+    NaN and infinities are refused: OMA (and any strict JSON reader) could not load them.
+    """
     try:
-        return json.dumps(to_json_object(snapshot), separators=(",", ":"), ensure_ascii=False)
+        return json.dumps(
+            to_json_object(snapshot), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"snapshot cannot be serialized: {exc}") from exc
 
@@ -95,7 +118,7 @@ def _completed_to_json(item: CompletedTask) -> dict[str, Any]:
     if item.agent_result is not None:
         candidate = result_to_json(item.agent_result)
         try:
-            json.dumps(candidate)
+            json.dumps(candidate, allow_nan=False)
         except (TypeError, ValueError):
             return out  # CK-10: durability wins over completeness
         out["agentResult"] = candidate
@@ -110,8 +133,8 @@ def decode(text: str, *, key: str) -> CheckpointSnapshot:
         UnsupportedSchemaError: a ``version`` this build cannot read.
     """
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError:
+        raw = json.loads(text, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, ValueError):
         raise CheckpointError(f'Checkpoint: stored value at "{key}" is not valid JSON.') from None
     if isinstance(raw, dict) and raw.get("version") not in READ_VERSIONS:
         raise UnsupportedSchemaError(raw.get("version"), READ_VERSIONS)
@@ -122,7 +145,7 @@ def decode(text: str, *, key: str) -> CheckpointSnapshot:
         )
     try:
         return from_json_object(raw)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, DurableApprovalError) as exc:
         raise CheckpointError(
             f'Checkpoint: stored value at "{key}" is not a checkpoint snapshot: {exc!r}.'
         ) from exc
@@ -157,7 +180,7 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
         if isinstance(item, dict) and isinstance(item.get("taskId"), str)
     )
     in_flight = tuple(
-        InFlightTask(task_id=e["taskId"], assignee=e["assignee"], state=runner_from_json(e))
+        InFlightTask(task_id=e["taskId"], assignee=e["assignee"], state=_runner_state(e))
         for e in (raw.get("inFlightTasks") or [] if version >= 3 else [])
     )
     synthesis = raw.get("synthesisResult")
@@ -177,8 +200,35 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
         turn_count=raw.get("turnCount"),
         completed=completed,
         in_flight=in_flight,
-        pending_approvals=tuple(raw.get("pendingApprovals") or ()) if version >= 4 else (),
-        approval_decisions=tuple(raw.get("approvalDecisions") or ()) if version >= 4 else (),
+        pending_approvals=tuple(
+            request_from_json(r) for r in (raw.get("pendingApprovals") or [] if version >= 4 else [])
+        ),
+        approval_decisions=tuple(
+            decision_from_json(d)
+            for d in (raw.get("approvalDecisions") or [] if version >= 4 else [])
+        ),
         synthesis=result_from_json(synthesis, "") if isinstance(synthesis, dict) else None,
         raw=raw,
     )
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _runner_state(entry: dict[str, Any]) -> RunnerState:
+    """An in-flight entry's runner state, with approval fields parsed and bound (CK-15)."""
+    state = runner_from_json(entry)
+    raw_pending = entry.get("pendingToolCalls") or []
+    pending = []
+    for call, raw in zip(state.pending, raw_pending, strict=True):
+        request = raw.get("approvalRequest")
+        decision = raw.get("approvalDecision")
+        parsed_request = request_from_json(request) if request is not None else None
+        parsed_decision = (
+            decision_from_json(decision, request=parsed_request) if decision is not None else None
+        )
+        pending.append(
+            replace(call, approval_request=parsed_request, approval_decision=parsed_decision)
+        )
+    return replace(state, pending=tuple(pending))

@@ -5,6 +5,7 @@ It only saves and loads. When to save is the run's decision; how to resume is ``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode, encode
@@ -51,7 +52,12 @@ class Checkpoint:
         return decode(entry.value, key=self.key)
 
     async def save(self, snapshot: CheckpointSnapshot) -> str:
-        """Write ``snapshot`` (schema v4) and return the exact text written."""
+        """Write ``snapshot`` (schema v4) and return the exact text written.
+
+        A snapshot without a run id takes this manager's (spec CK-03).
+        """
+        if not snapshot.run_id and self.run_id:
+            snapshot = replace(snapshot, run_id=self.run_id)
         text = encode(snapshot)
         await self.write_encoded(text, snapshot)
         return text

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import TaskState
@@ -72,8 +73,8 @@ class CheckpointSnapshot:
     turn_count: int | None = None
     completed: tuple[CompletedTask, ...] = ()
     in_flight: tuple[InFlightTask, ...] = ()
-    pending_approvals: tuple[dict[str, Any], ...] = ()
-    approval_decisions: tuple[dict[str, Any], ...] = ()
+    pending_approvals: tuple[ApprovalRequest, ...] = ()
+    approval_decisions: tuple[ApprovalDecision, ...] = ()
     synthesis: AgentRunResult | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

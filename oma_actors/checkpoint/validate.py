@@ -7,6 +7,7 @@ as a whole: it is never treated as "no checkpoint" and never partially restored.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 MODES = ("runTeam", "runTasks", "runFromPlan")
@@ -49,8 +50,10 @@ def problem(raw: Any) -> str | None:
         return "createdAt is not a string"
     if not isinstance(raw.get("completedTaskResults"), list):
         return "completedTaskResults is not an array"
-    if "metadata" in raw and not isinstance(raw["metadata"], dict):
-        return "metadata is not an object"
+    if "metadata" in raw:
+        found = _metadata_problem(raw["metadata"])
+        if found:
+            return found
     if "revision" in raw and not _is_int(raw["revision"]):
         return "revision is not a non-negative integer"
     found = _queue_problem(raw.get("queue"))
@@ -76,8 +79,40 @@ def problem(raw: Any) -> str | None:
         found = _approvals_problem(raw)
         if found:
             return found
-    if version >= 5 and not _is_int(raw.get("journalWatermarkSeq")):
-        return "journalWatermarkSeq is not a non-negative integer"
+    if version >= 5:
+        if not _is_int(raw.get("journalWatermarkSeq")):
+            return "journalWatermarkSeq is not a non-negative integer"
+        ref = raw.get("journalRef")
+        if ref is not None and not (
+            isinstance(ref, dict)
+            and isinstance(ref.get("kind"), str)
+            and isinstance(ref.get("path", ""), str)
+        ):
+            return "journalRef must be an object with a string kind and an optional string path"
+    return None
+
+
+_META_KEY = re.compile(r"^[a-z0-9_.]{1,64}$")
+
+
+def _metadata_problem(metadata: Any) -> str | None:
+    """Run metadata rules (spec ID-05)."""
+    if not isinstance(metadata, dict):
+        return "metadata is not an object"
+    if len(metadata) > 32:
+        return "metadata has more than 32 entries"
+    for key, value in metadata.items():
+        if not _META_KEY.match(key) or key.startswith("oma.") or key == "_overridden":
+            return f"metadata key {key!r} is not allowed"
+        items = value if isinstance(value, list) else [value]
+        kinds = {type(item) for item in items}
+        scalar = all(
+            isinstance(item, str | bool)
+            or (isinstance(item, int | float) and math.isfinite(item))
+            for item in items
+        )
+        if not scalar or len(kinds) > 1:
+            return f"metadata value of {key!r} is not a scalar or a homogeneous scalar array"
     return None
 
 
@@ -142,6 +177,19 @@ def _in_flight_problem(entry: Any, where: str) -> str | None:
         return f"{where} has pending tool calls outside executing_tools"
     if (phase == "completed") != isinstance(entry.get("finalOutput"), str):
         return f"{where}.finalOutput must be a string exactly when the phase is completed"
+    if "journalSeq" in entry and not _is_int(entry["journalSeq"]):
+        return f"{where}.journalSeq is not a non-negative integer"
+    lineage = entry.get("conversationLineage")
+    if lineage is not None:
+        if not isinstance(lineage, list) or len(lineage) != len(entry["conversationMessages"]):
+            return f"{where}.conversationLineage does not match conversationMessages"
+        for message in lineage:
+            if not isinstance(message, list) or not all(
+                block is None
+                or (isinstance(block, list) and all(_is_int(seq, 1) for seq in block))
+                for block in message
+            ):
+                return f"{where}.conversationLineage holds something other than sequences"
     return None
 
 
@@ -217,4 +265,10 @@ def _approvals_problem(raw: dict[str, Any]) -> str | None:
             request = item.get("approvalRequest")
             if isinstance(request, dict) and request.get("id") not in request_ids:
                 return f"in-flight approval request {request.get('id')!r} is not listed as pending"
+            decision = item.get("approvalDecision")
+            if isinstance(decision, dict) and decision.get("requestId") not in decided:
+                return (
+                    f"in-flight approval decision {decision.get('requestId')!r} is not listed "
+                    "in approvalDecisions"
+                )
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
 from oma_actors.domain.messages import Message, TokenUsage, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
@@ -41,11 +42,24 @@ class PendingCall:
         call: the model-issued call (its ``id`` is reused if the call runs again).
         commit: set once the result is recorded; a committed call is replayed, never re-run.
         dispatched: an ``unsafe`` tool's call was durably marked as started (decision D1).
+        approval_request: the durable approval this call is suspended on (spec AP-25).
+        approval_decision: the reviewer's decision, attached on restore (spec AP-29).
     """
 
     call: ToolUseBlock
     commit: ToolCommit | None = None
     dispatched: bool = False
+    approval_request: ApprovalRequest | None = None
+    approval_decision: ApprovalDecision | None = None
+
+    @property
+    def awaiting_approval(self) -> bool:
+        """Suspended at this call: a request exists, no decision, no commit."""
+        return (
+            self.commit is None
+            and self.approval_request is not None
+            and self.approval_decision is None
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,3 +95,8 @@ class RunnerState:
     def uncommitted(self) -> tuple[PendingCall, ...]:
         """Pending calls that have no commit yet, in call order."""
         return tuple(item for item in self.pending if item.commit is None)
+
+    @property
+    def awaiting_approval(self) -> tuple[PendingCall, ...]:
+        """Calls suspended on an undecided approval."""
+        return tuple(item for item in self.pending if item.awaiting_approval)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +62,16 @@ async def consult(gate: Gate, *args: object) -> Verdict:
             return GateFailed(f"gate reason must be a string, not {type(answer.reason).__name__}")
         return answer
     return GateFailed(f"gate answered {answer!r}; expected a bool, Allow, Deny or Suspend")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallRequest:
+    """What ``on_tool_call`` sees: one model-issued call, after its input was validated."""
+
+    run_id: str | None
+    task_id: str | None
+    agent_name: str
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    raw_input: dict[str, Any]

@@ -1,0 +1,195 @@
+"""What happens to one pending tool call before it runs: reconcile, gate, or durable approval.
+
+``plan_call`` is consulted for every uncommitted call of a turn. It answers ``Execute`` (run the
+tool), ``Answer`` (commit this result without running the tool) or ``Park`` (suspend the task on
+an approval request). Committed calls never reach it: they are replayed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, ToolCallRequest, consult
+from oma_actors.approvals import (
+    create_approval_request,
+    hash_approval_request,
+    tool_call_boundary,
+    tool_call_content,
+)
+from oma_actors.errors import DurableApprovalError, ToolInputError
+from oma_actors.tools.base import ToolResult
+from oma_actors.tools.executor import ToolOutcome, outcome_of
+from oma_actors.tools.validation import parse_tool_input
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.approvals.gates import Gate
+    from oma_actors.domain.approvals import ApprovalRequest
+    from oma_actors.domain.inflight import PendingCall
+    from oma_actors.tools.base import Tool, ToolContext
+
+OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+STALE = "APPROVAL_STALE_DECISION"
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Run the tool."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Commit ``outcome`` without running the tool (``unknown``: an unsafe call's outcome)."""
+
+    outcome: ToolOutcome
+    unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    """Suspend the task on ``request`` (new, or still undecided after a restore)."""
+
+    request: ApprovalRequest
+
+
+CallPlan = Execute | Answer | Park
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallPolicy:
+    """The gate and approval wiring of one runner.
+
+    Attributes:
+        gate: ``on_tool_call``, or ``None``.
+        can_suspend: durable suspension is possible here (an orchestrated task whose checkpoint
+            store has ``compare_and_set``); otherwise a ``Suspend`` fails closed (spec AP-26).
+    """
+
+    gate: Gate | None = None
+    can_suspend: bool = False
+
+
+def error_outcome(item: PendingCall, message: str) -> ToolOutcome:
+    """An error result for ``item`` that the model sees; the tool did not run."""
+    return outcome_of(item.call, ToolResult(message, is_error=True), 0)
+
+
+async def plan_call(
+    item: PendingCall, tools: Mapping[str, Tool], ctx: ToolContext, policy: CallPolicy
+) -> CallPlan:
+    """Decide ``item`` (uncommitted) before anything runs."""
+    name = item.call.name
+    tool = tools.get(name)
+    if item.dispatched:
+        return await reconcile(item, tool, ctx)
+    if item.approval_decision is not None:
+        if item.approval_decision.decision == "rejected":
+            return Answer(error_outcome(item, f'Tool "{name}" denied by durable approval.'))
+        verify_approved(item, tools, ctx)
+        return Execute()
+    if item.approval_request is not None:
+        return Park(item.approval_request)
+    if policy.gate is None or tool is None:
+        return Execute()
+    try:
+        parsed = parse_tool_input(tool.input_model, name, item.call.input)
+    except ToolInputError:
+        return Execute()  # the executor turns the invalid input into an error result
+    validated = parsed.model_dump(mode="json")
+    request = ToolCallRequest(
+        run_id=ctx.run_id,
+        task_id=ctx.task_id,
+        agent_name=ctx.agent_name,
+        tool_call_id=item.call.id,
+        tool_name=name,
+        input=validated,
+        raw_input=dict(item.call.input),
+    )
+    match await consult(policy.gate, request):
+        case Allow():
+            return Execute()
+        case Deny(reason=reason):
+            suffix = f": {reason}" if reason else ""
+            return Answer(error_outcome(item, f'Tool "{name}" denied by onToolCall{suffix}'))
+        case GateFailed(error=error):
+            message = f'Tool "{name}" onToolCall hook threw an error: {error}'
+            return Answer(error_outcome(item, message))
+        case Suspend(reason=reason):
+            if not policy.can_suspend or ctx.run_id is None or ctx.task_id is None:
+                return Answer(
+                    error_outcome(
+                        item,
+                        f'Tool "{name}" requested suspension, but durable tool approval requires '
+                        "an orchestrated task with checkpoint persistence and "
+                        "MemoryStore.compare_and_set.",
+                    )
+                )
+            content = tool_call_content(
+                tool_name=name,
+                raw_input=dict(item.call.input),
+                input=validated,
+                agent_name=ctx.agent_name,
+                task_id=ctx.task_id,
+                tool_call_id=item.call.id,
+            )
+            return Park(
+                create_approval_request(
+                    run_id=ctx.run_id,
+                    scope="tool_call",
+                    boundary=tool_call_boundary(ctx.task_id, item.call.id),
+                    content=content,
+                    reason=reason,
+                )
+            )
+
+
+def verify_approved(item: PendingCall, tools: Mapping[str, Tool], ctx: ToolContext) -> None:
+    """Re-check an approved call against the CURRENT tool before it runs once (spec AP-34).
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_STALE_DECISION`` when the tool is gone, its schema no
+            longer accepts the reviewed input, or the content differs from what was reviewed.
+    """
+    request = item.approval_request
+    if request is None:
+        raise DurableApprovalError("APPROVAL_INTEGRITY_ERROR", "a decision without its request")
+    tool = tools.get(item.call.name)
+    if tool is None:
+        raise DurableApprovalError(STALE, "The reviewed tool is no longer granted.")
+    try:
+        parsed = parse_tool_input(tool.input_model, tool.name, item.call.input)
+    except ToolInputError as exc:
+        raise DurableApprovalError(
+            STALE, f"The current tool schema no longer accepts the reviewed input. ({exc})"
+        ) from None
+    content = tool_call_content(
+        tool_name=tool.name,
+        raw_input=dict(item.call.input),
+        input=parsed.model_dump(mode="json"),
+        agent_name=ctx.agent_name,
+        task_id=ctx.task_id or "",
+        tool_call_id=item.call.id,
+    )
+    if hash_approval_request("tool_call", request.boundary, content) != request.request_hash:
+        raise DurableApprovalError(
+            STALE, f"tool call {item.call.id!r} differs from the reviewed content"
+        )
+
+
+async def reconcile(item: PendingCall, tool: Tool | None, ctx: ToolContext) -> Answer:
+    """Decide a dispatched, uncommitted unsafe call after a restore, without re-running it.
+
+    The tool's ``reconcile`` may report what happened; otherwise the model is told the outcome
+    is unknown (decision D1).
+    """
+    if tool is not None and tool.reconcile is not None:
+        decided = await tool.reconcile(ctx)
+        if decided is not None:
+            return Answer(outcome_of(item.call, decided, 0))
+    message = (
+        f"{OUTCOME_UNKNOWN}: tool {item.call.name!r} was started before an interruption and "
+        "its outcome is unknown; it was not run again. Check its effect before retrying."
+    )
+    return Answer(error_outcome(item, message), unknown=True)
