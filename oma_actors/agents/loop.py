@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.state import BoundaryKind, PendingCall, RunnerState
+from oma_actors.agents.tool_calls import (
+    Answer,
+    CallPolicy,
+    Execute,
+    Park,
+    error_outcome,
+    plan_call,
+)
 from oma_actors.agents.turn import (
     after_response,
     after_tool_results,
+    attach_request,
     failed,
     mark_dispatched,
     stopped_at_max_turns,
     with_commit,
 )
-from oma_actors.errors import LLMError
-from oma_actors.tools.base import Tool, ToolContext, ToolResult
-from oma_actors.tools.executor import ToolOutcome, execute_tool_call, outcome_of
+from oma_actors.errors import DurableApprovalError, LLMError
+from oma_actors.tools.base import Tool, ToolContext
+from oma_actors.tools.executor import ToolOutcome, execute_tool_call
 
 if TYPE_CHECKING:
     from oma_actors.domain.messages import ChatOptions
@@ -35,7 +44,6 @@ BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
 ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 
-OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
 
 
@@ -54,6 +62,7 @@ class LoopContext:
     on_boundary: BoundaryHook | None = None
     on_tool: ToolHook | None = None
     on_unknown: UnknownHook | None = None
+    policy: CallPolicy = field(default_factory=CallPolicy)
 
 
 async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
@@ -67,6 +76,8 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             return state
         if state.phase == "executing_tools":
             state = await _run_pending(state, ctx)
+            if state.awaiting_approval:
+                return state  # suspended: the task waits for a reviewer (spec AP-27)
             continue
         if state.turns >= ctx.max_turns:
             state = stopped_at_max_turns(state, ctx.max_turns)
@@ -94,9 +105,10 @@ async def _boundary(ctx: LoopContext, state: RunnerState, kind: BoundaryKind) ->
 async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
     """Run every uncommitted call concurrently; each result commits on its own (RN-04 #2).
 
-    Calls committed before a restore are replayed, never re-run (RN-06). An ``unsafe`` call
-    that was dispatched but never committed is not re-run either: its tool's ``reconcile``
-    decides, or the model is told the outcome is unknown (decision D1).
+    Calls committed before a restore are replayed, never re-run (RN-06). What happens to the
+    others is ``plan_call``'s decision: run, answer without running (a gate's denial, an unsafe
+    call's unknown outcome, a rejected approval) or park on an approval request (AP-25), while
+    sibling calls still run and commit. A parked turn ends the loop with the task suspended.
     """
     if ctx.on_tool is not None:
         for item in state.pending:
@@ -116,21 +128,38 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             agent_name=ctx.agent_name,
             attempt=ctx.attempt,
         )
-        tool = ctx.tools.get(item.call.name)
+        plan = await plan_call(item, ctx.tools, tool_ctx, ctx.policy)
         outcome: ToolOutcome | None = None
-        if item.dispatched:
-            outcome = await _reconcile(ctx, item, tool_ctx)
-        elif tool is not None and tool.effect == "unsafe":
-            # The dispatch record must be durable before the effect can happen (strict).
-            async with commit_lock:
-                current = mark_dispatched(current, item.call.id)
-                durable = await _boundary(ctx, current, "tool_dispatch")
-            if not durable:
-                outcome = _error_outcome(
-                    item,
-                    f"{DISPATCH_NOT_DURABLE}: the call could not be recorded durably before "
-                    "running, so it was not run.",
-                )
+        match plan:
+            case Park(request=request):
+                if item.approval_request is None:
+                    async with commit_lock:
+                        current = attach_request(current, item.call.id, request)
+                        if not await _boundary(ctx, current, "approval_requested"):
+                            # Spec AP-19/AP-25: never report a suspension that is not durable.
+                            raise DurableApprovalError(
+                                "APPROVAL_INTEGRITY_ERROR",
+                                f"approval for tool call {item.call.id!r} could not be "
+                                "checkpointed; the suspension was not reported",
+                            )
+                return
+            case Answer(outcome=answer, unknown=unknown):
+                outcome = answer
+                if unknown and ctx.on_unknown is not None:
+                    ctx.on_unknown(item.call.id)
+            case Execute():
+                tool = ctx.tools.get(item.call.name)
+                if tool is not None and tool.effect == "unsafe":
+                    # The dispatch record must be durable before the effect can happen.
+                    async with commit_lock:
+                        current = mark_dispatched(current, item.call.id)
+                        durable = await _boundary(ctx, current, "tool_dispatch")
+                    if not durable:
+                        outcome = error_outcome(
+                            item,
+                            f"{DISPATCH_NOT_DURABLE}: the call could not be recorded durably "
+                            "before running, so it was not run.",
+                        )
         if outcome is None:
             outcome = await execute_tool_call(item.call, ctx.tools, tool_ctx)
         async with commit_lock:
@@ -139,29 +168,19 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
         if ctx.on_tool is not None:
             ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
 
-    async with asyncio.TaskGroup() as group:
-        for item in state.uncommitted:
-            group.create_task(run_one(item))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for item in state.uncommitted:
+                group.create_task(run_one(item))
+    except ExceptionGroup as group_error:
+        # An approval integrity problem is the run's error, not one task's; surface it alone.
+        approval = group_error.subgroup(DurableApprovalError)
+        if approval is not None:
+            raise approval.exceptions[0] from group_error
+        raise
+    if current.awaiting_approval:
+        await _boundary(ctx, current, "suspended")
+        return current
     current = after_tool_results(current)
     await _boundary(ctx, current, "tool_results")
     return current
-
-
-async def _reconcile(ctx: LoopContext, item: PendingCall, tool_ctx: ToolContext) -> ToolOutcome:
-    """Decide a dispatched, uncommitted unsafe call after a restore, without re-running it."""
-    tool = ctx.tools.get(item.call.name)
-    if tool is not None and tool.reconcile is not None:
-        decided = await tool.reconcile(tool_ctx)
-        if decided is not None:
-            return outcome_of(item.call, decided, 0)
-    if ctx.on_unknown is not None:
-        ctx.on_unknown(item.call.id)
-    return _error_outcome(
-        item,
-        f"{OUTCOME_UNKNOWN}: tool {item.call.name!r} was started before an interruption and "
-        "its outcome is unknown; it was not run again. Check its effect before retrying.",
-    )
-
-
-def _error_outcome(item: PendingCall, message: str) -> ToolOutcome:
-    return outcome_of(item.call, ToolResult(message, is_error=True), 0)

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from oma_actors.actors import Actor, ActorRef
 from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
+from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.domain.results import AgentRunResult
+from oma_actors.errors import DurableApprovalError
 from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled, ToolOutcomeUnknown
 from oma_actors.llm.factory import create_adapter
 
@@ -55,12 +57,20 @@ def resolve_agent(config: AgentConfig) -> ResolvedAgent:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TaskOutcome:
-    """The final result of a task after its attempts."""
+    """The final result of a task after its attempts.
+
+    Attributes:
+        suspended: the task stopped on a durable tool approval (spec AP-27); it stays in
+            progress and is never retried.
+        fatal: an error that must end the whole run (an approval integrity problem).
+    """
 
     task_id: str | None
     agent: str
     result: AgentRunResult
     attempts: int
+    suspended: bool = False
+    fatal: Exception | None = None
 
 
 def result_of(state: RunnerState, usage: TokenUsage) -> AgentRunResult:
@@ -90,6 +100,7 @@ async def run_task(
     emit: Emit,
     on_boundary: BoundaryHook | None = None,
     resume: RunnerState | None = None,
+    policy: CallPolicy | None = None,
 ) -> TaskOutcome:
     """Run ``prompt`` on ``agent``, retrying an unsuccessful, retryable attempt per the task.
 
@@ -139,6 +150,7 @@ async def run_task(
             on_boundary=on_boundary,
             on_tool=on_tool,
             on_unknown=on_unknown,
+            policy=policy or CallPolicy(),
         )
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)
         if attempt > 1 and on_boundary is not None:
@@ -146,6 +158,18 @@ async def run_task(
             await on_boundary(start, "attempt_reset")
         state = await drive(start, ctx)
         usage = usage + state.token_usage
+        if state.awaiting_approval:
+            pending = AgentRunResult(
+                success=False,
+                output="Tool approval pending.",
+                messages=list(state.messages),
+                token_usage=usage,
+                tool_calls=list(state.tool_calls),
+                turns=state.turns,
+            )
+            return TaskOutcome(
+                task_id=task_id, agent=config.name, result=pending, attempts=attempt, suspended=True
+            )
         result = result_of(state, usage)
         if state.success or attempt >= max_attempts or not state.retryable or task is None:
             return TaskOutcome(task_id=task_id, agent=config.name, result=result, attempts=attempt)
@@ -198,23 +222,40 @@ class RunnerActor(Actor[RunnerMessage]):
         run_id: str | None,
         emit: Emit,
         on_boundary: BoundaryHook | None = None,
+        policy: CallPolicy | None = None,
     ) -> None:
         self._agent = agent
         self._run_id = run_id
         self._emit = emit
         self._on_boundary = on_boundary
+        self._policy = policy
 
     async def receive(self, message: RunnerMessage) -> TaskOutcome:
-        """Run the task and report its outcome."""
-        outcome = await run_task(
-            self._agent,
-            message.task,
-            message.prompt,
-            run_id=self._run_id,
-            emit=self._emit,
-            on_boundary=self._on_boundary,
-            resume=message.resume,
-        )
+        """Run the task and report its outcome; an unexpected error fails only this task."""
+        try:
+            outcome = await run_task(
+                self._agent,
+                message.task,
+                message.prompt,
+                run_id=self._run_id,
+                emit=self._emit,
+                on_boundary=self._on_boundary,
+                resume=message.resume,
+                policy=self._policy,
+            )
+        except Exception as exc:
+            # Whoever waits for this task must hear back, or the run would wait forever.
+            fatal = exc if isinstance(exc, DurableApprovalError) else None
+            failure = AgentRunResult(success=False, output=f"{type(exc).__name__}: {exc}")
+            outcome = TaskOutcome(
+                task_id=message.task.id if message.task else None,
+                agent=self._agent.name,
+                result=failure,
+                attempts=1,
+                fatal=fatal,
+            )
+            if message.reply_to is None:
+                raise
         if message.reply_to is not None:
             message.reply_to.tell(RunnerFinished(outcome=outcome))
         return outcome

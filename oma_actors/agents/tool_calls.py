@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, ToolCallRequest, consult
 from oma_actors.approvals import (
     create_approval_request,
     hash_approval_request,
     tool_call_boundary,
     tool_call_content,
 )
+from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, ToolCallRequest, consult
 from oma_actors.errors import DurableApprovalError, ToolInputError
 from oma_actors.tools.base import ToolResult
 from oma_actors.tools.executor import ToolOutcome, outcome_of

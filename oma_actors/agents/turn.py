@@ -9,6 +9,7 @@ from oma_actors.agents.state import PendingCall, RunnerState
 from oma_actors.domain.messages import ContentBlock, LLMResponse, Message, TextBlock
 
 if TYPE_CHECKING:
+    from oma_actors.domain.approvals import ApprovalRequest
     from oma_actors.tools.executor import ToolOutcome
 
 
@@ -104,6 +105,15 @@ def mark_dispatched(state: RunnerState, call_id: str) -> RunnerState:
     """Record that an unsafe call is about to run (its dispatch record, decision D1)."""
     pending = tuple(
         replace(item, dispatched=True) if item.call.id == call_id else item
+        for item in state.pending
+    )
+    return replace(state, pending=pending)
+
+
+def attach_request(state: RunnerState, call_id: str, request: ApprovalRequest) -> RunnerState:
+    """Park a call on a durable approval request (spec AP-25)."""
+    pending = tuple(
+        replace(item, approval_request=request) if item.call.id == call_id else item
         for item in state.pending
     )
     return replace(state, pending=pending)

@@ -23,6 +23,8 @@ BoundaryKind = Literal[
     "tool_results",
     "terminal",
     "attempt_reset",
+    "approval_requested",
+    "suspended",
 ]
 
 

@@ -80,7 +80,9 @@ def _recomputed_hash(
     content = request.content
     if request.scope == "plan":
         if request.boundary != PLAN_BOUNDARY:
-            raise DurableApprovalError(INTEGRITY, f"plan request {request.id} has a foreign boundary")
+            raise DurableApprovalError(
+                INTEGRITY, f"plan request {request.id} has a foreign boundary"
+            )
         tasks = [t for t in snapshot.raw.get("queue", {}).get("tasks", []) if isinstance(t, dict)]
         recomputed = plan_content(tasks, content.get("continuation", "execute"))
     elif request.scope == "task_dispatch":

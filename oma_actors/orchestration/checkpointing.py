@@ -16,9 +16,10 @@ from oma_actors.checkpoint.snapshot import (
 from oma_actors.clock import to_iso, utcnow
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.checkpoint.manager import Checkpoint
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.orchestration.queue import TaskQueue
@@ -67,6 +68,8 @@ async def build_snapshot(
     results: Mapping[str, AgentRunResult],
     in_flight: Mapping[str, tuple[str, RunnerState]],
     synthesis: AgentRunResult | None = None,
+    pending_approvals: Sequence[ApprovalRequest] = (),
+    decisions: Sequence[ApprovalDecision] = (),
 ) -> CheckpointSnapshot:
     """A complete snapshot of the run as it is now (revision is stamped by the writer)."""
     tasks = tuple(queue.tasks)
@@ -102,4 +105,6 @@ async def build_snapshot(
             for task_id, (assignee, state) in in_flight.items()
         ),
         synthesis=synthesis,
+        pending_approvals=tuple(pending_approvals),
+        approval_decisions=tuple(decisions),
     )

@@ -3,30 +3,53 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.actors import ActorRef, ActorSystem
+from oma_actors.actors import ActorSystem
 from oma_actors.agents.runner import resolve_agent
-from oma_actors.checkpoint.writer import CheckpointActor, CheckpointMessage
-from oma_actors.orchestration.run import (
-    AgentActor,
-    AgentMessage,
-    RunActor,
-    RunState,
-    RunWiring,
-    StartRun,
-)
+from oma_actors.agents.tool_calls import CallPolicy
+from oma_actors.approvals import DurableApprovalLedger
+from oma_actors.checkpoint.writer import CheckpointActor
+from oma_actors.orchestration.agent_actor import AgentActor
+from oma_actors.orchestration.dispatch_gate import DispatchGate
+from oma_actors.orchestration.messages import StartRun
+from oma_actors.orchestration.run import RunActor, RunState, RunWiring
+from oma_actors.stores.base import is_atomic_store
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from oma_actors.actors import ActorRef
     from oma_actors.agents.config import Team
     from oma_actors.agents.runner import Emit
+    from oma_actors.approvals.gates import Gate
+    from oma_actors.checkpoint.writer import CheckpointMessage
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.orchestration.checkpointing import RunCheckpointing
+    from oma_actors.orchestration.messages import AgentMessage
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunApprovals:
+    """The gates of a run and what a restore already knows about its approvals."""
+
+    dispatch_gate: Gate | None = None
+    tool_gate: Gate | None = None
+    approved_dispatch: Mapping[str, ApprovalRequest] = field(default_factory=dict)
+    pending: Mapping[str, ApprovalRequest] = field(default_factory=dict)
+    decisions: tuple[ApprovalDecision, ...] = ()
+
+
+def ledger_for(checkpointing: RunCheckpointing | None) -> DurableApprovalLedger | None:
+    """The approval ledger of a checkpointed run whose store has compare-and-set, else None."""
+    if checkpointing is None or not is_atomic_store(checkpointing.checkpoint.store):
+        return None
+    return DurableApprovalLedger(checkpointing.checkpoint.store)  # type: ignore[arg-type]
 
 
 async def execute_queue(
@@ -40,15 +63,31 @@ async def execute_queue(
     checkpointing: RunCheckpointing | None = None,
     resume: Mapping[str, tuple[str, RunnerState]] | None = None,
     restored_results: Mapping[str, AgentRunResult] | None = None,
+    approvals: RunApprovals | None = None,
 ) -> RunState:
-    """Run every task of ``queue`` to a terminal status and return what the run produced.
+    """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
     One ``ActorSystem`` per run: no actor outlives it, and leaving it (normally, by error or by
     cancellation) stops every agent, runner and the checkpoint writer.
+
+    Raises:
+        DurableApprovalError: an approval integrity problem ended the run.
     """
-    state = RunState(task_results=dict(restored_results or {}))
+    approvals = approvals or RunApprovals()
+    ledger = ledger_for(checkpointing)
+    can_suspend = ledger is not None
+    state = RunState(task_results=dict(restored_results or {}), decisions=list(approvals.decisions))
     if checkpointing is not None:
         state.revision = checkpointing.revision
+    gate = None
+    if approvals.dispatch_gate is not None or approvals.approved_dispatch:
+        gate = DispatchGate(
+            approvals.dispatch_gate,
+            run_id=run_id,
+            can_suspend=can_suspend,
+            approved=dict(approvals.approved_dispatch),
+        )
+    policy = CallPolicy(gate=approvals.tool_gate, can_suspend=can_suspend)
     async with ActorSystem() as system:
         writer: ActorRef[CheckpointMessage] | None = None
         if checkpointing is not None:
@@ -60,7 +99,9 @@ async def execute_queue(
             )
         agent_refs: dict[str, ActorRef[AgentMessage]] = {}
         for config in team.agents:
-            actor = AgentActor(resolve_agent(config), system, run_id=run_id, emit=emit)
+            actor = AgentActor(
+                resolve_agent(config), system, run_id=run_id, emit=emit, policy=policy
+            )
             ref: ActorRef[AgentMessage] = system.spawn(actor, name=f"agent:{config.name}")
             actor.bind(ref)
             agent_refs[config.name] = ref
@@ -72,11 +113,15 @@ async def execute_queue(
             emit=emit,
             checkpointing=checkpointing,
             writer=writer,
+            ledger=ledger,
+            gate=gate,
         )
-        run = RunActor(wiring, queue, state, resume)
+        run = RunActor(wiring, queue, state, resume, approvals.pending)
         run_ref = system.spawn(run, name=f"run:{run_id}")
         run.bind(run_ref)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run_ref.tell(StartRun(done=done))
         await done
+    if state.fatal is not None:
+        raise state.fatal
     return state

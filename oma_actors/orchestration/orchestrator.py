@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.approvals.gates import Gate
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.domain.tasks import PlanArtifact, Task
-    from oma_actors.approvals.gates import Gate
 
 logger = logging.getLogger(__name__)
 

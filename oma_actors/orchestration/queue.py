@@ -75,6 +75,13 @@ class TaskQueue:
 
     # -- transitions ---------------------------------------------------------------------------
 
+    def assign(self, task_id: str, assignee: str) -> TaskState:
+        """Record the agent a waiting task will go to (before its dispatch gate sees it)."""
+        state = self.get(task_id)
+        if state.assignee == assignee:
+            return state
+        return self._put(state, state.status, assignee=assignee)
+
     def start(self, task_id: str, assignee: str) -> TaskState:
         """Mark a pending task in progress with its assignee."""
         state = self.get(task_id)

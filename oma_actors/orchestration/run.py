@@ -1,10 +1,12 @@
 """The actors of one orchestrated run: ``RunActor`` (queue, dispatch, saves) and ``AgentActor``.
 
-The RunActor owns the task queue, the in-flight runner states and every decision about them. It
-dispatches ready tasks to their agents up to ``max_concurrency``; each AgentActor spawns one
-RunnerActor per task. Runners report durable boundaries to the RunActor, which builds the
-snapshot from its own state (so it is consistent) and has the CheckpointActor write it. Because
-the RunActor handles one message at a time, snapshots are built and written in boundary order.
+The RunActor owns the task queue, the in-flight runner states, the pending approvals and every
+decision about them. It dispatches ready tasks to their agents up to ``max_concurrency``; each
+AgentActor (``agent_actor.py``) spawns one RunnerActor per task. Runners report durable
+boundaries to the RunActor,
+which builds the snapshot from its own state (so it is consistent) and has the CheckpointActor
+write it. Because the RunActor handles one message at a time, snapshots are built and written in
+boundary order.
 """
 
 from __future__ import annotations
@@ -12,11 +14,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.actors import Actor, ActorRef, ActorSystem
-from oma_actors.agents.runner import ExecuteTask, RunnerActor, RunnerFinished, TaskOutcome
+from oma_actors.actors import Actor
 from oma_actors.checkpoint.writer import Save, Saved
-from oma_actors.events import AgentCompleted, TaskCompleted, TaskFailed, TaskSkipped, TaskStarted
+from oma_actors.domain.results import RunStatus
+from oma_actors.events import (
+    AgentCompleted,
+    ApprovalPending,
+    TaskCompleted,
+    TaskFailed,
+    TaskSkipped,
+    TaskStarted,
+)
 from oma_actors.orchestration.checkpointing import build_snapshot
+from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
+from oma_actors.orchestration.messages import (
+    AgentMessage,
+    Assign,
+    Boundary,
+    RunMessage,
+    StartRun,
+    TaskFinished,
+)
 from oma_actors.orchestration.prompts import task_prompt
 from oma_actors.orchestration.shared_memory import task_result_key
 
@@ -24,111 +42,17 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Mapping
 
-    from oma_actors.agents.loop import BoundaryHook
-    from oma_actors.agents.runner import Emit, ResolvedAgent
+    from oma_actors.actors import ActorRef
+    from oma_actors.agents.runner import Emit, TaskOutcome
+    from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.writer import CheckpointMessage
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import TaskState
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Assign:
-    """Give a task to an agent, optionally resuming a saved conversation."""
-
-    task: TaskState
-    prompt: str
-    run: ActorRef[RunMessage]
-    resume: RunnerState | None = None
-    checkpointed: bool = False
-
-
-AgentMessage = Assign | RunnerFinished
-
-
-def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> BoundaryHook:
-    """A runner hook that reports each boundary to the run and waits for its save."""
-
-    async def report(state: RunnerState, kind: BoundaryKind) -> bool:
-        durable = await run.ask(Boundary(task_id=task_id, agent=agent, state=state, kind=kind))
-        return durable is True
-
-    return report
-
-
-class AgentActor(Actor[AgentMessage]):
-    """One agent of the team: spawns a RunnerActor per assigned task and relays its outcome."""
-
-    def __init__(
-        self, agent: ResolvedAgent, system: ActorSystem, *, run_id: str | None, emit: Emit
-    ) -> None:
-        self._agent = agent
-        self._system = system
-        self._run_id = run_id
-        self._emit = emit
-        self._runners: dict[str, ActorRef[ExecuteTask]] = {}
-        self._runs: dict[str, ActorRef[RunMessage]] = {}
-        self._self: ActorRef[AgentMessage] | None = None
-
-    def bind(self, ref: ActorRef[AgentMessage]) -> None:
-        """Give the actor its own reference (runners reply to it)."""
-        self._self = ref
-
-    async def receive(self, message: AgentMessage) -> None:
-        """Spawn a runner for an assignment; forward a runner's outcome to the run."""
-        match message:
-            case Assign(task=task, run=run):
-                assert self._self is not None
-                hook = (
-                    boundary_hook(run, task.id, self._agent.name) if message.checkpointed else None
-                )
-                runner = self._system.spawn(
-                    RunnerActor(
-                        self._agent, run_id=self._run_id, emit=self._emit, on_boundary=hook
-                    ),
-                    name=f"runner:{self._agent.name}:{task.id}",
-                )
-                self._runners[task.id] = runner
-                self._runs[task.id] = run
-                runner.tell(
-                    ExecuteTask(
-                        task=task, prompt=message.prompt, resume=message.resume, reply_to=self._self
-                    )
-                )
-            case RunnerFinished(outcome=outcome):
-                task_id = outcome.task_id or ""
-                await self._runners.pop(task_id).stop()
-                self._runs.pop(task_id).tell(TaskFinished(outcome=outcome))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StartRun:
-    """Start dispatching; ``done`` resolves when every task is terminal."""
-
-    done: asyncio.Future[None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskFinished:
-    """A task's final outcome (after its retries)."""
-
-    outcome: TaskOutcome
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Boundary:
-    """A runner reached a durable boundary; the reply says whether it was saved."""
-
-    task_id: str
-    agent: str
-    state: RunnerState
-    kind: BoundaryKind
-
-
-RunMessage = StartRun | TaskFinished | Boundary
 
 
 @dataclass(slots=True, kw_only=True)
@@ -138,6 +62,10 @@ class RunState:
     task_results: dict[str, AgentRunResult] = field(default_factory=dict)
     agent_results: dict[str, AgentRunResult] = field(default_factory=dict)
     revision: int = 0
+    status: RunStatus | None = None
+    pending_approvals: list[ApprovalRequest] = field(default_factory=list)
+    decisions: list[ApprovalDecision] = field(default_factory=list)
+    fatal: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,10 +79,12 @@ class RunWiring:
     emit: Emit
     checkpointing: RunCheckpointing | None = None
     writer: ActorRef[CheckpointMessage] | None = None
+    ledger: DurableApprovalLedger | None = None
+    gate: DispatchGate | None = None
 
 
 class RunActor(Actor[RunMessage]):
-    """Owns the queue of one run and dispatches it (spec TQ-08, SV-01, EV-01)."""
+    """Owns the queue of one run and dispatches it (spec TQ-08, SV-01, EV-01, AP-19..AP-27)."""
 
     def __init__(
         self,
@@ -162,6 +92,7 @@ class RunActor(Actor[RunMessage]):
         queue: TaskQueue,
         state: RunState,
         resume: Mapping[str, tuple[str, RunnerState]] | None = None,
+        pending: Mapping[str, ApprovalRequest] | None = None,
     ) -> None:
         self._w = wiring
         self._queue = queue
@@ -169,7 +100,9 @@ class RunActor(Actor[RunMessage]):
         self._roster = list(wiring.agents)
         self._saved: dict[str, tuple[str, RunnerState]] = dict(resume or {})
         self._resume = {task_id: state for task_id, (_, state) in self._saved.items()}
+        self._pending: dict[str, ApprovalRequest] = dict(pending or {})
         self._in_flight: dict[str, str] = {}  # task id -> agent
+        self._stop: Halt | Wait | None = None
         self._done: asyncio.Future[None] | None = None
         self._self: ActorRef[RunMessage] | None = None
 
@@ -184,15 +117,48 @@ class RunActor(Actor[RunMessage]):
                 self._done = done
                 await self._save()  # admission snapshot (decision D3), best-effort
             case Boundary(task_id=task_id, agent=agent, state=state, kind=kind):
-                if kind == "attempt_reset":
-                    self._saved.pop(task_id, None)  # retries start fresh (spec TQ-10)
-                else:
-                    self._saved[task_id] = (agent, state)
-                return await self._save(strict=kind == "tool_dispatch")
+                return await self._boundary(task_id, agent, state, kind)
             case TaskFinished(outcome=outcome):
                 await self._finish(outcome)
-        self._dispatch()
+        await self._dispatch()
         return None
+
+    async def _boundary(
+        self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind
+    ) -> bool:
+        if kind == "attempt_reset":
+            self._saved.pop(task_id, None)  # retries start fresh (spec TQ-10)
+            return await self._save()
+        self._saved[task_id] = (agent, state)
+        for item in state.pending:
+            # An approved call that committed consumes its request (spec AP-34).
+            if item.commit is not None and item.approval_request is not None:
+                self._pending.pop(item.approval_request.id, None)
+        if kind != "approval_requested":
+            return await self._save(strict=kind in ("tool_dispatch", "suspended"))
+        new = [
+            item.approval_request
+            for item in state.awaiting_approval
+            if item.approval_request is not None and item.approval_request.id not in self._pending
+        ]
+        return await self._publish(new)
+
+    async def _publish(self, requests: list[ApprovalRequest]) -> bool:
+        """Suspend on ``requests``: strict save, then the ledger rows, then the events (AP-19)."""
+        ledger = self._w.ledger
+        if ledger is None or self._w.writer is None:
+            return False
+        for request in requests:
+            self._pending[request.id] = request
+        if not await self._save(strict=True):
+            for request in requests:
+                self._pending.pop(request.id, None)
+            return False
+        for request in requests:
+            # The row comes after the checkpoint: a crash in between is repaired on restore.
+            await ledger.ensure_request(request)
+            self._w.emit(ApprovalPending(run_id=self._w.run_id, request=request))
+        return True
 
     async def _save(self, *, strict: bool = False) -> bool:
         """Save the run as it is now; answers whether the snapshot is durable."""
@@ -205,6 +171,8 @@ class RunActor(Actor[RunMessage]):
             memory=self._w.memory,
             results=self._state.task_results,
             in_flight=self._saved,
+            pending_approvals=self._pending_requests(),
+            decisions=self._state.decisions,
         )
         outcome = await writer.ask(Save(snapshot=snapshot, strict=strict))
         if isinstance(outcome, Saved):
@@ -212,37 +180,73 @@ class RunActor(Actor[RunMessage]):
             return True
         return False
 
-    def _dispatch(self) -> None:
+    def _pending_requests(self) -> list[ApprovalRequest]:
+        """The active pending map plus every in-flight call still waiting (spec SV-03)."""
+        found = dict(self._pending)
+        for _, state in self._saved.values():
+            for item in state.awaiting_approval:
+                if item.approval_request is not None:
+                    found.setdefault(item.approval_request.id, item.approval_request)
+        decided = {decision.request_id for decision in self._state.decisions}
+        return [request for request in found.values() if request.id not in decided]
+
+    async def _dispatch(self) -> None:
         assert self._self is not None
         for task in self._queue.ready():
-            if len(self._in_flight) >= self._w.max_concurrency:
+            if self._stop is not None or len(self._in_flight) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
-            started = self._queue.start(task.id, agent)
-            self._in_flight[task.id] = agent
-            self._w.emit(
-                TaskStarted(run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent)
-            )
-            dependencies = [self._queue.get(dep) for dep in started.depends_on]
-            self._w.agents[agent].tell(
-                Assign(
-                    task=started,
-                    prompt=task_prompt(started, dependencies),
-                    run=self._self,
-                    resume=self._resume.pop(task.id, None),
-                    checkpointed=self._w.writer is not None,
-                )
-            )
+            task = self._queue.assign(task.id, agent)
+            if self._w.gate is not None:
+                verdict = await self._w.gate.check(task, self._publish)
+                if not isinstance(verdict, Go):
+                    self._stop = verdict
+                    break
+                if verdict.consumed is not None:
+                    self._pending.pop(verdict.consumed, None)
+            self._start(task, agent)
         if not self._in_flight and self._done is not None and not self._done.done():
-            # Nothing runs and nothing can start: whatever is left can never become ready.
-            reason = "Skipped: task scheduling failed — no runnable task."
-            for task in self._queue.skip_remaining(reason):
-                self._w.emit(
-                    TaskSkipped(
-                        run_id=self._w.run_id, task_id=task.id, title=task.title, reason=reason
-                    )
-                )
-            self._done.set_result(None)
+            await self._conclude()
+
+    def _start(self, task: TaskState, agent: str) -> None:
+        assert self._self is not None
+        started = self._queue.start(task.id, agent)
+        self._in_flight[task.id] = agent
+        self._w.emit(
+            TaskStarted(run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent)
+        )
+        dependencies = [self._queue.get(dep) for dep in started.depends_on]
+        self._w.agents[agent].tell(
+            Assign(
+                task=started,
+                prompt=task_prompt(started, dependencies),
+                run=self._self,
+                resume=self._resume.pop(task.id, None),
+                checkpointed=self._w.writer is not None,
+            )
+        )
+
+    async def _conclude(self) -> None:
+        """Nothing runs any more: settle the run (drain-then-skip, or stay suspended)."""
+        assert self._done is not None
+        match self._stop:
+            case Wait(status=status):
+                await self._save()  # best-effort: the suspension itself is already durable
+                self._state.status = status
+            case Halt(status=status, reason=reason):
+                self._skip(reason)
+                self._state.status = status
+            case None:
+                # Whatever is left can never become ready.
+                self._skip("Skipped: task scheduling failed — no runnable task.")
+        self._state.pending_approvals = self._pending_requests()
+        self._done.set_result(None)
+
+    def _skip(self, reason: str) -> None:
+        for task in self._queue.skip_remaining(reason):
+            self._w.emit(
+                TaskSkipped(run_id=self._w.run_id, task_id=task.id, title=task.title, reason=reason)
+            )
 
     def _choose_agent(self, task: TaskState) -> str:
         if task.assignee is not None:
@@ -256,6 +260,18 @@ class RunActor(Actor[RunMessage]):
     async def _finish(self, outcome: TaskOutcome) -> None:
         task_id = outcome.task_id or ""
         agent = self._in_flight.pop(task_id)
+        if outcome.fatal is not None:
+            self._state.fatal = self._state.fatal or outcome.fatal
+            self._stop = Halt(
+                reason=f"Skipped: run failed — {outcome.fatal}",
+                status=RunStatus("error", str(outcome.fatal)),
+            )
+            return
+        if outcome.suspended:
+            # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
+            if not isinstance(self._stop, Halt):
+                self._stop = Wait(status=RunStatus("suspended", "Tool approval pending."))
+            return
         task = self._queue.get(task_id)
         result = outcome.result
         run_id = self._w.run_id

@@ -1,0 +1,199 @@
+"""Canonical JSON, request hashes and request ids (spec AP-07..AP-10, AP-11).
+
+Everything here is pure. ``stable_json`` is the one serialisation an approval hash is taken over,
+so it must never depend on dict insertion order or on how Python happens to print a float: keys
+are sorted by UTF-16 code units and numbers are written the way JavaScript's ``JSON.stringify``
+writes them (``1.0`` -> ``1``, ``1e21`` -> ``1e+21``), which keeps our hashes equal to OMA's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from decimal import Decimal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, cast
+
+from oma_actors.errors import DurableApprovalError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+APPROVAL_KEY_PREFIX = "__oma_approval__/"
+"""Store key prefix of every approval ledger row (AP-11)."""
+
+VALIDATION = "APPROVAL_VALIDATION_ERROR"
+_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
+# Lone surrogates cannot be encoded as UTF-8; JSON.stringify escapes them, and so do we.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, str, list, tuple, dict, MappingProxyType})
+
+
+def approval_key(request_id: str) -> str:
+    """The store key of an approval row: ``__oma_approval__/<request_id>`` (AP-11)."""
+    return APPROVAL_KEY_PREFIX + request_id
+
+
+def stable_json(value: object) -> str:
+    """Serialise ``value`` as canonical, compact JSON (AP-07).
+
+    Accepted: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``/``tuple`` (arrays,
+    in order) and ``dict``/``MappingProxyType`` with ``str`` keys (objects, keys sorted by UTF-16
+    code units like JavaScript's default sort). Subclasses and every other type are refused, so
+    the text (and therefore a hash) can never depend on a class's own idea of its JSON form.
+
+    Args:
+        value: The value to serialise.
+
+    Returns:
+        The canonical JSON text.
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` naming the path (``$.a[0].b``) of
+            the first value that is not canonical JSON: a non-finite number, a cycle, a
+            non-string key or an unsupported type.
+    """
+    parts: list[str] = []
+    try:
+        _write(value, "$", parts, set())
+    except RecursionError:
+        raise DurableApprovalError(VALIDATION, "value is nested too deeply for JSON") from None
+    return "".join(parts)
+
+
+def approval_hash_input(scope: str, boundary: str, content: Mapping[str, Any]) -> str:
+    """The exact text a request hash is taken over: ``stable_json({scope, boundary, content})``.
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` if ``content`` is not canonical JSON.
+    """
+    return stable_json({"scope": scope, "boundary": boundary, "content": content})
+
+
+def hash_approval_request(scope: str, boundary: str, content: Mapping[str, Any]) -> str:
+    """The request hash: SHA-256 hex of ``approval_hash_input`` (AP-08).
+
+    ``reason`` and ``requested_at`` are not part of it, and key order cannot change it. The
+    boundary is hashed exactly as given (``create_approval_request`` trims it first).
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` if ``content`` is not canonical JSON.
+    """
+    text = approval_hash_input(scope, boundary, content)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def approval_request_id(run_id: str, scope: str, boundary: str, request_hash: str) -> str:
+    """The deterministic request id (AP-09).
+
+    ``"apr_"`` plus the first 32 hex digits of SHA-256 over ``run_id``, ``scope``, ``boundary``
+    and ``request_hash`` joined by newlines; ``run_id`` and ``boundary`` are trimmed. The same
+    run, boundary and content therefore always yield the same id.
+    """
+    joined = "\n".join((run_id.strip(), scope, boundary.strip(), request_hash))
+    return "apr_" + hashlib.sha256(joined.encode("utf-8")).hexdigest()[:32]
+
+
+def _write(value: object, path: str, out: list[str], active: set[int]) -> None:
+    # Exact types on purpose: an IntEnum or a str subclass would print differently from the
+    # JSON a reader gets back, and a class's own JSON form is not canonical.
+    if type(value) not in _PLAIN_TYPES:
+        raise DurableApprovalError(
+            VALIDATION, f"value at {path} is a {type(value).__name__}, which is not plain JSON"
+        )
+    if value is None:
+        out.append("null")
+    elif isinstance(value, bool):  # before int: bool is an int
+        out.append("true" if value else "false")
+    elif isinstance(value, int):
+        try:
+            out.append(str(value))
+        except ValueError:  # beyond sys.get_int_max_str_digits()
+            raise DurableApprovalError(VALIDATION, f"value at {path} is too large") from None
+    elif isinstance(value, float):
+        out.append(_js_number(value, path))
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, list | tuple):
+        _enter(value, path, active)
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _write(item, f"{path}[{index}]", out, active)
+        out.append("]")
+        active.discard(id(value))
+    else:
+        assert isinstance(value, dict | MappingProxyType)
+        _write_object(value, path, out, active)
+
+
+def _write_object(value: Mapping[object, Any], path: str, out: list[str], active: set[int]) -> None:
+    _enter(value, path, active)
+    for key in value:
+        if type(key) is not str:
+            raise DurableApprovalError(
+                VALIDATION, f"object at {path} has a non-string key {key!r}"[:300]
+            )
+    keys = sorted(cast("Mapping[str, Any]", value), key=_utf16_units)
+    out.append("{")
+    for index, key in enumerate(keys):
+        if index:
+            out.append(",")
+        out.append(_string(key))
+        out.append(":")
+        _write(value[key], _member_path(path, key), out, active)
+    out.append("}")
+    active.discard(id(value))
+
+
+def _enter(container: object, path: str, active: set[int]) -> None:
+    # `active` holds the containers on the current path only: a shared (non-cyclic) sub-value
+    # referenced twice is fine, a container that contains itself is not.
+    if id(container) in active:
+        raise DurableApprovalError(VALIDATION, f"value at {path} is a cycle")
+    active.add(id(container))
+
+
+def _utf16_units(key: str) -> bytes:
+    # Big-endian UTF-16 bytes compare exactly like JavaScript's code-unit string comparison.
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _member_path(path: str, key: str) -> str:
+    return f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{_string(key)}]"
+
+
+def _string(text: str) -> str:
+    encoded = json.dumps(text, ensure_ascii=False)
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
+
+
+def _js_number(number: float, path: str) -> str:
+    """Format a finite float like ECMAScript ``Number::toString`` (shortest round-trip digits)."""
+    if not math.isfinite(number):
+        raise DurableApprovalError(VALIDATION, f"value at {path} is not a finite number")
+    if number == 0:
+        return "0"  # also -0.0, as in JavaScript
+    if number < 0:
+        return "-" + _js_number(-number, path)
+    # repr() gives the shortest digits that round-trip, as JavaScript does; only the layout
+    # (where the point goes, when to switch to an exponent) differs, and that follows below.
+    _, digit_tuple, exponent = Decimal(repr(number)).as_tuple()
+    assert isinstance(exponent, int)  # finite, checked above
+    all_digits = "".join(map(str, digit_tuple))
+    digits = all_digits.rstrip("0")
+    exponent += len(all_digits) - len(digits)
+    k = len(digits)
+    n = exponent + k  # value = 0.digits * 10**n
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return f"{digits[:n]}.{digits[n:]}"
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    sign = "+" if n - 1 >= 0 else "-"
+    mantissa = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{mantissa}e{sign}{abs(n - 1)}"

@@ -1,0 +1,88 @@
+"""``AgentActor``: one agent of a run's team, spawning a RunnerActor per assigned task."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oma_actors.actors import Actor
+from oma_actors.agents.runner import ExecuteTask, RunnerActor, RunnerFinished
+from oma_actors.orchestration.messages import (
+    AgentMessage,
+    Assign,
+    Boundary,
+    RunMessage,
+    TaskFinished,
+)
+
+if TYPE_CHECKING:
+    from oma_actors.actors import ActorRef, ActorSystem
+    from oma_actors.agents.loop import BoundaryHook
+    from oma_actors.agents.runner import Emit, ResolvedAgent
+    from oma_actors.agents.tool_calls import CallPolicy
+    from oma_actors.domain.inflight import BoundaryKind, RunnerState
+
+
+def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> BoundaryHook:
+    """A runner hook that reports each boundary to the run and waits for its save."""
+
+    async def report(state: RunnerState, kind: BoundaryKind) -> bool:
+        durable = await run.ask(Boundary(task_id=task_id, agent=agent, state=state, kind=kind))
+        return durable is True
+
+    return report
+
+
+class AgentActor(Actor[AgentMessage]):
+    """One agent of the team: spawns a RunnerActor per assigned task and relays its outcome."""
+
+    def __init__(
+        self,
+        agent: ResolvedAgent,
+        system: ActorSystem,
+        *,
+        run_id: str | None,
+        emit: Emit,
+        policy: CallPolicy | None = None,
+    ) -> None:
+        self._agent = agent
+        self._system = system
+        self._run_id = run_id
+        self._emit = emit
+        self._policy = policy
+        self._runners: dict[str, ActorRef[ExecuteTask]] = {}
+        self._runs: dict[str, ActorRef[RunMessage]] = {}
+        self._self: ActorRef[AgentMessage] | None = None
+
+    def bind(self, ref: ActorRef[AgentMessage]) -> None:
+        """Give the actor its own reference (runners reply to it)."""
+        self._self = ref
+
+    async def receive(self, message: AgentMessage) -> None:
+        """Spawn a runner for an assignment; forward a runner's outcome to the run."""
+        match message:
+            case Assign(task=task, run=run):
+                assert self._self is not None
+                hook = (
+                    boundary_hook(run, task.id, self._agent.name) if message.checkpointed else None
+                )
+                runner = self._system.spawn(
+                    RunnerActor(
+                        self._agent,
+                        run_id=self._run_id,
+                        emit=self._emit,
+                        on_boundary=hook,
+                        policy=self._policy,
+                    ),
+                    name=f"runner:{self._agent.name}:{task.id}",
+                )
+                self._runners[task.id] = runner
+                self._runs[task.id] = run
+                runner.tell(
+                    ExecuteTask(
+                        task=task, prompt=message.prompt, resume=message.resume, reply_to=self._self
+                    )
+                )
+            case RunnerFinished(outcome=outcome):
+                task_id = outcome.task_id or ""
+                await self._runners.pop(task_id).stop()
+                self._runs.pop(task_id).tell(TaskFinished(outcome=outcome))
