@@ -5,6 +5,7 @@ The public API (see API.md): build a ``Team`` of ``AgentConfig``s, give it ``Tas
 """
 
 from oma_actors.agents.config import AgentConfig, Team
+from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend
 from oma_actors.checkpoint import (
     CHECKPOINT_KEY_PREFIX,
     DEFAULT_CHECKPOINT_KEY,
@@ -68,7 +69,6 @@ from oma_actors.events import (
     ToolOutcomeUnknown,
 )
 from oma_actors.llm.base import LLMAdapter
-from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend
 from oma_actors.orchestration.options import CheckpointOptions
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from oma_actors.approvals import (
+    decision_from_json,
+    decision_to_json,
+    request_from_json,
+    request_to_json,
+)
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
     WRITE_VERSION,
@@ -27,14 +33,10 @@ from oma_actors.domain.jsonforms import (
     task_from_json,
     task_to_json,
 )
-from oma_actors.approvals import (
-    decision_from_json,
-    decision_to_json,
-    request_from_json,
-    request_to_json,
-)
-from oma_actors.domain.inflight import RunnerState
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
+
+if TYPE_CHECKING:
+    from oma_actors.domain.inflight import RunnerState
 
 _PARTITIONS = (
     ("pending", "pending"),
@@ -201,7 +203,8 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
         completed=completed,
         in_flight=in_flight,
         pending_approvals=tuple(
-            request_from_json(r) for r in (raw.get("pendingApprovals") or [] if version >= 4 else [])
+            request_from_json(r)
+            for r in (raw.get("pendingApprovals") or [] if version >= 4 else [])
         ),
         approval_decisions=tuple(
             decision_from_json(d)

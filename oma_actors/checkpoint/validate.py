@@ -107,8 +107,7 @@ def _metadata_problem(metadata: Any) -> str | None:
         items = value if isinstance(value, list) else [value]
         kinds = {type(item) for item in items}
         scalar = all(
-            isinstance(item, str | bool)
-            or (isinstance(item, int | float) and math.isfinite(item))
+            isinstance(item, str | bool) or (isinstance(item, int | float) and math.isfinite(item))
             for item in items
         )
         if not scalar or len(kinds) > 1:
@@ -185,8 +184,7 @@ def _in_flight_problem(entry: Any, where: str) -> str | None:
             return f"{where}.conversationLineage does not match conversationMessages"
         for message in lineage:
             if not isinstance(message, list) or not all(
-                block is None
-                or (isinstance(block, list) and all(_is_int(seq, 1) for seq in block))
+                block is None or (isinstance(block, list) and all(_is_int(seq, 1) for seq in block))
                 for block in message
             ):
                 return f"{where}.conversationLineage holds something other than sequences"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from oma_actors.actors import event_loop_factory
+from oma_actors.cli import approvals_cmd
 from oma_actors.errors import OmaError
 
 if TYPE_CHECKING:
@@ -55,11 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--run-id", help="the run (default: the only checkpoint in the store)")
     show.add_argument("--key", help="an explicit checkpoint key")
     show.add_argument("--raw", action="store_true", help="print the stored JSON")
+    approvals_cmd.add_parser(commands)
     return parser
 
 
 def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, int]:
     """The coroutine that carries out ``args``."""
+    if args.command == "approvals":
+        return approvals_cmd.run(args, console)
     if args.command == "checkpoint":
         from oma_actors.cli.inspect import show_checkpoint
 

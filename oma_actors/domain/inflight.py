@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
 from oma_actors.domain.messages import Message, TokenUsage, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.results import ToolCallRecord
 
 RunnerPhase = Literal["awaiting_model", "executing_tools", "completed"]

@@ -156,7 +156,7 @@ async def reconcile_approvals(
             )
         if _recomputed_hash(snapshot, request, result.resume) != request.request_hash:
             raise DurableApprovalError(
-                INTEGRITY, f"request {request.id} differs from the checkpointed content"
+                STALE, f"request {request.id} differs from the checkpointed content"
             )
         record = await ledger.ensure_request(request)
         found = record.decision

@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.snapshot import (
     CheckpointSnapshot,
     CompletedTask,
@@ -18,10 +19,10 @@ from oma_actors.clock import to_iso, utcnow
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
 
@@ -107,4 +108,17 @@ async def build_snapshot(
         synthesis=synthesis,
         pending_approvals=tuple(pending_approvals),
         approval_decisions=tuple(decisions),
+    )
+
+
+def new_checkpointing(
+    resolved: ResolvedCheckpoint, *, run_id: str, mode: RunMode, goal: str | None
+) -> RunCheckpointing:
+    """The checkpointing of a fresh run (attempt 1)."""
+    return RunCheckpointing(
+        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=run_id),
+        mode=mode,
+        identity=new_identity(run_id, 1),
+        goal=goal,
+        embed_memory=not resolved.reuses_shared_store,
     )

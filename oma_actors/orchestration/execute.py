@@ -45,11 +45,16 @@ class RunApprovals:
     decisions: tuple[ApprovalDecision, ...] = ()
 
 
+def ledger_for_store(store: object) -> DurableApprovalLedger | None:
+    """The approval ledger on ``store`` when it has compare-and-set, else ``None``."""
+    if not is_atomic_store(store):
+        return None
+    return DurableApprovalLedger(store)  # type: ignore[arg-type]
+
+
 def ledger_for(checkpointing: RunCheckpointing | None) -> DurableApprovalLedger | None:
     """The approval ledger of a checkpointed run whose store has compare-and-set, else None."""
-    if checkpointing is None or not is_atomic_store(checkpointing.checkpoint.store):
-        return None
-    return DurableApprovalLedger(checkpointing.checkpoint.store)  # type: ignore[arg-type]
+    return ledger_for_store(checkpointing.checkpoint.store) if checkpointing else None
 
 
 async def execute_queue(

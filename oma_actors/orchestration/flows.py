@@ -7,20 +7,20 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
-from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.ids import new_id
-from oma_actors.orchestration.checkpointing import RunCheckpointing, build_snapshot, new_identity
+from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
 from oma_actors.orchestration.coordinator import (
     COORDINATOR_NAME,
     decompose,
     default_coordinator,
     synthesize,
 )
-from oma_actors.orchestration.execute import execute_queue
+from oma_actors.orchestration.execute import RunApprovals, execute_queue
 from oma_actors.orchestration.live import claim
+from oma_actors.orchestration.plan_gate import plan_gate
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.agents.runner import Emit
+    from oma_actors.approvals.gates import Gate
     from oma_actors.checkpoint.snapshot import RunMode
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
 
 
@@ -42,6 +44,18 @@ class FlowContext:
 
     max_concurrency: int
     emit: Emit
+    on_task_dispatch: Gate | None = None
+    on_plan_ready: Gate | None = None
+    on_tool_call: Gate | None = None
+
+    def approvals(self) -> RunApprovals:
+        """The gates of a fresh run."""
+        return RunApprovals(dispatch_gate=self.on_task_dispatch, tool_gate=self.on_tool_call)
+
+
+def plan_view(queue: TaskQueue) -> TaskQueue:
+    """A plan-only result lists every task as pending (spec CD-06): nothing was scheduled."""
+    return TaskQueue(replace(task, status="pending") for task in queue.tasks)
 
 
 def team_memory(team: Team) -> SharedMemory | None:
@@ -91,21 +105,6 @@ def plan_tasks(plan: PlanArtifact) -> list[Task]:
     ]
 
 
-def new_checkpointing(
-    resolved: ResolvedCheckpoint | None, *, run_id: str, mode: RunMode, goal: str | None
-) -> RunCheckpointing | None:
-    """The checkpointing of a fresh run (attempt 1)."""
-    if resolved is None:
-        return None
-    return RunCheckpointing(
-        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=run_id),
-        mode=mode,
-        identity=new_identity(run_id, 1),
-        goal=goal,
-        embed_memory=not resolved.reuses_shared_store,
-    )
-
-
 async def run_queue(
     team: Team,
     queue: TaskQueue,
@@ -117,7 +116,9 @@ async def run_queue(
 ) -> tuple[str, RunState, SharedMemory | None, RunCheckpointing | None]:
     """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set."""
     run_id = (resolved.run_id if resolved else None) or new_id()
-    checkpointing = new_checkpointing(resolved, run_id=run_id, mode=mode, goal=goal)
+    checkpointing = (
+        new_checkpointing(resolved, run_id=run_id, mode=mode, goal=goal) if resolved else None
+    )
     memory = team_memory(team)
     state = await execute_queue(
         team,
@@ -127,6 +128,7 @@ async def run_queue(
         max_concurrency=ctx.max_concurrency,
         emit=ctx.emit,
         checkpointing=checkpointing,
+        approvals=ctx.approvals(),
     )
     return run_id, state, memory, checkpointing
 
@@ -207,22 +209,45 @@ async def run_goal(
             status=RunStatus("error", message),
         )
     queue = TaskQueue.from_tasks(plan.tasks)
+    if resolved is not None and resolved.run_id is None:
+        resolved = replace(resolved, run_id=planning_id)
+    if ctx.on_plan_ready is not None:
+        with claim_if(resolved):
+            stopped = await plan_gate(
+                ctx,
+                queue,
+                goal=goal,
+                run_id=planning_id,
+                resolved=resolved,
+                plan_only=plan_only,
+                memory=team_memory(team),
+            )
+        if stopped is not None:
+            return team_result(
+                run_id=planning_id,
+                attempt=1,
+                queue=plan_view(queue),
+                state=stopped,
+                extra_agent_results=planning,
+            )
     if plan_only:
-        # A plan-only result lists every task as pending (spec CD-06): nothing was scheduled.
         return team_result(
             run_id=planning_id,
             attempt=1,
-            queue=TaskQueue(replace(task, status="pending") for task in queue.tasks),
+            queue=plan_view(queue),
             state=RunState(),
             extra_agent_results=planning,
             plan_only=True,
         )
-    if resolved is not None and resolved.run_id is None:
-        resolved = replace(resolved, run_id=planning_id)
     with claim_if(resolved):
         run_id, state, memory, checkpointing = await run_queue(
             team, queue, ctx=ctx, resolved=resolved, mode="runTeam", goal=goal
         )
+        if state.status is not None:
+            # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).
+            return team_result(
+                run_id=run_id, attempt=1, queue=queue, state=state, extra_agent_results=planning
+            )
         summary = await memory.summary() if memory is not None else ""
         synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
         await save_synthesis(

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent, run_task
+from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_goal, run_task_list
@@ -51,16 +52,22 @@ class OpenMultiAgent:
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
     ) -> None:
-        if any(gate is not None for gate in (on_task_dispatch, on_plan_ready, on_tool_call)):
-            raise ConfigurationError(
-                "approval gates (on_task_dispatch, on_plan_ready, on_tool_call) are not "
-                "available in this build yet"
-            )
+        for name, gate in (
+            ("on_task_dispatch", on_task_dispatch),
+            ("on_plan_ready", on_plan_ready),
+            ("on_tool_call", on_tool_call),
+        ):
+            if gate is not None and not callable(gate):
+                raise ConfigurationError(f"{name} must be callable, not {type(gate).__name__}")
         checkpoint_options(None, checkpoint)  # validate the default early
         self._checkpoint = checkpoint
         self._on_progress = on_progress
         self._ctx = FlowContext(
-            max_concurrency=check_max_concurrency(max_concurrency), emit=self._emit
+            max_concurrency=check_max_concurrency(max_concurrency),
+            emit=self._emit,
+            on_task_dispatch=on_task_dispatch,
+            on_plan_ready=on_plan_ready,
+            on_tool_call=on_tool_call,
         )
         # Spec CO-05: the last-resort checkpoint store, shared by this instance's runs.
         self._fallback_store = InMemoryStore()
@@ -84,7 +91,11 @@ class OpenMultiAgent:
 
     async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
         """Run one agent on one prompt (never checkpointed)."""
-        outcome = await run_task(resolve_agent(agent), None, prompt, run_id=None, emit=self._emit)
+        # Never checkpointed, so a tool gate's Suspend fails closed here (spec AP-26).
+        policy = CallPolicy(gate=self._ctx.on_tool_call, can_suspend=False)
+        outcome = await run_task(
+            resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy
+        )
         self._emit(
             AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=outcome.result)
         )
@@ -126,7 +137,7 @@ class OpenMultiAgent:
         plan_only: bool = False,
     ) -> TeamRunResult:
         """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer."""
-        resolved = None if plan_only else self._resolve(team, checkpoint)
+        resolved = self._resolve(team, checkpoint)  # plan_only writes only a plan suspension
         return await run_goal(
             team,
             goal,

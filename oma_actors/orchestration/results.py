@@ -43,7 +43,8 @@ def team_result(
         usage = usage + result.token_usage
     for result in (extra_agent_results or {}).values():
         usage = usage + result.token_usage
-    final = status or run_status(queue)
+    # A plan-only result is a finished answer: the plan itself (spec CD-06).
+    final = status or state.status or (RunStatus("ok") if plan_only else run_status(queue))
     return TeamRunResult(
         success=final.code == "ok",
         status=final,
@@ -53,5 +54,7 @@ def team_result(
         task_results=dict(state.task_results),
         agent_results=agent_results,
         token_usage=usage,
+        pending_approvals=list(state.pending_approvals),
+        approval_decisions=list(state.decisions),
         plan_only=plan_only,
     )

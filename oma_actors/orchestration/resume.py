@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
+from oma_actors.errors import DurableApprovalError
 from oma_actors.events import SynthesisFailed
 from oma_actors.ids import new_id
-from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
+from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
+from oma_actors.orchestration.checkpointing import RunCheckpointing, build_snapshot, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
-from oma_actors.orchestration.execute import execute_queue
+from oma_actors.orchestration.execute import RunApprovals, execute_queue, ledger_for_store
 from oma_actors.orchestration.flows import (
     claim_if,
     plan_tasks,
+    plan_view,
     run_task_list,
     save_synthesis,
     team_memory,
 )
 from oma_actors.orchestration.queue import TaskQueue
-from oma_actors.orchestration.restore import plan_restore
+from oma_actors.orchestration.restore import RestorePlan, plan_restore
 from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import restore_memory
@@ -83,6 +87,12 @@ async def _continue(
     coordinator: AgentConfig | None,
 ) -> TeamRunResult:
     plan = plan_restore(snapshot, team, resolved.run_id)
+    reconciled = await reconcile_approvals(
+        snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
+    )
+    stopped = await _settle_approvals(snapshot, plan, reconciled, resolved)
+    if stopped is not None:
+        return stopped
     memory = team_memory(team)
     if memory is not None:
         if snapshot.shared_memory is not None:
@@ -106,12 +116,23 @@ async def _continue(
         max_concurrency=ctx.max_concurrency,
         emit=ctx.emit,
         checkpointing=checkpointing,
-        resume=plan.resume,
+        resume=reconciled.resume,
         restored_results=plan.results,
+        approvals=RunApprovals(
+            dispatch_gate=ctx.on_task_dispatch,
+            tool_gate=ctx.on_tool_call,
+            approved_dispatch=reconciled.approved_dispatch,
+            pending={
+                request.id: request
+                for request in snapshot.pending_approvals
+                if request.scope != "plan" and request not in reconciled.rejected
+            },
+            decisions=tuple(reconciled.decisions),
+        ),
     )
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
-    if snapshot.mode == "runTeam":
+    if snapshot.mode == "runTeam" and state.status is None:
         if plan.finished and snapshot.synthesis is not None:
             extra[COORDINATOR_NAME] = snapshot.synthesis  # decision D4: no model call
         else:
@@ -133,6 +154,65 @@ async def _continue(
         extra_agent_results=extra,
         status=status,
     )
+
+
+async def _settle_approvals(
+    snapshot: CheckpointSnapshot,
+    plan: RestorePlan,
+    reconciled: Reconciled,
+    resolved: ResolvedCheckpoint,
+) -> TeamRunResult | None:
+    """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on."""
+    state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
+    as_saved = TaskQueue(snapshot.tasks)
+    if reconciled.unresolved:
+        # Calling restore early is harmless: no work, no save, no gate.
+        state.pending_approvals = list(reconciled.unresolved)
+        state.status = RunStatus("suspended", "Durable approval decision pending.")
+        return team_result(
+            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
+        )
+    if reconciled.rejected:
+        plan.queue.skip_remaining("Skipped: durable approval rejected.")
+        rejected = {request.id for request in reconciled.rejected}
+        checkpointing = RunCheckpointing(
+            checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id),
+            mode=snapshot.mode,
+            identity=new_identity(plan.run_id, plan.attempt),
+            goal=snapshot.goal,
+            revision=snapshot.revision,
+            metadata=snapshot.metadata,
+        )
+        saved = await build_snapshot(
+            checkpointing,
+            queue=plan.queue,
+            memory=None,
+            results=plan.results,
+            in_flight={},
+            pending_approvals=[r for r in snapshot.pending_approvals if r.id not in rejected],
+            decisions=reconciled.decisions,
+        )
+        await checkpointing.checkpoint.save(replace(saved, revision=snapshot.revision + 1))
+        state.status = RunStatus("rejected", "Durable approval rejected.")
+        return team_result(run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state)
+    if reconciled.already_rejected:
+        state.status = RunStatus("rejected", "Durable approval rejected.")
+        return team_result(
+            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
+        )
+    if reconciled.plan_only:
+        if not snapshot.goal:
+            raise DurableApprovalError(
+                "APPROVAL_INTEGRITY_ERROR", "an approved plan-only checkpoint has no goal"
+            )
+        return team_result(
+            run_id=plan.run_id,
+            attempt=snapshot.attempt,
+            queue=plan_view(as_saved),
+            state=state,
+            plan_only=True,
+        )
+    return None
 
 
 async def _restored_synthesis(

@@ -181,14 +181,17 @@ class RunActor(Actor[RunMessage]):
         return False
 
     def _pending_requests(self) -> list[ApprovalRequest]:
-        """The active pending map plus every in-flight call still waiting (spec SV-03)."""
+        """Every outstanding request: the pending map plus in-flight calls not yet committed.
+
+        Decided requests stay listed until their boundary is consumed, because the in-flight
+        call that carries one must be listed too (spec SV-03, CK-16).
+        """
         found = dict(self._pending)
         for _, state in self._saved.values():
-            for item in state.awaiting_approval:
-                if item.approval_request is not None:
+            for item in state.pending:
+                if item.approval_request is not None and item.commit is None:
                     found.setdefault(item.approval_request.id, item.approval_request)
-        decided = {decision.request_id for decision in self._state.decisions}
-        return [request for request in found.values() if request.id not in decided]
+        return list(found.values())
 
     async def _dispatch(self) -> None:
         assert self._self is not None
@@ -239,7 +242,10 @@ class RunActor(Actor[RunMessage]):
             case None:
                 # Whatever is left can never become ready.
                 self._skip("Skipped: task scheduling failed — no runnable task.")
-        self._state.pending_approvals = self._pending_requests()
+        decided = {decision.request_id for decision in self._state.decisions}
+        self._state.pending_approvals = [
+            request for request in self._pending_requests() if request.id not in decided
+        ]
         self._done.set_result(None)
 
     def _skip(self, reason: str) -> None:

@@ -1,0 +1,88 @@
+"""``on_plan_ready``: review the decomposed plan before anything runs (spec AP-04, AP-23)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from oma_actors.approvals import (
+    PLAN_BOUNDARY,
+    DurableApprovalLedger,
+    create_approval_request,
+    plan_content,
+)
+from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, consult
+from oma_actors.domain.jsonforms import task_to_json
+from oma_actors.domain.results import RunStatus
+from oma_actors.events import ApprovalPending
+from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
+from oma_actors.orchestration.run import RunState
+from oma_actors.stores.base import is_atomic_store
+
+if TYPE_CHECKING:
+    from oma_actors.orchestration.flows import FlowContext
+    from oma_actors.orchestration.options import ResolvedCheckpoint
+    from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.shared_memory import SharedMemory
+
+
+async def plan_gate(
+    ctx: FlowContext,
+    queue: TaskQueue,
+    *,
+    goal: str,
+    run_id: str,
+    resolved: ResolvedCheckpoint | None,
+    plan_only: bool,
+    memory: SharedMemory | None,
+) -> RunState | None:
+    """Ask ``on_plan_ready``; ``None`` lets the plan run, a ``RunState`` is how the run ended.
+
+    A suspension is reported only after the plan is durably saved and its ledger row exists.
+    """
+    assert ctx.on_plan_ready is not None
+    verdict = await consult(ctx.on_plan_ready, queue.tasks)
+    match verdict:
+        case Allow():
+            return None
+        case Deny() | GateFailed():
+            detail = verdict.error if isinstance(verdict, GateFailed) else verdict.reason
+            message = "Plan approval rejected." + (f" ({detail})" if detail else "")
+            return RunState(status=RunStatus("rejected", message))
+        case Suspend(reason=reason):
+            pass
+    if resolved is None or not is_atomic_store(resolved.store):
+        return RunState(
+            status=RunStatus(
+                "error",
+                "APPROVAL_ATOMIC_STORE_REQUIRED: plan suspension needs a checkpoint store with "
+                "compare_and_set",
+            )
+        )
+    content = plan_content(
+        [task_to_json(task) for task in queue.tasks], "plan_only" if plan_only else "execute"
+    )
+    request = create_approval_request(
+        run_id=run_id, scope="plan", boundary=PLAN_BOUNDARY, content=content, reason=reason
+    )
+    checkpointing = new_checkpointing(resolved, run_id=run_id, mode="runTeam", goal=goal)
+    snapshot = await build_snapshot(
+        checkpointing,
+        queue=queue,
+        memory=memory,
+        results={},
+        in_flight={},
+        pending_approvals=[request],
+    )
+    try:
+        await checkpointing.checkpoint.save(replace(snapshot, revision=1))
+    except Exception as exc:  # strict: a suspension is never reported without durable state
+        message = f"APPROVAL_INTEGRITY_ERROR: the plan suspension could not be saved: {exc}"
+        return RunState(status=RunStatus("error", message))
+    await DurableApprovalLedger(resolved.store).ensure_request(request)  # type: ignore[arg-type]
+    ctx.emit(ApprovalPending(run_id=run_id, request=request))
+    return RunState(
+        status=RunStatus("suspended", "Plan approval pending."),
+        pending_approvals=[request],
+        revision=1,
+    )
