@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
+from oma_actors.approvals.gates import Allow, Suspend, ToolCallRequest
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
@@ -150,4 +151,49 @@ async def run_demo(out_dir: Path, *, console: Console) -> int:
     )
     console.print(f"[cyan]re-ran[/] (no commit, same tool_call_id): {', '.join(re_ran) or '-'}")
     console.print(f"run {result.run_id}: attempt {result.attempt}, status {result.status.code}")
+    return 0 if result.success else 1
+
+
+async def run_approval_demo(out_dir: Path, *, console: Console) -> int:
+    """Suspend on the brief's publication, decide from another process, resume once."""
+    await aiofiles.os.makedirs(out_dir, exist_ok=True)
+    state = out_dir / "state.json"
+    if await aiofiles.os.path.exists(state):
+        await aiofiles.os.remove(state)
+
+    def gate(call: ToolCallRequest) -> Allow | Suspend:
+        if call.tool_name == "write_note" and call.input.get("filename") == "brief.md":
+            return Suspend("publishing the brief needs an editor's approval")
+        return Allow()
+
+    console.rule("1. run: the writer's publication of brief.md waits for a reviewer")
+    orchestrator = OpenMultiAgent(
+        on_progress=lambda e: show_event(console, e), max_concurrency=3, on_tool_call=gate
+    )
+    first = await orchestrator.run_tasks(
+        demo_team(out_dir), demo_tasks(), checkpoint=checkpoint_options(out_dir)
+    )
+    console.print(f"status: [bold]{first.status.code}[/] ({first.status.message})")
+    [request] = first.pending_approvals
+    console.print(f"pending approval {request.id} (scope {request.scope})")
+    console.print(f"  request_hash {request.request_hash}")
+
+    console.rule("2. a reviewer approves from another process (oma approvals decide)")
+    reviewer = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oma_actors.cli.main", "approvals", "decide", request.id,
+        "--store", str(state), "--approve", "--reviewer", "editor@example.com",
+        "--hash", request.request_hash,
+    )  # fmt: skip
+    if await reviewer.wait() != 0:
+        console.print("[red]the reviewer's decision was refused[/]")
+        return 1
+
+    console.rule("3. restore: the approved call runs once, the run completes")
+    resumed = OpenMultiAgent(on_progress=lambda e: show_event(console, e), on_tool_call=gate)
+    result = await resumed.restore(demo_team(out_dir), checkpoint=checkpoint_options(out_dir))
+    show_result(console, result, out_dir)
+    decision = result.approval_decisions[0]
+    console.print(
+        f"decision: {decision.decision} by {decision.reviewer.id} at {decision.decided_at}"
+    )
     return 0 if result.success else 1

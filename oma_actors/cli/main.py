@@ -39,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-crash", action="store_true", help="run once, without the crash")
     demo.add_argument(
+        "--approval",
+        action="store_true",
+        help="suspend on a tool call, approve it from another process, resume",
+    )
+    demo.add_argument(
         "--live",
         action="store_true",
         help="use a real provider (ANTHROPIC_API_KEY or OPENAI_API_KEY)",
@@ -74,6 +79,8 @@ def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, i
 
     if args.child:
         return demo.run_crashing_child(args.out, console)
+    if args.approval:
+        return demo.run_approval_demo(args.out, console=console)
     if args.no_crash or args.live:
         return demo.run_plain(args.out, live=args.live, console=console)
     return demo.run_demo(args.out, console=console)

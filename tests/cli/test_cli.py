@@ -60,6 +60,19 @@ def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
     assert '"version": 4' in raw.stdout
 
 
+def test_approval_demo_suspends_decides_in_another_process_and_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "approval"
+    run = oma("demo", "--approval", "--out", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "status: suspended" in run.stdout
+    assert "decision: approved by editor@example.com" in run.stdout
+    assert "run demo-run (attempt 2): ok" in run.stdout
+    assert (out / "brief.md").exists()
+    listed = oma("approvals", "list", "--store", str(out / "state.json"))
+    assert listed.returncode == 0, listed.stdout
+    assert "approved" in listed.stdout
+
+
 @pytest.mark.parametrize("args", [("--run-id", "nope")])
 def test_checkpoint_show_reports_missing_things(tmp_path: Path, args: tuple[str, ...]) -> None:
     missing = oma("checkpoint", "show", "--store", str(tmp_path / "absent.json"))
