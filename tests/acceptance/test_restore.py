@@ -469,3 +469,99 @@ async def test_typescript_oma_checkpoint_restores_here(tmp_path: Path) -> None:
     assert saved is not None
     assert saved.attempt == 2
     assert saved.version == 4
+
+
+def v1_team_snapshot(first_id: str, second_id: str) -> str:
+    """A v1 runTeam snapshot as OMA wrote them: first completed, second pending, a goal."""
+    task = {"createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z"}
+    return json.dumps(
+        {
+            "version": 1,
+            "mode": "runTeam",
+            "runId": "team-run",
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "goal": "explain checkpoints",
+            "queue": {
+                "version": 1,
+                "tasks": [
+                    {**task, "id": first_id, "title": "first", "description": "do first",
+                     "status": "completed", "assignee": "worker", "result": "first output"},
+                    {**task, "id": second_id, "title": "second", "description": "do second",
+                     "status": "pending", "assignee": "worker", "dependsOn": [first_id]},
+                ],
+                "pending": [second_id], "inProgress": [], "completed": [first_id],
+                "failed": [], "blocked": [], "skipped": [],
+            },
+            "completedTaskResults": [{"taskId": first_id, "assignee": "worker", "result": "first output"}],
+        }
+    )  # fmt: skip
+
+
+async def test_t22_restored_run_team_re_runs_only_the_synthesis() -> None:
+    store = InMemoryStore()
+    await store.set(checkpoint_key("team-run"), v1_team_snapshot("t1", "t2"))
+    workers = ScriptedAdapter(titled)
+    synth = ScriptedAdapter([answer("SYNTHESIZED ANSWER")])
+    team = Team("t", [AgentConfig("worker", adapter=workers)])
+    result = await OpenMultiAgent().restore(
+        team,
+        checkpoint=CheckpointOptions(store=store, run_id="team-run"),
+        coordinator=AgentConfig("coordinator", adapter=synth),
+    )
+    assert (workers.call_count, synth.call_count) == (1, 1)
+    assert "## Original Goal\nexplain checkpoints" in synth.calls[0].prompt
+    assert result.agent_results["coordinator"].output == "SYNTHESIZED ANSWER"
+    assert [task.status for task in result.tasks] == ["completed", "completed"]
+    assert result.attempt == 2  # v1 counts as attempt 1 (spec CK-07)
+    # Decision D4: the synthesis is persisted, so a restore of the finished run calls nothing.
+    again = await OpenMultiAgent().restore(
+        team, checkpoint=CheckpointOptions(store=store, run_id="team-run")
+    )
+    assert again.agent_results["coordinator"].output == "SYNTHESIZED ANSWER"
+    assert (workers.call_count, synth.call_count) == (1, 1)
+
+
+async def test_t23_failed_restore_synthesis_keeps_the_task_outputs() -> None:
+    store = InMemoryStore()
+    await store.set(checkpoint_key("team-run"), v1_team_snapshot("t1", "t2"))
+
+    class Broken:
+        async def chat(self, messages: object, options: object) -> object:
+            raise RuntimeError("coordinator down")
+
+    events: list[ProgressEvent] = []
+    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter(titled))])
+    result = await OpenMultiAgent(on_progress=events.append).restore(
+        team,
+        checkpoint=CheckpointOptions(store=store, run_id="team-run"),
+        coordinator=AgentConfig("coordinator", adapter=Broken()),  # type: ignore[arg-type]
+    )
+    assert "coordinator" not in result.agent_results
+    assert [task.status for task in result.tasks] == ["completed", "completed"]
+    assert [type(e).__name__ for e in events if type(e).__name__ == "SynthesisFailed"]
+    assert not result.success
+
+
+async def test_t24_t29_committed_effect_is_never_repeated_by_restores() -> None:
+    store = InMemoryStore()
+    log: list[str] = []
+    tool = effect_tool(log)
+    script = [calls(("call-A", "effect", {"label": "A"})), answer("first done"), answer("second")]
+    adapter = ScriptedAdapter(script)
+    team = Team(
+        "t", [AgentConfig("worker", adapter=adapter, tools=[tool])], shared_memory_store=store
+    )
+    await run_until(
+        lambda observe: OpenMultiAgent(on_progress=observe).run_tasks(
+            team, two_tasks(), checkpoint=True
+        ),
+        lambda event: isinstance(event, TaskCompleted),
+    )
+    assert log == ["A@call-A"]
+    result = await OpenMultiAgent().restore(team)
+    assert result.success
+    for _ in range(2):
+        again = await OpenMultiAgent().restore(team)
+        assert [task.status for task in again.tasks] == ["completed", "completed"]
+    assert log == ["A@call-A"]
+    assert adapter.call_count == 3
