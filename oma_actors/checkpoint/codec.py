@@ -32,6 +32,8 @@ from oma_actors.domain.jsonforms import (
     runner_to_json,
     task_from_json,
     task_to_json,
+    usage_from_json,
+    usage_to_json,
 )
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
 
@@ -82,8 +84,13 @@ def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     out["inFlightTasks"] = [_in_flight_to_json(item) for item in snapshot.in_flight]
     out["pendingApprovals"] = [request_to_json(r) for r in snapshot.pending_approvals]
     out["approvalDecisions"] = [decision_to_json(d) for d in snapshot.approval_decisions]
+    # Our fields; OMA ignores members it does not know.
     if snapshot.synthesis is not None:
         out["synthesisResult"] = result_to_json(snapshot.synthesis)
+    if snapshot.planning_usage is not None:
+        out["planningTokenUsage"] = usage_to_json(snapshot.planning_usage)
+    if snapshot.announced is not None:
+        out["announcedTaskIds"] = list(snapshot.announced)
     return out
 
 
@@ -211,6 +218,14 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
             for d in (raw.get("approvalDecisions") or [] if version >= 4 else [])
         ),
         synthesis=result_from_json(synthesis, "") if isinstance(synthesis, dict) else None,
+        planning_usage=(
+            usage_from_json(raw["planningTokenUsage"]) if "planningTokenUsage" in raw else None
+        ),
+        announced=(
+            tuple(str(item) for item in raw["announcedTaskIds"])
+            if isinstance(raw.get("announcedTaskIds"), list)
+            else None
+        ),
         raw=raw,
     )
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import TaskState
 
@@ -55,6 +56,10 @@ class CheckpointSnapshot:
         run_id: the run's id (v1 without one: ``""``).
         attempt: the attempt that wrote it (v1: 1).
         revision: successful saves of this run so far (our field; 0 when absent).
+        synthesis: the run_team synthesis once it exists (our field, decision D4).
+        planning_usage: the token usage of run_team's decomposition (our field).
+        announced: completed tasks whose completion event was delivered (our field; ``None``
+            when the snapshot predates it, i.e. every completion counts as announced).
         raw: the stored OMA-compatible JSON object (for display and audit).
     """
 
@@ -76,6 +81,8 @@ class CheckpointSnapshot:
     pending_approvals: tuple[ApprovalRequest, ...] = ()
     approval_decisions: tuple[ApprovalDecision, ...] = ()
     synthesis: AgentRunResult | None = None
+    planning_usage: TokenUsage | None = None
+    announced: tuple[str, ...] | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property

@@ -17,10 +17,11 @@ from oma_actors.checkpoint.snapshot import (
 from oma_actors.clock import to_iso, utcnow
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
@@ -50,6 +51,8 @@ class RunCheckpointing:
             shared store, spec SV-04).
         revision: saves made before this attempt (continued from a restored snapshot).
         metadata: run metadata, persisted as is.
+        synthesis: a synthesis already stored (kept by every later save, decision D4).
+        planning_usage: run_team's decomposition usage, so a restore still reports it.
     """
 
     checkpoint: Checkpoint
@@ -59,6 +62,8 @@ class RunCheckpointing:
     embed_memory: bool = True
     revision: int = 0
     metadata: dict[str, Any] | None = None
+    synthesis: AgentRunResult | None = None
+    planning_usage: TokenUsage | None = None
 
 
 async def build_snapshot(
@@ -71,6 +76,7 @@ async def build_snapshot(
     synthesis: AgentRunResult | None = None,
     pending_approvals: Sequence[ApprovalRequest] = (),
     decisions: Sequence[ApprovalDecision] = (),
+    announced: Collection[str] | None = None,
 ) -> CheckpointSnapshot:
     """A complete snapshot of the run as it is now (revision is stamped by the writer)."""
     tasks = tuple(queue.tasks)
@@ -105,14 +111,21 @@ async def build_snapshot(
             InFlightTask(task_id=task_id, assignee=assignee, state=state)
             for task_id, (assignee, state) in in_flight.items()
         ),
-        synthesis=synthesis,
+        synthesis=synthesis or cp.synthesis,
+        planning_usage=cp.planning_usage,
+        announced=tuple(announced) if announced is not None else None,
         pending_approvals=tuple(pending_approvals),
         approval_decisions=tuple(decisions),
     )
 
 
 def new_checkpointing(
-    resolved: ResolvedCheckpoint, *, run_id: str, mode: RunMode, goal: str | None
+    resolved: ResolvedCheckpoint,
+    *,
+    run_id: str,
+    mode: RunMode,
+    goal: str | None,
+    planning_usage: TokenUsage | None = None,
 ) -> RunCheckpointing:
     """The checkpointing of a fresh run (attempt 1)."""
     return RunCheckpointing(
@@ -121,4 +134,5 @@ def new_checkpointing(
         identity=new_identity(run_id, 1),
         goal=goal,
         embed_memory=not resolved.reuses_shared_store,
+        planning_usage=planning_usage,
     )

@@ -18,7 +18,7 @@ from oma_actors.orchestration.run import RunActor, RunState, RunWiring
 from oma_actors.stores.base import is_atomic_store
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from oma_actors.actors import ActorRef
     from oma_actors.agents.config import Team
@@ -69,6 +69,7 @@ async def execute_queue(
     resume: Mapping[str, tuple[str, RunnerState]] | None = None,
     restored_results: Mapping[str, AgentRunResult] | None = None,
     approvals: RunApprovals | None = None,
+    announced: Collection[str] | None = (),
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
@@ -121,7 +122,7 @@ async def execute_queue(
             ledger=ledger,
             gate=gate,
         )
-        run = RunActor(wiring, queue, state, resume, approvals.pending)
+        run = RunActor(wiring, queue, state, resume, approvals.pending, announced)
         run_ref = system.spawn(run, name=f"run:{run_id}")
         run.bind(run_ref)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.runner import Emit
     from oma_actors.approvals.gates import Gate
     from oma_actors.checkpoint.snapshot import RunMode
+    from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
@@ -113,12 +114,15 @@ async def run_queue(
     resolved: ResolvedCheckpoint | None,
     mode: RunMode,
     goal: str | None = None,
+    planning_usage: TokenUsage | None = None,
 ) -> tuple[str, RunState, SharedMemory | None, RunCheckpointing | None]:
     """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set."""
     run_id = (resolved.run_id if resolved else None) or new_id()
-    checkpointing = (
-        new_checkpointing(resolved, run_id=run_id, mode=mode, goal=goal) if resolved else None
-    )
+    checkpointing = None
+    if resolved is not None:
+        checkpointing = new_checkpointing(
+            resolved, run_id=run_id, mode=mode, goal=goal, planning_usage=planning_usage
+        )
     memory = team_memory(team)
     state = await execute_queue(
         team,
@@ -241,7 +245,13 @@ async def run_goal(
         )
     with claim_if(resolved):
         run_id, state, memory, checkpointing = await run_queue(
-            team, queue, ctx=ctx, resolved=resolved, mode="runTeam", goal=goal
+            team,
+            queue,
+            ctx=ctx,
+            resolved=resolved,
+            mode="runTeam",
+            goal=goal,
+            planning_usage=plan.result.token_usage,
         )
         if state.status is not None:
             # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).

@@ -107,6 +107,8 @@ async def _continue(
         embed_memory=not resolved.reuses_shared_store,
         revision=snapshot.revision,
         metadata=snapshot.metadata,
+        synthesis=snapshot.synthesis,
+        planning_usage=snapshot.planning_usage,
     )
     state = await execute_queue(
         team,
@@ -129,6 +131,7 @@ async def _continue(
             },
             decisions=tuple(reconciled.decisions),
         ),
+        announced=snapshot.announced,
     )
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
@@ -146,6 +149,13 @@ async def _continue(
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
+    coordinator_result = extra.get(COORDINATOR_NAME)
+    if coordinator_result is not None and snapshot.planning_usage is not None:
+        # The decomposition is charged to the run on restore as on the live path.
+        extra[COORDINATOR_NAME] = replace(
+            coordinator_result,
+            token_usage=coordinator_result.token_usage + snapshot.planning_usage,
+        )
     return team_result(
         run_id=plan.run_id,
         attempt=plan.attempt,

@@ -40,7 +40,7 @@ from oma_actors.orchestration.shared_memory import task_result_key
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from oma_actors.actors import ActorRef
     from oma_actors.agents.runner import Emit, TaskOutcome
@@ -93,6 +93,7 @@ class RunActor(Actor[RunMessage]):
         state: RunState,
         resume: Mapping[str, tuple[str, RunnerState]] | None = None,
         pending: Mapping[str, ApprovalRequest] | None = None,
+        announced: Collection[str] | None = None,
     ) -> None:
         self._w = wiring
         self._queue = queue
@@ -102,6 +103,13 @@ class RunActor(Actor[RunMessage]):
         self._resume = {task_id: state for task_id, (_, state) in self._saved.items()}
         self._pending: dict[str, ApprovalRequest] = dict(pending or {})
         self._in_flight: dict[str, str] = {}  # task id -> agent
+        # Completed tasks whose TaskCompleted was emitted; persisted so that a completion saved
+        # just before a crash is still announced after the restore (at-least-once events).
+        self._announced: set[str] = (
+            set(announced)
+            if announced is not None
+            else {task.id for task in queue.with_status("completed")}
+        )
         self._stop: Halt | Wait | None = None
         self._done: asyncio.Future[None] | None = None
         self._self: ActorRef[RunMessage] | None = None
@@ -115,6 +123,7 @@ class RunActor(Actor[RunMessage]):
         match message:
             case StartRun(done=done):
                 self._done = done
+                self._announce_restored()
                 await self._save()  # admission snapshot (decision D3), best-effort
             case Boundary(task_id=task_id, agent=agent, state=state, kind=kind):
                 return await self._boundary(task_id, agent, state, kind)
@@ -122,6 +131,20 @@ class RunActor(Actor[RunMessage]):
                 await self._finish(outcome)
         await self._dispatch()
         return None
+
+    def _announce_restored(self) -> None:
+        for task in self._queue.with_status("completed"):
+            result = self._state.task_results.get(task.id)
+            if task.id in self._announced or result is None:
+                continue
+            agent = task.assignee or ""
+            self._w.emit(
+                TaskCompleted(
+                    run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent,
+                    result=result,
+                )
+            )  # fmt: skip
+            self._announced.add(task.id)
 
     async def _boundary(
         self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind
@@ -173,6 +196,7 @@ class RunActor(Actor[RunMessage]):
             in_flight=self._saved,
             pending_approvals=self._pending_requests(),
             decisions=self._state.decisions,
+            announced=self._announced,
         )
         outcome = await writer.ask(Save(snapshot=snapshot, strict=strict))
         if isinstance(outcome, Saved):
@@ -311,4 +335,5 @@ class RunActor(Actor[RunMessage]):
                 run_id=run_id, task_id=task_id, title=task.title, agent=agent, result=result
             )
         )
+        self._announced.add(task_id)
         self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))

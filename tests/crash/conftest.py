@@ -1,0 +1,31 @@
+"""Fixtures of the crash tests: uninterrupted baselines, run once per scenario and tool mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from crash_child import CRASH_EXIT
+from crash_harness import Baseline, Scenario, run_baseline
+
+
+@pytest.fixture(scope="session")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Baseline]:
+    """``baseline(scenario, mode)``: the uninterrupted run's result, model calls and effects."""
+    cache: dict[tuple[str, str], Baseline] = {}
+
+    def get(scenario: str, mode: str = "default") -> Baseline:
+        key = (scenario, mode)
+        if key not in cache:
+            cache[key] = run_baseline(tmp_path_factory.mktemp(f"baseline-{scenario}-{mode}"), *key)
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def crashed_store(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The FileStore bytes a real crash left behind: chain, all calls committed (C04 boundary)."""
+    sc = Scenario(tmp_path_factory.mktemp("crashed"), "chain")
+    sc.run(crash="store:all_committed:after", expect=CRASH_EXIT)
+    return sc.store_path.read_bytes()
