@@ -41,16 +41,24 @@ def encode_store(entries: Iterable[MemoryEntry]) -> bytes:
         "version": STATE_FILE_VERSION,
         "entries": [_entry_object(entry) for entry in entries],
     }
-    return _dumps(document, "state file").encode("utf-8")
+    text = _dumps(document, "state file")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Only a lone surrogate fails strict UTF-8; escape it the way JSON.stringify does. The
+        # common case pays for no extra pass over what may be megabytes of text.
+        return _escape_lone_surrogates(text).encode("utf-8")
 
 
 def check_encodable(entry: MemoryEntry) -> None:
     """Raise ``StoreError`` if ``entry`` could not be written.
 
     A store calls this before it changes its in-memory mirror: an unencodable entry in the mirror
-    would make every later flush of the whole file fail.
+    would make every later flush of the whole file fail. Key and value are strings, which always
+    encode, so only the metadata needs the check.
     """
-    _dumps(_entry_object(entry), f"entry {entry.key!r}")
+    if entry.metadata is not None:
+        _dumps(entry.metadata, f"metadata of entry {entry.key!r}")
 
 
 def decode_store(path: str, data: bytes) -> dict[str, MemoryEntry]:
@@ -147,6 +155,10 @@ def _dumps(document: object, what: str) -> str:
         text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} is not JSON-serializable: {exc}") from exc
+    return text
+
+
+def _escape_lone_surrogates(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 

@@ -43,6 +43,11 @@ async def read_state(path: str) -> bytes | None:
         ) from exc
 
 
+# Directories this process has already created: makedirs is one thread round trip per write
+# otherwise. A directory removed later makes the open fail, which surfaces as a StoreError.
+_made_dirs: set[str] = set()
+
+
 async def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
 
@@ -54,10 +59,15 @@ async def write_atomic(path: str, data: bytes) -> None:
     temp = f"{path}.tmp-{os.getpid()}-{next(_temp_counter)}"
     _writing.add(temp)
     try:
-        await aiofiles.os.makedirs(directory, exist_ok=True)
-        async with aiofiles.open(temp, "wb") as handle:
-            await handle.write(data)
-            await handle.flush()
+        if directory not in _made_dirs:
+            await aiofiles.os.makedirs(directory, exist_ok=True)
+            _made_dirs.add(directory)
+        # Unbuffered: one write call reaches the OS, so no flush round trip is needed.
+        async with aiofiles.open(temp, "wb", buffering=0) as handle:
+            remaining = memoryview(data)
+            while remaining:  # a raw write may be short (a signal, a nearly full disk)
+                written = await handle.write(remaining)
+                remaining = remaining[written or 0 :]
             # fsync before the rename: otherwise, after a power cut, the rename can be on disk
             # while the data is not, leaving an empty or partial file under the real name.
             await asyncio.to_thread(os.fsync, handle.fileno())

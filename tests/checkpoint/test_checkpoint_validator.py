@@ -733,17 +733,11 @@ def _v5(raw: Raw) -> Raw:
             "metadata",
             id="metadata-33-entries",
         ),
-        pytest.param(
-            _retarget_request, "approval", id="request-toolCallId-mismatch"
-        ),
+        pytest.param(_retarget_request, "approval", id="request-toolCallId-mismatch"),
         pytest.param(_rescope_request, "approval", id="request-scope"),
         pytest.param(_bad_request_id, "approval", id="request-id-pattern"),
-        pytest.param(
-            _unbound_decision, "approval", id="decision-does-not-bind"
-        ),
-        pytest.param(
-            _unlisted_decision, "approval", id="in-flight-decision-unlisted"
-        ),
+        pytest.param(_unbound_decision, "approval", id="decision-does-not-bind"),
+        pytest.param(_unlisted_decision, "approval", id="in-flight-decision-unlisted"),
         pytest.param(
             lambda raw: _v5(raw).__setitem__("journalRef", "runs/x.jsonl"),
             "journalRef",
