@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.manager import Checkpoint
@@ -78,8 +78,18 @@ async def build_snapshot(
     decisions: Sequence[ApprovalDecision] = (),
     announced: Collection[str] | None = None,
 ) -> CheckpointSnapshot:
-    """A complete snapshot of the run as it is now (revision is stamped by the writer)."""
-    tasks = tuple(queue.tasks)
+    """A complete snapshot of the run as it is now (revision is stamped by the writer).
+
+    A restored task waiting to be re-dispatched is written as in progress while it has an
+    in-flight entry, so the snapshot stays consistent (spec OR-08) even if the process dies
+    before the task is dispatched again.
+    """
+    tasks = tuple(
+        replace(task, status="in_progress")
+        if task.id in in_flight and task.status == "pending"
+        else task
+        for task in queue.tasks
+    )
     shared: dict[str, Any] | None = None
     if memory is not None and cp.embed_memory:
         shared = await memory.snapshot()

@@ -10,7 +10,7 @@ from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
 from oma_actors.errors import DurableApprovalError
-from oma_actors.events import SynthesisFailed
+from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.ids import new_id
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, build_snapshot, new_identity
@@ -90,7 +90,7 @@ async def _continue(
     reconciled = await reconcile_approvals(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
-    stopped = await _settle_approvals(snapshot, plan, reconciled, resolved)
+    stopped = await _settle_approvals(snapshot, plan, reconciled, resolved, ctx)
     if stopped is not None:
         return stopped
     memory = team_memory(team)
@@ -171,12 +171,16 @@ async def _settle_approvals(
     plan: RestorePlan,
     reconciled: Reconciled,
     resolved: ResolvedCheckpoint,
+    ctx: FlowContext,
 ) -> TeamRunResult | None:
     """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on."""
     state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
     as_saved = TaskQueue(snapshot.tasks)
     if reconciled.unresolved:
-        # Calling restore early is harmless: no work, no save, no gate.
+        # Calling restore early is harmless: no work, no save, no gate. The requests are
+        # announced again: a crash may have come between their ledger row and their event.
+        for request in reconciled.unresolved:
+            ctx.emit(ApprovalPending(run_id=plan.run_id, request=request))
         state.pending_approvals = list(reconciled.unresolved)
         state.status = RunStatus("suspended", "Durable approval decision pending.")
         return team_result(

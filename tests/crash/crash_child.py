@@ -13,6 +13,15 @@ tasks and tools deterministically, runs it (or restores it with ``--resume``) ag
   conversation, so a restored process continues exactly where the crashed one stopped.
 - ``L/events-<pid>.jsonl``: every progress event by type name with its key fields.
 - ``L/result.json``: the essentials of the ``TeamRunResult`` (only when the process finishes).
+- ``L/gates.jsonl``: every call of the approval gates (``--approval tool|dispatch``), so the
+  parent can count how often a gate was asked across processes.
+- ``L/lost_writes.jsonl``: the pending approvals of a checkpoint write a ``store:*:before``
+  crash stopped (what the process was about to make durable when it died).
+
+``python tests/crash/crash_child.py decide --store F --id ID --hash H --decision approve|reject
+--reviewer NAME [--crash before|after]`` is a reviewer process instead: it records one decision
+with ``decide_approval`` (optionally crashing around the ledger's compare-and-set) and prints the
+outcome as one JSON line.
 
 A crash ends the process with exit code 86 (``os._exit``: no ``finally``, no buffered I/O); the
 ``kill:*`` points instead print ``READY`` and block until the parent sends SIGKILL. The module
@@ -37,14 +46,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
+    Allow,
+    ApprovalPending,
     ChatOptions,
     CheckpointOptions,
+    DurableApprovalError,
     FileStore,
     LLMResponse,
     Message,
     OpenMultiAgent,
     ProgressEvent,
+    Reviewer,
+    Suspend,
     Task,
+    TaskState,
     Team,
     TeamRunResult,
     TextBlock,
@@ -56,6 +71,9 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
+from oma_actors.approvals import APPROVAL_KEY_PREFIX, decide_approval
+from oma_actors.approvals.gates import ToolCallRequest
+from oma_actors.clock import to_iso
 from oma_actors.stores.base import MemoryStore
 from oma_actors.testing.faults import CrashingStore, Predicate
 from oma_actors.testing.scripted import ScriptedAdapter
@@ -66,6 +84,9 @@ STORE_FILE = "store.json"
 CHECKPOINT_KEY = f"__oma_checkpoint__/{RUN_ID}/latest"
 GOAL = "Produce the alpha and beta results"
 TOOL_MODES = ("default", "idempotent", "unsafe")
+APPROVAL_SCOPES = ("tool", "dispatch")  # which gate of --approval suspends
+GATED_LABEL = "A"  # --approval tool: the ledger call with this label is suspended
+GATED_TASK = "alpha"  # --approval dispatch: this task's dispatch is suspended
 
 # -- scenarios ----------------------------------------------------------------------------------
 
@@ -336,6 +357,40 @@ def make_adapter(
     return ScriptedAdapter(script)
 
 
+# -- approval gates -----------------------------------------------------------------------------
+
+
+def make_gates(ledger: Path, scope: str | None) -> dict[str, Any]:
+    """The ``OpenMultiAgent`` gate arguments of ``--approval scope``, logging to ``gates.jsonl``.
+
+    ``tool``: ``on_tool_call`` suspends the ledger call labelled ``GATED_LABEL`` and allows every
+    other call. ``dispatch``: ``on_task_dispatch`` suspends the dispatch of ``GATED_TASK`` and
+    allows the others. The same gate is installed in every process, so a gate that is asked
+    again after a restore shows up in the ledger (and would suspend again).
+    """
+    gates_file = ledger / "gates.jsonl"
+
+    def log(gate: str, target: str, answer: str) -> None:
+        record = {"pid": os.getpid(), "gate": gate, "target": target, "answer": answer}
+        append_line(gates_file, record, sync=True)
+
+    def on_tool_call(call: ToolCallRequest) -> Allow | Suspend:
+        gated = call.input.get("label") == GATED_LABEL
+        log("tool", call.tool_call_id, "suspend" if gated else "allow")
+        return Suspend("needs a human") if gated else Allow()
+
+    def on_task_dispatch(task: TaskState) -> Allow | Suspend:
+        gated = task.title == GATED_TASK
+        log("dispatch", task.title, "suspend" if gated else "allow")
+        return Suspend("needs a human") if gated else Allow()
+
+    if scope == "tool":
+        return {"on_tool_call": on_tool_call}
+    if scope == "dispatch":
+        return {"on_task_dispatch": on_task_dispatch}
+    return {}
+
+
 # -- building and running -----------------------------------------------------------------------
 
 
@@ -369,17 +424,26 @@ def event_record(event: ProgressEvent) -> dict[str, Any]:
             record[item.name] = value
         elif item.name == "result":
             record["output"] = getattr(value, "output", None)
+    if isinstance(event, ApprovalPending):
+        request = event.request
+        record.update(request_id=request.id, request_hash=request.request_hash, scope=request.scope)
     return record
 
 
 def make_sink(ledger: Path, crash: str | None) -> Callable[[ProgressEvent], None]:
-    """The ``on_progress`` sink; with ``hook:tool_called`` it exits on a fresh ToolCalled."""
+    """The ``on_progress`` sink; with ``hook:tool_called`` it exits on a fresh ToolCalled.
+
+    With ``kill:approval_pending`` it reports READY (and blocks for SIGKILL) once an
+    ``ApprovalPending`` was emitted, i.e. once the suspension is durable and reported.
+    """
     events = ledger / f"events-{os.getpid()}.jsonl"
 
     def sink(event: ProgressEvent) -> None:
         append_line(events, event_record(event))
         if crash == "hook:tool_called" and isinstance(event, ToolCalled) and not event.replayed:
             crash_now(f"on_progress hook after ToolCalled {event.tool_call_id}")
+        if crash == "kill:approval_pending" and isinstance(event, ApprovalPending):
+            ready_and_block(f"ApprovalPending {event.request.id}")
 
     return sink
 
@@ -418,6 +482,21 @@ def result_record(result: TeamRunResult) -> dict[str, Any]:
         "tasks": tasks,
         "coordinator": coordinator.output if coordinator is not None else None,
         "token_usage": [result.token_usage.input_tokens, result.token_usage.output_tokens],
+        "pending_approvals": [
+            {"id": r.id, "hash": r.request_hash, "scope": r.scope, "boundary": r.boundary}
+            for r in result.pending_approvals
+        ],
+        "approval_decisions": [
+            {
+                "request_id": d.request_id,
+                "hash": d.request_hash,
+                "scope": d.scope,
+                "decision": d.decision,
+                "reviewer": d.reviewer.id,
+                "decided_at": to_iso(d.decided_at),
+            }
+            for d in result.approval_decisions
+        ],
     }
 
 
@@ -494,6 +573,11 @@ def alpha_in_queue(_: str, snapshot: Any) -> bool:
     return _task_id(snapshot, "alpha") in snapshot.get("queue", {}).get("completed", [])
 
 
+def suspension_saved(_: str, snapshot: Any) -> bool:
+    """The checkpoint about to be written lists pending approvals (a suspension save)."""
+    return isinstance(snapshot, dict) and bool(snapshot.get("pendingApprovals"))
+
+
 STORE_CRASHES: dict[str, tuple[Predicate | None, str]] = {
     "store:first:before": (None, "before"),
     "store:first:after": (None, "after"),
@@ -504,6 +588,7 @@ STORE_CRASHES: dict[str, tuple[Predicate | None, str]] = {
     "store:alpha_completed:after": (alpha_completed, "after"),
     "store:alpha_completed:before": (alpha_completed, "before"),
     "store:alpha_in_queue:after": (alpha_in_queue, "after"),
+    "store:suspension:before": (suspension_saved, "before"),
 }
 TOOL_CRASHES = {
     "tool:before_effect": "before_effect",
@@ -512,6 +597,8 @@ TOOL_CRASHES = {
     "kill:tool_after_effect": "kill_after_effect",
 }
 OTHER_CRASHES = (
+    "store:approval_row:before",  # the first approval-row compare_and_set never lands
+    "kill:approval_pending",
     "hook:tool_called",
     "model:synthesis",
     "kill:replace_commit",
@@ -561,6 +648,30 @@ def patch_replace(store_path: str, *, kill: bool) -> None:
     aiofiles.os.replace = patched_aio
 
 
+def recording(predicate: Predicate | None, ledger: Path, when: str) -> Predicate | None:
+    """``predicate``, also logging to ``lost_writes.jsonl`` what a ``before`` crash stops.
+
+    The CrashingStore ends the process on the first accepted call, so the line logged last is
+    the write that never landed: its pending approvals are what the process was about to save.
+    """
+    if predicate is None or when != "before":
+        return predicate
+
+    def check(key: str, snapshot: Any) -> bool:
+        hit = predicate(key, snapshot)
+        if hit:
+            pending = snapshot.get("pendingApprovals") or [] if isinstance(snapshot, dict) else []
+            record = {
+                "pid": os.getpid(),
+                "key": key,
+                "pending": [{"id": r["id"], "hash": r["requestHash"]} for r in pending],
+            }
+            append_line(ledger / "lost_writes.jsonl", record, sync=True)
+        return hit
+
+    return check
+
+
 def stored_attempt(store_path: Path) -> int | None:
     """``identity.attempt`` of the stored checkpoint, read from the file (None: no checkpoint)."""
     if not store_path.exists():
@@ -583,6 +694,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--crash", choices=CRASH_POINTS)
     parser.add_argument("--tool-mode", default="default", choices=TOOL_MODES)
     parser.add_argument("--gate", choices=("q_before_effect", "q_after_effect", "a_before_effect"))
+    parser.add_argument("--approval", choices=APPROVAL_SCOPES, help="the gate that suspends")
     args = parser.parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     args.ledger_dir.mkdir(parents=True, exist_ok=True)
@@ -612,12 +724,22 @@ async def main(args: argparse.Namespace) -> int:
     if crash in STORE_CRASHES:
         predicate, when = STORE_CRASHES[crash]
         store = CrashingStore(
-            file_store, predicate=predicate, when="after" if when == "after" else "before"
+            file_store,
+            predicate=recording(predicate, ledger, when),
+            when="after" if when == "after" else "before",
+        )
+    if crash == "store:approval_row:before":
+        store = CrashingStore(
+            file_store, prefix=APPROVAL_KEY_PREFIX, op="compare_and_set", nth=1, when="before"
         )
     if crash in ("kill:replace_commit", "exit:replace_commit"):
         patch_replace(file_store.path, kill=crash.startswith("kill:"))
 
-    orchestrator = OpenMultiAgent(on_progress=make_sink(ledger, crash), max_concurrency=1)
+    orchestrator = OpenMultiAgent(
+        on_progress=make_sink(ledger, crash),
+        max_concurrency=1,
+        **make_gates(ledger, args.approval),
+    )
     options = CheckpointOptions(store=store, run_id=RUN_ID)
     team_mode = args.scenario == "team"
     if args.resume:
@@ -641,5 +763,61 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the reviewer process -----------------------------------------------------------------------
+
+
+def parse_decide_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line of the reviewer process (``crash_child.py decide ...``)."""
+    parser = argparse.ArgumentParser(prog="crash_child.py decide")
+    parser.add_argument("--store", required=True, type=Path)
+    parser.add_argument("--id", required=True, dest="request_id")
+    parser.add_argument("--hash", required=True, dest="request_hash")
+    parser.add_argument("--decision", required=True, choices=("approve", "reject"))
+    parser.add_argument("--reviewer", required=True)
+    parser.add_argument("--crash", choices=("before", "after"))
+    return parser.parse_args(argv)
+
+
+async def decide_main(args: argparse.Namespace) -> int:
+    """Record one decision with ``decide_approval``; print the outcome as one JSON line.
+
+    With ``--crash`` the ledger's compare-and-set on the approval row is wrapped in a
+    CrashingStore (``before``: the decision never lands; ``after``: it landed, the reviewer
+    never hears so). Exit codes: 0 decided (or the same decision was already there), 1 refused
+    (the ``DurableApprovalError`` code is printed), 86 crashed.
+    """
+    file_store = FileStore(args.store)
+    store: MemoryStore = file_store
+    if args.crash is not None:
+        store = CrashingStore(
+            file_store, prefix=APPROVAL_KEY_PREFIX, op="compare_and_set", when=args.crash
+        )
+    try:
+        record = await decide_approval(
+            store,
+            request_id=args.request_id,
+            request_hash=args.request_hash,
+            decision=args.decision,
+            reviewer=Reviewer(args.reviewer),
+        )
+    except DurableApprovalError as exc:
+        print(json.dumps({"pid": os.getpid(), "error": exc.code, "message": str(exc)}))
+        return 1
+    finally:
+        await file_store.aclose()
+    decision = record.decision
+    assert decision is not None
+    outcome = {
+        "pid": os.getpid(),
+        "decision": decision.decision,
+        "reviewer": decision.reviewer.id,
+        "decided_at": to_iso(decision.decided_at),
+    }
+    print(json.dumps(outcome))
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["decide"]:
+        sys.exit(asyncio.run(decide_main(parse_decide_args(sys.argv[2:]))))
     sys.exit(asyncio.run(main(parse_args())))

@@ -25,6 +25,7 @@ CHILD = Path(__file__).with_name("crash_child.py")
 CHILD_TIMEOUT = 60
 
 CallKey = tuple[str, str, str, int]  # (agent, role, task, turn)
+APPROVAL_PREFIX = "__oma_approval__/"  # spelled out: the parent reads rows as a third party
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Scenario:
     root: Path
     name: str
     mode: str = "default"
+    approval: str | None = None  # "tool" | "dispatch": the gate that suspends (every process)
     children: list[Child] = field(default_factory=list)
 
     @property
@@ -86,6 +88,8 @@ class Scenario:
             cmd += ["--crash", crash]
         if gate is not None:
             cmd += ["--gate", gate]
+        if self.approval is not None:
+            cmd += ["--approval", self.approval]
         return cmd
 
     def run(
@@ -165,9 +169,129 @@ class Scenario:
     def result(self) -> dict[str, Any]:
         return dict(json.loads((self.ledger_dir / "result.json").read_text()))
 
+    def gate_calls(self, pid: int | None = None) -> list[dict[str, Any]]:
+        """Every call of the approval gates (``gates.jsonl``), optionally of one process."""
+        lines = read_jsonl(self.ledger_dir / "gates.jsonl")
+        return [line for line in lines if pid is None or line["pid"] == pid]
+
+    def lost_writes(self) -> list[dict[str, Any]]:
+        """The checkpoint writes a ``store:*:before`` crash stopped, with their pending approvals."""
+        return read_jsonl(self.ledger_dir / "lost_writes.jsonl")
+
+    def approval_rows(self) -> dict[str, dict[str, Any]]:
+        """Every ``__oma_approval__/<id>`` row, read as a third party (plain JSON)."""
+        return read_approval_rows(self.store_path)
+
+    def decide(
+        self,
+        request_id: str,
+        request_hash: str,
+        decision: str = "approve",
+        *,
+        reviewer: str = "reviewer-1",
+        crash: str | None = None,
+        expect: int = 0,
+    ) -> tuple[Child, dict[str, Any]]:
+        """A reviewer process: ``decide_approval`` on this scenario's store (``crash_child decide``).
+
+        Returns the child and the JSON line it printed (``{}`` when it crashed).
+        """
+        cmd = [
+            sys.executable,
+            str(CHILD),
+            "decide",
+            "--store",
+            str(self.store_path),
+            "--id",
+            request_id,
+            "--hash",
+            request_hash,
+            "--decision",
+            decision,
+            "--reviewer",
+            reviewer,
+        ]
+        if crash is not None:
+            cmd += ["--crash", crash]
+        child = run_process(cmd, expect=expect, what=f"reviewer {decision} crash={crash}")
+        self.children.append(child)
+        lines = child.stdout.strip().splitlines()
+        return child, (dict(json.loads(lines[-1])) if lines else {})
+
+    def decide_with_cli(
+        self,
+        request_id: str,
+        request_hash: str,
+        decision: str,
+        *,
+        reviewer: str = "reviewer-1",
+        expect: int = 0,
+    ) -> Child:
+        """A reviewer process using the ``oma approvals decide`` command line."""
+        cmd = [
+            sys.executable,
+            "-m",
+            "oma_actors.cli.main",
+            "approvals",
+            "decide",
+            request_id,
+            "--store",
+            str(self.store_path),
+            f"--{decision}",
+            "--reviewer",
+            reviewer,
+            "--hash",
+            request_hash,
+        ]
+        child = run_process(cmd, expect=expect, what=f"oma approvals decide --{decision}")
+        self.children.append(child)
+        return child
+
     def snapshot(self) -> dict[str, Any] | None:
         """The stored checkpoint, read as a third party through a fresh ``FileStore``."""
         return read_checkpoint(self.store_path)
+
+
+def run_process(cmd: list[str], *, expect: int, what: str) -> Child:
+    """Run ``cmd`` from the repository root; any exit code but ``expect`` fails the test."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{what} timed out\nstderr:\n{stderr}")
+    child = Child(proc.pid, proc.returncode, stdout, stderr)
+    if child.returncode != expect:
+        pytest.fail(
+            f"{what} exited {child.returncode}, expected {expect}\n"
+            f"stdout:\n{stdout}\nstderr:\n{stderr}"
+        )
+    return child
+
+
+def read_approval_rows(store_path: Path) -> dict[str, dict[str, Any]]:
+    """``request id -> parsed record`` of every approval row in the FileStore file at ``path``.
+
+    Read with ``json`` only (a third party that shares no code with the runtime); an absent
+    file has no rows.
+    """
+    if not store_path.exists():
+        return {}
+    document = json.loads(store_path.read_bytes())
+    rows: dict[str, dict[str, Any]] = {}
+    for entry in document["entries"]:
+        key = str(entry["key"])
+        if key.startswith(APPROVAL_PREFIX):
+            rows[key.removeprefix(APPROVAL_PREFIX)] = dict(json.loads(entry["value"]))
+    return rows
 
 
 async def load_checkpoint(path: Path) -> dict[str, Any] | None:
@@ -297,18 +421,23 @@ def assert_resumed(
     extra_calls: Counter[CallKey] | None = None,
     same_results: bool = True,
     total_usage: bool = True,
+    earlier: tuple[Child, ...] = (),
 ) -> dict[str, Any]:
     """The checks every crash-and-restore test makes (matrix 3.5, items 2-5 and 8).
 
     ``before`` is the checkpoint P1 left behind. Returns the checkpoint P2 left behind.
+    ``earlier`` are processes of the same run before P1 (say, the one that suspended before a
+    reviewer decided): their model calls count in the union too.
     """
     after = sc.snapshot()
     assert after is not None
     result = sc.result()
     calls1, calls2 = sc.model_calls(p1.pid), sc.model_calls(p2.pid)
+    calls0 = [call for child in earlier for call in sc.model_calls(child.pid)]
 
     # 2. Model calls: the union is the script plus the documented re-asks, nothing more.
-    assert call_keys(calls1) + call_keys(calls2) == base.call_keys + (extra_calls or Counter())
+    union = call_keys(calls0) + call_keys(calls1) + call_keys(calls2)
+    assert union == base.call_keys + (extra_calls or Counter())
     # ... and P2 never asks again for a turn whose assistant message was saved.
     for title in completed_titles(before):
         assert not [c for c in calls2 if c["task"] == title], f"{title} completed before the crash"
