@@ -5,7 +5,13 @@ The public API (see API.md): build a ``Team`` of ``AgentConfig``s, give it ``Tas
 """
 
 from oma_actors.agents.config import AgentConfig, Team
-from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend
+from oma_actors.approvals import (
+    ApprovalRecord,
+    DurableApprovalLedger,
+    decide_approval,
+    get_approval_record,
+)
+from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend, ToolCallRequest
 from oma_actors.checkpoint import (
     CHECKPOINT_KEY_PREFIX,
     DEFAULT_CHECKPOINT_KEY,
@@ -84,6 +90,7 @@ __all__ = [
     "Allow",
     "ApprovalDecision",
     "ApprovalPending",
+    "ApprovalRecord",
     "ApprovalRequest",
     "AtomicStore",
     "CHECKPOINT_KEY_PREFIX",
@@ -101,6 +108,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT_KEY",
     "Deny",
     "DurableApprovalError",
+    "DurableApprovalLedger",
     "FileStore",
     "Gate",
     "ImageBlock",
@@ -140,6 +148,7 @@ __all__ = [
     "TokenUsage",
     "Tool",
     "ToolCallRecord",
+    "ToolCallRequest",
     "ToolCalled",
     "ToolContext",
     "ToolOutcomeUnknown",
@@ -149,6 +158,8 @@ __all__ = [
     "ToolUseBlock",
     "UnsupportedSchemaError",
     "checkpoint_key",
+    "decide_approval",
     "define_tool",
+    "get_approval_record",
     "is_checkpoint_key",
 ]

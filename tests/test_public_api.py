@@ -27,6 +27,9 @@ API_NAMES = {
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
+    # Durable approvals
+    "decide_approval", "get_approval_record", "DurableApprovalLedger", "ApprovalRecord", "Reviewer",
+    "ApprovalRequest", "ApprovalDecision", "ToolCallRequest",
     # Progress events
     "ProgressEvent", "TaskStarted", "TaskCompleted", "TaskFailed", "TaskSkipped",
     "CheckpointSaved", "CheckpointSaveFailed", "SynthesisFailed", "ApprovalPending",
@@ -104,6 +107,11 @@ def test_signatures_match_api_md() -> None:
         ("tool_use_id", pos), ("content", pos), ("is_error", pos)
     ]  # fmt: skip
     assert oma_actors.TokenUsage(1, 2).output_tokens == 2
+    assert params(oma_actors.decide_approval) == [
+        ("store", pos), ("request_id", kw), ("request_hash", kw), ("decision", kw), ("reviewer", kw)
+    ]  # fmt: skip
+    assert params(oma_actors.get_approval_record) == [("store", pos), ("request_id", pos)]
+    assert params(oma_actors.Reviewer) == [("id", pos), ("display_name", pos)]
 
 
 def test_every_event_is_a_frozen_progress_event_with_a_run_id() -> None:
