@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check bench clean venv
+.PHONY: demo test lint typecheck check bench clean venv node-test go-test protos
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,18 +21,29 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check oma_actors tests bench
-	$(BIN)/ruff format --check oma_actors tests bench
+	$(BIN)/ruff check oma_actors sidecar scripts tests bench
+	$(BIN)/ruff format --check oma_actors sidecar scripts tests bench
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/gen_protos.py --check
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 check: test lint typecheck
 
+node-test: $(STAMP)
+	cd clients/node && npm ci --no-audit --no-fund && OMA_PYTHON="$(CURDIR)/$(BIN)/python" node --test test/
+
+go-test: $(STAMP)
+	clients/go/build.sh test
+
+protos: $(STAMP)
+	$(BIN)/python scripts/gen_protos.py
+
 bench: $(STAMP)
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/checkpoint.py
+	$(BIN)/python bench/sidecar.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

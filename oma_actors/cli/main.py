@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.actors import event_loop_factory
 from oma_actors.cli import approvals_cmd
@@ -14,7 +15,6 @@ from oma_actors.errors import OmaError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence
-    from typing import Any
 
     from rich.console import Console
 
@@ -62,11 +62,31 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--key", help="an explicit checkpoint key")
     show.add_argument("--raw", action="store_true", help="print the stored JSON")
     approvals_cmd.add_parser(commands)
+    sidecar_cli = _sidecar_cli()
+    if sidecar_cli is not None:
+        sidecar_cli.add_parser(commands)
     return parser
+
+
+def _sidecar_cli() -> Any:
+    """The ``serve`` command of the separate ``sidecar`` package, if it is installed.
+
+    Looked up by name: ``oma_actors`` never imports ``sidecar`` or grpc (the layering contract);
+    ``sidecar.cli.add_parser`` itself imports no grpc, so ``oma --help`` stays fast.
+    """
+    try:
+        return importlib.import_module("sidecar.cli")
+    except ImportError:
+        return None
 
 
 def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, int]:
     """The coroutine that carries out ``args``."""
+    if args.command == "serve":
+        sidecar_cli = _sidecar_cli()
+        assert sidecar_cli is not None  # the parser only has `serve` when it is installed
+        run: Coroutine[Any, Any, int] = sidecar_cli.run(args)
+        return run
     if args.command == "approvals":
         return approvals_cmd.run(args, console)
     if args.command == "checkpoint":

@@ -1,0 +1,255 @@
+// Node client of the oma-actors sidecar (package oma.v1), on @grpc/grpc-js + @grpc/proto-loader.
+//
+//   const client = new SidecarClient("127.0.0.1:50051", token);
+//   const host = client.serveTools("node-host", [{ name, description, inputSchema, handler }]);
+//   const { run } = await client.startRun({ run_id, request_id, team, tasks });
+//   for await (const event of client.watch(run.run_id)) console.log(event.seq, event.type);
+//
+// Messages use the proto field names (snake_case); enums are strings ("RUN_STATUS_COMPLETED");
+// int64 values are Numbers.
+
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import { randomUUID } from "node:crypto";
+import grpc from "@grpc/grpc-js";
+import protoLoader from "@grpc/proto-loader";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const PROTO_ROOT = path.resolve(here, "..", "..", "..", "proto");
+
+let cached;
+
+/** The loaded oma.v1 package (services and message types). */
+export function loadOma(protoRoot = PROTO_ROOT) {
+  if (cached) return cached;
+  const definition = protoLoader.loadSync("oma/v1/sidecar.proto", {
+    includeDirs: [protoRoot],
+    keepCase: true,
+    longs: Number,
+    enums: String,
+    defaults: true,
+    oneofs: true,
+  });
+  cached = grpc.loadPackageDefinition(definition).oma.v1;
+  return cached;
+}
+
+/** The `oma-error-reason` trailer of a failed call (e.g. "RUN_NOT_FOUND"), if any. */
+export function errorReason(error) {
+  const values = error?.metadata?.get?.("oma-error-reason") ?? [];
+  return values.length ? String(values[0]) : undefined;
+}
+
+export class SidecarClient {
+  /**
+   * @param {string} address host:port of the sidecar
+   * @param {string} token the bearer token (OMA_SIDECAR_TOKEN or the token file)
+   */
+  constructor(address, token, { credentials = grpc.credentials.createInsecure() } = {}) {
+    const oma = loadOma();
+    const options = {
+      "grpc.initial_reconnect_backoff_ms": 100,
+      "grpc.min_reconnect_backoff_ms": 100,
+      "grpc.max_reconnect_backoff_ms": 1000,
+    };
+    this.address = address;
+    this.metadata = new grpc.Metadata();
+    this.metadata.set("authorization", `Bearer ${token}`);
+    this.runs = new oma.RunService(address, credentials, options);
+    this.approvals = new oma.ApprovalService(address, credentials, options);
+    this.tools = new oma.ToolHostService(address, credentials, options);
+    this.system = new oma.SystemService(address, credentials, options);
+  }
+
+  close() {
+    for (const stub of [this.runs, this.approvals, this.tools, this.system]) stub.close();
+  }
+
+  /** Wait until the channel is connected (e.g. after a sidecar restart). */
+  ready(withinMs = 10000) {
+    return new Promise((resolve, reject) =>
+      this.runs.waitForReady(Date.now() + withinMs, (error) => (error ? reject(error) : resolve())),
+    );
+  }
+
+  #unary(stub, method, request) {
+    return new Promise((resolve, reject) => {
+      stub[method](request, this.metadata, (error, response) =>
+        error ? reject(error) : resolve(response),
+      );
+    });
+  }
+
+  serverInfo() {
+    return this.#unary(this.system, "GetServerInfo", {});
+  }
+
+  startRun(request) {
+    return this.#unary(this.runs, "StartRun", { request_id: randomUUID(), ...request });
+  }
+
+  getRun(runId, { full = false } = {}) {
+    const view = full ? "RUN_VIEW_FULL" : "RUN_VIEW_BASIC";
+    return this.#unary(this.runs, "GetRun", { run_id: runId, view });
+  }
+
+  listRuns(statuses = []) {
+    return this.#unary(this.runs, "ListRuns", { page_size: 500, statuses });
+  }
+
+  restoreRun(runId) {
+    return this.#unary(this.runs, "RestoreRun", { run_id: runId });
+  }
+
+  cancelRun(runId, reason = "") {
+    return this.#unary(this.runs, "CancelRun", { run_id: runId, reason });
+  }
+
+  listApprovals(runId = "", states = []) {
+    return this.#unary(this.approvals, "ListApprovals", { run_id: runId, states });
+  }
+
+  getApproval(id) {
+    return this.#unary(this.approvals, "GetApproval", { id });
+  }
+
+  /** Decide on the hash of the content that was shown (approval.request_hash). */
+  decideApproval(approval, { approve, reviewer }) {
+    return this.#unary(this.approvals, "DecideApproval", {
+      id: approval.id,
+      request_hash: approval.request_hash,
+      decision: approve ? "DECISION_APPROVE" : "DECISION_REJECT",
+      reviewer: { id: reviewer },
+    });
+  }
+
+  /**
+   * The run's events after `afterSeq` until it ends (heartbeats skipped).
+   * With allowGap, events lost with a crashed sidecar arrive as one `gap` event.
+   */
+  async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [] } = {}) {
+    const call = this.runs.WatchRun(
+      { run_id: runId, after_seq: afterSeq, allow_gap: allowGap, follow_suspended: followSuspended, types },
+      this.metadata,
+    );
+    try {
+      for await (const event of call) {
+        if (event.type !== "heartbeat") yield event;
+      }
+    } finally {
+      call.cancel();
+    }
+  }
+
+  /**
+   * Serve tools over ToolHostService.Connect, reconnecting when the stream drops.
+   * Each tool: { name, description, inputSchema, handler(input, call) -> string | Promise<string>,
+   * consequential? }. A handler that throws answers with an error result (shown to the model).
+   * Deduplicate side effects on call.idempotency_key: a call may be delivered more than once.
+   */
+  serveTools(hostId, tools, { maxConcurrent = 16, reconnectDelayMs = 100 } = {}) {
+    return new ToolHost(this, hostId, tools, { maxConcurrent, reconnectDelayMs });
+  }
+}
+
+/** A running tool host; `ledger` records deliveries and acks; `stop()` ends it. */
+export class ToolHost {
+  constructor(client, hostId, tools, { maxConcurrent, reconnectDelayMs }) {
+    this.client = client;
+    this.hostId = hostId;
+    this.tools = new Map(tools.map((tool) => [tool.name, tool]));
+    this.maxConcurrent = maxConcurrent;
+    this.reconnectDelayMs = reconnectDelayMs;
+    this.ledger = { deliveries: [], acks: new Map(), sent: new Map() };
+    this.stopped = false;
+    this.sessions = 0;
+    this.#waiters = [];
+    this.#connect();
+  }
+
+  #stream;
+  #waiters;
+  #registered = false;
+
+  /** Resolves once a session is registered (again, after a reconnect). */
+  registered() {
+    if (this.#registered) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Idempotency keys whose result the sidecar acknowledged as committed. */
+  committedKeys() {
+    const keys = new Set();
+    for (const [callId, status] of this.ledger.acks) {
+      if (status === "STATUS_COMMITTED") keys.add(this.ledger.sent.get(callId));
+    }
+    return keys;
+  }
+
+  stop() {
+    this.stopped = true;
+    this.#stream?.cancel();
+  }
+
+  #connect() {
+    if (this.stopped) return;
+    const stream = this.client.tools.Connect(this.client.metadata);
+    this.#stream = stream;
+    let ended = false;
+    const reconnect = () => {
+      if (ended) return;
+      ended = true;
+      this.#registered = false;
+      if (!this.stopped) setTimeout(() => this.#connect(), this.reconnectDelayMs);
+    };
+    stream.on("data", (message) => this.#onMessage(stream, message));
+    stream.on("error", reconnect);
+    stream.on("end", reconnect);
+    stream.write({
+      register: {
+        host_id: this.hostId,
+        max_concurrent_calls: this.maxConcurrent,
+        tools: [...this.tools.values()].map((tool) => ({
+          name: tool.name,
+          description: tool.description ?? "",
+          input_schema_json: JSON.stringify(tool.inputSchema ?? { type: "object" }),
+          consequential: Boolean(tool.consequential),
+        })),
+      },
+    });
+  }
+
+  #onMessage(stream, message) {
+    switch (message.msg) {
+      case "register_ack":
+        this.sessions += 1;
+        this.#registered = true;
+        for (const resolve of this.#waiters.splice(0)) resolve();
+        break;
+      case "call":
+        this.#serve(stream, message.call);
+        break;
+      case "result_ack":
+        this.ledger.acks.set(message.result_ack.call_id, message.result_ack.status);
+        break;
+      default:
+        break; // ping, cancel
+    }
+  }
+
+  async #serve(stream, call) {
+    this.ledger.deliveries.push(call);
+    const result = { call_id: call.call_id, tool_call_id: call.tool_call_id };
+    try {
+      const tool = this.tools.get(call.tool_name);
+      if (!tool) throw new Error(`this host has no tool ${call.tool_name}`);
+      const text = await tool.handler(JSON.parse(call.input_json || "{}"), call);
+      result.success = { output_text: String(text) };
+    } catch (error) {
+      result.error = { message: `${error?.name ?? "Error"}: ${error?.message ?? error}` };
+    }
+    if (stream !== this.#stream || stream.destroyed) return; // that session is gone
+    this.ledger.sent.set(call.call_id, call.idempotency_key);
+    stream.write({ result });
+  }
+}

@@ -1,0 +1,191 @@
+"""Approval RPCs over ``oma_actors.approvals``: list, get and decide ledger rows.
+
+The ledger rows live in the checkpoint store of the run that asked (its ``store_uri``). The
+reviewer gets the exact canonical JSON that was hashed (``approval_hash_input``), so a host can
+check ``sha256(canonical_json) == request_hash`` and render exactly what gets approved.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+from oma_actors import ApprovalDecision, Reviewer
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.convert import timestamp
+from sidecar.events import approval_pb, canonical_json
+from sidecar.status import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from oma_actors import MemoryStore
+    from sidecar.execution import RunExecutor
+    from sidecar.runs import RunRegistry
+    from sidecar.stores import StoreRegistry
+
+HASH = re.compile(r"^[0-9a-f]{64}$")
+STATE_OF = {"approved": pb.APPROVAL_STATE_APPROVED, "rejected": pb.APPROVAL_STATE_REJECTED}
+DECISION_OF: dict[int, Literal["approve", "reject"]] = {
+    pb.DecideApprovalRequest.DECISION_APPROVE: "approve",
+    pb.DecideApprovalRequest.DECISION_REJECT: "reject",
+}
+
+
+def ledger_module() -> ModuleType | None:
+    """``oma_actors.approvals`` when this build has it."""
+    try:
+        import oma_actors.approvals as module
+    except ImportError:
+        return None
+    return module
+
+
+class ApprovalDesk:
+    """Serves the approval rows of every store the sidecar's runs use."""
+
+    def __init__(
+        self,
+        *,
+        registry: RunRegistry,
+        stores: StoreRegistry,
+        executor: RunExecutor,
+        default_store_uri: str,
+    ) -> None:
+        self._registry = registry
+        self._stores = stores
+        self._executor = executor
+        self._default_store_uri = default_store_uri
+
+    @property
+    def available(self) -> bool:
+        """Whether the approval ledger can be used."""
+        return ledger_module() is not None
+
+    def _module(self) -> ModuleType:
+        module = ledger_module()
+        if module is None:
+            raise Unavailable("APPROVALS_UNAVAILABLE", "this build has no approval ledger")
+        return module
+
+    async def _stores_of(self, run_id: str) -> list[MemoryStore]:
+        if run_id:
+            record = self._registry.records.get(run_id)
+            if record is None:
+                raise NotFound("RUN_NOT_FOUND", f"no run {run_id!r}", metadata={"run_id": run_id})
+            return [await self._stores.get(record.store_uri)]
+        uris = {self._default_store_uri} | {r.store_uri for r in self._registry.records.values()}
+        return [await self._stores.get(uri) for uri in sorted(uris)]
+
+    def message(self, record: Any) -> pb.Approval:
+        """The wire form of a ledger record, with its canonical JSON."""
+        approval = approval_pb(record.request, canonical_json(record.request))
+        decision: ApprovalDecision | None = record.decision
+        if decision is not None:
+            approval.state = STATE_OF.get(decision.decision, pb.APPROVAL_STATE_UNSPECIFIED)
+            approval.decision.CopyFrom(
+                pb.ApprovalDecision(
+                    request_id=decision.request_id,
+                    run_id=decision.run_id,
+                    scope=approval.scope,
+                    request_hash=decision.request_hash,
+                    decision=approval.state,
+                    reviewer=pb.Reviewer(
+                        id=decision.reviewer.id,
+                        display_name=decision.reviewer.display_name or "",
+                    ),
+                    decided_at=timestamp(decision.decided_at),
+                )
+            )
+        return approval
+
+    async def _find(self, request_id: str) -> tuple[Any, MemoryStore]:
+        module = self._module()
+        for store in await self._stores_of(""):
+            record = await module.get_approval_record(store, request_id)
+            if record is not None:
+                return record, store
+        raise NotFound(
+            "APPROVAL_NOT_FOUND", f"no approval {request_id!r}", metadata={"id": request_id}
+        )
+
+    async def list(self, request: pb.ListApprovalsRequest) -> pb.ListApprovalsResponse:
+        """Approvals of one run or every run, filtered by state, paginated."""
+        module = self._module()
+        states = set(request.states) or {pb.APPROVAL_STATE_PENDING}
+        if not 0 <= request.page_size <= 500:
+            raise InvalidArgument("page_size", "must be 0..500")
+        offset = _offset(request.page_token)
+        found: list[pb.Approval] = []
+        for store in await self._stores_of(request.run_id):
+            ledger_rows = await module.DurableApprovalLedger(store).list(
+                run_id=request.run_id or None
+            )
+            found.extend(self.message(row) for row in ledger_rows)
+        chosen = [approval for approval in found if approval.state in states]
+        size = request.page_size or 50
+        page = chosen[offset : offset + size]
+        token = str(offset + size) if offset + size < len(chosen) else ""
+        return pb.ListApprovalsResponse(approvals=page, next_page_token=token)
+
+    async def get(self, request: pb.GetApprovalRequest) -> pb.Approval:
+        """One approval by id."""
+        if not request.id.strip():
+            raise InvalidArgument("id", "is required")
+        record, _ = await self._find(request.id)
+        return self.message(record)
+
+    async def decide(self, request: pb.DecideApprovalRequest) -> pb.DecideApprovalResponse:
+        """Record a decision on the reviewed hash; restore the run once nothing is pending."""
+        module = self._module()
+        if not request.id.strip():
+            raise InvalidArgument("id", "is required")
+        if not HASH.match(request.request_hash):
+            raise InvalidArgument("request_hash", "is required: the sha256 hex the reviewer saw")
+        decision = DECISION_OF.get(request.decision)
+        if decision is None:
+            raise InvalidArgument("decision", "must be DECISION_APPROVE or DECISION_REJECT")
+        if not request.reviewer.id.strip():
+            raise InvalidArgument("reviewer.id", "is required")
+        if request.resume not in pb.DecideApprovalRequest.ResumePolicy.values():
+            raise InvalidArgument("resume", f"unknown value {request.resume}")
+        existing, store = await self._find(request.id)
+        reviewer = Reviewer(request.reviewer.id, request.reviewer.display_name or None)
+        decided = await module.decide_approval(
+            store,
+            request_id=request.id,
+            request_hash=request.request_hash,
+            decision=decision,
+            reviewer=reviewer,
+        )
+        response = pb.DecideApprovalResponse(
+            approval=self.message(decided), recorded=existing.decision is None
+        )
+        if request.resume != pb.DecideApprovalRequest.RESUME_POLICY_NEVER:
+            run = await self._resume_if_ready(module, store, decided.request.run_id)
+            if run is not None:
+                response.run.CopyFrom(run)
+        return response
+
+    async def _resume_if_ready(
+        self, module: ModuleType, store: MemoryStore, run_id: str
+    ) -> pb.Run | None:
+        record = self._registry.records.get(run_id)
+        if record is None or record.status != pb.RUN_STATUS_SUSPENDED:
+            return None
+        rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
+        if any(row.decision is None for row in rows):
+            return None
+        try:
+            restored, _ = await self._executor.restore(pb.RestoreRunRequest(run_id=run_id))
+        except FailedPrecondition:
+            return None  # restored concurrently by another decision
+        return self._registry.run_message(restored, full=False)
+
+
+def _offset(token: str) -> int:
+    if not token:
+        return 0
+    if not token.isdigit() or len(token) > 9:
+        raise InvalidArgument("page_token", "is not a token from a previous response")
+    return int(token)

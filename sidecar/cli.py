@@ -1,0 +1,136 @@
+"""``oma serve``: run the gRPC sidecar.
+
+``oma_actors.cli.main`` wires this in lazily (``add_parser(commands)`` when building the parser,
+``await run(args)`` for the command), so ``oma`` never imports grpc unless it serves.
+``python -m sidecar`` runs the same command standalone on uvloop.
+
+On start it prints two lines a supervisor or test can parse::
+
+    oma-sidecar listening on 127.0.0.1:50051
+    oma-sidecar token file: /root/.oma/sidecar.token      (or: token from OMA_SIDECAR_TOKEN)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+LISTEN_LINE = "oma-sidecar listening on "
+TOKEN_LINE = "oma-sidecar token file: "
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` command to ``commands`` (an ``add_subparsers`` result)."""
+    serve = commands.add_parser(
+        "serve",
+        help="run the gRPC sidecar (start, watch, restore and approve runs from Go or Node)",
+        description=(
+            "Serve oma.v1 over gRPC on a loopback address. Every RPC but grpc.health.v1 needs "
+            "'authorization: Bearer <token>'."
+        ),
+    )
+    add_arguments(serve)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``serve``."""
+    from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE, DEFAULT_TOKEN_FILE
+
+    parser.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        help=f"HOST:PORT to bind (default {DEFAULT_LISTEN}; port 0 picks a free port)",
+    )
+    parser.add_argument(
+        "--store",
+        default=DEFAULT_STORE,
+        help="state store and default checkpoint store: file:///abs/path.json or memory:// "
+        f"(default {DEFAULT_STORE})",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="read the bearer token from this file (OMA_SIDECAR_TOKEN wins when set)",
+    )
+    parser.add_argument(
+        "--generated-token-file",
+        type=Path,
+        default=DEFAULT_TOKEN_FILE,
+        help=f"where a generated token is written, mode 0600 (default {DEFAULT_TOKEN_FILE})",
+    )
+    parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
+    parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
+    parser.add_argument("--no-reflection", action="store_true", help="do not serve reflection")
+    parser.add_argument("--heartbeat", type=float, default=15.0, help=argparse.SUPPRESS)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT or SIGTERM; returns the exit code (2 for bad settings)."""
+    from sidecar.auth import resolve_token
+    from sidecar.server import ServerConfig, ServerConfigError, Sidecar
+    from sidecar.status import SidecarError
+
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        token = resolve_token(
+            token_file=args.token_file, env=os.environ, generated_path=args.generated_token_file
+        )
+    except (OSError, ValueError) as exc:
+        print(f"oma serve: token: {exc}", file=sys.stderr)
+        return 2
+    config = ServerConfig(
+        token=token.value,
+        listen=args.listen,
+        store_uri=args.store,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        reflection=not args.no_reflection,
+        heartbeat_s=args.heartbeat,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the address is printed
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with Sidecar(config) as sidecar:
+            print(f"{LISTEN_LINE}{sidecar.address}", flush=True)
+            if token.path is not None:
+                print(f"{TOKEN_LINE}{token.path}", flush=True)
+            else:
+                print("oma-sidecar token from OMA_SIDECAR_TOKEN", flush=True)
+            print(f"oma-sidecar store: {config.store_uri}", flush=True)
+            if sidecar.interrupted:
+                listed = ", ".join(sidecar.interrupted)
+                print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)
+            await stop.wait()
+    except (ServerConfigError, SidecarError, OSError) as exc:
+        print(f"oma serve: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sidecar``: parse the options and serve on uvloop."""
+    parser = argparse.ArgumentParser(prog="python -m sidecar", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(run(args))

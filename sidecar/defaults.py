@@ -1,0 +1,10 @@
+"""Defaults of ``oma serve``, importable without grpc (the ``oma`` parser shows them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DEFAULT_LISTEN = "127.0.0.1:50051"
+DEFAULT_STORE = f"file://{Path.home() / '.oma' / 'sidecar' / 'state.json'}"
+DEFAULT_TOKEN_FILE = Path.home() / ".oma" / "sidecar.token"
+TOKEN_ENV = "OMA_SIDECAR_TOKEN"

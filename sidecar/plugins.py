@@ -1,0 +1,60 @@
+"""What a sidecar can offer besides host tools: Python tools by entry point, approval gates."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from typing import TYPE_CHECKING, Any
+
+from oma_actors import ConfigurationError, OpenMultiAgent, Suspend, Tool
+
+if TYPE_CHECKING:
+    from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+
+logger = logging.getLogger(__name__)
+ENTRY_POINT_GROUP = "oma_actors.tools"
+
+
+def load_python_tools() -> dict[str, Tool]:
+    """Tools registered under the entry point group ``oma_actors.tools``.
+
+    An entry point may name a ``Tool``, or a callable returning a ``Tool`` or a list of them.
+    One that fails to load is logged and skipped.
+    """
+    tools: dict[str, Tool] = {}
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded: Any = entry.load()
+            if not isinstance(loaded, Tool) and callable(loaded):
+                loaded = loaded()
+            for tool in loaded if isinstance(loaded, list | tuple) else [loaded]:
+                if not isinstance(tool, Tool):
+                    raise TypeError(f"{type(tool).__name__} is not a Tool")
+                tools[tool.name] = tool
+        except Exception:
+            logger.exception("could not load tool entry point %s", entry.name)
+    return tools
+
+
+def approval_gates_available() -> bool:
+    """Whether this oma_actors build can suspend runs at approval gates."""
+    try:
+        OpenMultiAgent(on_tool_call=lambda call: True)
+    except ConfigurationError:
+        return False
+    return True
+
+
+def gates_of(gates: pb.ApprovalGates) -> dict[str, Any]:
+    """``OpenMultiAgent`` gate arguments that suspend for a durable decision where asked."""
+    chosen: dict[str, Any] = {}
+    if gates.plan:
+        chosen["on_plan_ready"] = lambda *args: Suspend()
+    if gates.task_dispatch:
+        chosen["on_task_dispatch"] = lambda *args: Suspend()
+    if gates.tool_calls:
+        names = frozenset(gates.tool_calls)
+        chosen["on_tool_call"] = lambda call: (
+            Suspend() if getattr(call, "tool_name", None) in names else True
+        )
+    return chosen

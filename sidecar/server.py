@@ -1,0 +1,235 @@
+"""The sidecar server: wiring, listening address, TLS, health, reflection and shutdown.
+
+``Sidecar`` is an async context manager owning everything a server runs: the store registry,
+a task group for the runs, the run registry (loaded from the state store, interrupted runs
+marked), the tool host and the grpc.aio server. Leaving it stops the server with a grace period,
+cancels what still runs and closes the stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar.approvals import ApprovalDesk
+from sidecar.auth import BearerAuthInterceptor
+from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
+from sidecar.execution import RunExecutor
+from sidecar.plugins import load_python_tools
+from sidecar.runs import RunRegistry
+from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
+from sidecar.stores import StoreRegistry, normalize_uri
+from sidecar.tool_host import ToolHost
+
+if TYPE_CHECKING:
+    from collections.abc import Coroutine, Mapping
+    from pathlib import Path
+    from types import TracebackType
+
+    from oma_actors import Tool
+
+logger = logging.getLogger(__name__)
+
+SERVICES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
+MAX_MESSAGE = 16 * 1024 * 1024
+
+
+class ServerConfigError(ValueError):
+    """The server cannot start with these settings (bad address, TLS missing, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """How to run a sidecar.
+
+    Args:
+        token: the bearer token every RPC but health must carry.
+        listen: ``HOST:PORT``; port 0 picks a free port. Non-loopback needs TLS.
+        store_uri: the state store (run registry) and default checkpoint store.
+        tls_cert, tls_key: PEM files; both or neither.
+        python_tools: tools offered by name; ``None`` loads the ``oma_actors.tools`` entry points.
+        reflection: serve grpc.reflection.v1alpha.
+        heartbeat_s: idle interval after which watch streams get a heartbeat and tool streams a
+            ping.
+        grace_s: how long in-flight RPCs may finish at shutdown.
+    """
+
+    token: str
+    listen: str = DEFAULT_LISTEN
+    store_uri: str = DEFAULT_STORE
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    python_tools: Mapping[str, Tool] | None = field(default=None, compare=False)
+    reflection: bool = True
+    heartbeat_s: float = 15.0
+    grace_s: float = 2.0
+
+
+def split_address(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as host and port.
+
+    Raises:
+        ServerConfigError: the address is malformed.
+    """
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ServerConfigError(f"--listen must be HOST:PORT, got {listen!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only reaches this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Sidecar:
+    """A running sidecar server (``async with Sidecar(config) as sidecar``)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.port = 0
+        self._stack = AsyncExitStack()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: Any = None
+        self._group: asyncio.TaskGroup | None = None
+        self.interrupted: list[str] = []
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as bound (with the chosen port when 0 was asked)."""
+        host, _ = split_address(self.config.listen)
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    def _credentials(self, host: str) -> Any:
+        cert, key = self.config.tls_cert, self.config.tls_key
+        if (cert is None) != (key is None):
+            raise ServerConfigError("--tls-cert and --tls-key go together")
+        if cert is None or key is None:
+            if not is_loopback(host):
+                raise ServerConfigError(
+                    f"refusing to listen on non-loopback {host!r} without TLS "
+                    "(give --tls-cert and --tls-key)"
+                )
+            return None
+        return grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` as a task of the server; its failure is logged, never fatal."""
+        assert self._group is not None
+        task = self._group.create_task(_logged(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def __aenter__(self) -> Sidecar:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def _start(self) -> None:
+        config = self.config
+        host, port = split_address(config.listen)
+        credentials = self._credentials(host)
+        store_uri = normalize_uri(config.store_uri, field="--store")
+        stores = await self._stack.enter_async_context(StoreRegistry())
+        self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
+        self._stack.push_async_callback(self._cancel_tasks)
+        registry = RunRegistry(await stores.get(store_uri), spawn=self.spawn)
+        self.interrupted = [record.run_id for record in await registry.load()]
+        tools = load_python_tools() if config.python_tools is None else dict(config.python_tools)
+        tool_host = ToolHost(reserved=frozenset(tools))
+        executor = RunExecutor(
+            registry=registry,
+            tool_host=tool_host,
+            stores=stores,
+            python_tools=tools,
+            spawn=self.spawn,
+            default_store_uri=store_uri,
+        )
+        tool_host.on_dispatch = executor.on_dispatch
+        desk = ApprovalDesk(
+            registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
+        )
+        server = grpc.aio.server(
+            interceptors=[BearerAuthInterceptor(config.token)],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE),
+                ("grpc.max_send_message_length", MAX_MESSAGE),
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+            ],
+        )
+        heartbeat = config.heartbeat_s
+        pb_grpc.add_RunServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            RunServicer(executor=executor, registry=registry, heartbeat_s=heartbeat), server
+        )
+        pb_grpc.add_ApprovalServiceServicer_to_server(ApprovalServicer(desk), server)  # type: ignore[no-untyped-call]
+        pb_grpc.add_ToolHostServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            ToolHostServicer(tool_host, ping_s=heartbeat), server
+        )
+        pb_grpc.add_SystemServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            SystemServicer(executor=executor, desk=desk, default_store_uri=store_uri), server
+        )
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        if config.reflection:
+            names = (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME)
+            reflection.enable_server_reflection(names, server)
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if credentials is None:
+            self.port = server.add_insecure_port(bind)
+        else:
+            self.port = server.add_secure_port(bind, credentials)
+        if self.port == 0:
+            raise ServerConfigError(f"could not bind {bind}")
+        await server.start()
+        self._server = server
+        self._stack.push_async_callback(self._stop_server)
+        serving = health_pb2.HealthCheckResponse.SERVING
+        for name in ("", *SERVICES):
+            await health_servicer.set(name, serving)
+
+    async def _stop_server(self) -> None:
+        await self._server.stop(self.config.grace_s)
+
+    async def _cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def wait_closed(self) -> None:
+        """Wait until the server terminates."""
+        await self._server.wait_for_termination()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stack.aclose()
+
+
+async def _logged(coro: Coroutine[Any, Any, None]) -> None:
+    try:
+        await coro
+    except Exception:
+        logger.exception("a sidecar background task failed")

@@ -1,0 +1,309 @@
+"""The gRPC servicers: thin adapters from RPCs to the executor, registry, tool host and desk.
+
+Every handler maps failures through ``status.abort`` (one table in ``sidecar/status.py``); no
+business logic lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+import sidecar
+from sidecar import convert
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar.status import InvalidArgument, NotFound, OutOfRange, SidecarError, abort
+from sidecar.stores import SCHEMES
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from sidecar.approvals import ApprovalDesk
+    from sidecar.execution import RunExecutor
+    from sidecar.runs import RunLog, RunRegistry
+    from sidecar.tool_host import HostSession, ToolHost
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+Self = TypeVar("Self")
+END_STATUSES = frozenset(
+    {
+        pb.RUN_STATUS_COMPLETED,
+        pb.RUN_STATUS_FAILED,
+        pb.RUN_STATUS_CANCELLED,
+        pb.RUN_STATUS_INTERRUPTED,
+    }
+)
+COMMIT_WAIT = 60.0
+
+
+def unary(
+    method: Callable[[Self, Req, Any], Awaitable[Resp]],
+) -> Callable[[Self, Req, Any], Awaitable[Resp]]:
+    """Map any failure of a unary handler to its status."""
+
+    @functools.wraps(method)
+    async def handler(self: Self, request: Req, context: Any) -> Resp:
+        try:
+            return await method(self, request, context)
+        except (grpc.aio.AbortError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            await abort(context, exc)
+
+    return handler
+
+
+class RunServicer(pb_grpc.RunServiceServicer):
+    """``oma.v1.RunService``."""
+
+    def __init__(
+        self, *, executor: RunExecutor, registry: RunRegistry, heartbeat_s: float = 15.0
+    ) -> None:
+        self._executor = executor
+        self._registry = registry
+        self._heartbeat_s = heartbeat_s
+
+    @unary
+    async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
+        record, created = await self._executor.start(request)
+        run = self._registry.run_message(record, full=False)
+        return pb.StartRunResponse(run=run, created=created)
+
+    @unary
+    async def GetRun(self, request: pb.GetRunRequest, context: Any) -> pb.Run:
+        convert.check_run_id(request.run_id)
+        if request.view not in pb.RunView.values():
+            raise InvalidArgument("view", f"unknown value {request.view}")
+        record = self._registry.records.get(request.run_id)
+        if record is None:
+            raise NotFound("RUN_NOT_FOUND", f"no run {request.run_id!r}")
+        return self._registry.run_message(record, full=request.view == pb.RUN_VIEW_FULL)
+
+    @unary
+    async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:
+        if not 0 <= request.page_size <= 500:
+            raise InvalidArgument("page_size", "must be 0..500")
+        offset = 0
+        if request.page_token:
+            if not request.page_token.isdigit() or len(request.page_token) > 9:
+                raise InvalidArgument("page_token", "is not a token from a previous response")
+            offset = int(request.page_token)
+        statuses = set(request.statuses)
+        records = sorted(
+            (r for r in self._registry.records.values() if not statuses or r.status in statuses),
+            key=lambda r: (r.created_at, r.run_id),
+            reverse=True,
+        )
+        size = request.page_size or 50
+        page = records[offset : offset + size]
+        token = str(offset + size) if offset + size < len(records) else ""
+        runs = [self._registry.run_message(record, full=False) for record in page]
+        return pb.ListRunsResponse(runs=runs, next_page_token=token)
+
+    @unary
+    async def RestoreRun(
+        self, request: pb.RestoreRunRequest, context: Any
+    ) -> pb.RestoreRunResponse:
+        record, resumed = await self._executor.restore(request)
+        run = self._registry.run_message(record, full=False)
+        return pb.RestoreRunResponse(run=run, resumed_from_checkpoint=resumed)
+
+    @unary
+    async def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.Run:
+        record = await self._executor.cancel(request.run_id)
+        return self._registry.run_message(record, full=False)
+
+    async def WatchRun(
+        self, request: pb.WatchRunRequest, context: Any
+    ) -> AsyncIterator[pb.RunEvent]:
+        """Stream the run's events from after_seq on (see the proto)."""
+        try:
+            convert.check_run_id(request.run_id)
+            if request.after_seq < 0:
+                raise InvalidArgument("after_seq", "must not be negative")
+            log = self._registry.logs.get(request.run_id)
+            if log is None:
+                raise NotFound("RUN_NOT_FOUND", f"no run {request.run_id!r}")
+        except SidecarError as exc:
+            await abort(context, exc)
+        try:
+            async for event in self._follow(log, request):
+                yield event
+        except SidecarError as exc:
+            await abort(context, exc)
+
+    async def _follow(self, log: RunLog, request: pb.WatchRunRequest) -> AsyncIterator[pb.RunEvent]:
+        types = set(request.types)
+        cursor = request.after_seq
+        end = END_STATUSES if request.follow_suspended else END_STATUSES | {pb.RUN_STATUS_SUSPENDED}
+        while True:
+            changed = log.changed()
+            for event in log.since(cursor):
+                if event.seq > cursor + 1:
+                    yield self._gap(log, request, cursor + 1, event.seq - 1)
+                cursor = event.seq
+                if not types or event.type in types or event.type == "run_status":
+                    yield event
+            if log.last_status in end and cursor >= log.last_seq:
+                return
+            try:
+                async with asyncio.timeout(self._heartbeat_s):
+                    await changed.wait()
+            except TimeoutError:
+                yield pb.RunEvent(
+                    run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
+                )
+
+    def _gap(self, log: RunLog, request: pb.WatchRunRequest, first: int, last: int) -> pb.RunEvent:
+        if not request.allow_gap:
+            raise OutOfRange(
+                "SEQ_EXPIRED",
+                f"events {first}..{last} are not retained (set allow_gap to skip them)",
+                metadata={"oldest_seq": str(last + 1)},
+            )
+        event = pb.RunEvent(run_id=log.run_id, type="gap", time=convert.timestamp(convert.now()))
+        event.gap.from_seq = first
+        event.gap.to_seq = last
+        return event
+
+
+class ApprovalServicer(pb_grpc.ApprovalServiceServicer):
+    """``oma.v1.ApprovalService``."""
+
+    def __init__(self, desk: ApprovalDesk) -> None:
+        self._desk = desk
+
+    @unary
+    async def ListApprovals(
+        self, request: pb.ListApprovalsRequest, context: Any
+    ) -> pb.ListApprovalsResponse:
+        if request.run_id:
+            convert.check_run_id(request.run_id)
+        return await self._desk.list(request)
+
+    @unary
+    async def GetApproval(self, request: pb.GetApprovalRequest, context: Any) -> pb.Approval:
+        return await self._desk.get(request)
+
+    @unary
+    async def DecideApproval(
+        self, request: pb.DecideApprovalRequest, context: Any
+    ) -> pb.DecideApprovalResponse:
+        return await self._desk.decide(request)
+
+
+class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
+    """``oma.v1.ToolHostService``: the host's session stream and the unary fallback."""
+
+    def __init__(self, tool_host: ToolHost, *, ping_s: float = 15.0) -> None:
+        self._host = tool_host
+        self._ping_s = ping_s
+
+    async def Connect(
+        self, request_iterator: AsyncIterator[pb.ToolHostMessage], context: Any
+    ) -> None:
+        """Register, then exchange calls and results until either side ends the stream."""
+        try:
+            first = await anext(aiter(request_iterator), None)
+            if first is None or first.WhichOneof("msg") != "register":
+                raise InvalidArgument(
+                    "register", "the first message must be Register", reason="REGISTER_REQUIRED"
+                )
+            session, ack = self._host.open_session(first.register)
+        except (grpc.aio.AbortError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            await abort(context, exc)
+        failure: list[Exception] = []
+        try:
+            await context.write(pb.ToolServerMessage(register_ack=ack))
+            async with asyncio.TaskGroup() as group:
+                writer = group.create_task(self._write(session, context))
+                group.create_task(self._read(session, request_iterator, writer, failure))
+        finally:
+            self._host.close_session(session)
+        if failure:
+            await abort(context, failure[0])
+
+    async def _read(
+        self,
+        session: HostSession,
+        messages: AsyncIterator[pb.ToolHostMessage],
+        writer: asyncio.Task[None],
+        failure: list[Exception],
+    ) -> None:
+        try:
+            async for message in messages:
+                kind = message.WhichOneof("msg")
+                if kind == "result":
+                    status = self._host.submit(message.result, session=session)
+                    if status is not None:
+                        ack = pb.ResultAck(call_id=message.result.call_id, status=status)  # type: ignore[arg-type]
+                        session.outbox.put_nowait(pb.ToolServerMessage(result_ack=ack))
+                elif kind == "drain":
+                    self._host.drain(session)
+                elif kind == "register":
+                    raise InvalidArgument("register", "sent twice on one stream")
+                else:
+                    raise InvalidArgument("msg", "one of register, result or drain is required")
+        except SidecarError as exc:
+            failure.append(exc)
+        finally:
+            writer.cancel()
+
+    async def _write(self, session: HostSession, context: Any) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self._ping_s):
+                    message = await session.outbox.get()
+            except TimeoutError:
+                message = pb.ToolServerMessage(ping=pb.Ping())
+            await context.write(message)
+
+    @unary
+    async def CompleteToolCall(
+        self, request: pb.CompleteToolCallRequest, context: Any
+    ) -> pb.CompleteToolCallResponse:
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        status = self._host.submit(request.result, session=None, waiter=waiter)
+        if status is None:
+            try:
+                async with asyncio.timeout(COMMIT_WAIT):
+                    status = await waiter
+            except TimeoutError:
+                status = pb.ResultAck.STATUS_NOT_DURABLE
+        ack = pb.ResultAck(call_id=request.result.call_id, status=status)  # type: ignore[arg-type]
+        return pb.CompleteToolCallResponse(ack=ack)
+
+
+class SystemServicer(pb_grpc.SystemServiceServicer):
+    """``oma.v1.SystemService``."""
+
+    def __init__(
+        self, *, executor: RunExecutor, desk: ApprovalDesk, default_store_uri: str
+    ) -> None:
+        self._executor = executor
+        self._desk = desk
+        self._default_store_uri = default_store_uri
+
+    @unary
+    async def GetServerInfo(self, request: pb.GetServerInfoRequest, context: Any) -> pb.ServerInfo:
+        capabilities = ["tool_host", "watch_resume", "restore"]
+        if self._desk.available:
+            capabilities.append("approvals")
+        if self._executor.gates_available:
+            capabilities.append("approval_gates")
+        return pb.ServerInfo(
+            server_version=sidecar.__version__,
+            api_versions=["oma.v1"],
+            store_schemes=list(SCHEMES),
+            providers=list(convert.PROVIDERS),
+            python_tools=self._executor.python_tools,
+            capabilities=capabilities,
+            default_store_uri=self._default_store_uri,
+        )

@@ -1,0 +1,164 @@
+"""Errors at the gRPC edge: one table from exception to canonical code and reason.
+
+Every failure a client can see leaves through :func:`abort`: a canonical status code, a message,
+a ``google.rpc.Status`` carrying ``google.rpc.ErrorInfo{reason, domain="oma.v1", metadata}`` in
+``grpc-status-details-bin``, and the same reason as the ASCII trailer ``oma-error-reason`` for
+clients without the googleapis protos. Codes exist only here (STYLE anti-pattern 9): the rest of
+the sidecar raises ``SidecarError`` subclasses or lets ``OmaError``s through.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NoReturn
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from oma_actors import (
+    CheckpointError,
+    ConfigurationError,
+    CorruptStoreError,
+    DurableApprovalError,
+    LeaseError,
+    OmaError,
+    RunIdMismatchError,
+    StoreError,
+    TaskGraphError,
+    UnsupportedSchemaError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+DOMAIN = "oma.v1"
+REASON_TRAILER = "oma-error-reason"
+DETAILS_TRAILER = "grpc-status-details-bin"
+logger = logging.getLogger(__name__)
+
+
+class SidecarError(Exception):
+    """A failure of a sidecar request, carrying its canonical code and reason."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(
+        self, reason: str, message: str, *, metadata: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class InvalidArgument(SidecarError):
+    """The request is malformed; ``field`` names the offending field."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, field: str, message: str, *, reason: str = "VALIDATION") -> None:
+        super().__init__(reason, f"{field}: {message}", metadata={"field": field})
+        self.field = field
+
+
+class NotFound(SidecarError):
+    """An unknown run, approval or tool call."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(SidecarError):
+    """The run id is taken by another StartRun request."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(SidecarError):
+    """The state of the resource forbids the request."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class OutOfRange(SidecarError):
+    """A watch cursor points before the retained history."""
+
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class Unauthenticated(SidecarError):
+    """A missing or wrong bearer token."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class Unavailable(SidecarError):
+    """A retryable condition: draining, an unreachable store, a missing optional module."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    """The wire form of one error."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+# Order matters: the first matching class wins, so subclasses come before their bases.
+_OMA_TABLE: tuple[tuple[type[OmaError], grpc.StatusCode, str], ...] = (
+    (RunIdMismatchError, grpc.StatusCode.INVALID_ARGUMENT, "RUN_ID_CONFLICT"),
+    (UnsupportedSchemaError, grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_SCHEMA"),
+    (CheckpointError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
+    (CorruptStoreError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
+    (StoreError, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
+    (TaskGraphError, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_TASK_DEPENDENCIES"),
+    (ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION, "CONFIGURATION"),
+    (LeaseError, grpc.StatusCode.ABORTED, "RUN_LEASE_HELD"),
+)
+
+# DurableApprovalError carries its own code (APPROVAL_CONFLICT, ...).
+_APPROVAL_CODES: dict[str, grpc.StatusCode] = {
+    "APPROVAL_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "APPROVAL_STALE_DECISION": grpc.StatusCode.FAILED_PRECONDITION,
+    "APPROVAL_CONFLICT": grpc.StatusCode.FAILED_PRECONDITION,
+    "APPROVAL_ATOMIC_STORE_REQUIRED": grpc.StatusCode.FAILED_PRECONDITION,
+    "APPROVAL_VALIDATION_ERROR": grpc.StatusCode.INVALID_ARGUMENT,
+    "APPROVAL_INTEGRITY_ERROR": grpc.StatusCode.DATA_LOSS,
+    "APPROVAL_CONCURRENT_MODIFICATION": grpc.StatusCode.ABORTED,
+}
+
+
+def map_error(exc: Exception) -> Mapped:
+    """The code, reason and message of ``exc`` (anything unexpected is INTERNAL)."""
+    if isinstance(exc, SidecarError):
+        return Mapped(exc.code, exc.reason, exc.message, exc.metadata)
+    if isinstance(exc, DurableApprovalError):
+        code = _APPROVAL_CODES.get(exc.code, grpc.StatusCode.FAILED_PRECONDITION)
+        return Mapped(code, exc.code, str(exc))
+    for kind, code, reason in _OMA_TABLE:
+        if isinstance(exc, kind):
+            return Mapped(code, reason, str(exc))
+    return Mapped(grpc.StatusCode.INTERNAL, "INTERNAL", f"internal error: {type(exc).__name__}")
+
+
+def trailers(mapped: Mapped) -> tuple[tuple[str, str | bytes], ...]:
+    """The trailing metadata of an error: the rich status and the plain reason."""
+    info = error_details_pb2.ErrorInfo(reason=mapped.reason, domain=DOMAIN)
+    for key, value in mapped.metadata.items():
+        info.metadata[key] = value
+    status = status_pb2.Status(code=mapped.code.value[0], message=mapped.message)
+    status.details.add().Pack(info)
+    return ((DETAILS_TRAILER, status.SerializeToString()), (REASON_TRAILER, mapped.reason))
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
+    """End the RPC with the mapped status of ``exc`` (never returns)."""
+    mapped = map_error(exc)
+    if mapped.code is grpc.StatusCode.INTERNAL:
+        logger.error("internal error in an RPC", exc_info=exc)
+    await context.abort(mapped.code, mapped.message, trailing_metadata=trailers(mapped))
+    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises

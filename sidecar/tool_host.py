@@ -1,0 +1,398 @@
+"""Host-implemented tools: sessions, deliveries, redelivery and commit acknowledgements.
+
+A host opens ``ToolHostService.Connect`` and registers tools with JSON schemas. When an agent
+calls such a tool, :meth:`ToolHost.call` creates a pending call keyed by the idempotency key
+``run_id:task_id:tool_call_id`` and delivers it to a session offering the tool. The first result
+for the key wins; the runtime then saves it as the call's commit record and emits ``ToolCalled``,
+and only then (:meth:`ToolHost.on_committed`) is the host sent ``ResultAck.COMMITTED``.
+
+A session that ends with calls outstanding does not fail them: they wait for the next session
+offering the tool (the same ``host_id`` first, for a short grace) and are delivered again with
+the same key, a new ``call_id`` and ``redelivery = true``. A late result for an older delivery
+still counts if it arrives first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from oma_actors import ToolResult, define_tool
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.convert import now, timestamp, tool_definition_problem
+from sidecar.schema import input_model
+from sidecar.status import InvalidArgument
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic import BaseModel
+
+    from oma_actors import Tool, ToolContext
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_MAX_CONCURRENT = 16
+SAME_HOST_GRACE = 2.0
+ANSWERED_MEMORY = 10_000
+Ack = pb.ResultAck.Status
+
+
+@dataclass(slots=True, kw_only=True)
+class HostSession:
+    """One open Connect stream."""
+
+    session_id: str
+    host_id: str
+    tools: dict[str, pb.ToolDefinition]
+    max_concurrent: int
+    outbox: asyncio.Queue[pb.ToolServerMessage] = field(default_factory=asyncio.Queue)
+    in_flight: set[str] = field(default_factory=set)
+    draining: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class PendingCall:
+    """A tool call waiting for its first result."""
+
+    key: str
+    run_id: str
+    task_id: str
+    tool_call_id: str
+    tool_name: str
+    agent: str
+    input_json: str
+    run_attempt: int
+    future: asyncio.Future[pb.ToolResult]
+    deadline_s: float
+    delivery_attempt: int = 0
+    call_ids: list[str] = field(default_factory=list)
+    call_id: str | None = None
+    session_id: str | None = None
+    preferred_host: str | None = None
+    prefer_until: float = 0.0
+
+
+@dataclass(slots=True)
+class _AckTarget:
+    session_id: str | None
+    call_id: str
+    run_id: str
+    waiter: asyncio.Future[int] | None
+
+
+class ToolHost:
+    """Every host session and every outstanding host tool call of the server."""
+
+    def __init__(
+        self,
+        *,
+        reserved: frozenset[str] = frozenset(),
+        on_dispatch: Callable[[PendingCall, HostSession], None] | None = None,
+    ) -> None:
+        self.sessions: dict[str, HostSession] = {}
+        self.on_dispatch = on_dispatch
+        self._reserved = reserved
+        self._models: dict[tuple[str, str], type[BaseModel]] = {}
+        self._pending: dict[str, PendingCall] = {}
+        self._deliveries: dict[str, str] = {}
+        self._answered: OrderedDict[str, str] = OrderedDict()
+        self._acks: dict[str, _AckTarget] = {}
+        self._waiting: list[str] = []
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def registered(self, name: str) -> pb.ToolDefinition | None:
+        """The definition of ``name`` from a connected session, if any."""
+        for session in self.sessions.values():
+            definition = session.tools.get(name)
+            if definition is not None:
+                return definition
+        return None
+
+    def open_session(self, register: pb.Register) -> tuple[HostSession, pb.RegisterAck]:
+        """Accept a Register message.
+
+        Raises:
+            InvalidArgument: no host id, or a bad ``max_concurrent_calls``.
+        """
+        if not register.host_id.strip() or len(register.host_id) > 256:
+            raise InvalidArgument("register.host_id", "is required (1-256 characters)")
+        if not 0 <= register.max_concurrent_calls <= 10_000:
+            raise InvalidArgument("register.max_concurrent_calls", "must be 0..10000")
+        accepted: dict[str, pb.ToolDefinition] = {}
+        rejected: dict[str, str] = {}
+        for definition in register.tools:
+            problem = tool_definition_problem(definition)
+            if problem is None and definition.name in accepted:
+                problem = "registered twice in this session"
+            if problem is None and definition.name in self._reserved:
+                problem = "clashes with a Python tool of the sidecar"
+            if problem is not None:
+                rejected[definition.name or "<unnamed>"] = problem
+            else:
+                accepted[definition.name] = definition
+        session = HostSession(
+            session_id=uuid.uuid4().hex,
+            host_id=register.host_id,
+            tools=accepted,
+            max_concurrent=register.max_concurrent_calls or DEFAULT_MAX_CONCURRENT,
+        )
+        self.sessions[session.session_id] = session
+        ack = pb.RegisterAck(session_id=session.session_id, accepted_tools=list(accepted))
+        for name, reason in rejected.items():
+            ack.rejected_tools[name] = reason
+        self._pump()
+        return session, ack
+
+    def drain(self, session: HostSession) -> None:
+        """The host asked for no new calls on ``session``."""
+        session.draining = True
+
+    def close_session(self, session: HostSession) -> None:
+        """The stream ended: its outstanding calls wait for another session."""
+        self.sessions.pop(session.session_id, None)
+        loop = asyncio.get_running_loop()
+        for call_id in session.in_flight:
+            key = self._deliveries.get(call_id)
+            pending = self._pending.get(key) if key is not None else None
+            if pending is None or pending.call_id != call_id:
+                continue
+            pending.call_id = None
+            pending.session_id = None
+            pending.preferred_host = session.host_id
+            pending.prefer_until = loop.time() + SAME_HOST_GRACE
+            self._waiting.append(pending.key)
+            loop.call_later(SAME_HOST_GRACE + 0.01, self._pump)
+        session.in_flight.clear()
+        for key, target in list(self._acks.items()):
+            if target.session_id == session.session_id and target.waiter is None:
+                del self._acks[key]
+        self._pump()
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def make_tool(self, definition: pb.ToolDefinition, run_attempt: Callable[[], int]) -> Tool:
+        """An OMA tool whose calls are delivered to the hosts offering ``definition.name``."""
+        schema = json.loads(definition.input_schema_json or '{"type": "object"}')
+        timeout = definition.timeout.seconds + definition.timeout.nanos / 1e9 or DEFAULT_TIMEOUT
+
+        async def execute(args: BaseModel, ctx: ToolContext) -> ToolResult:
+            payload = json.dumps(args.model_dump(mode="json"), separators=(",", ":"))
+            return await self.call(
+                ctx, definition.name, payload, run_attempt=run_attempt(), limit_s=timeout
+            )
+
+        # One model class per (name, schema): building a pydantic class per run is not free.
+        cache_key = (definition.name, definition.input_schema_json)
+        model = self._models.get(cache_key)
+        if model is None:
+            model = self._models[cache_key] = input_model(definition.name, schema)
+        return define_tool(
+            name=definition.name,
+            description=definition.description or f"Host tool {definition.name}.",
+            input_model=model,
+            execute=execute,
+            effect="unsafe" if definition.consequential else "idempotent",
+        )
+
+    async def call(
+        self, ctx: ToolContext, tool_name: str, input_json: str, *, run_attempt: int, limit_s: float
+    ) -> ToolResult:
+        """Deliver a call and wait for its first result (an error result on timeout)."""
+        key = ctx.idempotency_key
+        existing = self._pending.get(key)
+        if existing is not None:  # the same call again while it is outstanding: join it
+            return _tool_result(await asyncio.shield(existing.future))
+        loop = asyncio.get_running_loop()
+        pending = PendingCall(
+            key=key,
+            run_id=ctx.run_id or "",
+            task_id=ctx.task_id or "",
+            tool_call_id=ctx.tool_call_id,
+            tool_name=tool_name,
+            agent=ctx.agent_name,
+            input_json=input_json,
+            run_attempt=run_attempt,
+            future=loop.create_future(),
+            deadline_s=limit_s,
+        )
+        self._pending[key] = pending
+        self._waiting.append(key)
+        self._pump()
+        try:
+            async with asyncio.timeout(limit_s):
+                result = await asyncio.shield(pending.future)
+        except TimeoutError:
+            self._withdraw(pending, "deadline passed")
+            return ToolResult(
+                f"Error: tool {tool_name!r} got no result from a tool host within {limit_s:g}s.",
+                is_error=True,
+            )
+        except asyncio.CancelledError:
+            self._withdraw(pending, "run cancelled")
+            raise
+        return _tool_result(result)
+
+    def _withdraw(self, pending: PendingCall, reason: str) -> None:
+        if self._pending.get(pending.key) is not pending:
+            return
+        del self._pending[pending.key]
+        if pending.key in self._waiting:
+            self._waiting.remove(pending.key)
+        for call_id in pending.call_ids:
+            self._deliveries.pop(call_id, None)
+        session = self.sessions.get(pending.session_id or "")
+        if session is not None and pending.call_id is not None:
+            session.in_flight.discard(pending.call_id)
+            cancel = pb.CancelToolCall(call_id=pending.call_id, reason=reason)
+            session.outbox.put_nowait(pb.ToolServerMessage(cancel=cancel))
+        if not pending.future.done():
+            pending.future.cancel()
+        self._pump()
+
+    def _choose(self, pending: PendingCall, now_s: float) -> HostSession | None:
+        candidates = [
+            session
+            for session in self.sessions.values()
+            if not session.draining
+            and pending.tool_name in session.tools
+            and len(session.in_flight) < session.max_concurrent
+        ]
+        same = [s for s in candidates if s.host_id == pending.preferred_host]
+        if same:
+            candidates = same
+        elif pending.preferred_host is not None and now_s < pending.prefer_until:
+            return None
+        return min(candidates, key=lambda s: len(s.in_flight), default=None)
+
+    def _pump(self) -> None:
+        """Deliver every waiting call that a session can take now."""
+        if not self._waiting:
+            return
+        now_s = asyncio.get_running_loop().time()
+        still: list[str] = []
+        for key in self._waiting:
+            pending = self._pending.get(key)
+            if pending is None or pending.call_id is not None:
+                continue
+            session = self._choose(pending, now_s)
+            if session is None:
+                still.append(key)
+            else:
+                self._deliver(pending, session)
+        self._waiting = still
+
+    def _deliver(self, pending: PendingCall, session: HostSession) -> None:
+        call_id = uuid.uuid4().hex
+        pending.delivery_attempt += 1
+        pending.call_id = call_id
+        pending.session_id = session.session_id
+        pending.call_ids.append(call_id)
+        self._deliveries[call_id] = pending.key
+        session.in_flight.add(call_id)
+        call = pb.ToolCall(
+            call_id=call_id,
+            run_id=pending.run_id,
+            task_id=pending.task_id,
+            tool_call_id=pending.tool_call_id,
+            idempotency_key=pending.key,
+            tool_name=pending.tool_name,
+            input_json=pending.input_json,
+            agent=pending.agent,
+            run_attempt=pending.run_attempt,
+            delivery_attempt=pending.delivery_attempt,
+            deadline=timestamp(now() + timedelta(seconds=pending.deadline_s)),
+            redelivery=pending.delivery_attempt > 1 or pending.run_attempt > 1,
+        )
+        session.outbox.put_nowait(pb.ToolServerMessage(call=call))
+        if self.on_dispatch is not None:
+            self.on_dispatch(pending, session)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def submit(
+        self,
+        result: pb.ToolResult,
+        *,
+        session: HostSession | None,
+        waiter: asyncio.Future[int] | None = None,
+    ) -> int | None:
+        """Take a result; returns the ack status now, or ``None`` when it waits for the commit.
+
+        Raises:
+            InvalidArgument: the result has no call_id or no outcome.
+        """
+        if not result.call_id:
+            raise InvalidArgument("result.call_id", "is required")
+        if result.WhichOneof("outcome") is None:
+            raise InvalidArgument("result.outcome", "success or error is required")
+        key = self._deliveries.get(result.call_id)
+        if key is None:
+            return (
+                Ack.STATUS_DUPLICATE
+                if result.call_id in self._answered
+                else Ack.STATUS_UNKNOWN_CALL
+            )
+        pending = self._pending[key]
+        if result.tool_call_id and result.tool_call_id != pending.tool_call_id:
+            return Ack.STATUS_UNKNOWN_CALL
+        del self._pending[key]
+        for call_id in pending.call_ids:
+            self._deliveries.pop(call_id, None)
+            self._answered[call_id] = key
+        while len(self._answered) > ANSWERED_MEMORY:
+            self._answered.popitem(last=False)
+        holder = self.sessions.get(pending.session_id or "")
+        if holder is not None and pending.call_id is not None:
+            holder.in_flight.discard(pending.call_id)
+        self._acks[key] = _AckTarget(
+            session.session_id if session is not None else None,
+            result.call_id,
+            pending.run_id,
+            waiter,
+        )
+        pending.future.set_result(result)
+        self._pump()
+        return None
+
+    def on_committed(self, key: str, *, durable: bool) -> None:
+        """The runtime saved the call's commit record: acknowledge the winning result."""
+        target = self._acks.pop(key, None)
+        if target is not None:
+            self._ack(target, Ack.STATUS_COMMITTED if durable else Ack.STATUS_NOT_DURABLE)
+
+    def forget_run(self, run_id: str) -> None:
+        """The run ended: results still waiting for a commit will never get one."""
+        for key, target in list(self._acks.items()):
+            if target.run_id == run_id:
+                del self._acks[key]
+                self._ack(target, Ack.STATUS_NOT_DURABLE)
+
+    def _ack(self, target: _AckTarget, status: int) -> None:
+        if target.waiter is not None:
+            if not target.waiter.done():
+                target.waiter.set_result(status)
+            return
+        session = self.sessions.get(target.session_id or "")
+        if session is not None:
+            ack = pb.ResultAck(call_id=target.call_id, status=status)  # type: ignore[arg-type]
+            session.outbox.put_nowait(pb.ToolServerMessage(result_ack=ack))
+
+    @property
+    def outstanding(self) -> int:
+        """Calls waiting for a result."""
+        return len(self._pending)
+
+
+def _tool_result(result: pb.ToolResult) -> ToolResult:
+    if result.WhichOneof("outcome") == "error":
+        return ToolResult(result.error.message or "Error: the tool failed.", is_error=True)
+    return ToolResult(result.success.output_text)

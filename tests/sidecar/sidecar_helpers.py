@@ -1,0 +1,101 @@
+"""Helpers of the sidecar tests: the token, a Python tool, scripted run requests, host tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from oma_actors import ToolContext, define_tool
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.client import HostTool
+
+TOKEN = "test-token-" + "x" * 20
+LOOKUP_SCHEMA = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "minLength": 1}},
+    "required": ["query"],
+    "additionalProperties": False,
+}
+
+
+class EchoInput(BaseModel):
+    text: str
+
+
+async def _echo(args: EchoInput, ctx: ToolContext) -> str:
+    return f"echo:{args.text}"
+
+
+ECHO = define_tool(name="echo", description="Echo text.", input_model=EchoInput, execute=_echo)
+
+
+def tool_turns(tool: str, arguments: dict[str, Any], final: str) -> pb.ScriptedModel:
+    """A script: call ``tool`` once, then answer ``final`` (may use {{last_tool_result}})."""
+    return pb.ScriptedModel(
+        turns=[
+            pb.ScriptedTurn(
+                tool_calls=[pb.ScriptedToolCall(name=tool, input_json=json.dumps(arguments))]
+            ),
+            pb.ScriptedTurn(text=final),
+        ]
+    )
+
+
+def run_request(
+    run_id: str,
+    *,
+    tools: tuple[str, ...] = ("lookup",),
+    arguments: dict[str, Any] | None = None,
+    task_ids: tuple[str, ...] = ("t1", "t2"),
+    store_uri: str = "",
+) -> pb.StartRunRequest:
+    """A chain of tasks for one scripted agent that calls ``tools[0]`` in every task."""
+    script = tool_turns(tools[0], arguments or {"query": "q"}, "done: {{last_tool_result}}")
+    agent = pb.AgentSpec(name="worker", provider="scripted", tools=list(tools), scripted=script)
+    tasks = [
+        pb.TaskSpec(
+            id=task_id,
+            title=f"Task {task_id}",
+            description=f"Do {task_id}.",
+            depends_on=[task_ids[index - 1]] if index else [],
+        )
+        for index, task_id in enumerate(task_ids)
+    ]
+    return pb.StartRunRequest(
+        run_id=run_id,
+        request_id=str(uuid.uuid4()),
+        team=pb.TeamSpec(name="team", agents=[agent]),
+        tasks=pb.TasksMode(tasks=tasks),
+        checkpoint=pb.CheckpointOptions(store_uri=store_uri),
+    )
+
+
+def lookup_tool(handler: Any) -> HostTool:
+    """The host tool ``lookup`` with ``handler``."""
+    return HostTool(
+        name="lookup", description="Look a query up.", input_schema=LOOKUP_SCHEMA, handler=handler
+    )
+
+
+async def answer(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+    """A lookup handler that answers at once."""
+    return f"found {arguments['query']} for {call.task_id}"
+
+
+async def eventually(check: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Wait until ``check()`` holds (polling), or fail after ``within`` seconds."""
+    for _ in range(int(within / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+def echo_tools() -> list[Any]:
+    """An entry point target returning a list of tools (see test_sidecar_plugins)."""
+    return [ECHO]

@@ -1,0 +1,112 @@
+"""Approvals over the wire: a run suspends at a gate; list, get and decide on the reviewed hash."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import grpc
+import pytest
+from sidecar_helpers import run_request
+from test_sidecar_auth import error_info
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.client import SidecarClient, error_reason
+from sidecar.plugins import approval_gates_available
+
+pytestmark = pytest.mark.skipif(
+    not approval_gates_available(), reason="this oma_actors build has no approval gates"
+)
+Decision = pb.DecideApprovalRequest
+
+
+async def suspended_run(client: SidecarClient, run_id: str) -> list[pb.RunEvent]:
+    request = run_request(run_id, tools=("echo",), arguments={"text": "hi"}, task_ids=("t1",))
+    request.approval_gates.tool_calls.append("echo")
+    await client.start_run(request)
+    return [event async for event in client.watch(run_id)]
+
+
+async def test_suspend_list_get_decide_and_resume(client: SidecarClient) -> None:
+    events = await asyncio.wait_for(suspended_run(client, "apr-1"), 10)
+    assert events[-1].run_status.status == pb.RUN_STATUS_SUSPENDED
+    run = await client.get_run("apr-1")
+    assert run.status == pb.RUN_STATUS_SUSPENDED
+    [approval] = await client.list_approvals("apr-1")
+    assert list(run.pending_approval_ids) == [approval.id]
+    assert hashlib.sha256(approval.canonical_json.encode()).hexdigest() == approval.request_hash
+    assert approval.scope == pb.APPROVAL_SCOPE_TOOL_CALL
+    assert approval.state == pb.APPROVAL_STATE_PENDING
+    [pending_event] = [e for e in events if e.type == "approval_pending"]
+    assert pending_event.approval_pending == approval
+    fetched = await client.approvals.GetApproval(
+        pb.GetApprovalRequest(id=approval.id), metadata=client.metadata
+    )
+    assert fetched == approval
+
+    stale = pb.Approval()
+    stale.CopyFrom(approval)
+    stale.request_hash = "0" * 64
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.decide_approval(stale, approve=True, reviewer="ann")
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_reason(caught.value) == "APPROVAL_STALE_DECISION"
+
+    decided = await client.decide_approval(approval, approve=True, reviewer="ann")
+    assert decided.recorded
+    assert decided.approval.state == pb.APPROVAL_STATE_APPROVED
+    assert decided.approval.decision.reviewer.id == "ann"
+    assert decided.run.attempt == 2  # every decision made: the run was restored
+    last = max(event.seq for event in events)
+    resumed = [event async for event in client.watch("apr-1", after_seq=last)]
+    assert resumed[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+    done = await client.get_run("apr-1", full=True)
+    assert done.tasks[0].result == "done: echo:hi"
+
+    again = await client.decide_approval(approval, approve=True, reviewer="ann")
+    assert not again.recorded
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.decide_approval(approval, approve=False, reviewer="bob")
+    assert error_reason(caught.value) == "APPROVAL_CONFLICT"
+    approved = await client.approvals.ListApprovals(
+        pb.ListApprovalsRequest(states=[pb.APPROVAL_STATE_APPROVED]), metadata=client.metadata
+    )
+    assert [a.id for a in approved.approvals] == [approval.id]
+    assert await client.list_approvals() == []  # nothing pending anywhere
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda r: setattr(r, "request_hash", ""), "request_hash"),
+        (lambda r: setattr(r, "request_hash", "ABC"), "request_hash"),
+        (lambda r: setattr(r, "decision", Decision.DECISION_UNSPECIFIED), "decision"),
+        (lambda r: r.reviewer.ClearField("id"), "reviewer.id"),
+        (lambda r: setattr(r, "id", ""), "id"),
+    ],
+)
+async def test_decide_validates_its_request(client: SidecarClient, change, field: str) -> None:  # type: ignore[no-untyped-def]
+    request = Decision(
+        id="apr_" + "0" * 32,
+        request_hash="0" * 64,
+        decision=Decision.DECISION_APPROVE,
+        reviewer=pb.Reviewer(id="ann"),
+    )
+    change(request)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.approvals.DecideApproval(request, metadata=client.metadata)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(caught.value).metadata["field"] == field
+
+
+async def test_unknown_approvals_are_not_found(client: SidecarClient) -> None:
+    request = Decision(
+        id="apr_" + "1" * 32,
+        request_hash="0" * 64,
+        decision=Decision.DECISION_REJECT,
+        reviewer=pb.Reviewer(id="ann"),
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.approvals.DecideApproval(request, metadata=client.metadata)
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_reason(caught.value) == "APPROVAL_NOT_FOUND"
