@@ -7,6 +7,8 @@ fails the validator raises ``CheckpointError``, and neither is ever read as "no 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,8 @@ from oma_actors.domain.jsonforms import (
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from oma_actors.domain.inflight import RunnerState
 
 _PARTITIONS = (
@@ -50,8 +54,14 @@ _PARTITIONS = (
 )
 
 
-def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
-    """The v4 JSON object of ``snapshot`` (field order as OMA writes it)."""
+def to_json_object(
+    snapshot: CheckpointSnapshot, fragments: Fragments | None = None
+) -> dict[str, Any]:
+    """The v4 JSON object of ``snapshot`` (field order as OMA writes it).
+
+    With ``fragments``, the long lists of in-flight entries are placeholders whose text the
+    collector holds; ``encode`` splices them in.
+    """
     identity = snapshot.identity
     out: dict[str, Any] = {
         "version": WRITE_VERSION,
@@ -81,7 +91,7 @@ def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     if snapshot.turn_count is not None:
         out["turnCount"] = snapshot.turn_count
     out["completedTaskResults"] = [_completed_to_json(item) for item in snapshot.completed]
-    out["inFlightTasks"] = [_in_flight_to_json(item) for item in snapshot.in_flight]
+    out["inFlightTasks"] = [_in_flight_to_json(item, fragments) for item in snapshot.in_flight]
     out["pendingApprovals"] = [request_to_json(r) for r in snapshot.pending_approvals]
     out["approvalDecisions"] = [decision_to_json(d) for d in snapshot.approval_decisions]
     # Our fields; OMA ignores members it does not know.
@@ -94,8 +104,11 @@ def to_json_object(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     return out
 
 
-def _in_flight_to_json(item: InFlightTask) -> dict[str, Any]:
-    out = runner_to_json(item.task_id, item.assignee, item.state)
+def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[str, Any]:
+    if fragments is None:
+        out = runner_to_json(item.task_id, item.assignee, item.state)
+    else:
+        out = runner_to_json(item.task_id, item.assignee, item.state, lists=fragments.list_of)
     # Approval fields ride on the pending calls (spec 7.2); their JSON belongs to approvals.
     for call, entry in zip(item.state.pending, out.get("pendingToolCalls", []), strict=True):
         if call.approval_request is not None:
@@ -105,17 +118,80 @@ def _in_flight_to_json(item: InFlightTask) -> dict[str, Any]:
     return out
 
 
-def encode(snapshot: CheckpointSnapshot) -> str:
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class EncodeCache:
+    """The JSON text of conversation messages and tool records, reused between saves of a run.
+
+    A conversation only grows, and every save writes all of it: without this, each save would
+    rebuild and re-serialize every earlier message. Entries are keyed by object identity (the
+    values are frozen) and hold the object, so an id is never mistaken for a newer object's. Only
+    what the latest save used is kept.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[object, str]] = {}
+
+    def text(
+        self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
+    ) -> str:
+        """The JSON text of ``value``, rendered and serialized once."""
+        key = id(value)
+        hit = self._texts.get(key)
+        if hit is None or hit[0] is not value:
+            hit = (value, _dumps(render(value)))
+        used[key] = hit
+        return hit[1]
+
+    def keep(self, used: dict[int, tuple[object, str]]) -> None:
+        """Forget everything the latest save did not use."""
+        self._texts = used
+
+
+# One random nonce per process: a user string cannot guess it, and the pattern compiles once.
+_NONCE = secrets.token_hex(8)
+_PLACEHOLDER = re.compile(r'"\\u0000' + _NONCE + r':(\d+)\\u0000"')
+
+
+class Fragments:
+    """Collects pre-encoded list texts for one ``encode`` call, behind unique placeholders."""
+
+    def __init__(self, cache: EncodeCache) -> None:
+        self._cache = cache
+        self.texts: list[str] = []
+        self.used: dict[int, tuple[object, str]] = {}
+
+    def list_of(self, items: Sequence[Any], render: Callable[[Any], dict[str, Any]]) -> str:
+        """A placeholder string standing for the JSON array of ``items``."""
+        parts = ",".join(self._cache.text(item, render, self.used) for item in items)
+        self.texts.append(f"[{parts}]")
+        # NUL cannot appear raw in JSON text, and the nonce keeps user strings from matching.
+        return f"\x00{_NONCE}:{len(self.texts) - 1}\x00"
+
+    def splice(self, text: str) -> str:
+        """Replace each quoted placeholder in ``text`` with its array text."""
+        if not self.texts:
+            return text
+        return _PLACEHOLDER.sub(lambda match: self.texts[int(match.group(1))], text)
+
+
+def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> str:
     """Compact JSON text of ``snapshot`` (raises ``CheckpointError`` if it is not JSON-safe).
 
-    NaN and infinities are refused: OMA (and any strict JSON reader) could not load them.
+    NaN and infinities are refused: OMA (and any strict JSON reader) could not load them. With
+    a ``cache`` (one per run), messages encoded by earlier saves are not encoded again; the text
+    is the same either way.
     """
+    fragments = Fragments(cache or EncodeCache())
     try:
-        return json.dumps(
-            to_json_object(snapshot), separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        text = fragments.splice(_dumps(to_json_object(snapshot, fragments)))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"snapshot cannot be serialized: {exc}") from exc
+    if cache is not None:
+        cache.keep(fragments.used)
+    return text
 
 
 def _completed_to_json(item: CompletedTask) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.codec import encode
+from oma_actors.checkpoint.codec import EncodeCache, encode
 from oma_actors.errors import CheckpointError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 
@@ -74,6 +74,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
         self._checkpoint = checkpoint
         self._emit = emit
         self._revision = revision
+        self._cache = EncodeCache()
 
     @property
     def revision(self) -> int:
@@ -85,7 +86,7 @@ class CheckpointActor(Actor[CheckpointMessage]):
         snapshot = replace(message.snapshot, revision=self._revision + 1)
         run_id = snapshot.run_id
         try:
-            text = encode(snapshot)
+            text = encode(snapshot, self._cache)
         except CheckpointError as exc:
             self._emit(CheckpointSaveFailed(run_id=run_id, error=str(exc)))
             return NotSaved(str(exc))

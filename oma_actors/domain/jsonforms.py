@@ -6,6 +6,7 @@ they cannot map rather than guessing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso, to_iso, utcnow
@@ -238,16 +239,29 @@ def pending_from_json(raw: Any) -> PendingCall:
     return PendingCall(call=call, commit=parsed, dispatched=bool(raw.get("dispatched")))
 
 
-def runner_to_json(task_id: str, assignee: str, state: RunnerState) -> Json:
-    """An ``InFlightTaskCheckpoint`` (spec 7.2)."""
+def _list_of(items: Sequence[Any], render: Callable[[Any], Json]) -> Any:
+    return [render(item) for item in items]
+
+
+ListRenderer = Callable[[Sequence[Any], Callable[[Any], Json]], Any]
+
+
+def runner_to_json(
+    task_id: str, assignee: str, state: RunnerState, *, lists: ListRenderer = _list_of
+) -> Json:
+    """An ``InFlightTaskCheckpoint`` (spec 7.2).
+
+    ``lists`` renders the long, append-only lists (messages, tool records); the codec passes one
+    that reuses text encoded by earlier saves.
+    """
     out: Json = {
         "taskId": task_id,
         "assignee": assignee,
         "phase": state.phase,
-        "conversationMessages": [message_to_json(m) for m in state.conversation],
-        "messages": [message_to_json(m) for m in state.messages],
+        "conversationMessages": lists(state.conversation, message_to_json),
+        "messages": lists(state.messages, message_to_json),
         "tokenUsage": usage_to_json(state.token_usage),
-        "toolCalls": [record_to_json(r) for r in state.tool_calls],
+        "toolCalls": lists(state.tool_calls, record_to_json),
         "turns": state.turns,
     }
     if state.phase == "executing_tools":
