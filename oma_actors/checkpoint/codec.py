@@ -7,8 +7,6 @@ fails the validator raises ``CheckpointError``, and neither is ever read as "no 
 from __future__ import annotations
 
 import json
-import re
-import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +16,7 @@ from oma_actors.approvals import (
     request_from_json,
     request_to_json,
 )
+from oma_actors.checkpoint.fragments import EncodeCache, Fragments, dumps
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
     WRITE_VERSION,
@@ -40,8 +39,6 @@ from oma_actors.domain.jsonforms import (
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-
     from oma_actors.domain.inflight import RunnerState
 
 _PARTITIONS = (
@@ -118,65 +115,6 @@ def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[
     return out
 
 
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-class EncodeCache:
-    """The JSON text of conversation messages and tool records, reused between saves of a run.
-
-    A conversation only grows, and every save writes all of it: without this, each save would
-    rebuild and re-serialize every earlier message. Entries are keyed by object identity (the
-    values are frozen) and hold the object, so an id is never mistaken for a newer object's. Only
-    what the latest save used is kept.
-    """
-
-    def __init__(self) -> None:
-        self._texts: dict[int, tuple[object, str]] = {}
-
-    def text(
-        self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
-    ) -> str:
-        """The JSON text of ``value``, rendered and serialized once."""
-        key = id(value)
-        hit = self._texts.get(key)
-        if hit is None or hit[0] is not value:
-            hit = (value, _dumps(render(value)))
-        used[key] = hit
-        return hit[1]
-
-    def keep(self, used: dict[int, tuple[object, str]]) -> None:
-        """Forget everything the latest save did not use."""
-        self._texts = used
-
-
-# One random nonce per process: a user string cannot guess it, and the pattern compiles once.
-_NONCE = secrets.token_hex(8)
-_PLACEHOLDER = re.compile(r'"\\u0000' + _NONCE + r':(\d+)\\u0000"')
-
-
-class Fragments:
-    """Collects pre-encoded list texts for one ``encode`` call, behind unique placeholders."""
-
-    def __init__(self, cache: EncodeCache) -> None:
-        self._cache = cache
-        self.texts: list[str] = []
-        self.used: dict[int, tuple[object, str]] = {}
-
-    def list_of(self, items: Sequence[Any], render: Callable[[Any], dict[str, Any]]) -> str:
-        """A placeholder string standing for the JSON array of ``items``."""
-        parts = ",".join(self._cache.text(item, render, self.used) for item in items)
-        self.texts.append(f"[{parts}]")
-        # NUL cannot appear raw in JSON text, and the nonce keeps user strings from matching.
-        return f"\x00{_NONCE}:{len(self.texts) - 1}\x00"
-
-    def splice(self, text: str) -> str:
-        """Replace each quoted placeholder in ``text`` with its array text."""
-        if not self.texts:
-            return text
-        return _PLACEHOLDER.sub(lambda match: self.texts[int(match.group(1))], text)
-
-
 def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> str:
     """Compact JSON text of ``snapshot`` (raises ``CheckpointError`` if it is not JSON-safe).
 
@@ -186,7 +124,7 @@ def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> st
     """
     fragments = Fragments(cache or EncodeCache())
     try:
-        text = fragments.splice(_dumps(to_json_object(snapshot, fragments)))
+        text = fragments.splice(dumps(to_json_object(snapshot, fragments)))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"snapshot cannot be serialized: {exc}") from exc
     if cache is not None:

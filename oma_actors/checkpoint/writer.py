@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.codec import EncodeCache, encode
+from oma_actors.checkpoint.codec import encode
+from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from oma_actors.checkpoint.codec import EncodeCache, decode, encode
+from oma_actors.checkpoint.codec import decode, encode
+from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask, RunIdentity
 from oma_actors.domain.inflight import RunnerState
 from oma_actors.domain.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
