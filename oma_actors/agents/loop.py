@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.agents.state import BoundaryKind, PendingCall, RunnerState
 from oma_actors.agents.tool_calls import (
     Answer,
     CallPolicy,
@@ -31,6 +30,7 @@ from oma_actors.agents.turn import (
     stopped_at_max_turns,
     with_commit,
 )
+from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
 from oma_actors.errors import DurableApprovalError, LLMError
 from oma_actors.tools.base import Tool, ToolContext
 from oma_actors.tools.executor import ToolOutcome, execute_tool_call

@@ -21,7 +21,7 @@ from oma_actors.llm.factory import create_adapter
 
 if TYPE_CHECKING:
     from oma_actors.agents.config import AgentConfig
-    from oma_actors.agents.state import PendingCall, RunnerState
+    from oma_actors.domain.inflight import PendingCall, RunnerState
     from oma_actors.domain.tasks import TaskState
     from oma_actors.llm.base import LLMAdapter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.agents.state import PendingCall, RunnerState
+from oma_actors.domain.inflight import PendingCall, RunnerState
 from oma_actors.domain.messages import ContentBlock, LLMResponse, Message, TextBlock
 
 if TYPE_CHECKING:

@@ -7,7 +7,6 @@ and works without the ``anthropic`` extra.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.domain.messages import (
@@ -28,11 +27,11 @@ from oma_actors.errors import (
     OverloadedError,
     ProviderError,
 )
-from oma_actors.llm.retry import error_for_status, with_retries
+from oma_actors.llm.retry import error_for_status
+from oma_actors.llm.sdk import SDKAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from types import TracebackType
 
     from anthropic import AnthropicError, AsyncAnthropic
     from anthropic.types import (
@@ -49,7 +48,7 @@ PROVIDER = "anthropic"
 _PLACEHOLDER_KEY = "unused"
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(SDKAdapter):
     """An ``LLMAdapter`` for Anthropic's Messages API.
 
     The SDK's own retries are off: failures are retried here (``max_retries`` times, with
@@ -91,6 +90,7 @@ class AnthropicAdapter:
             raise ConfigurationError(
                 "the Anthropic adapter needs the anthropic SDK: pip install 'oma-actors[anthropic]'"
             ) from err
+        self._provider = PROVIDER
         self._max_retries = max_retries
         self._retry_base_delay = retry_base_delay
         self._default_max_tokens = default_max_tokens
@@ -141,32 +141,9 @@ class AnthropicAdapter:
                 )
             except anthropic.AnthropicError as err:
                 raise _to_llm_error(err) from err
-            except json.JSONDecodeError as err:
-                # The SDK lets a non-JSON success body escape as a bare JSONDecodeError.
-                raise ProviderError(PROVIDER, "response body is not JSON", status=200) from err
 
-        message = await with_retries(
-            attempt,
-            attempts=self._max_retries + 1,
-            base_delay=self._retry_base_delay,
-            provider=PROVIDER,
-        )
+        message = await self._retried(attempt)
         return _from_message(message, options)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client; the adapter cannot be used afterwards."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicAdapter:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _new_client(api_key: str | None, base_url: str | None, timeout: float) -> AsyncAnthropic:

@@ -25,11 +25,11 @@ from oma_actors.domain.messages import (
     ToolUseBlock,
 )
 from oma_actors.errors import ConfigurationError, LLMError, OverloadedError, ProviderError
-from oma_actors.llm.retry import error_for_status, with_retries
+from oma_actors.llm.retry import error_for_status
+from oma_actors.llm.sdk import SDKAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from types import TracebackType
 
     from openai import AsyncOpenAI, OpenAIError
     from openai.types.chat import (
@@ -47,7 +47,7 @@ _PLACEHOLDER_KEY = "unused"
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
-class OpenAIAdapter:
+class OpenAIAdapter(SDKAdapter):
     """An ``LLMAdapter`` for OpenAI Chat Completions and OpenAI-compatible servers.
 
     The SDK's own retries are off: failures are retried here (``max_retries`` times, with
@@ -88,6 +88,7 @@ class OpenAIAdapter:
             ) from err
         if api_key is None and base_url is not None and not os.environ.get("OPENAI_API_KEY"):
             api_key = _PLACEHOLDER_KEY
+        self._provider = PROVIDER
         self._max_retries = max_retries
         self._retry_base_delay = retry_base_delay
         # The official API wants max_completion_tokens (reasoning models reject max_tokens);
@@ -152,32 +153,9 @@ class OpenAIAdapter:
                 )
             except openai.OpenAIError as err:
                 raise _to_llm_error(err) from err
-            except json.JSONDecodeError as err:
-                # The SDK lets a non-JSON success body escape as a bare JSONDecodeError.
-                raise ProviderError(PROVIDER, "response body is not JSON", status=200) from err
 
-        completion = await with_retries(
-            attempt,
-            attempts=self._max_retries + 1,
-            base_delay=self._retry_base_delay,
-            provider=PROVIDER,
-        )
+        completion = await self._retried(attempt)
         return _from_completion(completion, options)
-
-    async def aclose(self) -> None:
-        """Close the HTTP client; the adapter cannot be used afterwards."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAIAdapter:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _to_params(message: Message) -> list[ChatCompletionMessageParam]:

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.clock import to_iso, utcnow
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
 from oma_actors.errors import DurableApprovalError
 from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.ids import new_id
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
-from oma_actors.orchestration.checkpointing import RunCheckpointing, build_snapshot, new_identity
+from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
 from oma_actors.orchestration.execute import RunApprovals, execute_queue, ledger_for_store
 from oma_actors.orchestration.flows import (
@@ -100,7 +101,7 @@ async def _continue(
         elif snapshot.turn_count is not None:
             memory.turn_count = snapshot.turn_count
     checkpointing = RunCheckpointing(
-        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id),
+        checkpoint=_checkpoint(resolved, plan),
         mode=snapshot.mode,
         identity=new_identity(plan.run_id, plan.attempt),
         goal=snapshot.goal,
@@ -189,24 +190,19 @@ async def _settle_approvals(
     if reconciled.rejected:
         plan.queue.skip_remaining("Skipped: durable approval rejected.")
         rejected = {request.id for request in reconciled.rejected}
-        checkpointing = RunCheckpointing(
-            checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id),
-            mode=snapshot.mode,
+        # The terminal state is the stored one with the rejection applied: shared memory, turn
+        # count, completed results and our own fields carry over untouched.
+        terminal = replace(
+            snapshot,
+            revision=snapshot.revision + 1,
+            created_at=to_iso(utcnow()),
             identity=new_identity(plan.run_id, plan.attempt),
-            goal=snapshot.goal,
-            revision=snapshot.revision,
-            metadata=snapshot.metadata,
+            tasks=tuple(plan.queue.tasks),
+            in_flight=(),
+            pending_approvals=tuple(r for r in snapshot.pending_approvals if r.id not in rejected),
+            approval_decisions=tuple(reconciled.decisions),
         )
-        saved = await build_snapshot(
-            checkpointing,
-            queue=plan.queue,
-            memory=None,
-            results=plan.results,
-            in_flight={},
-            pending_approvals=[r for r in snapshot.pending_approvals if r.id not in rejected],
-            decisions=reconciled.decisions,
-        )
-        await checkpointing.checkpoint.save(replace(saved, revision=snapshot.revision + 1))
+        await _checkpoint(resolved, plan).save(terminal)
         state.status = RunStatus("rejected", "Durable approval rejected.")
         return team_result(run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state)
     if reconciled.already_rejected:
@@ -227,6 +223,10 @@ async def _settle_approvals(
             plan_only=True,
         )
     return None
+
+
+def _checkpoint(resolved: ResolvedCheckpoint, plan: RestorePlan) -> Checkpoint:
+    return Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id)
 
 
 async def _restored_synthesis(

@@ -246,7 +246,41 @@ class CrashingStore(_FaultStore):
             os._exit(self._exit_code)
 
 
-class FailingStore(_FaultStore):
+class _WindowedFault(_FaultStore):
+    """A fault injected on a window of watched calls: ``nth`` and the ``times - 1`` after it.
+
+    With ``times=None`` every watched call from ``nth`` on is affected.
+    """
+
+    def __init__(
+        self,
+        inner: MemoryStore,
+        *,
+        prefix: str,
+        op: StoreOp,
+        predicate: Predicate | None,
+        nth: int,
+        times: int | None,
+    ) -> None:
+        super().__init__(inner, prefix=prefix, op=op, predicate=predicate)
+        if nth < 1:
+            raise ValueError(f"nth must be >= 1, got {nth!r}")
+        if times is not None and times < 1:
+            raise ValueError(f"times must be >= 1 or None, got {times!r}")
+        self._nth = nth
+        self._times = times
+
+    def _in_window(self, op: StoreOp, key: str, value: str | None) -> bool:
+        """Count the call if watched; whether the fault fires on it (then ``fired`` grows)."""
+        if not self._matches(op, key, value) or self.matched < self._nth:
+            return False
+        if self._times is not None and self.matched >= self._nth + self._times:
+            return False
+        self.fired += 1
+        return True
+
+
+class FailingStore(_WindowedFault):
     """Raises instead of delegating, on some watched calls, without killing the process.
 
     Args:
@@ -273,25 +307,15 @@ class FailingStore(_FaultStore):
         op: StoreOp = "set",
         predicate: Predicate | None = None,
     ) -> None:
-        super().__init__(inner, prefix=prefix, op=op, predicate=predicate)
-        if nth < 1:
-            raise ValueError(f"nth must be >= 1, got {nth!r}")
-        if times is not None and times < 1:
-            raise ValueError(f"times must be >= 1 or None, got {times!r}")
-        self._nth = nth
-        self._times = times
+        super().__init__(inner, prefix=prefix, op=op, predicate=predicate, nth=nth, times=times)
         self._exc_factory = exc_factory
 
     def _before(self, op: StoreOp, key: str, value: str | None) -> None:
-        if not self._matches(op, key, value) or self.matched < self._nth:
-            return
-        if self._times is not None and self.matched >= self._nth + self._times:
-            return
-        self.fired += 1
-        raise self._exc_factory()
+        if self._in_window(op, key, value):
+            raise self._exc_factory()
 
 
-class UnknownOutcomeStore(_FaultStore):
+class UnknownOutcomeStore(_WindowedFault):
     """Raises ``TimeoutError`` on some watched calls, with the write landed or not.
 
     With ``landed=True`` the inner call completes first, so the store holds the new value; with
@@ -321,14 +345,8 @@ class UnknownOutcomeStore(_FaultStore):
         op: StoreOp = "set",
         predicate: Predicate | None = None,
     ) -> None:
-        super().__init__(inner, prefix=prefix, op=op, predicate=predicate)
-        if nth < 1:
-            raise ValueError(f"nth must be >= 1, got {nth!r}")
-        if times is not None and times < 1:
-            raise ValueError(f"times must be >= 1 or None, got {times!r}")
+        super().__init__(inner, prefix=prefix, op=op, predicate=predicate, nth=nth, times=times)
         self._landed = landed
-        self._nth = nth
-        self._times = times
 
     def _before(self, op: StoreOp, key: str, value: str | None) -> None:
         if not self._landed:
@@ -339,11 +357,8 @@ class UnknownOutcomeStore(_FaultStore):
             self._maybe_fail(op, key, value)
 
     def _maybe_fail(self, op: StoreOp, key: str, value: str | None) -> None:
-        if not self._matches(op, key, value) or self.matched < self._nth:
+        if not self._in_window(op, key, value):
             return
-        if self._times is not None and self.matched >= self._nth + self._times:
-            return
-        self.fired += 1
         state = "landed" if self._landed else "not written"
         raise TimeoutError(f"injected unknown outcome of {op} {key!r} ({state})")
 

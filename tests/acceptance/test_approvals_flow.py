@@ -435,3 +435,22 @@ async def test_ledger_row_matches_the_checkpoint_request() -> None:
     assert record is not None
     assert record.request == request
     assert record.decision is None
+
+
+async def test_a_rejection_keeps_the_embedded_shared_memory() -> None:
+    shared, store = InMemoryStore(), InMemoryStore()
+    await shared.set("seed/note", "keep me", {"agent": "seed"})
+    adapter = ScriptedAdapter([])
+    team = Team("t", [AgentConfig("worker", adapter=adapter)], shared_memory_store=shared)
+    first = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).run_tasks(
+        team, [Task("a", "x")], checkpoint=options(store)
+    )
+    [request] = first.pending_approvals
+    await reject(store, request.id, request.request_hash)
+    result = await OpenMultiAgent().restore(team, checkpoint=options(store))
+    assert result.status.code == "rejected"
+    saved = json.loads((await store.get(checkpoint_key(RUN))).value)  # type: ignore[union-attr]
+    assert [e["key"] for e in saved["sharedMemory"]["entries"]] == ["seed/note"]
+    assert saved["identity"]["attempt"] == 2
+    assert [d["decision"] for d in saved["approvalDecisions"]] == ["rejected"]
+    assert saved["pendingApprovals"] == []
