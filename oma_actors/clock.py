@@ -1,13 +1,49 @@
-"""Wall-clock helpers, in one place so the ISO format matches OMA's ``toISOString``."""
+"""Time, in one place: the injectable ``Clock`` and ISO helpers that match OMA's ``toISOString``.
+
+Everything that stamps a time (store entries, snapshots, task updates, approval requests, and
+later leases) reads it from a ``Clock`` so a test can drive time with the test kit's
+``FakeClock`` instead of sleeping. ``SYSTEM_CLOCK`` is the default everywhere.
+"""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of wall-clock time."""
+
+    def now(self) -> datetime:
+        """The current time as an aware UTC datetime."""
+        ...
+
+    def unix(self) -> float:
+        """The current time in seconds since the Unix epoch."""
+        ...
+
+
+class SystemClock:
+    """The real clock: ``datetime.now(UTC)`` and ``time.time()``."""
+
+    def now(self) -> datetime:
+        """The current time as an aware UTC datetime."""
+        return datetime.now(UTC)
+
+    def unix(self) -> float:
+        """The current time in seconds since the Unix epoch."""
+        return time.time()
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+"""The default clock of every component that takes a ``clock`` argument."""
 
 
 def utcnow() -> datetime:
-    """Return the current time as an aware UTC datetime."""
-    return datetime.now(UTC)
+    """Return the current time of the system clock as an aware UTC datetime."""
+    return SYSTEM_CLOCK.now()
 
 
 def to_iso(moment: datetime) -> str:

@@ -1,0 +1,62 @@
+"""The reserved keyspace: every store key the runtime owns, spelled in exactly one place.
+
+A store is shared by several writers: the run's checkpoints, the approval ledger, run records,
+the sidecar's registry and the team's shared memory. Keys under a reserved prefix belong to the
+runtime; shared memory never exposes, snapshots or restores them (DESIGN.md "Records and their
+owners"). Every module that builds or recognises one of these keys imports it from here.
+"""
+
+from __future__ import annotations
+
+CHECKPOINT_KEY_PREFIX = "__oma_checkpoint__/"
+"""Checkpoint snapshots: ``__oma_checkpoint__/<runId>/latest`` (spec CK-01)."""
+
+DEFAULT_CHECKPOINT_KEY = CHECKPOINT_KEY_PREFIX + "latest"
+"""The key of a checkpoint that has no run id (OMA's default, spec CK-01)."""
+
+APPROVAL_KEY_PREFIX = "__oma_approval__/"
+"""Durable approval rows: ``__oma_approval__/<requestId>`` (spec AP-11)."""
+
+RUN_KEY_PREFIX = "__oma_run__/"
+"""Run records with lease and fencing token: ``__oma_run__/<runId>`` (spec RS-01)."""
+
+SIDECAR_KEY_PREFIX = "__oma_sidecar__/"
+"""The sidecar's own records (its run registry and event log)."""
+
+RESERVED_PREFIXES = (CHECKPOINT_KEY_PREFIX, APPROVAL_KEY_PREFIX, RUN_KEY_PREFIX, SIDECAR_KEY_PREFIX)
+"""Every prefix the runtime owns; shared memory must never read or write under one."""
+
+
+def is_reserved_key(key: str) -> bool:
+    """Whether ``key`` belongs to the runtime rather than to shared memory."""
+    return key.startswith(RESERVED_PREFIXES)
+
+
+def checkpoint_key(run_id: str | None) -> str:
+    """The snapshot key of ``run_id``: ``__oma_checkpoint__/<run_id>/latest``.
+
+    An empty or missing run id gives OMA's default key ``__oma_checkpoint__/latest``.
+    """
+    if not run_id:
+        return DEFAULT_CHECKPOINT_KEY
+    return f"{CHECKPOINT_KEY_PREFIX}{run_id}/latest"
+
+
+def is_checkpoint_key(key: str) -> bool:
+    """Whether ``key`` lies in the checkpoint namespace."""
+    return key.startswith(CHECKPOINT_KEY_PREFIX)
+
+
+def approval_key(request_id: str) -> str:
+    """The ledger row of one approval request: ``__oma_approval__/<request_id>``."""
+    return APPROVAL_KEY_PREFIX + request_id
+
+
+def run_record_key(run_id: str) -> str:
+    """The run record (lease, fencing token, status) of ``run_id``: ``__oma_run__/<run_id>``."""
+    return RUN_KEY_PREFIX + run_id
+
+
+def sidecar_key(kind: str, name: str) -> str:
+    """A sidecar record: ``__oma_sidecar__/<kind>/<name>`` (e.g. ``run``, ``events``)."""
+    return f"{SIDECAR_KEY_PREFIX}{kind}/{name}"
