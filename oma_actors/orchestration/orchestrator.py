@@ -17,7 +17,7 @@ from oma_actors.orchestration.options import (
     checkpoint_options,
     resolve_checkpoint,
 )
-from oma_actors.orchestration.resume import restore_run
+from oma_actors.orchestration.restore_flow import restore_run
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:

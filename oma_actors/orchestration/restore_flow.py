@@ -1,4 +1,4 @@
-"""``restore``: continue a checkpointed run where it stopped (spec section 10, D4, D7)."""
+"""The restore flow: continue a checkpointed run where it stopped (spec 10, D4, D7)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from oma_actors.orchestration.flows import (
     team_memory,
 )
 from oma_actors.orchestration.queue import TaskQueue
-from oma_actors.orchestration.restore import RestorePlan, plan_restore
+from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
 from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import restore_memory
