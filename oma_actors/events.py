@@ -89,16 +89,39 @@ class ToolCalled(ProgressEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointSaved(ProgressEvent):
-    """A checkpoint save completed; ``revision`` counts this run's successful saves."""
+    """A checkpoint save completed and is durable.
+
+    Attributes:
+        revision: this run's successful saves so far.
+        boundary: the named boundary the save made durable (``tool_commit``, ``task_completed``,
+            ...; see ``oma_actors.checkpoint.boundaries``).
+        task_id: the task whose state the boundary recorded, if any.
+        committed: the tool calls whose commit records this durable save contains; a host that
+            executed one of them may forget it (its result will be replayed, never re-run).
+    """
 
     revision: int
+    boundary: str | None = None
+    task_id: str | None = None
+    committed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointSaveFailed(ProgressEvent):
-    """A best-effort checkpoint save failed; the run continues."""
+    """A checkpoint save failed.
+
+    At a best-effort boundary the run continues; at a strict one (``strict``) the step that
+    needed the save does not happen (decision D2).
+
+    Attributes:
+        error: what failed.
+        boundary: the named boundary whose save failed, if known.
+        strict: whether the boundary required the save before going on.
+    """
 
     error: str
+    boundary: str | None = None
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""Checkpoints: the typed snapshot, its OMA-compatible codec, keys, and the writer actor."""
+"""Checkpoints: the typed snapshot, its OMA-compatible codec, keys, and the run's one writer."""
 
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.keys import (
@@ -8,6 +8,7 @@ from oma_actors.checkpoint.keys import (
     is_checkpoint_key,
 )
 from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.checkpoint.run_writer import NotSaved, RunWriter, Saved, SaveOutcome, Unknown
 from oma_actors.checkpoint.snapshot import (
     CheckpointSnapshot,
     CompletedTask,
@@ -15,14 +16,7 @@ from oma_actors.checkpoint.snapshot import (
     RunIdentity,
     RunMode,
 )
-from oma_actors.checkpoint.writer import (
-    CheckpointActor,
-    NotSaved,
-    Save,
-    Saved,
-    SaveOutcome,
-    Unknown,
-)
+from oma_actors.checkpoint.writer import CheckpointActor, Save
 
 __all__ = [
     "CHECKPOINT_KEY_PREFIX",
@@ -35,6 +29,7 @@ __all__ = [
     "NotSaved",
     "RunIdentity",
     "RunMode",
+    "RunWriter",
     "Save",
     "SaveOutcome",
     "Saved",

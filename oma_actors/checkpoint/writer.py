@@ -1,105 +1,71 @@
-"""The ``CheckpointActor``: one per run, writes snapshots strictly in order (decision D2).
+"""The ``CheckpointActor``: the actor-side shell of a run's ``RunWriter``.
 
-Every save answers with an outcome instead of raising: ``Saved(revision)``, ``NotSaved(error)``
-when nothing reached the store (the snapshot could not be encoded), or ``Unknown(error)`` when the
-store failed mid-write and may or may not hold the new value. Callers at strict boundaries treat
-anything but ``Saved`` as failure; best-effort boundaries report it and go on.
+The RunActor asks it to save at each boundary; it forwards to the writer, which owns the
+revision, the outcome classification, strictness and the events (``run_writer.py``). Being an
+actor gives the run's saves a mailbox: boundaries queue in the order they were reached.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.codec import encode
-from oma_actors.checkpoint.fragments import EncodeCache
-from oma_actors.errors import CheckpointError
-from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
+from oma_actors.checkpoint.run_writer import NotSaved, RunWriter, Saved, SaveOutcome, Unknown
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from oma_actors.checkpoint.manager import Checkpoint
+    from oma_actors.checkpoint.boundaries import Boundary
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """The snapshot is durable; ``revision`` counts this run's successful saves."""
-
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class NotSaved:
-    """Nothing was written (e.g. the snapshot could not be serialized)."""
-
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """The store failed during the write; the new value may or may not be stored."""
-
-    error: str
-
-
-SaveOutcome = Saved | NotSaved | Unknown
+__all__ = [
+    "CheckpointActor",
+    "CheckpointMessage",
+    "NotSaved",
+    "RunWriter",
+    "Save",
+    "SaveOutcome",
+    "Saved",
+    "Unknown",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Save:
-    """Write ``snapshot``; the reply is a ``SaveOutcome``."""
+    """Write ``snapshot`` as the boundary ``boundary``; the reply is a ``SaveOutcome``.
+
+    Attributes:
+        snapshot: the run at the boundary.
+        boundary: the boundary's name (it decides strictness).
+        task_id: the task whose state the boundary records, if any.
+        committed: tool-call ids whose commit records the snapshot contains.
+    """
 
     snapshot: CheckpointSnapshot
-    strict: bool = False
+    boundary: Boundary
+    task_id: str | None = None
+    committed: tuple[str, ...] = ()
 
 
 CheckpointMessage = Save
 
 
 class CheckpointActor(Actor[CheckpointMessage]):
-    """Owns the write order of one checkpoint key and the run's save revision."""
+    """Serializes one run's saves through its ``RunWriter``."""
 
-    def __init__(
-        self,
-        checkpoint: Checkpoint,
-        *,
-        emit: Callable[[ProgressEvent], None],
-        revision: int = 0,
-    ) -> None:
-        self._checkpoint = checkpoint
-        self._emit = emit
-        self._revision = revision
-        self._cache = EncodeCache()
+    def __init__(self, writer: RunWriter) -> None:
+        self._writer = writer
 
     @property
     def revision(self) -> int:
         """Successful saves so far (continuing the restored snapshot's count)."""
-        return self._revision
+        return self._writer.revision
 
     async def receive(self, message: CheckpointMessage) -> SaveOutcome:
-        """Write the snapshot stamped with the next revision."""
-        snapshot = replace(message.snapshot, revision=self._revision + 1)
-        run_id = snapshot.run_id
-        try:
-            text = encode(snapshot, self._cache)
-        except CheckpointError as exc:
-            self._emit(CheckpointSaveFailed(run_id=run_id, error=str(exc)))
-            return NotSaved(str(exc))
-        try:
-            await self._checkpoint.write_encoded(text, snapshot)
-        except Exception as exc:  # any store failure is an outcome, never a crash of the run
-            # No read-back to "confirm" the write: a store may serve reads from a cache that
-            # already holds the value its failed flush never made durable (FileStore, FS-08).
-            error = f"{type(exc).__name__}: {exc}"
-            logger.warning("checkpoint save failed: %s", error)
-            self._emit(CheckpointSaveFailed(run_id=run_id, error=error))
-            return Unknown(error)
-        self._revision = snapshot.revision
-        self._emit(CheckpointSaved(run_id=run_id, revision=self._revision))
-        return Saved(self._revision)
+        """Save the snapshot through the writer and reply with the outcome."""
+        match message:
+            case Save(snapshot=snapshot, boundary=boundary, task_id=task_id, committed=committed):
+                return await self._writer.save(
+                    snapshot, boundary=boundary, task_id=task_id, committed=committed
+                )
+            case _:
+                assert_never(message)

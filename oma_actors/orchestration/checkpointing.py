@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.checkpoint.snapshot import (
     CheckpointSnapshot,
     CompletedTask,
@@ -14,15 +15,16 @@ from oma_actors.checkpoint.snapshot import (
     RunIdentity,
     RunMode,
 )
-from oma_actors.clock import to_iso, utcnow
+from oma_actors.clock import SYSTEM_CLOCK, Clock, to_iso
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.events import ProgressEvent
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
@@ -43,27 +45,32 @@ class RunCheckpointing:
     """The active checkpoint of one run.
 
     Attributes:
-        checkpoint: where snapshots go.
+        writer: the run's one writer (its checkpoint, revision and save outcomes).
         mode: the run's mode, as stored.
         identity: run id, attempt and this attempt's trace ids.
         goal: the run's goal, if any.
         embed_memory: embed the shared-memory snapshot (the checkpoint store is not the team's
             shared store, spec SV-04).
-        revision: saves made before this attempt (continued from a restored snapshot).
         metadata: run metadata, persisted as is.
         synthesis: a synthesis already stored (kept by every later save, decision D4).
         planning_usage: run_team's decomposition usage, so a restore still reports it.
+        clock: stamps each snapshot's ``createdAt``.
     """
 
-    checkpoint: Checkpoint
+    writer: RunWriter
     mode: RunMode
     identity: RunIdentity
     goal: str | None = None
     embed_memory: bool = True
-    revision: int = 0
     metadata: dict[str, Any] | None = None
     synthesis: AgentRunResult | None = None
     planning_usage: TokenUsage | None = None
+    clock: Clock = SYSTEM_CLOCK
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """Where the run's snapshots go."""
+        return self.writer.checkpoint
 
 
 async def build_snapshot(
@@ -109,7 +116,7 @@ async def build_snapshot(
         run_id=cp.identity.run_id,
         attempt=cp.identity.attempt,
         revision=0,
-        created_at=to_iso(utcnow()),
+        created_at=to_iso(cp.clock.now()),
         tasks=tasks,
         identity=cp.identity,
         goal=cp.goal,
@@ -135,14 +142,18 @@ def new_checkpointing(
     run_id: str,
     mode: RunMode,
     goal: str | None,
+    emit: Callable[[ProgressEvent], None],
     planning_usage: TokenUsage | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> RunCheckpointing:
-    """The checkpointing of a fresh run (attempt 1)."""
+    """The checkpointing of a fresh run (attempt 1, no save made yet)."""
+    checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=run_id)
     return RunCheckpointing(
-        checkpoint=Checkpoint(resolved.store, key=resolved.key, run_id=run_id),
+        writer=RunWriter(checkpoint, emit=emit),
         mode=mode,
         identity=new_identity(run_id, 1),
         goal=goal,
         embed_memory=not resolved.reuses_shared_store,
         planning_usage=planning_usage,
+        clock=clock,
     )

@@ -84,7 +84,7 @@ async def execute_queue(
     can_suspend = ledger is not None
     state = RunState(task_results=dict(restored_results or {}), decisions=list(approvals.decisions))
     if checkpointing is not None:
-        state.revision = checkpointing.revision
+        state.revision = checkpointing.writer.revision
     gate = None
     if approvals.dispatch_gate is not None or approvals.approved_dispatch:
         gate = DispatchGate(
@@ -98,10 +98,7 @@ async def execute_queue(
         writer: ActorRef[CheckpointMessage] | None = None
         if checkpointing is not None:
             writer = system.spawn(
-                CheckpointActor(
-                    checkpointing.checkpoint, emit=emit, revision=checkpointing.revision
-                ),
-                name=f"checkpoint:{run_id}",
+                CheckpointActor(checkpointing.writer), name=f"checkpoint:{run_id}"
             )
         agent_refs: dict[str, ActorRef[AgentMessage]] = {}
         for config in team.agents:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.run_writer import Saved
+from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
@@ -48,6 +50,7 @@ class FlowContext:
     on_task_dispatch: Gate | None = None
     on_plan_ready: Gate | None = None
     on_tool_call: Gate | None = None
+    clock: Clock = SYSTEM_CLOCK
 
     def approvals(self) -> RunApprovals:
         """The gates of a fresh run."""
@@ -121,7 +124,13 @@ async def run_queue(
     checkpointing = None
     if resolved is not None:
         checkpointing = new_checkpointing(
-            resolved, run_id=run_id, mode=mode, goal=goal, planning_usage=planning_usage
+            resolved,
+            run_id=run_id,
+            mode=mode,
+            goal=goal,
+            emit=ctx.emit,
+            planning_usage=planning_usage,
+            clock=ctx.clock,
         )
     memory = team_memory(team)
     state = await execute_queue(
@@ -148,7 +157,7 @@ async def run_task_list(
 ) -> TeamRunResult:
     """Validate ``tasks`` (before any work) and run them with ``team``."""
     check_assignees(team, tasks)
-    queue = TaskQueue.from_tasks(tasks)
+    queue = TaskQueue.from_tasks(tasks, clock=ctx.clock)
     with claim_if(resolved):
         run_id, state, _, _ = await run_queue(
             team, queue, ctx=ctx, resolved=resolved, mode=mode, goal=goal
@@ -169,7 +178,11 @@ async def save_synthesis(
     state: RunState,
     synthesis: AgentRunResult,
 ) -> None:
-    """Persist a successful synthesis so a restore of the finished run returns it (D4)."""
+    """Persist a successful synthesis so a restore of the finished run returns it (D4).
+
+    Best-effort like every ordinary save: the result is returned whether or not it is stored,
+    and a failure is reported by the writer as ``CheckpointSaveFailed``.
+    """
     if checkpointing is None or not synthesis.success:
         return
     snapshot = await build_snapshot(
@@ -180,11 +193,9 @@ async def save_synthesis(
         in_flight={},
         synthesis=synthesis,
     )
-    try:
-        await checkpointing.checkpoint.save(replace(snapshot, revision=state.revision + 1))
-        state.revision += 1
-    except Exception:  # best-effort like every ordinary save; the result is returned regardless
-        return
+    outcome = await checkpointing.writer.save(snapshot, boundary="synthesis")
+    if isinstance(outcome, Saved):
+        state.revision = outcome.revision
 
 
 async def run_goal(
@@ -212,7 +223,7 @@ async def run_goal(
             extra_agent_results=planning,
             status=RunStatus("error", message),
         )
-    queue = TaskQueue.from_tasks(plan.tasks)
+    queue = TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
     if resolved is not None and resolved.run_id is None:
         resolved = replace(resolved, run_id=planning_id)
     if ctx.on_plan_ready is not None:

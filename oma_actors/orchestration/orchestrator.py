@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent, run_task
 from oma_actors.agents.tool_calls import CallPolicy
+from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_goal, run_task_list
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.approvals.gates import Gate
+    from oma_actors.clock import Clock
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.domain.tasks import PlanArtifact, Task
 
@@ -40,6 +42,8 @@ class OpenMultiAgent:
             never breaks the run or its save order.
         max_concurrency: tasks in flight at once per run.
         on_task_dispatch, on_plan_ready, on_tool_call: approval gates (durable approvals).
+        clock: the time source of snapshots and task updates (the test kit's ``FakeClock``
+            makes them deterministic); the system clock by default.
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class OpenMultiAgent:
         on_task_dispatch: Gate | None = None,
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
+        clock: Clock | None = None,
     ) -> None:
         for name, gate in (
             ("on_task_dispatch", on_task_dispatch),
@@ -68,6 +73,7 @@ class OpenMultiAgent:
             on_task_dispatch=on_task_dispatch,
             on_plan_ready=on_plan_ready,
             on_tool_call=on_tool_call,
+            clock=clock or SYSTEM_CLOCK,
         )
         # Spec CO-05: the last-resort checkpoint store, shared by this instance's runs.
         self._fallback_store = InMemoryStore()

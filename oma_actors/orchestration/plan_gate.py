@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.approvals import (
@@ -12,6 +11,7 @@ from oma_actors.approvals import (
     plan_content,
 )
 from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, consult
+from oma_actors.checkpoint.run_writer import Saved
 from oma_actors.domain.jsonforms import task_to_json
 from oma_actors.domain.results import RunStatus
 from oma_actors.events import ApprovalPending
@@ -65,7 +65,9 @@ async def plan_gate(
     request = create_approval_request(
         run_id=run_id, scope="plan", boundary=PLAN_BOUNDARY, content=content, reason=reason
     )
-    checkpointing = new_checkpointing(resolved, run_id=run_id, mode="runTeam", goal=goal)
+    checkpointing = new_checkpointing(
+        resolved, run_id=run_id, mode="runTeam", goal=goal, emit=ctx.emit, clock=ctx.clock
+    )
     snapshot = await build_snapshot(
         checkpointing,
         queue=queue,
@@ -74,15 +76,17 @@ async def plan_gate(
         in_flight={},
         pending_approvals=[request],
     )
-    try:
-        await checkpointing.checkpoint.save(replace(snapshot, revision=1))
-    except Exception as exc:  # strict: a suspension is never reported without durable state
-        message = f"APPROVAL_INTEGRITY_ERROR: the plan suspension could not be saved: {exc}"
+    outcome = await checkpointing.writer.save(snapshot, boundary="plan_suspended")
+    if not isinstance(outcome, Saved):
+        # Strict: a suspension is never reported without durable state.
+        message = (
+            f"APPROVAL_INTEGRITY_ERROR: the plan suspension could not be saved: {outcome.error}"
+        )
         return RunState(status=RunStatus("error", message))
     await DurableApprovalLedger(resolved.store).ensure_request(request)  # type: ignore[arg-type]
     ctx.emit(ApprovalPending(run_id=run_id, request=request))
     return RunState(
         status=RunStatus("suspended", "Plan approval pending."),
         pending_approvals=[request],
-        revision=1,
+        revision=outcome.revision,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.clock import utcnow
+from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.tasks import Task, TaskState, TaskStatus
 from oma_actors.errors import ConfigurationError
 from oma_actors.orchestration.graph import resolve_dependencies
@@ -19,29 +19,42 @@ if TYPE_CHECKING:
 
 
 class TaskQueue:
-    """Tasks in queue order with their statuses (spec TQ-01..TQ-07)."""
+    """Tasks in queue order with their statuses (spec TQ-01..TQ-07).
 
-    def __init__(self, states: Iterable[TaskState]) -> None:
+    Args:
+        states: the tasks, in queue order.
+        clock: stamps ``updated_at`` on every status change.
+    """
+
+    def __init__(self, states: Iterable[TaskState], *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._states: dict[str, TaskState] = {state.id: state for state in states}
+        self._clock = clock
 
     @classmethod
-    def from_tasks(cls, tasks: Sequence[Task]) -> TaskQueue:
-        """Validate the graph (``TaskGraphError`` on failure) and add every task (TQ-01)."""
+    def from_tasks(cls, tasks: Sequence[Task], *, clock: Clock = SYSTEM_CLOCK) -> TaskQueue:
+        """Validate the graph (``TaskGraphError`` on failure) and add every task as pending.
+
+        Spec TQ-01: dependencies are resolved by id or title first, so a bad graph is refused
+        before any task is queued.
+        """
         deps = resolve_dependencies(tasks)
         queue = cls(
-            TaskState(
-                id=task.id,
-                title=task.title,
-                description=task.description,
-                status="pending",
-                assignee=task.assignee,
-                depends_on=deps[task.id],
-                max_retries=task.max_retries,
-                retry_delay_ms=task.retry_delay_ms,
-                retry_backoff=task.retry_backoff,
-                metadata=task.metadata,
-            )
-            for task in tasks
+            (
+                TaskState(
+                    id=task.id,
+                    title=task.title,
+                    description=task.description,
+                    status="pending",
+                    assignee=task.assignee,
+                    depends_on=deps[task.id],
+                    max_retries=task.max_retries,
+                    retry_delay_ms=task.retry_delay_ms,
+                    retry_backoff=task.retry_backoff,
+                    metadata=task.metadata,
+                )
+                for task in tasks
+            ),
+            clock=clock,
         )
         queue.refresh_readiness()
         return queue
@@ -150,7 +163,7 @@ class TaskQueue:
         return changed
 
     def _put(self, state: TaskState, status: TaskStatus, **changes: object) -> TaskState:
-        updated = replace(state, status=status, updated_at=utcnow(), **changes)  # type: ignore[arg-type]
+        updated = replace(state, status=status, updated_at=self._clock.now(), **changes)  # type: ignore[arg-type]
         self._states[state.id] = updated
         return updated
 

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.clock import to_iso, utcnow
+from oma_actors.checkpoint.run_writer import RunWriter, Saved
+from oma_actors.clock import to_iso
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
-from oma_actors.errors import DurableApprovalError
+from oma_actors.errors import DurableApprovalError, StoreError
 from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.ids import new_id
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
@@ -87,11 +88,12 @@ async def _continue(
     resolved: ResolvedCheckpoint,
     coordinator: AgentConfig | None,
 ) -> TeamRunResult:
-    plan = plan_restore(snapshot, team, resolved.run_id)
+    plan = plan_restore(snapshot, team, resolved.run_id, clock=ctx.clock)
     reconciled = await reconcile_approvals(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
-    stopped = await _settle_approvals(snapshot, plan, reconciled, resolved, ctx)
+    writer = _writer(resolved, plan, snapshot, ctx)
+    stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
         return stopped
     memory = team_memory(team)
@@ -101,15 +103,15 @@ async def _continue(
         elif snapshot.turn_count is not None:
             memory.turn_count = snapshot.turn_count
     checkpointing = RunCheckpointing(
-        checkpoint=_checkpoint(resolved, plan),
+        writer=writer,
         mode=snapshot.mode,
         identity=new_identity(plan.run_id, plan.attempt),
         goal=snapshot.goal,
         embed_memory=not resolved.reuses_shared_store,
-        revision=snapshot.revision,
         metadata=snapshot.metadata,
         synthesis=snapshot.synthesis,
         planning_usage=snapshot.planning_usage,
+        clock=ctx.clock,
     )
     state = await execute_queue(
         team,
@@ -171,12 +173,12 @@ async def _settle_approvals(
     snapshot: CheckpointSnapshot,
     plan: RestorePlan,
     reconciled: Reconciled,
-    resolved: ResolvedCheckpoint,
+    writer: RunWriter,
     ctx: FlowContext,
 ) -> TeamRunResult | None:
     """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on."""
     state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
-    as_saved = TaskQueue(snapshot.tasks)
+    as_saved = TaskQueue(snapshot.tasks, clock=ctx.clock)
     if reconciled.unresolved:
         # Calling restore early is harmless: no work, no save, no gate. The requests are
         # announced again: a crash may have come between their ledger row and their event.
@@ -194,15 +196,17 @@ async def _settle_approvals(
         # count, completed results and our own fields carry over untouched.
         terminal = replace(
             snapshot,
-            revision=snapshot.revision + 1,
-            created_at=to_iso(utcnow()),
+            created_at=to_iso(ctx.clock.now()),
             identity=new_identity(plan.run_id, plan.attempt),
             tasks=tuple(plan.queue.tasks),
             in_flight=(),
             pending_approvals=tuple(r for r in snapshot.pending_approvals if r.id not in rejected),
             approval_decisions=tuple(reconciled.decisions),
         )
-        await _checkpoint(resolved, plan).save(terminal)
+        outcome = await writer.save(terminal, boundary="approval_rejected")
+        if not isinstance(outcome, Saved):
+            # Strict: a rejection reported as final must be what a later restore reads.
+            raise StoreError(f"the approval rejection could not be saved: {outcome.error}")
         state.status = RunStatus("rejected", "Durable approval rejected.")
         return team_result(run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state)
     if reconciled.already_rejected:
@@ -225,8 +229,12 @@ async def _settle_approvals(
     return None
 
 
-def _checkpoint(resolved: ResolvedCheckpoint, plan: RestorePlan) -> Checkpoint:
-    return Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id)
+def _writer(
+    resolved: ResolvedCheckpoint, plan: RestorePlan, snapshot: CheckpointSnapshot, ctx: FlowContext
+) -> RunWriter:
+    """The restored run's one writer, continuing the stored snapshot's revision."""
+    checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id)
+    return RunWriter(checkpoint, emit=ctx.emit, revision=snapshot.revision)
 
 
 async def _restored_synthesis(

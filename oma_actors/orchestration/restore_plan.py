@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.results import AgentRunResult
 from oma_actors.errors import CheckpointError, RunIdMismatchError, TaskGraphError
 from oma_actors.ids import new_id
@@ -31,7 +32,11 @@ class RestorePlan:
 
 
 def plan_restore(
-    snapshot: CheckpointSnapshot, team: Team, requested_run_id: str | None
+    snapshot: CheckpointSnapshot,
+    team: Team,
+    requested_run_id: str | None,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> RestorePlan:
     """Validate ``snapshot`` against the caller and the team and plan the continuation.
 
@@ -91,7 +96,7 @@ def plan_restore(
             success=True, output=fallback or ""
         )
 
-    queue = TaskQueue(snapshot.tasks)
+    queue = TaskQueue(snapshot.tasks, clock=clock)
     queue.reset_in_progress()
     return RestorePlan(
         run_id=run_id,

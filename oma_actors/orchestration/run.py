@@ -3,16 +3,16 @@
 The RunActor owns the task queue, the in-flight runner states, the pending approvals and every
 decision about them. It dispatches ready tasks to their agents up to ``max_concurrency``; each
 AgentActor (``agent_actor.py``) spawns one RunnerActor per task. Runners report durable
-boundaries to the RunActor,
-which builds the snapshot from its own state (so it is consistent) and has the CheckpointActor
-write it. Because the RunActor handles one message at a time, snapshots are built and written in
-boundary order.
+boundaries to the RunActor, which builds the snapshot from its own state (so it is consistent)
+and has the CheckpointActor write it through the run's one ``RunWriter``, naming the boundary.
+Because the RunActor handles one message at a time, snapshots are built and written in boundary
+order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.writer import Save, Saved
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from oma_actors.actors import ActorRef
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
+    from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
     from oma_actors.checkpoint.writer import CheckpointMessage
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
@@ -99,10 +100,12 @@ class RunActor(Actor[RunMessage]):
         self._queue = queue
         self._state = state
         self._roster = list(wiring.agents)
-        self._saved: dict[str, tuple[str, RunnerState]] = dict(resume or {})
-        self._resume = {task_id: state for task_id, (_, state) in self._saved.items()}
+        # The latest runner state of every task in flight (task id -> (agent, state)): what the
+        # next snapshot records for it. Restored entries wait here until re-dispatched.
+        self._runner_states: dict[str, tuple[str, RunnerState]] = dict(resume or {})
+        self._resume = {task_id: state for task_id, (_, state) in self._runner_states.items()}
         self._pending: dict[str, ApprovalRequest] = dict(pending or {})
-        self._in_flight: dict[str, str] = {}  # task id -> agent
+        self._running: dict[str, str] = {}  # task id -> agent, for dispatched tasks
         # Completed tasks whose TaskCompleted was emitted; persisted so that a completion saved
         # just before a crash is still announced after the restore (at-least-once events).
         self._announced: set[str] = (
@@ -124,11 +127,13 @@ class RunActor(Actor[RunMessage]):
             case StartRun(done=done):
                 self._done = done
                 self._announce_restored()
-                await self._save()  # admission snapshot (decision D3), best-effort
+                await self._save("admission")  # decision D3, best-effort
             case Boundary(task_id=task_id, agent=agent, state=state, kind=kind):
                 return await self._boundary(task_id, agent, state, kind)
             case TaskFinished(outcome=outcome):
                 await self._finish(outcome)
+            case _:
+                assert_never(message)
         await self._dispatch()
         return None
 
@@ -150,30 +155,36 @@ class RunActor(Actor[RunMessage]):
         self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind
     ) -> bool:
         if kind == "attempt_reset":
-            self._saved.pop(task_id, None)  # retries start fresh (spec TQ-10)
-            return await self._save()
-        self._saved[task_id] = (agent, state)
+            # Spec TQ-10: a retried task starts a fresh conversation, so its old state goes.
+            self._runner_states.pop(task_id, None)
+            return await self._save(kind, task_id)
+        self._runner_states[task_id] = (agent, state)
         for item in state.pending:
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
                 self._pending.pop(item.approval_request.id, None)
         if kind != "approval_requested":
-            return await self._save(strict=kind in ("tool_dispatch", "suspended"))
+            committed = tuple(item.call.id for item in state.pending if item.commit is not None)
+            return await self._save(kind, task_id, committed)
         new = [
             item.approval_request
             for item in state.awaiting_approval
             if item.approval_request is not None and item.approval_request.id not in self._pending
         ]
-        return await self._publish(new)
+        return await self._publish(new, task_id)
 
-    async def _publish(self, requests: list[ApprovalRequest]) -> bool:
-        """Suspend on ``requests``: strict save, then the ledger rows, then the events (AP-19)."""
+    async def _publish(self, requests: list[ApprovalRequest], task_id: str | None = None) -> bool:
+        """Suspend on ``requests``: strict save, then the ledger rows, then the events.
+
+        Spec AP-19: a request is announced only once it is durable, both in the checkpoint and
+        in the ledger, so a reviewer never sees a request a restore would not know about.
+        """
         ledger = self._w.ledger
         if ledger is None or self._w.writer is None:
             return False
         for request in requests:
             self._pending[request.id] = request
-        if not await self._save(strict=True):
+        if not await self._save("approval_requested", task_id):
             for request in requests:
                 self._pending.pop(request.id, None)
             return False
@@ -183,8 +194,13 @@ class RunActor(Actor[RunMessage]):
             self._w.emit(ApprovalPending(run_id=self._w.run_id, request=request))
         return True
 
-    async def _save(self, *, strict: bool = False) -> bool:
-        """Save the run as it is now; answers whether the snapshot is durable."""
+    async def _save(
+        self, boundary: BoundaryName, task_id: str | None = None, committed: tuple[str, ...] = ()
+    ) -> bool:
+        """Save the run as it is now, as ``boundary``; answers whether the snapshot is durable.
+
+        Strictness and the outcome's events belong to the run's ``RunWriter``.
+        """
         cp, writer = self._w.checkpointing, self._w.writer
         if cp is None or writer is None:
             return False
@@ -193,12 +209,14 @@ class RunActor(Actor[RunMessage]):
             queue=self._queue,
             memory=self._w.memory,
             results=self._state.task_results,
-            in_flight=self._saved,
+            in_flight=self._runner_states,
             pending_approvals=self._pending_requests(),
             decisions=self._state.decisions,
             announced=self._announced,
         )
-        outcome = await writer.ask(Save(snapshot=snapshot, strict=strict))
+        outcome = await writer.ask(
+            Save(snapshot=snapshot, boundary=boundary, task_id=task_id, committed=committed)
+        )
         if isinstance(outcome, Saved):
             self._state.revision = outcome.revision
             return True
@@ -211,7 +229,7 @@ class RunActor(Actor[RunMessage]):
         call that carries one must be listed too (spec SV-03, CK-16).
         """
         found = dict(self._pending)
-        for _, state in self._saved.values():
+        for _, state in self._runner_states.values():
             for item in state.pending:
                 if item.approval_request is not None and item.commit is None:
                     found.setdefault(item.approval_request.id, item.approval_request)
@@ -220,7 +238,7 @@ class RunActor(Actor[RunMessage]):
     async def _dispatch(self) -> None:
         assert self._self is not None
         for task in self._queue.ready():
-            if self._stop is not None or len(self._in_flight) >= self._w.max_concurrency:
+            if self._stop is not None or len(self._running) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
             task = self._queue.assign(task.id, agent)
@@ -232,13 +250,13 @@ class RunActor(Actor[RunMessage]):
                 if verdict.consumed is not None:
                     self._pending.pop(verdict.consumed, None)
             self._start(task, agent)
-        if not self._in_flight and self._done is not None and not self._done.done():
+        if not self._running and self._done is not None and not self._done.done():
             await self._conclude()
 
     def _start(self, task: TaskState, agent: str) -> None:
         assert self._self is not None
         started = self._queue.start(task.id, agent)
-        self._in_flight[task.id] = agent
+        self._running[task.id] = agent
         self._w.emit(
             TaskStarted(run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent)
         )
@@ -258,7 +276,7 @@ class RunActor(Actor[RunMessage]):
         assert self._done is not None
         match self._stop:
             case Wait(status=status):
-                await self._save()  # best-effort: the suspension itself is already durable
+                await self._save("run_suspended")  # best-effort: the suspension is durable
                 self._state.status = status
             case Halt(status=status, reason=reason):
                 self._skip(reason)
@@ -283,13 +301,13 @@ class RunActor(Actor[RunMessage]):
             return task.assignee
         # Unassigned tasks go to the least busy agent, ties broken by roster order.
         load = dict.fromkeys(self._roster, 0)
-        for name in self._in_flight.values():
+        for name in self._running.values():
             load[name] += 1
         return min(self._roster, key=lambda name: load[name])
 
     async def _finish(self, outcome: TaskOutcome) -> None:
         task_id = outcome.task_id or ""
-        agent = self._in_flight.pop(task_id)
+        agent = self._running.pop(task_id)
         if outcome.fatal is not None:
             self._state.fatal = self._state.fatal or outcome.fatal
             self._stop = Halt(
@@ -307,7 +325,7 @@ class RunActor(Actor[RunMessage]):
         run_id = self._w.run_id
         self._state.task_results[task_id] = result
         self._state.agent_results[agent] = result
-        self._saved.pop(task_id, None)  # spec RN-13
+        self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
         if not result.success:
             cascade = self._queue.fail(task_id, result.output)
             for failed in (self._queue.get(task_id), *cascade):
@@ -329,7 +347,7 @@ class RunActor(Actor[RunMessage]):
             await memory.write(agent, task_result_key(task_id), result.output)
             memory.advance_turn()
         self._queue.complete(task_id, result.output)
-        await self._save()
+        await self._save("task_completed", task_id)
         self._w.emit(
             TaskCompleted(
                 run_id=run_id, task_id=task_id, title=task.title, agent=agent, result=result

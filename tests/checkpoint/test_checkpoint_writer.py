@@ -1,4 +1,4 @@
-"""``CheckpointActor`` in an ``ActorSystem``: ordered revisions and save outcomes (decision D2)."""
+"""``CheckpointActor`` over a ``RunWriter``: ordered revisions and save outcomes (decision D2)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from oma_actors.checkpoint import (
     Checkpoint,
     CheckpointActor,
     NotSaved,
+    RunWriter,
     Save,
     Saved,
     Unknown,
@@ -52,15 +53,17 @@ async def test_revisions_count_up_in_order() -> None:
     store = RecordingStore()
     checkpoint = Checkpoint(store, run_id="run-test")
     events: list[ProgressEvent] = []
-    actor = CheckpointActor(checkpoint, emit=events.append)
+    actor = CheckpointActor(RunWriter(checkpoint, emit=events.append))
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
         outcomes = await asyncio.gather(
-            *(ref.ask(Save(snapshot=make_snapshot(goal=f"g{i}", revision=99))) for i in (1, 2, 3))
+            *(ref.ask(Save(snapshot=make_snapshot(goal=f"g{i}", revision=99), boundary="tool_commit")) for i in (1, 2, 3))
         )
     assert outcomes == [Saved(1), Saved(2), Saved(3)]
     assert store.written == [(1, "g1"), (2, "g2"), (3, "g3")]  # incoming revision is restamped
-    assert events == [CheckpointSaved(run_id="run-test", revision=n) for n in (1, 2, 3)]
+    assert events == [
+        CheckpointSaved(run_id="run-test", revision=n, boundary="tool_commit") for n in (1, 2, 3)
+    ]
     assert actor.revision == 3
     loaded = await checkpoint.load_latest()
     assert loaded is not None
@@ -76,8 +79,8 @@ async def test_revisions_count_up_in_order() -> None:
 async def test_revision_continues_from_a_restored_snapshot() -> None:
     checkpoint = Checkpoint(InMemoryStore(), run_id="run-test")
     async with ActorSystem() as system:
-        ref = system.spawn(CheckpointActor(checkpoint, emit=lambda _: None, revision=12))
-        assert await ref.ask(Save(snapshot=make_snapshot())) == Saved(13)
+        ref = system.spawn(CheckpointActor(RunWriter(checkpoint, emit=lambda _: None, revision=12)))
+        assert await ref.ask(Save(snapshot=make_snapshot(), boundary="admission")) == Saved(13)
     loaded = await checkpoint.load_latest()
     assert loaded is not None
     assert loaded.revision == 13
@@ -87,13 +90,13 @@ async def test_a_failing_store_is_unknown_and_keeps_the_revision() -> None:
     store = RecordingStore(fail_on=frozenset({2}))
     checkpoint = Checkpoint(store, run_id="run-test")
     events: list[ProgressEvent] = []
-    actor = CheckpointActor(checkpoint, emit=events.append)
+    actor = CheckpointActor(RunWriter(checkpoint, emit=events.append))
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
-        first = await ref.ask(Save(snapshot=make_snapshot(goal="one")))
-        failed = await ref.ask(Save(snapshot=make_snapshot(goal="two"), strict=True))
+        first = await ref.ask(Save(snapshot=make_snapshot(goal="one"), boundary="admission"))
+        failed = await ref.ask(Save(snapshot=make_snapshot(goal="two"), boundary="tool_dispatch"))
         assert actor.revision == 1
-        third = await ref.ask(Save(snapshot=make_snapshot(goal="three")))
+        third = await ref.ask(Save(snapshot=make_snapshot(goal="three"), boundary="task_completed"))
         assert ref.is_alive  # a store failure is an outcome, not a crash
     assert first == Saved(1)
     assert isinstance(failed, Unknown)
@@ -101,9 +104,11 @@ async def test_a_failing_store_is_unknown_and_keeps_the_revision() -> None:
     assert "No space left on device" in failed.error
     assert third == Saved(2)
     assert events == [
-        CheckpointSaved(run_id="run-test", revision=1),
-        CheckpointSaveFailed(run_id="run-test", error=failed.error),
-        CheckpointSaved(run_id="run-test", revision=2),
+        CheckpointSaved(run_id="run-test", revision=1, boundary="admission"),
+        CheckpointSaveFailed(
+            run_id="run-test", error=failed.error, boundary="tool_dispatch", strict=True
+        ),
+        CheckpointSaved(run_id="run-test", revision=2, boundary="task_completed"),
     ]
     assert store.written == [(1, "one"), (2, "three")]
 
@@ -112,15 +117,17 @@ async def test_an_unencodable_snapshot_is_not_saved_and_never_reaches_the_store(
     store = RecordingStore()
     checkpoint = Checkpoint(store, run_id="run-test")
     events: list[ProgressEvent] = []
-    actor = CheckpointActor(checkpoint, emit=events.append)
+    actor = CheckpointActor(RunWriter(checkpoint, emit=events.append))
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
-        outcome = await ref.ask(Save(snapshot=make_snapshot(metadata={"handle": object()})))
+        outcome = await ref.ask(Save(snapshot=make_snapshot(metadata={"handle": object()}), boundary="admission"))
         assert store.calls == 0
         assert actor.revision == 0
-        after = await ref.ask(Save(snapshot=make_snapshot()))
+        after = await ref.ask(Save(snapshot=make_snapshot(), boundary="admission"))
     assert isinstance(outcome, NotSaved)
     assert "snapshot cannot be serialized" in outcome.error
-    assert events[0] == CheckpointSaveFailed(run_id="run-test", error=outcome.error)
+    assert events[0] == CheckpointSaveFailed(
+        run_id="run-test", error=outcome.error, boundary="admission"
+    )
     assert after == Saved(1)
     assert store.calls == 1

@@ -1,0 +1,189 @@
+"""``RunWriter``: the one path to a run's durable state (decision D2, "one writer per run").
+
+Every durable write of a run goes through its writer: the admission snapshot, each runner
+boundary, task completions, the synthesis, the plan suspension and the rejection terminal. The
+writer owns what used to be re-derived at each call site:
+
+- the **revision** (count of this run's successful saves, continuing a restored snapshot's);
+- the **outcome** of a save: ``Saved(revision)``, ``NotSaved(error)`` when nothing reached the
+  store (the snapshot could not be encoded), ``Unknown(error)`` when the store failed mid-write
+  and may or may not hold the new value;
+- **strictness**, decided by the boundary's name (``STRICT_BOUNDARIES``), not by the caller;
+- the **events** (``CheckpointSaved`` / ``CheckpointSaveFailed``, with the boundary named) and
+  the **boundary reports** to a probe (``boundaries.report``), before and after each write.
+
+Writes are serialized by a lock, so snapshots land in the order their boundaries were reached
+even when the writer is shared by an actor and a flow. Later the journal append and the fence
+check join here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
+from oma_actors.checkpoint.codec import encode
+from oma_actors.checkpoint.fragments import EncodeCache
+from oma_actors.errors import CheckpointError
+from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from oma_actors.checkpoint.boundaries import Boundary
+    from oma_actors.checkpoint.manager import Checkpoint
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.events import ProgressEvent
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """The snapshot is durable; ``revision`` counts this run's successful saves."""
+
+    revision: int
+
+    @property
+    def durable(self) -> bool:
+        """Always ``True``: the write is known to be on the store."""
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class NotSaved:
+    """Nothing was written (e.g. the snapshot could not be serialized)."""
+
+    error: str
+
+    @property
+    def durable(self) -> bool:
+        """Always ``False``: the store was not touched."""
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """The store failed during the write; the new value may or may not be stored."""
+
+    error: str
+
+    @property
+    def durable(self) -> bool:
+        """Always ``False``: a strict boundary must not rely on a write it cannot confirm."""
+        return False
+
+
+SaveOutcome = Saved | NotSaved | Unknown
+
+
+class RunWriter:
+    """Writes one run's snapshots, in order, and answers every save with a ``SaveOutcome``.
+
+    Args:
+        checkpoint: the run's checkpoint (store and key).
+        emit: receives ``CheckpointSaved`` / ``CheckpointSaveFailed``.
+        revision: successful saves before this attempt (a restored snapshot's revision).
+    """
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        emit: Callable[[ProgressEvent], None],
+        revision: int = 0,
+    ) -> None:
+        self._checkpoint = checkpoint
+        self._emit = emit
+        self._revision = revision
+        self._cache = EncodeCache()
+        self._lock = asyncio.Lock()
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The checkpoint this writer writes (its store holds the run's other records too)."""
+        return self._checkpoint
+
+    @property
+    def revision(self) -> int:
+        """Successful saves so far (continuing the restored snapshot's count)."""
+        return self._revision
+
+    async def save(
+        self,
+        snapshot: CheckpointSnapshot,
+        *,
+        boundary: Boundary,
+        task_id: str | None = None,
+        committed: Sequence[str] = (),
+    ) -> SaveOutcome:
+        """Write ``snapshot`` stamped with the next revision, as the boundary ``boundary``.
+
+        Never raises for a store or encoding failure: the outcome says what happened, and a
+        ``CheckpointSaveFailed`` event reports it. A strict boundary's caller must not go on
+        unless the outcome is ``Saved`` (``outcome.durable``).
+
+        Args:
+            snapshot: the run as it is at the boundary (its revision is replaced).
+            boundary: the boundary's name; decides strictness.
+            task_id: the task whose state the boundary records, if any.
+            committed: tool-call ids whose commit records ``snapshot`` contains.
+        """
+        async with self._lock:
+            return await self._write(snapshot, boundary, task_id, tuple(committed))
+
+    async def _write(
+        self,
+        snapshot: CheckpointSnapshot,
+        boundary: Boundary,
+        task_id: str | None,
+        committed: tuple[str, ...],
+    ) -> SaveOutcome:
+        strict = boundary in STRICT_BOUNDARIES
+        snapshot = replace(snapshot, revision=self._revision + 1)
+        run_id = snapshot.run_id
+        point = BoundaryPoint(
+            run_id=run_id, boundary=boundary, phase="before", task_id=task_id,
+            revision=snapshot.revision,
+        )  # fmt: skip
+        report(point)
+        outcome = await self._store(snapshot)
+        report(replace(point, phase="after", durable=outcome.durable))
+        if isinstance(outcome, Saved):
+            self._revision = outcome.revision
+            self._emit(
+                CheckpointSaved(
+                    run_id=run_id, revision=outcome.revision, boundary=boundary,
+                    task_id=task_id, committed=committed,
+                )
+            )  # fmt: skip
+            return outcome
+        # A strict boundary's failure stops the step that needed it; say so louder.
+        logger.log(
+            logging.ERROR if strict else logging.WARNING,
+            "checkpoint save at %s failed: %s",
+            boundary,
+            outcome.error,
+        )
+        self._emit(
+            CheckpointSaveFailed(
+                run_id=run_id, error=outcome.error, boundary=boundary, strict=strict
+            )
+        )
+        return outcome
+
+    async def _store(self, snapshot: CheckpointSnapshot) -> SaveOutcome:
+        try:
+            text = encode(snapshot, self._cache)
+        except CheckpointError as exc:
+            return NotSaved(str(exc))
+        try:
+            await self._checkpoint.write_encoded(text, snapshot)
+        except Exception as exc:  # any store failure is an outcome, never a crash of the run
+            # No read-back to "confirm" the write: a store may serve reads from a cache that
+            # already holds the value its failed flush never made durable (FileStore, FS-08).
+            return Unknown(f"{type(exc).__name__}: {exc}")
+        return Saved(snapshot.revision)

@@ -1,0 +1,135 @@
+"""Every durable write of a run goes through its one ``RunWriter`` and names its boundary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    ChatOptions,
+    CheckpointOptions,
+    CheckpointSaved,
+    CheckpointSaveFailed,
+    InMemoryStore,
+    LLMResponse,
+    Message,
+    OpenMultiAgent,
+    ProgressEvent,
+    Task,
+    Team,
+    TextBlock,
+    TokenUsage,
+    ToolContext,
+    ToolUseBlock,
+    define_tool,
+)
+from oma_actors.checkpoint import Checkpoint
+from oma_actors.testing import ScriptedAdapter
+
+
+def answer(text: str) -> LLMResponse:
+    return LLMResponse([TextBlock(text)], usage=TokenUsage(1, 1))
+
+
+PLAN = [{"title": "Research", "description": "find facts", "assignee": "researcher"}]
+
+
+class SynthesisFailsStore(InMemoryStore):
+    """Refuses exactly the snapshot writes that carry a synthesis (the disk filled up)."""
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        if "synthesisResult" in json.loads(value):
+            raise OSError(28, "No space left on device")
+        await super().set(key, value, metadata)
+
+
+async def test_a_failed_synthesis_save_is_reported_and_the_result_still_returned() -> None:
+    store = SynthesisFailsStore()
+    events: list[ProgressEvent] = []
+    lead = ScriptedAdapter([answer(json.dumps(PLAN)), answer("final answer")])
+    team = Team("t", [AgentConfig("researcher", adapter=ScriptedAdapter([answer("facts")]))])
+    result = await OpenMultiAgent(on_progress=events.append).run_team(
+        team,
+        "explain",
+        coordinator=AgentConfig("coordinator", adapter=lead),
+        checkpoint=CheckpointOptions(store=store, run_id="syn"),
+    )
+    assert result.success
+    assert result.agent_results["coordinator"].output == "final answer"
+    failures = [e for e in events if isinstance(e, CheckpointSaveFailed)]
+    assert [(f.boundary, f.strict) for f in failures] == [("synthesis", False)]
+    assert "No space left on device" in failures[0].error
+    stored = await Checkpoint(store, run_id="syn").load_latest()
+    assert stored is not None
+    assert stored.synthesis is None  # nothing half-written; the last durable save stands
+    saved = [e.revision for e in events if isinstance(e, CheckpointSaved)]
+    assert stored.revision == saved[-1] == len(saved)
+
+
+async def test_a_stored_synthesis_continues_the_run_s_revisions() -> None:
+    store = InMemoryStore()
+    events: list[ProgressEvent] = []
+    lead = ScriptedAdapter([answer(json.dumps(PLAN)), answer("final answer")])
+    team = Team("t", [AgentConfig("researcher", adapter=ScriptedAdapter([answer("facts")]))])
+    await OpenMultiAgent(on_progress=events.append).run_team(
+        team,
+        "explain",
+        coordinator=AgentConfig("coordinator", adapter=lead),
+        checkpoint=CheckpointOptions(store=store, run_id="syn"),
+    )
+    saved = [(e.boundary, e.revision) for e in events if isinstance(e, CheckpointSaved)]
+    assert saved[0] == ("admission", 1)
+    assert saved[-1] == ("synthesis", len(saved))
+    assert [revision for _, revision in saved] == list(range(1, len(saved) + 1))
+    stored = await Checkpoint(store, run_id="syn").load_latest()
+    assert stored is not None
+    assert stored.synthesis is not None
+    assert stored.revision == len(saved)
+
+
+class Note(BaseModel):
+    text: str
+
+
+def tool_then_answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+    if len(messages) == 1:
+        return LLMResponse(
+            [
+                ToolUseBlock("call-1", "note", {"text": "a"}),
+                ToolUseBlock("call-2", "note", {"text": "b"}),
+            ],
+            stop_reason="tool_use",
+            usage=TokenUsage(1, 1),
+        )
+    return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
+
+
+async def test_each_runner_boundary_is_saved_by_name_with_its_task_and_committed_calls() -> None:
+    async def note(args: Note, ctx: ToolContext) -> str:
+        return args.text
+
+    tool = define_tool(name="note", description="n", input_model=Note, execute=note)
+    team = Team(
+        "t", [AgentConfig("worker", adapter=ScriptedAdapter(tool_then_answer), tools=[tool])]
+    )
+    events: list[ProgressEvent] = []
+    task = Task("only", "do it", assignee="worker")
+    await OpenMultiAgent(on_progress=events.append).run_tasks(
+        team, [task], checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="b")
+    )
+    saved = [e for e in events if isinstance(e, CheckpointSaved)]
+    names = [e.boundary for e in saved]
+    assert names[0] == "admission"
+    assert names[1] == "assistant_tool_turn"
+    assert names.count("tool_commit") == 2
+    assert names[-1] == "task_completed"
+    assert {e.task_id for e in saved[1:]} == {task.id}
+    commits = [e.committed for e in saved if e.boundary == "tool_commit"]
+    # Both calls run concurrently; whichever commits second is saved with both commits.
+    assert sorted(map(len, commits)) == [1, 2]
+    assert set(commits[-1]) == {"call-1", "call-2"}
+    assert names.index("tool_results") > max(i for i, n in enumerate(names) if n == "tool_commit")
