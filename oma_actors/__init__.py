@@ -4,6 +4,7 @@ The public API (see API.md): build a ``Team`` of ``AgentConfig``s, give it ``Tas
 ``PlanArtifact`` or a goal, and run it with ``OpenMultiAgent``.
 """
 
+from oma_actors.actors.loop import event_loop_factory
 from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.approvals import (
     ApprovalRecord,
@@ -75,6 +76,7 @@ from oma_actors.events import (
     ToolOutcomeUnknown,
 )
 from oma_actors.llm.base import LLMAdapter
+from oma_actors.llm.scripted import RecordedCall, ScriptedAdapter, text_response
 from oma_actors.orchestration.options import CheckpointOptions
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
@@ -127,10 +129,12 @@ __all__ = [
     "PlanArtifact",
     "PlanTask",
     "ProgressEvent",
+    "RecordedCall",
     "RedactingStore",
     "Reviewer",
     "RunIdMismatchError",
     "RunStatus",
+    "ScriptedAdapter",
     "StoreError",
     "Suspend",
     "SynthesisFailed",
@@ -160,6 +164,8 @@ __all__ = [
     "checkpoint_key",
     "decide_approval",
     "define_tool",
+    "event_loop_factory",
     "get_approval_record",
     "is_checkpoint_key",
+    "text_response",
 ]

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Generic, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeAlias
+
+from typing_extensions import TypeVar
 
 from oma_actors.actors.supervision import RestartBudget, Supervision, SupervisionKind
 from oma_actors.errors import ActorStoppedError
@@ -28,15 +30,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("oma_actors.actors")
 
 M = TypeVar("M")
+R = TypeVar("R", default=object)
 
-Reply: TypeAlias = asyncio.Future[object] | None
+Reply: TypeAlias = asyncio.Future[R] | None
 """Where the answer goes: a Future for an ``ask``, ``None`` for ``tell``/``send``."""
 
-Envelope: TypeAlias = tuple[M, Reply]
+Envelope: TypeAlias = tuple[M, Reply[R]]
 """What a mailbox holds: a message and where its answer goes (a tuple: the hot path is cheap)."""
 
 
-class ActorCell(Generic[M]):
+class ActorCell(Generic[M, R]):
     """Runs one actor in one task.
 
     Args:
@@ -67,9 +70,9 @@ class ActorCell(Generic[M]):
         self,
         *,
         name: str,
-        actor: Actor[M],
-        factory: Callable[[], Actor[M]] | None,
-        mailbox: Mailbox[Envelope[M]],
+        actor: Actor[M, R],
+        factory: Callable[[], Actor[M, R]] | None,
+        mailbox: Mailbox[Envelope[M, R]],
         supervision: Supervision,
         escalate: Callable[[str, Exception], None],
     ) -> None:
@@ -158,7 +161,7 @@ class ActorCell(Generic[M]):
             else:
                 logger.error("actor %r failed in on_stop", self.name, exc_info=exc)
 
-    async def _recover(self, exc: Exception, reply: Reply, where: str) -> bool:
+    async def _recover(self, exc: Exception, reply: Reply[R], where: str) -> bool:
         """Apply the supervision policy to a failure; return whether the actor carries on."""
         if reply is not None and not reply.done():
             reply.set_exception(exc)

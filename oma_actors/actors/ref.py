@@ -11,7 +11,9 @@ unless a timeout is given.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic
+
+from typing_extensions import TypeVar
 
 from oma_actors.errors import AskTimeoutError
 
@@ -19,19 +21,22 @@ if TYPE_CHECKING:
     from oma_actors.actors.cell import ActorCell
 
 M_contra = TypeVar("M_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True, default=object)
 
 
-class ActorRef(Generic[M_contra]):
-    """A handle on a running actor that accepts messages of type ``M_contra``.
+class ActorRef(Generic[M_contra, R_co]):
+    """A handle on a running actor that accepts messages of type ``M_contra`` and answers ``R_co``.
 
-    Refs are returned by ``ActorSystem.spawn``; they are cheap to copy and share. The type
+    Refs are returned by ``ActorSystem.spawn``; they are cheap to copy and share. The message
     parameter is contravariant: a ref to an actor accepting ``Ping | Stop`` can be passed where
-    an ``ActorRef[Ping]`` is expected.
+    an ``ActorRef[Ping]`` is expected. The reply parameter is covariant and defaults to
+    ``object``: an ``ActorRef[Ping, int]`` is also an ``ActorRef[Ping]`` whose ``ask`` answers an
+    ``object``.
     """
 
     __slots__ = ("_cell", "_loop", "_mailbox")
 
-    def __init__(self, cell: ActorCell[M_contra], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, cell: ActorCell[M_contra, R_co], loop: asyncio.AbstractEventLoop) -> None:
         self._cell = cell
         self._mailbox = cell.mailbox
         self._loop = loop
@@ -65,7 +70,7 @@ class ActorRef(Generic[M_contra]):
 
     # ASYNC109 prefers callers wrapping asyncio.timeout(); ask keeps a timeout argument because
     # AskTimeoutError must tell the ask's own deadline apart from the caller's.
-    async def ask(self, message: M_contra, *, timeout: float | None = None) -> object:  # noqa: ASYNC109
+    async def ask(self, message: M_contra, *, timeout: float | None = None) -> R_co:  # noqa: ASYNC109
         """Send a message and wait for what the actor's ``receive`` returns.
 
         Waits for mailbox space like ``send``. The timeout covers both the wait for space and
@@ -77,14 +82,14 @@ class ActorRef(Generic[M_contra]):
             timeout: seconds to wait in total; ``None`` waits as long as it takes.
 
         Returns:
-            The value ``receive`` returned.
+            The value ``receive`` returned (typed by the actor's ``Actor[M, R]``).
 
         Raises:
             AskTimeoutError: if no answer arrived within ``timeout``.
             ActorStoppedError: if the actor is stopped, or stops before it answers.
             Exception: whatever ``receive`` raised for this message.
         """
-        reply: asyncio.Future[object] = self._loop.create_future()
+        reply: asyncio.Future[R_co] = self._loop.create_future()
         if timeout is None:
             await self._enqueue(message, reply)
             return await reply
@@ -101,7 +106,7 @@ class ActorRef(Generic[M_contra]):
                 ) from None
             raise
 
-    async def _enqueue(self, message: M_contra, reply: asyncio.Future[object]) -> None:
+    async def _enqueue(self, message: M_contra, reply: asyncio.Future[R_co]) -> None:
         mailbox = self._mailbox
         if mailbox.full():
             await mailbox.put((message, reply))

@@ -3,9 +3,9 @@
 Lifecycle::
 
     async with ActorSystem(drain_timeout=5.0) as system:
-        counter = system.spawn(Counter, name="counter")
+        counter = system.spawn(Counter, name="counter")  # an ActorRef[CounterMessage, int | None]
         counter.tell(Add(amount=2))
-        total = await counter.ask(Total())
+        total = await counter.ask(Total())  # typed int | None, what Counter.receive returns
 
 Every actor runs as a task of one ``asyncio.TaskGroup`` entered in ``__aenter__``, so no actor
 outlives its system. Shutdown (``__aexit__`` or ``shutdown()``) goes in two phases:
@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import TypeVar
 
 from oma_actors.actors.actor import Actor
 from oma_actors.actors.cell import ActorCell, Envelope
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 M = TypeVar("M")
+R = TypeVar("R", default=object)
 
 
 class ActorSystem:
@@ -62,7 +65,7 @@ class ActorSystem:
             raise ConfigurationError(f"drain_timeout must be >= 0, got {drain_timeout}")
         self._drain_timeout = drain_timeout
         self._tg = asyncio.TaskGroup()
-        self._cells: dict[str, ActorCell[object]] = {}
+        self._cells: dict[str, ActorCell[Any, Any]] = {}
         self._serial = 0
         self._entered = False
         self._closing = False
@@ -116,12 +119,12 @@ class ActorSystem:
 
     def spawn(
         self,
-        actor: Actor[M] | Callable[[], Actor[M]],
+        actor: Actor[M, R] | Callable[[], Actor[M, R]],
         *,
         name: str | None = None,
         mailbox_size: int = 1000,
         supervision: Supervision = DEFAULT_SUPERVISION,
-    ) -> ActorRef[M]:
+    ) -> ActorRef[M, R]:
         """Start an actor in this system and return its ref.
 
         Args:
@@ -133,7 +136,8 @@ class ActorSystem:
             supervision: what a failure in the actor does (see ``Supervision``).
 
         Returns:
-            The ref to the new actor. Its ``on_start`` runs in its task before the first message.
+            The ref to the new actor, typed by the actor's messages and reply. Its ``on_start``
+            runs in its task before the first message.
 
         Raises:
             ConfigurationError: if the system was not entered, the name is taken, the mailbox
@@ -154,7 +158,7 @@ class ActorSystem:
         name = name if name is not None else f"{type(instance).__name__}-{self._serial}"
         if name in self._cells:
             raise ConfigurationError(f"an actor named {name!r} is already running")
-        mailbox: Mailbox[Envelope[M]] = Mailbox(mailbox_size)
+        mailbox: Mailbox[Envelope[M, R]] = Mailbox(mailbox_size)
         cell = ActorCell(
             name=name,
             actor=instance,
@@ -164,8 +168,8 @@ class ActorSystem:
             escalate=self._escalate,
         )
         cell.task = self._tg.create_task(cell.run(), name=f"actor:{name}")
-        # The cell is invariant in M; the registry only closes mailboxes and cancels tasks.
-        self._cells[name] = cell  # type: ignore[assignment]
+        # The registry only closes mailboxes and cancels tasks, whatever the cell's types.
+        self._cells[name] = cell
         cell.task.add_done_callback(functools.partial(self._on_actor_done, cell))
         return ActorRef(cell, asyncio.get_running_loop())
 
@@ -226,7 +230,7 @@ class ActorSystem:
             self._parent_cancel_requested = True
             parent.cancel()
 
-    def _on_actor_done(self, cell: ActorCell[M], task: asyncio.Task[None]) -> None:
+    def _on_actor_done(self, cell: ActorCell[Any, Any], task: asyncio.Task[None]) -> None:
         cell.release()
         if self._cells.get(cell.name) is cell:
             del self._cells[cell.name]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.agents.tool_calls import (
     Answer,
@@ -160,6 +160,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                             f"{DISPATCH_NOT_DURABLE}: the call could not be recorded durably "
                             "before running, so it was not run.",
                         )
+            case _:
+                assert_never(plan)
         if outcome is None:
             outcome = await execute_tool_call(item.call, ctx.tools, tool_ctx)
         async with commit_lock:

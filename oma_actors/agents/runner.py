@@ -1,4 +1,9 @@
-"""Running one agent on one task: attempts with retries (spec TQ-10) and the ``RunnerActor``."""
+"""Running one agent on one task: attempts with retries, and the ``RunnerActor``.
+
+A task gets ``max_retries + 1`` attempts; a failed, retryable attempt waits a jittered,
+exponentially growing delay capped at 30 s before the next one, and terminal failures are not
+retried (spec TQ-10).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
 from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
@@ -209,10 +214,11 @@ class RunnerFinished:
     outcome: TaskOutcome
 
 
-RunnerMessage = ExecuteTask
+RunnerMessage: TypeAlias = ExecuteTask
+"""Everything a ``RunnerActor`` accepts (a closed union, of one message today)."""
 
 
-class RunnerActor(Actor[RunnerMessage]):
+class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
     """One agent working one task: owns the conversation, its turns, usage and pending calls."""
 
     def __init__(
@@ -231,6 +237,14 @@ class RunnerActor(Actor[RunnerMessage]):
         self._policy = policy
 
     async def receive(self, message: RunnerMessage) -> TaskOutcome:
+        """Run the task; the outcome is the ask's reply and is told to ``reply_to`` if set."""
+        match message:
+            case ExecuteTask():
+                return await self._execute(message)
+            case _:
+                assert_never(message)
+
+    async def _execute(self, message: ExecuteTask) -> TaskOutcome:
         """Run the task and report its outcome; an unexpected error fails only this task."""
         try:
             outcome = await run_task(
@@ -266,6 +280,7 @@ __all__ = [
     "ResolvedAgent",
     "RunnerActor",
     "RunnerFinished",
+    "RunnerMessage",
     "TaskOutcome",
     "resolve_agent",
     "result_of",

@@ -8,7 +8,7 @@ an approval request). Committed calls never reach it: they are replayed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.approvals import (
     create_approval_request,
@@ -17,6 +17,7 @@ from oma_actors.approvals import (
     tool_call_content,
 )
 from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, ToolCallRequest, consult
+from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import DurableApprovalError, ToolInputError
 from oma_actors.tools.base import ToolResult
 from oma_actors.tools.executor import ToolOutcome, outcome_of
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from oma_actors.approvals.gates import Gate
+    from oma_actors.clock import Clock
     from oma_actors.domain.approvals import ApprovalRequest
     from oma_actors.domain.inflight import PendingCall
     from oma_actors.tools.base import Tool, ToolContext
@@ -64,11 +66,14 @@ class CallPolicy:
     Attributes:
         gate: ``on_tool_call``, or ``None``.
         can_suspend: durable suspension is possible here (an orchestrated task whose checkpoint
-            store has ``compare_and_set``); otherwise a ``Suspend`` fails closed (spec AP-26).
+            store has ``compare_and_set``); otherwise a ``Suspend`` fails closed: the call is
+            answered with an error result and never runs (spec AP-26).
+        clock: stamps the ``requested_at`` of the approval requests it creates.
     """
 
     gate: Gate | None = None
     can_suspend: bool = False
+    clock: Clock = SYSTEM_CLOCK
 
 
 def error_outcome(item: PendingCall, message: str) -> ToolOutcome:
@@ -107,7 +112,8 @@ async def plan_call(
         input=validated,
         raw_input=dict(item.call.input),
     )
-    match await consult(policy.gate, request):
+    verdict = await consult(policy.gate, request)
+    match verdict:
         case Allow():
             return Execute()
         case Deny(reason=reason):
@@ -141,8 +147,11 @@ async def plan_call(
                     boundary=tool_call_boundary(ctx.task_id, item.call.id),
                     content=content,
                     reason=reason,
+                    clock=policy.clock,
                 )
             )
+        case _:
+            assert_never(verdict)
 
 
 def verify_approved(item: PendingCall, tools: Mapping[str, Tool], ctx: ToolContext) -> None:

@@ -1,4 +1,10 @@
-"""Pure transitions of the runner's turn loop (spec RN-04, RN-05). No I/O here."""
+"""Pure transitions of the runner's turn loop. No I/O here.
+
+Each function takes a ``RunnerState`` and returns the next one; the loop saves the result at the
+durable boundaries (spec RN-04: a tool turn is saved before any tool runs, each result as it
+commits, then the results turn). Every model response counts one turn and adds its token usage,
+continuing from restored values so limits do not restart on resume (spec RN-05).
+"""
 
 from __future__ import annotations
 
@@ -102,7 +108,11 @@ def with_user_message(state: RunnerState, text: str) -> RunnerState:
 
 
 def mark_dispatched(state: RunnerState, call_id: str) -> RunnerState:
-    """Record that an unsafe call is about to run (its dispatch record, decision D1)."""
+    """Record that an unsafe call is about to run (its dispatch record, decision D1).
+
+    Once saved, the mark means the call may have had its effect: after a restore it is
+    reconciled, never run again. An unknown ``call_id`` changes nothing.
+    """
     pending = tuple(
         replace(item, dispatched=True) if item.call.id == call_id else item
         for item in state.pending
@@ -111,7 +121,10 @@ def mark_dispatched(state: RunnerState, call_id: str) -> RunnerState:
 
 
 def attach_request(state: RunnerState, call_id: str, request: ApprovalRequest) -> RunnerState:
-    """Park a call on a durable approval request (spec AP-25)."""
+    """Park a call on a durable approval request: it does not run until a reviewer decides.
+
+    The request's boundary is ``<task_id>:<tool_call_id>`` (spec AP-25).
+    """
     pending = tuple(
         replace(item, approval_request=request) if item.call.id == call_id else item
         for item in state.pending

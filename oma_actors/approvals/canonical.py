@@ -18,22 +18,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.errors import DurableApprovalError
 
+# The ledger's keys are spelled in the reserved keyspace; re-exported here for oma_actors.approvals.
+from oma_actors.keyspace import APPROVAL_KEY_PREFIX as APPROVAL_KEY_PREFIX
+from oma_actors.keyspace import approval_key as approval_key
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-APPROVAL_KEY_PREFIX = "__oma_approval__/"
-"""Store key prefix of every approval ledger row (AP-11)."""
 
 VALIDATION = "APPROVAL_VALIDATION_ERROR"
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # Lone surrogates cannot be encoded as UTF-8; JSON.stringify escapes them, and so do we.
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, str, list, tuple, dict, MappingProxyType})
-
-
-def approval_key(request_id: str) -> str:
-    """The store key of an approval row: ``__oma_approval__/<request_id>`` (AP-11)."""
-    return APPROVAL_KEY_PREFIX + request_id
 
 
 def stable_json(value: object) -> str:

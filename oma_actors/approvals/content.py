@@ -17,7 +17,7 @@ from oma_actors.approvals.canonical import (
     hash_approval_request,
     stable_json,
 )
-from oma_actors.clock import from_iso, to_iso, utcnow
+from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
 from oma_actors.domain.approvals import ApprovalRequest
 from oma_actors.errors import DurableApprovalError
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
+    from oma_actors.clock import Clock
     from oma_actors.domain.approvals import ApprovalScope
 
 Continuation = Literal["execute", "plan_only"]
@@ -133,12 +134,13 @@ def create_approval_request(
     content: Mapping[str, Any],
     reason: str | None = None,
     requested_at: datetime | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> ApprovalRequest:
     """Build a request whose hash binds ``scope``, ``boundary`` and ``content`` (AP-05..AP-09).
 
     ``run_id`` and ``boundary`` are trimmed. The request holds a canonical deep copy of
     ``content`` (later changes to the caller's dict cannot drift from the hash), and
-    ``requested_at`` (default: now) is cut to milliseconds, as it is stored.
+    ``requested_at`` (default: ``clock.now()``) is cut to milliseconds, as it is stored.
 
     Raises:
         DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` when ``run_id`` or ``boundary`` is
@@ -168,7 +170,7 @@ def create_approval_request(
         scope=scope,
         boundary=boundary,
         request_hash=request_hash,
-        requested_at=from_iso(to_iso(requested_at or utcnow())),
+        requested_at=from_iso(to_iso(requested_at or clock.now())),
         reason=reason,
         content=plain,
     )

@@ -10,12 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, cast
 
-from oma_actors.approvals.canonical import (
-    APPROVAL_KEY_PREFIX,
-    VALIDATION,
-    approval_key,
-    stable_json,
-)
+from oma_actors.approvals.canonical import VALIDATION, stable_json
 from oma_actors.approvals.records import (
     ApprovalRecord,
     check_reviewer,
@@ -27,6 +22,7 @@ from oma_actors.approvals.records import (
 from oma_actors.clock import from_iso, to_iso, utcnow
 from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
 from oma_actors.errors import DurableApprovalError
+from oma_actors.keyspace import APPROVAL_KEY_PREFIX, approval_key
 from oma_actors.stores.base import is_atomic_store
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ class Save:
 CheckpointMessage = Save
 
 
-class CheckpointActor(Actor[CheckpointMessage]):
+class CheckpointActor(Actor[CheckpointMessage, SaveOutcome]):
     """Serializes one run's saves through its ``RunWriter``."""
 
     def __init__(self, writer: RunWriter) -> None:

@@ -11,23 +11,22 @@ Exit codes: 0 done; 1 not found or refused (the ``DurableApprovalError`` code is
 from __future__ import annotations
 
 import re
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiofiles.os
 
+from oma_actors import DurableApprovalError, FileStore, Reviewer
 from oma_actors.approvals import DurableApprovalLedger, approval_hash_input
-from oma_actors.clock import to_iso
-from oma_actors.domain.approvals import Reviewer
-from oma_actors.errors import DurableApprovalError
-from oma_actors.stores.file import FileStore
 
 if TYPE_CHECKING:
     import argparse
+    from datetime import datetime
 
     from rich.console import Console
 
-    from oma_actors.domain.approvals import ApprovalDecision
+    from oma_actors import ApprovalDecision
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -128,7 +127,7 @@ async def _list(ledger: DurableApprovalLedger, args: argparse.Namespace, console
             request.run_id,
             request.scope,
             request.boundary,
-            to_iso(request.requested_at),
+            _when(request.requested_at),
             _status(record.decision, when=False),
         )
         # Text cells are never parsed for markup or emoji codes: stored data prints verbatim.
@@ -148,7 +147,7 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
         ("run", request.run_id),
         ("scope", request.scope),
         ("boundary", request.boundary),
-        ("requested", to_iso(request.requested_at)),
+        ("requested", _when(request.requested_at)),
         ("reason", request.reason),
         ("status", _status(record.decision)),
     ):
@@ -192,5 +191,10 @@ def _status(decision: ApprovalDecision | None, *, when: bool = True) -> str:
     who = decision.reviewer.id
     if decision.reviewer.display_name:
         who += f" ({decision.reviewer.display_name})"
-    at = f" at {to_iso(decision.decided_at)}" if when else ""
+    at = f" at {_when(decision.decided_at)}" if when else ""
     return f"{decision.decision} by {who}{at}"
+
+
+def _when(moment: datetime) -> str:
+    """A stored time as the ledger writes it (UTC, milliseconds, ``Z``), so it can be compared."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -9,23 +9,28 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors.approvals.gates import Allow, Suspend, ToolCallRequest
-from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors import (
+    Allow,
+    Checkpoint,
+    CheckpointOptions,
+    ConfigurationError,
+    FileStore,
+    OpenMultiAgent,
+    ProgressEvent,
+    Suspend,
+    TaskStarted,
+    ToolCalled,
+    ToolCallRequest,
+)
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
-from oma_actors.errors import ConfigurationError
-from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
-from oma_actors.llm.factory import create_adapter
-from oma_actors.orchestration.options import CheckpointOptions
-from oma_actors.orchestration.orchestrator import OpenMultiAgent
-from oma_actors.stores.file import FileStore
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from rich.console import Console
 
-    from oma_actors.agents.config import Team
+    from oma_actors import Team
 
 CRASH_EXIT = 86
 RUN_ID = "demo-run"
@@ -33,18 +38,21 @@ CRASH_NOTE = "analysis.md"
 
 
 def live_team(out_dir: Path) -> Team:
-    """The demo team on a real provider, chosen from the API key in the environment."""
+    """The demo team on a real provider, chosen from the API key in the environment.
+
+    The agents name their provider and model, so the run builds their adapters the way any
+    ``AgentConfig(provider=..., model=...)`` gets one (a missing SDK extra or key is a
+    ``ConfigurationError`` when the run starts).
+    """
     if os.environ.get("ANTHROPIC_API_KEY"):
-        model = os.environ.get("OMA_DEMO_MODEL", "claude-sonnet-4-5")
-        adapter = create_adapter(provider="anthropic", model=model)
+        provider, model = "anthropic", os.environ.get("OMA_DEMO_MODEL", "claude-sonnet-4-5")
     elif os.environ.get("OPENAI_API_KEY"):
-        model = os.environ.get("OMA_DEMO_MODEL", "gpt-4o-mini")
-        adapter = create_adapter(provider="openai", model=model)
+        provider, model = "openai", os.environ.get("OMA_DEMO_MODEL", "gpt-4o-mini")
     else:
         raise ConfigurationError(
             "--live needs ANTHROPIC_API_KEY or OPENAI_API_KEY in the environment"
         )
-    return demo_team(out_dir, live_adapter=adapter, model=model)
+    return demo_team(out_dir, provider=provider, model=model)
 
 
 def checkpoint_options(out_dir: Path) -> CheckpointOptions:

@@ -15,27 +15,28 @@ import aiofiles
 import aiofiles.os
 from pydantic import BaseModel, Field
 
-from oma_actors.agents.config import AgentConfig, Team
-from oma_actors.domain.messages import (
+from oma_actors import (
+    AgentConfig,
     ChatOptions,
     ContentBlock,
     LLMResponse,
     Message,
+    Task,
+    Team,
     TextBlock,
     TokenUsage,
+    Tool,
+    ToolContext,
+    ToolResult,
     ToolResultBlock,
     ToolUseBlock,
-    text_of,
+    define_tool,
 )
-from oma_actors.domain.tasks import Task
-from oma_actors.testing.scripted import ScriptedAdapter
-from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
+from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
-
-    from oma_actors.llm.base import LLMAdapter
 
 CORPUS = {
     "checkpoint": "A checkpoint is a handover note: the latest state from which a run continues.",
@@ -148,6 +149,13 @@ def demo_tasks() -> list[Task]:
     ]
 
 
+def text_of(content: str | list[ContentBlock]) -> str:
+    """The text of a message's or a tool result's content (its text blocks, joined)."""
+    if isinstance(content, str):
+        return content
+    return "".join(block.text for block in content if isinstance(block, TextBlock))
+
+
 def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
     """Play any demo agent from the playbook; a pure function of the conversation.
 
@@ -190,13 +198,21 @@ def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResp
 def demo_team(
     out_dir: Path,
     *,
-    live_adapter: LLMAdapter | None = None,
+    provider: str | None = None,
     model: str = "",
     after_write: AfterWrite | None = None,
 ) -> Team:
-    """The research team, on the scripted brain unless a live adapter is given."""
+    """The research team, on the scripted brain unless a live ``provider`` is named.
+
+    Args:
+        out_dir: the folder the ``write_note`` tool writes into.
+        provider: ``"anthropic"`` or ``"openai"`` for a live run; ``None`` plays the scripted
+            brain offline.
+        model: the provider's model name (live runs only).
+        after_write: called after each note is on disk, before the tool returns.
+    """
     tools = make_tools(out_dir, after_write)
-    adapter = live_adapter or ScriptedAdapter(scripted_brain, delay=0.05)
+    adapter = None if provider is not None else ScriptedAdapter(scripted_brain, delay=0.05)
     roles = {
         "researcher": "You research topics with search_corpus and record findings with write_note.",
         "analyst": "You compare findings and record an analysis with write_note.",
@@ -206,7 +222,13 @@ def demo_team(
         "research",
         [
             AgentConfig(
-                name, model=model, adapter=adapter, system_prompt=role, tools=tools, max_turns=6
+                name,
+                model=model,
+                provider=provider,
+                adapter=adapter,
+                system_prompt=role,
+                tools=tools,
+                max_turns=6,
             )
             for name, role in roles.items()
         ],

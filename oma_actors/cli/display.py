@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from oma_actors.events import (
+from oma_actors import (
     CheckpointSaveFailed,
     TaskCompleted,
     TaskFailed,
@@ -22,9 +22,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
-    from oma_actors.domain.results import TeamRunResult
-    from oma_actors.events import ProgressEvent
+    from oma_actors import CheckpointSnapshot, ProgressEvent, TeamRunResult
 
 
 def show_event(console: Console, event: ProgressEvent) -> None:

@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors.checkpoint.keys import is_checkpoint_key
-from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors import Checkpoint, FileStore, is_checkpoint_key
 from oma_actors.cli.display import show_snapshot
-from oma_actors.stores.file import FileStore
 
 if TYPE_CHECKING:
     from pathlib import Path

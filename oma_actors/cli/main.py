@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.actors import event_loop_factory
-from oma_actors.cli import approvals_cmd
-from oma_actors.errors import OmaError
+from oma_actors import OmaError, event_loop_factory
+from oma_actors.cli import approvals_cmd, plugins
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine, Sequence
+    from collections.abc import Coroutine, Iterable, Sequence
+    from importlib.metadata import EntryPoint
 
     from rich.console import Console
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every ``oma`` command."""
+def build_parser(
+    extra_commands: Iterable[EntryPoint] | None = None,
+) -> argparse.ArgumentParser:
+    """The argument parser of every ``oma`` command.
+
+    Args:
+        extra_commands: the plugin commands to add (``oma serve`` among them); by default the
+            installed entry points of the ``oma_actors.cli`` group.
+    """
     parser = argparse.ArgumentParser(
         prog="oma", description="oma-actors: run teams of LLM agents over a task graph."
     )
@@ -62,31 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--key", help="an explicit checkpoint key")
     show.add_argument("--raw", action="store_true", help="print the stored JSON")
     approvals_cmd.add_parser(commands)
-    sidecar_cli = _sidecar_cli()
-    if sidecar_cli is not None:
-        sidecar_cli.add_parser(commands)
+    plugins.add_plugin_parsers(
+        commands, plugins.discover() if extra_commands is None else extra_commands
+    )
     return parser
-
-
-def _sidecar_cli() -> Any:
-    """The ``serve`` command of the separate ``sidecar`` package, if it is installed.
-
-    Looked up by name: ``oma_actors`` never imports ``sidecar`` or grpc (the layering contract);
-    ``sidecar.cli.add_parser`` itself imports no grpc, so ``oma --help`` stays fast.
-    """
-    try:
-        return importlib.import_module("sidecar.cli")
-    except ImportError:
-        return None
 
 
 def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, int]:
     """The coroutine that carries out ``args``."""
-    if args.command == "serve":
-        sidecar_cli = _sidecar_cli()
-        assert sidecar_cli is not None  # the parser only has `serve` when it is installed
-        run: Coroutine[Any, Any, int] = sidecar_cli.run(args)
-        return run
+    plugin: plugins.LoadedCommand | None = getattr(args, plugins.PLUGIN_DEST, None)
+    if plugin is not None:
+        return plugin.run(args)
     if args.command == "approvals":
         return approvals_cmd.run(args, console)
     if args.command == "checkpoint":
@@ -110,13 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``oma`` script."""
     args = build_parser().parse_args(argv)
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(command(args, console))
     except OmaError as exc:
-        console.print(f"[red]error:[/] {type(exc).__name__}: {exc}")
+        # Escaped: a message may hold brackets (``oma-actors[sidecar]``, a stored key or id).
+        console.print(f"[red]error:[/] {type(exc).__name__}: {escape(str(exc))}")
         return 2
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.clock import from_iso, to_iso, utcnow
+from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
 from oma_actors.domain.messages import (
     ContentBlock,
@@ -26,6 +26,8 @@ from oma_actors.errors import CheckpointError
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from oma_actors.clock import Clock
 
 Json = dict[str, Any]
 
@@ -128,7 +130,7 @@ def record_from_json(raw: Any, *, tool_call_id: str = "", is_error: bool = False
 
 
 def result_to_json(result: AgentRunResult) -> Json:
-    """A JSON-safe ``AgentRunResult`` (CK-09)."""
+    """A JSON-safe copy of an ``AgentRunResult``, as a completed task's result is saved (CK-09)."""
     return {
         "success": result.success,
         "output": result.output,
@@ -140,7 +142,12 @@ def result_to_json(result: AgentRunResult) -> Json:
 
 
 def result_from_json(raw: Any, fallback_output: str) -> AgentRunResult:
-    """Parse a stored result, or build OMA's minimal result when it is absent (CK-10)."""
+    """Parse a stored result, or build OMA's minimal result when it is absent (CK-10).
+
+    A result that could not be serialized was left out of the snapshot; it comes back as a
+    success whose output is ``fallback_output`` (the task's result text), with no messages,
+    usage or tool calls.
+    """
     if not isinstance(raw, dict):
         return AgentRunResult(success=True, output=fallback_output)
     return AgentRunResult(
@@ -178,16 +185,24 @@ def task_to_json(task: TaskState) -> Json:
     return out
 
 
-def _moment(raw: Any) -> datetime:
+def _moment(raw: Any, clock: Clock) -> datetime:
     # TQ-12: an unparseable date becomes "now" rather than failing the restore.
     try:
         return from_iso(str(raw))
     except ValueError:
-        return utcnow()
+        return clock.now()
 
 
-def task_from_json(raw: Any) -> TaskState:
-    """Parse a task snapshot."""
+def task_from_json(raw: Any, *, clock: Clock = SYSTEM_CLOCK) -> TaskState:
+    """Parse a task snapshot; a missing or unparseable time becomes ``clock.now()`` (spec TQ-12).
+
+    Args:
+        raw: the task's JSON object.
+        clock: the time source for dates that cannot be parsed (a restore never fails on one).
+
+    Raises:
+        CheckpointError: ``raw`` is not an object with an ``id``, or its status is unknown.
+    """
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
         raise CheckpointError(f"queue task is not an object with an id: {raw!r}"[:200])
     status = raw.get("status")
@@ -205,8 +220,8 @@ def task_from_json(raw: Any) -> TaskState:
         retry_delay_ms=int(raw.get("retryDelayMs", 1000)),
         retry_backoff=float(raw.get("retryBackoff", 2.0)),
         metadata=raw.get("metadata"),
-        created_at=_moment(raw.get("createdAt")),
-        updated_at=_moment(raw.get("updatedAt")),
+        created_at=_moment(raw.get("createdAt"), clock),
+        updated_at=_moment(raw.get("updatedAt"), clock),
     )
 
 

@@ -16,7 +16,11 @@ RunStatusCode = Literal["ok", "error", "suspended", "rejected", "aborted"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRecord:
-    """One executed (or replayed) tool call, as OMA records it (spec RN-10)."""
+    """One executed (or replayed) tool call, as OMA records it in the call's commit.
+
+    The record holds the tool's name, the model's input, the recorded output text and the
+    duration in milliseconds (spec RN-10).
+    """
 
     tool_name: str
     input: dict[str, Any]

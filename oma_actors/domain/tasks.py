@@ -70,7 +70,10 @@ class Task:
 
 @dataclass(frozen=True, slots=True)
 class PlanTask:
-    """One task of a plan artifact; ``depends_on`` holds task ids (spec PL-01)."""
+    """One task of a plan artifact: a fixed id, no status or result (spec PL-01).
+
+    ``depends_on`` names the task ids it waits for, not titles.
+    """
 
     id: str
     title: str
@@ -84,7 +87,10 @@ class PlanTask:
 
 @dataclass(frozen=True, slots=True)
 class PlanArtifact:
-    """A reviewed plan: tasks with fixed ids, to run with ``run_from_plan`` (spec PL-01)."""
+    """A reviewed plan: tasks with fixed ids, to run with ``run_from_plan``.
+
+    It holds only what was planned (goal and tasks), never results or status (spec PL-01).
+    """
 
     tasks: tuple[PlanTask, ...]
     goal: str | None = field(default=None, kw_only=True)

@@ -41,7 +41,8 @@ def create_adapter(
     if provider == "scripted":
         raise ConfigurationError(
             "provider 'scripted' has no built-in adapter: pass an explicit adapter, e.g. "
-            "AgentConfig(..., adapter=ScriptedAdapter([...])) from oma_actors.testing"
+            "AgentConfig(..., adapter=ScriptedAdapter([...])) with "
+            "'from oma_actors import ScriptedAdapter'"
         )
     if provider not in PROVIDERS:
         named = "no provider" if provider is None else f"unknown provider {provider!r}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.agents.runner import ExecuteTask, RunnerActor, RunnerFinished
@@ -17,7 +17,7 @@ from oma_actors.orchestration.messages import (
 if TYPE_CHECKING:
     from oma_actors.actors import ActorRef, ActorSystem
     from oma_actors.agents.loop import BoundaryHook
-    from oma_actors.agents.runner import Emit, ResolvedAgent
+    from oma_actors.agents.runner import Emit, ResolvedAgent, RunnerMessage, TaskOutcome
     from oma_actors.agents.tool_calls import CallPolicy
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
 
@@ -32,8 +32,11 @@ def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> Bounda
     return report
 
 
-class AgentActor(Actor[AgentMessage]):
-    """One agent of the team: spawns a RunnerActor per assigned task and relays its outcome."""
+class AgentActor(Actor[AgentMessage, None]):
+    """One agent of the team: spawns a RunnerActor per assigned task and relays its outcome.
+
+    It is only told, never asked: its reply is ``None``.
+    """
 
     def __init__(
         self,
@@ -49,7 +52,7 @@ class AgentActor(Actor[AgentMessage]):
         self._run_id = run_id
         self._emit = emit
         self._policy = policy
-        self._runners: dict[str, ActorRef[ExecuteTask]] = {}
+        self._runners: dict[str, ActorRef[RunnerMessage, TaskOutcome]] = {}
         self._runs: dict[str, ActorRef[RunMessage]] = {}
         self._self: ActorRef[AgentMessage] | None = None
 
@@ -86,3 +89,5 @@ class AgentActor(Actor[AgentMessage]):
                 task_id = outcome.task_id or ""
                 await self._runners.pop(task_id).stop()
                 self._runs.pop(task_id).tell(TaskFinished(outcome=outcome))
+            case _:
+                assert_never(message)

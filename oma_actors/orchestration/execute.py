@@ -11,6 +11,7 @@ from oma_actors.agents.runner import resolve_agent
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.approvals import DurableApprovalLedger
 from oma_actors.checkpoint.writer import CheckpointActor
+from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.orchestration.agent_actor import AgentActor
 from oma_actors.orchestration.dispatch_gate import DispatchGate
 from oma_actors.orchestration.messages import StartRun
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.config import Team
     from oma_actors.agents.runner import Emit
     from oma_actors.approvals.gates import Gate
-    from oma_actors.checkpoint.writer import CheckpointMessage
+    from oma_actors.checkpoint.writer import CheckpointMessage, SaveOutcome
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
@@ -70,6 +71,7 @@ async def execute_queue(
     restored_results: Mapping[str, AgentRunResult] | None = None,
     approvals: RunApprovals | None = None,
     announced: Collection[str] | None = (),
+    clock: Clock = SYSTEM_CLOCK,
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
@@ -93,9 +95,9 @@ async def execute_queue(
             can_suspend=can_suspend,
             approved=dict(approvals.approved_dispatch),
         )
-    policy = CallPolicy(gate=approvals.tool_gate, can_suspend=can_suspend)
+    policy = CallPolicy(gate=approvals.tool_gate, can_suspend=can_suspend, clock=clock)
     async with ActorSystem() as system:
-        writer: ActorRef[CheckpointMessage] | None = None
+        writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
         if checkpointing is not None:
             writer = system.spawn(
                 CheckpointActor(checkpointing.writer), name=f"checkpoint:{run_id}"

@@ -142,6 +142,7 @@ async def run_queue(
         emit=ctx.emit,
         checkpointing=checkpointing,
         approvals=ctx.approvals(),
+        clock=ctx.clock,
     )
     return run_id, state, memory, checkpointing
 

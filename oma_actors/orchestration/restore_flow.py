@@ -135,6 +135,7 @@ async def _continue(
             decisions=tuple(reconciled.decisions),
         ),
         announced=snapshot.announced,
+        clock=ctx.clock,
     )
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None

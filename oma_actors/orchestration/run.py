@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
-    from oma_actors.checkpoint.writer import CheckpointMessage
+    from oma_actors.checkpoint.writer import CheckpointMessage, SaveOutcome
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.results import AgentRunResult
@@ -79,12 +79,12 @@ class RunWiring:
     max_concurrency: int
     emit: Emit
     checkpointing: RunCheckpointing | None = None
-    writer: ActorRef[CheckpointMessage] | None = None
+    writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
     ledger: DurableApprovalLedger | None = None
     gate: DispatchGate | None = None
 
 
-class RunActor(Actor[RunMessage]):
+class RunActor(Actor[RunMessage, bool | None]):
     """Owns the queue of one run and dispatches it (spec TQ-08, SV-01, EV-01, AP-19..AP-27)."""
 
     def __init__(
@@ -115,9 +115,9 @@ class RunActor(Actor[RunMessage]):
         )
         self._stop: Halt | Wait | None = None
         self._done: asyncio.Future[None] | None = None
-        self._self: ActorRef[RunMessage] | None = None
+        self._self: ActorRef[RunMessage, bool | None] | None = None
 
-    def bind(self, ref: ActorRef[RunMessage]) -> None:
+    def bind(self, ref: ActorRef[RunMessage, bool | None]) -> None:
         """Give the actor its own reference (agents and runners reply to it)."""
         self._self = ref
 

@@ -8,19 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import to_iso
 from oma_actors.errors import CheckpointError, ConfigurationError
+from oma_actors.keyspace import is_reserved_key  # SM-01: never expose a key the runtime owns
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from oma_actors.stores.base import MemoryEntry, MemoryStore
 
-RESERVED_PREFIXES = ("__oma_checkpoint__/", "__oma_approval__/", "__oma_run__/")
 _JSON_ENCODING = "json"
-
-
-def is_reserved_key(key: str) -> bool:
-    """Whether ``key`` belongs to the runtime (checkpoints, approvals, run records) (SM-01)."""
-    return key.startswith(RESERVED_PREFIXES)
 
 
 @dataclass(frozen=True, slots=True)

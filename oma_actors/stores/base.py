@@ -1,4 +1,9 @@
-"""Store protocols: the one small key/value seam everything durable goes through (spec MS)."""
+"""Store protocols: the one small key/value seam everything durable goes through (spec MS).
+
+``MemoryStore`` is the required surface; ``AtomicStore`` (compare-and-set on one key),
+``ConditionalStore`` (several checks and several writes as one atomic step) and
+``ExpiringStore`` are capabilities a backend may add.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
 
@@ -65,6 +70,61 @@ class AtomicStore(MemoryStore, Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """A check of ``ConditionalStore.apply``: ``key`` holds ``value`` (``None``: key absent).
+
+    A missing key never equals a value, not even ``""``.
+    """
+
+    key: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """A write of ``ConditionalStore.apply``: set ``key`` as ``set`` would (no expiry)."""
+
+    key: str
+    value: str
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    """A write of ``ConditionalStore.apply``: delete ``key``; a missing key is a no-op."""
+
+    key: str
+
+
+Write = Put | Remove
+"""One write of ``ConditionalStore.apply``."""
+
+
+@runtime_checkable
+class ConditionalStore(AtomicStore, Protocol):
+    """A store that applies several writes atomically, only if several keys hold expected values.
+
+    This is what a fenced write needs: "the run's fencing token is still mine, and the snapshot
+    is written" as one step, so a superseded owner's write never lands and it is told so. Its
+    atomicity has the same scope as the store's ``compare_and_set``.
+    """
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` in order, as one atomic step, only if every check holds.
+
+        Args:
+            checks: What the caller expects; all are compared before anything is written.
+            writes: ``Put`` and ``Remove`` in order; a later write to a key wins. An overwrite
+                keeps the entry's ``created_at`` and drops its expiry, as ``set`` does.
+
+        Returns:
+            ``True`` when every check held and every write happened; ``False`` on any mismatch,
+            and then nothing was written.
+        """
+        ...
+
+
 @runtime_checkable
 class ExpiringStore(MemoryStore, Protocol):
     """A store that can record a turn-based expiry with an entry (MS-03)."""
@@ -91,3 +151,8 @@ def is_memory_store(candidate: object) -> bool:
 def is_atomic_store(candidate: object) -> bool:
     """Whether ``candidate`` is a store with a callable ``compare_and_set`` (MS-02)."""
     return is_memory_store(candidate) and callable(getattr(candidate, "compare_and_set", None))
+
+
+def is_conditional_store(candidate: object) -> bool:
+    """Whether ``candidate`` is an atomic store with a callable ``apply``."""
+    return is_atomic_store(candidate) and callable(getattr(candidate, "apply", None))

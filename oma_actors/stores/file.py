@@ -15,16 +15,20 @@ import os
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from oma_actors.clock import utcnow
+from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import StoreError
-from oma_actors.stores.base import MemoryEntry
+from oma_actors.stores.base import Expect, MemoryEntry, Put
+from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from datetime import datetime
     from types import TracebackType
+
+    from oma_actors.clock import Clock
+    from oma_actors.stores.base import Write
 
 _T = TypeVar("_T")
 
@@ -36,16 +40,17 @@ class FileStore:
     missing file is an empty store and is created by the first mutation. A corrupt or unreadable
     file raises ``CorruptStoreError`` on first use, and keeps raising it on this instance.
 
-    ``compare_and_set`` is atomic only among callers sharing this instance: there is no
-    cross-process lock (FS-11). Prefer ``async with FileStore.open(path) as store``, which loads
-    eagerly and waits for pending writes on exit. Every write rewrites the whole file, so it suits
-    the checkpoint store; keep chatty shared memory on ``InMemoryStore`` (FS-12).
+    ``apply`` and ``compare_and_set`` are atomic only among callers sharing this instance: there
+    is no cross-process lock (FS-11). Prefer ``async with FileStore.open(path) as store``, which
+    loads eagerly and waits for pending writes on exit. Every write rewrites the whole file, so it
+    suits the checkpoint store; keep chatty shared memory on ``InMemoryStore`` (FS-12).
 
     Args:
         path: The state file; resolved to an absolute path now, so a later ``chdir`` is harmless.
+        clock: Stamps ``created_at`` of new keys (trimmed to the file's milliseconds).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> None:
         raw = os.fspath(path)
         # abspath reads the working directory (a syscall); an absolute path needs only normpath.
         self._path = os.path.normpath(raw) if os.path.isabs(raw) else os.path.abspath(raw)
@@ -53,6 +58,7 @@ class FileStore:
         self._load_error: StoreError | None = None
         self._load_traceback: TracebackType | None = None
         self._load_lock = asyncio.Lock()
+        self._clock = clock
         self._tail: asyncio.Task[Any] | None = None
         # Every mirror mutation bumps _generation; _durable is the newest generation on disk.
         # A flush that finds its generation already durable writes nothing (group commit).
@@ -61,13 +67,15 @@ class FileStore:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, path: str | os.PathLike[str]) -> AsyncIterator[FileStore]:
+    async def open(
+        cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK
+    ) -> AsyncIterator[FileStore]:
         """Open the store at ``path``, loaded, and wait for its pending writes on exit.
 
         Raises:
             CorruptStoreError: The file exists but is unreadable or not a valid state file.
         """
-        store = cls(path)
+        store = cls(path, clock=clock)
         await store._mirror()
         try:
             yield store
@@ -115,23 +123,50 @@ class FileStore:
     ) -> bool:
         """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
 
-        Runs inside the write chain (FS-09): it waits for earlier writes, compares against the
-        mirror, and returns only after its own write is on disk.
+        The one-check, one-write case of ``apply``.
 
         Returns:
             ``True`` if the write happened, ``False`` on a mismatch (the file is not touched).
 
         Raises:
-            StoreError: The write failed.
+            StoreError: The metadata is not JSON-serializable, or the write failed.
+        """
+        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` only if every check holds, with one atomic rewrite of the file.
+
+        Runs inside the write chain (FS-09): it waits for earlier writes, compares against the
+        mirror, changes the mirror, and returns only after one rename put every write on disk.
+        When the checks hold but the writes change nothing, it still waits until the state it
+        compared against is durable.
+
+        A failed write is reported like a failed ``set`` (FS-08): the mirror keeps the new
+        entries, so later reads and the next successful write include them.
+
+        Returns:
+            ``True`` if every check held and the writes are on disk, ``False`` on a mismatch
+            (nothing changed, the file is not touched).
+
+        Raises:
+            StoreError: A ``Put``'s metadata is not JSON-serializable (then nothing changed),
+                or the write failed.
         """
         await self._mirror()
 
         async def attempt() -> bool:
             entries = await self._mirror()
-            current = entries.get(key)
-            if (current.value if current is not None else None) != expected:
+            # No await from the check to the commit: the chain orders writers of this instance,
+            # but set() and delete() change the mirror outside it.
+            if not checks_hold(entries, checks):
                 return False
-            self._replace(entries, key, value, metadata, None)
+            changes = plan_writes(entries, writes, now=self._now())
+            for _, entry in changes:
+                if entry is not None:
+                    check_encodable(entry)  # before the mirror changes: all or nothing
+            if changes:
+                commit(entries, changes)
+                self._generation += 1
             await self._write_through(self._generation)
             return True
 
@@ -196,28 +231,23 @@ class FileStore:
         expires_at_turn: int | None,
     ) -> None:
         entries = await self._mirror()
-        self._replace(entries, key, value, metadata, expires_at_turn)
-        await self._flush_through(self._generation)
-
-    def _replace(
-        self,
-        entries: dict[str, MemoryEntry],
-        key: str,
-        value: str,
-        metadata: Mapping[str, Any] | None,
-        expires_at_turn: int | None,
-    ) -> None:
-        previous = entries.get(key)
-        entry = MemoryEntry(
-            key=key,
-            value=value,
-            metadata=dict(metadata) if metadata is not None else None,
-            created_at=previous.created_at if previous is not None else _now_millis(),
+        entry = make_entry(
+            entries.get(key),
+            key,
+            value,
+            metadata,
+            now=self._now(),
             expires_at_turn=expires_at_turn,
         )
         check_encodable(entry)  # before the mirror changes, or every later flush would fail
         entries[key] = entry
         self._generation += 1
+        await self._flush_through(self._generation)
+
+    def _now(self) -> datetime:
+        # The file keeps milliseconds (toISOString); trimming now makes the mirror equal a reload.
+        now = self._clock.now()
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
     async def _flush_through(self, generation: int) -> None:
         await self._in_chain(lambda: self._write_through(generation))
@@ -242,9 +272,3 @@ async def _after(previous: asyncio.Task[Any] | None, step: Callable[[], Awaitabl
     if previous is not None and not previous.done():
         await asyncio.wait([previous])  # ordering only: its error belongs to its own caller
     return await step()
-
-
-def _now_millis() -> datetime:
-    # The file keeps milliseconds (toISOString); trimming now makes the mirror equal a reload.
-    now = utcnow()
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)

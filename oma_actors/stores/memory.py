@@ -5,11 +5,15 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.clock import utcnow
-from oma_actors.stores.base import MemoryEntry
+from oma_actors.clock import SYSTEM_CLOCK
+from oma_actors.stores.base import Expect, MemoryEntry, Put
+from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
+
+    from oma_actors.clock import Clock
+    from oma_actors.stores.base import Write
 
 
 class InMemoryStore:
@@ -19,13 +23,17 @@ class InMemoryStore:
     keeps its position. ``get`` and ``list`` hand out the stored entries themselves (IM-05); entries
     are frozen, but a caller that mutates ``entry.metadata`` mutates the stored dict.
 
-    It satisfies ``AtomicStore`` and ``ExpiringStore``. Compare-and-set is atomic among every task
-    of the event loop because the check and the write happen with no ``await`` between them.
+    It satisfies ``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``. ``apply`` and
+    ``compare_and_set`` are atomic among every task of the event loop because the checks and the
+    writes happen with no ``await`` between them.
+
+    Args:
+        clock: Stamps ``created_at`` of new keys; a test passes a ``FakeClock``.
     """
 
-    def __init__(self) -> None:
-        """Create an empty store."""
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._entries: dict[str, MemoryEntry] = {}
+        self._clock = clock
 
     @property
     def size(self) -> int:
@@ -81,11 +89,23 @@ class InMemoryStore:
         Returns:
             ``True`` if the write happened, ``False`` on a mismatch (nothing changed).
         """
-        # No await from here to the write: this is what makes the method atomic.
-        current = self._entries.get(key)
-        if (current.value if current is not None else None) != expected:
+        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` in order only if every check holds, as one atomic step.
+
+        Args:
+            checks: Each key must hold the given value (``None``: the key must be absent).
+            writes: ``Put`` and ``Remove`` in order; an overwrite keeps ``created_at``.
+
+        Returns:
+            ``True`` if every check held and the writes happened, ``False`` on a mismatch
+            (nothing changed).
+        """
+        # No await from here to the last write: this is what makes the method atomic.
+        if not checks_hold(self._entries, checks):
             return False
-        self._put(key, value, metadata, None)
+        commit(self._entries, plan_writes(self._entries, writes, now=self._clock.now()))
         return True
 
     async def list(self) -> builtins.list[MemoryEntry]:
@@ -129,11 +149,11 @@ class InMemoryStore:
         metadata: Mapping[str, Any] | None,
         expires_at_turn: int | None,
     ) -> None:
-        previous = self._entries.get(key)
-        self._entries[key] = MemoryEntry(
-            key=key,
-            value=value,
-            metadata=dict(metadata) if metadata is not None else None,
-            created_at=previous.created_at if previous is not None else utcnow(),
+        self._entries[key] = make_entry(
+            self._entries.get(key),
+            key,
+            value,
+            metadata,
+            now=self._clock.now(),
             expires_at_turn=expires_at_turn,
         )

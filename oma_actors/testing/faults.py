@@ -10,26 +10,33 @@ a ``predicate`` over the key and the parsed JSON value), and injects a fault the
 - ``UnknownOutcomeStore`` raises ``TimeoutError`` before delegating (nothing landed) or after
   (the write landed), so the caller cannot tell which.
 
-``compare_and_set`` and ``set_with_expiry`` are forwarded (and watched) only when the inner
-store has them, so a wrapper is an ``AtomicStore`` exactly when its inner store is one.
+``compare_and_set``, ``apply`` and ``set_with_expiry`` are forwarded (and watched) only when the
+inner store has them, so a wrapper has exactly its inner store's capabilities. An ``apply`` is
+watched by its first write under the prefix (its key, and its value or ``None`` for a ``Remove``).
+With no watched call, a wrapper behaves exactly as its inner store (and passes its contract).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
+from oma_actors.stores.base import Put
+from oma_actors.testing.forwarding import CompareAndSet, ForwardingStore, SetWithExpiry
 
 if TYPE_CHECKING:
     import builtins
+    from collections.abc import Mapping, Sequence
 
-    from oma_actors.stores.base import AtomicStore, ExpiringStore, MemoryEntry, MemoryStore
+    from oma_actors.stores.base import Expect, MemoryEntry, MemoryStore, Write
 
-CHECKPOINT_PREFIX = "__oma_checkpoint__/"
+CHECKPOINT_PREFIX = CHECKPOINT_KEY_PREFIX
 """The key prefix of checkpoint snapshots, the default prefix every wrapper watches."""
 
-StoreOp = Literal["get", "set", "set_with_expiry", "compare_and_set", "delete"]
+StoreOp = Literal["get", "set", "set_with_expiry", "compare_and_set", "apply", "delete"]
 """A store operation a wrapper can watch."""
 
 When = Literal["before", "after"]
@@ -38,35 +45,7 @@ When = Literal["before", "after"]
 Predicate = Callable[[str, Any], bool]
 """``predicate(key, parsed_value)``: the value parsed as JSON, or ``None`` if absent or not JSON."""
 
-_OPS: tuple[str, ...] = ("get", "set", "set_with_expiry", "compare_and_set", "delete")
-
-
-class CompareAndSet(Protocol):
-    """The signature of ``AtomicStore.compare_and_set``."""
-
-    def __call__(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Awaitable[bool]:
-        """Write ``value`` only if the current value equals ``expected``."""
-        ...
-
-
-class SetWithExpiry(Protocol):
-    """The signature of ``ExpiringStore.set_with_expiry``."""
-
-    def __call__(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> Awaitable[None]:
-        """Like ``set``, also recording ``expires_at_turn``."""
-        ...
+_OPS: tuple[str, ...] = ("get", "set", "set_with_expiry", "compare_and_set", "apply", "delete")
 
 
 def _parse(value: str | None) -> Any:
@@ -78,19 +57,14 @@ def _parse(value: str | None) -> Any:
         return None
 
 
-class _FaultStore:
+class _FaultStore(ForwardingStore):
     """Delegates every call to ``inner`` and lets subclasses act around the watched ones.
 
     Attributes:
         inner: The wrapped store.
         matched: How many calls matched the operation, prefix and predicate so far.
         fired: How many times the fault was injected.
-        compare_and_set: Present only when ``inner`` has ``compare_and_set``.
-        set_with_expiry: Present only when ``inner`` has ``set_with_expiry``.
     """
-
-    compare_and_set: CompareAndSet
-    set_with_expiry: SetWithExpiry
 
     def __init__(
         self,
@@ -102,16 +76,12 @@ class _FaultStore:
     ) -> None:
         if op not in _OPS:
             raise ValueError(f"op must be one of {', '.join(_OPS)}, not {op!r}")
-        self.inner = inner
+        super().__init__(inner)
         self.matched = 0
         self.fired = 0
         self._prefix = prefix
         self._op = op
         self._predicate = predicate
-        if callable(getattr(inner, "compare_and_set", None)):
-            self.compare_and_set = self._compare_and_set
-        if callable(getattr(inner, "set_with_expiry", None)):
-            self.set_with_expiry = self._set_with_expiry
 
     # -- the store surface ------------------------------------------------------------------
 
@@ -150,10 +120,18 @@ class _FaultStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         self._before("compare_and_set", key, value)
-        written = await cast("AtomicStore", self.inner).compare_and_set(
-            key, expected, value, metadata
-        )
+        written = await super()._compare_and_set(key, expected, value, metadata)
         self._after("compare_and_set", key, value)
+        return written
+
+    async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        watched = next((w for w in writes if w.key.startswith(self._prefix)), None)
+        if watched is None:
+            return await super()._apply(checks, writes)
+        value = watched.value if isinstance(watched, Put) else None
+        self._before("apply", watched.key, value)
+        written = await super()._apply(checks, writes)
+        self._after("apply", watched.key, value)
         return written
 
     async def _set_with_expiry(
@@ -164,9 +142,7 @@ class _FaultStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         self._before("set_with_expiry", key, value)
-        await cast("ExpiringStore", self.inner).set_with_expiry(
-            key, value, expires_at_turn, metadata
-        )
+        await super()._set_with_expiry(key, value, expires_at_turn, metadata)
         self._after("set_with_expiry", key, value)
 
     # -- hooks ------------------------------------------------------------------------------

@@ -6,35 +6,38 @@ sub-check gets its own store::
 
     await check_memory_store(InMemoryStore)
     await check_atomic_store(lambda: FileStore(tmp_path / f"{uuid4()}.json"))
+    await check_conditional_store(InMemoryStore)
+    await check_run_ownership(make_file_store, reopen=lambda s: FileStore(s.path))
 
-Durability across instances or processes is backend-specific and is not checked here.
+The checks of ``ConditionalStore`` (several checks, several writes, one atomic step) and of run
+ownership (a superseded owner's fenced write never lands, and it learns it lost) live in
+``conditional_contract`` and are re-exported here. Durability across instances is checked only
+by ``check_run_ownership``, and only when it is given a ``reopen``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from oma_actors.clock import utcnow
+from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import (
     AtomicStore,
     ExpiringStore,
-    MemoryEntry,
     MemoryStore,
     is_atomic_store,
 )
+from oma_actors.testing._contract import TICK, entry_of, expect, keys_of, run_checks
+from oma_actors.testing.conditional_contract import check_conditional_store, check_run_ownership
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable
 
 _S = TypeVar("_S", bound=MemoryStore)
 _A = TypeVar("_A", bound=AtomicStore)
 _E = TypeVar("_E", bound=ExpiringStore)
-# Longer than the millisecond precision of OMA's file format, so an overwrite that wrongly
-# resets created_at is visible on every backend.
-_TICK = 0.01
 
 
 async def check_memory_store(make_store: Callable[[], _S | Awaitable[_S]]) -> None:
@@ -43,7 +46,7 @@ async def check_memory_store(make_store: Callable[[], _S | Awaitable[_S]]) -> No
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
     """
-    await _run("memory store", make_store, _MEMORY_CHECKS)
+    await run_checks("memory store", make_store, _MEMORY_CHECKS)
 
 
 async def check_atomic_store(make_store: Callable[[], _A | Awaitable[_A]]) -> None:
@@ -52,7 +55,7 @@ async def check_atomic_store(make_store: Callable[[], _A | Awaitable[_A]]) -> No
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
     """
-    await _run("atomic store", make_store, _ATOMIC_CHECKS)
+    await run_checks("atomic store", make_store, _ATOMIC_CHECKS)
 
 
 async def check_expiring_store(make_store: Callable[[], _E | Awaitable[_E]]) -> None:
@@ -61,61 +64,30 @@ async def check_expiring_store(make_store: Callable[[], _E | Awaitable[_E]]) -> 
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
     """
-    await _run("expiring store", make_store, _EXPIRING_CHECKS)
-
-
-def _expect(condition: bool, message: str) -> None:
-    # Not `assert`: the checks must still run under `python -O`.
-    if not condition:
-        raise AssertionError(message)
-
-
-async def _run(
-    suite: str,
-    make_store: Callable[[], _S | Awaitable[_S]],
-    checks: Sequence[Callable[[_S], Awaitable[None]]],
-) -> None:
-    for check in checks:
-        made = make_store()
-        store = await made if inspect.isawaitable(made) else made
-        _expect(not await store.list(), f"{suite}: make_store() must return an empty store")
-        try:
-            await check(store)
-        except AssertionError as exc:
-            raise AssertionError(f"{suite}: {check.__name__.lstrip('_')}: {exc}") from exc
-
-
-async def _keys(store: MemoryStore) -> list[str]:
-    return [entry.key for entry in await store.list()]
-
-
-async def _entry(store: MemoryStore, key: str) -> MemoryEntry:
-    entry = await store.get(key)
-    _expect(entry is not None, f"get({key!r}) returned None after a write")
-    return cast("MemoryEntry", entry)
+    await run_checks("expiring store", make_store, _EXPIRING_CHECKS)
 
 
 # --- MemoryStore ---------------------------------------------------------------------------
 
 
 async def _get_missing_returns_none(store: MemoryStore) -> None:
-    _expect(await store.get("missing") is None, "get() of a missing key must return None")
-    _expect(await store.list() == [], "list() of an empty store must be []")
+    expect(await store.get("missing") is None, "get() of a missing key must return None")
+    expect(await store.list() == [], "list() of an empty store must be []")
 
 
 async def _set_then_get(store: MemoryStore) -> None:
     before = utcnow()
     await store.set("a", "1", {"agent": "x", "n": 1})
     await store.set("b", "2")
-    a, b = await _entry(store, "a"), await _entry(store, "b")
-    _expect((a.key, a.value) == ("a", "1"), f"stored ('a', '1'), read {(a.key, a.value)!r}")
-    _expect(a.metadata == {"agent": "x", "n": 1}, f"metadata read back as {a.metadata!r}")
-    _expect(b.metadata is None, f"set() without metadata must read None, got {b.metadata!r}")
-    _expect(a.expires_at_turn is None, "set() must not record expires_at_turn")
-    _expect(isinstance(a.created_at, datetime), "created_at must be a datetime")
-    _expect(a.created_at.utcoffset() is not None, "created_at must be timezone-aware")
+    a, b = await entry_of(store, "a"), await entry_of(store, "b")
+    expect((a.key, a.value) == ("a", "1"), f"stored ('a', '1'), read {(a.key, a.value)!r}")
+    expect(a.metadata == {"agent": "x", "n": 1}, f"metadata read back as {a.metadata!r}")
+    expect(b.metadata is None, f"set() without metadata must read None, got {b.metadata!r}")
+    expect(a.expires_at_turn is None, "set() must not record expires_at_turn")
+    expect(isinstance(a.created_at, datetime), "created_at must be a datetime")
+    expect(a.created_at.utcoffset() is not None, "created_at must be timezone-aware")
     slack = timedelta(minutes=5)
-    _expect(
+    expect(
         before - slack <= a.created_at <= utcnow() + slack,
         f"created_at {a.created_at} is not the time of the write ({before})",
     )
@@ -126,15 +98,15 @@ async def _values_round_trip_exactly(store: MemoryStore) -> None:
         "empty": "",
         "unicode": "héllo ✓ 🚀 \u2028",
         "json": '{"version":4,"nested":{"a":[1,2]}}',
-        "__oma_checkpoint__/run-1/latest": 'line\nbreak\ttab "quote" \\ back',
+        checkpoint_key("run-1"): 'line\nbreak\ttab "quote" \\ back',
     }
     for key, value in values.items():
         await store.set(key, value)
     for key, value in values.items():
-        got = (await _entry(store, key)).value
-        _expect(got == value, f"value of {key!r} changed: stored {value!r}, read {got!r}")
+        got = (await entry_of(store, key)).value
+        expect(got == value, f"value of {key!r} changed: stored {value!r}, read {got!r}")
     listed = {entry.key: entry.value for entry in await store.list()}
-    _expect(listed == values, f"list() values differ from what was stored: {listed!r}")
+    expect(listed == values, f"list() values differ from what was stored: {listed!r}")
 
 
 async def _metadata_is_copied(store: MemoryStore) -> None:
@@ -142,51 +114,51 @@ async def _metadata_is_copied(store: MemoryStore) -> None:
     await store.set("k", "v", metadata)
     metadata["a"] = 2
     metadata["b"] = 3
-    got = (await _entry(store, "k")).metadata
-    _expect(got == {"a": 1}, f"caller mutation after set() leaked into the store: {got!r}")
+    got = (await entry_of(store, "k")).metadata
+    expect(got == {"a": 1}, f"caller mutation after set() leaked into the store: {got!r}")
 
 
 async def _overwrite_keeps_created_at(store: MemoryStore) -> None:
     await store.set("k", "v1", {"m": 1})
-    first = (await _entry(store, "k")).created_at
-    await asyncio.sleep(_TICK)
+    first = (await entry_of(store, "k")).created_at
+    await asyncio.sleep(TICK)
     await store.set("k", "v2")
-    entry = await _entry(store, "k")
-    _expect(entry.value == "v2", f"overwrite not visible: {entry.value!r}")
-    _expect(entry.metadata is None, f"set() must replace the whole entry: {entry.metadata!r}")
-    _expect(entry.created_at == first, f"created_at changed on overwrite: {first} -> {entry}")
+    entry = await entry_of(store, "k")
+    expect(entry.value == "v2", f"overwrite not visible: {entry.value!r}")
+    expect(entry.metadata is None, f"set() must replace the whole entry: {entry.metadata!r}")
+    expect(entry.created_at == first, f"created_at changed on overwrite: {first} -> {entry}")
 
 
 async def _list_keeps_insertion_order(store: MemoryStore) -> None:
     for key in ("a", "b", "c"):
         await store.set(key, f"{key}1")
     await store.set("a", "a2")
-    _expect(await _keys(store) == ["a", "b", "c"], f"order after update: {await _keys(store)}")
+    expect(await keys_of(store) == ["a", "b", "c"], f"order after update: {await keys_of(store)}")
     listed = await store.list()
-    _expect(listed[0].value == "a2", f"list() shows a stale value: {listed[0].value!r}")
-    _expect(listed[0] == await store.get("a"), "list() and get() disagree about 'a'")
+    expect(listed[0].value == "a2", f"list() shows a stale value: {listed[0].value!r}")
+    expect(listed[0] == await store.get("a"), "list() and get() disagree about 'a'")
 
 
 async def _delete_removes_and_ignores_missing(store: MemoryStore) -> None:
     await store.set("a", "1")
     await store.set("b", "2")
     await store.delete("missing")
-    _expect(await _keys(store) == ["a", "b"], "delete() of a missing key changed the store")
+    expect(await keys_of(store) == ["a", "b"], "delete() of a missing key changed the store")
     await store.delete("a")
-    _expect(await store.get("a") is None, "get() still finds a deleted key")
-    _expect(await _keys(store) == ["b"], f"list() after delete: {await _keys(store)}")
+    expect(await store.get("a") is None, "get() still finds a deleted key")
+    expect(await keys_of(store) == ["b"], f"list() after delete: {await keys_of(store)}")
     await store.set("a", "3")
-    _expect(await _keys(store) == ["b", "a"], "a re-inserted key must go to the end of list()")
+    expect(await keys_of(store) == ["b", "a"], "a re-inserted key must go to the end of list()")
 
 
 async def _clear_removes_everything(store: MemoryStore) -> None:
     await store.set("a", "1")
     await store.set("b", "2")
     await store.clear()
-    _expect(await store.list() == [], "list() is not empty after clear()")
-    _expect(await store.get("a") is None, "get() finds a key after clear()")
+    expect(await store.list() == [], "list() is not empty after clear()")
+    expect(await store.get("a") is None, "get() finds a key after clear()")
     await store.set("c", "3")
-    _expect(await _keys(store) == ["c"], "the store is not usable after clear()")
+    expect(await keys_of(store) == ["c"], "the store is not usable after clear()")
 
 
 _MEMORY_CHECKS = (
@@ -205,56 +177,56 @@ _MEMORY_CHECKS = (
 
 
 def _atomic(store: MemoryStore) -> AtomicStore:
-    _expect(is_atomic_store(store), "the store has no callable compare_and_set")
+    expect(is_atomic_store(store), "the store has no callable compare_and_set")
     return cast("AtomicStore", store)
 
 
 async def _cas_none_inserts_only_when_absent(store: MemoryStore) -> None:
     cas = _atomic(store).compare_and_set
-    _expect(await cas("k", None, "v1", {"m": 1}), "CAS(None) on an absent key must succeed")
-    entry = await _entry(store, "k")
-    _expect((entry.value, entry.metadata) == ("v1", {"m": 1}), f"CAS(None) wrote {entry!r}")
-    _expect(not await cas("k", None, "v2"), "CAS(None) on a present key must return False")
-    _expect((await _entry(store, "k")).value == "v1", "a failed CAS(None) overwrote the value")
+    expect(await cas("k", None, "v1", {"m": 1}), "CAS(None) on an absent key must succeed")
+    entry = await entry_of(store, "k")
+    expect((entry.value, entry.metadata) == ("v1", {"m": 1}), f"CAS(None) wrote {entry!r}")
+    expect(not await cas("k", None, "v2"), "CAS(None) on a present key must return False")
+    expect((await entry_of(store, "k")).value == "v1", "a failed CAS(None) overwrote the value")
 
 
 async def _cas_on_missing_key_compares_as_none(store: MemoryStore) -> None:
     cas = _atomic(store).compare_and_set
-    _expect(not await cas("k", "x", "v"), "CAS('x') on a missing key must return False")
-    _expect(not await cas("k", "", "v"), "a missing key must compare as None, not ''")
-    _expect(await store.get("k") is None, "a failed CAS created the key")
+    expect(not await cas("k", "x", "v"), "CAS('x') on a missing key must return False")
+    expect(not await cas("k", "", "v"), "a missing key must compare as None, not ''")
+    expect(await store.get("k") is None, "a failed CAS created the key")
 
 
 async def _cas_mismatch_writes_nothing(store: MemoryStore) -> None:
     await store.set("k", "a", {"m": 1})
-    before = await _entry(store, "k")
-    await asyncio.sleep(_TICK)
-    _expect(not await _atomic(store).compare_and_set("k", "b", "c", {"m": 2}), "mismatch -> True")
-    after = await _entry(store, "k")
-    _expect(
+    before = await entry_of(store, "k")
+    await asyncio.sleep(TICK)
+    expect(not await _atomic(store).compare_and_set("k", "b", "c", {"m": 2}), "mismatch -> True")
+    after = await entry_of(store, "k")
+    expect(
         (after.value, after.metadata, after.created_at)
         == (before.value, before.metadata, before.created_at),
         f"a mismatched CAS changed the entry: {before!r} -> {after!r}",
     )
-    _expect(await _keys(store) == ["k"], "a mismatched CAS changed list()")
+    expect(await keys_of(store) == ["k"], "a mismatched CAS changed list()")
 
 
 async def _cas_match_replaces_entry_keeps_created_at(store: MemoryStore) -> None:
     await store.set("a", "1")
     await store.set("k", "pending", {"m": 1})
     await store.set("b", "2")
-    first = (await _entry(store, "k")).created_at
-    await asyncio.sleep(_TICK)
+    first = (await entry_of(store, "k")).created_at
+    await asyncio.sleep(TICK)
     metadata: dict[str, object] = {"by": "reviewer"}
-    _expect(await _atomic(store).compare_and_set("k", "pending", "approved", metadata), "match")
+    expect(await _atomic(store).compare_and_set("k", "pending", "approved", metadata), "match")
     metadata["by"] = "someone else"
-    entry = await _entry(store, "k")
-    _expect(entry.value == "approved", f"a successful CAS did not write: {entry.value!r}")
-    _expect(entry.metadata == {"by": "reviewer"}, f"CAS metadata is {entry.metadata!r}")
-    _expect(entry.created_at == first, "a successful CAS must keep created_at")
-    _expect(await _keys(store) == ["a", "k", "b"], "a CAS-updated key must keep its position")
-    _expect(await _atomic(store).compare_and_set("k", "approved", "x"), "second match")
-    _expect((await _entry(store, "k")).metadata is None, "CAS must replace metadata too")
+    entry = await entry_of(store, "k")
+    expect(entry.value == "approved", f"a successful CAS did not write: {entry.value!r}")
+    expect(entry.metadata == {"by": "reviewer"}, f"CAS metadata is {entry.metadata!r}")
+    expect(entry.created_at == first, "a successful CAS must keep created_at")
+    expect(await keys_of(store) == ["a", "k", "b"], "a CAS-updated key must keep its position")
+    expect(await _atomic(store).compare_and_set("k", "approved", "x"), "second match")
+    expect((await entry_of(store, "k")).metadata is None, "CAS must replace metadata too")
 
 
 async def _concurrent_cas_has_one_winner(store: MemoryStore) -> None:
@@ -263,11 +235,11 @@ async def _concurrent_cas_has_one_winner(store: MemoryStore) -> None:
     choices = [f"decision-{i}" for i in range(8)]
     results = await asyncio.gather(*(cas("approval", "pending", c) for c in choices))
     winners = [c for c, won in zip(choices, results, strict=True) if won]
-    _expect(len(winners) == 1, f"{len(winners)} concurrent CAS calls won, expected exactly 1")
-    stored = (await _entry(store, "approval")).value
-    _expect(stored == winners[0], f"winner wrote {winners[0]!r} but the store holds {stored!r}")
+    expect(len(winners) == 1, f"{len(winners)} concurrent CAS calls won, expected exactly 1")
+    stored = (await entry_of(store, "approval")).value
+    expect(stored == winners[0], f"winner wrote {winners[0]!r} but the store holds {stored!r}")
     inserts = await asyncio.gather(*(cas("fresh", None, c) for c in choices))
-    _expect(sum(inserts) == 1, f"{sum(inserts)} concurrent CAS(None) inserts won, expected 1")
+    expect(sum(inserts) == 1, f"{sum(inserts)} concurrent CAS(None) inserts won, expected 1")
 
 
 _ATOMIC_CHECKS = (
@@ -283,7 +255,7 @@ _ATOMIC_CHECKS = (
 
 
 def _expiring(store: MemoryStore) -> ExpiringStore:
-    _expect(callable(getattr(store, "set_with_expiry", None)), "no callable set_with_expiry")
+    expect(callable(getattr(store, "set_with_expiry", None)), "no callable set_with_expiry")
     return cast("ExpiringStore", store)
 
 
@@ -291,28 +263,28 @@ async def _set_with_expiry_records_turn(store: MemoryStore) -> None:
     metadata: dict[str, object] = {"a": 1}
     await _expiring(store).set_with_expiry("k", "ttl", 7, metadata)
     metadata["a"] = 2
-    entry = await _entry(store, "k")
-    _expect(entry.value == "ttl", f"value is {entry.value!r}")
-    _expect(entry.expires_at_turn == 7, f"expires_at_turn is {entry.expires_at_turn!r}")
-    _expect(entry.metadata == {"a": 1}, f"metadata is {entry.metadata!r} (must be a copy)")
+    entry = await entry_of(store, "k")
+    expect(entry.value == "ttl", f"value is {entry.value!r}")
+    expect(entry.expires_at_turn == 7, f"expires_at_turn is {entry.expires_at_turn!r}")
+    expect(entry.metadata == {"a": 1}, f"metadata is {entry.metadata!r} (must be a copy)")
 
 
 async def _overwrites_keep_created_at_and_replace_expiry(store: MemoryStore) -> None:
     expiring = _expiring(store)
     await expiring.set_with_expiry("k", "v1", 3)
-    first = (await _entry(store, "k")).created_at
-    await asyncio.sleep(_TICK)
+    first = (await entry_of(store, "k")).created_at
+    await asyncio.sleep(TICK)
     await expiring.set_with_expiry("k", "v2", 9)
-    entry = await _entry(store, "k")
-    _expect((entry.expires_at_turn, entry.created_at) == (9, first), f"re-expiry: {entry!r}")
+    entry = await entry_of(store, "k")
+    expect((entry.expires_at_turn, entry.created_at) == (9, first), f"re-expiry: {entry!r}")
     await store.set("k", "v3")
-    entry = await _entry(store, "k")
-    _expect(entry.expires_at_turn is None, "set() must drop expires_at_turn (MS-05)")
-    _expect(entry.created_at == first, "set() after set_with_expiry must keep created_at")
+    entry = await entry_of(store, "k")
+    expect(entry.expires_at_turn is None, "set() must drop expires_at_turn (MS-05)")
+    expect(entry.created_at == first, "set() after set_with_expiry must keep created_at")
     if is_atomic_store(store):
         await expiring.set_with_expiry("k", "v4", 5)
-        _expect(await _atomic(store).compare_and_set("k", "v4", "v5"), "CAS after expiry")
-        _expect((await _entry(store, "k")).expires_at_turn is None, "CAS must drop expiry")
+        expect(await _atomic(store).compare_and_set("k", "v4", "v5"), "CAS after expiry")
+        expect((await entry_of(store, "k")).expires_at_turn is None, "CAS must drop expiry")
 
 
 _EXPIRING_CHECKS = (
@@ -320,4 +292,10 @@ _EXPIRING_CHECKS = (
     _overwrites_keep_created_at_and_replace_expiry,
 )
 
-__all__ = ["check_atomic_store", "check_expiring_store", "check_memory_store"]
+__all__ = [
+    "check_atomic_store",
+    "check_conditional_store",
+    "check_expiring_store",
+    "check_memory_store",
+    "check_run_ownership",
+]

@@ -33,7 +33,10 @@ def test_public_names() -> None:
         "AnthropicAdapter",
         "LLMAdapter",
         "OpenAIAdapter",
+        "RecordedCall",
+        "ScriptedAdapter",
         "create_adapter",
+        "text_response",
         "with_retries",
     }
 

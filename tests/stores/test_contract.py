@@ -1,61 +1,159 @@
-"""Every store backend runs the same contract (STYLE practice 6).
+"""Every store backend, and every wrapping store, runs the same contract (STYLE practice 6).
 
-A backend is a builder ``(tmp_path) -> factory``; the factory returns a fresh, empty store each
-call. Service-backed stores (Redis, Postgres) join ``BACKENDS`` and skip when unavailable.
+A backend is a builder ``(tmp_path) -> factory`` (the factory returns a fresh, empty store each
+call), the capabilities it claims, and for a durable backend how to re-open a store over the
+same state. Each contract runs on every backend that claims its capability, and
+``test_claimed_capabilities_are_the_real_ones`` keeps the claims honest. Service-backed stores
+(Redis, Postgres) join ``BACKENDS`` and skip when unavailable.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pytest
 
-from oma_actors.stores import AtomicStore, ExpiringStore, FileStore, InMemoryStore
+from oma_actors.stores import (
+    FileStore,
+    InMemoryStore,
+    is_atomic_store,
+    is_conditional_store,
+    is_memory_store,
+)
+from oma_actors.stores.redacting import RedactingStore
+from oma_actors.testing.faults import CrashingStore, FailingStore, UnknownOutcomeStore
 from oma_actors.testing.store_contract import (
     check_atomic_store,
+    check_conditional_store,
     check_expiring_store,
     check_memory_store,
+    check_run_ownership,
 )
+from oma_actors.testing.stores import MinimalStore, RecordingStore, RendezvousStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from oma_actors.stores import AtomicStore, ConditionalStore, ExpiringStore, MemoryStore
 
-class FullStore(AtomicStore, ExpiringStore, Protocol):
-    """What every backend below offers: compare-and-set and turn expiry."""
-
-
-def _memory(tmp_path: Path) -> Callable[[], FullStore]:
-    return InMemoryStore
+Capability = Literal["atomic", "expiring", "conditional"]
+EVERYTHING: frozenset[Capability] = frozenset({"atomic", "expiring", "conditional"})
 
 
-def _file(tmp_path: Path) -> Callable[[], FullStore]:
+@dataclass(frozen=True)
+class Backend:
+    """How to build one kind of store, what it claims to do, and how to re-open it."""
+
+    build: Callable[[Path], Callable[[], MemoryStore]]
+    capabilities: frozenset[Capability]
+    reopen: Callable[[MemoryStore], MemoryStore] | None = None
+
+
+def _files(tmp_path: Path) -> Callable[[], FileStore]:
     numbers = itertools.count()
     return lambda: FileStore(tmp_path / f"store-{next(numbers)}" / "state.json")
 
 
-BACKENDS: dict[str, Callable[[Path], Callable[[], FullStore]]] = {
-    "memory": _memory,
-    "file": _file,
+def _reopen_file(store: MemoryStore) -> MemoryStore:
+    """A second FileStore over the same file: it sees only what is durable."""
+    inner: Any = store
+    while not isinstance(inner, FileStore):
+        inner = inner.inner
+    return FileStore(inner.path)
+
+
+def _never(key: str, value: object) -> bool:
+    return False  # an unarmed fault: it watches every call and fires on none
+
+
+def _memory(tmp_path: Path) -> Callable[[], MemoryStore]:
+    return InMemoryStore
+
+
+def _over(
+    inner: Callable[[Path], Callable[[], MemoryStore]], wrap: Callable[[MemoryStore], MemoryStore]
+) -> Callable[[Path], Callable[[], MemoryStore]]:
+    def build(tmp_path: Path) -> Callable[[], MemoryStore]:
+        make = inner(tmp_path)
+        return lambda: wrap(make())
+
+    return build
+
+
+BACKENDS: dict[str, Backend] = {
+    "memory": Backend(_memory, EVERYTHING),
+    "file": Backend(_files, EVERYTHING, _reopen_file),
+    "redacting(memory)": Backend(_over(_memory, RedactingStore), frozenset({"expiring"})),
+    "redacting(file)": Backend(_over(_files, RedactingStore), frozenset({"expiring"})),
+    "failing(memory)": Backend(
+        _over(_memory, lambda s: FailingStore(s, op="apply", predicate=_never)), EVERYTHING
+    ),
+    "failing(file)": Backend(
+        _over(_files, lambda s: FailingStore(s, prefix="", predicate=_never)),
+        EVERYTHING,
+        _reopen_file,
+    ),
+    "unknown-outcome(file)": Backend(
+        _over(_files, lambda s: UnknownOutcomeStore(s, landed=True, op="apply", predicate=_never)),
+        EVERYTHING,
+        _reopen_file,
+    ),
+    "crashing(memory)": Backend(
+        _over(_memory, lambda s: CrashingStore(s, op="compare_and_set", predicate=_never)),
+        EVERYTHING,
+    ),
+    "minimal": Backend(lambda tmp_path: MinimalStore, frozenset()),
+    "recording(file)": Backend(_over(_files, RecordingStore), EVERYTHING, _reopen_file),
+    "rendezvous(memory)": Backend(_over(_memory, RendezvousStore), EVERYTHING),
 }
 
 
-@pytest.fixture(params=list(BACKENDS), ids=list(BACKENDS))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], FullStore]:
-    """A factory of fresh, empty stores of one backend."""
-    backend: str = request.param
-    return BACKENDS[backend](tmp_path)
+def _claiming(capability: Capability | None = None) -> list[Any]:
+    return [
+        pytest.param(name, id=name)
+        for name, backend in BACKENDS.items()
+        if capability is None or capability in backend.capabilities
+    ]
 
 
-async def test_memory_store_contract(store: Callable[[], FullStore]) -> None:
-    await check_memory_store(store)
+@pytest.mark.parametrize("name", _claiming())
+def test_claimed_capabilities_are_the_real_ones(name: str, tmp_path: Path) -> None:
+    store = BACKENDS[name].build(tmp_path)()
+    claimed = BACKENDS[name].capabilities
+    assert is_memory_store(store)
+    assert is_atomic_store(store) == ("atomic" in claimed)
+    assert is_conditional_store(store) == ("conditional" in claimed)
+    assert callable(getattr(store, "set_with_expiry", None)) == ("expiring" in claimed)
 
 
-async def test_atomic_store_contract(store: Callable[[], FullStore]) -> None:
-    await check_atomic_store(store)
+@pytest.mark.parametrize("name", _claiming())
+async def test_memory_store_contract(name: str, tmp_path: Path) -> None:
+    await check_memory_store(BACKENDS[name].build(tmp_path))
 
 
-async def test_expiring_store_contract(store: Callable[[], FullStore]) -> None:
-    await check_expiring_store(store)
+@pytest.mark.parametrize("name", _claiming("atomic"))
+async def test_atomic_store_contract(name: str, tmp_path: Path) -> None:
+    make = cast("Callable[[], AtomicStore]", BACKENDS[name].build(tmp_path))
+    await check_atomic_store(make)
+
+
+@pytest.mark.parametrize("name", _claiming("expiring"))
+async def test_expiring_store_contract(name: str, tmp_path: Path) -> None:
+    make = cast("Callable[[], ExpiringStore]", BACKENDS[name].build(tmp_path))
+    await check_expiring_store(make)
+
+
+@pytest.mark.parametrize("name", _claiming("conditional"))
+async def test_conditional_store_contract(name: str, tmp_path: Path) -> None:
+    make = cast("Callable[[], ConditionalStore]", BACKENDS[name].build(tmp_path))
+    await check_conditional_store(make)
+
+
+@pytest.mark.parametrize("name", _claiming("conditional"))
+async def test_run_ownership_contract(name: str, tmp_path: Path) -> None:
+    backend = BACKENDS[name]
+    make = cast("Callable[[], ConditionalStore]", backend.build(tmp_path))
+    await check_run_ownership(make, reopen=backend.reopen)

@@ -1,12 +1,21 @@
-"""OpenAIAdapter against a fake Chat Completions API: mapping both ways, errors and retries."""
+"""OpenAIAdapter against a fake Chat Completions API: requests and responses mapped both ways."""
 
 from __future__ import annotations
 
 import json
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+from openai_replies import (
+    HELLO,
+    MODEL,
+    OPTIONS,
+    TEXT_REPLY,
+    USAGE,
+    adapter_for,
+    completion,
+    tool_call,
+)
 
 from oma_actors.domain.messages import (
     ChatOptions,
@@ -19,11 +28,7 @@ from oma_actors.domain.messages import (
     ToolUseBlock,
 )
 from oma_actors.errors import (
-    AuthenticationError,
     ConfigurationError,
-    OverloadedError,
-    ProviderError,
-    RateLimitError,
 )
 from oma_actors.llm import OpenAIAdapter
 
@@ -32,53 +37,10 @@ if TYPE_CHECKING:
 
     from fake_server import FakeServer
 
-MODEL = "gpt-test"
-OPTIONS = ChatOptions(model=MODEL)
-HELLO = [Message("user", [TextBlock("hello")])]
-
-
-def completion(
-    message: dict[str, Any],
-    *,
-    finish_reason: str | None = "stop",
-    usage: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-test-2099",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", **message},
-                "finish_reason": finish_reason,
-            }
-        ],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
-
-
-def tool_call(id_: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-USAGE = {"prompt_tokens": 13, "completion_tokens": 5, "total_tokens": 18}
-TEXT_REPLY = completion({"content": "hi there"}, usage=USAGE)
-ERROR = {"error": {"message": "bad thing", "type": "invalid_request_error", "code": None}}
-
 
 @pytest.fixture
 async def adapter(fake_server: FakeServer) -> AsyncIterator[OpenAIAdapter]:
-    async with OpenAIAdapter(
-        api_key="test-key",
-        base_url=f"{fake_server.url}/v1",
-        max_retries=2,
-        retry_base_delay=0.001,
-        timeout=5.0,
-    ) as adapter:
+    async with adapter_for(fake_server) as adapter:
         yield adapter
 
 
@@ -302,98 +264,6 @@ async def test_refusal_is_surfaced_as_text(adapter: OpenAIAdapter, fake_server: 
     fake_server.reply(200, completion({"content": None, "refusal": "I can't help with that."}))
 
     assert (await adapter.chat(HELLO, OPTIONS)).text == "I can't help with that."
-
-
-@pytest.mark.parametrize("status", [401, 403])
-async def test_auth_failure_is_typed_and_not_retried(
-    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
-) -> None:
-    fake_server.reply(status, {"error": {"message": "Incorrect API key", "type": "auth"}})
-
-    with pytest.raises(AuthenticationError) as caught:
-        await adapter.chat(HELLO, OPTIONS)
-
-    assert caught.value.provider == "openai"
-    assert caught.value.status == status
-    assert "Incorrect API key" in str(caught.value)
-    assert len(fake_server.requests) == 1
-
-
-async def test_rate_limit_then_success_is_retried(
-    adapter: OpenAIAdapter, fake_server: FakeServer
-) -> None:
-    fake_server.reply(429, {"error": {"message": "Rate limit reached"}})
-    fake_server.reply(200, TEXT_REPLY)
-
-    assert (await adapter.chat(HELLO, OPTIONS)).text == "hi there"
-    assert len(fake_server.requests) == 2
-
-
-async def test_rate_limit_exhausted(adapter: OpenAIAdapter, fake_server: FakeServer) -> None:
-    fake_server.reply_many(3, 429, {"error": {"message": "Rate limit reached"}})
-
-    with pytest.raises(RateLimitError):
-        await adapter.chat(HELLO, OPTIONS)
-    assert len(fake_server.requests) == 3
-
-
-@pytest.mark.parametrize("status", [500, 502, 503, 504])
-async def test_server_errors_retried_until_attempts_run_out(
-    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
-) -> None:
-    fake_server.reply_many(3, status, {"error": {"message": "try later"}})
-
-    with pytest.raises(OverloadedError) as caught:
-        await adapter.chat(HELLO, OPTIONS)
-
-    assert caught.value.status == status
-    assert len(fake_server.requests) == 3
-
-
-@pytest.mark.parametrize("status", [400, 404, 422])
-async def test_client_errors_are_provider_errors_and_not_retried(
-    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
-) -> None:
-    fake_server.reply(status, ERROR)
-
-    with pytest.raises(ProviderError) as caught:
-        await adapter.chat(HELLO, OPTIONS)
-
-    assert caught.value.status == status
-    assert "bad thing" in str(caught.value)
-    assert len(fake_server.requests) == 1
-
-
-@pytest.mark.parametrize("body", [b"not json", {}, {"choices": []}])
-async def test_unreadable_success_body_is_a_provider_error(
-    adapter: OpenAIAdapter, fake_server: FakeServer, body: Any
-) -> None:
-    fake_server.reply(200, body)
-
-    with pytest.raises(ProviderError):
-        await adapter.chat(HELLO, OPTIONS)
-
-
-async def test_base_url_without_api_key_works(fake_server: FakeServer) -> None:
-    fake_server.reply(200, TEXT_REPLY)
-
-    async with OpenAIAdapter(base_url=f"{fake_server.url}/v1") as adapter:
-        response = await adapter.chat(HELLO, OPTIONS)
-
-    assert response.text == "hi there"
-    assert fake_server.requests[0].header("authorization") == "Bearer unused"
-
-
-def test_no_key_for_the_official_endpoint_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="OPENAI_API_KEY"):
-        OpenAIAdapter()
-
-
-def test_missing_sdk_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "openai", None)
-
-    with pytest.raises(ConfigurationError, match=r"pip install 'oma-actors\[openai\]'"):
-        OpenAIAdapter(api_key="k")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,54 @@
+"""``task_from_json``: dates that cannot be parsed become the injected clock's now (spec TQ-12)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from oma_actors.domain.jsonforms import task_from_json, task_to_json
+from oma_actors.domain.tasks import TaskState
+from oma_actors.errors import CheckpointError
+from oma_actors.testing.clock import FakeClock
+
+CREATED = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def task_json(**changes: object) -> dict[str, object]:
+    task = TaskState(
+        id="t1", title="T", description="d", status="pending", created_at=CREATED,
+        updated_at=CREATED,
+    )  # fmt: skip
+    return {**task_to_json(task), **changes}
+
+
+def test_stored_dates_round_trip_and_the_clock_is_not_read() -> None:
+    task = task_from_json(task_json(), clock=FakeClock(NOW))
+    assert task.created_at == CREATED
+    assert task.updated_at == CREATED
+
+
+@pytest.mark.parametrize("bad", ["yesterday", "", None, 12])
+def test_an_unparseable_date_becomes_the_clocks_now_instead_of_failing(bad: object) -> None:
+    raw = task_json(createdAt=bad)
+    task = task_from_json(raw, clock=FakeClock(NOW))
+    assert task.created_at == NOW
+    assert task.updated_at == CREATED
+
+
+def test_a_missing_date_becomes_now_too() -> None:
+    raw = task_json()
+    del raw["updatedAt"]
+    assert task_from_json(raw, clock=FakeClock(NOW)).updated_at == NOW
+
+
+def test_the_default_clock_is_the_system_clock() -> None:
+    before = datetime.now(UTC)
+    task = task_from_json(task_json(createdAt="garbage"))
+    assert before <= task.created_at <= datetime.now(UTC)
+
+
+def test_a_task_without_an_id_is_refused() -> None:
+    with pytest.raises(CheckpointError):
+        task_from_json({"title": "no id"}, clock=FakeClock(NOW))

@@ -1,0 +1,30 @@
+"""Shared memory never exposes, snapshots or restores the runtime's reserved keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from oma_actors.keyspace import RESERVED_PREFIXES, is_reserved_key
+from oma_actors.orchestration.shared_memory import SharedMemory, restore_memory
+from oma_actors.stores.memory import InMemoryStore
+
+
+@pytest.mark.parametrize("prefix", RESERVED_PREFIXES)
+async def test_reserved_keys_stay_out_of_shared_memory(prefix: str) -> None:
+    store = InMemoryStore()
+    await store.set(prefix + "run-1/record", "runtime-owned")
+    memory = SharedMemory(store)
+    await memory.write("writer", "notes", "shared")
+    assert [entry.key for entry in await memory.list_all()] == ["writer/notes"]
+    snapshot = await memory.snapshot()
+    assert all(not is_reserved_key(entry["key"]) for entry in snapshot["entries"])
+    await restore_memory(memory, {**snapshot, "entries": []})
+    # The restore replaced the visible entries only: the runtime's record is untouched.
+    entry = await store.get(prefix + "run-1/record")
+    assert entry is not None
+    assert entry.value == "runtime-owned"
+
+
+def test_the_sidecar_s_records_are_reserved() -> None:
+    assert is_reserved_key("__oma_sidecar__/run/r1")
+    assert not is_reserved_key("agent/__oma_sidecar__/x")
