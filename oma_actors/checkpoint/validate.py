@@ -96,7 +96,12 @@ _META_KEY = re.compile(r"^[a-z0-9_.]{1,64}$")
 
 
 def _metadata_problem(metadata: Any) -> str | None:
-    """Run metadata rules (spec ID-05)."""
+    """Why ``metadata`` breaks the run-metadata rules (spec ID-05), or ``None`` if it is valid.
+
+    The rules: an object of at most 32 entries; keys of 1-64 characters from ``[a-z0-9_.]``,
+    none reserved (``oma.*``, ``_overridden``); each value a finite scalar or an array of
+    scalars of one type.
+    """
     if not isinstance(metadata, dict):
         return "metadata is not an object"
     if len(metadata) > 32:

@@ -85,7 +85,13 @@ class RunWiring:
 
 
 class RunActor(Actor[RunMessage, bool | None]):
-    """Owns the queue of one run and dispatches it (spec TQ-08, SV-01, EV-01, AP-19..AP-27)."""
+    """Owns the queue of one run and dispatches it.
+
+    Ready tasks go out up to the concurrency limit (spec TQ-08); a completed task is written to
+    shared memory and saved before its dependents start or anyone hears of it (SV-01, EV-01);
+    approvals suspend the run only once their request is durable, while the rest drains
+    (AP-19..AP-27).
+    """
 
     def __init__(
         self,

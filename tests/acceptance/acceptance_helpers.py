@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from oma_actors import LLMResponse, TextBlock, TokenUsage, ToolUseBlock
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import pytest
+
+from oma_actors import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    ProgressEvent,
+    Task,
+    TeamRunResult,
+    TextBlock,
+    TokenUsage,
+    ToolUseBlock,
+)
 
 
 def answer(text: str, usage: tuple[int, int] = (1, 1)) -> LLMResponse:
@@ -17,3 +32,32 @@ def calls(
         stop_reason="tool_use",
         usage=TokenUsage(*usage),
     )
+
+
+def titled(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+    first = messages[0].content[0]
+    title = getattr(first, "text", "").splitlines()[0].removeprefix("# Task: ")
+    return answer(f"{title} output")
+
+
+def two_tasks() -> list[Task]:
+    return [
+        Task("first", "do first", assignee="worker"),
+        Task("second", "do second", assignee="worker", depends_on=["first"]),
+    ]
+
+
+async def run_until(
+    start: Callable[[Callable[[ProgressEvent], None]], Awaitable[TeamRunResult]],
+    stop_when: Callable[[ProgressEvent], bool],
+) -> None:
+    """Run until ``stop_when`` sees an event, then cancel the run (an abort, not a crash)."""
+    holder: list[asyncio.Task[TeamRunResult]] = []
+
+    def observe(event: ProgressEvent) -> None:
+        if stop_when(event):
+            holder[0].cancel()
+
+    holder.append(asyncio.ensure_future(start(observe)))
+    with pytest.raises(asyncio.CancelledError):
+        await holder[0]

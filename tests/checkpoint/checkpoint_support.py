@@ -12,6 +12,7 @@ from oma_actors.checkpoint import (
     CheckpointSnapshot,
     CompletedTask,
     RunIdentity,
+    decode,
 )
 from oma_actors.domain.messages import Message, TextBlock, TokenUsage
 from oma_actors.domain.results import AgentRunResult
@@ -56,6 +57,14 @@ def golden_json(name: str) -> dict[str, Any]:
 def oma_fixture_json(name: str) -> Any:
     """A file of the TypeScript OMA fixture, parsed."""
     return json.loads((OMA_FIXTURE_DIR / name).read_text(encoding="utf-8"))
+
+
+def _decode_golden(name: str) -> CheckpointSnapshot:
+    return decode(golden_text(name), key=KEY)
+
+
+def _statuses(snapshot: CheckpointSnapshot) -> dict[str, str]:
+    return {task.title: task.status for task in snapshot.tasks}
 
 
 def task_state(

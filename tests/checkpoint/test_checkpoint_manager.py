@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import builtins
 import json
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 from checkpoint_support import CREATED_AT, IDENTITY, make_snapshot, task_state
@@ -20,41 +17,21 @@ from oma_actors.checkpoint import (
     decode,
     is_checkpoint_key,
 )
-from oma_actors.clock import utcnow
 from oma_actors.errors import CheckpointError, StoreError, UnsupportedSchemaError
-from oma_actors.stores.base import MemoryEntry
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.testing import FailingStore, MinimalStore
 
 
-class CustomStore:
-    """A user-written async store: the five required methods over a dict, recording writes."""
-
-    def __init__(self) -> None:
-        self.entries: dict[str, MemoryEntry] = {}
-        self.writes: builtins.list[tuple[str, str, dict[str, Any] | None]] = []
-
-    async def get(self, key: str) -> MemoryEntry | None:
-        return self.entries.get(key)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        meta = dict(metadata) if metadata is not None else None
-        self.writes.append((key, value, meta))
-        self.entries[key] = MemoryEntry(key=key, value=value, metadata=meta, created_at=utcnow())
-
-    async def list(self) -> builtins.list[MemoryEntry]:
-        return builtins.list(self.entries.values())
-
-    async def delete(self, key: str) -> None:
-        self.entries.pop(key, None)
-
-    async def clear(self) -> None:
-        self.entries.clear()
-
-
-class UnreadableStore(CustomStore):
-    async def get(self, key: str) -> MemoryEntry | None:
-        raise ConnectionError("redis: connection reset by peer")
+def unreadable_store() -> FailingStore:
+    """A user store whose every read fails, as a dropped database connection does."""
+    return FailingStore(
+        MinimalStore(),
+        op="get",
+        prefix="",
+        times=None,
+        exc_factory=lambda: ConnectionError("redis: connection reset by peer"),
+    )
 
 
 # -- keys (CK-01) ------------------------------------------------------------------------------
@@ -106,13 +83,14 @@ def test_manager_key_choice() -> None:
 
 
 async def test_t04_save_writes_only_the_run_key_with_metadata() -> None:
-    store = CustomStore()
+    store = MinimalStore()  # a user-written store: the five required methods only
     snapshot = make_snapshot(identity=replace(IDENTITY, run_id="custom"))
     assert snapshot.run_id == "custom"
     checkpoint = Checkpoint(store, run_id="custom")
     text = await checkpoint.save(snapshot)
     assert [entry.key for entry in await store.list()] == ["__oma_checkpoint__/custom/latest"]
-    ((key, value, metadata),) = store.writes
+    (write,) = store.writes
+    key, value, metadata = write.key, write.value, write.metadata
     assert key == "__oma_checkpoint__/custom/latest"
     assert value == text
     assert metadata == {
@@ -130,7 +108,7 @@ async def test_t04_save_writes_only_the_run_key_with_metadata() -> None:
 
 
 async def test_save_replaces_the_latest_snapshot() -> None:
-    store = CustomStore()
+    store = MinimalStore()
     checkpoint = Checkpoint(store, run_id="run-test")
     await checkpoint.save(make_snapshot(revision=1))
     await checkpoint.save(make_snapshot(revision=2, goal="second"))
@@ -159,7 +137,7 @@ async def test_delete_removes_only_the_key() -> None:
 
 
 async def test_explicit_key_wins_over_run_id() -> None:
-    store = CustomStore()
+    store = MinimalStore()
     checkpoint = Checkpoint(store, run_id="custom", key="team/checkpoints/nightly")
     await checkpoint.save(make_snapshot())
     assert [entry.key for entry in await store.list()] == ["team/checkpoints/nightly"]
@@ -168,7 +146,7 @@ async def test_explicit_key_wins_over_run_id() -> None:
 
 
 async def test_a_failed_read_is_a_store_error_never_none() -> None:
-    checkpoint = Checkpoint(UnreadableStore(), run_id="custom")
+    checkpoint = Checkpoint(unreadable_store(), run_id="custom")
     with pytest.raises(StoreError) as info:
         await checkpoint.load_latest()
     assert "__oma_checkpoint__/custom/latest" in str(info.value)

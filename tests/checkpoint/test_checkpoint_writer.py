@@ -57,7 +57,12 @@ async def test_revisions_count_up_in_order() -> None:
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
         outcomes = await asyncio.gather(
-            *(ref.ask(Save(snapshot=make_snapshot(goal=f"g{i}", revision=99), boundary="tool_commit")) for i in (1, 2, 3))
+            *(
+                ref.ask(
+                    Save(snapshot=make_snapshot(goal=f"g{i}", revision=99), boundary="tool_commit")
+                )
+                for i in (1, 2, 3)
+            )
         )
     assert outcomes == [Saved(1), Saved(2), Saved(3)]
     assert store.written == [(1, "g1"), (2, "g2"), (3, "g3")]  # incoming revision is restamped
@@ -120,7 +125,9 @@ async def test_an_unencodable_snapshot_is_not_saved_and_never_reaches_the_store(
     actor = CheckpointActor(RunWriter(checkpoint, emit=events.append))
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
-        outcome = await ref.ask(Save(snapshot=make_snapshot(metadata={"handle": object()}), boundary="admission"))
+        outcome = await ref.ask(
+            Save(snapshot=make_snapshot(metadata={"handle": object()}), boundary="admission")
+        )
         assert store.calls == 0
         assert actor.revision == 0
         after = await ref.ask(Save(snapshot=make_snapshot(), boundary="admission"))

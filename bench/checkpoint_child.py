@@ -1,0 +1,34 @@
+"""The child processes of P5, one per invocation: ``--_child restore|load|lg-crash|lg-resume``.
+
+Run by ``checkpoint_p5.run_child``, never by hand. Each child prints one JSON line (``seconds``
+from after import to the measured point, or ``error``), so the timing excludes the import.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from checkpoint_langgraph import child_lg_crash, child_lg_resume
+from checkpoint_p5 import child_load, child_restore
+
+
+def main() -> None:
+    """Parse the child's arguments and run it."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--_child", required=True, help=argparse.SUPPRESS)
+    ap.add_argument("--_store", help=argparse.SUPPRESS)
+    ap.add_argument("--_turns", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--_payload", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    ns = argparse.Namespace(store=a._store, turns=a._turns, payload=a._payload)
+    children = {
+        "restore": child_restore,
+        "load": child_load,
+        "lg-crash": child_lg_crash,
+        "lg-resume": child_lg_resume,
+    }
+    children[a._child](ns)
+
+
+if __name__ == "__main__":
+    main()

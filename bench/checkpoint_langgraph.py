@@ -1,0 +1,161 @@
+"""The LangGraph anchor: a copy of ``shared/bench/langgraph_bench.py``'s graph (channel=add, sync).
+
+A model node and a tool node each append one message of ``payload`` bytes per step; SqliteSaver
+runs on a file with ``durability="sync"``. It is copied here so the benchmark runs anywhere, and
+it runs in the same process as ours, interleaved with it. LangGraph is imported lazily: without it
+installed the benchmark still runs and says the LangGraph columns were skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import operator
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from checkpoint_report import median
+from checkpoint_workload import RunResult, Trace, make_content, remove_quietly, write_bytes_now
+
+LG_STAMPS: list[float] = []
+LG_IO: list[int] = []
+LG_CRASH_AT: int | None = None
+LG_ON_FIRST: Callable[[dict[str, Any]], None] | None = None
+
+
+def langgraph_versions() -> dict[str, str] | None:
+    """Installed LangGraph packages, or ``None`` when the anchor cannot run here."""
+    out = {}
+    for pkg in ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return out
+
+
+def lg_builder(payload: int) -> Any:
+    """The anchor graph: model and tool nodes appending one ``payload``-byte message each."""
+    from typing import Annotated, TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    msg_list = Annotated[list, operator.add]
+    # The functional form, as in the anchor: annotations are evaluated here, not as strings.
+    fields = {"messages": msg_list, "step": int, "limit": int}
+    state_type = TypedDict("State", fields)  # type: ignore[misc]
+
+    def body(role: str, state: dict[str, Any]) -> dict[str, Any]:
+        LG_STAMPS.append(time.perf_counter())
+        LG_IO.append(write_bytes_now())
+        i = state["step"]
+        if LG_CRASH_AT is not None and i == LG_CRASH_AT:
+            os._exit(0)  # simulated crash: no cleanup, no flush
+        if LG_ON_FIRST is not None:
+            LG_ON_FIRST(state)
+        msg = {"kind": role, "id": i, "content": make_content(i, payload)}
+        return {"messages": [msg], "step": i + 1}
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        return body("assistant", state)
+
+    def tool(state: dict[str, Any]) -> dict[str, Any]:
+        return body("tool", state)
+
+    def after_model(state: dict[str, Any]) -> str:
+        return "tool" if state["step"] < state["limit"] else END
+
+    def after_tool(state: dict[str, Any]) -> str:
+        return "model" if state["step"] < state["limit"] else END
+
+    b = StateGraph(state_type)
+    b.add_node("model", model)
+    b.add_node("tool", tool)
+    b.add_edge(START, "model")
+    b.add_conditional_edges("model", after_model, ["tool", END])
+    b.add_conditional_edges("tool", after_tool, ["model", END])
+    return b
+
+
+def lg_config(steps: int) -> dict[str, Any]:
+    """The anchor's run config: one thread, a recursion limit above ``steps``."""
+    return {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 50}
+
+
+def run_langgraph(mode: str, steps: int, payload: int, workdir: str) -> RunResult:
+    """One anchor run: ``none`` or ``sqlite`` (SqliteSaver on a file, durability="sync")."""
+    builder = lg_builder(payload)
+    inp = {"messages": [], "step": 0, "limit": steps}
+    cfg = lg_config(steps)
+    LG_STAMPS.clear()
+    LG_IO.clear()
+    db = os.path.join(workdir, "langgraph.sqlite")
+    remove_quietly(db)
+    if mode == "none":
+        g = builder.compile()
+        io0 = write_bytes_now()
+        t0 = time.perf_counter()
+        out = g.invoke(inp, cfg)
+        t1 = time.perf_counter()
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(db) as saver:
+            g = builder.compile(checkpointer=saver)
+            saver.setup()
+            io0 = write_bytes_now()
+            t0 = time.perf_counter()
+            out = g.invoke(inp, cfg, durability="sync")
+            t1 = time.perf_counter()
+    remove_quietly(db)
+    if len(out["messages"]) != steps:
+        raise RuntimeError(f"langgraph run {mode}: {len(out['messages'])} messages")
+    # Reuse RunResult: a "turn" is one LangGraph step here; stamps are node entries.
+    trace = Trace(stamps=[*LG_STAMPS, t1], io=[*LG_IO, write_bytes_now()])
+    return RunResult(total_s=t1 - t0, turns=steps, trace=trace, io0=io0)
+
+
+def median_interval(r: RunResult) -> float:
+    """The median time per step of an anchor run."""
+    return median(r.intervals)
+
+
+def child_lg_crash(args: argparse.Namespace) -> None:
+    """Run the anchor until it crashes (``os._exit``) at step ``args.turns``."""
+    global LG_CRASH_AT
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    LG_CRASH_AT = args.turns
+    builder = lg_builder(args.payload)
+    limit = args.turns + 4
+    with SqliteSaver.from_conn_string(args.store) as saver:
+        g = builder.compile(checkpointer=saver)
+        g.invoke({"messages": [], "step": 0, "limit": limit}, lg_config(limit), durability="sync")
+    print(json.dumps({"error": "did not crash"}))
+
+
+def child_lg_resume(args: argparse.Namespace) -> None:
+    """Resume the crashed anchor run; seconds from after import to the first resumed node."""
+    global LG_ON_FIRST
+    import langgraph.graph  # noqa: F401  (the import is not timed, as for ours)
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    t0 = time.perf_counter()
+
+    def on_first(state: dict[str, Any]) -> None:
+        t1 = time.perf_counter()
+        sys.stdout.write(json.dumps({"seconds": t1 - t0, "messages": len(state["messages"])}))
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        os._exit(0)
+
+    LG_ON_FIRST = on_first
+    builder = lg_builder(args.payload)
+    with SqliteSaver.from_conn_string(args.store) as saver:
+        g = builder.compile(checkpointer=saver)
+        g.invoke(None, lg_config(args.turns + 4), durability="sync")
+    print(json.dumps({"error": "the resumed run ran no node"}))
