@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
@@ -28,7 +27,7 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
-from oma_actors.testing import ScriptedAdapter
+from oma_actors.testing import FailingStore, ScriptedAdapter
 
 
 def answer(text: str) -> LLMResponse:
@@ -38,17 +37,19 @@ def answer(text: str) -> LLMResponse:
 PLAN = [{"title": "Research", "description": "find facts", "assignee": "researcher"}]
 
 
-class SynthesisFailsStore(InMemoryStore):
+def synthesis_fails(inner: InMemoryStore) -> FailingStore:
     """Refuses exactly the snapshot writes that carry a synthesis (the disk filled up)."""
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        if "synthesisResult" in json.loads(value):
-            raise OSError(28, "No space left on device")
-        await super().set(key, value, metadata)
+    return FailingStore(
+        inner,
+        times=None,
+        predicate=lambda _key, value: isinstance(value, dict) and "synthesisResult" in value,
+        exc_factory=lambda: OSError(28, "No space left on device"),
+    )
 
 
 async def test_a_failed_synthesis_save_is_reported_and_the_result_still_returned() -> None:
-    store = SynthesisFailsStore()
+    inner = InMemoryStore()
+    store = synthesis_fails(inner)
     events: list[ProgressEvent] = []
     lead = ScriptedAdapter([answer(json.dumps(PLAN)), answer("final answer")])
     team = Team("t", [AgentConfig("researcher", adapter=ScriptedAdapter([answer("facts")]))])
@@ -63,7 +64,7 @@ async def test_a_failed_synthesis_save_is_reported_and_the_result_still_returned
     failures = [e for e in events if isinstance(e, CheckpointSaveFailed)]
     assert [(f.boundary, f.strict) for f in failures] == [("synthesis", False)]
     assert "No space left on device" in failures[0].error
-    stored = await Checkpoint(store, run_id="syn").load_latest()
+    stored = await Checkpoint(inner, run_id="syn").load_latest()
     assert stored is not None
     assert stored.synthesis is None  # nothing half-written; the last durable save stands
     saved = [e.revision for e in events if isinstance(e, CheckpointSaved)]
