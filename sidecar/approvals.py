@@ -70,11 +70,10 @@ class ApprovalDesk:
 
     async def _stores_of(self, run_id: str) -> list[MemoryStore]:
         if run_id:
-            record = self._registry.records.get(run_id)
-            if record is None:
-                raise NotFound("RUN_NOT_FOUND", f"no run {run_id!r}", metadata={"run_id": run_id})
+            record = await self._registry.get(run_id)
             return [await self._stores.get(record.store_uri)]
-        uris = {self._default_store_uri} | {r.store_uri for r in self._registry.records.values()}
+        runs = await self._registry.query()
+        uris = {self._default_store_uri} | {record.store_uri for record in runs}
         return [await self._stores.get(uri) for uri in sorted(uris)]
 
     def message(self, record: Any) -> pb.Approval:
@@ -170,7 +169,7 @@ class ApprovalDesk:
     async def _resume_if_ready(
         self, module: ModuleType, store: MemoryStore, run_id: str
     ) -> pb.Run | None:
-        record = self._registry.records.get(run_id)
+        record = await self._registry.find(run_id)
         if record is None or record.status != pb.RUN_STATUS_SUSPENDED:
             return None
         rows = await module.DurableApprovalLedger(store).list(run_id=run_id)

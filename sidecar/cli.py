@@ -8,6 +8,10 @@ On start it prints two lines a supervisor or test can parse::
 
     oma-sidecar listening on 127.0.0.1:50051
     oma-sidecar token file: /root/.oma/sidecar.token      (or: token from OMA_SIDECAR_TOKEN)
+
+then the store and the owner id (``--owner-id``, by default derived from ``--store`` and
+``--listen``; see ``sidecar.owner``): the runs this sidecar finds active at start are marked
+interrupted only when they carry its owner id.
 """
 
 from __future__ import annotations
@@ -67,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TOKEN_FILE,
         help=f"where a generated token is written, mode 0600 (default {DEFAULT_TOKEN_FILE})",
     )
+    parser.add_argument(
+        "--owner-id",
+        help="this sidecar's owner id, stamped on the runs it creates or restores; at start it "
+        "marks interrupted only its own runs left active, never a sibling's on a shared store "
+        "(default: derived from --store and --listen as given, so stable across restarts; "
+        "set it when sidecars share a store with the same --listen, e.g. on port 0)",
+    )
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
     parser.add_argument("--no-reflection", action="store_true", help="do not serve reflection")
@@ -99,6 +110,7 @@ async def run(args: argparse.Namespace) -> int:
         tls_key=args.tls_key,
         reflection=not args.no_reflection,
         heartbeat_s=args.heartbeat,
+        owner_id=args.owner_id,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -112,6 +124,7 @@ async def run(args: argparse.Namespace) -> int:
             else:
                 print("oma-sidecar token from OMA_SIDECAR_TOKEN", flush=True)
             print(f"oma-sidecar store: {config.store_uri}", flush=True)
+            print(f"oma-sidecar owner: {sidecar.owner_id}", flush=True)
             if sidecar.interrupted:
                 listed = ", ".join(sidecar.interrupted)
                 print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)

@@ -23,7 +23,7 @@ from sidecar.status import InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from oma_actors import TaskState, TeamRunResult, Tool
+    from oma_actors import Tool
 
 PROVIDERS = ("anthropic", "openai", "scripted")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -303,52 +303,6 @@ def plan_of(spec: pb.PlanArtifact) -> PlanArtifact:
         ),
         goal=spec.goal or None,
         version=spec.version,
-    )
-
-
-def initial_tasks(request: pb.StartRunRequest) -> list[pb.TaskState]:
-    """The tasks a run starts with, as far as the request tells (none for a goal)."""
-    mode = request.WhichOneof("mode")
-    specs = request.tasks.tasks if mode == "tasks" else request.plan.tasks if mode else []
-    return [
-        pb.TaskState(
-            id=spec.id,
-            title=spec.title,
-            status=pb.TASK_STATUS_PENDING,
-            assignee=spec.assignee,
-            depends_on=list(spec.depends_on),
-        )
-        for spec in specs
-    ]
-
-
-# -- results to the wire ---------------------------------------------------------------------
-
-
-def task_state_pb(task: TaskState) -> pb.TaskState:
-    """The wire form of a task's state."""
-    return pb.TaskState(
-        id=task.id,
-        title=task.title,
-        status=TASK_STATUS.get(task.status, pb.TASK_STATUS_UNSPECIFIED),
-        assignee=task.assignee or "",
-        depends_on=list(task.depends_on),
-        result=task.result or "",
-    )
-
-
-def run_result_pb(result: TeamRunResult) -> pb.RunResult:
-    """The wire form of a finished attempt's result."""
-    coordinator = result.agent_results.get("coordinator")
-    return pb.RunResult(
-        success=result.success,
-        status=pb.Outcome(code=result.status.code, message=result.status.message or ""),
-        synthesis=coordinator.output if coordinator is not None else "",
-        usage=pb.TokenUsage(
-            input_tokens=result.token_usage.input_tokens,
-            output_tokens=result.token_usage.output_tokens,
-        ),
-        plan_only=result.plan_only,
     )
 
 

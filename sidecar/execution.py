@@ -1,49 +1,42 @@
-"""Starting, restoring and cancelling runs through the public ``OpenMultiAgent`` API.
+"""Starting, restoring and cancelling runs; each attempt runs as a task of the server.
 
-Each run executes as one task owned by the server's task group. Its ``on_progress`` events go to
-the run's event log, and ``ToolCalled`` (emitted after the tool's commit record was saved) is
-what acknowledges a host's result as committed.
+Every change of a run's record goes through the registry (``RunRegistry.create`` and
+``set_status`` with a change); a check that must hold when the record is written (a restore
+claiming a run nobody runs, a cancel of a run that has not finished) is made inside that
+change, so it holds against concurrent requests and sibling sidecars alike. The attempt itself
+is ``sidecar.attempt``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import (
-    ApprovalPending,
-    Checkpoint,
-    CheckpointOptions,
-    CheckpointSaved,
-    CheckpointSaveFailed,
-    OpenMultiAgent,
-    Tool,
-    ToolCalled,
-)
+from oma_actors import Checkpoint
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.events import event_message
-from sidecar.plugins import approval_gates_available, gates_of
-from sidecar.runs import ACTIVE, TERMINAL, RunRecord
-from sidecar.status import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, map_error
+from sidecar.attempt import finished, observer, run_attempt, settled
+from sidecar.plugins import approval_gates_available
+from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1, UnknownRunError
+from sidecar.run_view import initial_tasks
+from sidecar.status import AlreadyExists, FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import normalize_uri
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Mapping, Sequence
+    from collections.abc import Callable, Collection, Coroutine, Mapping
 
-    from oma_actors import MemoryStore, ProgressEvent, TeamRunResult
+    from oma_actors import TeamRunResult, Tool
+    from sidecar.host_calls import HostSession, PendingCall
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
-    from sidecar.tool_host import HostSession, PendingCall, ToolHost
+    from sidecar.tool_host import ToolHost
 
 logger = logging.getLogger(__name__)
-STATUS_OF_CODE = {
-    "ok": pb.RUN_STATUS_COMPLETED,
-    "suspended": pb.RUN_STATUS_SUSPENDED,
-    "aborted": pb.RUN_STATUS_CANCELLED,
-}
+CANCELLED = Outcome(code="cancelled")
 
 
 class RunExecutor:
@@ -75,6 +68,7 @@ class RunExecutor:
         self._spawn = spawn
         self._default_store_uri = default_store_uri
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._cancel_requested: set[str] = set()
         self.gates_available = approval_gates_available()
 
     @property
@@ -88,9 +82,6 @@ class RunExecutor:
 
     def on_dispatch(self, pending: PendingCall, session: HostSession) -> None:
         """Announce a delivery of a host tool call in the run's events."""
-        record = self._registry.records.get(pending.run_id)
-        if record is None:
-            return
         event = pb.RunEvent(
             type="tool_call_dispatched", task_id=pending.task_id, agent=pending.agent
         )
@@ -99,13 +90,13 @@ class RunExecutor:
         detail.tool_call_id = pending.tool_call_id
         detail.session_id = session.session_id
         detail.delivery_attempt = pending.delivery_attempt
-        self._registry.emit(record, event)
+        # A call of no run of this sidecar (a direct ToolHost user) has no log to go to.
+        with contextlib.suppress(UnknownRunError):
+            self._registry.emit(pending.run_id, event)
 
     # -- start -----------------------------------------------------------------------------
 
-    def _tool_known(self, request: pb.StartRunRequest) -> Callable[[str], bool]:
-        declared = {definition.name for definition in request.team.host_tools}
-
+    def _tool_known(self, declared: Collection[str]) -> Callable[[str], bool]:
         def known(name: str) -> bool:
             return (
                 name in self._python_tools
@@ -115,53 +106,54 @@ class RunExecutor:
 
         return known
 
-    def _existing(self, request: pb.StartRunRequest, run_id: str) -> RunRecord | None:
-        record = self._registry.records.get(run_id)
-        if record is None:
-            return None
+    def _attach(self, request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
+        """The existing run a start request attaches to, or ``AlreadyExists``."""
         same = record.request_id == request.request_id
         if same or request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
             return record
         raise AlreadyExists(
             "RUN_ALREADY_EXISTS",
-            f"run {run_id!r} was started by another request",
+            f"run {record.run_id!r} was started by another request",
             metadata={
                 "existing_request_id": record.request_id,
                 "existing_status": pb.RunStatus.Name(record.status),
             },
         )
 
-    async def start(self, request: pb.StartRunRequest) -> tuple[RunRecord, bool]:
+    async def start(self, request: pb.StartRunRequest) -> tuple[RunRecordV1, bool]:
         """Register and launch a run; ``(record, created)``, idempotent on request_id."""
-        if not request.run_id and request.request_id in self._registry.by_request:
-            return self._registry.records[self._registry.by_request[request.request_id]], False
+        if not request.run_id and request.request_id:
+            earlier = await self._registry.query(request_id=request.request_id)
+            if earlier:
+                return earlier[0], False
         if request.run_id:
             convert.check_run_id(request.run_id)
-            existing = self._existing(request, request.run_id)
+            existing = await self._registry.find(request.run_id)
             if existing is not None:
-                return existing, False
-        convert.check_start(request, self._tool_known(request))
+                return self._attach(request, existing), False
+        declared = {definition.name for definition in request.team.host_tools}
+        convert.check_start(request, self._tool_known(declared))
         self._check_gates(request.approval_gates)
         uri = normalize_uri(
             request.checkpoint.store_uri or self._default_store_uri, field="checkpoint.store_uri"
         )
         await self._stores.get(uri)  # fail now, not in the background, if it cannot open
-        run_id = request.run_id or str(uuid.uuid4())
-        existing = self._existing(request, run_id)  # a concurrent start may have won meanwhile
-        if existing is not None:
-            return existing, False
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)
-        spec.run_id = run_id
+        spec.run_id = request.run_id or str(uuid.uuid4())
         self._snapshot_host_tools(spec)
-        record = RunRecord(
-            run_id=run_id,
+        record = RunRecordV1(
+            run_id=spec.run_id,
             request_id=request.request_id,
+            owner_id=self._registry.owner_id,
             request=spec,
             store_uri=uri,
-            tasks={task.id: task for task in convert.initial_tasks(spec) if task.id},
+            tasks=initial_tasks(spec),
         )
-        await self._registry.create(record)
+        try:
+            record = await self._registry.create(record)
+        except RunExistsError as exc:  # a concurrent start won meanwhile
+            return self._attach(request, exc.existing), False
         self._launch(record, restoring=False)
         return record, True
 
@@ -188,10 +180,7 @@ class RunExecutor:
 
     # -- restore and cancel ----------------------------------------------------------------
 
-    async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecord, bool]:
-        """Resume a run from its checkpoint with its persisted spec; ``(record, resumed)``."""
-        convert.check_run_id(request.run_id)
-        record = self._record(request.run_id)
+    def _check_restorable(self, record: RunRecordV1) -> None:
         if self.running(record.run_id) or record.status in ACTIVE:
             raise FailedPrecondition("RUN_ACTIVE", f"run {record.run_id!r} is running")
         if record.status in TERMINAL:
@@ -199,6 +188,15 @@ class RunExecutor:
                 "RUN_ALREADY_TERMINAL",
                 f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
             )
+
+    async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
+        """Resume a run from its checkpoint with its persisted spec; ``(record, resumed)``.
+
+        The restoring sidecar becomes the run's owner.
+        """
+        convert.check_run_id(request.run_id)
+        record = await self._registry.get(request.run_id)
+        self._check_restorable(record)
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
@@ -210,20 +208,20 @@ class RunExecutor:
                 request.coordinator, "coordinator", lambda _: False, with_tools=False
             )
             spec.goal.coordinator.CopyFrom(request.coordinator)
-        previous = record.status
-        record.status = pb.RUN_STATUS_QUEUED  # claims the run against a concurrent restore
-        try:
-            resumed = await self._has_checkpoint(record)
-        except BaseException:
-            record.status = previous
-            raise
-        record.request = spec
-        record.attempt += 1
-        record.cancel_requested = False
+        resumed = await self._has_checkpoint(record)
+        owner = self._registry.owner_id
+
+        def claim(current: RunRecordV1) -> RunRecordV1:
+            self._check_restorable(current)  # a concurrent restore may have claimed it
+            return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
+
         # Announce QUEUED before returning, so a watch started now follows the new attempt.
-        await self._registry.set_status(record, pb.RUN_STATUS_QUEUED, pb.Outcome())
-        self._launch(record, restoring=resumed)
-        return record, resumed
+        claimed = await self._registry.set_status(
+            record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
+        )
+        self._cancel_requested.discard(record.run_id)
+        self._launch(claimed, restoring=resumed)
+        return claimed, resumed
 
     def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec) -> None:
         merged = pb.TeamSpec()
@@ -231,20 +229,12 @@ class RunExecutor:
         declared = {definition.name for definition in merged.host_tools}
         merged.host_tools.extend(d for d in spec.team.host_tools if d.name not in declared)
         declared |= {definition.name for definition in spec.team.host_tools}
-
-        def known(name: str) -> bool:
-            return (
-                name in self._python_tools
-                or name in declared
-                or self._tool_host.registered(name) is not None
-            )
-
-        convert.check_team(merged, "team", known)
+        convert.check_team(merged, "team", self._tool_known(declared))
         if {a.name for a in merged.agents} != {a.name for a in spec.team.agents}:
             raise InvalidArgument("team.agents", "must name the same agents as the run's team")
         spec.team.CopyFrom(merged)
 
-    async def _has_checkpoint(self, record: RunRecord) -> bool:
+    async def _has_checkpoint(self, record: RunRecordV1) -> bool:
         if record.request.checkpoint.disabled:
             return False
         store = await self._stores.get(record.store_uri)
@@ -253,133 +243,80 @@ class RunExecutor:
         )
         return await checkpoint.load_latest() is not None
 
-    async def cancel(self, run_id: str) -> RunRecord:
-        """Ask a run to stop; a no-op for a cancelled run."""
+    async def cancel(self, run_id: str) -> RunRecordV1:
+        """Ask a run to stop; a no-op for a cancelled run.
+
+        Raises:
+            FailedPrecondition: the run has finished, or another sidecar is running it.
+        """
         convert.check_run_id(run_id)
-        record = self._record(run_id)
+        record = await self._registry.get(run_id)
         if record.status == pb.RUN_STATUS_CANCELLED:
             return record
-        if record.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
-            raise FailedPrecondition(
-                "RUN_ALREADY_TERMINAL",
-                f"run {run_id!r} is {pb.RunStatus.Name(record.status)}",
-            )
-        record.cancel_requested = True
+        _check_cancellable(record)
         task = self._tasks.get(run_id)
         if task is not None:
+            self._cancel_requested.add(run_id)
             task.cancel()
-        else:
-            await self._registry.set_status(
-                record, pb.RUN_STATUS_CANCELLED, pb.Outcome(code="cancelled")
-            )
-        return record
+            return record
+        owner = self._registry.owner_id
 
-    def _record(self, run_id: str) -> RunRecord:
-        record = self._registry.records.get(run_id)
-        if record is None:
-            raise NotFound("RUN_NOT_FOUND", f"no run {run_id!r}", metadata={"run_id": run_id})
-        return record
+        def cancelled(current: RunRecordV1) -> RunRecordV1:
+            _check_cancellable(current)
+            if current.active and current.owner_id != owner:
+                # Marking it cancelled here would not stop it: its owner runs it.
+                raise FailedPrecondition(
+                    "RUN_OWNED_ELSEWHERE",
+                    f"run {run_id!r} runs in another sidecar ({current.owner_id})",
+                    metadata={"owner_id": current.owner_id},
+                )
+            return current
+
+        return await self._registry.set_status(
+            run_id, pb.RUN_STATUS_CANCELLED, CANCELLED, change=cancelled
+        )
 
     # -- execution -------------------------------------------------------------------------
 
-    def _launch(self, record: RunRecord, *, restoring: bool) -> None:
+    def _launch(self, record: RunRecordV1, *, restoring: bool) -> None:
         self._tasks[record.run_id] = self._spawn(self._execute(record, restoring=restoring))
 
-    async def _execute(self, record: RunRecord, *, restoring: bool) -> None:
+    async def _execute(self, record: RunRecordV1, *, restoring: bool) -> None:
+        run_id = record.run_id
         try:
-            await self._registry.set_status(record, pb.RUN_STATUS_RUNNING, pb.Outcome())
+            await self._registry.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome())
             store = await self._stores.get(record.store_uri)
-            result = await self._run(record, store, restoring=restoring)
+            result = await run_attempt(
+                record,
+                store,
+                restoring=restoring,
+                python_tools=self._python_tools,
+                tool_host=self._tool_host,
+                on_progress=observer(self._registry, self._tool_host, run_id),
+            )
         except asyncio.CancelledError:
-            if record.cancel_requested:
-                await self._registry.set_status(
-                    record, pb.RUN_STATUS_CANCELLED, pb.Outcome(code="cancelled")
-                )
+            if run_id in self._cancel_requested:
+                await self._registry.set_status(run_id, pb.RUN_STATUS_CANCELLED, CANCELLED)
             raise
         except Exception as exc:
             mapped = map_error(exc)
-            await self._registry.set_status(
-                record, pb.RUN_STATUS_FAILED, pb.Outcome(code=mapped.reason, message=mapped.message)
-            )
+            outcome = Outcome(code=mapped.reason, message=mapped.message)
+            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome)
         else:
-            await self._finish(record, result)
+            await self._finish(run_id, result)
         finally:
-            self._tool_host.forget_run(record.run_id)
-            self._tasks.pop(record.run_id, None)
+            self._tool_host.forget_run(run_id)
+            self._tasks.pop(run_id, None)
+            self._cancel_requested.discard(run_id)
 
-    async def _run(
-        self, record: RunRecord, store: MemoryStore, *, restoring: bool
-    ) -> TeamRunResult:
-        request = record.request
-        host_tools = {definition.name: definition for definition in request.team.host_tools}
+    async def _finish(self, run_id: str, result: TeamRunResult) -> None:
+        status, outcome = finished(result)
+        await self._registry.set_status(run_id, status, outcome, change=settled(result))
 
-        def tools_of(agent: pb.AgentSpec) -> Sequence[Tool]:
-            return [
-                self._python_tools.get(name)
-                or self._tool_host.make_tool(host_tools[name], lambda: record.attempt)
-                for name in agent.tools
-            ]
 
-        team = convert.team_of(request.team, tools_of)
-        orchestrator = OpenMultiAgent(
-            on_progress=self._observer(record),
-            max_concurrency=request.max_concurrency or convert.DEFAULT_CONCURRENCY,
-            **gates_of(request.approval_gates),
+def _check_cancellable(record: RunRecordV1) -> None:
+    if record.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
+        raise FailedPrecondition(
+            "RUN_ALREADY_TERMINAL",
+            f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
         )
-        checkpoint: CheckpointOptions | bool = (
-            False
-            if request.checkpoint.disabled
-            else CheckpointOptions(
-                store=store, run_id=record.run_id, key=request.checkpoint.key or None
-            )
-        )
-        coordinator = (
-            convert.agent_config(request.goal.coordinator, ())
-            if request.goal.HasField("coordinator")
-            else None
-        )
-        if restoring:
-            return await orchestrator.restore(team, checkpoint=checkpoint, coordinator=coordinator)
-        mode = request.WhichOneof("mode")
-        if mode == "tasks":
-            tasks = convert.tasks_of(request.tasks.tasks)
-            return await orchestrator.run_tasks(team, tasks, checkpoint=checkpoint)
-        if mode == "plan":
-            plan = convert.plan_of(request.plan)
-            return await orchestrator.run_from_plan(team, plan, checkpoint=checkpoint)
-        return await orchestrator.run_team(
-            team,
-            request.goal.goal,
-            checkpoint=checkpoint,
-            coordinator=coordinator,
-            plan_only=request.goal.plan_only,
-        )
-
-    def _observer(self, record: RunRecord) -> Callable[[ProgressEvent], None]:
-        checkpointed = not record.request.checkpoint.disabled
-        last_save_ok = True
-
-        def on_progress(event: ProgressEvent) -> None:
-            nonlocal last_save_ok
-            if isinstance(event, CheckpointSaved):
-                last_save_ok = True
-            elif isinstance(event, CheckpointSaveFailed):
-                last_save_ok = False
-            elif isinstance(event, ApprovalPending):
-                record.pending_approvals.append(event.request.id)
-            self._registry.emit(record, event_message(event))
-            if isinstance(event, ToolCalled) and not event.replayed:
-                key = f"{event.run_id or ''}:{event.task_id or ''}:{event.tool_call_id}"
-                # ToolCalled follows the commit boundary's save: the result is now durable.
-                self._tool_host.on_committed(key, durable=checkpointed and last_save_ok)
-
-        return on_progress
-
-    async def _finish(self, record: RunRecord, result: TeamRunResult) -> None:
-        record.result = convert.run_result_pb(result)
-        record.tasks = {task.id: convert.task_state_pb(task) for task in result.tasks}
-        record.pending_approvals = [request.id for request in result.pending_approvals]
-        record.attempt = max(record.attempt, result.attempt)
-        status = STATUS_OF_CODE.get(result.status.code, pb.RUN_STATUS_FAILED)
-        outcome = pb.Outcome(code=result.status.code, message=result.status.message or "")
-        await self._registry.set_status(record, status, outcome)

@@ -1,385 +1,343 @@
-"""The run registry: run records persisted in the state store, and each run's event log.
+"""The run registry: run records in the state store, read and changed only through this object.
 
 Records live under ``__oma_sidecar__/run/<run_id>`` in the sidecar's state store (``--store``),
-one JSON document per run holding the StartRun request (the spec RestoreRun rebuilds the team
-from), the status, the attempt and the sequence reservation. Finished runs also keep their event
-history under ``__oma_sidecar__/events/<run_id>``.
+one ``RunRecordV1`` per run encoded by ``sidecar.record_codec``; finished runs also keep their
+event history under ``__oma_sidecar__/events/<run_id>``. Nothing else reads those keys.
 
-Sequence numbers are never reused, also across a crash, without writing every event: seqs are
-handed out from blocks reserved in the record (hi/lo). A block is persisted *before* any seq in it
-is used; a new process continues above the reservation. Events that only lived in a process that
-died are reported to watchers as a gap.
+Every change is :meth:`RunRegistry.update`: read the stored record, apply a pure change, write
+it back with the store's ``compare_and_set`` against the text that was read, and retry on a
+conflict. Writes of one run by this process are also serialized by a lock, so a conflict means
+another process wrote the record (a sibling sidecar sharing the store), and its write is never
+lost. Reads go to the store too (a decoded record is cached by its stored text), so a record a
+sibling changed is seen as it is.
+
+Each sidecar has an owner id (``sidecar.owner``): the registry stamps it on the runs it creates,
+a restore claims the run for it, and at boot ``sidecar.boot`` marks interrupted only this
+owner's active runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import bisect
-import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
-
+from oma_actors.keyspace import sidecar_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.convert import now, task_counts, timestamp
+from sidecar.convert import now, timestamp
+from sidecar.record import (
+    FINISHED,
+    RunExistsError,
+    RunRecordConflictError,
+    RunRecordV1,
+    UnknownRunError,
+)
+from sidecar.record_codec import RecordFormatError, decode, decode_history, encode, encode_history
+from sidecar.run_log import SEQ_BLOCK, Progress, RunLog, tracks
+from sidecar.run_view import outcome_pb, run_message
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
-    from datetime import datetime
+    from collections.abc import Callable, Collection, Coroutine
 
-    from oma_actors import MemoryStore
+    from oma_actors import AtomicStore
+    from sidecar.record import Outcome, RunStatus
 
 logger = logging.getLogger(__name__)
 
-RUN_PREFIX = "__oma_sidecar__/run/"
-EVENTS_PREFIX = "__oma_sidecar__/events/"
-SEQ_BLOCK = 1024
-MAX_RETAINED = 20_000
-TERMINAL = frozenset({pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_CANCELLED})
-FINISHED = TERMINAL | {pb.RUN_STATUS_FAILED, pb.RUN_STATUS_INTERRUPTED, pb.RUN_STATUS_SUSPENDED}
-ACTIVE = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
+RUN_KIND = "run"
+EVENTS_KIND = "events"
+RUN_PREFIX = sidecar_key(RUN_KIND, "")
+MAX_CAS_ATTEMPTS = 32
 
 
 @dataclass(slots=True, kw_only=True)
-class RunRecord:
-    """Everything the sidecar knows about one run; mutated only by the registry and executor."""
+class _Known:
+    """A run as this process last read or wrote it, with its in-memory log and progress."""
 
-    run_id: str
-    request_id: str
-    request: pb.StartRunRequest
-    status: pb.RunStatus = pb.RUN_STATUS_QUEUED
-    attempt: int = 1
-    created_at: datetime = field(default_factory=now)
-    updated_at: datetime = field(default_factory=now)
-    outcome: pb.Outcome = field(default_factory=pb.Outcome)
-    tasks: dict[str, pb.TaskState] = field(default_factory=dict)
-    result: pb.RunResult | None = None
-    pending_approvals: list[str] = field(default_factory=list)
-    store_uri: str = ""
-    seq_reserved_until: int = 0
-    cancel_requested: bool = False
-
-    def to_json(self) -> str:
-        """The persisted form."""
-        document: dict[str, Any] = {
-            "version": 1,
-            "run_id": self.run_id,
-            "request_id": self.request_id,
-            "request": _b64(self.request),
-            "status": pb.RunStatus.Name(self.status),
-            "attempt": self.attempt,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "outcome": {"code": self.outcome.code, "message": self.outcome.message},
-            "tasks": [_b64(task) for task in self.tasks.values()],
-            "result": _b64(self.result) if self.result is not None else None,
-            "pending_approvals": self.pending_approvals,
-            "store_uri": self.store_uri,
-            "seq_reserved_until": self.seq_reserved_until,
-        }
-        return json.dumps(document, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> RunRecord:
-        """Read a persisted record (``ValueError`` / ``KeyError`` when it is malformed)."""
-        from datetime import datetime
-
-        raw = json.loads(text)
-        if raw.get("version") != 1:
-            raise ValueError(f"unknown run record version {raw.get('version')!r}")
-        record = cls(
-            run_id=raw["run_id"],
-            request_id=raw["request_id"],
-            request=pb.StartRunRequest.FromString(base64.b64decode(raw["request"])),
-            status=pb.RunStatus.Value(raw["status"]),
-            attempt=int(raw["attempt"]),
-            created_at=datetime.fromisoformat(raw["created_at"]),
-            updated_at=datetime.fromisoformat(raw["updated_at"]),
-            outcome=pb.Outcome(**raw["outcome"]),
-            result=(
-                pb.RunResult.FromString(base64.b64decode(raw["result"])) if raw["result"] else None
-            ),
-            pending_approvals=list(raw.get("pending_approvals", [])),
-            store_uri=raw.get("store_uri", ""),
-            seq_reserved_until=int(raw["seq_reserved_until"]),
-        )
-        for item in raw["tasks"]:
-            task = pb.TaskState.FromString(base64.b64decode(item))
-            record.tasks[task.id] = task
-        return record
-
-
-def _b64(message: Any) -> str:
-    return base64.b64encode(message.SerializeToString(deterministic=True)).decode("ascii")
-
-
-class RunLog:
-    """The retained events of one run and the cursor watchers follow.
-
-    Appends are synchronous (``on_progress`` is a plain callback); watchers wait on
-    :meth:`wait_beyond`. Seqs are only handed out below the persisted reservation: events that
-    arrive while a new block is being persisted wait in ``_held`` (in order).
-    """
-
-    def __init__(self, run_id: str, *, next_seq: int, reserved_until: int) -> None:
-        self.run_id = run_id
-        self.events: list[pb.RunEvent] = []
-        self.first_seq = next_seq  # the oldest seq a watcher can still get from memory
-        self.next_seq = next_seq
-        self.reserved_until = reserved_until
-        self._held: list[pb.RunEvent] = []
-        self._changed = asyncio.Event()
-        self.last_status: pb.RunStatus = pb.RUN_STATUS_UNSPECIFIED
-
-    @property
-    def last_seq(self) -> int:
-        """The seq of the newest event (0 when none is retained)."""
-        return self.events[-1].seq if self.events else 0
-
-    def add(self, event: pb.RunEvent) -> bool:
-        """Append ``event`` (its seq is set here); ``False`` when it waits for a reservation."""
-        if self._held or self.next_seq > self.reserved_until:
-            self._held.append(event)
-            return False
-        self._publish(event)
-        return True
-
-    def extend_reservation(self, reserved_until: int) -> None:
-        """A new block is durable: publish the held events."""
-        self.reserved_until = max(self.reserved_until, reserved_until)
-        while self._held and self.next_seq <= self.reserved_until:
-            self._publish(self._held.pop(0))
-
-    def needs_block(self) -> bool:
-        """Whether less than half a block is left."""
-        return self.reserved_until - self.next_seq < SEQ_BLOCK // 2 or bool(self._held)
-
-    def _publish(self, event: pb.RunEvent) -> None:
-        event.seq = self.next_seq
-        self.next_seq += 1
-        if event.type == "run_status":
-            self.last_status = event.run_status.status
-        self.events.append(event)
-        if len(self.events) > MAX_RETAINED:
-            drop = len(self.events) - MAX_RETAINED
-            del self.events[:drop]
-            self.first_seq = self.events[0].seq
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    def since(self, after_seq: int) -> list[pb.RunEvent]:
-        """Retained events with seq > ``after_seq``."""
-        if not self.events or after_seq >= self.last_seq:
-            return []
-        # Retained seqs increase but may jump (history from an earlier process), so bisect.
-        start = bisect.bisect_right(self.events, after_seq, key=lambda event: event.seq)
-        return self.events[start:]
-
-    def changed(self) -> asyncio.Event:
-        """An event set at the next append."""
-        return self._changed
-
-    def restore_history(self, events: list[pb.RunEvent]) -> None:
-        """Seed the log with persisted history (boot)."""
-        if events:
-            self.events = events[-MAX_RETAINED:]
-            self.first_seq = self.events[0].seq
-            for event in reversed(self.events):
-                if event.type == "run_status":
-                    self.last_status = event.run_status.status
-                    break
+    text: str  # the stored text ``record`` was decoded from or encoded as
+    record: RunRecordV1
+    log: RunLog
+    progress: Progress | None = None  # events not yet written into the record
 
 
 class RunRegistry:
     """Run records and logs, persisted through ``store``.
 
     Args:
-        store: the state store.
+        store: the state store; its compare-and-set guards every record write.
+        owner_id: this sidecar's owner id, stamped on the runs it creates or restores.
         spawn: schedules a background coroutine (owned by the server's task group).
     """
 
     def __init__(
-        self, store: MemoryStore, *, spawn: Callable[[Coroutine[Any, Any, None]], object]
+        self,
+        store: AtomicStore,
+        *,
+        owner_id: str,
+        spawn: Callable[[Coroutine[Any, Any, None]], object],
     ) -> None:
+        if not owner_id:
+            raise ValueError("a run registry needs an owner id")
         self._store = store
+        self._owner_id = owner_id
         self._spawn = spawn
-        self.records: dict[str, RunRecord] = {}
-        self.logs: dict[str, RunLog] = {}
+        self._runs: dict[str, _Known] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reserving: set[str] = set()
-        self.by_request: dict[str, str] = {}
+        self._unreadable: dict[str, str] = {}
 
     @property
-    def store(self) -> MemoryStore:
-        """The state store."""
-        return self._store
+    def owner_id(self) -> str:
+        """The owner id stamped on the runs this sidecar creates or restores."""
+        return self._owner_id
 
-    async def load(self) -> list[RunRecord]:
-        """Read every persisted record; runs left active are marked interrupted.
+    # -- queries ---------------------------------------------------------------------------
 
-        Returns the interrupted records.
+    async def find(self, run_id: str) -> RunRecordV1 | None:
+        """The stored record of ``run_id``, or ``None``."""
+        entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
+        if entry is None:
+            return None
+        known = await self._read(run_id, entry.value)
+        return known.record if known is not None else None
+
+    async def get(self, run_id: str) -> RunRecordV1:
+        """The stored record of ``run_id``.
+
+        Raises:
+            UnknownRunError: there is no readable record of ``run_id``.
         """
-        interrupted: list[RunRecord] = []
+        record = await self.find(run_id)
+        if record is None:
+            raise UnknownRunError(run_id)
+        return record
+
+    async def query(
+        self,
+        *,
+        statuses: Collection[RunStatus] = (),
+        request_id: str | None = None,
+        owner_id: str | None = None,
+    ) -> list[RunRecordV1]:
+        """Every stored record matching all the given filters, in store order.
+
+        Args:
+            statuses: keep these statuses (empty: any).
+            request_id: keep the runs created by this ``StartRun`` request.
+            owner_id: keep the runs of this owner.
+        """
+        found: list[RunRecordV1] = []
         for entry in await self._store.list():
             if not entry.key.startswith(RUN_PREFIX):
                 continue
-            try:
-                record = RunRecord.from_json(entry.value)
-            except (ValueError, KeyError, TypeError) as exc:
-                logger.error("skipping unreadable run record %s: %s", entry.key, exc)
+            known = await self._read(entry.key.removeprefix(RUN_PREFIX), entry.value)
+            if known is None:
                 continue
-            self.records[record.run_id] = record
-            self.by_request[record.request_id] = record.run_id
-            start = record.seq_reserved_until + 1
-            log = RunLog(record.run_id, next_seq=start, reserved_until=record.seq_reserved_until)
-            self.logs[record.run_id] = log
-            history = await self._store.get(EVENTS_PREFIX + record.run_id)
-            if history is not None:
-                log.restore_history(_decode_events(history.value))
-            if record.status in ACTIVE:
-                interrupted.append(record)
-        for record in interrupted:
-            await self.set_status(
-                record,
-                pb.RUN_STATUS_INTERRUPTED,
-                pb.Outcome(code="interrupted", message="the sidecar stopped while the run ran"),
-            )
-        return interrupted
+            record = known.record
+            if statuses and record.status not in statuses:
+                continue
+            if request_id is not None and record.request_id != request_id:
+                continue
+            if owner_id is not None and record.owner_id != owner_id:
+                continue
+            found.append(record)
+        return found
 
-    async def create(self, record: RunRecord) -> None:
-        """Register a new run and persist it with its first seq block."""
-        record.seq_reserved_until = SEQ_BLOCK
-        self.records[record.run_id] = record
-        self.by_request[record.request_id] = record.run_id
-        self.logs[record.run_id] = RunLog(record.run_id, next_seq=1, reserved_until=0)
-        written = await self.persist(record)
-        self.logs[record.run_id].extend_reservation(written)
+    async def log_of(self, run_id: str) -> RunLog:
+        """The event log of ``run_id`` (``UnknownRunError`` when there is no such run)."""
+        await self.get(run_id)
+        return self._runs[run_id].log
 
-    async def persist(self, record: RunRecord) -> int:
-        """Write the record as it is now; returns the seq reservation that is now durable.
-
-        Writes of one record are serialized and each writes the record's state at its turn, so
-        the last write holds the newest state; reservations only grow.
-        """
-        lock = self._locks.setdefault(record.run_id, asyncio.Lock())
-        async with lock:
-            reserved = record.seq_reserved_until
-            await self._store.set(RUN_PREFIX + record.run_id, record.to_json())
-            return reserved
-
-    async def persist_history(self, record: RunRecord) -> None:
-        """Keep a finished run's events for watchers after a restart."""
-        log = self.logs[record.run_id]
-        encoded = json.dumps([_b64(event) for event in log.events], separators=(",", ":"))
-        await self._store.set(EVENTS_PREFIX + record.run_id, encoded)
-
-    def emit(self, record: RunRecord, event: pb.RunEvent) -> None:
-        """Append an event to the run's log, stamping attempt and time."""
-        log = self.logs[record.run_id]
-        event.run_id = record.run_id
-        event.attempt = record.attempt
-        if not event.HasField("time"):
-            event.time.CopyFrom(timestamp(now()))
-        _track_task(record, event)
-        log.add(event)
-        if log.needs_block() and record.run_id not in self._reserving:
-            self._reserving.add(record.run_id)
-            self._spawn(self._reserve(record))
-
-    async def _reserve(self, record: RunRecord) -> None:
-        log = self.logs[record.run_id]
+    async def _read(self, run_id: str, text: str) -> _Known | None:
+        """The run as stored in ``text``, decoded unless it is the text already known."""
+        known = self._runs.get(run_id)
+        if known is not None and known.text == text:
+            return known
         try:
-            while log.needs_block():
-                wanted = max(log.reserved_until, log.next_seq - 1) + SEQ_BLOCK
-                record.seq_reserved_until = max(record.seq_reserved_until, wanted)
-                log.extend_reservation(await self.persist(record))
-        finally:
-            self._reserving.discard(record.run_id)
+            record = decode(text)
+        except RecordFormatError as exc:
+            key = sidecar_key(RUN_KIND, run_id)
+            if self._unreadable.get(key) != text:
+                self._unreadable[key] = text
+                logger.error("skipping unreadable run record %s: %s", key, exc)
+            return None
+        if known is not None:
+            known.text, known.record = text, record
+            return known
+        # A run this process has not seen: its log continues above the stored reservation.
+        reserved = record.seq_reserved_until
+        log = RunLog(run_id, next_seq=reserved + 1, reserved_until=reserved)
+        history = await self._store.get(sidecar_key(EVENTS_KIND, run_id))
+        if history is not None:
+            log.restore_history(decode_history(history.value))
+        known = self._runs.setdefault(run_id, _Known(text=text, record=record, log=log))
+        if known.text != text:  # a concurrent read got here first with older text
+            known.text, known.record = text, record
+        return known
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def create(self, record: RunRecordV1) -> RunRecordV1:
+        """Store a new run, owned by this sidecar, with its first block of event seqs.
+
+        Raises:
+            RunExistsError: a record of ``record.run_id`` exists already (it is attached).
+        """
+        record = replace(record, owner_id=self._owner_id, seq_reserved_until=SEQ_BLOCK)
+        run_id = record.run_id
+        async with self._lock_of(run_id):
+            existing = await self.find(run_id)
+            if existing is not None:
+                raise RunExistsError(existing)
+            text = encode(record)
+            known = _Known(
+                text=text, record=record, log=RunLog(run_id, next_seq=1, reserved_until=0)
+            )
+            # Known before the write, so a concurrent read of the new key finds this log.
+            self._runs[run_id] = known
+            try:
+                written = await self._store.compare_and_set(
+                    sidecar_key(RUN_KIND, run_id), None, text
+                )
+            except BaseException:
+                self._runs.pop(run_id, None)
+                raise
+            if not written:  # another sidecar created it between our read and our write
+                self._runs.pop(run_id, None)
+                raise RunExistsError(await self.get(run_id))
+        known.log.extend_reservation(record.seq_reserved_until)
+        return record
+
+    async def update(
+        self, run_id: str, change: Callable[[RunRecordV1], RunRecordV1]
+    ) -> RunRecordV1:
+        """Apply ``change`` to the stored record and write it with a compare-and-set.
+
+        ``change`` is a pure function of the record (it may run more than once, on a fresh read
+        each time, when another writer wins). It sees this process's unwritten progress already
+        folded in. An exception it raises leaves the record as it is and propagates.
+
+        Returns:
+            The record as written (or as stored, when ``change`` changed nothing).
+
+        Raises:
+            UnknownRunError: there is no record of ``run_id``.
+            RunRecordConflictError: other writers won ``MAX_CAS_ATTEMPTS`` times in a row.
+        """
+        key = sidecar_key(RUN_KIND, run_id)
+        async with self._lock_of(run_id):
+            for _ in range(MAX_CAS_ATTEMPTS):
+                entry = await self._store.get(key)
+                known = await self._read(run_id, entry.value) if entry is not None else None
+                if entry is None or known is None:
+                    raise UnknownRunError(run_id)
+                progress = known.progress
+                seen = progress.changes if progress is not None else 0
+                new = change(progress.fold(known.record) if progress is not None else known.record)
+                if new == known.record:
+                    return new
+                text = encode(new)
+                if await self._store.compare_and_set(key, entry.value, text):
+                    known.text, known.record = text, new
+                    if progress is not None and progress.changes == seen:
+                        known.progress = None  # all of it is in the record now
+                    return new
+        raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
+
+    def _lock_of(self, run_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(run_id, asyncio.Lock())
 
     async def set_status(
-        self, record: RunRecord, status: pb.RunStatus, outcome: pb.Outcome | None = None
-    ) -> None:
-        """Change the status, persist it, then announce it as a ``run_status`` event."""
-        record.status = status
-        record.updated_at = now()
-        if outcome is not None:
-            record.outcome = outcome
-        log = self.logs[record.run_id]
-        if log.needs_block():
-            wanted = max(log.reserved_until, log.next_seq - 1) + SEQ_BLOCK
-            record.seq_reserved_until = max(record.seq_reserved_until, wanted)
-        log.extend_reservation(await self.persist(record))
+        self,
+        run_id: str,
+        status: RunStatus,
+        outcome: Outcome | None = None,
+        *,
+        change: Callable[[RunRecordV1], RunRecordV1] | None = None,
+    ) -> RunRecordV1:
+        """Change the status (after ``change``), persist it, then announce it as an event.
+
+        The write also reserves the next block of seqs if the log runs low, so the
+        ``run_status`` event has a durable seq. A finished run's history is kept.
+
+        Raises:
+            UnknownRunError: there is no record of ``run_id``.
+        """
+        log = await self.log_of(run_id)
+
+        def apply(record: RunRecordV1) -> RunRecordV1:
+            base = change(record) if change is not None else record
+            reserved = base.seq_reserved_until
+            if log.needs_block():
+                reserved = max(reserved, log.wanted_reservation())
+            return replace(
+                base,
+                status=status,
+                updated_at=now(),
+                outcome=outcome if outcome is not None else base.outcome,
+                seq_reserved_until=reserved,
+            )
+
+        record = await self.update(run_id, apply)
+        log.extend_reservation(record.seq_reserved_until)
         event = pb.RunEvent(type="run_status")
         event.run_status.status = status
-        event.run_status.outcome.CopyFrom(record.outcome)
-        self.emit(record, event)
+        event.run_status.outcome.CopyFrom(outcome_pb(record.outcome))
+        self.emit(run_id, event)
         if status in FINISHED:
-            await self.persist_history(record)
+            await self._store.set(sidecar_key(EVENTS_KIND, run_id), encode_history(log.events))
+        return record
 
-    def run_message(self, record: RunRecord, *, full: bool) -> pb.Run:
-        """The wire form of a run."""
-        request = record.request
-        checkpoint = request.checkpoint
-        message = pb.Run(
-            run_id=record.run_id,
-            mode=_MODE.get(request.WhichOneof("mode") or "", pb.RUN_MODE_UNSPECIFIED),
-            status=record.status,
-            attempt=record.attempt,
-            request_id=record.request_id,
-            created_at=timestamp(record.created_at),
-            updated_at=timestamp(record.updated_at),
-            outcome=record.outcome,
-            task_counts=task_counts(list(record.tasks.values())),
-            pending_approval_ids=record.pending_approvals,
-            last_event_seq=self.logs[record.run_id].last_seq,
-            checkpoint=pb.CheckpointRef(
-                enabled=not checkpoint.disabled,
-                store_uri=record.store_uri,
-                key=checkpoint.key or f"__oma_checkpoint__/{record.run_id}/latest",
+    # -- events ----------------------------------------------------------------------------
+
+    def emit(self, run_id: str, event: pb.RunEvent) -> None:
+        """Append an event to the run's log, stamping run id, attempt and time.
+
+        Raises:
+            UnknownRunError: this process has not read or written the run.
+        """
+        known = self._runs.get(run_id)
+        if known is None:
+            raise UnknownRunError(run_id)
+        event.run_id = run_id
+        event.attempt = known.record.attempt
+        if not event.HasField("time"):
+            event.time.CopyFrom(timestamp(now()))
+        if tracks(event):
+            if known.progress is None:
+                known.progress = Progress(known.record)
+            known.progress.track(event)
+        known.log.add(event)
+        if known.log.needs_block() and run_id not in self._reserving:
+            self._reserving.add(run_id)
+            self._spawn(self._reserve(run_id, known.log))
+
+    async def _reserve(self, run_id: str, log: RunLog) -> None:
+        try:
+            while log.needs_block():
+                record = await self.update(run_id, _reserving_until(log.wanted_reservation()))
+                log.extend_reservation(record.seq_reserved_until)
+        finally:
+            self._reserving.discard(run_id)
+
+    def run_message(self, record: RunRecordV1, *, full: bool) -> pb.Run:
+        """The wire form of a run, with this process's fresher progress when it has some."""
+        known = self._runs.get(record.run_id)
+        progress = known.progress if known is not None else None
+        return run_message(
+            record,
+            tasks=progress.tasks.values() if progress is not None else record.tasks,
+            pending_approvals=(
+                progress.pending_approvals if progress is not None else record.pending_approvals
             ),
+            last_seq=known.log.last_seq if known is not None else 0,
+            full=full,
         )
-        if request.HasField("metadata"):
-            message.metadata.CopyFrom(request.metadata)
-        if full:
-            message.tasks.extend(record.tasks.values())
-            if record.result is not None:
-                message.result.CopyFrom(record.result)
-        return message
 
 
-_MODE = {"goal": pb.RUN_MODE_TEAM, "tasks": pb.RUN_MODE_TASKS, "plan": pb.RUN_MODE_PLAN}
+def _reserving_until(wanted: int) -> Callable[[RunRecordV1], RunRecordV1]:
+    def reserve(record: RunRecordV1) -> RunRecordV1:
+        return replace(record, seq_reserved_until=max(record.seq_reserved_until, wanted))
 
-
-def _track_task(record: RunRecord, event: pb.RunEvent) -> None:
-    """Keep the record's task table current from task events."""
-    if event.WhichOneof("detail") != "task_status" or not event.task_id:
-        return
-    task = record.tasks.get(event.task_id)
-    if task is None:
-        task = pb.TaskState(id=event.task_id)
-        fields = event.data.fields
-        if "title" in fields:
-            task.title = fields["title"].string_value
-        record.tasks[event.task_id] = task
-    task.status = event.task_status.status
-    if event.agent:
-        task.assignee = event.agent
-    if event.task_status.reason:
-        task.result = event.task_status.reason
-
-
-def _decode_events(text: str) -> list[pb.RunEvent]:
-    try:
-        return [pb.RunEvent.FromString(base64.b64decode(item)) for item in json.loads(text)]
-    except (ValueError, TypeError) as exc:
-        logger.error("unreadable event history: %s", exc)
-        return []
-
-
-def event_to_json(event: pb.RunEvent) -> dict[str, Any]:
-    """An event as JSON (for logs and the CLI)."""
-    converted: dict[str, Any] = json_format.MessageToDict(event)
-    return converted
+    return reserve

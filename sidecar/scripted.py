@@ -13,8 +13,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from oma_actors import LLMResponse, TextBlock, TokenUsage, ToolResultBlock, ToolUseBlock
-from oma_actors.testing import ScriptedAdapter
+from oma_actors import (
+    LLMResponse,
+    ScriptedAdapter,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -1,9 +1,9 @@
 """The sidecar server: wiring, listening address, TLS, health, reflection and shutdown.
 
 ``Sidecar`` is an async context manager owning everything a server runs: the store registry,
-a task group for the runs, the run registry (loaded from the state store, interrupted runs
-marked), the tool host and the grpc.aio server. Leaving it stops the server with a grace period,
-cancels what still runs and closes the stores.
+a task group for the runs, the run registry (loaded from the state store, this owner's runs that
+a previous incarnation left active marked interrupted), the tool host and the grpc.aio server.
+Leaving it stops the server with a grace period, cancels what still runs and closes the stores.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.approvals import ApprovalDesk
 from sidecar.auth import BearerAuthInterceptor
+from sidecar.boot import recover
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
 from sidecar.execution import RunExecutor
+from sidecar.owner import check_owner_id, default_owner_id
 from sidecar.plugins import load_python_tools
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
@@ -62,6 +64,8 @@ class ServerConfig:
         heartbeat_s: idle interval after which watch streams get a heartbeat and tool streams a
             ping.
         grace_s: how long in-flight RPCs may finish at shutdown.
+        owner_id: the owner id stamped on the runs this sidecar creates or restores; ``None``
+            derives it from ``store_uri`` and ``listen`` (see ``sidecar.owner``).
     """
 
     token: str
@@ -73,6 +77,7 @@ class ServerConfig:
     reflection: bool = True
     heartbeat_s: float = 15.0
     grace_s: float = 2.0
+    owner_id: str | None = None
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -108,6 +113,7 @@ class Sidecar:
         self._server: Any = None
         self._group: asyncio.TaskGroup | None = None
         self.interrupted: list[str] = []
+        self.owner_id = ""
 
     @property
     def address(self) -> str:
@@ -149,11 +155,19 @@ class Sidecar:
         host, port = split_address(config.listen)
         credentials = self._credentials(host)
         store_uri = normalize_uri(config.store_uri, field="--store")
+        try:
+            self.owner_id = check_owner_id(
+                config.owner_id or default_owner_id(store_uri, config.listen)
+            )
+        except ValueError as exc:
+            raise ServerConfigError(f"--owner-id: {exc}") from None
         stores = await self._stack.enter_async_context(StoreRegistry())
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
-        registry = RunRegistry(await stores.get(store_uri), spawn=self.spawn)
-        self.interrupted = [record.run_id for record in await registry.load()]
+        registry = RunRegistry(
+            await stores.atomic(store_uri), owner_id=self.owner_id, spawn=self.spawn
+        )
+        self.interrupted = [record.run_id for record in await recover(registry)]
         tools = load_python_tools() if config.python_tools is None else dict(config.python_tools)
         tool_host = ToolHost(reserved=frozenset(tools))
         executor = RunExecutor(

@@ -16,7 +16,7 @@ import sidecar
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
-from sidecar.status import InvalidArgument, NotFound, OutOfRange, SidecarError, abort
+from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
 from sidecar.stores import SCHEMES
 
 if TYPE_CHECKING:
@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
     from sidecar.approvals import ApprovalDesk
     from sidecar.execution import RunExecutor
-    from sidecar.runs import RunLog, RunRegistry
-    from sidecar.tool_host import HostSession, ToolHost
+    from sidecar.host_calls import HostSession
+    from sidecar.run_log import RunLog
+    from sidecar.runs import RunRegistry
+    from sidecar.tool_host import ToolHost
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -79,9 +81,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         convert.check_run_id(request.run_id)
         if request.view not in pb.RunView.values():
             raise InvalidArgument("view", f"unknown value {request.view}")
-        record = self._registry.records.get(request.run_id)
-        if record is None:
-            raise NotFound("RUN_NOT_FOUND", f"no run {request.run_id!r}")
+        record = await self._registry.get(request.run_id)
         return self._registry.run_message(record, full=request.view == pb.RUN_VIEW_FULL)
 
     @unary
@@ -95,7 +95,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
             offset = int(request.page_token)
         statuses = set(request.statuses)
         records = sorted(
-            (r for r in self._registry.records.values() if not statuses or r.status in statuses),
+            await self._registry.query(statuses=statuses),
             key=lambda r: (r.created_at, r.run_id),
             reverse=True,
         )
@@ -126,9 +126,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
             convert.check_run_id(request.run_id)
             if request.after_seq < 0:
                 raise InvalidArgument("after_seq", "must not be negative")
-            log = self._registry.logs.get(request.run_id)
-            if log is None:
-                raise NotFound("RUN_NOT_FOUND", f"no run {request.run_id!r}")
+            log = await self._registry.log_of(request.run_id)
         except SidecarError as exc:
             await abort(context, exc)
         try:

@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from oma_actors import FileStore, InMemoryStore
+from oma_actors import AtomicStore, FileStore, InMemoryStore
 from sidecar.status import InvalidArgument
 
 if TYPE_CHECKING:
@@ -79,6 +79,17 @@ class StoreRegistry:
                 store = await self._open(uri)
                 self._stores[uri] = store
             return store
+
+    async def atomic(self, uri: str) -> AtomicStore:
+        """The store of a normalized ``uri``, which must offer compare-and-set.
+
+        Raises:
+            InvalidArgument: the store has no ``compare_and_set`` (naming ``--store``).
+        """
+        store = await self.get(uri)
+        if not isinstance(store, AtomicStore):
+            raise InvalidArgument("--store", f"{uri} has no compare-and-set")
+        return store
 
     async def _open(self, uri: str) -> MemoryStore:
         if uri.startswith("file://"):

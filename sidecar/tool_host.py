@@ -3,8 +3,10 @@
 A host opens ``ToolHostService.Connect`` and registers tools with JSON schemas. When an agent
 calls such a tool, :meth:`ToolHost.call` creates a pending call keyed by the idempotency key
 ``run_id:task_id:tool_call_id`` and delivers it to a session offering the tool. The first result
-for the key wins; the runtime then saves it as the call's commit record and emits ``ToolCalled``,
-and only then (:meth:`ToolHost.on_committed`) is the host sent ``ResultAck.COMMITTED``.
+for the key wins; the runtime then saves it as the call's commit record, and only once a durable
+save contains that record (:meth:`ToolHost.on_saved`, see ``sidecar.tool_acks``) is the host sent
+``ResultAck.COMMITTED``. A run without checkpoints never saves one: its results are acknowledged
+``NOT_DURABLE`` at once.
 
 A session that ends with calls outstanding does not fail them: they wait for the next session
 offering the tool (the same ``host_id`` first, for a short grace) and are delivered again with
@@ -19,18 +21,23 @@ import json
 import logging
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from oma_actors import ToolResult, define_tool
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.convert import now, timestamp, tool_definition_problem
+from sidecar.host_calls import (
+    DEFAULT_MAX_CONCURRENT,
+    HostSession,
+    PendingCall,
+    call_message,
+    sort_registration,
+)
 from sidecar.schema import input_model
 from sidecar.status import InvalidArgument
+from sidecar.tool_acks import CommitAcks
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pydantic import BaseModel
 
@@ -39,53 +46,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_MAX_CONCURRENT = 16
 SAME_HOST_GRACE = 2.0
 ANSWERED_MEMORY = 10_000
 Ack = pb.ResultAck.Status
-
-
-@dataclass(slots=True, kw_only=True)
-class HostSession:
-    """One open Connect stream."""
-
-    session_id: str
-    host_id: str
-    tools: dict[str, pb.ToolDefinition]
-    max_concurrent: int
-    outbox: asyncio.Queue[pb.ToolServerMessage] = field(default_factory=asyncio.Queue)
-    in_flight: set[str] = field(default_factory=set)
-    draining: bool = False
-
-
-@dataclass(slots=True, kw_only=True)
-class PendingCall:
-    """A tool call waiting for its first result."""
-
-    key: str
-    run_id: str
-    task_id: str
-    tool_call_id: str
-    tool_name: str
-    agent: str
-    input_json: str
-    run_attempt: int
-    future: asyncio.Future[pb.ToolResult]
-    deadline_s: float
-    delivery_attempt: int = 0
-    call_ids: list[str] = field(default_factory=list)
-    call_id: str | None = None
-    session_id: str | None = None
-    preferred_host: str | None = None
-    prefer_until: float = 0.0
-
-
-@dataclass(slots=True)
-class _AckTarget:
-    session_id: str | None
-    call_id: str
-    run_id: str
-    waiter: asyncio.Future[int] | None
 
 
 class ToolHost:
@@ -104,7 +67,7 @@ class ToolHost:
         self._pending: dict[str, PendingCall] = {}
         self._deliveries: dict[str, str] = {}
         self._answered: OrderedDict[str, str] = OrderedDict()
-        self._acks: dict[str, _AckTarget] = {}
+        self._acks = CommitAcks(self._send)
         self._waiting: list[str] = []
 
     # -- sessions --------------------------------------------------------------------------
@@ -123,22 +86,7 @@ class ToolHost:
         Raises:
             InvalidArgument: no host id, or a bad ``max_concurrent_calls``.
         """
-        if not register.host_id.strip() or len(register.host_id) > 256:
-            raise InvalidArgument("register.host_id", "is required (1-256 characters)")
-        if not 0 <= register.max_concurrent_calls <= 10_000:
-            raise InvalidArgument("register.max_concurrent_calls", "must be 0..10000")
-        accepted: dict[str, pb.ToolDefinition] = {}
-        rejected: dict[str, str] = {}
-        for definition in register.tools:
-            problem = tool_definition_problem(definition)
-            if problem is None and definition.name in accepted:
-                problem = "registered twice in this session"
-            if problem is None and definition.name in self._reserved:
-                problem = "clashes with a Python tool of the sidecar"
-            if problem is not None:
-                rejected[definition.name or "<unnamed>"] = problem
-            else:
-                accepted[definition.name] = definition
+        accepted, rejected = sort_registration(register, self._reserved)
         session = HostSession(
             session_id=uuid.uuid4().hex,
             host_id=register.host_id,
@@ -172,22 +120,38 @@ class ToolHost:
             self._waiting.append(pending.key)
             loop.call_later(SAME_HOST_GRACE + 0.01, self._pump)
         session.in_flight.clear()
-        for key, target in list(self._acks.items()):
-            if target.session_id == session.session_id and target.waiter is None:
-                del self._acks[key]
+        self._acks.forget_session(session.session_id)
         self._pump()
+
+    def _send(self, session_id: str, message: pb.ToolServerMessage) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.outbox.put_nowait(message)
 
     # -- calls -----------------------------------------------------------------------------
 
-    def make_tool(self, definition: pb.ToolDefinition, run_attempt: Callable[[], int]) -> Tool:
-        """An OMA tool whose calls are delivered to the hosts offering ``definition.name``."""
+    def make_tool(
+        self, definition: pb.ToolDefinition, *, run_attempt: int, durable: bool = True
+    ) -> Tool:
+        """An OMA tool whose calls are delivered to the hosts offering ``definition.name``.
+
+        Args:
+            definition: the tool as declared or registered.
+            run_attempt: the attempt of the run the tool serves (told to the host).
+            durable: whether the run saves checkpoints; without them no result is ever durable.
+        """
         schema = json.loads(definition.input_schema_json or '{"type": "object"}')
         timeout = definition.timeout.seconds + definition.timeout.nanos / 1e9 or DEFAULT_TIMEOUT
 
         async def execute(args: BaseModel, ctx: ToolContext) -> ToolResult:
             payload = json.dumps(args.model_dump(mode="json"), separators=(",", ":"))
             return await self.call(
-                ctx, definition.name, payload, run_attempt=run_attempt(), limit_s=timeout
+                ctx,
+                definition.name,
+                payload,
+                run_attempt=run_attempt,
+                limit_s=timeout,
+                durable=durable,
             )
 
         # One model class per (name, schema): building a pydantic class per run is not free.
@@ -204,7 +168,14 @@ class ToolHost:
         )
 
     async def call(
-        self, ctx: ToolContext, tool_name: str, input_json: str, *, run_attempt: int, limit_s: float
+        self,
+        ctx: ToolContext,
+        tool_name: str,
+        input_json: str,
+        *,
+        run_attempt: int,
+        limit_s: float,
+        durable: bool = True,
     ) -> ToolResult:
         """Deliver a call and wait for its first result (an error result on timeout)."""
         key = ctx.idempotency_key
@@ -223,6 +194,7 @@ class ToolHost:
             run_attempt=run_attempt,
             future=loop.create_future(),
             deadline_s=limit_s,
+            durable=durable,
         )
         self._pending[key] = pending
         self._waiting.append(key)
@@ -298,20 +270,7 @@ class ToolHost:
         pending.call_ids.append(call_id)
         self._deliveries[call_id] = pending.key
         session.in_flight.add(call_id)
-        call = pb.ToolCall(
-            call_id=call_id,
-            run_id=pending.run_id,
-            task_id=pending.task_id,
-            tool_call_id=pending.tool_call_id,
-            idempotency_key=pending.key,
-            tool_name=pending.tool_name,
-            input_json=pending.input_json,
-            agent=pending.agent,
-            run_attempt=pending.run_attempt,
-            delivery_attempt=pending.delivery_attempt,
-            deadline=timestamp(now() + timedelta(seconds=pending.deadline_s)),
-            redelivery=pending.delivery_attempt > 1 or pending.run_attempt > 1,
-        )
+        call = call_message(pending, call_id)
         session.outbox.put_nowait(pb.ToolServerMessage(call=call))
         if self.on_dispatch is not None:
             self.on_dispatch(pending, session)
@@ -325,7 +284,7 @@ class ToolHost:
         session: HostSession | None,
         waiter: asyncio.Future[int] | None = None,
     ) -> int | None:
-        """Take a result; returns the ack status now, or ``None`` when it waits for the commit.
+        """Take a result; returns the ack status now, or ``None`` when it waits for a save.
 
         Raises:
             InvalidArgument: the result has no call_id or no outcome.
@@ -353,38 +312,25 @@ class ToolHost:
         holder = self.sessions.get(pending.session_id or "")
         if holder is not None and pending.call_id is not None:
             holder.in_flight.discard(pending.call_id)
-        self._acks[key] = _AckTarget(
-            session.session_id if session is not None else None,
-            result.call_id,
-            pending.run_id,
-            waiter,
-        )
+        if pending.durable:
+            self._acks.expect(
+                key,
+                run_id=pending.run_id,
+                call_id=result.call_id,
+                session_id=session.session_id if session is not None else None,
+                waiter=waiter,
+            )
         pending.future.set_result(result)
         self._pump()
-        return None
+        return None if pending.durable else Ack.STATUS_NOT_DURABLE
 
-    def on_committed(self, key: str, *, durable: bool) -> None:
-        """The runtime saved the call's commit record: acknowledge the winning result."""
-        target = self._acks.pop(key, None)
-        if target is not None:
-            self._ack(target, Ack.STATUS_COMMITTED if durable else Ack.STATUS_NOT_DURABLE)
+    def on_saved(self, run_id: str | None, task_id: str | None, committed: Iterable[str]) -> None:
+        """A durable save contains the commit records of ``committed``: acknowledge them."""
+        self._acks.on_saved(run_id, task_id, committed)
 
     def forget_run(self, run_id: str) -> None:
-        """The run ended: results still waiting for a commit will never get one."""
-        for key, target in list(self._acks.items()):
-            if target.run_id == run_id:
-                del self._acks[key]
-                self._ack(target, Ack.STATUS_NOT_DURABLE)
-
-    def _ack(self, target: _AckTarget, status: int) -> None:
-        if target.waiter is not None:
-            if not target.waiter.done():
-                target.waiter.set_result(status)
-            return
-        session = self.sessions.get(target.session_id or "")
-        if session is not None:
-            ack = pb.ResultAck(call_id=target.call_id, status=status)  # type: ignore[arg-type]
-            session.outbox.put_nowait(pb.ToolServerMessage(result_ack=ack))
+        """The run ended: results still waiting for a durable save will never get one."""
+        self._acks.forget_run(run_id)
 
     @property
     def outstanding(self) -> int:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.writer import Save, Saved
+from oma_actors.domain.messages import ToolResultBlock
 from oma_actors.domain.results import RunStatus
 from oma_actors.events import (
     AgentCompleted,
@@ -170,8 +171,7 @@ class RunActor(Actor[RunMessage, bool | None]):
             if item.commit is not None and item.approval_request is not None:
                 self._pending.pop(item.approval_request.id, None)
         if kind != "approval_requested":
-            committed = tuple(item.call.id for item in state.pending if item.commit is not None)
-            return await self._save(kind, task_id, committed)
+            return await self._save(kind, task_id, _committed_calls(state))
         new = [
             item.approval_request
             for item in state.awaiting_approval
@@ -361,3 +361,20 @@ class RunActor(Actor[RunMessage, bool | None]):
         )
         self._announced.add(task_id)
         self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
+
+
+def _committed_calls(state: RunnerState) -> tuple[str, ...]:
+    """The tool calls whose results a save of ``state`` makes durable.
+
+    While the turn's calls are pending, those with a commit record; once the results message
+    is written (``awaiting_model``), the calls it answers. A host waiting to forget a call it
+    executed learns it from either save, so one failed commit save is healed by the next.
+    """
+    committed = [item.call.id for item in state.pending if item.commit is not None]
+    if not state.pending and state.conversation:
+        last = state.conversation[-1]
+        if last.role == "user":
+            committed.extend(
+                block.tool_use_id for block in last.content if isinstance(block, ToolResultBlock)
+            )
+    return tuple(committed)

@@ -134,3 +134,6 @@ async def test_each_runner_boundary_is_saved_by_name_with_its_task_and_committed
     assert sorted(map(len, commits)) == [1, 2]
     assert set(commits[-1]) == {"call-1", "call-2"}
     assert names.index("tool_results") > max(i for i, n in enumerate(names) if n == "tool_commit")
+    # The results message carries both results: its save makes both calls durable too.
+    [results] = [e for e in saved if e.boundary == "tool_results"]
+    assert results.committed == ("call-1", "call-2")

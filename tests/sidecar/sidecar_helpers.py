@@ -1,18 +1,23 @@
-"""Helpers of the sidecar tests: the token, a Python tool, scripted run requests, host tools."""
+"""Helpers of the sidecar tests: the token, a Python tool, scripted run requests, host tools,
+and run records in the format before record schema 1."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
-from oma_actors import ToolContext, define_tool
+from oma_actors import InMemoryStore, ToolContext, define_tool
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTool
+from sidecar.record import RunRecordV1
+from sidecar.record_codec import decode, encode
 
 TOKEN = "test-token-" + "x" * 20
 LOOKUP_SCHEMA = {
@@ -99,3 +104,59 @@ async def eventually(check: Callable[[], bool], *, within: float = 5.0) -> None:
 def echo_tools() -> list[Any]:
     """An entry point target returning a list of tools (see test_sidecar_plugins)."""
     return [ECHO]
+
+
+def legacy_record_text(
+    request: pb.StartRunRequest,
+    *,
+    status: str = "RUN_STATUS_RUNNING",
+    tasks: tuple[pb.TaskState, ...] = (),
+    result: pb.RunResult | None = None,
+    pending_approvals: tuple[str, ...] = (),
+    seq_reserved_until: int = 1024,
+) -> str:
+    """A run record exactly as the sidecar before record schema 1 wrote it (base64 protobuf)."""
+
+    def b64(message: Any) -> str:
+        return base64.b64encode(message.SerializeToString(deterministic=True)).decode("ascii")
+
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).isoformat()
+    document = {
+        "version": 1,
+        "run_id": request.run_id,
+        "request_id": request.request_id,
+        "request": b64(request),
+        "status": status,
+        "attempt": 1,
+        "created_at": moment,
+        "updated_at": moment,
+        "outcome": {"code": "", "message": ""},
+        "tasks": [b64(task) for task in tasks],
+        "result": b64(result) if result is not None else None,
+        "pending_approvals": list(pending_approvals),
+        "store_uri": "memory://",
+        "seq_reserved_until": seq_reserved_until,
+    }
+    return json.dumps(document, separators=(",", ":"))
+
+
+class SiblingWritesFirst(InMemoryStore):
+    """A store where another sidecar writes the record just before our next compare-and-set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sibling_change: Callable[[RunRecordV1], RunRecordV1] | None = None
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        change, self.sibling_change = self.sibling_change, None
+        if change is not None:
+            current = await self.get(key)
+            assert current is not None
+            await self.set(key, encode(change(decode(current.value))))
+        return await super().compare_and_set(key, expected, value, metadata)

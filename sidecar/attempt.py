@@ -1,0 +1,136 @@
+"""One attempt of a run: the team, the orchestrator call, the progress observer, the result.
+
+An attempt runs the record's spec through the public ``OpenMultiAgent`` API. Its progress
+events go to the run's event log, and each durable checkpoint save acknowledges the host tool
+results whose commit records it contains (``CheckpointSaved.committed``, see
+``sidecar.tool_acks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from oma_actors import CheckpointOptions, CheckpointSaved, OpenMultiAgent
+from sidecar import convert
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.events import event_message
+from sidecar.plugins import gates_of
+from sidecar.record import Outcome
+from sidecar.run_view import attempt_result_from, task_row_from_state
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from oma_actors import MemoryStore, ProgressEvent, TeamRunResult, Tool
+    from sidecar.record import RunRecordV1, RunStatus
+    from sidecar.runs import RunRegistry
+    from sidecar.tool_host import ToolHost
+
+STATUS_OF_CODE: dict[str, RunStatus] = {
+    "ok": pb.RUN_STATUS_COMPLETED,
+    "suspended": pb.RUN_STATUS_SUSPENDED,
+    "aborted": pb.RUN_STATUS_CANCELLED,
+}
+
+
+async def run_attempt(
+    record: RunRecordV1,
+    store: MemoryStore,
+    *,
+    restoring: bool,
+    python_tools: Mapping[str, Tool],
+    tool_host: ToolHost,
+    on_progress: Callable[[ProgressEvent], None],
+) -> TeamRunResult:
+    """Run ``record``'s spec once (from its checkpoint when ``restoring``).
+
+    Args:
+        record: the run as claimed for this attempt.
+        store: the run's checkpoint store.
+        restoring: resume from the checkpoint instead of starting.
+        python_tools: the sidecar's own tools, by name.
+        tool_host: delivers the calls of host tools.
+        on_progress: receives the orchestrator's progress events.
+    """
+    request = record.request
+    durable = not request.checkpoint.disabled
+    host_tools = {definition.name: definition for definition in request.team.host_tools}
+
+    def tools_of(agent: pb.AgentSpec) -> Sequence[Tool]:
+        return [
+            python_tools.get(name)
+            or tool_host.make_tool(host_tools[name], run_attempt=record.attempt, durable=durable)
+            for name in agent.tools
+        ]
+
+    team = convert.team_of(request.team, tools_of)
+    orchestrator = OpenMultiAgent(
+        on_progress=on_progress,
+        max_concurrency=request.max_concurrency or convert.DEFAULT_CONCURRENCY,
+        **gates_of(request.approval_gates),
+    )
+    checkpoint: CheckpointOptions | bool = (
+        CheckpointOptions(store=store, run_id=record.run_id, key=request.checkpoint.key or None)
+        if durable
+        else False
+    )
+    coordinator = (
+        convert.agent_config(request.goal.coordinator, ())
+        if request.goal.HasField("coordinator")
+        else None
+    )
+    if restoring:
+        return await orchestrator.restore(team, checkpoint=checkpoint, coordinator=coordinator)
+    mode = request.WhichOneof("mode")
+    if mode == "tasks":
+        tasks = convert.tasks_of(request.tasks.tasks)
+        return await orchestrator.run_tasks(team, tasks, checkpoint=checkpoint)
+    if mode == "plan":
+        plan = convert.plan_of(request.plan)
+        return await orchestrator.run_from_plan(team, plan, checkpoint=checkpoint)
+    return await orchestrator.run_team(
+        team,
+        request.goal.goal,
+        checkpoint=checkpoint,
+        coordinator=coordinator,
+        plan_only=request.goal.plan_only,
+    )
+
+
+def observer(
+    registry: RunRegistry, tool_host: ToolHost, run_id: str
+) -> Callable[[ProgressEvent], None]:
+    """The ``on_progress`` of an attempt: log the event, acknowledge what a save made durable."""
+
+    def on_progress(event: ProgressEvent) -> None:
+        registry.emit(run_id, event_message(event))
+        if isinstance(event, CheckpointSaved) and event.committed:
+            # The save outcome itself says which commit records are durable now.
+            tool_host.on_saved(event.run_id or run_id, event.task_id, event.committed)
+
+    return on_progress
+
+
+def finished(result: TeamRunResult) -> tuple[RunStatus, Outcome]:
+    """The run status and outcome a finished attempt leaves."""
+    status = STATUS_OF_CODE.get(result.status.code, pb.RUN_STATUS_FAILED)
+    return status, Outcome(code=result.status.code, message=result.status.message or "")
+
+
+def settled(result: TeamRunResult) -> Callable[[RunRecordV1], RunRecordV1]:
+    """The record change storing a finished attempt's result, tasks and pending approvals."""
+    attempt_result = attempt_result_from(result)
+    tasks = tuple(task_row_from_state(task) for task in result.tasks)
+    pending = tuple(request.id for request in result.pending_approvals)
+
+    def change(record: RunRecordV1) -> RunRecordV1:
+        return replace(
+            record,
+            result=attempt_result,
+            tasks=tasks,
+            pending_approvals=pending,
+            attempt=max(record.attempt, result.attempt),
+        )
+
+    return change

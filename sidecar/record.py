@@ -1,0 +1,152 @@
+"""The sidecar's run record: one frozen value per run, the registry's unit of storage.
+
+A ``RunRecordV1`` is what the registry persists under ``__oma_sidecar__/run/<run_id>`` (through
+``sidecar.record_codec``, as versioned JSON) and what every module reads back. It is never
+mutated: a change is a new record built with ``dataclasses.replace`` and written by
+``RunRegistry.update`` with a compare-and-set, so two writers of one run cannot silently
+overwrite each other.
+
+Statuses are the wire enum's values (``pb.RUN_STATUS_*``, plain ints) because every reader
+compares them with the wire's; the codec stores them by name, so the storage format does not
+depend on the enum's numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+import grpc
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.convert import now
+from sidecar.status import NotFound, SidecarError
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+RunStatus: TypeAlias = pb.RunStatus
+TaskStatus: TypeAlias = pb.TaskStatus
+
+TERMINAL: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_CANCELLED})
+"""Statuses a run never leaves."""
+FINISHED: frozenset[RunStatus] = TERMINAL | {
+    pb.RUN_STATUS_FAILED,
+    pb.RUN_STATUS_INTERRUPTED,
+    pb.RUN_STATUS_SUSPENDED,
+}
+"""Statuses after which the run's event history is kept for watchers of a later process."""
+ACTIVE: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
+"""Statuses of a run some sidecar (its owner) is executing."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """How the last finished attempt ended: OMA's status code and message.
+
+    ``code`` is ``ok``, ``error``, ``suspended``, ``rejected`` or ``aborted`` from OMA, or
+    ``interrupted``, ``cancelled`` and the mapped error reasons set by the sidecar; empty while
+    no attempt has finished.
+    """
+
+    code: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskRow:
+    """One task of a run as the registry last saw it."""
+
+    id: str
+    title: str = ""
+    status: TaskStatus = pb.TASK_STATUS_UNSPECIFIED
+    assignee: str = ""
+    depends_on: tuple[str, ...] = ()
+    result: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttemptResult:
+    """The result of a run's last finished attempt."""
+
+    success: bool
+    outcome: Outcome
+    synthesis: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    plan_only: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecordV1:
+    """Everything the sidecar keeps about one run (record schema 1).
+
+    Attributes:
+        run_id: the run.
+        request_id: the ``StartRun`` request that created it (idempotency).
+        owner_id: the sidecar that created or last restored the run; only that sidecar marks
+            the run interrupted when it boots again. Empty only for a record read from the
+            format before owners existed (adopted by the first sidecar that loads it).
+        request: the run's spec (``RestoreRun`` rebuilds the team from it). Never mutated:
+            copy it, change the copy and ``replace`` the record.
+        status: a ``pb.RUN_STATUS_*`` value.
+        attempt: 1 for a fresh run, +1 per restore.
+        created_at: when the run was registered.
+        updated_at: the last status change.
+        outcome: how the last finished attempt ended.
+        tasks: the run's tasks, in first-seen order.
+        result: the last finished attempt's result, if any.
+        pending_approvals: ids of the approval requests the run waits for.
+        store_uri: the checkpoint store of the run.
+        seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
+    """
+
+    run_id: str
+    request_id: str
+    owner_id: str
+    request: pb.StartRunRequest
+    status: RunStatus = pb.RUN_STATUS_QUEUED
+    attempt: int = 1
+    created_at: datetime = field(default_factory=now)
+    updated_at: datetime = field(default_factory=now)
+    outcome: Outcome = Outcome()
+    tasks: tuple[TaskRow, ...] = ()
+    result: AttemptResult | None = None
+    pending_approvals: tuple[str, ...] = ()
+    store_uri: str = ""
+    seq_reserved_until: int = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether the run is queued or running (some sidecar executes it)."""
+        return self.status in ACTIVE
+
+
+class UnknownRunError(NotFound):
+    """The registry holds no run with this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("RUN_NOT_FOUND", f"no run {run_id!r}", metadata={"run_id": run_id})
+        self.run_id = run_id
+
+
+class RunExistsError(SidecarError):
+    """``RunRegistry.create`` found a record under the run id already."""
+
+    def __init__(self, existing: RunRecordV1) -> None:
+        super().__init__("RUN_ALREADY_EXISTS", f"run {existing.run_id!r} already exists")
+        self.existing = existing
+
+
+class RunRecordConflictError(SidecarError):
+    """An update of a run record kept losing its compare-and-set to other writers."""
+
+    code = grpc.StatusCode.ABORTED  # the client may retry the request
+
+    def __init__(self, run_id: str, attempts: int) -> None:
+        super().__init__(
+            "RUN_RECORD_CONFLICT",
+            f"run {run_id!r} was changed concurrently {attempts} times; retry",
+            metadata={"run_id": run_id},
+        )
+        self.run_id = run_id

@@ -1,0 +1,241 @@
+"""The storage format of run records: versioned JSON, plus the reader of the format before it.
+
+Schema 1 (``encode`` writes it)::
+
+    {"schema": 1, "run_id": "...", "request_id": "...", "owner_id": "...",
+     "status": "running", "attempt": 1, "created_at": "<ISO 8601>", "updated_at": "...",
+     "outcome": {"code": "", "message": ""},
+     "tasks": [{"id": "t1", "title": "...", "status": "pending", "assignee": "",
+                "depends_on": [], "result": ""}],
+     "result": null | {"success": true, "code": "ok", "message": "", "synthesis": "",
+                       "input_tokens": 0, "output_tokens": 0, "plan_only": false},
+     "pending_approvals": [], "store_uri": "file:///...", "seq_reserved_until": 1024,
+     "spec": {...}}
+
+Every field is the registry's own, stored by name (statuses as ``running``, ``completed``...),
+so the record does not change when a wire message gains a field or renumbers nothing. The one
+part kept in the API's own shape is ``spec``: it *is* the ``StartRunRequest`` the client sent,
+replayed by ``RestoreRun``, so it is stored in protobuf's canonical JSON mapping (field names,
+readable, never bytes).
+
+The previous format (``{"version": 1, ...}`` with base64 protobuf blobs and no owner) is still
+read, so a state file written by an older sidecar loads; the registry rewrites such a record in
+schema 1 the first time it loads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
+from sidecar.run_view import attempt_result_of, task_row_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sidecar.record import RunStatus, TaskStatus
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = 1
+LEGACY_VERSION = 1  # the "version" of the format before schema 1
+
+_RUN_STATUS: dict[str, RunStatus] = {
+    name.removeprefix("RUN_STATUS_").lower(): value for name, value in pb.RunStatus.items()
+}
+_RUN_STATUS_NAME = {value: name for name, value in _RUN_STATUS.items()}
+_TASK_STATUS: dict[str, TaskStatus] = {
+    name.removeprefix("TASK_STATUS_").lower(): value for name, value in pb.TaskStatus.items()
+}
+_TASK_STATUS_NAME = {value: name for name, value in _TASK_STATUS.items()}
+
+
+class RecordFormatError(ValueError):
+    """A stored run record cannot be read: malformed JSON, a missing field or unknown schema."""
+
+
+def encode(record: RunRecordV1) -> str:
+    """The stored text of ``record`` (schema 1, compact JSON)."""
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run_id": record.run_id,
+        "request_id": record.request_id,
+        "owner_id": record.owner_id,
+        "status": _RUN_STATUS_NAME[record.status],
+        "attempt": record.attempt,
+        "created_at": record.created_at.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "outcome": {"code": record.outcome.code, "message": record.outcome.message},
+        "tasks": [_task_document(task) for task in record.tasks],
+        "result": _result_document(record.result),
+        "pending_approvals": list(record.pending_approvals),
+        "store_uri": record.store_uri,
+        "seq_reserved_until": record.seq_reserved_until,
+        "spec": json_format.MessageToDict(record.request, preserving_proto_field_name=True),
+    }
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(text: str) -> RunRecordV1:
+    """Read a stored record, in schema 1 or in the format before it.
+
+    Raises:
+        RecordFormatError: the text is not a record this sidecar can read.
+    """
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise RecordFormatError("a run record is a JSON object")
+        if "schema" in raw:
+            if raw["schema"] != SCHEMA:
+                raise RecordFormatError(f"unknown run record schema {raw['schema']!r}")
+            return _from_schema_1(raw)
+        if raw.get("version") == LEGACY_VERSION:
+            return _from_legacy(raw)
+        raise RecordFormatError("neither a schema nor a version: not a run record")
+    except RecordFormatError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, DecodeError) as exc:
+        # json_format.ParseError and binascii.Error are ValueErrors too.
+        raise RecordFormatError(f"malformed run record: {type(exc).__name__}: {exc}") from exc
+
+
+def _task_document(task: TaskRow) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "title": task.title,
+        "status": _TASK_STATUS_NAME[task.status],
+        "assignee": task.assignee,
+        "depends_on": list(task.depends_on),
+        "result": task.result,
+    }
+
+
+def _result_document(result: AttemptResult | None) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {
+        "success": result.success,
+        "code": result.outcome.code,
+        "message": result.outcome.message,
+        "synthesis": result.synthesis,
+        "input_tokens": result.input_tokens,
+        "output_tokens": result.output_tokens,
+        "plan_only": result.plan_only,
+    }
+
+
+def _run_status(name: str) -> RunStatus:
+    try:
+        return _RUN_STATUS[name]
+    except KeyError:
+        raise RecordFormatError(f"unknown run status {name!r}") from None
+
+
+def _task_status(name: str) -> TaskStatus:
+    try:
+        return _TASK_STATUS[name]
+    except KeyError:
+        raise RecordFormatError(f"unknown task status {name!r}") from None
+
+
+def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
+    result = raw["result"]
+    spec = json_format.ParseDict(raw["spec"], pb.StartRunRequest())
+    return RunRecordV1(
+        run_id=str(raw["run_id"]),
+        request_id=str(raw["request_id"]),
+        owner_id=str(raw["owner_id"]),
+        request=spec,
+        status=_run_status(raw["status"]),
+        attempt=int(raw["attempt"]),
+        created_at=datetime.fromisoformat(raw["created_at"]),
+        updated_at=datetime.fromisoformat(raw["updated_at"]),
+        outcome=Outcome(code=str(raw["outcome"]["code"]), message=str(raw["outcome"]["message"])),
+        tasks=tuple(
+            TaskRow(
+                id=str(task["id"]),
+                title=str(task["title"]),
+                status=_task_status(task["status"]),
+                assignee=str(task["assignee"]),
+                depends_on=tuple(str(dep) for dep in task["depends_on"]),
+                result=str(task["result"]),
+            )
+            for task in raw["tasks"]
+        ),
+        result=None
+        if result is None
+        else AttemptResult(
+            success=bool(result["success"]),
+            outcome=Outcome(code=str(result["code"]), message=str(result["message"])),
+            synthesis=str(result["synthesis"]),
+            input_tokens=int(result["input_tokens"]),
+            output_tokens=int(result["output_tokens"]),
+            plan_only=bool(result["plan_only"]),
+        ),
+        pending_approvals=tuple(str(item) for item in raw["pending_approvals"]),
+        store_uri=str(raw["store_uri"]),
+        seq_reserved_until=int(raw["seq_reserved_until"]),
+    )
+
+
+def _from_legacy(raw: dict[str, Any]) -> RunRecordV1:
+    """The format before schema 1: base64 protobuf blobs, and no owner (``owner_id=""``)."""
+    result = raw.get("result")
+    return RunRecordV1(
+        run_id=raw["run_id"],
+        request_id=raw["request_id"],
+        owner_id="",
+        request=pb.StartRunRequest.FromString(base64.b64decode(raw["request"], validate=True)),
+        status=pb.RunStatus.Value(raw["status"]),
+        attempt=int(raw["attempt"]),
+        created_at=datetime.fromisoformat(raw["created_at"]),
+        updated_at=datetime.fromisoformat(raw["updated_at"]),
+        outcome=Outcome(**raw["outcome"]),
+        tasks=tuple(
+            task_row_of(pb.TaskState.FromString(base64.b64decode(item, validate=True)))
+            for item in raw["tasks"]
+        ),
+        result=(
+            attempt_result_of(pb.RunResult.FromString(base64.b64decode(result, validate=True)))
+            if result
+            else None
+        ),
+        pending_approvals=tuple(raw.get("pending_approvals", ())),
+        store_uri=raw.get("store_uri", ""),
+        seq_reserved_until=int(raw["seq_reserved_until"]),
+    )
+
+
+# -- event history ----------------------------------------------------------------------------
+# A finished run's events are wire messages replayed verbatim to later watchers, so they are
+# kept as what they are: serialized RunEvents, base64 in a JSON list.
+
+
+def encode_history(events: Sequence[pb.RunEvent]) -> str:
+    """The stored text of a run's retained events."""
+    return json.dumps(
+        [
+            base64.b64encode(event.SerializeToString(deterministic=True)).decode("ascii")
+            for event in events
+        ],
+        separators=(",", ":"),
+    )
+
+
+def decode_history(text: str) -> list[pb.RunEvent]:
+    """A run's stored events; an unreadable history is logged and read as none."""
+    try:
+        return [pb.RunEvent.FromString(base64.b64decode(item)) for item in json.loads(text)]
+    except (ValueError, TypeError, binascii.Error, DecodeError) as exc:
+        logger.error("unreadable event history: %s", exc)
+        return []

@@ -1,0 +1,157 @@
+"""What a sidecar process holds of one run in memory: its event log and its live progress.
+
+Sequence numbers are never reused, also across a crash, without writing every event: seqs are
+handed out from blocks reserved in the run record (``seq_reserved_until``). A block is persisted
+*before* any seq in it is used; a new process continues above the reservation. Events that only
+lived in a process that died are reported to watchers as a gap.
+
+Task and approval progress arrives as synchronous events (``on_progress`` is a plain callback),
+so it cannot wait for a store write. ``Progress`` keeps it in memory; the registry writes it with
+the run's next record update (a status change or a seq reservation), exactly when the record
+used to be persisted, so progress costs no store write per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.record import TaskRow
+
+if TYPE_CHECKING:
+    from sidecar.record import RunRecordV1, RunStatus
+
+SEQ_BLOCK = 1024
+MAX_RETAINED = 20_000
+
+
+class RunLog:
+    """The retained events of one run and the cursor watchers follow.
+
+    Appends are synchronous; watchers wait on :meth:`changed`. Seqs are only handed out below
+    the persisted reservation: events that arrive while a new block is being persisted wait in
+    ``_held`` (in order).
+    """
+
+    def __init__(self, run_id: str, *, next_seq: int, reserved_until: int) -> None:
+        self.run_id = run_id
+        self.events: list[pb.RunEvent] = []
+        self.first_seq = next_seq  # the oldest seq a watcher can still get from memory
+        self.next_seq = next_seq
+        self.reserved_until = reserved_until
+        self._held: list[pb.RunEvent] = []
+        self._changed = asyncio.Event()
+        self.last_status: RunStatus = pb.RUN_STATUS_UNSPECIFIED
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest event (0 when none is retained)."""
+        return self.events[-1].seq if self.events else 0
+
+    def add(self, event: pb.RunEvent) -> bool:
+        """Append ``event`` (its seq is set here); ``False`` when it waits for a reservation."""
+        if self._held or self.next_seq > self.reserved_until:
+            self._held.append(event)
+            return False
+        self._publish(event)
+        return True
+
+    def wanted_reservation(self) -> int:
+        """The reservation to persist next: one block above what is reserved or used."""
+        return max(self.reserved_until, self.next_seq - 1) + SEQ_BLOCK
+
+    def extend_reservation(self, reserved_until: int) -> None:
+        """A new block is durable: publish the held events."""
+        self.reserved_until = max(self.reserved_until, reserved_until)
+        while self._held and self.next_seq <= self.reserved_until:
+            self._publish(self._held.pop(0))
+
+    def needs_block(self) -> bool:
+        """Whether less than half a block is left."""
+        return self.reserved_until - self.next_seq < SEQ_BLOCK // 2 or bool(self._held)
+
+    def _publish(self, event: pb.RunEvent) -> None:
+        event.seq = self.next_seq
+        self.next_seq += 1
+        if event.type == "run_status":
+            self.last_status = event.run_status.status
+        self.events.append(event)
+        if len(self.events) > MAX_RETAINED:
+            drop = len(self.events) - MAX_RETAINED
+            del self.events[:drop]
+            self.first_seq = self.events[0].seq
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def since(self, after_seq: int) -> list[pb.RunEvent]:
+        """Retained events with seq > ``after_seq``."""
+        if not self.events or after_seq >= self.last_seq:
+            return []
+        # Retained seqs increase but may jump (history from an earlier process), so bisect.
+        start = bisect.bisect_right(self.events, after_seq, key=lambda event: event.seq)
+        return self.events[start:]
+
+    def changed(self) -> asyncio.Event:
+        """An event set at the next append."""
+        return self._changed
+
+    def restore_history(self, events: list[pb.RunEvent]) -> None:
+        """Seed the log with persisted history (boot)."""
+        if events:
+            self.events = events[-MAX_RETAINED:]
+            self.first_seq = self.events[0].seq
+            for event in reversed(self.events):
+                if event.type == "run_status":
+                    self.last_status = event.run_status.status
+                    break
+
+
+def tracks(event: pb.RunEvent) -> bool:
+    """Whether ``event`` changes a run's tasks or pending approvals (see ``Progress``)."""
+    detail = event.WhichOneof("detail")
+    return detail == "approval_pending" or (detail == "task_status" and bool(event.task_id))
+
+
+class Progress:
+    """A run's tasks and pending approvals as this process's events tell, ahead of the record.
+
+    Starts from a record's tasks and approvals; :meth:`track` applies each emitted event;
+    :meth:`fold` writes the result into a record for the next update.
+    """
+
+    def __init__(self, record: RunRecordV1) -> None:
+        self.tasks: dict[str, TaskRow] = {task.id: task for task in record.tasks}
+        self.pending_approvals: list[str] = list(record.pending_approvals)
+        self.changes = 0  # events tracked so far: tells a writer whether more came meanwhile
+
+    def track(self, event: pb.RunEvent) -> None:
+        """Keep the task table and the pending approvals current from ``event``."""
+        if not tracks(event):
+            return
+        self.changes += 1
+        if event.WhichOneof("detail") == "approval_pending":
+            if event.approval_pending.id not in self.pending_approvals:
+                self.pending_approvals.append(event.approval_pending.id)
+            return
+        task = self.tasks.get(event.task_id)
+        if task is None:
+            fields = event.data.fields
+            title = fields["title"].string_value if "title" in fields else ""
+            task = TaskRow(id=event.task_id, title=title)
+        self.tasks[event.task_id] = replace(
+            task,
+            status=event.task_status.status,
+            assignee=event.agent or task.assignee,
+            result=event.task_status.reason or task.result,
+        )
+
+    def fold(self, record: RunRecordV1) -> RunRecordV1:
+        """``record`` with this progress in it."""
+        return replace(
+            record,
+            tasks=tuple(self.tasks.values()),
+            pending_approvals=tuple(self.pending_approvals),
+        )

@@ -1,0 +1,162 @@
+"""Pure conversions between run records and the wire: ``pb.Run``, ``pb.TaskState``, results.
+
+The record (``sidecar.record``) is the sidecar's own value; these functions are the only place
+it meets the wire messages, in both directions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oma_actors.keyspace import checkpoint_key
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.convert import MODE_OF, TASK_STATUS, task_counts, timestamp
+from sidecar.record import AttemptResult, Outcome, TaskRow
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from oma_actors import TaskState, TeamRunResult
+    from sidecar.record import RunRecordV1
+
+
+def initial_tasks(request: pb.StartRunRequest) -> tuple[TaskRow, ...]:
+    """The tasks a run starts with, as far as the request tells (none for a goal)."""
+    mode = request.WhichOneof("mode")
+    specs = request.tasks.tasks if mode == "tasks" else request.plan.tasks if mode else []
+    return tuple(
+        TaskRow(
+            id=spec.id,
+            title=spec.title,
+            status=pb.TASK_STATUS_PENDING,
+            assignee=spec.assignee,
+            depends_on=tuple(spec.depends_on),
+        )
+        for spec in specs
+        if spec.id
+    )
+
+
+def task_row_of(task: pb.TaskState) -> TaskRow:
+    """The record's row of a wire task state."""
+    return TaskRow(
+        id=task.id,
+        title=task.title,
+        status=task.status,
+        assignee=task.assignee,
+        depends_on=tuple(task.depends_on),
+        result=task.result,
+    )
+
+
+def task_row_from_state(task: TaskState) -> TaskRow:
+    """The record's row of an OMA task state (a finished attempt's tasks)."""
+    return TaskRow(
+        id=task.id,
+        title=task.title,
+        status=TASK_STATUS.get(task.status, pb.TASK_STATUS_UNSPECIFIED),
+        assignee=task.assignee or "",
+        depends_on=tuple(task.depends_on),
+        result=task.result or "",
+    )
+
+
+def task_state_pb(row: TaskRow) -> pb.TaskState:
+    """The wire form of a task row."""
+    return pb.TaskState(
+        id=row.id,
+        title=row.title,
+        status=row.status,
+        assignee=row.assignee,
+        depends_on=list(row.depends_on),
+        result=row.result,
+    )
+
+
+def attempt_result_of(result: pb.RunResult) -> AttemptResult:
+    """The record's form of a wire run result."""
+    return AttemptResult(
+        success=result.success,
+        outcome=Outcome(code=result.status.code, message=result.status.message),
+        synthesis=result.synthesis,
+        input_tokens=result.usage.input_tokens,
+        output_tokens=result.usage.output_tokens,
+        plan_only=result.plan_only,
+    )
+
+
+def attempt_result_from(result: TeamRunResult) -> AttemptResult:
+    """The record's form of a finished attempt's ``TeamRunResult``."""
+    coordinator = result.agent_results.get("coordinator")
+    return AttemptResult(
+        success=result.success,
+        outcome=Outcome(code=result.status.code, message=result.status.message or ""),
+        synthesis=coordinator.output if coordinator is not None else "",
+        input_tokens=result.token_usage.input_tokens,
+        output_tokens=result.token_usage.output_tokens,
+        plan_only=result.plan_only,
+    )
+
+
+def run_result_pb(result: AttemptResult) -> pb.RunResult:
+    """The wire form of an attempt's result."""
+    return pb.RunResult(
+        success=result.success,
+        status=outcome_pb(result.outcome),
+        synthesis=result.synthesis,
+        usage=pb.TokenUsage(input_tokens=result.input_tokens, output_tokens=result.output_tokens),
+        plan_only=result.plan_only,
+    )
+
+
+def outcome_pb(outcome: Outcome) -> pb.Outcome:
+    """The wire form of an outcome."""
+    return pb.Outcome(code=outcome.code, message=outcome.message)
+
+
+def run_message(
+    record: RunRecordV1,
+    *,
+    tasks: Iterable[TaskRow],
+    pending_approvals: Iterable[str],
+    last_seq: int,
+    full: bool,
+) -> pb.Run:
+    """The wire form of a run.
+
+    Args:
+        record: the run's record.
+        tasks: the run's tasks as known now (the record's, or fresher live progress).
+        pending_approvals: the approval ids the run waits for, as known now.
+        last_seq: the seq of the run's newest event.
+        full: add the tasks and the result (``RUN_VIEW_FULL``).
+    """
+    request = record.request
+    checkpoint = request.checkpoint
+    rows = list(tasks)
+    states = [task_state_pb(row) for row in rows]
+    message = pb.Run(
+        run_id=record.run_id,
+        mode=MODE_OF.get(request.WhichOneof("mode") or "", pb.RUN_MODE_UNSPECIFIED),
+        status=record.status,
+        attempt=record.attempt,
+        request_id=record.request_id,
+        created_at=timestamp(record.created_at),
+        updated_at=timestamp(record.updated_at),
+        outcome=outcome_pb(record.outcome),
+        task_counts=task_counts(states),
+        pending_approval_ids=list(pending_approvals),
+        last_event_seq=last_seq,
+        checkpoint=pb.CheckpointRef(
+            enabled=not checkpoint.disabled,
+            store_uri=record.store_uri,
+            key=checkpoint.key or checkpoint_key(record.run_id),
+        ),
+    )
+    if request.HasField("metadata"):
+        message.metadata.CopyFrom(request.metadata)
+    if full:
+        message.tasks.extend(states)
+        if record.result is not None:
+            message.result.CopyFrom(run_result_pb(record.result))
+    return message

@@ -1,0 +1,135 @@
+"""The run record's storage format: schema 1 JSON, and the format before it still read."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from sidecar_helpers import legacy_record_text, run_request
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
+from sidecar.record_codec import RecordFormatError, decode, encode
+
+MOMENT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def full_record() -> RunRecordV1:
+    request = run_request("codec-1", tools=("echo",), arguments={"text": "x"})
+    request.metadata.update({"team": "blue", "n": 3})
+    request.team.agents[0].scripted.delay.FromMilliseconds(1500)
+    return RunRecordV1(
+        run_id="codec-1",
+        request_id=request.request_id,
+        owner_id="sidecar-a",
+        request=request,
+        status=pb.RUN_STATUS_SUSPENDED,
+        attempt=2,
+        created_at=MOMENT,
+        updated_at=MOMENT,
+        outcome=Outcome(code="suspended", message="waiting for a reviewer"),
+        tasks=(
+            TaskRow(
+                id="t1",
+                title="Task t1",
+                status=pb.TASK_STATUS_COMPLETED,
+                assignee="worker",
+                result="done",
+            ),
+            TaskRow(id="t2", title="Task t2", status=pb.TASK_STATUS_BLOCKED, depends_on=("t1",)),
+        ),
+        result=AttemptResult(
+            success=False,
+            outcome=Outcome(code="suspended"),
+            synthesis="",
+            input_tokens=12,
+            output_tokens=34,
+        ),
+        pending_approvals=("ap-1",),
+        store_uri="file:///tmp/state.json",
+        seq_reserved_until=2048,
+    )
+
+
+def test_schema_1_round_trips_every_field() -> None:
+    record = full_record()
+    assert decode(encode(record)) == record
+
+
+def test_schema_1_is_named_json_without_protobuf_bytes() -> None:
+    document = json.loads(encode(full_record()))
+    assert document["schema"] == 1
+    assert "version" not in document
+    assert document["status"] == "suspended"
+    assert [task["status"] for task in document["tasks"]] == ["completed", "blocked"]
+    assert document["owner_id"] == "sidecar-a"
+    assert document["result"]["input_tokens"] == 12
+    # The spec is the request's canonical JSON: field names, not serialized bytes.
+    assert document["spec"]["run_id"] == "codec-1"
+    assert document["spec"]["team"]["agents"][0]["name"] == "worker"
+    assert document["spec"]["metadata"] == {"team": "blue", "n": 3}
+
+
+def test_a_record_in_the_format_before_schema_1_is_read() -> None:
+    request = run_request("old-1")
+    tasks = (
+        pb.TaskState(id="t1", title="Task t1", status=pb.TASK_STATUS_COMPLETED, result="r1"),
+        pb.TaskState(id="t2", title="Task t2", status=pb.TASK_STATUS_PENDING, depends_on=["t1"]),
+    )
+    result = pb.RunResult(
+        success=True,
+        status=pb.Outcome(code="ok"),
+        synthesis="all done",
+        usage=pb.TokenUsage(input_tokens=5, output_tokens=6),
+    )
+    text = legacy_record_text(
+        request,
+        status="RUN_STATUS_COMPLETED",
+        tasks=tasks,
+        result=result,
+        pending_approvals=("ap-9",),
+        seq_reserved_until=3072,
+    )
+    record = decode(text)
+    assert record.owner_id == ""  # written before owners existed
+    assert record.run_id == "old-1"
+    assert record.request == request
+    assert record.status == pb.RUN_STATUS_COMPLETED
+    assert [(t.id, t.status, t.result) for t in record.tasks] == [
+        ("t1", pb.TASK_STATUS_COMPLETED, "r1"),
+        ("t2", pb.TASK_STATUS_PENDING, ""),
+    ]
+    assert record.tasks[1].depends_on == ("t1",)
+    assert record.result == AttemptResult(
+        success=True, outcome=Outcome(code="ok"), synthesis="all done",
+        input_tokens=5, output_tokens=6,
+    )  # fmt: skip
+    assert record.pending_approvals == ("ap-9",)
+    assert record.seq_reserved_until == 3072
+    # Written again, it is schema 1.
+    assert json.loads(encode(record))["schema"] == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        "[]",
+        '{"schema": 2}',
+        '{"version": 7}',
+        "{}",
+        '{"schema": 1, "run_id": "x"}',
+        '{"version": 1, "run_id": "x", "request": "!!!"}',
+    ],
+)
+def test_unreadable_records_raise_a_format_error(text: str) -> None:
+    with pytest.raises(RecordFormatError):
+        decode(text)
+
+
+def test_an_unknown_status_name_is_a_format_error() -> None:
+    document = json.loads(encode(full_record()))
+    document["status"] = "sleeping"
+    with pytest.raises(RecordFormatError, match="sleeping"):
+        decode(json.dumps(document))

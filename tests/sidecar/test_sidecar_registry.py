@@ -1,0 +1,171 @@
+"""The run registry: compare-and-set updates, typed errors, queries, live progress."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sidecar_helpers import SiblingWritesFirst, run_request
+
+from oma_actors import InMemoryStore
+from oma_actors.keyspace import sidecar_key
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.record import (
+    RunExistsError,
+    RunRecordConflictError,
+    RunRecordV1,
+    TaskRow,
+    UnknownRunError,
+)
+from sidecar.record_codec import decode
+from sidecar.runs import RunRegistry
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+def new_record(run_id: str, owner_id: str = "") -> RunRecordV1:
+    request = run_request(run_id)
+    return RunRecordV1(
+        run_id=run_id, request_id=request.request_id, owner_id=owner_id, request=request
+    )
+
+
+@pytest.fixture
+async def group() -> AsyncIterator[asyncio.TaskGroup]:
+    async with asyncio.TaskGroup() as tasks:
+        yield tasks
+
+
+def registry(store: InMemoryStore, owner: str, group: asyncio.TaskGroup) -> RunRegistry:
+    return RunRegistry(store, owner_id=owner, spawn=group.create_task)
+
+
+class AlwaysConflicts(InMemoryStore):
+    """A store whose compare-and-set always finds another value."""
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        return expected is None and await super().compare_and_set(key, expected, value, metadata)
+
+
+async def test_create_stamps_the_owner_and_persists_schema_1(group: asyncio.TaskGroup) -> None:
+    store = InMemoryStore()
+    runs = registry(store, "owner-a", group)
+    created = await runs.create(new_record("r1", owner_id="someone-else"))
+    assert created.owner_id == "owner-a"
+    stored = await store.get(sidecar_key("run", "r1"))
+    assert stored is not None
+    assert json.loads(stored.value)["schema"] == 1
+    assert decode(stored.value) == created == await runs.get("r1")
+    with pytest.raises(RunExistsError) as caught:
+        await runs.create(new_record("r1"))
+    assert caught.value.existing == created
+
+
+async def test_update_retries_and_keeps_a_sibling_write(group: asyncio.TaskGroup) -> None:
+    store = SiblingWritesFirst()
+    runs = registry(store, "owner-a", group)
+    await runs.create(new_record("r1"))
+    store.sibling_change = lambda record: replace(record, pending_approvals=("sibling",))
+    seen: list[tuple[str, ...]] = []
+
+    def bump(record: RunRecordV1) -> RunRecordV1:
+        seen.append(record.pending_approvals)
+        return replace(record, attempt=record.attempt + 1)
+
+    updated = await runs.update("r1", bump)
+    # The first try lost to the sibling; the retry applied the change on top of its write.
+    assert seen == [(), ("sibling",)]
+    assert (updated.attempt, updated.pending_approvals) == (2, ("sibling",))
+    assert await runs.get("r1") == updated
+
+
+async def test_update_of_an_unknown_run_raises_a_typed_error(group: asyncio.TaskGroup) -> None:
+    runs = registry(InMemoryStore(), "owner-a", group)
+    with pytest.raises(UnknownRunError) as caught:
+        await runs.update("nope", lambda record: record)
+    assert caught.value.run_id == "nope"
+    assert caught.value.reason == "RUN_NOT_FOUND"
+    with pytest.raises(UnknownRunError):
+        await runs.get("nope")
+    assert await runs.find("nope") is None
+
+
+async def test_update_gives_up_after_repeated_conflicts(group: asyncio.TaskGroup) -> None:
+    runs = registry(AlwaysConflicts(), "owner-a", group)
+    await runs.create(new_record("r1"))
+    with pytest.raises(RunRecordConflictError):
+        await runs.update("r1", lambda record: replace(record, attempt=9))
+
+
+async def test_a_change_that_raises_writes_nothing(group: asyncio.TaskGroup) -> None:
+    store = InMemoryStore()
+    runs = registry(store, "owner-a", group)
+    await runs.create(new_record("r1"))
+    before = await store.get(sidecar_key("run", "r1"))
+
+    def refuse(record: RunRecordV1) -> RunRecordV1:
+        raise LookupError("no")
+
+    with pytest.raises(LookupError):
+        await runs.update("r1", refuse)
+    after = await store.get(sidecar_key("run", "r1"))
+    assert before is not None
+    assert after is not None
+    assert after.value == before.value
+
+
+async def test_reads_see_a_record_another_sidecar_changed(group: asyncio.TaskGroup) -> None:
+    store = InMemoryStore()
+    mine, sibling = registry(store, "owner-a", group), registry(store, "owner-b", group)
+    await mine.create(new_record("r1"))
+    await sibling.set_status("r1", pb.RUN_STATUS_FAILED)
+    assert (await mine.get("r1")).status == pb.RUN_STATUS_FAILED
+    await sibling.create(new_record("r2"))
+    assert (await mine.get("r2")).owner_id == "owner-b"
+
+
+async def test_query_filters_by_status_request_and_owner(group: asyncio.TaskGroup) -> None:
+    store = InMemoryStore()
+    a, b = registry(store, "owner-a", group), registry(store, "owner-b", group)
+    first = await a.create(new_record("r1"))
+    await a.create(new_record("r2"))
+    await b.create(new_record("r3"))
+    await a.set_status("r2", pb.RUN_STATUS_COMPLETED)
+    ids = [record.run_id for record in await a.query()]
+    assert ids == ["r1", "r2", "r3"]
+    done = await a.query(statuses={pb.RUN_STATUS_COMPLETED})
+    assert [record.run_id for record in done] == ["r2"]
+    assert [r.run_id for r in await a.query(owner_id="owner-b")] == ["r3"]
+    assert await a.query(request_id=first.request_id) == [first]
+
+
+async def test_progress_is_live_at_once_and_written_with_the_next_update(
+    group: asyncio.TaskGroup,
+) -> None:
+    store = InMemoryStore()
+    runs = registry(store, "owner-a", group)
+    record = await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
+    event = pb.RunEvent(type="task_started", task_id="t1", agent="worker")
+    event.task_status.status = pb.TASK_STATUS_IN_PROGRESS
+    runs.emit("r1", event)
+    # Live in the wire view, not yet in the stored record (no store write per event).
+    live = runs.run_message(await runs.get("r1"), full=True)
+    assert [(t.status, t.assignee) for t in live.tasks] == [(pb.TASK_STATUS_IN_PROGRESS, "worker")]
+    assert (await runs.get("r1")).tasks == record.tasks
+    written = await runs.set_status("r1", pb.RUN_STATUS_RUNNING)
+    assert written.tasks == (
+        TaskRow(id="t1", status=pb.TASK_STATUS_IN_PROGRESS, assignee="worker"),
+    )
+    assert decode((await store.get(sidecar_key("run", "r1"))).value).tasks == written.tasks  # type: ignore[union-attr]
+    assert [e.type for e in (await runs.log_of("r1")).since(0)] == ["task_started", "run_status"]
