@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalRequest
     from oma_actors.domain.tasks import TaskState
 
-Publish = Callable[[list["ApprovalRequest"]], Awaitable[bool]]
+Publish = Callable[[list["ApprovalRequest"], str | None], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class DispatchGate:
                     content=content,
                     reason=reason,
                 )
-                if not await publish([request]):
+                if not await publish([request], task.id):
                     return _callback_error(
                         "APPROVAL_INTEGRITY_ERROR: the suspension could not be checkpointed"
                     )

@@ -38,6 +38,7 @@ class TaskQueue:
         before any task is queued.
         """
         deps = resolve_dependencies(tasks)
+        now = clock.now()
         queue = cls(
             (
                 TaskState(
@@ -51,6 +52,8 @@ class TaskQueue:
                     retry_delay_ms=task.retry_delay_ms,
                     retry_backoff=task.retry_backoff,
                     metadata=task.metadata,
+                    created_at=now,
+                    updated_at=now,
                 )
                 for task in tasks
             ),

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from crash_child import CRASH_EXIT
-from crash_harness import Baseline, Scenario, run_baseline
+from crash_checks import Baseline, run_baseline
+from crash_harness import Scenario
+
+from oma_actors.testing.crash_points import CRASH_EXIT
 
 
 @pytest.fixture(scope="session")
@@ -27,5 +29,5 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], B
 def crashed_store(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """The FileStore bytes a real crash left behind: chain, all calls committed (C04 boundary)."""
     sc = Scenario(tmp_path_factory.mktemp("crashed"), "chain")
-    sc.run(crash="store:all_committed:after", expect=CRASH_EXIT)
+    sc.run(crash="tool_results:before@alpha", expect=CRASH_EXIT)
     return sc.store_path.read_bytes()

@@ -31,7 +31,7 @@ async def test_snapshots_and_task_updates_read_the_injected_clock() -> None:
         [Task("only", "do it", assignee="worker")],
         checkpoint=CheckpointOptions(store=store, run_id="clocked"),
     )
-    assert [task.updated_at for task in result.tasks] == [MOMENT]
+    assert [(task.created_at, task.updated_at) for task in result.tasks] == [(MOMENT, MOMENT)]
     stored = await Checkpoint(store, run_id="clocked").load_latest()
     assert stored is not None
     assert stored.created_at == "2031-05-04T03:02:01.123Z"

@@ -1,0 +1,218 @@
+"""The checks of crash matrix 3.5, shared by every crash test, and the counting they rest on.
+
+Each crash test compares the union of its processes' ledgers with an uninterrupted run of the
+same scenario (a ``Baseline``): the model calls are the script plus the documented re-asks, no
+committed tool call runs again, accounting and identity continue, revisions only grow and events
+are at-least-once overall but at most once per process.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crash_harness import Child, Scenario
+from crash_scenarios import RUN_ID
+
+CallKey = tuple[str, str, str, int]  # (agent, role, task, turn)
+UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+
+# -- counting -----------------------------------------------------------------------------------
+
+
+def effect_counts(effects: list[dict[str, Any]], phase: str = "effect") -> Counter[str]:
+    """How many lines of ``phase`` each tool call id has."""
+    return Counter(line["tool_call_id"] for line in effects if line["phase"] == phase)
+
+
+def call_keys(calls: list[dict[str, Any]]) -> Counter[CallKey]:
+    """Model calls as a multiset of ``(agent, role, task, turn)``."""
+    return Counter((c["agent"], c["role"], c["task"], c["turn"]) for c in calls)
+
+
+def in_flight(snapshot: dict[str, Any], title: str = "alpha") -> dict[str, Any] | None:
+    """The in-flight entry of the task titled ``title``."""
+    ids = {task["title"]: task["id"] for task in snapshot["queue"]["tasks"]}
+    for entry in snapshot.get("inFlightTasks") or []:
+        if entry["taskId"] == ids.get(title):
+            return dict(entry)
+    return None
+
+
+def completed_titles(snapshot: dict[str, Any]) -> set[str]:
+    ids = set(snapshot["queue"]["completed"])
+    return {task["title"] for task in snapshot["queue"]["tasks"] if task["id"] in ids}
+
+
+def of_type(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [event for event in events if event["type"] == name]
+
+
+# -- baselines ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """An uninterrupted run of a scenario (in its own process)."""
+
+    result: dict[str, Any]
+    calls: list[dict[str, Any]]
+    effects: list[dict[str, Any]]
+
+    @property
+    def call_keys(self) -> Counter[CallKey]:
+        return call_keys(self.calls)
+
+    def seen(self, task: str, turn: int) -> list[Any]:
+        """The tool results the model was shown at ``task``'s ``turn``."""
+        [call] = [c for c in self.calls if c["task"] == task and c["turn"] == turn]
+        return list(call["seen"])
+
+
+GetBaseline = Callable[..., Baseline]
+"""The ``baseline`` fixture: ``baseline(scenario, mode="default") -> Baseline``."""
+
+
+def run_baseline(root: Path, name: str, mode: str) -> Baseline:
+    sc = Scenario(root, name, mode)
+    child = sc.run()
+    assert sc.result()["success"] is True
+    return Baseline(sc.result(), sc.model_calls(child.pid), sc.effects(child.pid))
+
+
+# -- the checks of matrix 3.5 -------------------------------------------------------------------
+
+
+def comparable(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without what legitimately differs between processes (pid, ids, attempt)."""
+    tasks = {
+        title: {key: value for key, value in task.items() if key != "id"}
+        for title, task in result["tasks"].items()
+    }
+    return {
+        "success": result["success"],
+        "status": result["status"],
+        "tasks": tasks,
+        "coordinator": result["coordinator"],
+    }
+
+
+def assert_same_results(
+    result: dict[str, Any], baseline: Baseline, *, total_usage: bool = True
+) -> None:
+    """Statuses, outputs, turns, token usage and tool records equal the uninterrupted run's.
+
+    ``total_usage=False`` skips the run's total token usage (see
+    ``test_c09b_restored_team_run_keeps_the_planning_usage`` for why run_team needs it).
+    """
+    assert comparable(result) == comparable(baseline.result)
+    if total_usage:
+        assert result["token_usage"] == baseline.result["token_usage"]
+
+
+def assert_revisions(sc: Scenario, before: int, after: int, p1: Child, p2: Child) -> None:
+    """Revisions only grow: within each process, and P2 continues right after P1's last save."""
+    assert after > before
+    saved1 = [e["revision"] for e in of_type(sc.events(p1.pid), "CheckpointSaved")]
+    saved2 = [e["revision"] for e in of_type(sc.events(p2.pid), "CheckpointSaved")]
+    assert saved1 == sorted(set(saved1))
+    assert saved2 == sorted(set(saved2))
+    assert not saved1 or max(saved1) <= before
+    assert saved2, "the restoring process saved nothing"
+    assert saved2[0] == before + 1
+    assert max(saved2) <= after
+
+
+def assert_resumed(
+    sc: Scenario,
+    p1: Child,
+    p2: Child,
+    base: Baseline,
+    before: dict[str, Any],
+    *,
+    extra_calls: Counter[CallKey] | None = None,
+    same_results: bool = True,
+    total_usage: bool = True,
+    earlier: tuple[Child, ...] = (),
+) -> dict[str, Any]:
+    """The checks every crash-and-restore test makes (matrix 3.5, items 2-5 and 8).
+
+    ``before`` is the checkpoint P1 left behind. Returns the checkpoint P2 left behind.
+    ``earlier`` are processes of the same run before P1 (say, the one that suspended before a
+    reviewer decided): their model calls count in the union too.
+    """
+    after = sc.snapshot()
+    assert after is not None
+    result = sc.result()
+    calls1, calls2 = sc.model_calls(p1.pid), sc.model_calls(p2.pid)
+    calls0 = [call for child in earlier for call in sc.model_calls(child.pid)]
+
+    # 2. Model calls: the union is the script plus the documented re-asks, nothing more.
+    union = call_keys(calls0) + call_keys(calls1) + call_keys(calls2)
+    assert union == base.call_keys + (extra_calls or Counter())
+    # ... and P2 never asks again for a turn whose assistant message was saved.
+    for title in completed_titles(before):
+        assert not [c for c in calls2 if c["task"] == title], f"{title} completed before the crash"
+    for entry_title in {task["title"] for task in before["queue"]["tasks"]}:
+        entry = in_flight(before, entry_title)
+        if entry is None:
+            continue
+        asked = [c["turn"] for c in calls2 if c["role"] == "worker" and c["task"] == entry_title]
+        if entry["phase"] == "completed":
+            assert asked == [], f"{entry_title} had its final answer saved"
+        else:
+            assert all(turn >= entry["turns"] for turn in asked), (entry_title, asked, entry)
+
+        # 3. Accounting continues from the saved values (it does not restart at 0).
+        final = result["tasks"][entry_title]
+        assert final["turns"] >= entry["turns"]
+        saved_usage = [entry["tokenUsage"]["input_tokens"], entry["tokenUsage"]["output_tokens"]]
+        assert final["usage"][0] >= saved_usage[0]
+        assert final["usage"][1] >= saved_usage[1]
+
+    # 4. Identity: same run id, attempt + 1, read by a third party from the store.
+    assert before["identity"]["runId"] == after["identity"]["runId"] == RUN_ID
+    assert result["run_id"] == RUN_ID
+    assert after["identity"]["attempt"] == before["identity"]["attempt"] + 1
+    assert result["attempt"] == after["identity"]["attempt"]
+
+    # 5. Revisions only increase.
+    assert_revisions(sc, before["revision"], after["revision"], p1, p2)
+
+    # 8. Events are at-least-once overall and at most once per process.
+    for pid in (p1.pid, p2.pid):
+        done = Counter(e["task_id"] for e in of_type(sc.events(pid), "TaskCompleted"))
+        assert all(count == 1 for count in done.values()), done
+    # Tasks the queue had completed before the crash are skipped by the restore without an event
+    # (see test_c08_task_completed_event_is_at_least_once for that window).
+    finished = {
+        e["task_id"] for pid in (p1.pid, p2.pid) for e in of_type(sc.events(pid), "TaskCompleted")
+    }
+    expected = {t["id"] for t in result["tasks"].values() if t["status"] == "completed"}
+    assert expected - set(before["queue"]["completed"]) <= finished <= expected
+
+    if same_results:
+        assert_same_results(result, base, total_usage=total_usage)
+    assert result["success"] is True
+    return after
+
+
+def replays_only(events: list[dict[str, Any]], call_id: str) -> None:
+    """P2 published no fresh ToolCalled for a call whose result was replayed."""
+    called = [e for e in of_type(events, "ToolCalled") if e["tool_call_id"] == call_id]
+    assert [e["replayed"] for e in called] in ([], [True])
+
+
+def assert_unknown(sc: Scenario, p2_pid: int, call_id: str) -> None:
+    """D1: a dispatched, uncommitted unsafe call is not re-run; the model is told UNKNOWN."""
+    assert sc.effects(p2_pid) == []  # no invocation at all in P2
+    unknown = of_type(sc.events(p2_pid), "ToolOutcomeUnknown")
+    assert [e["tool_call_id"] for e in unknown] == [call_id]
+    shown = [c["seen"] for c in sc.model_calls(p2_pid) if c["task"] == "alpha"]
+    results = {item[0]: item for seen in shown for item in seen}
+    assert results[call_id][2] is True  # is_error
+    assert UNKNOWN in results[call_id][1]
+    assert UNKNOWN in sc.result()["tasks"]["alpha"]["output"]
