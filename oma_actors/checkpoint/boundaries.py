@@ -20,6 +20,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
+from oma_actors.domain.inflight import BoundaryKind
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -35,16 +37,7 @@ RunBoundary = Literal[
 suspension, the stored synthesis (D4), the plan suspension (AP-23) and the rejection terminal
 (AP-31)."""
 
-RunnerBoundary = Literal[
-    "assistant_tool_turn",
-    "tool_dispatch",
-    "tool_commit",
-    "tool_results",
-    "terminal",
-    "attempt_reset",
-    "approval_requested",
-    "suspended",
-]
+RunnerBoundary = BoundaryKind
 """Runner boundaries, one per ``BoundaryKind`` a runner reports (spec RN-04)."""
 
 Boundary = RunBoundary | RunnerBoundary
