@@ -21,6 +21,7 @@ from oma_actors.checkpoint import (
     checkpoint_key,
     is_checkpoint_key,
 )
+from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
     AgentRunResult,
     ApprovalDecision,
@@ -46,11 +47,13 @@ from oma_actors.domain import (
 )
 from oma_actors.errors import (
     CheckpointError,
+    CheckpointNotFoundError,
     ConfigurationError,
     CorruptStoreError,
     DurableApprovalError,
     LeaseError,
     OmaError,
+    RunExistsError,
     RunIdMismatchError,
     StoreError,
     TaskGraphError,
@@ -99,10 +102,12 @@ __all__ = [
     "ChatOptions",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointNotFoundError",
     "CheckpointOptions",
     "CheckpointSaveFailed",
     "CheckpointSaved",
     "CheckpointSnapshot",
+    "CheckpointSummary",
     "ConfigurationError",
     "ContentBlock",
     "CoordinatorFailed",
@@ -132,6 +137,7 @@ __all__ = [
     "RecordedCall",
     "RedactingStore",
     "Reviewer",
+    "RunExistsError",
     "RunIdMismatchError",
     "RunStatus",
     "ScriptedAdapter",
@@ -167,5 +173,6 @@ __all__ = [
     "event_loop_factory",
     "get_approval_record",
     "is_checkpoint_key",
+    "list_checkpoints",
     "text_response",
 ]

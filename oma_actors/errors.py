@@ -4,13 +4,15 @@
 
     OmaError
     ├── ConfigurationError        bad options, unknown agents, misuse of the API
+    │   └── RunExistsError        a fresh run on a key that holds an unfinished run (D12)
     ├── StoreError                a store could not do what was asked
     │   └── CorruptStoreError     a store's durable bytes are unreadable (never "empty")
     ├── CheckpointError           a checkpoint value is invalid
     │   ├── UnsupportedSchemaError
-    │   └── RunIdMismatchError
+    │   ├── RunIdMismatchError
+    │   └── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
     ├── DurableApprovalError      approval ledger failures, carrying a code
-    ├── LeaseError                the run lease was lost or is held elsewhere
+    ├── LeaseError                a run record refused a command (lease held or lost, ...)
     ├── TaskGraphError            cycles, unknown dependencies, bad plans
     ├── ActorStoppedError         an actor stopped before it could answer
     ├── ActorFailedError          an actor under the escalate policy failed (cause: the error)
@@ -28,7 +30,7 @@ Cancellation is never caught or wrapped by anything in this package.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,6 +42,23 @@ class OmaError(Exception):
 
 class ConfigurationError(OmaError):
     """Options or inputs contradict each other or name something that does not exist."""
+
+
+class RunExistsError(ConfigurationError):
+    """A fresh run was started on a checkpoint key that holds an unfinished run (decision D12).
+
+    Nothing was written. Pass ``on_existing="restore"`` to continue the stored run, or
+    ``"overwrite"`` to replace it.
+    """
+
+    def __init__(self, key: str, run_id: str, status: str) -> None:
+        super().__init__(
+            f"checkpoint key {key!r} holds an unfinished run {run_id!r} ({status}); "
+            'pass on_existing="restore" to continue it or "overwrite" to replace it'
+        )
+        self.key = key
+        self.run_id = run_id
+        self.status = status
 
 
 class StoreError(OmaError):
@@ -82,6 +101,14 @@ class RunIdMismatchError(CheckpointError):
         self.found = found
 
 
+class CheckpointNotFoundError(CheckpointError):
+    """``restore()`` found no snapshot at the key and was given no tasks to run (decision D12)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"no checkpoint at {key!r} and no tasks to run: nothing to restore")
+        self.key = key
+
+
 class DurableApprovalError(OmaError):
     """A durable approval could not be recorded, found or validated."""
 
@@ -90,8 +117,52 @@ class DurableApprovalError(OmaError):
         self.code = code
 
 
+class ObservedRunRecord(Protocol):
+    """What a ``LeaseError`` tells about the record it saw; the value is a ``RunRecord``.
+
+    Spelled as a protocol because this module sits below ``oma_actors.runs`` in the layers.
+    """
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        ...
+
+    @property
+    def version(self) -> int:
+        """The record's write counter."""
+        ...
+
+    @property
+    def status(self) -> str:
+        """``queued``, ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """The execution attempt."""
+        ...
+
+    @property
+    def fencing_token(self) -> int:
+        """The ownership counter."""
+        ...
+
+
 class LeaseError(OmaError):
-    """The run lease is held by another owner or was lost."""
+    """A run record refused an ownership or lifecycle command (spec RS); ``code`` names why.
+
+    ``code`` is one of ``RUN_LEASE_HELD``, ``RUN_LEASE_LOST``, ``RUN_ALREADY_TERMINAL``,
+    ``RUN_SUSPENDED``, ``RUN_NOT_FOUND``, ``RUN_CONFLICT``, ``RUN_INVALID_TRANSITION``,
+    ``RUN_VALIDATION_ERROR``, ``RUN_INTEGRITY_ERROR`` or ``RUN_STORE_ATOMIC_REQUIRED``.
+    ``record`` is the ``RunRecord`` observed when the refusal was decided, when one was read.
+    """
+
+    def __init__(self, code: str, message: str, record: ObservedRunRecord | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.record = record
 
 
 class TaskGraphError(OmaError):
@@ -175,6 +246,7 @@ __all__ = [
     "LLMError",
     "LeaseError",
     "MailboxFullError",
+    "ObservedRunRecord",
     "OmaError",
     "OverloadedError",
     "ProviderError",

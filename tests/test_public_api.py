@@ -89,11 +89,17 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
     assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
-    assert params(orch.run_tasks)[1:] == [("team", pos), ("tasks", pos), ("checkpoint", kw)]
-    assert params(orch.run_team)[1:] == [
-        ("team", pos), ("goal", pos), ("checkpoint", kw), ("coordinator", kw), ("plan_only", kw)
+    # API.md "Checkpoints": the fresh-run methods take on_existing (decision D12).
+    assert params(orch.run_tasks)[1:] == [
+        ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw)
     ]  # fmt: skip
-    assert params(orch.run_from_plan)[1:] == [("team", pos), ("plan", pos), ("checkpoint", kw)]
+    assert params(orch.run_team)[1:] == [
+        ("team", pos), ("goal", pos), ("checkpoint", kw), ("coordinator", kw), ("plan_only", kw),
+        ("on_existing", kw),
+    ]  # fmt: skip
+    assert params(orch.run_from_plan)[1:] == [
+        ("team", pos), ("plan", pos), ("checkpoint", kw), ("on_existing", kw)
+    ]  # fmt: skip
     assert params(orch.restore)[1:] == [
         ("team", pos), ("tasks_or_plan", pos), ("checkpoint", kw), ("coordinator", kw),
         ("journal", kw),

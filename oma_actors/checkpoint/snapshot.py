@@ -12,6 +12,9 @@ if TYPE_CHECKING:
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import TaskState
 
+SnapshotStatus = Literal["in_progress", "suspended", "completed", "failed", "rejected"]
+_TERMINAL = frozenset({"completed", "failed", "skipped"})
+
 RunMode = Literal["runTeam", "runTasks", "runFromPlan"]
 WRITE_VERSION = 4
 READ_VERSIONS = (1, 2, 3, 4, 5)
@@ -94,3 +97,26 @@ class CheckpointSnapshot:
     def is_finished(self) -> bool:
         """Whether every task of the run had completed."""
         return all(task.status == "completed" for task in self.tasks)
+
+    @property
+    def status(self) -> SnapshotStatus:
+        """Where the saved run stands.
+
+        ``completed``: every task completed. ``suspended``: it waits for an approval.
+        ``rejected`` / ``failed``: every task is terminal but not all completed (a rejection
+        was decided, or tasks failed or were skipped). ``in_progress``: anything else, i.e. the
+        run stopped mid-way (a crash, an abort) and ``restore()`` continues it.
+        """
+        if self.is_finished:
+            return "completed"
+        if self.pending_approvals:
+            return "suspended"
+        if all(task.status in _TERMINAL for task in self.tasks):
+            rejected = any(d.decision == "rejected" for d in self.approval_decisions)
+            return "rejected" if rejected else "failed"
+        return "in_progress"
+
+    @property
+    def is_unfinished(self) -> bool:
+        """Whether ``restore()`` would continue this run (in progress or suspended)."""
+        return self.status in ("in_progress", "suspended")

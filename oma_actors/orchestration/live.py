@@ -19,6 +19,19 @@ if TYPE_CHECKING:
 _LIVE: set[tuple[int, str]] = set()
 
 
+def refuse_if_live(store: object, key: str) -> None:
+    """Raise ``ConfigurationError`` if a live run of this process holds ``key`` of ``store``.
+
+    Checked first by a fresh run, so "already in use" wins over "holds an unfinished run": the
+    stored run is not unfinished, it is running right now.
+    """
+    if (id(store), key) in _LIVE:
+        raise ConfigurationError(
+            f"checkpoint key {key!r} of this store is already in use by a live run; "
+            "give each concurrent run its own run_id"
+        )
+
+
 @contextmanager
 def claim(store: object, key: str) -> Iterator[None]:
     """Hold ``key`` of ``store`` for the duration of a run.
@@ -27,11 +40,7 @@ def claim(store: object, key: str) -> Iterator[None]:
         ConfigurationError: a live run of this process already uses that store and key.
     """
     token = (id(store), key)
-    if token in _LIVE:
-        raise ConfigurationError(
-            f"checkpoint key {key!r} of this store is already in use by a live run; "
-            "give each concurrent run its own run_id"
-        )
+    refuse_if_live(store, key)
     _LIVE.add(token)
     try:
         yield

@@ -10,6 +10,7 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
+from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_goal, run_task_list
 from oma_actors.orchestration.options import (
     CheckpointArg,
@@ -108,22 +109,47 @@ class OpenMultiAgent:
         return outcome.result
 
     async def run_tasks(
-        self, team: Team, tasks: Sequence[Task], *, checkpoint: CheckpointArg = None
+        self,
+        team: Team,
+        tasks: Sequence[Task],
+        *,
+        checkpoint: CheckpointArg = None,
+        on_existing: OnExisting = "error",
     ) -> TeamRunResult:
         """Run explicit tasks; options and the graph are validated before any agent works.
+
+        Args:
+            team: the agents.
+            tasks: the task graph.
+            checkpoint: this call's checkpoint setting (replaces the orchestrator's).
+            on_existing: what to do when the key holds an unfinished run (decision D12).
 
         Raises:
             TaskGraphError: cycles, unknown dependencies or assignees, duplicate ids.
             ConfigurationError: contradictory checkpoint options (spec CO-06, D9).
+            RunExistsError: the key holds an unfinished run and ``on_existing="error"``.
         """
         resolved = self._resolve(team, checkpoint)
+        if await continue_existing(resolved, check_on_existing(on_existing)):
+            return await self._restore(team, tasks, resolved, None)
         return await run_task_list(team, tasks, ctx=self._ctx, resolved=resolved)
 
     async def run_from_plan(
-        self, team: Team, plan: PlanArtifact, *, checkpoint: CheckpointArg = None
+        self,
+        team: Team,
+        plan: PlanArtifact,
+        *,
+        checkpoint: CheckpointArg = None,
+        on_existing: OnExisting = "error",
     ) -> TeamRunResult:
-        """Run a reviewed plan artifact with its ids and dependencies exactly (spec PL-03)."""
+        """Run a reviewed plan artifact with its ids and dependencies used exactly.
+
+        Spec PL-03: the plan's own task ids and dependencies are kept (no renaming), so the
+        run's records match the artifact a person reviewed. ``on_existing`` as in run_tasks.
+        """
         resolved = self._resolve(team, checkpoint)
+        if await continue_existing(resolved, check_on_existing(on_existing)):
+            return await self._restore(team, plan, resolved, None)
         return await run_task_list(
             team,
             plan_tasks(plan),
@@ -141,9 +167,15 @@ class OpenMultiAgent:
         checkpoint: CheckpointArg = None,
         coordinator: AgentConfig | None = None,
         plan_only: bool = False,
+        on_existing: OnExisting = "error",
     ) -> TeamRunResult:
-        """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer."""
+        """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer.
+
+        ``on_existing`` as in run_tasks; it is decided before the coordinator is asked.
+        """
         resolved = self._resolve(team, checkpoint)  # plan_only writes only a plan suspension
+        if await continue_existing(resolved, check_on_existing(on_existing)):
+            return await self._restore(team, None, resolved, coordinator)
         return await run_goal(
             team,
             goal,
@@ -166,15 +198,25 @@ class OpenMultiAgent:
 
         Completed tasks are skipped, interrupted runners resume from their saved conversation,
         committed tool results are replayed and never re-run. With no checkpoint, the given
-        tasks or plan run fresh (checkpointed); with neither, nothing happens.
+        tasks or plan run fresh (checkpointed).
 
         Raises:
+            CheckpointNotFoundError: no checkpoint and no tasks or plan (decision D12).
             CheckpointError: the stored checkpoint is invalid (never read as "no checkpoint").
             RunIdMismatchError: the checkpoint belongs to another run than the one requested.
         """
         if journal is not None:
             raise ConfigurationError("run journals are not available in this build yet")
         resolved = self._resolve(team, checkpoint, restoring=True)
+        return await self._restore(team, tasks_or_plan, resolved, coordinator)
+
+    async def _restore(
+        self,
+        team: Team,
+        tasks_or_plan: Sequence[Task] | PlanArtifact | None,
+        resolved: ResolvedCheckpoint | None,
+        coordinator: AgentConfig | None,
+    ) -> TeamRunResult:
         return await restore_run(
             team, tasks_or_plan, ctx=self._ctx, resolved=resolved, coordinator=coordinator
         )

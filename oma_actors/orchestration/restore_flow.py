@@ -1,4 +1,4 @@
-"""The restore flow: continue a checkpointed run where it stopped (spec 10, D4, D7)."""
+"""The restore flow: continue a checkpointed run where it stopped (spec 10, D4, D12)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
-from oma_actors.errors import DurableApprovalError, StoreError
+from oma_actors.errors import CheckpointNotFoundError, DurableApprovalError, StoreError
 from oma_actors.events import ApprovalPending, SynthesisFailed
-from oma_actors.ids import new_id
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
@@ -68,13 +68,9 @@ async def restore_run(
             )
         if tasks_or_plan:
             return await run_task_list(team, list(tasks_or_plan), ctx=ctx, resolved=resolved)
-        # Decision D7: nothing to restore and nothing to run writes nothing at all.
-        return team_result(
-            run_id=(resolved.run_id if resolved else None) or new_id(),
-            attempt=1,
-            queue=TaskQueue([]),
-            state=RunState(),
-        )
+        # Decision D12 (replacing D7's silent no-op): nothing to restore and nothing to run is
+        # an error the caller must see; it still writes nothing at all.
+        raise CheckpointNotFoundError(resolved.key if resolved else checkpoint_key(None))
     assert resolved is not None
     with claim_if(resolved):
         return await _continue(team, snapshot, ctx=ctx, resolved=resolved, coordinator=coordinator)

@@ -12,6 +12,7 @@ from acceptance_helpers import answer, run_until, titled, two_tasks
 from oma_actors import (
     AgentConfig,
     ChatOptions,
+    CheckpointNotFoundError,
     CheckpointOptions,
     CheckpointSaveFailed,
     ConfigurationError,
@@ -88,14 +89,16 @@ async def test_t12_restore_on_an_empty_store_runs_the_given_tasks() -> None:
     assert await store.get(checkpoint_key("r12")) is not None
 
 
-async def test_d7_restore_with_nothing_writes_nothing() -> None:
+async def test_d12_restore_with_nothing_raises_and_writes_nothing() -> None:
+    # D7 made this a silent no-op; D12 makes it an error the caller sees, still writing nothing.
     store = InMemoryStore()
-    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter(titled))])
-    result = await OpenMultiAgent().restore(
-        team, checkpoint=CheckpointOptions(store=store, run_id="r")
-    )
-    assert result.tasks == []
+    adapter = ScriptedAdapter(titled)
+    team = Team("t", [AgentConfig("worker", adapter=adapter)])
+    with pytest.raises(CheckpointNotFoundError) as caught:
+        await OpenMultiAgent().restore(team, checkpoint=CheckpointOptions(store=store, run_id="r"))
+    assert caught.value.key == "__oma_checkpoint__/r/latest"
     assert await store.list() == []
+    assert adapter.call_count == 0
 
 
 async def test_t15_t29_finished_run_restores_without_model_calls_and_attempt_grows() -> None:

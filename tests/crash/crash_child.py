@@ -44,6 +44,7 @@ from crash_wiring import NO_CRASH, CrashPlan, make_sink, patch_replace, plan_cra
 
 from oma_actors import (
     AgentConfig,
+    CheckpointNotFoundError,
     CheckpointOptions,
     DurableApprovalError,
     FileStore,
@@ -129,6 +130,16 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+async def main_or_not_found(args: argparse.Namespace) -> int:
+    """``main``, recording a restore that found nothing to restore (D12) as its result."""
+    try:
+        return await main(args)
+    except CheckpointNotFoundError as exc:
+        record = {"error": type(exc).__name__, "key": exc.key, "tasks": {}}
+        (args.ledger_dir / RESULT).write_text(json.dumps(record, indent=1, sort_keys=True))
+        return 0
+
+
 async def run_or_restore(
     args: argparse.Namespace,
     orchestrator: OpenMultiAgent,
@@ -140,15 +151,17 @@ async def run_or_restore(
     team_mode = args.scenario == "team"
     if args.resume:
         tasks = None if (args.no_tasks or team_mode) else tasks_for(args.scenario)
-        result = await orchestrator.restore(
-            team, tasks, checkpoint=options, coordinator=coordinator
-        )
-        if team_mode and not result.tasks and not args.no_tasks:
+        try:
+            return await orchestrator.restore(
+                team, tasks, checkpoint=options, coordinator=coordinator
+            )
+        except CheckpointNotFoundError:
+            if not team_mode or args.no_tasks:
+                raise
             # Nothing was checkpointed before the crash: the application plans again.
-            result = await orchestrator.run_team(
+            return await orchestrator.run_team(
                 team, GOAL, checkpoint=options, coordinator=coordinator
             )
-        return result
     if team_mode:
         return await orchestrator.run_team(team, GOAL, checkpoint=options, coordinator=coordinator)
     return await orchestrator.run_tasks(team, tasks_for(args.scenario), checkpoint=options)
@@ -213,4 +226,4 @@ async def decide_main(args: argparse.Namespace) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["decide"]:
         sys.exit(asyncio.run(decide_main(parse_decide_args(sys.argv[2:]))))
-    sys.exit(asyncio.run(main(parse_args())))
+    sys.exit(asyncio.run(main_or_not_found(parse_args())))

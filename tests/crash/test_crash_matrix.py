@@ -42,8 +42,9 @@ def test_c01_crash_before_the_first_save(tmp_path: Path, baseline: GetBaseline) 
     assert sc.effects() == []  # no tool runs before the first durable save
     assert sc.model_calls() == []
 
-    # restore(team) with nothing stored and no tasks is a no-op that writes nothing (D7).
+    # restore(team) with nothing stored and no tasks raises and writes nothing (D12).
     noop = sc.run(resume=True, no_tasks=True)
+    assert sc.result()["error"] == "CheckpointNotFoundError"
     assert sc.result()["tasks"] == {}
     assert sc.model_calls(noop.pid) == []
     assert not sc.store_path.exists()

@@ -1,0 +1,142 @@
+"""No silent overwrite (decision D12): on_existing, RunExistsError, list_checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+from acceptance_helpers import answer, run_until, titled, two_tasks
+
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    ConfigurationError,
+    InMemoryStore,
+    OpenMultiAgent,
+    RunExistsError,
+    Suspend,
+    Task,
+    TaskCompleted,
+    Team,
+    list_checkpoints,
+)
+from oma_actors.checkpoint import Checkpoint
+from oma_actors.testing import ScriptedAdapter
+
+
+def team(adapter: ScriptedAdapter) -> Team:
+    return Team("t", [AgentConfig("worker", adapter=adapter)])
+
+
+async def interrupted(store: InMemoryStore, run_id: str = "r") -> ScriptedAdapter:
+    """A run aborted after its first task completed: an unfinished snapshot is stored."""
+    adapter = ScriptedAdapter(titled)
+    options = CheckpointOptions(store=store, run_id=run_id)
+    await run_until(
+        lambda emit: OpenMultiAgent(on_progress=emit).run_tasks(
+            team(adapter), two_tasks(), checkpoint=options
+        ),
+        lambda event: isinstance(event, TaskCompleted),
+    )
+    return adapter
+
+
+async def test_a_fresh_run_on_an_unfinished_run_is_refused_before_any_work() -> None:
+    store = InMemoryStore()
+    await interrupted(store)
+    before = await Checkpoint(store, run_id="r").load_latest()
+    assert before is not None
+    assert before.status == "in_progress"
+    fresh = ScriptedAdapter(titled)
+    with pytest.raises(RunExistsError) as caught:
+        await OpenMultiAgent().run_tasks(
+            team(fresh), two_tasks(), checkpoint=CheckpointOptions(store=store, run_id="r")
+        )
+    assert (caught.value.run_id, caught.value.status) == ("r", "in_progress")
+    assert "on_existing" in str(caught.value)
+    assert fresh.call_count == 0
+    assert await Checkpoint(store, run_id="r").load_latest() == before
+
+
+async def test_on_existing_restore_continues_the_stored_run() -> None:
+    store = InMemoryStore()
+    await interrupted(store)
+    adapter = ScriptedAdapter(titled)
+    result = await OpenMultiAgent().run_tasks(
+        team(adapter), two_tasks(), checkpoint=CheckpointOptions(store=store, run_id="r"),
+        on_existing="restore",
+    )  # fmt: skip
+    assert result.success
+    assert result.attempt == 2
+    assert adapter.call_count == 1  # only the second task ran
+
+
+async def test_on_existing_overwrite_starts_over_at_attempt_one() -> None:
+    store = InMemoryStore()
+    await interrupted(store)
+    adapter = ScriptedAdapter(titled)
+    result = await OpenMultiAgent().run_tasks(
+        team(adapter), [Task("only", "x")], checkpoint=CheckpointOptions(store=store, run_id="r"),
+        on_existing="overwrite",
+    )  # fmt: skip
+    assert (result.success, result.attempt, adapter.call_count) == (True, 1, 1)
+    stored = await Checkpoint(store, run_id="r").load_latest()
+    assert stored is not None
+    assert [t.title for t in stored.tasks] == ["only"]
+
+
+async def test_a_finished_run_is_simply_replaced() -> None:
+    store = InMemoryStore()
+    options = CheckpointOptions(store=store, run_id="r")
+    await OpenMultiAgent().run_tasks(team(ScriptedAdapter(titled)), two_tasks(), checkpoint=options)
+    again = await OpenMultiAgent().run_tasks(
+        team(ScriptedAdapter(titled)), [Task("next", "x")], checkpoint=options
+    )
+    assert again.success
+    assert again.attempt == 1
+
+
+async def test_a_suspended_run_counts_as_unfinished() -> None:
+    store = InMemoryStore()
+    options = CheckpointOptions(store=store, run_id="r")
+    first = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).run_tasks(
+        team(ScriptedAdapter([answer("x")])), [Task("a", "x")], checkpoint=options
+    )
+    assert first.status.code == "suspended"
+    with pytest.raises(RunExistsError) as caught:
+        await OpenMultiAgent().run_tasks(
+            team(ScriptedAdapter([answer("x")])), [Task("a", "x")], checkpoint=options
+        )
+    assert caught.value.status == "suspended"
+
+
+async def test_an_unknown_on_existing_value_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="on_existing"):
+        await OpenMultiAgent().run_tasks(
+            team(ScriptedAdapter(titled)), two_tasks(), checkpoint=False,
+            on_existing="replace",  # type: ignore[arg-type]
+        )  # fmt: skip
+
+
+async def test_list_checkpoints_shows_every_run_and_the_unreadable_ones() -> None:
+    store = InMemoryStore()
+    await interrupted(store, "a")
+    await OpenMultiAgent().run_tasks(
+        team(ScriptedAdapter(titled)),
+        two_tasks(),
+        checkpoint=CheckpointOptions(store=store, run_id="b"),
+    )
+    await store.set("__oma_checkpoint__/broken/latest", "{not json")
+    await store.set("agent/notes", "not a checkpoint")
+    summaries = await list_checkpoints(store)
+    by_key = {s.key: s for s in summaries}
+    assert set(by_key) == {
+        "__oma_checkpoint__/a/latest", "__oma_checkpoint__/b/latest",
+        "__oma_checkpoint__/broken/latest",
+    }  # fmt: skip
+    a, b = by_key["__oma_checkpoint__/a/latest"], by_key["__oma_checkpoint__/b/latest"]
+    assert (a.run_id, a.status, a.attempt) == ("a", "in_progress", 1)
+    assert (b.run_id, b.status) == ("b", "completed")
+    assert b.revision > 0
+    assert b.saved_at.endswith("Z")
+    broken = by_key["__oma_checkpoint__/broken/latest"]
+    assert broken.status == "unreadable"
+    assert broken.error
