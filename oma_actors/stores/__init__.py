@@ -1,7 +1,10 @@
-"""Key/value stores: the protocols and the two embedded backends.
+"""Key/value stores: the protocols, the embedded backends, and ``open_store(uri)``.
 
 ``InMemoryStore`` lives and dies with the process; ``FileStore`` keeps one JSON file in OMA's
-format. Both satisfy ``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``.
+format for one process; ``SqliteStore`` shares one database file between the processes of a
+machine. ``PostgresStore`` (``oma_actors.stores.postgres``, extra ``postgres``) and
+``RedisStore`` (``oma_actors.stores.redis``, extra ``redis``) span machines. All satisfy
+``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``.
 """
 
 from oma_actors.stores.base import (
@@ -20,6 +23,8 @@ from oma_actors.stores.base import (
 )
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.stores.sqlite import SqliteStore
+from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
 
 __all__ = [
     "AtomicStore",
@@ -32,8 +37,12 @@ __all__ = [
     "MemoryStore",
     "Put",
     "Remove",
+    "SqliteStore",
+    "StoreTarget",
     "Write",
     "is_atomic_store",
     "is_conditional_store",
     "is_memory_store",
+    "open_store",
+    "parse_store_uri",
 ]

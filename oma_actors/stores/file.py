@@ -21,6 +21,7 @@ from oma_actors.stores.base import Expect, MemoryEntry, Put
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
+from oma_actors.stores.file_lock import hold_state_file
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -40,10 +41,12 @@ class FileStore:
     missing file is an empty store and is created by the first mutation. A corrupt or unreadable
     file raises ``CorruptStoreError`` on first use, and keeps raising it on this instance.
 
-    ``apply`` and ``compare_and_set`` are atomic only among callers sharing this instance: there
-    is no cross-process lock (FS-11). Prefer ``async with FileStore.open(path) as store``, which
-    loads eagerly and waits for pending writes on exit. Every write rewrites the whole file, so it
-    suits the checkpoint store; keep chatty shared memory on ``InMemoryStore`` (FS-12).
+    ``apply`` and ``compare_and_set`` are atomic only among callers sharing this instance
+    (FS-11). Prefer ``open_store("file:///abs/state.json")``, which gives every spelling of one
+    file one shared instance, or ``async with FileStore.open(path) as store``; both load eagerly,
+    wait for pending writes on exit, and lock the file against other processes (D13). Every
+    write rewrites the whole file, so it suits the checkpoint store; keep chatty shared memory
+    on ``InMemoryStore`` (FS-12).
 
     Args:
         path: The state file; resolved to an absolute path now, so a later ``chdir`` is harmless.
@@ -70,17 +73,28 @@ class FileStore:
     async def open(
         cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK
     ) -> AsyncIterator[FileStore]:
-        """Open the store at ``path``, loaded, and wait for its pending writes on exit.
+        """Open the store at ``path``, locked and loaded; wait for its pending writes on exit.
+
+        While it is open, this process holds an advisory lock on ``<path>.lock`` (DESIGN D13),
+        so another process opening the same file (under any spelling) is refused instead of
+        silently overwriting this one's writes. Other opens in this process share the lock;
+        ``open_store`` also shares the instance, which is what keeps compare-and-set atomic.
+        A ``FileStore(path)`` built directly takes no lock.
 
         Raises:
+            StoreError: Another process has the file open.
             CorruptStoreError: The file exists but is unreadable or not a valid state file.
         """
         store = cls(path, clock=clock)
-        await store._mirror()
+        hold = await hold_state_file(store.path)
         try:
+            await store._mirror()
             yield store
         finally:
-            await store.aclose()
+            try:
+                await store.aclose()
+            finally:
+                hold.release()
 
     @property
     def path(self) -> str:

@@ -1,0 +1,156 @@
+"""One process at a time per FileStore state file: an advisory ``flock`` beside it (DESIGN D13).
+
+A FileStore's compare-and-set holds only among the callers of one instance, so a second process
+writing the same file would have its writes silently overwritten by the first one's next rename
+(or overwrite the first one's). ``hold_state_file`` takes ``fcntl.flock(LOCK_EX | LOCK_NB)`` on
+``<real path>.lock`` and writes the holder's pid into it; a second process is refused with a
+``StoreError`` naming that pid. The kernel drops the lock when the holder exits or dies, so a
+crash never leaves the file locked. The lock file itself is left in place: deleting it would let
+two processes lock two different inodes under one name.
+
+An ``flock`` belongs to one open file description, so two opens of the lock file in ONE process
+would refuse each other. The holds of this process are therefore counted per real path in
+``_HELD``, a process-wide table because the thing it mirrors (the kernel's lock) is
+process-wide. Taking the lock is a few non-blocking syscalls (``LOCK_NB`` never waits), so it
+runs on the event loop, and no ``await`` separates looking a path up from recording the hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from contextlib import suppress
+from dataclasses import dataclass
+
+from oma_actors.errors import StoreError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows has no flock; the store stays unlocked there
+    fcntl = None  # type: ignore[assignment]
+
+
+@dataclass(slots=True)
+class _Held:
+    fd: int
+    count: int
+
+
+_HELD: dict[str, _Held] = {}
+
+
+class StateFileHold:
+    """This process's claim on one state file; ``release()`` gives it back (idempotent)."""
+
+    def __init__(self, real_path: str) -> None:
+        self._real_path = real_path
+        self._released = False
+
+    @property
+    def lock_path(self) -> str:
+        """The lock file: the state file's real path plus ``.lock``."""
+        return f"{self._real_path}.lock"
+
+    def release(self) -> None:
+        """Drop this claim; the last claim of the process unlocks the file."""
+        if self._released:
+            return
+        self._released = True
+        held = _HELD.get(self._real_path)
+        if held is None:
+            return
+        held.count -= 1
+        if held.count == 0:
+            del _HELD[self._real_path]
+            _unlock(held.fd)
+
+
+async def hold_state_file(path: str) -> StateFileHold:
+    """Claim the state file at ``path`` for this process.
+
+    Args:
+        path: The state file; every spelling of one file (symlinks, ``..``, extra slashes)
+            resolves to the same lock.
+
+    Returns:
+        A claim to release when the store closes.
+
+    Raises:
+        StoreError: Another process holds the file, or the lock file cannot be created.
+    """
+    claimed = _claim(path)
+    if isinstance(claimed, StateFileHold):
+        return claimed
+    holder = await _holder(claimed)
+    raise StoreError(
+        f"{path} is in use by another process (pid {holder}); a FileStore serves one "
+        "process at a time: stop that process, or use a sqlite://, postgresql:// or "
+        "redis:// store to share state between processes"
+    )
+
+
+def _claim(path: str) -> StateFileHold | str:
+    """A hold on ``path``, or the lock file's path when another process holds it."""
+    # Synchronous on purpose: with no await between the lookup and the record, two openers in
+    # this process cannot both miss _HELD and lock the file twice (refusing each other).
+    real = os.path.realpath(path)
+    held = _HELD.get(real)
+    if held is None:
+        fd = _lock(path, real)
+        if fd is None:
+            return f"{real}.lock"
+        held = _HELD[real] = _Held(fd=fd, count=0)
+    held.count += 1
+    return StateFileHold(real)
+
+
+def _lock(path: str, real: str) -> int | None:
+    """The locked lock file's descriptor, or ``None`` when another process holds the lock."""
+    lock_path = f"{real}.lock"
+    try:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot create the lock file {lock_path} ({exc})") from exc
+    if fcntl is None:  # pragma: no cover
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"{path}: cannot lock {lock_path} ({exc})") from exc
+    with suppress(OSError):  # the pid is only for the refusal message of another process
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+async def _holder(lock_path: str) -> str:
+    # The holder writes its pid just after it takes the lock: give a fresh holder a moment.
+    for _ in range(20):
+        text = await asyncio.to_thread(_read_pid, lock_path)
+        if text is None or text.isdigit():
+            return text or "unknown"
+        await asyncio.sleep(0.01)
+    return "unknown"
+
+
+def _read_pid(lock_path: str) -> str | None:
+    try:
+        with open(lock_path, "rb") as handle:
+            return handle.read(32).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+
+
+def _unlock(fd: int) -> None:
+    with suppress(OSError):
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+__all__ = ["StateFileHold", "hold_state_file"]

@@ -1,0 +1,337 @@
+"""PostgresStore: a store in one PostgreSQL table, atomic across processes and machines.
+
+Every write is a transaction that first takes a transaction-scoped advisory lock for each key it
+checks or writes, in one global order (so two writers never deadlock). Row locks alone cannot
+guard a check that a key is ABSENT (there is no row to lock), and two such checks would both
+pass and both insert; a lock on the key's name covers present and absent keys alike. Checks then
+read with ``FOR UPDATE``, which also makes ``clear()`` (``LOCK TABLE ... EXCLUSIVE``) wait for
+them or them for it. Reads need no lock: each statement sees only committed transactions.
+
+asyncpg is imported on first use, so the base install does not need the ``postgres`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
+
+from oma_actors.clock import SYSTEM_CLOCK
+from oma_actors.errors import ConfigurationError, StoreError
+from oma_actors.stores.base import Expect, Put, Remove
+from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from types import ModuleType, TracebackType
+
+    import asyncpg
+    from asyncpg.pool import PoolConnectionProxy
+
+    from oma_actors.clock import Clock
+    from oma_actors.stores.base import MemoryEntry, Write
+
+_T = TypeVar("_T")
+_Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
+
+TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,54}")
+"""What ``table`` may be: a plain identifier short enough to name its index too."""
+# Any constant works: it only serializes concurrent CREATE TABLE IF NOT EXISTS, which races on
+# PostgreSQL's catalog when two processes create one table at the same moment.
+_CREATE_LOCK = 0x6F6D615F6B76
+
+
+def _asyncpg() -> ModuleType:
+    try:
+        import asyncpg  # the optional dependency is loaded only when used
+    except ImportError as exc:
+        raise ConfigurationError(
+            "PostgresStore needs asyncpg: install the extra with pip install 'oma-actors[postgres]'"
+        ) from exc
+    return asyncpg
+
+
+class PostgresStore:
+    """A store in one PostgreSQL table, on an asyncpg connection pool.
+
+    ``compare_and_set`` and ``apply`` are atomic across every process and machine using the same
+    table. It satisfies ``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``;
+    ``list()`` keeps insertion order and an overwrite keeps its position and ``created_at``.
+    Use ``async with PostgresStore(dsn) as store``: it connects eagerly, creates the table if
+    it is missing, and closes the pool on exit. A store used without ``async with`` connects on
+    first use; then call ``aclose()``.
+
+    Args:
+        dsn: A ``postgresql://user[:password]@host[:port]/database`` URI.
+        table: The table's name: a plain identifier of at most 55 characters.
+        clock: Stamps ``created_at`` of new keys.
+        max_connections: The most connections the pool opens.
+        connect_timeout: Seconds to wait for the server before failing.
+
+    Raises:
+        ConfigurationError: ``table`` is not a plain identifier.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table: str = "oma_kv",
+        clock: Clock = SYSTEM_CLOCK,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not TABLE_NAME.fullmatch(table):
+            raise ConfigurationError(
+                f"PostgresStore table {table!r} is not a plain identifier (letters, digits, _)"
+            )
+        self._dsn = dsn
+        self._table = table
+        self._clock = clock
+        self._max_connections = max_connections
+        self._connect_timeout = connect_timeout
+        self._name = f"{redact(dsn)} (table {table})"
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+        self._sql = _statements(table)
+
+    @property
+    def table(self) -> str:
+        """The name of the store's table."""
+        return self._table
+
+    @property
+    def name(self) -> str:
+        """The store's name in errors: its DSN without the password, and its table."""
+        return self._name
+
+    async def open(self) -> Self:
+        """Connect, and create the table if it is missing; idempotent.
+
+        Raises:
+            StoreError: The server is unreachable or refused the credentials or database.
+            ConfigurationError: asyncpg is not installed, or the DSN is malformed.
+        """
+        await self._connected()
+        return self
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pool; later calls raise ``StoreError``."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                async with asyncio.timeout(10):
+                    await pool.close()  # waits for connections still in use
+            except TimeoutError:
+                pool.terminate()
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        """Return the entry at ``key``, or ``None`` when there is none."""
+        pool = await self._connected()
+        row = await self._call(pool.fetchrow(self._sql["get"], key))
+        return None if row is None else make_row_entry(self._name, *row)
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the write failed.
+        """
+        await self._upsert(key, value, metadata, None)
+
+    async def set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
+        await self._upsert(key, value, metadata, expires_at_turn)
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
+
+        Returns:
+            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the database failed.
+        """
+        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` in order, in one transaction, only if every check holds.
+
+        Returns:
+            ``True`` if every check held and the transaction committed, ``False`` on a mismatch
+            (nothing written).
+
+        Raises:
+            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), or the
+                database failed (the transaction rolled back, or its outcome is unknown when
+                the connection broke during the commit).
+        """
+        batch = encode_batch(writes)
+        now = self._clock.now()
+        pool = await self._connected()
+
+        async def body(connection: _Connection) -> bool:
+            await self._lock(connection, [c.key for c in checks] + [w.key for w in writes])
+            for check in checks:
+                current = await connection.fetchval(self._sql["check"], check.key)
+                if current != check.value:
+                    return False
+            for write, metadata in batch:
+                if isinstance(write, Put):
+                    args = (write.key, write.value, metadata, now, None)
+                    await connection.execute(self._sql["upsert"], *args)
+                else:
+                    await connection.execute(self._sql["delete"], write.key)
+            return True
+
+        return await self._transaction(pool, body)
+
+    async def list(self) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order."""
+        pool = await self._connected()
+        rows = await self._call(pool.fetch(self._sql["list"]))
+        return [make_row_entry(self._name, *row) for row in rows]
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is a no-op."""
+        await self.apply((), (Remove(key),))
+
+    async def clear(self) -> None:
+        """Remove every entry."""
+        pool = await self._connected()
+
+        async def body(connection: _Connection) -> None:
+            await connection.execute(self._sql["lock_table"])
+            await connection.execute(self._sql["clear"])
+
+        await self._transaction(pool, body)
+
+    async def _upsert(
+        self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
+    ) -> None:
+        encoded = encode_metadata(metadata, key)
+        now = self._clock.now()
+        pool = await self._connected()
+
+        async def body(connection: _Connection) -> None:
+            await self._lock(connection, [key])
+            await connection.execute(self._sql["upsert"], key, value, encoded, now, expires)
+
+        await self._transaction(pool, body)
+
+    async def _lock(self, connection: _Connection, keys: Iterable[str]) -> None:
+        # Sorted: every writer takes its locks in one global order, so none waits in a cycle.
+        ids = sorted({_lock_id(self._table, key) for key in keys})
+        await connection.executemany("SELECT pg_advisory_xact_lock($1)", [(i,) for i in ids])
+
+    async def _transaction(
+        self, pool: asyncpg.Pool, body: Callable[[_Connection], Awaitable[_T]]
+    ) -> _T:
+        async def run() -> _T:
+            async with pool.acquire() as connection, connection.transaction():
+                return await body(connection)
+
+        return await self._call(run())
+
+    async def _call(self, operation: Awaitable[_T]) -> _T:
+        driver = _asyncpg()
+        try:
+            return await operation
+        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+            raise StoreError(f"{self._name}: {exc}") from exc
+
+    async def _connected(self) -> asyncpg.Pool:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._closed:
+                raise StoreError(f"{self._name}: the store is closed")
+            if self._pool is None:
+                self._pool = await self._create_pool()
+            return self._pool
+
+    async def _create_pool(self) -> asyncpg.Pool:
+        driver = _asyncpg()
+        try:
+            pool: asyncpg.Pool = await driver.create_pool(
+                self._dsn,
+                min_size=1,
+                max_size=self._max_connections,
+                timeout=self._connect_timeout,
+            )
+        except driver.ClientConfigurationError as exc:
+            raise ConfigurationError(f"{self._name}: {exc}") from exc
+        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+            raise StoreError(f"{self._name}: cannot connect ({exc})") from exc
+        try:
+            async with pool.acquire() as connection, connection.transaction():
+                await connection.execute("SELECT pg_advisory_xact_lock($1)", _CREATE_LOCK)
+                await connection.execute(self._sql["create"])
+                await connection.execute(self._sql["index"])
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, driver.PostgresError | driver.InterfaceError | OSError):
+                raise StoreError(f"{self._name}: cannot create the table ({exc})") from exc
+            raise
+        return pool
+
+
+def _lock_id(table: str, key: str) -> int:
+    """A signed 64-bit advisory lock id for ``key`` of ``table`` (collisions only serialize)."""
+    digest = hashlib.blake2b(f"{table}\0{key}".encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def _statements(name: str) -> dict[str, str]:
+    table = f'"{name}"'
+    columns = "key, value, metadata, created_at, expires_at_turn"
+    return {
+        # seq gives list() its insertion order: an upsert keeps the row and so its seq.
+        "create": (
+            f"CREATE TABLE IF NOT EXISTS {table} (seq BIGSERIAL NOT NULL, key TEXT PRIMARY KEY, "
+            "value TEXT NOT NULL, metadata TEXT, created_at TIMESTAMPTZ NOT NULL, "
+            "expires_at_turn INTEGER)"
+        ),
+        "index": f'CREATE INDEX IF NOT EXISTS "{name}_seq" ON {table} (seq)',
+        "get": f"SELECT {columns} FROM {table} WHERE key = $1",
+        "list": f"SELECT {columns} FROM {table} ORDER BY seq",
+        "check": f"SELECT value FROM {table} WHERE key = $1 FOR UPDATE",
+        "upsert": (
+            f"INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO "
+            "UPDATE SET value = EXCLUDED.value, metadata = EXCLUDED.metadata, "
+            "expires_at_turn = EXCLUDED.expires_at_turn"
+        ),
+        "delete": f"DELETE FROM {table} WHERE key = $1",
+        "clear": f"DELETE FROM {table}",
+        "lock_table": f"LOCK TABLE {table} IN EXCLUSIVE MODE",
+    }
+
+
+__all__ = ["TABLE_NAME", "PostgresStore"]

@@ -1,0 +1,341 @@
+"""RedisStore: a store in five Redis keys under one prefix, atomic through server-side scripts.
+
+An entry lives in three hashes (value, metadata with expiry, created_at) and a sorted set that
+orders keys by a score taken from a counter, all named ``<prefix>...``. Every read and write is
+one Lua script, and Redis runs a script with nothing else interleaved: a compare-and-set or an
+``apply`` checks and writes as one step for every client of the server, and ``list()`` reads
+the order and the entries as one consistent snapshot. Durability is the server's: configure
+AOF (``appendonly yes``) where losing the last second of writes matters.
+
+redis-py is imported on first use, so the base install does not need the ``redis`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Self, cast
+
+from oma_actors.clock import SYSTEM_CLOCK
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
+from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
+from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Awaitable, Mapping, Sequence
+    from types import ModuleType, TracebackType
+
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+
+    from oma_actors.clock import Clock
+    from oma_actors.stores.base import Write
+
+# KEYS: values, meta, created, order, seq. ARGV: now, n, n x (key, present?, value), then
+# writes as (op, key, value, meta). A Put of a new key takes created_at and a place at the end;
+# an overwrite keeps both. A Remove forgets both, so a re-put key goes to the end. Redis does
+# not undo a script that fails half-way, so every way a write could fail (a key of the wrong
+# type, a counter that is not a number) is checked before the first write.
+_APPLY = """
+local kinds = {'hash', 'hash', 'hash', 'zset', 'string'}
+for k = 1, 5 do
+  local kind = redis.call('TYPE', KEYS[k])['ok']
+  if kind ~= 'none' and kind ~= kinds[k] then
+    return redis.error_reply('corrupt store: ' .. KEYS[k] .. ' holds a ' .. kind)
+  end
+end
+local seq = redis.call('GET', KEYS[5])
+if seq and not tonumber(seq) then
+  return redis.error_reply('corrupt store: ' .. KEYS[5] .. ' is not a number')
+end
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local current = redis.call('HGET', KEYS[1], ARGV[i])
+  if ARGV[i + 1] == '0' then
+    if current then return 0 end
+  elseif current ~= ARGV[i + 2] then
+    return 0
+  end
+  i = i + 3
+end
+while i <= #ARGV do
+  local key = ARGV[i + 1]
+  if ARGV[i] == 'put' then
+    if redis.call('HSETNX', KEYS[3], key, ARGV[1]) == 1 then
+      redis.call('ZADD', KEYS[4], redis.call('INCR', KEYS[5]), key)
+    end
+    redis.call('HSET', KEYS[1], key, ARGV[i + 2])
+    redis.call('HSET', KEYS[2], key, ARGV[i + 3])
+  else
+    redis.call('HDEL', KEYS[1], key)
+    redis.call('HDEL', KEYS[2], key)
+    redis.call('HDEL', KEYS[3], key)
+    redis.call('ZREM', KEYS[4], key)
+  end
+  i = i + 4
+end
+return 1
+"""
+_GET = """
+local value = redis.call('HGET', KEYS[1], ARGV[1])
+if not value then return false end
+return {value, redis.call('HGET', KEYS[2], ARGV[1]), redis.call('HGET', KEYS[3], ARGV[1])}
+"""
+_LIST = """
+local out = {}
+for _, key in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  table.insert(out, {key, redis.call('HGET', KEYS[1], key), redis.call('HGET', KEYS[2], key),
+    redis.call('HGET', KEYS[3], key)})
+end
+return out
+"""
+
+
+def _redis() -> ModuleType:
+    try:
+        import redis.asyncio  # the optional dependency is loaded only when used
+    except ImportError as exc:
+        raise ConfigurationError(
+            "RedisStore needs redis-py: install the extra with pip install 'oma-actors[redis]'"
+        ) from exc
+    return redis
+
+
+class RedisStore:
+    """A store in one Redis database under a key prefix, on redis-py's asyncio client.
+
+    ``compare_and_set`` and ``apply`` are atomic for every client of the server. It satisfies
+    ``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``; ``list()`` keeps insertion
+    order and an overwrite keeps its position and ``created_at``. Use ``async with
+    RedisStore(url) as store``: it connects eagerly and closes the connections on exit. A store
+    used without ``async with`` connects on first use; then call ``aclose()``.
+
+    Args:
+        url: A ``redis://[:password@]host:port/db`` (or ``rediss://``) URL.
+        prefix: Starts the name of each of the store's five Redis keys; stores with different
+            prefixes are independent. Put a ``{tag}`` in it to keep the keys on one cluster slot.
+        clock: Stamps ``created_at`` of new keys.
+        connect_timeout: Seconds to wait for the server before failing.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "oma:",
+        clock: Clock = SYSTEM_CLOCK,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._clock = clock
+        self._connect_timeout = connect_timeout
+        self._name = f"{redact(url)} (prefix {prefix!r})"
+        self._keys = [f"{prefix}{part}" for part in ("values", "meta", "created", "order", "seq")]
+        self._client: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+        self._opening = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of the store's Redis keys."""
+        return self._prefix
+
+    @property
+    def name(self) -> str:
+        """The store's name in errors: its URL without the password, and its prefix."""
+        return self._name
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The Redis keys holding this store's entries (all start with the prefix)."""
+        return tuple(self._keys)
+
+    async def open(self) -> Self:
+        """Connect and check the server answers; idempotent.
+
+        Raises:
+            StoreError: The server is unreachable or refused the credentials.
+            ConfigurationError: redis-py is not installed, or the URL is malformed.
+        """
+        await self._connected()
+        return self
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections; later calls raise ``StoreError``."""
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        """Return the entry at ``key``, or ``None`` when there is none."""
+        row = await self._script(_GET, [key])
+        return None if row is None else self._entry([key, *row])
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the write failed.
+        """
+        await self._write([], [("put", key, value, _meta(encode_metadata(metadata, key), None))])
+
+    async def set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
+        meta = _meta(encode_metadata(metadata, key), expires_at_turn)
+        await self._write([], [("put", key, value, meta)])
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
+
+        Returns:
+            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the server failed.
+        """
+        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` in order, in one server-side script, only if every check holds.
+
+        Returns:
+            ``True`` if every check held and the writes happened, ``False`` on a mismatch
+            (nothing written).
+
+        Raises:
+            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), or the
+                server failed (then the outcome is unknown only if the reply was lost).
+        """
+        ops = [
+            ("put", w.key, w.value, _meta(m, None))
+            if isinstance(w, Put)
+            else ("del", w.key, "", "")
+            for w, m in encode_batch(writes)
+        ]
+        return await self._write(checks, ops)
+
+    async def list(self) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order."""
+        rows = await self._script(_LIST, [])
+        return [self._entry(row) for row in rows]
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is a no-op."""
+        await self.apply((), (Remove(key),))
+
+    async def clear(self) -> None:
+        """Remove every entry (the five keys of this prefix)."""
+        client = await self._connected()
+        await self._call(client.delete(*self._keys))
+
+    async def _write(
+        self, checks: Sequence[Expect], ops: builtins.list[tuple[str, str, str, str]]
+    ) -> bool:
+        args: builtins.list[str] = [encode_time(self._clock.now()), str(len(checks))]
+        for check in checks:
+            present = check.value is not None
+            args += [check.key, "1" if present else "0", check.value or ""]
+        for op in ops:
+            args += op
+        return bool(await self._script(_APPLY, args))
+
+    async def _script(self, source: str, args: builtins.list[str]) -> Any:
+        client = await self._connected()
+        script = self._scripts.get(source)
+        if script is None:
+            # EVALSHA with a fallback to EVAL: the script's text crosses the wire once.
+            script = self._scripts[source] = client.register_script(source)
+        return await self._call(script(keys=self._keys, args=args))
+
+    def _entry(self, row: Sequence[Any]) -> MemoryEntry:
+        key, value, meta, created = row
+        if not isinstance(meta, str) or not isinstance(created, str):
+            raise CorruptStoreError(self._name, f"entry {key!r} is missing its metadata or time")
+        try:
+            metadata, expires = json.loads(meta)
+        except (ValueError, TypeError) as exc:
+            raise CorruptStoreError(self._name, f"unreadable metadata of entry {key!r}") from exc
+        if not isinstance(value, str) or not isinstance(metadata, dict | None):
+            raise CorruptStoreError(self._name, f"malformed value or metadata of entry {key!r}")
+        return MemoryEntry(
+            key=key,
+            value=value,
+            metadata=metadata,
+            created_at=decode_time(self._name, key, created),
+            expires_at_turn=expires if type(expires) is int else None,
+        )
+
+    async def _call(self, operation: Awaitable[Any]) -> Any:
+        driver = _redis()
+        try:
+            return await operation
+        except (driver.RedisError, OSError, ValueError) as exc:
+            raise StoreError(f"{self._name}: {exc}") from exc
+
+    async def _connected(self) -> Redis:
+        if self._client is not None:
+            return self._client
+        async with self._opening:
+            if self._closed:
+                raise StoreError(f"{self._name}: the store is closed")
+            if self._client is None:
+                self._client = await self._connect()
+            return self._client
+
+    async def _connect(self) -> Redis:
+        driver = _redis()
+        try:
+            client = cast(
+                "Redis",
+                driver.asyncio.Redis.from_url(
+                    self._url,
+                    decode_responses=True,
+                    socket_connect_timeout=self._connect_timeout,
+                ),
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"{self._name}: {exc}") from exc
+        try:
+            await client.ping()
+        except BaseException as exc:
+            await client.aclose()
+            if isinstance(exc, driver.RedisError | OSError):
+                raise StoreError(f"{self._name}: cannot connect ({exc})") from exc
+            raise
+        return client
+
+
+def _meta(metadata: str | None, expires_at_turn: int | None) -> str:
+    """The meta hash's field: ``[metadata, expires_at_turn]`` as JSON text."""
+    turn = "null" if expires_at_turn is None else str(int(expires_at_turn))
+    return f"[{metadata or 'null'},{turn}]"
+
+
+__all__ = ["RedisStore"]

@@ -1,0 +1,136 @@
+"""Entry fields as database columns, shared by the SQLite, PostgreSQL and Redis stores.
+
+A database store keeps each entry as a row: the value as text, the metadata as compact JSON text
+(never JSONB: that would reorder keys and reject ``\\u0000``), ``created_at`` as an ISO-8601
+timestamp with microseconds, and ``expires_at_turn``. The conversions, and the one place that
+strips a password from a URI before it appears in an error, live here as pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores.base import MemoryEntry, Put
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from oma_actors.stores.base import Write
+
+
+def encode_metadata(metadata: Mapping[str, Any] | None, key: str) -> str | None:
+    """The metadata of ``key`` as compact JSON text, or ``None`` when there is none.
+
+    Raises:
+        StoreError: The metadata is not JSON-serializable (the caller has written nothing yet).
+    """
+    if metadata is None:
+        return None
+    try:
+        return json.dumps(
+            dict(metadata), ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        )
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"metadata of entry {key!r} is not JSON-serializable: {exc}") from exc
+
+
+def encode_batch(writes: Sequence[Write]) -> list[tuple[Write, str | None]]:
+    """Each write with its encoded metadata, so a batch is rejected before any of it is sent.
+
+    Raises:
+        StoreError: Some ``Put``'s metadata is not JSON-serializable.
+    """
+    return [
+        (write, encode_metadata(write.metadata, write.key) if isinstance(write, Put) else None)
+        for write in writes
+    ]
+
+
+def decode_metadata(store: str, key: str, text: str | None) -> dict[str, Any] | None:
+    """The metadata column of ``key`` as a dict.
+
+    Raises:
+        CorruptStoreError: The column holds something other than a JSON object.
+    """
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise CorruptStoreError(store, f"metadata of entry {key!r} is not valid JSON") from exc
+    if not isinstance(parsed, dict):
+        raise CorruptStoreError(store, f"non-object metadata in entry {key!r}")
+    return parsed
+
+
+def encode_time(moment: datetime) -> str:
+    """``moment`` as ISO-8601 UTC text with microseconds, which sorts like the time itself."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def decode_time(store: str, key: str, text: str) -> datetime:
+    """An ``encode_time`` text back as an aware datetime.
+
+    Raises:
+        CorruptStoreError: The text is not an ISO-8601 timestamp.
+    """
+    try:
+        moment = datetime.fromisoformat(text)
+    except (TypeError, ValueError) as exc:
+        raise CorruptStoreError(store, f"invalid created_at {text!r} in entry {key!r}") from exc
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def make_row_entry(
+    store: str,
+    key: str,
+    value: str,
+    metadata: str | None,
+    created_at: str | datetime,
+    expires_at_turn: int | None,
+) -> MemoryEntry:
+    """The ``MemoryEntry`` of one row.
+
+    Raises:
+        CorruptStoreError: A column does not hold what the store writes there.
+    """
+    if not isinstance(value, str):
+        raise CorruptStoreError(store, f"value of entry {key!r} is not text")
+    if isinstance(created_at, str):
+        created_at = decode_time(store, key, created_at)
+    return MemoryEntry(
+        key=key,
+        value=value,
+        metadata=decode_metadata(store, key, metadata),
+        created_at=created_at,
+        expires_at_turn=expires_at_turn,
+    )
+
+
+def redact(uri: str) -> str:
+    """``uri`` without its password, for error messages and logs."""
+    try:
+        parts = urlsplit(uri)
+        password = parts.password
+    except ValueError:
+        return uri.split("@", 1)[-1] if "@" in uri else uri
+    if password is None:
+        return uri
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+__all__ = [
+    "decode_metadata",
+    "decode_time",
+    "encode_batch",
+    "encode_metadata",
+    "encode_time",
+    "make_row_entry",
+    "redact",
+]

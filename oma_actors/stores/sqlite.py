@@ -1,0 +1,288 @@
+"""SqliteStore: a store in one SQLite database file, atomic across the processes of one machine.
+
+All database work happens on one worker thread per store, which owns the connection: calls are
+queued in order, the event loop never blocks, and sqlite3's one-thread-per-connection rule holds
+without ``check_same_thread=False``. Every check-then-write runs inside ``BEGIN IMMEDIATE``,
+which takes SQLite's write lock before the first read, so no other connection (in this process
+or another) can write between a check and the writes it guards. WAL lets readers go on while
+one process writes; ``busy_timeout`` makes a writer wait for the lock instead of failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from oma_actors.clock import SYSTEM_CLOCK
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores.base import Expect, Put
+from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Callable, Mapping, Sequence
+    from types import TracebackType
+
+    from oma_actors.clock import Clock
+    from oma_actors.stores.base import MemoryEntry, Write
+
+_T = TypeVar("_T")
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of a database this build writes; a newer one is refused."""
+
+# seq gives list() its insertion order: an upsert keeps the row (and so its seq), a deleted and
+# re-inserted key gets a new one, and AUTOINCREMENT never hands out a number twice.
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS oma_kv (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    value TEXT NOT NULL,
+    metadata TEXT,
+    created_at TEXT NOT NULL,
+    expires_at_turn INTEGER
+)
+"""
+_UPSERT = (
+    "INSERT INTO oma_kv (key, value, metadata, created_at, expires_at_turn) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, "
+    "metadata = excluded.metadata, expires_at_turn = excluded.expires_at_turn"
+)
+_VALUE = "SELECT value FROM oma_kv WHERE key = ?"
+_ROW = "SELECT key, value, metadata, created_at, expires_at_turn FROM oma_kv"
+
+
+class SqliteStore:
+    """A store in one SQLite file (stdlib ``sqlite3``, WAL), shared safely by many processes.
+
+    ``compare_and_set`` and ``apply`` are atomic across every process on the machine that opens
+    the same file. It satisfies ``ConditionalStore`` (so ``AtomicStore``) and ``ExpiringStore``;
+    ``list()`` keeps insertion order and an overwrite keeps its position and ``created_at``.
+    Use ``async with SqliteStore(path) as store``: it opens eagerly and closes on exit. A store
+    used without ``async with`` opens on first use; then call ``aclose()``.
+
+    Args:
+        path: The database file; its directory is created on open.
+        clock: Stamps ``created_at`` of new keys.
+        busy_timeout: Seconds a write waits for another process's write lock before failing.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self._path = os.path.abspath(os.fspath(path))
+        self._clock = clock
+        self._busy_timeout = busy_timeout
+        self._connection: sqlite3.Connection | None = None
+        self._worker: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The absolute path of the database file."""
+        return self._path
+
+    async def open(self) -> Self:
+        """Open the database now (creating the file and table if needed); idempotent.
+
+        Raises:
+            StoreError: The file cannot be opened or was written by a newer schema.
+            CorruptStoreError: The file is not a SQLite database.
+        """
+        await self._run(lambda connection: None)
+        return self
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Finish queued calls and close the connection; later calls raise ``StoreError``."""
+        if self._closed:
+            return
+        self._closed = True
+        worker = self._worker
+        if worker is None:
+            return
+        # Queued behind every pending call, so those finish (and commit) before the close.
+        await asyncio.get_running_loop().run_in_executor(worker, self._close_connection)
+        worker.shutdown(wait=False)
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        """Return the entry at ``key``, or ``None`` when there is none."""
+
+        def read(connection: sqlite3.Connection) -> MemoryEntry | None:
+            row = connection.execute(f"{_ROW} WHERE key = ?", (key,)).fetchone()
+            return None if row is None else self._entry(row)
+
+        return await self._run(read)
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the write failed.
+        """
+        await self._upsert(key, value, metadata, None)
+
+    async def set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
+        await self._upsert(key, value, metadata, expires_at_turn)
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
+
+        Returns:
+            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable, or the database failed.
+        """
+        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` in order, in one ``BEGIN IMMEDIATE`` transaction, if every check holds.
+
+        Returns:
+            ``True`` if every check held and the writes committed, ``False`` on a mismatch
+            (nothing written).
+
+        Raises:
+            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), or the
+                database failed (the transaction rolled back).
+        """
+        batch = encode_batch(writes)
+        now = encode_time(self._clock.now())
+
+        def body(connection: sqlite3.Connection) -> bool:
+            for check in checks:
+                row = connection.execute(_VALUE, (check.key,)).fetchone()
+                if (row[0] if row is not None else None) != check.value:
+                    return False
+            for write, metadata in batch:
+                if isinstance(write, Put):
+                    connection.execute(_UPSERT, (write.key, write.value, metadata, now, None))
+                else:
+                    connection.execute("DELETE FROM oma_kv WHERE key = ?", (write.key,))
+            return True
+
+        return await self._run(lambda connection: _transaction(connection, body))
+
+    async def list(self) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order."""
+
+        def read(connection: sqlite3.Connection) -> builtins.list[MemoryEntry]:
+            rows = connection.execute(f"{_ROW} ORDER BY seq").fetchall()
+            return [self._entry(row) for row in rows]
+
+        return await self._run(read)
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is a no-op."""
+        await self._run(lambda c: c.execute("DELETE FROM oma_kv WHERE key = ?", (key,)))
+
+    async def clear(self) -> None:
+        """Remove every entry."""
+        await self._run(lambda connection: connection.execute("DELETE FROM oma_kv"))
+
+    async def _upsert(
+        self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
+    ) -> None:
+        row = (key, value, encode_metadata(metadata, key), encode_time(self._clock.now()), expires)
+        await self._run(lambda connection: connection.execute(_UPSERT, row))
+
+    def _entry(self, row: tuple[Any, ...]) -> MemoryEntry:
+        return make_row_entry(self._path, *row)
+
+    async def _run(self, call: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise StoreError(f"{self._path}: the store is closed")
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oma-sqlite")
+        # A cancelled caller does not stop a call already running: the worker finishes its
+        # transaction (commit or rollback), so the database is never left half-written.
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._on_worker, call)
+
+    def _on_worker(self, call: Callable[[sqlite3.Connection], _T]) -> _T:
+        try:
+            connection = self._connection or self._connect()
+            return call(connection)
+        except sqlite3.DatabaseError as exc:
+            if getattr(exc, "sqlite_errorname", None) in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                reason = f"not a usable SQLite database ({exc})"
+                raise CorruptStoreError(self._path, reason) from exc
+            raise StoreError(f"{self._path}: {exc}") from exc
+        except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
+            raise StoreError(f"{self._path}: {exc}") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE is ours to issue.
+        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
+            _transaction(connection, _migrate)
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+        return connection
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    (version,) = connection.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise sqlite3.OperationalError(
+            f"the database has schema version {version}; this build reads up to {SCHEMA_VERSION}"
+        )
+    connection.execute(_SCHEMA)
+    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _transaction(connection: sqlite3.Connection, body: Callable[[sqlite3.Connection], _T]) -> _T:
+    # IMMEDIATE takes the write lock now, before the checks read anything: a DEFERRED
+    # transaction would read under a shared lock and could lose the upgrade race to a writer.
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = body(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]

@@ -1,0 +1,147 @@
+"""D13 in one process: one FileStore per file through open_store, and the lock it holds.
+
+The cross-process half (a second process is refused, the lock dies with its holder) is in
+``test_store_races.py``; here a second open file description of the lock file plays the other
+process, which is exactly what ``flock`` sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores import FileStore, open_store
+from oma_actors.testing import FakeClock
+
+
+def locked_by_someone(state: Path) -> bool:
+    """Whether another open file description could NOT take the state file's lock now."""
+    fd = os.open(f"{state}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we took
+    return False
+
+
+async def test_every_spelling_open_at_once_is_one_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path / "link")
+    state = tmp_path / "real" / "state.json"
+    async with (
+        open_store(f"file://{state}") as a,
+        open_store(f"file:////{tmp_path}/link/state.json") as b,
+        open_store("state.json") as c,
+        open_store(f"{tmp_path}/link/../real/state.json") as d,
+    ):
+        assert a is b is c is d
+        assert isinstance(a, FileStore)
+        assert a.path == str(state)
+        assert locked_by_someone(state)
+        assert (await asyncio.to_thread(Path(f"{state}.lock").read_text)).strip() == str(
+            os.getpid()
+        )
+    assert not locked_by_someone(state), "the last user's exit must release the lock"
+
+
+async def test_concurrent_opens_share_the_instance_being_opened(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/state.json"
+    seen: list[object] = []
+    entered = asyncio.Barrier(5)
+
+    async def user(n: int) -> None:
+        async with open_store(uri) as store:
+            seen.append(store)
+            await entered.wait()  # everyone is inside at once
+            await store.set(f"k{n}", "v")
+
+    await asyncio.gather(*(user(n) for n in range(5)))
+    assert len({id(store) for store in seen}) == 1
+    async with open_store(uri) as store:
+        assert store is not seen[0], "a store whose users all left is closed, not reused"
+        assert sorted(entry.key for entry in await store.list()) == [f"k{n}" for n in range(5)]
+
+
+async def test_the_shared_store_keeps_compare_and_set_atomic_across_spellings(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "link").symlink_to(tmp_path)
+    spellings = [f"file://{tmp_path}/s.json", f"file://{tmp_path}/link/s.json"]
+    async with open_store(spellings[0]) as first, open_store(spellings[1]) as second:
+        await first.set("approval", "pending")
+        results = await asyncio.gather(
+            *(
+                store.compare_and_set("approval", "pending", f"decision-{n}")
+                for n, store in enumerate([first, second] * 4)
+            )
+        )
+        assert sum(results) == 1
+
+
+async def test_a_failed_open_fails_every_waiter_and_leaves_nothing_open(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    await asyncio.to_thread(state.write_text, "{not json")
+    uri = f"file://{state}"
+
+    async def attempt() -> BaseException | None:
+        try:
+            async with open_store(uri):
+                return None
+        except CorruptStoreError as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(attempt() for _ in range(3)))
+    assert all(isinstance(outcome, CorruptStoreError) for outcome in outcomes)
+    assert not locked_by_someone(state)
+    await asyncio.to_thread(state.unlink)
+    async with open_store(uri) as store:
+        await store.set("k", "v")
+
+
+async def test_file_store_open_locks_and_plain_construction_does_not(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    plain = FileStore(state)
+    await plain.set("k", "v")
+    assert not locked_by_someone(state), "FileStore(path) alone takes no lock"
+    async with FileStore.open(state) as one:
+        assert locked_by_someone(state)
+        async with FileStore.open(state) as two:  # the same process shares the lock
+            assert two is not one
+        assert locked_by_someone(state), "the lock is held until this process's last open exits"
+    assert not locked_by_someone(state)
+
+
+async def test_a_lock_held_elsewhere_refuses_open_with_the_holders_pid(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    fd = os.open(f"{state}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"424242\n")
+        for opening in (FileStore.open(state), open_store(f"file://{state}")):
+            with pytest.raises(StoreError, match=r"in use by another process \(pid 424242\)"):
+                async with opening:
+                    pytest.fail("opened a file another process holds")
+    finally:
+        os.close(fd)
+    async with open_store(str(state)) as store:
+        assert await store.list() == []
+
+
+async def test_the_first_opener_s_clock_stamps_for_every_user(tmp_path: Path) -> None:
+    clock = FakeClock()
+    uri = f"file://{tmp_path}/state.json"
+    async with open_store(uri, clock=clock) as first, open_store(uri) as second:
+        await second.set("k", "v")
+        entry = await first.get("k")
+        assert entry is not None
+        assert entry.created_at == clock.now()

@@ -1,0 +1,105 @@
+"""SqliteStore beyond the contract: the file it writes, separate connections, bad files."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores import Expect, Put, SqliteStore
+from oma_actors.stores.sqlite import SCHEMA_VERSION
+
+
+def _pragma(path: Path, name: str) -> object:
+    with sqlite3.connect(path) as connection:
+        return connection.execute(f"PRAGMA {name}").fetchone()[0]
+
+
+async def test_the_database_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "state.db"
+    async with SqliteStore(path) as store:
+        await store.set("k", "v")
+    assert await asyncio.to_thread(_pragma, path, "journal_mode") == "wal"
+    assert await asyncio.to_thread(_pragma, path, "user_version") == SCHEMA_VERSION
+
+
+async def test_instances_with_their_own_connections_have_one_cas_winner(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    stores = [SqliteStore(path) for _ in range(4)]
+    try:
+        await stores[0].set("fence", "v0")
+        results = await asyncio.gather(
+            *(
+                store.apply([Expect("fence", "v0")], [Put("fence", f"v{n}"), Put("by", f"{n}")])
+                for n, store in enumerate(stores * 2, start=1)
+            )
+        )
+        assert sum(results) == 1
+        fence, by = await stores[3].get("fence"), await stores[2].get("by")
+        assert fence is not None
+        assert by is not None
+        assert fence.value == f"v{by.value}"
+    finally:
+        for store in stores:
+            await store.aclose()
+
+
+async def test_a_store_used_without_async_with_opens_lazily_and_closes(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.set("k", "v")
+    await store.aclose()
+    await store.aclose()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        await store.get("k")
+    async with SqliteStore(tmp_path / "state.db") as reopened:
+        entry = await reopened.get("k")
+        assert entry is not None
+        assert entry.value == "v"
+
+
+async def test_a_file_that_is_not_a_database_is_corrupt_not_empty(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    await asyncio.to_thread(path.write_bytes, b"this is not a sqlite database" * 100)
+    with pytest.raises(CorruptStoreError, match="not a usable SQLite database") as caught:
+        async with SqliteStore(path):
+            pytest.fail("opened a corrupt database")
+    assert str(path) in str(caught.value)
+    assert (await asyncio.to_thread(path.read_bytes)).startswith(b"this is not")
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    async with SqliteStore(path):
+        pass
+
+    def bump() -> None:
+        with sqlite3.connect(path) as connection:
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+
+    await asyncio.to_thread(bump)
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        await SqliteStore(path).open()
+
+
+async def test_bad_input_is_a_store_error_and_writes_nothing(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "state.db") as store:
+        await store.set("a", "1")
+        with pytest.raises(StoreError, match="not JSON-serializable"):
+            await store.apply([], [Put("b", "2"), Put("c", "3", {"when": object()})])
+        with pytest.raises(StoreError, match="surrogates"):
+            await store.apply([], [Put("b", "2"), Put("c", "lone \ud800")])
+        assert [entry.key for entry in await store.list()] == ["a"]
+
+
+async def test_a_cancelled_caller_leaves_a_usable_store(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "state.db") as store:
+        writes = [asyncio.ensure_future(store.set(f"k{n}", "v")) for n in range(20)]
+        await asyncio.sleep(0)
+        writes[5].cancel()
+        await asyncio.gather(*writes, return_exceptions=True)
+        assert await store.compare_and_set("k0", "v", "w")
+        keys = {entry.key for entry in await store.list()}
+        assert keys >= {f"k{n}" for n in range(20) if n != 5}
