@@ -86,6 +86,8 @@ from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.redacting import RedactingStore
+from oma_actors.stores.sqlite import SqliteStore
+from oma_actors.stores.uri import open_store
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [
@@ -141,6 +143,7 @@ __all__ = [
     "RunIdMismatchError",
     "RunStatus",
     "ScriptedAdapter",
+    "SqliteStore",
     "StoreError",
     "Suspend",
     "SynthesisFailed",
@@ -174,5 +177,6 @@ __all__ = [
     "get_approval_record",
     "is_checkpoint_key",
     "list_checkpoints",
+    "open_store",
     "text_response",
 ]
