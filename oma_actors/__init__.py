@@ -82,6 +82,15 @@ from oma_actors.llm.base import LLMAdapter
 from oma_actors.llm.scripted import RecordedCall, ScriptedAdapter, text_response
 from oma_actors.orchestration.options import CheckpointOptions
 from oma_actors.orchestration.orchestrator import OpenMultiAgent
+from oma_actors.runs import (
+    Lease,
+    MemoryStoreRunStore,
+    RunLeaseHandle,
+    RunLedger,
+    RunRecord,
+    RunStore,
+    RunStoreOptions,
+)
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
@@ -126,10 +135,12 @@ __all__ = [
     "JournalTailDiscarded",
     "LLMAdapter",
     "LLMResponse",
+    "Lease",
     "LeaseError",
     "LeaseLost",
     "MemoryEntry",
     "MemoryStore",
+    "MemoryStoreRunStore",
     "Message",
     "OmaError",
     "OpenMultiAgent",
@@ -141,7 +152,12 @@ __all__ = [
     "Reviewer",
     "RunExistsError",
     "RunIdMismatchError",
+    "RunLeaseHandle",
+    "RunLedger",
+    "RunRecord",
     "RunStatus",
+    "RunStore",
+    "RunStoreOptions",
     "ScriptedAdapter",
     "SqliteStore",
     "StoreError",
