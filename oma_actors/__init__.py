@@ -96,7 +96,7 @@ from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
-from oma_actors.stores.uri import open_store
+from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [
@@ -161,6 +161,7 @@ __all__ = [
     "ScriptedAdapter",
     "SqliteStore",
     "StoreError",
+    "StoreTarget",
     "Suspend",
     "SynthesisFailed",
     "Task",
@@ -194,5 +195,6 @@ __all__ = [
     "is_checkpoint_key",
     "list_checkpoints",
     "open_store",
+    "parse_store_uri",
     "text_response",
 ]

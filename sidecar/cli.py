@@ -57,8 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         default=DEFAULT_STORE,
-        help="state store and default checkpoint store: file:///abs/path.json or memory:// "
-        f"(default {DEFAULT_STORE})",
+        metavar="URI",
+        help="state store (run registry) and default checkpoint store: a state file path or "
+        "file:///abs/state.json (locked: one sidecar per file), sqlite:///abs/state.db, "
+        "postgresql://user@host:5432/db[?table=T], redis://host:6379/0[?prefix=P], or "
+        f"memory:// (forgotten at exit) (default {DEFAULT_STORE})",
     )
     parser.add_argument(
         "--token-file",
@@ -87,6 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code (2 for bad settings)."""
+    from oma_actors import OmaError, parse_store_uri
     from sidecar.auth import resolve_token
     from sidecar.server import ServerConfig, ServerConfigError, Sidecar
     from sidecar.status import SidecarError
@@ -95,6 +99,11 @@ async def run(args: argparse.Namespace) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        store = parse_store_uri(args.store)
+    except OmaError as exc:
+        print(f"oma serve: --store: {exc}", file=sys.stderr)
+        return 2
     try:
         token = resolve_token(
             token_file=args.token_file, env=os.environ, generated_path=args.generated_token_file
@@ -105,7 +114,8 @@ async def run(args: argparse.Namespace) -> int:
     config = ServerConfig(
         token=token.value,
         listen=args.listen,
-        store_uri=args.store,
+        # A bare path becomes its file:// URI here: the server takes URIs only.
+        store_uri=store.uri if store.kind == "file" else args.store,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         reflection=not args.no_reflection,
@@ -123,13 +133,15 @@ async def run(args: argparse.Namespace) -> int:
                 print(f"{TOKEN_LINE}{token.path}", flush=True)
             else:
                 print("oma-sidecar token from OMA_SIDECAR_TOKEN", flush=True)
-            print(f"oma-sidecar store: {config.store_uri}", flush=True)
+            print(f"oma-sidecar store: {store.uri}", flush=True)  # without its password
             print(f"oma-sidecar owner: {sidecar.owner_id}", flush=True)
             if sidecar.interrupted:
                 listed = ", ".join(sidecar.interrupted)
                 print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)
             await stop.wait()
-    except (ServerConfigError, SidecarError, OSError) as exc:
+    except (ServerConfigError, SidecarError, OmaError, OSError) as exc:
+        # One line, no traceback: a bad setting, or a store that is unreachable, corrupt, or
+        # (a state file) held by another process.
         print(f"oma serve: {exc}", file=sys.stderr)
         return 2
     finally:

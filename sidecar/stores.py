@@ -1,19 +1,19 @@
-"""Checkpoint stores named by URI: ``memory://[name]`` and ``file:///abs/path.json``.
+"""Checkpoint stores named by URI: every ``open_store`` URI (``memory://``, ``file:///``,
+``sqlite:///``, ``postgresql://``, ``redis://``), for ``--store`` and a run's ``store_uri``.
 
 One store instance per URI for the life of the server: a ``FileStore``'s compare-and-set and
 its write ordering hold only among callers sharing one instance, so every run (and the run
-registry) naming the same file must share it.
+registry) naming the same file must share it, and one ``memory://name`` is one store for every
+run that names it. Every spelling of one file normalizes to one URI (DESIGN D13).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
-from oma_actors import AtomicStore, FileStore, InMemoryStore
+from oma_actors import AtomicStore, ConfigurationError, open_store, parse_store_uri
 from sidecar.status import InvalidArgument
 
 if TYPE_CHECKING:
@@ -21,40 +21,49 @@ if TYPE_CHECKING:
 
     from oma_actors import MemoryStore
 
-SCHEMES = ("file", "memory")
+# What GetServerInfo advertises: the schemes ``open_store`` takes.
+SCHEMES = ("file", "memory", "sqlite", "postgresql", "redis")
 
 
 def normalize_uri(uri: str, *, field: str) -> str:
-    """The canonical form of a store URI.
+    """The canonical form of a store URI: one string for every spelling of one store.
+
+    A file or SQLite store becomes ``file://`` or ``sqlite://`` and its real path, a memory
+    store ``memory://<name>``; a PostgreSQL or Redis URI is kept as given (with its
+    credentials, which the registry needs to connect), once it parses. A bare path is refused:
+    over the wire it would be relative to the sidecar's working directory (``oma serve
+    --store`` turns one into a ``file://`` URI before the server sees it).
 
     Raises:
-        InvalidArgument: an unknown scheme or a relative file path (naming ``field``).
+        InvalidArgument: an unknown scheme or a bare path (reason ``UNKNOWN_STORE_SCHEME``),
+            or a malformed URI such as a relative or remote ``file://`` (naming ``field``).
     """
-    parts = urlsplit(uri)
-    if parts.scheme == "memory":
-        name = (parts.netloc + parts.path).strip("/")
-        return f"memory://{name}"
-    if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise InvalidArgument(field, f"file URI must be local, got host {parts.netloc!r}")
-        path = unquote(parts.path)
-        if not path or not os.path.isabs(path) or path.endswith("/"):
-            raise InvalidArgument(field, "file URI needs an absolute file path: file:///abs/x.json")
-        return f"file://{os.path.normpath(path)}"
-    raise InvalidArgument(
-        field,
-        f"unknown store scheme {parts.scheme!r} (supported: file://, memory://)",
-        reason="UNKNOWN_STORE_SCHEME",
-    )
+    try:
+        target = parse_store_uri(uri)
+    except ConfigurationError as exc:
+        # parse_store_uri says "unknown store URI scheme" for exactly this case.
+        unknown = "unknown store URI scheme" in str(exc)
+        reason = "UNKNOWN_STORE_SCHEME" if unknown else "VALIDATION"
+        raise InvalidArgument(field, str(exc), reason=reason) from None
+    if target.kind == "file" and not uri.lower().startswith("file:"):
+        raise InvalidArgument(
+            field,
+            f"store URI {uri!r} has no scheme (supported: {', '.join(SCHEMES)}); "
+            "name a file as file:///abs/state.json",
+            reason="UNKNOWN_STORE_SCHEME",
+        )
+    if target.kind in ("postgresql", "redis"):
+        return uri  # target.uri masks the password, which opening the store needs
+    return target.uri
 
 
 class StoreRegistry:
-    """Opens each store URI once and closes the file stores on exit."""
+    """Opens each store URI once and closes every store on exit."""
 
     def __init__(self) -> None:
-        self._stores: dict[str, MemoryStore] = {}
+        self._stores: dict[str, AtomicStore] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
-        self._lock = asyncio.Lock()
 
     async def __aenter__(self) -> StoreRegistry:
         return self
@@ -69,32 +78,26 @@ class StoreRegistry:
         self._stores.clear()
 
     async def get(self, uri: str) -> MemoryStore:
-        """The store of a normalized ``uri``, opened on first use."""
+        """The store of a normalized ``uri``, opened on first use.
+
+        Raises:
+            StoreError: the store cannot be opened (unreachable, refused, or a state file that
+                another process holds); the next call tries again.
+            ConfigurationError: the URI needs an extra that is not installed.
+        """
+        return await self.atomic(uri)
+
+    async def atomic(self, uri: str) -> AtomicStore:
+        """The store of a normalized ``uri``, with ``compare_and_set`` (every store has it)."""
         store = self._stores.get(uri)
         if store is not None:
             return store
-        async with self._lock:
+        # One lock per URI, never one for all: a slow or hung store (an unreachable server)
+        # must not stall the runs of every other store while it opens.
+        lock = self._opening.setdefault(uri, asyncio.Lock())
+        async with lock:
             store = self._stores.get(uri)
             if store is None:
-                store = await self._open(uri)
+                store = await self._stack.enter_async_context(open_store(uri))
                 self._stores[uri] = store
             return store
-
-    async def atomic(self, uri: str) -> AtomicStore:
-        """The store of a normalized ``uri``, which must offer compare-and-set.
-
-        Raises:
-            InvalidArgument: the store has no ``compare_and_set`` (naming ``--store``).
-        """
-        store = await self.get(uri)
-        if not isinstance(store, AtomicStore):
-            raise InvalidArgument("--store", f"{uri} has no compare-and-set")
-        return store
-
-    async def _open(self, uri: str) -> MemoryStore:
-        if uri.startswith("file://"):
-            path = uri.removeprefix("file://")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            opened: MemoryStore = await self._stack.enter_async_context(FileStore.open(path))
-            return opened
-        return InMemoryStore()

@@ -1,24 +1,30 @@
-"""``oma approvals``: list, show and decide durable approval requests in a FileStore file.
+"""``oma approvals``: list, show and decide durable approval requests in a store.
+
+``--store`` takes any ``open_store`` URI (a bare path is a file store; see ``store_option``).
+``list`` and ``show`` only read, and read a state file without locking it, so they work beside
+a running sidecar. ``decide`` locks a state file: while another process (a running ``oma serve``
+or a worker) holds it, the decision is refused, because that process would overwrite it; decide
+through that process, or stop it first.
 
 A reviewer decides on the exact content they were shown: ``show`` prints the canonical JSON that
 was hashed and its hash, and ``decide`` requires that hash back (``--hash``), so a request whose
 content changed since it was shown is refused as stale instead of being approved blind.
 
 Exit codes: 0 done; 1 not found or refused (the ``DurableApprovalError`` code is printed);
-2 usage (no store file, a malformed ``--hash``).
+2 usage (no store file, a malformed ``--hash``) or a store that cannot be opened.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import textwrap
 from datetime import UTC
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import aiofiles.os
-
-from oma_actors import DurableApprovalError, FileStore, Reviewer
+from oma_actors import DurableApprovalError, Reviewer, StoreError, open_store
 from oma_actors.approvals import DurableApprovalLedger, approval_hash_input
+from oma_actors.cli.store_option import add_store_option, held_elsewhere, missing_store, reading
 
 if TYPE_CHECKING:
     import argparse
@@ -26,7 +32,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors import ApprovalDecision
+    from oma_actors import ApprovalDecision, ApprovalRecord
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 
@@ -40,25 +46,29 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     approvals = commands.add_parser(
         "approvals",
         help="list, show and decide durable approval requests",
-        description="Review durable approval requests kept in a FileStore file.",
+        description="Review durable approval requests kept in a store.",
     )
     actions = approvals.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list approval requests and their decisions")
-    _store_option(listing)
+    add_store_option(listing, read_only=True)
     listing.add_argument("--run-id", help="only the requests of this run")
     listing.add_argument("--pending", action="store_true", help="only undecided requests")
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
     show = actions.add_parser(
         "show", help="print a request, the exact canonical JSON that was hashed, and its hash"
     )
     show.add_argument("request_id", metavar="ID", help="the request id (apr_...)")
-    _store_option(show)
+    add_store_option(show, read_only=True)
     decide = actions.add_parser(
         "decide",
         help="record the first (and final) decision on a request",
-        description="Approve or reject a request. The first decision wins and is immutable.",
+        description=(
+            "Approve or reject a request. The first decision wins and is immutable. A state "
+            "file held by another process (a running sidecar) is refused: decide through it."
+        ),
     )
     decide.add_argument("request_id", metavar="ID", help="the request id (apr_...)")
-    _store_option(decide)
+    add_store_option(decide, read_only=False)
     verdict = decide.add_mutually_exclusive_group(required=True)
     for flag, value in (("--approve", "approve"), ("--reject", "reject")):
         verdict.add_argument(
@@ -74,31 +84,33 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
-def _store_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", type=Path, required=True, help="path of the FileStore file")
-
-
 async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out an ``oma approvals`` command parsed by ``add_parser``'s parser.
 
     Returns:
         The exit code: 0 done, 1 not found or refused, 2 usage.
+
+    Raises:
+        ConfigurationError: ``--store`` is not a store URI.
+        StoreError: The store cannot be opened or read; for ``decide``, also when another
+            process holds the state file (the message says to decide through it).
     """
-    if not await aiofiles.os.path.exists(args.store):
-        _say(console, ("no store file at ", "red"), str(args.store))
+    missing = await missing_store(args.store)
+    if missing is not None:
+        _say(console, ("no store file at ", "red"), missing)
         return 2
     if args.action == "decide" and not _HASH.fullmatch(args.request_hash):
         _say(console, ("--hash must be the 64 lowercase hex digits printed by `show`", "red"))
         return 2
     try:
-        async with FileStore.open(args.store) as store:
+        if args.action == "decide":
+            return await _decide_in(args, console)
+        async with reading(args.store) as store:
             ledger = DurableApprovalLedger(store)
             if args.action == "list":
                 return await _list(ledger, args, console)
             if args.action == "show":
                 return await _show(ledger, args, console)
-            if args.action == "decide":
-                return await _decide(ledger, args, console)
     except DurableApprovalError as exc:
         _say(console, ("refused: ", "red"), str(exc))
         return 1
@@ -106,34 +118,86 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     return 2
 
 
-async def _list(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-    from rich.text import Text
+async def _decide_in(args: argparse.Namespace, console: Console) -> int:
+    try:
+        async with open_store(args.store) as store:
+            return await _decide(DurableApprovalLedger(store), args, console)
+    except StoreError as exc:
+        if not held_elsewhere(exc):
+            raise
+        # Deciding here would race the holder's own writes (D13): send the reviewer to it.
+        raise StoreError(
+            "refused: another process holds this state file, such as a running sidecar "
+            "(oma serve) or worker; decide through that process (the sidecar's DecideApproval "
+            f"RPC) or stop it, then decide again. {exc}"
+        ) from exc
 
+
+async def _list(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:
     records = await ledger.list(run_id=args.run_id)
     if args.pending:
         records = [record for record in records if record.decision is None]
+    if args.json:
+        listed = json.dumps([_as_json(record) for record in records], indent=2)
+        console.out(listed, highlight=False)
+        return 0
     if not records:
         _say(console, "no approval requests")
         return 0
-    table = Table("id", "run", "scope", "boundary", "requested", "status")
-    for column in table.columns:
-        column.overflow = "fold"  # wrap, never elide: ids and times are copied from here
-    table.columns[0].no_wrap = True
     for record in records:
-        request = record.request
-        cells = (
-            request.id,
-            request.run_id,
-            request.scope,
-            request.boundary,
-            _when(request.requested_at),
-            _status(record.decision, when=False),
-        )
-        # Text cells are never parsed for markup or emoji codes: stored data prints verbatim.
-        table.add_row(*(Text(cell) for cell in cells))
-    console.print(table)
+        _print_listed(console, record)
+    pending = sum(record.decision is None for record in records)
+    _say(console, f"{len(records)} request(s), {pending} pending")
     return 0
+
+
+def _print_listed(console: Console, record: ApprovalRecord) -> None:
+    """Two lines per request that fit 80 columns; longer values wrap, never cut off."""
+    from rich.text import Text
+
+    request = record.request
+    width = max(console.width, 60)
+    # The id (36 characters) comes first and never wraps, so it can be copied whole.
+    head = textwrap.fill(
+        f"{request.id}  {_status(record.decision, when=False)}",
+        width=width,
+        subsequent_indent=" " * (len(request.id) + 2),
+    )
+    details = textwrap.fill(
+        f"run {request.run_id} · {request.scope} {request.boundary} · "
+        f"requested {_when(request.requested_at)}",
+        width=width,
+        initial_indent="    ",
+        subsequent_indent="    ",
+    )
+    # Text is never parsed for markup or emoji codes: stored data prints verbatim.
+    text = Text(f"{head}\n{details}")
+    text.stylize("bold", 0, len(request.id))
+    console.print(text, soft_wrap=True)
+
+
+def _as_json(record: ApprovalRecord) -> dict[str, Any]:
+    request, decision = record.request, record.decision
+    return {
+        "id": request.id,
+        "run_id": request.run_id,
+        "scope": request.scope,
+        "boundary": request.boundary,
+        "request_hash": request.request_hash,
+        "requested_at": _when(request.requested_at),
+        "reason": request.reason,
+        "status": "pending" if decision is None else decision.decision,
+        "decision": None
+        if decision is None
+        else {
+            "decision": decision.decision,
+            "reviewer": {
+                "id": decision.reviewer.id,
+                "display_name": decision.reviewer.display_name,
+            },
+            "decided_at": _when(decision.decided_at),
+        },
+    }
 
 
 async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:

@@ -1,44 +1,121 @@
-"""``oma checkpoint show``: print a stored snapshot readably."""
+"""``oma checkpoint show|list``: read the checkpoints in a store, readably or as JSON.
+
+Both only read: a state file is read without locking it (see ``store_option``), so they work
+beside a running sidecar or worker and show the last revision it wrote.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-import aiofiles.os
-
-from oma_actors import Checkpoint, FileStore, is_checkpoint_key
+from oma_actors import Checkpoint, is_checkpoint_key, list_checkpoints
 from oma_actors.cli.display import show_snapshot
+from oma_actors.cli.store_option import add_store_option, missing_store, reading
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    import argparse
 
     from rich.console import Console
 
+    from oma_actors import CheckpointSummary, MemoryStore
 
-async def show_checkpoint(
-    store_path: Path, *, run_id: str | None, key: str | None, raw: bool, console: Console
-) -> int:
-    """Print the checkpoint of ``run_id`` (or the only one in the store)."""
-    if not await aiofiles.os.path.exists(store_path):
-        console.print(f"[red]no store file at {store_path}[/]")
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``checkpoint show|list`` to the ``oma`` sub-commands.
+
+    Args:
+        commands: The sub-parsers of the top-level ``oma`` parser.
+    """
+    checkpoint = commands.add_parser("checkpoint", help="inspect checkpoints")
+    actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", required=True)
+    show = actions.add_parser(
+        "show",
+        help="print a stored snapshot readably",
+        description="Print the latest snapshot of a run stored in a store.",
+    )
+    add_store_option(show, read_only=True)
+    show.add_argument("--run-id", help="the run (default: the only checkpoint in the store)")
+    show.add_argument("--key", help="an explicit checkpoint key")
+    show.add_argument("--raw", action="store_true", help="print the stored JSON")
+    listing = actions.add_parser(
+        "list",
+        help="list every run checkpointed in a store and where it stands",
+        description=(
+            "List the checkpoints in a store: run, status (in_progress, suspended, completed, "
+            "failed, rejected, or unreadable with its error), attempt, revision, save time."
+        ),
+    )
+    add_store_option(listing, read_only=True)
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+
+
+async def run(args: argparse.Namespace, console: Console) -> int:
+    """Carry out an ``oma checkpoint`` command parsed by ``add_parser``'s parser.
+
+    Returns:
+        The exit code: 0 done, 1 nothing to show, 2 usage (no store file, several runs).
+
+    Raises:
+        ConfigurationError: ``--store`` is not a store URI.
+        StoreError: The store cannot be opened or read.
+    """
+    missing = await missing_store(args.store)
+    if missing is not None:
+        console.print(f"[red]no store file at {missing}[/]", markup=True, highlight=False)
         return 2
-    store = FileStore(store_path)
-    if run_id is None and key is None:
+    async with reading(args.store) as store:
+        if args.action == "list":
+            return _print_list(await list_checkpoints(store), json_out=args.json, console=console)
+        return await _show(store, args, console)
+
+
+async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) -> int:
+    key: str | None = args.key
+    if args.run_id is None and key is None:
         keys = [entry.key for entry in await store.list() if is_checkpoint_key(entry.key)]
         if len(keys) != 1:
             listed = ", ".join(keys) or "none"
             console.print(
-                f"[yellow]{len(keys)} checkpoints in the store ({listed}); pass --run-id[/]"
+                f"{len(keys)} checkpoints in the store ({listed}); pass --run-id",
+                style="yellow",
+                markup=False,
             )
             return 2 if not keys else 1
         key = keys[0]
-    snapshot = await Checkpoint(store, run_id=run_id, key=key).load_latest()
+    snapshot = await Checkpoint(store, run_id=args.run_id, key=key).load_latest()
     if snapshot is None:
-        console.print(f"[yellow]no checkpoint for run {run_id!r} in {store_path}[/]")
+        console.print(
+            f"no checkpoint for run {args.run_id!r} in {args.store}", style="yellow", markup=False
+        )
         return 1
-    if raw:
+    if args.raw:
         console.print_json(json.dumps(snapshot.raw))
     else:
         show_snapshot(console, snapshot)
+    return 0
+
+
+def _print_list(found: list[CheckpointSummary], *, json_out: bool, console: Console) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    if json_out:
+        console.out(json.dumps([asdict(summary) for summary in found], indent=2), highlight=False)
+        return 0
+    if not found:
+        console.print("no checkpoints in the store", markup=False)
+        return 0
+    table = Table("run", "status", "attempt", "revision", "saved")
+    table.columns[0].overflow = "fold"  # wrap, never elide: run ids are copied from here
+    for summary in found:
+        # An unreadable value has no run id: name it by its key, and print why below.
+        name = summary.run_id or summary.key
+        row = (name, summary.status, str(summary.attempt), str(summary.revision), summary.saved_at)
+        table.add_row(*(Text(cell) for cell in row))  # stored text never parsed as markup
+    console.print(table)
+    for summary in found:
+        if summary.error is not None:
+            console.print(f"unreadable {summary.key}: {summary.error}", style="red", markup=False)
     return 0

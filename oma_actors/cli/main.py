@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import OmaError, event_loop_factory
-from oma_actors.cli import approvals_cmd, plugins
+from oma_actors.cli import approvals_cmd, inspect, plugins
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Sequence
@@ -56,17 +56,7 @@ def build_parser(
     )
     demo.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
-    checkpoint = commands.add_parser("checkpoint", help="inspect checkpoints")
-    actions = checkpoint.add_subparsers(dest="action", metavar="ACTION", required=True)
-    show = actions.add_parser(
-        "show",
-        help="print a stored snapshot readably",
-        description="Print the latest snapshot of a run stored in a FileStore file.",
-    )
-    show.add_argument("--store", type=Path, required=True, help="path of the FileStore JSON file")
-    show.add_argument("--run-id", help="the run (default: the only checkpoint in the store)")
-    show.add_argument("--key", help="an explicit checkpoint key")
-    show.add_argument("--raw", action="store_true", help="print the stored JSON")
+    inspect.add_parser(commands)
     approvals_cmd.add_parser(commands)
     plugins.add_plugin_parsers(
         commands, plugins.discover() if extra_commands is None else extra_commands
@@ -82,11 +72,7 @@ def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, i
     if args.command == "approvals":
         return approvals_cmd.run(args, console)
     if args.command == "checkpoint":
-        from oma_actors.cli.inspect import show_checkpoint
-
-        return show_checkpoint(
-            args.store, run_id=args.run_id, key=args.key, raw=args.raw, console=console
-        )
+        return inspect.run(args, console)
     from oma_actors.cli import demo
 
     if args.child:
@@ -102,15 +88,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``oma`` script."""
     args = build_parser().parse_args(argv)
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(command(args, console))
     except OmaError as exc:
-        # Escaped: a message may hold brackets (``oma-actors[sidecar]``, a stored key or id).
-        console.print(f"[red]error:[/] {type(exc).__name__}: {escape(str(exc))}")
+        # One line on stderr, no traceback: a bad --store URI, an unreachable or locked store,
+        # a corrupt file. Printed as plain text: a message may hold brackets or a stored key.
+        message = " ".join(str(exc).split())
+        print(f"oma {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
         return 2
 
 

@@ -88,5 +88,6 @@ def test_corrupt_store_is_a_typed_error_not_an_empty_store(tmp_path: Path) -> No
     (tmp_path / "state.json").write_text("{not json")
     run = oma("checkpoint", "show", "--store", str(tmp_path / "state.json"), "--run-id", "x")
     assert run.returncode == 2
-    assert "CorruptStoreError" in run.stdout
-    assert "not valid JSON" in run.stdout
+    [line] = run.stderr.splitlines()  # one line on stderr, no traceback
+    assert "CorruptStoreError" in line
+    assert "not valid JSON" in line

@@ -64,8 +64,8 @@ def test_oma_serve_without_the_sidecar_extra_says_what_to_install(tmp_path: Path
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "oma serve needs 'grpc', which is not installed" in done.stdout
-    assert "pip install 'oma-actors[sidecar]'" in done.stdout
+    assert "oma serve needs 'grpc', which is not installed" in done.stderr
+    assert "pip install 'oma-actors[sidecar]'" in done.stderr
 
 
 async def test_a_plugin_command_is_parsed_and_run_through_its_entry_point() -> None:

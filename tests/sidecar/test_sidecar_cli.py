@@ -60,7 +60,7 @@ def test_a_non_loopback_bind_is_refused_without_tls(listen: str) -> None:
 
 
 def test_bad_addresses_and_stores_exit_2() -> None:
-    for args in (["--listen", "nonsense"], ["--store", "redis://h"]):
+    for args in (["--listen", "nonsense"], ["--store", "mysql://h"]):
         process = serve(*args, env={"OMA_SIDECAR_TOKEN": "t"})
         _, err = process.communicate(timeout=30)
         assert process.returncode == 2, err
@@ -69,6 +69,30 @@ def test_bad_addresses_and_stores_exit_2() -> None:
     assert is_loopback("localhost")
     assert is_loopback("::1")
     assert not is_loopback("10.0.0.1")
+
+
+def test_a_bare_store_path_is_a_file_store_that_a_second_sidecar_cannot_take(
+    tmp_path: Path,
+) -> None:
+    env = {"OMA_SIDECAR_TOKEN": "t"}
+    state = tmp_path / "state.json"
+    first = serve("--listen", "127.0.0.1:0", "--store", str(state), env=env)
+    try:
+        assert first.stdout is not None
+        lines = [first.stdout.readline() for _ in range(3)]
+        assert lines[0].startswith(LISTEN_LINE), lines
+        assert lines[2].strip() == f"oma-sidecar store: file://{state}"
+        # Another spelling of the same file, held by the first sidecar (DESIGN D13).
+        second = serve("--listen", "127.0.0.1:0", "--store", f"file:////{state}", env=env)
+        _, err = second.communicate(timeout=30)
+        assert second.returncode == 2, err
+        assert f"in use by another process (pid {first.pid})" in err
+        assert "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        first.terminate()
+        first.communicate(timeout=10)
+    assert first.returncode == 0
 
 
 def test_generated_stubs_match_the_proto() -> None:

@@ -66,7 +66,7 @@ CASES = [
     (
         "checkpoint.store_uri",
         "UNKNOWN_STORE_SCHEME",
-        lambda r: setattr(r.checkpoint, "store_uri", "redis://localhost"),
+        lambda r: setattr(r.checkpoint, "store_uri", "mysql://localhost"),
     ),
     (
         "checkpoint.store_uri",

@@ -39,7 +39,7 @@ ALLOWED = {
 }
 WORDS = st.sampled_from(
     ["", " ", "a", "run-1", "t1", "worker", "scripted", "echo", "lookup", "memory://",
-     "file:///tmp/x.json", "file://rel", "redis://h", '{"type": "object"}', "{", "[]", "\x00",
+     "file:///tmp/x.json", "file://rel", "mysql://h", '{"type": "object"}', "{", "[]", "\x00",
      "é" * 3, "a" * 300, "run/../x", "apr_" + "0" * 32, "0" * 64]
 )  # fmt: skip
 SCALARS: dict[int, st.SearchStrategy[Any]] = {

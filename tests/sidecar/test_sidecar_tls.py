@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
+from service_kit import require_executable
 from sidecar_helpers import TOKEN
 
 from sidecar.client import SidecarClient
@@ -15,13 +15,13 @@ from sidecar.server import ServerConfig, ServerConfigError, Sidecar
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
-
 
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost; skips (fails under CI=true) without openssl."""
+    openssl = require_executable("openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
          "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
          "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
         check=True, capture_output=True, timeout=60,
