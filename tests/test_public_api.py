@@ -85,24 +85,24 @@ def test_signatures_match_api_md() -> None:
     assert params(oma_actors.PlanTask)[:3] == [("id", pos), ("title", pos), ("description", pos)]
     assert params(oma_actors.OpenMultiAgent) == [
         ("checkpoint", kw), ("on_progress", kw), ("max_concurrency", kw),
-        ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw),
+        ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw), ("run_store", kw),
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
     assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
     # API.md "Checkpoints": the fresh-run methods take on_existing (decision D12).
     assert params(orch.run_tasks)[1:] == [
-        ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw)
+        ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw), ("run_store", kw)
     ]  # fmt: skip
     assert params(orch.run_team)[1:] == [
         ("team", pos), ("goal", pos), ("checkpoint", kw), ("coordinator", kw), ("plan_only", kw),
-        ("on_existing", kw),
+        ("on_existing", kw), ("run_store", kw),
     ]  # fmt: skip
     assert params(orch.run_from_plan)[1:] == [
-        ("team", pos), ("plan", pos), ("checkpoint", kw), ("on_existing", kw)
+        ("team", pos), ("plan", pos), ("checkpoint", kw), ("on_existing", kw), ("run_store", kw)
     ]  # fmt: skip
     assert params(orch.restore)[1:] == [
         ("team", pos), ("tasks_or_plan", pos), ("checkpoint", kw), ("coordinator", kw),
-        ("journal", kw),
+        ("journal", kw), ("run_store", kw),
     ]  # fmt: skip
     for method in (orch.run_agent, orch.run_tasks, orch.run_team, orch.run_from_plan, orch.restore):
         assert inspect.iscoroutinefunction(method)

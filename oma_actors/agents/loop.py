@@ -127,6 +127,7 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             tool_call_id=item.call.id,
             agent_name=ctx.agent_name,
             attempt=ctx.attempt,
+            fencing_token=ctx.policy.fencing_token,
         )
         plan = await plan_call(item, ctx.tools, tool_ctx, ctx.policy)
         outcome: ToolOutcome | None = None

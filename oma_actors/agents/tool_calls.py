@@ -69,11 +69,13 @@ class CallPolicy:
             store has ``compare_and_set``); otherwise a ``Suspend`` fails closed: the call is
             answered with an error result and never runs (spec AP-26).
         clock: stamps the ``requested_at`` of the approval requests it creates.
+        fencing_token: the run lease's token, handed to every tool in its ``ToolContext``.
     """
 
     gate: Gate | None = None
     can_suspend: bool = False
     clock: Clock = SYSTEM_CLOCK
+    fencing_token: int | None = None
 
 
 def error_outcome(item: PendingCall, message: str) -> ToolOutcome:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import StoreError
+from oma_actors.stores.base import Put
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
@@ -64,13 +65,22 @@ class Checkpoint:
 
     async def write_encoded(self, text: str, snapshot: CheckpointSnapshot) -> None:
         """Write ``text``, the encoding of ``snapshot``, with OMA's entry metadata (CK-03)."""
+        put = self.put(text, snapshot)
+        await self.store.set(put.key, put.value, put.metadata)
+
+    def put(self, text: str, snapshot: CheckpointSnapshot) -> Put:
+        """The store write of ``text`` (the encoding of ``snapshot``), for an atomic batch.
+
+        Spec CK-03: the entry carries OMA's metadata (namespace, schema version, run id and
+        creation time) so OMA's own tools recognise it.
+        """
         metadata = {
             "namespace": "checkpoint",
             "version": 4,
             "runId": snapshot.run_id,
             "createdAt": snapshot.created_at,
         }
-        await self.store.set(self.key, text, metadata)
+        return Put(self.key, text, metadata)
 
     async def delete(self) -> None:
         """Remove the snapshot."""

@@ -13,8 +13,16 @@ writer owns what used to be re-derived at each call site:
   the **boundary reports** to a probe (``boundaries.report``), before and after each write.
 
 Writes are serialized by a lock, so snapshots land in the order their boundaries were reached
-even when the writer is shared by an actor and a flow. Later the journal append and the fence
-check join here, once.
+even when the writer is shared by an actor and a flow.
+
+**Fenced writes (decision D11).** A run with a run store holds a lease; its writer is given the
+lease as a ``Fence``. When the lease's record lives in the checkpoint's own store, each snapshot
+is written in ONE ``apply`` with the check "the run record is exactly what this owner last wrote"
+and the record's move to this checkpoint (OMA's ``recordCheckpoint``): after a takeover no write
+of the old owner lands, not even one. When the record lives elsewhere, the record moves first and
+the snapshot follows (OMA's order, RS-12), which can let one stale snapshot through; that is
+``process`` ownership and is documented as such. A write refused by the fence is ``Fenced``: the
+run has lost its lease and must stop.
 """
 
 from __future__ import annotations
@@ -22,21 +30,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
-from oma_actors.errors import CheckpointError
+from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from oma_actors.checkpoint.boundaries import Boundary
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
+    from oma_actors.stores.base import ConditionalStore, Expect, Write
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +86,41 @@ class Unknown:
         return False
 
 
-SaveOutcome = Saved | NotSaved | Unknown
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """The run's lease is lost: the fence refused the write and nothing was written."""
+
+    error: str
+
+    @property
+    def durable(self) -> bool:
+        """Always ``False``: another owner holds the run."""
+        return False
+
+
+SaveOutcome = Saved | NotSaved | Unknown | Fenced
+
+
+class Fence(Protocol):
+    """What a writer needs of a run lease (``oma_actors.runs.RunLeaseHandle`` is one)."""
+
+    @property
+    def fence_store(self) -> ConditionalStore | None:
+        """The store holding the run record, when it can apply atomic batches."""
+        ...
+
+    async def fenced(
+        self,
+        apply: Callable[[list[Expect], list[Write]], Awaitable[bool]],
+        *,
+        checkpoint_ref: Mapping[str, object] | None = None,
+    ) -> bool:
+        """Apply ``apply(checks, writes)`` under the fence; raise ``LeaseError`` when lost."""
+        ...
+
+    async def record_checkpoint(self, ref: Mapping[str, object]) -> Any:
+        """Move the run record to ``ref`` (fenced); raise ``LeaseError`` when lost."""
+        ...
 
 
 class RunWriter:
@@ -87,6 +130,7 @@ class RunWriter:
         checkpoint: the run's checkpoint (store and key).
         emit: receives ``CheckpointSaved`` / ``CheckpointSaveFailed``.
         revision: successful saves before this attempt (a restored snapshot's revision).
+        fence: the run's lease, when it has a run store: every write is fenced by it.
     """
 
     def __init__(
@@ -95,10 +139,12 @@ class RunWriter:
         *,
         emit: Callable[[ProgressEvent], None],
         revision: int = 0,
+        fence: Fence | None = None,
     ) -> None:
         self._checkpoint = checkpoint
         self._emit = emit
         self._revision = revision
+        self._fence = fence
         self._cache = EncodeCache()
         self._lock = asyncio.Lock()
 
@@ -181,9 +227,32 @@ class RunWriter:
         except CheckpointError as exc:
             return NotSaved(str(exc))
         try:
-            await self._checkpoint.write_encoded(text, snapshot)
+            if self._fence is None:
+                await self._checkpoint.write_encoded(text, snapshot)
+            elif not await self._write_fenced(self._fence, text, snapshot):
+                return NotSaved("the fenced write was refused although the lease is held")
+        except LeaseError as exc:
+            if exc.code != "RUN_LEASE_LOST":
+                return NotSaved(str(exc))  # a refused record update: nothing was written
+            return Fenced(str(exc))
         except Exception as exc:  # any store failure is an outcome, never a crash of the run
             # No read-back to "confirm" the write: a store may serve reads from a cache that
             # already holds the value its failed flush never made durable (FileStore, FS-08).
             return Unknown(f"{type(exc).__name__}: {exc}")
         return Saved(snapshot.revision)
+
+    async def _write_fenced(self, fence: Fence, text: str, snapshot: CheckpointSnapshot) -> bool:
+        put = self._checkpoint.put(text, snapshot)
+        ref = {"key": put.key, "snapshotVersion": snapshot.version, "savedAt": snapshot.created_at}
+        store = fence.fence_store
+        if store is not None and store is self._checkpoint.store:
+
+            async def apply(checks: list[Expect], writes: list[Write]) -> bool:
+                # One transaction: the fence, the record's move and the snapshot (D11).
+                return await store.apply(checks, [*writes, put])
+
+            return await fence.fenced(apply, checkpoint_ref=ref)
+        # The record lives in another store: move it first, then write (OMA's RS-12 order).
+        await fence.record_checkpoint(ref)
+        await self._checkpoint.write_encoded(text, snapshot)
+        return True

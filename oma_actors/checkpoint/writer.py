@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.run_writer import NotSaved, RunWriter, Saved, SaveOutcome, Unknown
+from oma_actors.checkpoint.run_writer import (
+    Fenced,
+    NotSaved,
+    RunWriter,
+    Saved,
+    SaveOutcome,
+    Unknown,
+)
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.boundaries import Boundary
@@ -20,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckpointActor",
     "CheckpointMessage",
+    "Fenced",
     "NotSaved",
     "RunWriter",
     "Save",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.checkpoint.run_writer import RunWriter
+from oma_actors.checkpoint.run_writer import Fence, RunWriter
 from oma_actors.checkpoint.snapshot import (
     CheckpointSnapshot,
     CompletedTask,
@@ -145,11 +145,12 @@ def new_checkpointing(
     emit: Callable[[ProgressEvent], None],
     planning_usage: TokenUsage | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    fence: Fence | None = None,
 ) -> RunCheckpointing:
     """The checkpointing of a fresh run (attempt 1, no save made yet)."""
     checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=run_id)
     return RunCheckpointing(
-        writer=RunWriter(checkpoint, emit=emit),
+        writer=RunWriter(checkpoint, emit=emit, fence=fence),
         mode=mode,
         identity=new_identity(run_id, 1),
         goal=goal,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.actors import ActorSystem
 from oma_actors.agents.runner import resolve_agent
@@ -12,6 +12,7 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.approvals import DurableApprovalLedger
 from oma_actors.checkpoint.writer import CheckpointActor
 from oma_actors.clock import SYSTEM_CLOCK, Clock
+from oma_actors.domain.results import RunStatus
 from oma_actors.orchestration.agent_actor import AgentActor
 from oma_actors.orchestration.dispatch_gate import DispatchGate
 from oma_actors.orchestration.messages import StartRun
@@ -29,10 +30,12 @@ if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.errors import LeaseError
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.messages import AgentMessage
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
+    from oma_actors.runs import RunLeaseHandle
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,11 +75,14 @@ async def execute_queue(
     approvals: RunApprovals | None = None,
     announced: Collection[str] | None = (),
     clock: Clock = SYSTEM_CLOCK,
+    lease: RunLeaseHandle | None = None,
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
     One ``ActorSystem`` per run: no actor outlives it, and leaving it (normally, by error or by
-    cancellation) stops every agent, runner and the checkpoint writer.
+    cancellation) stops every agent, runner and the checkpoint writer. With ``lease``, a loss of
+    the lease (found by a fenced write or by the heartbeat) ends the run at once: the actors are
+    stopped without a grace period and the status is ``aborted`` (spec RS-12).
 
     Raises:
         DurableApprovalError: an approval integrity problem ended the run.
@@ -95,7 +101,12 @@ async def execute_queue(
             can_suspend=can_suspend,
             approved=dict(approvals.approved_dispatch),
         )
-    policy = CallPolicy(gate=approvals.tool_gate, can_suspend=can_suspend, clock=clock)
+    policy = CallPolicy(
+        gate=approvals.tool_gate,
+        can_suspend=can_suspend,
+        clock=clock,
+        fencing_token=lease.fencing_token if lease is not None else None,
+    )
     async with ActorSystem() as system:
         writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
         if checkpointing is not None:
@@ -126,7 +137,32 @@ async def execute_queue(
         run.bind(run_ref)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         run_ref.tell(StartRun(done=done))
-        await done
+        lost = await _until_done_or_lost(done, lease)
+        if lost is not None:
+            state.status = RunStatus("aborted", str(lost))
+            # Another owner holds the run: stop every actor now, mid-turn included. Nothing
+            # they could still do would be durable (every write is fenced).
+            await system.shutdown(grace=0)
     if state.fatal is not None:
         raise state.fatal
     return state
+
+
+async def _until_done_or_lost(
+    done: asyncio.Future[None], lease: RunLeaseHandle | None
+) -> LeaseError | None:
+    """Wait for the run to end; return the lease's loss instead if that comes first."""
+    if lease is None:
+        await done
+        return None
+    async with asyncio.TaskGroup() as group:
+        watcher = group.create_task(lease.wait_lost())
+        try:
+            either: list[asyncio.Future[Any]] = [done, watcher]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not watcher.done():
+                watcher.cancel()
+    if done.done():
+        return None
+    return watcher.result()

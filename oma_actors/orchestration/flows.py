@@ -6,39 +6,32 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from oma_actors.agents.runner import resolve_agent
 from oma_actors.checkpoint.run_writer import Saved
 from oma_actors.clock import SYSTEM_CLOCK, Clock
-from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.ids import new_id
 from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
-from oma_actors.orchestration.coordinator import (
-    COORDINATOR_NAME,
-    decompose,
-    default_coordinator,
-    synthesize,
-)
 from oma_actors.orchestration.execute import RunApprovals, execute_queue
 from oma_actors.orchestration.live import claim
-from oma_actors.orchestration.plan_gate import plan_gate
+from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.results import team_result
-from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import SharedMemory
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.agents.config import Team
     from oma_actors.agents.runner import Emit
     from oma_actors.approvals.gates import Gate
     from oma_actors.checkpoint.snapshot import RunMode
     from oma_actors.domain.messages import TokenUsage
-    from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
+    from oma_actors.orchestration.run import RunState
+    from oma_actors.runs import RunLeaseHandle, RunStoreOptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +44,7 @@ class FlowContext:
     on_plan_ready: Gate | None = None
     on_tool_call: Gate | None = None
     clock: Clock = SYSTEM_CLOCK
+    run_store: RunStoreOptions | None = None
 
     def approvals(self) -> RunApprovals:
         """The gates of a fresh run."""
@@ -116,11 +110,15 @@ async def run_queue(
     ctx: FlowContext,
     resolved: ResolvedCheckpoint | None,
     mode: RunMode,
+    run_id: str,
     goal: str | None = None,
     planning_usage: TokenUsage | None = None,
-) -> tuple[str, RunState, SharedMemory | None, RunCheckpointing | None]:
-    """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set."""
-    run_id = (resolved.run_id if resolved else None) or new_id()
+    lease: RunLeaseHandle | None = None,
+) -> tuple[RunState, SharedMemory | None, RunCheckpointing | None]:
+    """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set.
+
+    With ``lease`` every write is fenced by it and the run stops if it is lost.
+    """
     checkpointing = None
     if resolved is not None:
         checkpointing = new_checkpointing(
@@ -131,6 +129,7 @@ async def run_queue(
             emit=ctx.emit,
             planning_usage=planning_usage,
             clock=ctx.clock,
+            fence=lease,
         )
     memory = team_memory(team)
     state = await execute_queue(
@@ -143,8 +142,9 @@ async def run_queue(
         checkpointing=checkpointing,
         approvals=ctx.approvals(),
         clock=ctx.clock,
+        lease=lease,
     )
-    return run_id, state, memory, checkpointing
+    return state, memory, checkpointing
 
 
 async def run_task_list(
@@ -159,11 +159,21 @@ async def run_task_list(
     """Validate ``tasks`` (before any work) and run them with ``team``."""
     check_assignees(team, tasks)
     queue = TaskQueue.from_tasks(tasks, clock=ctx.clock)
+    run_id = (resolved.run_id if resolved else None) or new_id()
     with claim_if(resolved):
-        run_id, state, _, _ = await run_queue(
-            team, queue, ctx=ctx, resolved=resolved, mode=mode, goal=goal
-        )
-    return team_result(run_id=run_id, attempt=1, queue=queue, state=state)
+        async with owning(ctx.run_store, run_id, ctx.emit) as lease:
+            state, _, _ = await run_queue(
+                team, queue, ctx=ctx, resolved=resolved, mode=mode, run_id=run_id, goal=goal,
+                lease=lease,
+            )  # fmt: skip
+            result = team_result(run_id=run_id, attempt=_attempt(lease), queue=queue, state=state)
+            await settle(lease, result)
+    return result
+
+
+def _attempt(lease: RunLeaseHandle | None) -> int:
+    """A fresh run is attempt 1, or the run record's attempt when a run store owns it."""
+    return lease.attempt if lease is not None else 1
 
 
 def claim_if(resolved: ResolvedCheckpoint | None) -> AbstractContextManager[None]:
@@ -197,91 +207,3 @@ async def save_synthesis(
     outcome = await checkpointing.writer.save(snapshot, boundary="synthesis")
     if isinstance(outcome, Saved):
         state.revision = outcome.revision
-
-
-async def run_goal(
-    team: Team,
-    goal: str,
-    *,
-    coordinator: AgentConfig | None,
-    plan_only: bool,
-    ctx: FlowContext,
-    resolved: ResolvedCheckpoint | None,
-) -> TeamRunResult:
-    """Decompose ``goal`` with the coordinator, run the plan, then synthesize (spec 14)."""
-    lead = resolve_agent(coordinator or default_coordinator(team))
-    planning_id = (resolved.run_id if resolved else None) or new_id()
-    plan = await decompose(lead, team, goal, run_id=planning_id, emit=ctx.emit)
-    planning = {COORDINATOR_NAME: plan.result}
-    if plan.tasks is None:
-        problem = plan.problem
-        message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
-        return team_result(
-            run_id=planning_id,
-            attempt=1,
-            queue=TaskQueue([]),
-            state=RunState(),
-            extra_agent_results=planning,
-            status=RunStatus("error", message),
-        )
-    queue = TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
-    if resolved is not None and resolved.run_id is None:
-        resolved = replace(resolved, run_id=planning_id)
-    if ctx.on_plan_ready is not None:
-        with claim_if(resolved):
-            stopped = await plan_gate(
-                ctx,
-                queue,
-                goal=goal,
-                run_id=planning_id,
-                resolved=resolved,
-                plan_only=plan_only,
-                memory=team_memory(team),
-            )
-        if stopped is not None:
-            return team_result(
-                run_id=planning_id,
-                attempt=1,
-                queue=plan_view(queue),
-                state=stopped,
-                extra_agent_results=planning,
-            )
-    if plan_only:
-        return team_result(
-            run_id=planning_id,
-            attempt=1,
-            queue=plan_view(queue),
-            state=RunState(),
-            extra_agent_results=planning,
-            plan_only=True,
-        )
-    with claim_if(resolved):
-        run_id, state, memory, checkpointing = await run_queue(
-            team,
-            queue,
-            ctx=ctx,
-            resolved=resolved,
-            mode="runTeam",
-            goal=goal,
-            planning_usage=plan.result.token_usage,
-        )
-        if state.status is not None:
-            # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).
-            return team_result(
-                run_id=run_id, attempt=1, queue=queue, state=state, extra_agent_results=planning
-            )
-        summary = await memory.summary() if memory is not None else ""
-        synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
-        await save_synthesis(
-            checkpointing, queue=queue, memory=memory, state=state, synthesis=synthesis.result
-        )
-    # Planning usage is charged to the run; the synthesis is the coordinator's visible result.
-    final = synthesis.result
-    merged = replace(final, token_usage=final.token_usage + plan.result.token_usage)
-    return team_result(
-        run_id=run_id,
-        attempt=1,
-        queue=queue,
-        state=state,
-        extra_agent_results={COORDINATOR_NAME: merged},
-    )

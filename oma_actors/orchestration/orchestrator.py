@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Literal
 
 from oma_actors.agents.runner import resolve_agent, run_task
 from oma_actors.agents.tool_calls import CallPolicy
@@ -11,7 +12,8 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
-from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_goal, run_task_list
+from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
+from oma_actors.orchestration.goal_flow import run_goal
 from oma_actors.orchestration.options import (
     CheckpointArg,
     ResolvedCheckpoint,
@@ -20,7 +22,11 @@ from oma_actors.orchestration.options import (
     resolve_checkpoint,
 )
 from oma_actors.orchestration.restore_flow import restore_run
+from oma_actors.runs import RunStore, RunStoreOptions, resolve_run_store
 from oma_actors.stores.memory import InMemoryStore
+
+RunStoreArg = RunStore | RunStoreOptions | Literal[False] | None
+"""A run-store setting: a store, options, ``False`` (none for this call) or ``None`` (default)."""
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -45,6 +51,9 @@ class OpenMultiAgent:
         on_task_dispatch, on_plan_ready, on_tool_call: approval gates (durable approvals).
         clock: the time source of snapshots and task updates (the test kit's ``FakeClock``
             makes them deterministic); the system clock by default.
+        run_store: run ownership (spec RS-12): each run acquires its lease before any work and
+            fences every write; a ``RunStore`` or ``RunStoreOptions``; per call replaces it and
+            ``False`` turns it off for that call.
     """
 
     def __init__(
@@ -57,6 +66,7 @@ class OpenMultiAgent:
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
         clock: Clock | None = None,
+        run_store: RunStoreArg = None,
     ) -> None:
         for name, gate in (
             ("on_task_dispatch", on_task_dispatch),
@@ -67,6 +77,8 @@ class OpenMultiAgent:
                 raise ConfigurationError(f"{name} must be callable, not {type(gate).__name__}")
         checkpoint_options(None, checkpoint)  # validate the default early
         self._checkpoint = checkpoint
+        self._run_store = run_store
+        resolve_run_store(run_store)  # validate the default early
         self._on_progress = on_progress
         self._ctx = FlowContext(
             max_concurrency=check_max_concurrency(max_concurrency),
@@ -115,6 +127,7 @@ class OpenMultiAgent:
         *,
         checkpoint: CheckpointArg = None,
         on_existing: OnExisting = "error",
+        run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Run explicit tasks; options and the graph are validated before any agent works.
 
@@ -123,16 +136,19 @@ class OpenMultiAgent:
             tasks: the task graph.
             checkpoint: this call's checkpoint setting (replaces the orchestrator's).
             on_existing: what to do when the key holds an unfinished run (decision D12).
+            run_store: this call's run ownership (replaces the orchestrator's; ``False``: none).
 
         Raises:
             TaskGraphError: cycles, unknown dependencies or assignees, duplicate ids.
             ConfigurationError: contradictory checkpoint options (spec CO-06, D9).
             RunExistsError: the key holds an unfinished run and ``on_existing="error"``.
+            LeaseError: with a run store, the run is owned elsewhere, terminal or suspended.
         """
         resolved = self._resolve(team, checkpoint)
+        ctx = self._ctx_for(run_store)
         if await continue_existing(resolved, check_on_existing(on_existing)):
-            return await self._restore(team, tasks, resolved, None)
-        return await run_task_list(team, tasks, ctx=self._ctx, resolved=resolved)
+            return await self._restore(team, tasks, resolved, None, ctx)
+        return await run_task_list(team, tasks, ctx=ctx, resolved=resolved)
 
     async def run_from_plan(
         self,
@@ -141,6 +157,7 @@ class OpenMultiAgent:
         *,
         checkpoint: CheckpointArg = None,
         on_existing: OnExisting = "error",
+        run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Run a reviewed plan artifact with its ids and dependencies used exactly.
 
@@ -148,12 +165,13 @@ class OpenMultiAgent:
         run's records match the artifact a person reviewed. ``on_existing`` as in run_tasks.
         """
         resolved = self._resolve(team, checkpoint)
+        ctx = self._ctx_for(run_store)
         if await continue_existing(resolved, check_on_existing(on_existing)):
-            return await self._restore(team, plan, resolved, None)
+            return await self._restore(team, plan, resolved, None, ctx)
         return await run_task_list(
             team,
             plan_tasks(plan),
-            ctx=self._ctx,
+            ctx=ctx,
             resolved=resolved,
             mode="runFromPlan",
             goal=plan.goal,
@@ -168,20 +186,22 @@ class OpenMultiAgent:
         coordinator: AgentConfig | None = None,
         plan_only: bool = False,
         on_existing: OnExisting = "error",
+        run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer.
 
         ``on_existing`` as in run_tasks; it is decided before the coordinator is asked.
         """
         resolved = self._resolve(team, checkpoint)  # plan_only writes only a plan suspension
+        ctx = self._ctx_for(run_store)
         if await continue_existing(resolved, check_on_existing(on_existing)):
-            return await self._restore(team, None, resolved, coordinator)
+            return await self._restore(team, None, resolved, coordinator, ctx)
         return await run_goal(
             team,
             goal,
             coordinator=coordinator,
             plan_only=plan_only,
-            ctx=self._ctx,
+            ctx=ctx,
             resolved=resolved,
         )
 
@@ -193,6 +213,7 @@ class OpenMultiAgent:
         checkpoint: CheckpointArg = None,
         coordinator: AgentConfig | None = None,
         journal: object | None = None,
+        run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Continue the checkpointed run where it stopped (spec section 10).
 
@@ -208,7 +229,14 @@ class OpenMultiAgent:
         if journal is not None:
             raise ConfigurationError("run journals are not available in this build yet")
         resolved = self._resolve(team, checkpoint, restoring=True)
-        return await self._restore(team, tasks_or_plan, resolved, coordinator)
+        return await self._restore(
+            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store)
+        )
+
+    def _ctx_for(self, run_store: RunStoreArg) -> FlowContext:
+        """The flow settings of one call: its run store replaces the orchestrator's."""
+        options = resolve_run_store(run_store, self._run_store)
+        return replace(self._ctx, run_store=options)
 
     async def _restore(
         self,
@@ -216,7 +244,8 @@ class OpenMultiAgent:
         tasks_or_plan: Sequence[Task] | PlanArtifact | None,
         resolved: ResolvedCheckpoint | None,
         coordinator: AgentConfig | None,
+        ctx: FlowContext,
     ) -> TeamRunResult:
         return await restore_run(
-            team, tasks_or_plan, ctx=self._ctx, resolved=resolved, coordinator=coordinator
+            team, tasks_or_plan, ctx=ctx, resolved=resolved, coordinator=coordinator
         )

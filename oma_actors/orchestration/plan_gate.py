@@ -20,6 +20,7 @@ from oma_actors.orchestration.run import RunState
 from oma_actors.stores.base import is_atomic_store
 
 if TYPE_CHECKING:
+    from oma_actors.checkpoint.run_writer import Fence
     from oma_actors.orchestration.flows import FlowContext
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
@@ -35,6 +36,7 @@ async def plan_gate(
     resolved: ResolvedCheckpoint | None,
     plan_only: bool,
     memory: SharedMemory | None,
+    fence: Fence | None = None,
 ) -> RunState | None:
     """Ask ``on_plan_ready``; ``None`` lets the plan run, a ``RunState`` is how the run ended.
 
@@ -66,7 +68,13 @@ async def plan_gate(
         run_id=run_id, scope="plan", boundary=PLAN_BOUNDARY, content=content, reason=reason
     )
     checkpointing = new_checkpointing(
-        resolved, run_id=run_id, mode="runTeam", goal=goal, emit=ctx.emit, clock=ctx.clock
+        resolved,
+        run_id=run_id,
+        mode="runTeam",
+        goal=goal,
+        emit=ctx.emit,
+        clock=ctx.clock,
+        fence=fence,
     )
     snapshot = await build_snapshot(
         checkpointing,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,12 @@ from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
 from oma_actors.domain.results import RunStatus, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
-from oma_actors.errors import CheckpointNotFoundError, DurableApprovalError, StoreError
+from oma_actors.errors import (
+    CheckpointNotFoundError,
+    DurableApprovalError,
+    LeaseError,
+    StoreError,
+)
 from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
@@ -26,6 +32,7 @@ from oma_actors.orchestration.flows import (
     save_synthesis,
     team_memory,
 )
+from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
 from oma_actors.orchestration.results import team_result
@@ -41,6 +48,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.tasks import Task
     from oma_actors.orchestration.flows import FlowContext
     from oma_actors.orchestration.options import ResolvedCheckpoint
+    from oma_actors.runs import RunLeaseHandle
 
 
 async def restore_run(
@@ -85,10 +93,49 @@ async def _continue(
     coordinator: AgentConfig | None,
 ) -> TeamRunResult:
     plan = plan_restore(snapshot, team, resolved.run_id, clock=ctx.clock)
+    async with AsyncExitStack() as stack:
+        try:
+            lease = await stack.enter_async_context(owning(ctx.run_store, plan.run_id, ctx.emit))
+        except LeaseError as exc:
+            if exc.code == "RUN_ALREADY_TERMINAL" and plan.finished:
+                # Decision D4 under a run store: a completed run is read back, never re-owned.
+                return _finished(snapshot, plan)
+            raise
+        result = await _continue_owned(team, snapshot, plan, ctx, resolved, coordinator, lease)
+        await settle(lease, result)
+    return result
+
+
+def _finished(snapshot: CheckpointSnapshot, plan: RestorePlan) -> TeamRunResult:
+    """The stored results of a finished run, with no model call and no write (D4)."""
+    extra: dict[str, AgentRunResult] = {}
+    if snapshot.synthesis is not None:
+        usage = snapshot.synthesis.token_usage
+        if snapshot.planning_usage is not None:
+            usage = usage + snapshot.planning_usage
+        extra[COORDINATOR_NAME] = replace(snapshot.synthesis, token_usage=usage)
+    return team_result(
+        run_id=plan.run_id,
+        attempt=snapshot.attempt,
+        queue=plan.queue,
+        state=RunState(task_results=dict(plan.results)),
+        extra_agent_results=extra,
+    )
+
+
+async def _continue_owned(
+    team: Team,
+    snapshot: CheckpointSnapshot,
+    plan: RestorePlan,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint,
+    coordinator: AgentConfig | None,
+    lease: RunLeaseHandle | None,
+) -> TeamRunResult:
     reconciled = await reconcile_approvals(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
-    writer = _writer(resolved, plan, snapshot, ctx)
+    writer = _writer(resolved, plan, snapshot, ctx, lease)
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
         return stopped
@@ -132,6 +179,7 @@ async def _continue(
         ),
         announced=snapshot.announced,
         clock=ctx.clock,
+        lease=lease,
     )
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
@@ -227,11 +275,15 @@ async def _settle_approvals(
 
 
 def _writer(
-    resolved: ResolvedCheckpoint, plan: RestorePlan, snapshot: CheckpointSnapshot, ctx: FlowContext
+    resolved: ResolvedCheckpoint,
+    plan: RestorePlan,
+    snapshot: CheckpointSnapshot,
+    ctx: FlowContext,
+    lease: RunLeaseHandle | None,
 ) -> RunWriter:
     """The restored run's one writer, continuing the stored snapshot's revision."""
     checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=plan.run_id)
-    return RunWriter(checkpoint, emit=ctx.emit, revision=snapshot.revision)
+    return RunWriter(checkpoint, emit=ctx.emit, revision=snapshot.revision, fence=lease)
 
 
 async def _restored_synthesis(

@@ -11,11 +11,12 @@ order.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.writer import Save, Saved
+from oma_actors.checkpoint.writer import Fenced, Save, Saved
 from oma_actors.domain.messages import ToolResultBlock
 from oma_actors.domain.results import RunStatus
 from oma_actors.events import (
@@ -40,7 +41,6 @@ from oma_actors.orchestration.prompts import task_prompt
 from oma_actors.orchestration.shared_memory import task_result_key
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Collection, Mapping
 
     from oma_actors.actors import ActorRef
@@ -226,6 +226,11 @@ class RunActor(Actor[RunMessage, bool | None]):
         if isinstance(outcome, Saved):
             self._state.revision = outcome.revision
             return True
+        if isinstance(outcome, Fenced):
+            # Another owner holds the run (D11). execute_queue stops every actor as soon as the
+            # loss latches, which it did inside this write; park until then, so the runner that
+            # asked cannot take one more step (run a tool, call the model) before it is stopped.
+            await asyncio.Event().wait()
         return False
 
     def _pending_requests(self) -> list[ApprovalRequest]:

@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import os
 import re
+import stat
 from contextlib import suppress
 
 import aiofiles
@@ -25,22 +26,70 @@ _temp_counter = itertools.count(1)
 _writing: set[str] = set()
 
 
-async def read_state(path: str) -> bytes | None:
+MAX_STATE_BYTES = 256 << 20
+"""The largest state file ``read_state`` reads (256 MiB): a larger one is refused, not read."""
+
+
+async def read_state(path: str, *, limit: int | None = None) -> bytes | None:
     """Return the file's bytes, or ``None`` if it does not exist (a fresh store).
 
+    Only a regular file is read, and at most ``limit`` bytes of it (default
+    ``MAX_STATE_BYTES``): a device (``/dev/zero``), a FIFO or a directory named as a state
+    file would otherwise be read until memory runs out, or block forever.
+
     Raises:
-        CorruptStoreError: The file exists but cannot be read (permissions, a directory, ...).
-            Treating it as empty would let the next write destroy what is there.
+        CorruptStoreError: The file exists but is not a regular file, is larger than
+            ``limit``, or cannot be read (permissions, ...). Treating it as empty would let the
+            next write destroy what is there.
     """
     try:
-        async with aiofiles.open(path, "rb") as handle:
-            return await handle.read()
+        return await asyncio.to_thread(_read_regular, path, limit or MAX_STATE_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise CorruptStoreError(
             path, f"state file is unreadable ({exc.strerror or exc}); refusing to start fresh"
         ) from exc
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. fstat on the
+    # opened descriptor, not stat on the name, so the file checked is the file read.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptStoreError(
+                path, f"not a regular file ({_kind(info.st_mode)}); refusing to read it as state"
+            )
+        if info.st_size > limit:
+            raise CorruptStoreError(
+                path, f"state file is {info.st_size} bytes, over the {limit}-byte limit"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while True:  # read to the end, but never past the limit (the file may be growing)
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise CorruptStoreError(path, f"state file grew over the {limit}-byte limit")
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 # Directories this process has already created: makedirs is one thread round trip per write

@@ -20,6 +20,8 @@ class ToolContext:
 
     ``tool_call_id`` is the model-issued id; a call re-run after a restore gets the same one, so
     ``f"{run_id}:{task_id}:{tool_call_id}"`` works as an external idempotency key (spec RN-09).
+    ``fencing_token`` is the run lease's token when the run has a run store: an external system
+    that remembers the highest token it has seen can refuse a call from a superseded owner.
     """
 
     run_id: str | None
@@ -27,6 +29,7 @@ class ToolContext:
     tool_call_id: str
     agent_name: str
     attempt: int = 1
+    fencing_token: int | None = None
 
     @property
     def idempotency_key(self) -> str:

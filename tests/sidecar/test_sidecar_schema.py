@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -62,3 +63,30 @@ def test_schema_problems() -> None:
     assert schema_problem({"properties": {"a": 1}}) is not None
     assert schema_problem({"required": "a"}) is not None
     assert schema_problem({"properties": {"a": {"pattern": "("}}}) is not None
+
+
+def test_patterns_are_matched_in_linear_time() -> None:
+    # Python's re backtracks exponentially here: 2**40 steps, effectively forever.
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+    started = time.perf_counter()
+    problems = validate(schema, {"s": "a" * 40 + "!"})
+    assert time.perf_counter() - started < 0.5
+    assert problems == ["$.s: does not match pattern '^(a+)+$'"]
+    assert validate(schema, {"s": "a" * 40}) == []
+
+
+def test_patterns_without_a_linear_time_match_are_refused_at_registration() -> None:
+    for pattern in ("(?<=a)b", r"(a)\1", "(?=x)y"):
+        problem = schema_problem({"properties": {"a": {"type": "string", "pattern": pattern}}})
+        assert problem is not None
+        assert "RE2" in problem
+    # A property that happens to be called "pattern" is a field, not a regex.
+    assert schema_problem({"properties": {"pattern": {"type": "string"}}}) is None
+    assert schema_problem({"pattern": 3}) == '"pattern" must be a string'
+
+
+def test_deeply_nested_schemas_are_refused_without_recursing() -> None:
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(5000):
+        deep = {"type": "object", "properties": {"a": deep}}
+    assert "deeper than" in (schema_problem(deep) or "")

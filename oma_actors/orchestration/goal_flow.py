@@ -1,0 +1,128 @@
+"""``run_team``'s flow: decompose the goal, gate the plan, run it, synthesize (spec 14).
+
+With a run store the lease is taken before the coordinator is asked anything, so a second
+worker on the same run id does no model call at all; the plan suspension, every task boundary
+and the synthesis are then fenced by that lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from oma_actors.agents.runner import resolve_agent
+from oma_actors.domain.results import RunStatus
+from oma_actors.ids import new_id
+from oma_actors.orchestration.coordinator import (
+    COORDINATOR_NAME,
+    decompose,
+    default_coordinator,
+    synthesize,
+)
+from oma_actors.orchestration.flows import (
+    claim_if,
+    plan_view,
+    run_queue,
+    save_synthesis,
+    team_memory,
+)
+from oma_actors.orchestration.ownership import owning, settle
+from oma_actors.orchestration.plan_gate import plan_gate
+from oma_actors.orchestration.queue import TaskQueue
+from oma_actors.orchestration.results import team_result
+from oma_actors.orchestration.run import RunState
+
+if TYPE_CHECKING:
+    from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.domain.results import TeamRunResult
+    from oma_actors.orchestration.flows import FlowContext
+    from oma_actors.orchestration.options import ResolvedCheckpoint
+    from oma_actors.runs import RunLeaseHandle
+
+
+async def run_goal(
+    team: Team,
+    goal: str,
+    *,
+    coordinator: AgentConfig | None,
+    plan_only: bool,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+) -> TeamRunResult:
+    """Decompose ``goal`` with the coordinator, run the plan, then synthesize.
+
+    Spec 14: one repair attempt for an invalid plan (CD-02..CD-04), the plan gate before
+    anything runs (AP-23), no synthesis for a suspended, rejected or halted run (CD-07).
+    """
+    planning_id = (resolved.run_id if resolved else None) or new_id()
+    if resolved is not None and resolved.run_id is None:
+        resolved = replace(resolved, run_id=planning_id)
+    async with owning(ctx.run_store, planning_id, ctx.emit) as lease:
+        result = await _owned_goal(
+            team, goal, coordinator, plan_only, ctx, resolved, planning_id, lease
+        )
+        await settle(lease, result)
+    return result
+
+
+async def _owned_goal(
+    team: Team,
+    goal: str,
+    coordinator: AgentConfig | None,
+    plan_only: bool,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+    run_id: str,
+    lease: RunLeaseHandle | None,
+) -> TeamRunResult:
+    attempt = lease.attempt if lease is not None else 1
+    lead = resolve_agent(coordinator or default_coordinator(team))
+    plan = await decompose(lead, team, goal, run_id=run_id, emit=ctx.emit)
+    planning = {COORDINATOR_NAME: plan.result}
+    if plan.tasks is None:
+        problem = plan.problem
+        message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
+        return team_result(
+            run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
+            extra_agent_results=planning, status=RunStatus("error", message),
+        )  # fmt: skip
+    queue = TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
+    if ctx.on_plan_ready is not None:
+        with claim_if(resolved):
+            stopped = await plan_gate(
+                ctx, queue, goal=goal, run_id=run_id, resolved=resolved, plan_only=plan_only,
+                memory=team_memory(team), fence=lease,
+            )  # fmt: skip
+        if stopped is not None:
+            return team_result(
+                run_id=run_id, attempt=attempt, queue=plan_view(queue), state=stopped,
+                extra_agent_results=planning,
+            )  # fmt: skip
+    if plan_only:
+        return team_result(
+            run_id=run_id, attempt=attempt, queue=plan_view(queue), state=RunState(),
+            extra_agent_results=planning, plan_only=True,
+        )  # fmt: skip
+    with claim_if(resolved):
+        state, memory, checkpointing = await run_queue(
+            team, queue, ctx=ctx, resolved=resolved, mode="runTeam", run_id=run_id, goal=goal,
+            planning_usage=plan.result.token_usage, lease=lease,
+        )  # fmt: skip
+        if state.status is not None:
+            # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).
+            return team_result(
+                run_id=run_id, attempt=attempt, queue=queue, state=state,
+                extra_agent_results=planning,
+            )  # fmt: skip
+        summary = await memory.summary() if memory is not None else ""
+        synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
+        await save_synthesis(
+            checkpointing, queue=queue, memory=memory, state=state, synthesis=synthesis.result
+        )
+    # Planning usage is charged to the run; the synthesis is the coordinator's visible result.
+    final = synthesis.result
+    merged = replace(final, token_usage=final.token_usage + plan.result.token_usage)
+    return team_result(
+        run_id=run_id, attempt=attempt, queue=queue, state=state,
+        extra_agent_results={COORDINATOR_NAME: merged},
+    )  # fmt: skip

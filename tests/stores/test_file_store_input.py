@@ -1,0 +1,93 @@
+"""FileStore refuses state "files" that are no files: devices, FIFOs, directories, huge files.
+
+A store URI can come from a client (the sidecar's ``StartRun``): ``file:///dev/zero`` used to be
+read until the kernel killed the process, and a FIFO blocked a worker thread forever (issue 12,
+item 1). The read path opens without blocking, checks the opened file is a regular one, and
+reads at most ``MAX_STATE_BYTES``; every refusal is a ``CorruptStoreError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores import FileStore
+from oma_actors.stores import file_io
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="devices and FIFOs are POSIX")
+
+
+async def refusal(path: str) -> CorruptStoreError:
+    """The error of the first read of a FileStore at ``path``, within two seconds."""
+    with pytest.raises(CorruptStoreError) as caught:
+        await asyncio.wait_for(FileStore(path).get("k"), 2)
+    assert caught.value.path == path
+    assert path in str(caught.value)
+    return caught.value
+
+
+async def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "state.json"
+    os.mkfifo(fifo)
+    try:
+        error = await refusal(str(fifo))
+    finally:
+        # Before the fix a worker thread sat in open() waiting for a writer: release it, so a
+        # failing run of this test still ends.
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert "FIFO" in error.reason
+
+
+async def test_a_character_device_is_refused_not_read() -> None:
+    # /dev/zero never ends: reading it whole is how a client exhausted the sidecar's memory.
+    error = await refusal("/dev/zero")
+    assert "device" in error.reason
+
+
+async def test_dev_null_is_refused_rather_than_read_as_an_empty_store() -> None:
+    error = await refusal("/dev/null")
+    assert "not a regular file" in error.reason
+
+
+async def test_a_directory_is_refused(tmp_path: Path) -> None:
+    error = await refusal(str(tmp_path))
+    assert "directory" in error.reason
+
+
+async def test_a_file_over_the_limit_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    await asyncio.to_thread(state.write_bytes, b'{"version":1,"entries":[]}' + b" " * 4096)
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", 1024)
+    error = await refusal(str(state))
+    assert "1024-byte limit" in error.reason
+    assert isinstance(error, StoreError)
+
+
+async def test_a_file_at_the_limit_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    text = b'{"version":1,"entries":[]}'
+    await asyncio.to_thread(state.write_bytes, text)
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", len(text))
+    assert await FileStore(state).list() == []
+
+
+async def test_a_symlink_to_a_regular_file_still_loads(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    await asyncio.to_thread(real.write_bytes, b'{"version":1,"entries":[]}')
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert await FileStore(link).list() == []
+
+
+async def test_a_missing_file_is_still_an_empty_store(tmp_path: Path) -> None:
+    assert await FileStore(tmp_path / "missing.json").get("k") is None
