@@ -145,6 +145,8 @@ class RunWriter:
         self._emit = emit
         self._revision = revision
         self._fence = fence
+        self._saved = 0
+        self._failed = 0
         self._cache = EncodeCache()
         self._lock = asyncio.Lock()
 
@@ -157,6 +159,16 @@ class RunWriter:
     def revision(self) -> int:
         """Successful saves so far (continuing the restored snapshot's count)."""
         return self._revision
+
+    @property
+    def saved(self) -> int:
+        """Saves this writer made durable (this attempt only)."""
+        return self._saved
+
+    @property
+    def failed(self) -> int:
+        """Saves this writer attempted that are not known durable (this attempt only)."""
+        return self._failed
 
     async def save(
         self,
@@ -200,6 +212,7 @@ class RunWriter:
         report(replace(point, phase="after", durable=outcome.durable))
         if isinstance(outcome, Saved):
             self._revision = outcome.revision
+            self._saved += 1
             self._emit(
                 CheckpointSaved(
                     run_id=run_id, revision=outcome.revision, boundary=boundary,
@@ -207,6 +220,7 @@ class RunWriter:
                 )
             )  # fmt: skip
             return outcome
+        self._failed += 1
         # A strict boundary's failure stops the step that needed it; say so louder.
         logger.log(
             logging.ERROR if strict else logging.WARNING,

@@ -52,7 +52,12 @@ class RunStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TeamRunResult:
-    """The outcome of ``run_tasks``, ``run_team``, ``run_from_plan`` or ``restore``."""
+    """The outcome of ``run_tasks``, ``run_team``, ``run_from_plan`` or ``restore``.
+
+    ``checkpoint_saves`` and ``checkpoint_save_failures`` count this attempt's checkpoint
+    writes that became durable and that did not. A run that did its work but whose saves
+    failed still succeeds, and its ``status.message`` says what a restore would find.
+    """
 
     success: bool
     status: RunStatus
@@ -65,3 +70,5 @@ class TeamRunResult:
     pending_approvals: list[ApprovalRequest] = field(default_factory=list)
     approval_decisions: list[ApprovalDecision] = field(default_factory=list)
     plan_only: bool = False
+    checkpoint_saves: int = 0
+    checkpoint_save_failures: int = 0

@@ -93,6 +93,7 @@ async def execute_queue(
     state = RunState(task_results=dict(restored_results or {}), decisions=list(approvals.decisions))
     if checkpointing is not None:
         state.revision = checkpointing.writer.revision
+        state.writer = checkpointing.writer
     gate = None
     if approvals.dispatch_gate is not None or approvals.approved_dispatch:
         gate = DispatchGate(

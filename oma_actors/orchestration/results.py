@@ -45,6 +45,9 @@ def team_result(
         usage = usage + result.token_usage
     # A plan-only result is a finished answer: the plan itself (spec CD-06).
     final = status or state.status or (RunStatus("ok") if plan_only else run_status(queue))
+    saves, failures = (state.writer.saved, state.writer.failed) if state.writer else (0, 0)
+    if failures and final.code == "ok":
+        final = RunStatus("ok", _durability_note(saves, failures, state.revision))
     return TeamRunResult(
         success=final.code == "ok",
         status=final,
@@ -57,4 +60,19 @@ def team_result(
         pending_approvals=list(state.pending_approvals),
         approval_decisions=list(state.decisions),
         plan_only=plan_only,
+        checkpoint_saves=saves,
+        checkpoint_save_failures=failures,
+    )
+
+
+def _durability_note(saves: int, failures: int, revision: int) -> str:
+    """What a restore would find when some of the run's saves failed (issue: silent ``ok``)."""
+    if saves == 0:
+        return (
+            f"completed, but nothing durable was saved: all {failures} checkpoint saves failed; "
+            "a restore would start over"
+        )
+    return (
+        f"completed, but {failures} of {saves + failures} checkpoint saves failed; a restore "
+        f"continues from revision {revision}"
     )

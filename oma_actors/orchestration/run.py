@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
+    from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.writer import CheckpointMessage, SaveOutcome
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
@@ -68,6 +69,7 @@ class RunState:
     pending_approvals: list[ApprovalRequest] = field(default_factory=list)
     decisions: list[ApprovalDecision] = field(default_factory=list)
     fatal: Exception | None = None
+    writer: RunWriter | None = None  # the run's writer, for its save counts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -137,3 +137,44 @@ async def test_each_runner_boundary_is_saved_by_name_with_its_task_and_committed
     # The results message carries both results: its save makes both calls durable too.
     [results] = [e for e in saved if e.boundary == "tool_results"]
     assert results.committed == ("call-1", "call-2")
+
+
+async def test_a_run_whose_every_save_failed_says_nothing_durable_was_saved() -> None:
+    inner = InMemoryStore()
+    store = FailingStore(
+        inner, times=None, exc_factory=lambda: OSError(30, "Read-only file system")
+    )
+    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter([answer("done")]))])
+    result = await OpenMultiAgent().run_tasks(
+        team, [Task("only", "do it", assignee="worker")],
+        checkpoint=CheckpointOptions(store=store, run_id="ro"),
+    )  # fmt: skip
+    assert result.success  # the work was done...
+    assert (result.checkpoint_saves, result.checkpoint_save_failures) == (0, 3)
+    assert result.status.message is not None
+    assert "nothing durable was saved" in result.status.message  # ...and the caller is told
+    assert await inner.list() == []
+
+
+async def test_a_run_with_some_failed_saves_says_where_a_restore_would_continue() -> None:
+    inner = InMemoryStore()
+    store = FailingStore(inner, nth=2, times=1, exc_factory=lambda: OSError(28, "No space left"))
+    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter([answer("done")]))])
+    result = await OpenMultiAgent().run_tasks(
+        team, [Task("only", "do it", assignee="worker")],
+        checkpoint=CheckpointOptions(store=store, run_id="partial"),
+    )  # fmt: skip
+    assert (result.checkpoint_saves, result.checkpoint_save_failures) == (2, 1)
+    assert result.status.message == (
+        "completed, but 1 of 3 checkpoint saves failed; a restore continues from revision 2"
+    )
+
+
+async def test_a_run_whose_saves_all_landed_has_a_plain_ok() -> None:
+    team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter([answer("done")]))])
+    result = await OpenMultiAgent().run_tasks(
+        team, [Task("only", "do it", assignee="worker")],
+        checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="fine"),
+    )  # fmt: skip
+    assert (result.status.message, result.checkpoint_saves) == (None, 3)
+    assert result.checkpoint_save_failures == 0
