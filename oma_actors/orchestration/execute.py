@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
     from oma_actors.runs import RunLeaseHandle
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +150,8 @@ async def execute_queue(
             await system.shutdown(grace=0)
     if state.fatal is not None:
         raise state.fatal
+    ended = state.status.code if state.status is not None else "finished"
+    logger.info("run %s: %s (checkpoint revision %d)", run_id, ended, state.revision)
     return state
 
 

@@ -44,9 +44,14 @@ async def owning(
         return
 
     def lost(error: LeaseError) -> None:
+        logger.warning("run %s: lease lost: %s", run_id, error)
         emit(LeaseLost(run_id=run_id, reason=str(error)))
 
     handle = await options.ledger().acquire(run_id, heartbeat=options.heartbeat, on_lost=lost)
+    logger.info(
+        "run %s: lease acquired by %s (fencing token %d, attempt %d)",
+        run_id, handle.owner, handle.fencing_token, handle.attempt,
+    )  # fmt: skip
     try:
         yield handle
     finally:

@@ -12,6 +12,7 @@ order.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
 
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
+
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -270,6 +274,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         assert self._self is not None
         started = self._queue.start(task.id, agent)
         self._running[task.id] = agent
+        logger.info("run %s: task %r started on %s", self._w.run_id, task.title, agent)
         self._w.emit(
             TaskStarted(run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent)
         )
@@ -339,6 +344,10 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._state.task_results[task_id] = result
         self._state.agent_results[agent] = result
         self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
+        logger.info(
+            "run %s: task %r %s (%d turns)", run_id, task.title,
+            "completed" if result.success else "failed", result.turns,
+        )  # fmt: skip
         if not result.success:
             cascade = self._queue.fail(task_id, result.output)
             for failed in (self._queue.get(task_id), *cascade):
