@@ -30,10 +30,15 @@ BoundaryKind = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCommit:
-    """The per-call commit record: the model-visible result block and the call's record."""
+    """The per-call commit record: the model-visible result block and the call's record.
+
+    ``delegation_usage`` is OMA's ``delegationUsage``: tokens a delegating tool spent in a
+    sub-agent, added to the task's usage when the committed result is replayed.
+    """
 
     block: ToolResultBlock
     record: ToolCallRecord
+    delegation_usage: TokenUsage | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +85,11 @@ class RunnerState:
         final_output: the answer once ``completed``.
         success: whether the completed run ended with a final answer.
         retryable: for an unsuccessful run, whether another attempt may succeed.
+        budget_exceeded: OMA's ``budgetExceeded``: the agent's token budget ran out.
+        loop_warned: OMA's ``loopWarned``: loop detection warned the model once.
+        loop_detected: OMA's ``loopDetected``: loop detection stopped the runner.
+        pending_tool_result_text: OMA's ``pendingToolResultText``: text appended after the
+            tool results of the current turn (e.g. a loop warning), carried across restores.
     """
 
     phase: RunnerPhase
@@ -92,6 +102,10 @@ class RunnerState:
     final_output: str = ""
     success: bool = True
     retryable: bool = False
+    budget_exceeded: bool = False
+    loop_warned: bool = False
+    loop_detected: bool = False
+    pending_tool_result_text: str | None = None
 
     @property
     def uncommitted(self) -> tuple[PendingCall, ...]:
