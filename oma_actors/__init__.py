@@ -90,6 +90,8 @@ from oma_actors.runs import (
     RunRecord,
     RunStore,
     RunStoreOptions,
+    RunSummary,
+    list_runs,
 )
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
 from oma_actors.stores.file import FileStore
@@ -158,6 +160,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "RunStoreOptions",
+    "RunSummary",
     "ScriptedAdapter",
     "SqliteStore",
     "StoreError",
@@ -194,6 +197,7 @@ __all__ = [
     "get_approval_record",
     "is_checkpoint_key",
     "list_checkpoints",
+    "list_runs",
     "open_store",
     "parse_store_uri",
     "text_response",

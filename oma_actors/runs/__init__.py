@@ -15,6 +15,7 @@ the old owner lands. Records are OMA's JSON at ``__oma_run__/<runId>``::
 from oma_actors.runs.handle import RunLeaseHandle
 from oma_actors.runs.ledger import DEFAULT_LEASE_TTL, Acquisition, RunLedger
 from oma_actors.runs.lifecycle import RUN_STATUSES, RunStatus, can_transition, is_terminal
+from oma_actors.runs.listing import RunSummary, list_runs
 from oma_actors.runs.options import RunStoreOptions, resolve_run_store
 from oma_actors.runs.record import Lease, RunRecord, lease_live
 from oma_actors.runs.store import MemoryStoreRunStore, RunStore, is_run_record_key
@@ -31,9 +32,11 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "RunStoreOptions",
+    "RunSummary",
     "can_transition",
     "is_run_record_key",
     "is_terminal",
     "lease_live",
+    "list_runs",
     "resolve_run_store",
 ]

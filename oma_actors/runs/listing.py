@@ -1,0 +1,71 @@
+"""``list_runs``: every run record a store holds, for operators (``oma runs list``).
+
+A record that does not parse is listed as ``unreadable`` with its error, never skipped: a run
+missing from a listing is a run nobody looks after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from oma_actors.clock import to_iso
+from oma_actors.errors import LeaseError
+from oma_actors.keyspace import RUN_KEY_PREFIX
+from oma_actors.runs.record import RunRecord
+from oma_actors.runs.store import is_run_record_key
+
+if TYPE_CHECKING:
+    from oma_actors.stores.base import MemoryStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    """One run record, flattened for display.
+
+    Attributes:
+        run_id: the run (from the key when the record is unreadable).
+        status: the record's status, or ``unreadable`` (see ``error``).
+        attempt: the record's attempt (0 when unreadable).
+        fencing_token: the current owner's token (0 when unreadable).
+        owner: who holds the lease, if anyone.
+        lease_expires_at: when that lease expires (ISO-8601), if there is one.
+        error: why the record could not be read.
+    """
+
+    run_id: str
+    status: str
+    attempt: int
+    fencing_token: int
+    owner: str | None = None
+    lease_expires_at: str | None = None
+    error: str | None = None
+
+
+async def list_runs(store: MemoryStore) -> list[RunSummary]:
+    """Summarize every run record in ``store`` (keys under ``__oma_run__/``), in store order."""
+    found: list[RunSummary] = []
+    for entry in await store.list():
+        if not is_run_record_key(entry.key):
+            continue
+        run_id = entry.key.removeprefix(RUN_KEY_PREFIX)
+        try:
+            record = RunRecord.parse(entry.value, run_id=run_id)
+        except LeaseError as exc:
+            found.append(
+                RunSummary(run_id=run_id, status="unreadable", attempt=0, fencing_token=0,
+                           error=str(exc))
+            )  # fmt: skip
+            continue
+        lease = record.lease
+        found.append(
+            RunSummary(
+                run_id=record.run_id,
+                status=record.status,
+                attempt=record.attempt,
+                fencing_token=record.fencing_token,
+                owner=lease.owner if lease is not None else None,
+                lease_expires_at=to_iso(lease.expires_at) if lease is not None else None,
+            )
+        )
+    return found

@@ -1,0 +1,63 @@
+"""``oma runs list``: checkpoints and run records of one store, side by side."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    LLMResponse,
+    MemoryStoreRunStore,
+    OpenMultiAgent,
+    SqliteStore,
+    Task,
+    Team,
+    TextBlock,
+    TokenUsage,
+)
+from oma_actors.testing import ScriptedAdapter
+
+
+async def _populate(path: Path) -> None:
+    async with SqliteStore(path) as store:
+        team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(
+            [LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))]
+        ))])  # fmt: skip
+        runs = MemoryStoreRunStore(store, atomicity="cross-process")
+        await OpenMultiAgent(run_store=runs).run_tasks(
+            team, [Task("a", "x")], checkpoint=CheckpointOptions(store=store, run_id="owned")
+        )
+        await store.set("__oma_run__/broken", "{not json")
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_runs_list_joins_checkpoint_and_record_and_lists_unreadable_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    asyncio.run(_populate(path))
+    listed = oma("runs", "list", "--store", f"sqlite://{path}", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["run_id"]: row for row in json.loads(listed.stdout)}
+    assert set(rows) == {"owned", "broken"}
+    owned = rows["owned"]
+    assert owned["checkpoint"]["status"] == "completed"
+    assert (owned["record"]["status"], owned["record"]["fencing_token"]) == ("completed", 1)
+    assert owned["record"]["owner"] is None  # a completed run holds no lease
+    assert rows["broken"]["record"]["status"] == "unreadable"
+    assert "checkpoint" not in rows["broken"]
+    table = oma("runs", "list", "--store", f"sqlite://{path}")
+    assert table.returncode == 0, table.stderr
+    assert "owned" in table.stdout
+    assert "unreadable" in table.stdout
