@@ -5,10 +5,12 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+import typing
 
 import pytest
 
 import oma_actors
+from oma_actors.domain.results import RunStatusCode
 
 API_NAMES = {
     # Teams, agents, tasks
@@ -72,7 +74,8 @@ def test_signatures_match_api_md() -> None:
     kw, pos = "KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD"
     assert params(oma_actors.AgentConfig)[:1] == [("name", pos)]
     assert {n for n, k in params(oma_actors.AgentConfig) if k == kw} >= {
-        "model", "provider", "system_prompt", "tools", "max_turns", "adapter", "base_url", "api_key"
+        "model", "provider", "system_prompt", "tools", "max_turns", "max_token_budget", "adapter",
+        "base_url", "api_key",
     }  # fmt: skip
     assert params(oma_actors.Team)[:2] == [("name", pos), ("agents", pos)]
     assert ("shared_memory_store", kw) in params(oma_actors.Team)
@@ -85,7 +88,8 @@ def test_signatures_match_api_md() -> None:
     assert params(oma_actors.PlanTask)[:3] == [("id", pos), ("title", pos), ("description", pos)]
     assert params(oma_actors.OpenMultiAgent) == [
         ("checkpoint", kw), ("on_progress", kw), ("max_concurrency", kw),
-        ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw), ("run_store", kw),
+        ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw),
+        ("require_consequential_confirmation", kw), ("run_store", kw),
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
     assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
@@ -111,8 +115,14 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     assert params(oma_actors.define_tool) == [
         ("name", kw), ("description", kw), ("input_model", kw), ("execute", kw), ("effect", kw),
-        ("reconcile", kw),
+        ("consequential", kw), ("reconcile", kw),
     ]  # fmt: skip
+    # API.md: the defaults that keep OMA's behaviour when a caller sets nothing.
+    assert inspect.signature(oma_actors.define_tool).parameters["consequential"].default is False
+    assert inspect.signature(oma_actors.AgentConfig).parameters["max_token_budget"].default is None
+    confirm = inspect.signature(oma_actors.OpenMultiAgent).parameters
+    assert confirm["require_consequential_confirmation"].default is False
+    assert "budget_exhausted" in typing.get_args(RunStatusCode)
     assert params(oma_actors.ToolResult)[0] == ("data", pos)
     assert ("is_error", kw) in params(oma_actors.ToolResult)
     assert params(oma_actors.Checkpoint) == [("store", pos), ("run_id", kw), ("key", kw)]

@@ -28,6 +28,11 @@ class AgentConfig:
         system_prompt: the agent's system prompt.
         tools: the tools the agent may call.
         max_turns: model calls allowed per task before the runner stops.
+        max_token_budget: OMA's ``maxTokenBudget``: input plus output tokens this agent may
+            spend on one task, counted across restores (a restored runner continues from its
+            saved usage). A model response that takes the total above it stops the runner
+            (after that turn's tool calls, if any); the task fails and the run's status is
+            ``budget_exhausted``. ``None`` (the default) sets no budget.
         adapter: an explicit adapter (e.g. ``ScriptedAdapter``).
         base_url: the provider endpoint (OpenAI-compatible servers).
         api_key: the provider key; defaults to the SDK's environment variable.
@@ -39,6 +44,7 @@ class AgentConfig:
     system_prompt: str | None = field(default=None, kw_only=True)
     tools: Sequence[Tool] = field(default=(), kw_only=True)
     max_turns: int = field(default=10, kw_only=True)
+    max_token_budget: int | None = field(default=None, kw_only=True)
     adapter: LLMAdapter | None = field(default=None, kw_only=True, compare=False)
     base_url: str | None = field(default=None, kw_only=True)
     api_key: str | None = field(default=None, kw_only=True, repr=False)
@@ -53,6 +59,13 @@ class AgentConfig:
         if not isinstance(self.max_turns, int) or self.max_turns < 1:
             raise ConfigurationError(
                 f"AgentConfig.max_turns must be an int >= 1, got {self.max_turns!r}"
+            )
+        budget = self.max_token_budget
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget < 0
+        ):
+            raise ConfigurationError(
+                f"AgentConfig.max_token_budget must be None or an int >= 0, got {budget!r}"
             )
         object.__setattr__(self, "tools", tuple(self.tools))
         names = [tool.name for tool in self.tools]

@@ -56,6 +56,7 @@ class LoopContext:
     options: ChatOptions
     tools: Mapping[str, Tool]
     max_turns: int
+    max_token_budget: int | None = None
     run_id: str | None = None
     task_id: str | None = None
     attempt: int = 1
@@ -89,7 +90,7 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             return failed(state, str(exc), retryable=exc.retryable)
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
-        state = after_response(state, response)
+        state = after_response(state, response, max_token_budget=ctx.max_token_budget)
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )
@@ -184,6 +185,6 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
     if current.awaiting_approval:
         await _boundary(ctx, current, "suspended")
         return current
-    current = after_tool_results(current)
+    current = after_tool_results(current, max_token_budget=ctx.max_token_budget)
     await _boundary(ctx, current, "tool_results")
     return current

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
@@ -19,7 +19,7 @@ from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage
-from oma_actors.domain.results import AgentRunResult
+from oma_actors.domain.results import AgentRunResult, RunStatus
 from oma_actors.errors import DurableApprovalError
 from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled, ToolOutcomeUnknown
 from oma_actors.llm.factory import create_adapter
@@ -90,6 +90,18 @@ def result_of(state: RunnerState, usage: TokenUsage) -> AgentRunResult:
     )
 
 
+def budget_status(config: AgentConfig, usage: TokenUsage) -> RunStatus:
+    """OMA's status of a runner stopped by its token budget, with OMA's message.
+
+    ``usage`` is the runner's own count, restored usage included; a state restored with the
+    flag already set but no budget configured here reports a budget of 0, as OMA does.
+    """
+    used = usage.input_tokens + usage.output_tokens
+    budget = config.max_token_budget or 0
+    message = f'Agent "{config.name}" exceeded token budget: {used} tokens used (budget: {budget})'
+    return RunStatus("budget_exhausted", message)
+
+
 def retry_delay_ms(task: TaskState, attempt: int) -> int:
     """Delay before attempt ``attempt + 1``: uniform in [nominal/2, nominal] (spec TQ-10)."""
     nominal = min(task.retry_delay_ms * task.retry_backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
@@ -149,6 +161,7 @@ async def run_task(
             options=options,
             tools=tools,
             max_turns=config.max_turns,
+            max_token_budget=config.max_token_budget,
             run_id=run_id,
             task_id=task_id,
             attempt=attempt,
@@ -176,6 +189,10 @@ async def run_task(
                 task_id=task_id, agent=config.name, result=pending, attempts=attempt, suspended=True
             )
         result = result_of(state, usage)
+        if state.budget_exceeded:
+            # Spec TQ-10: a spent budget is a terminal failure, never retried.
+            result = replace(result, success=False, status=budget_status(config, state.token_usage))
+            return TaskOutcome(task_id=task_id, agent=config.name, result=result, attempts=attempt)
         if state.success or attempt >= max_attempts or not state.retryable or task is None:
             return TaskOutcome(task_id=task_id, agent=config.name, result=result, attempts=attempt)
         delay = retry_delay_ms(task, attempt)
@@ -282,6 +299,7 @@ __all__ = [
     "RunnerFinished",
     "RunnerMessage",
     "TaskOutcome",
+    "budget_status",
     "resolve_agent",
     "result_of",
     "run_task",

@@ -113,6 +113,7 @@ async def plan_call(
         tool_name=name,
         input=validated,
         raw_input=dict(item.call.input),
+        consequential=tool.consequential,
     )
     verdict = await consult(policy.gate, request)
     match verdict:
@@ -141,6 +142,7 @@ async def plan_call(
                 agent_name=ctx.agent_name,
                 task_id=ctx.task_id,
                 tool_call_id=item.call.id,
+                consequential=tool.consequential,
             )
             return Park(
                 create_approval_request(
@@ -175,6 +177,8 @@ def verify_approved(item: PendingCall, tools: Mapping[str, Tool], ctx: ToolConte
         raise DurableApprovalError(
             STALE, f"The current tool schema no longer accepts the reviewed input. ({exc})"
         ) from None
+    # The flag comes from the CURRENT tool, as OMA recomputes it: an approval recorded for a
+    # consequential tool binds that flag, so a tool whose flag changed since review is stale.
     content = tool_call_content(
         tool_name=tool.name,
         raw_input=dict(item.call.input),
@@ -182,6 +186,7 @@ def verify_approved(item: PendingCall, tools: Mapping[str, Tool], ctx: ToolConte
         agent_name=ctx.agent_name,
         task_id=ctx.task_id or "",
         tool_call_id=item.call.id,
+        consequential=tool.consequential,
     )
     if hash_approval_request("tool_call", request.boundary, content) != request.request_hash:
         raise DurableApprovalError(

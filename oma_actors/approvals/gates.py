@@ -66,7 +66,11 @@ async def consult(gate: Gate, *args: object) -> Verdict:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRequest:
-    """What ``on_tool_call`` sees: one model-issued call, after its input was validated."""
+    """What ``on_tool_call`` sees: one model-issued call, after its input was validated.
+
+    ``consequential`` is the tool's flag (OMA's ``ToolCallContext.consequential``), so a gate
+    can confirm only the calls that permit real side effects.
+    """
 
     run_id: str | None
     task_id: str | None
@@ -75,3 +79,4 @@ class ToolCallRequest:
     tool_name: str
     input: dict[str, Any]
     raw_input: dict[str, Any]
+    consequential: bool = False

@@ -163,8 +163,9 @@ def _print_listed(console: Console, record: ApprovalRecord) -> None:
         width=width,
         subsequent_indent=" " * (len(request.id) + 2),
     )
+    marked = " · CONSEQUENTIAL" if _consequential(request.content) else ""
     details = textwrap.fill(
-        f"run {request.run_id} · {request.scope} {request.boundary} · "
+        f"run {request.run_id} · {request.scope} {request.boundary}{marked} · "
         f"requested {_when(request.requested_at)}",
         width=width,
         initial_indent="    ",
@@ -186,6 +187,7 @@ def _as_json(record: ApprovalRecord) -> dict[str, Any]:
         "request_hash": request.request_hash,
         "requested_at": _when(request.requested_at),
         "reason": request.reason,
+        "consequential": _consequential(request.content),
         "status": "pending" if decision is None else decision.decision,
         "decision": None
         if decision is None
@@ -213,6 +215,7 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
         ("boundary", request.boundary),
         ("requested", _when(request.requested_at)),
         ("reason", request.reason),
+        *_tool_lines(request.content),
         ("status", _status(record.decision)),
     ):
         if value is not None:
@@ -229,6 +232,23 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
             f"--approve|--reject --reviewer NAME --hash {request.request_hash}",
         )
     return 0
+
+
+def _consequential(content: dict[str, Any]) -> bool | None:
+    """A tool call's ``consequential`` flag (it is hashed with the call); ``None`` otherwise."""
+    if content.get("kind") != "tool_call":
+        return None
+    return content.get("consequential") is True
+
+
+def _tool_lines(content: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """The tool call at a glance: which tool, and whether it is consequential (real effects)."""
+    flag = _consequential(content)
+    if flag is None:
+        return []
+    effects = "yes: granting it permits real side effects" if flag else "no"
+    return [("tool", f"{content.get('toolName')} (agent {content.get('agentName')})"),
+            ("consequential", effects)]  # fmt: skip
 
 
 async def _decide(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:

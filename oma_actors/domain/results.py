@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.tasks import TaskState
 
-RunStatusCode = Literal["ok", "error", "suspended", "rejected", "aborted"]
+RunStatusCode = Literal["ok", "error", "suspended", "rejected", "aborted", "budget_exhausted"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +32,13 @@ class ToolCallRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentRunResult:
-    """The outcome of one agent working one prompt or task."""
+    """The outcome of one agent working one prompt or task.
+
+    ``status`` is OMA's ``status`` where it says more than ``success``: ``budget_exhausted``
+    when the agent's token budget ran out, ``rejected`` when a consequential call needed a
+    confirmation it did not get (``confirmation_required`` then says none was possible).
+    ``None`` means the plain ``ok`` or ``error`` that ``success`` implies.
+    """
 
     success: bool
     output: str
@@ -40,6 +46,8 @@ class AgentRunResult:
     token_usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     turns: int = 0
+    status: RunStatus | None = None
+    confirmation_required: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,8 @@ class TeamRunResult:
     ``checkpoint_saves`` and ``checkpoint_save_failures`` count this attempt's checkpoint
     writes that became durable and that did not. A run that did its work but whose saves
     failed still succeeds, and its ``status.message`` says what a restore would find.
+    ``confirmation_required`` is OMA's ``confirmationRequired``: a consequential tool call
+    was refused because no ``on_tool_call`` gate (or approved plan) could confirm it.
     """
 
     success: bool
@@ -72,3 +82,4 @@ class TeamRunResult:
     plan_only: bool = False
     checkpoint_saves: int = 0
     checkpoint_save_failures: int = 0
+    confirmation_required: bool = False

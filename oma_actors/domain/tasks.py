@@ -105,6 +105,14 @@ class TaskState:
     """A task as the queue holds it: the task's fields, its status and its result text.
 
     ``depends_on`` holds resolved task ids.
+
+    Attributes:
+        superseded_by_revision: OMA's ``supersededByRevision``: the plan revision that replaced
+            this (skipped) task.
+        recovered_by_revision: OMA's ``recoveredByRevision``: the plan revision that repaired
+            this failed task; such a failure does not fail the run (spec TQ-07).
+        extra: members of OMA's ``TaskSnapshot`` this model does not hold (``memoryScope``,
+            ``role``, ``requires``, ...), written back unchanged so a re-save loses nothing.
     """
 
     id: str
@@ -120,8 +128,64 @@ class TaskState:
     metadata: Mapping[str, Any] | None = None
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)
+    superseded_by_revision: int | None = None
+    recovered_by_revision: int | None = None
+    extra: Mapping[str, Any] | None = None
 
     @property
     def is_terminal(self) -> bool:
         """Whether the task is completed, failed or skipped."""
         return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanRevision:
+    """One accepted runtime plan repair, as OMA records it in a queue v2 snapshot (spec TQ-11).
+
+    Attributes:
+        id: the revision's id.
+        version: its number, 1.. in order.
+        trigger_task_id: the task whose outcome triggered it.
+        trigger: the outcome kind that triggered it (``failure``, ``success``, ...).
+        reason: why the plan was changed.
+        added_tasks: patch-local key -> id of each task the revision appended.
+        retargeted_tasks: OMA's ``{taskId, assignee}`` items of the tasks it reassigned.
+        superseded_task_ids: the tasks it skipped.
+        created_at: the ISO time OMA wrote, kept as written.
+        extra: members this model does not hold, written back unchanged.
+    """
+
+    id: str
+    version: int
+    trigger_task_id: str
+    trigger: str
+    reason: str
+    added_tasks: Mapping[str, str] = field(default_factory=dict)
+    retargeted_tasks: tuple[Mapping[str, Any], ...] = ()
+    superseded_task_ids: tuple[str, ...] = ()
+    created_at: str = ""
+    extra: Mapping[str, Any] | None = None
+
+    @property
+    def referenced_task_ids(self) -> tuple[str, ...]:
+        """Every task id the revision names besides its trigger (added, retargeted, superseded)."""
+        retargeted = tuple(str(item.get("taskId")) for item in self.retargeted_tasks)
+        return (*self.added_tasks.values(), *retargeted, *self.superseded_task_ids)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePlan:
+    """The queue's plan revision history (OMA queue v2; ``revision == 0`` means queue v1).
+
+    Attributes:
+        revision: the current plan revision (OMA's ``planRevision``).
+        revisions: every accepted revision, in order (OMA's ``planRevisions``).
+    """
+
+    revision: int = 0
+    revisions: tuple[PlanRevision, ...] = ()
+
+    @property
+    def is_revised(self) -> bool:
+        """Whether the queue has a plan revision, i.e. is written as queue v2."""
+        return self.revision != 0 or bool(self.revisions)

@@ -6,6 +6,13 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
+from oma_actors.agents.consequential import (
+    ConfirmationState,
+    confirmed,
+    consequential_tools,
+    guard_tool_gate,
+    recording_plan_gate,
+)
 from oma_actors.agents.runner import resolve_agent, run_task
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.clock import SYSTEM_CLOCK
@@ -49,6 +56,10 @@ class OpenMultiAgent:
             never breaks the run or its save order.
         max_concurrency: tasks in flight at once per run.
         on_task_dispatch, on_plan_ready, on_tool_call: approval gates (durable approvals).
+        require_consequential_confirmation: OMA's option: in ``run_agent`` and ``run_team``,
+            every call of a ``consequential`` tool must be confirmed by ``on_tool_call`` (or,
+            in ``run_team``, by an allowed ``on_plan_ready``); an unconfirmed call is denied
+            and the run ends ``rejected`` (``oma_actors.agents.consequential``).
         clock: the time source of snapshots and task updates (the test kit's ``FakeClock``
             makes them deterministic); the system clock by default.
         run_store: run ownership (spec RS-12): each run acquires its lease before any work and
@@ -65,6 +76,7 @@ class OpenMultiAgent:
         on_task_dispatch: Gate | None = None,
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
+        require_consequential_confirmation: bool = False,
         clock: Clock | None = None,
         run_store: RunStoreArg = None,
     ) -> None:
@@ -75,6 +87,9 @@ class OpenMultiAgent:
         ):
             if gate is not None and not callable(gate):
                 raise ConfigurationError(f"{name} must be callable, not {type(gate).__name__}")
+        if not isinstance(require_consequential_confirmation, bool):
+            raise ConfigurationError("require_consequential_confirmation must be a bool")
+        self._confirm_consequential = require_consequential_confirmation
         checkpoint_options(None, checkpoint)  # validate the default early
         self._checkpoint = checkpoint
         self._run_store = run_store
@@ -110,15 +125,19 @@ class OpenMultiAgent:
 
     async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
         """Run one agent on one prompt (never checkpointed)."""
+        gate, guard = self._ctx.on_tool_call, None
+        guarded = consequential_tools([agent]) if self._confirm_consequential else None
+        if guarded:
+            guard = ConfirmationState()
+            gate = guard_tool_gate(gate, guarded, guard)
         # Never checkpointed, so a tool gate's Suspend fails closed here (spec AP-26).
-        policy = CallPolicy(gate=self._ctx.on_tool_call, can_suspend=False)
+        policy = CallPolicy(gate=gate, can_suspend=False)
         outcome = await run_task(
             resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy
         )
-        self._emit(
-            AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=outcome.result)
-        )
-        return outcome.result
+        result = confirmed(outcome.result, guard)
+        self._emit(AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=result))
+        return result
 
     async def run_tasks(
         self,
@@ -196,7 +215,18 @@ class OpenMultiAgent:
         ctx = self._ctx_for(run_store)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, None, resolved, coordinator, ctx)
-        return await run_goal(
+        guard = None
+        guarded = consequential_tools(team.agents) if self._confirm_consequential else None
+        if guarded:
+            # OMA guards a fresh run_team only; a restore runs the plan as checkpointed.
+            guard = ConfirmationState()
+            plan_ready = ctx.on_plan_ready
+            ctx = replace(
+                ctx,
+                on_tool_call=guard_tool_gate(ctx.on_tool_call, guarded, guard),
+                on_plan_ready=recording_plan_gate(plan_ready, guard) if plan_ready else None,
+            )
+        result = await run_goal(
             team,
             goal,
             coordinator=coordinator,
@@ -204,6 +234,7 @@ class OpenMultiAgent:
             ctx=ctx,
             resolved=resolved,
         )
+        return confirmed(result, guard)
 
     async def restore(
         self,

@@ -14,8 +14,18 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.run import RunState
 
 
-def run_status(queue: TaskQueue) -> RunStatus:
-    """``ok`` iff no task failed and none is left unfinished; skipped tasks alone do not fail."""
+def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = None) -> RunStatus:
+    """``ok`` iff no task failed and none is left unfinished; skipped tasks alone do not fail.
+
+    Spec TQ-07 (OMA's ``buildTeamRunResult``): a task result whose status is
+    ``budget_exhausted`` (its agent's token budget ran out) is the run's status, the first one
+    in the order the tasks finished; a task recovered by a plan revision does not count.
+    """
+    recovered = {task.id for task in queue.tasks if task.recovered_by_revision is not None}
+    for task_id, result in (results or {}).items():
+        status = result.status
+        if status is not None and status.code == "budget_exhausted" and task_id not in recovered:
+            return status
     failed = queue.with_status("failed")
     if failed:
         names = ", ".join(repr(task.title) for task in failed)
@@ -44,7 +54,11 @@ def team_result(
     for result in (extra_agent_results or {}).values():
         usage = usage + result.token_usage
     # A plan-only result is a finished answer: the plan itself (spec CD-06).
-    final = status or state.status or (RunStatus("ok") if plan_only else run_status(queue))
+    final = (
+        status
+        or state.status
+        or (RunStatus("ok") if plan_only else run_status(queue, state.task_results))
+    )
     saves, failures = (state.writer.saved, state.writer.failed) if state.writer else (0, 0)
     if failures and final.code == "ok":
         final = RunStatus("ok", _durability_note(saves, failures, state.revision))

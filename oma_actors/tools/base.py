@@ -63,6 +63,7 @@ class Tool:
     input_model: type[BaseModel]
     execute: ToolExecute
     effect: ToolEffect = "idempotent"
+    consequential: bool = False
     reconcile: ToolReconcile | None = None
 
     @property
@@ -82,6 +83,7 @@ def define_tool(
     input_model: type[BaseModel],
     execute: ToolExecute,
     effect: ToolEffect = "idempotent",
+    consequential: bool = False,
     reconcile: ToolReconcile | None = None,
 ) -> Tool:
     """Define a tool.
@@ -92,20 +94,27 @@ def define_tool(
         input_model: a pydantic model; model-issued input is validated against it.
         execute: ``async (input, ctx) -> ToolResult | str``.
         effect: ``"unsafe"`` marks a tool whose effect must not silently repeat (decision D1).
+        consequential: OMA's ``consequential``: granting the tool permits real side effects.
+            The flag is part of a tool-call approval's content (and so of its hash), and with
+            ``OpenMultiAgent(require_consequential_confirmation=True)`` every call of the tool
+            needs an ``on_tool_call`` decision (or, in ``run_team``, an approved plan).
         reconcile: for unsafe tools, decides the outcome of a call that may have run before a crash.
 
     Raises:
-        ConfigurationError: an empty or malformed name, a non-pydantic input model, or an
-            unknown effect.
+        ConfigurationError: an empty or malformed name, a non-pydantic input model, an
+            unknown effect, or a ``consequential`` that is not a bool.
     """
     from oma_actors.tools.validation import check_tool_definition
 
-    check_tool_definition(name=name, input_model=input_model, effect=effect)
+    check_tool_definition(
+        name=name, input_model=input_model, effect=effect, consequential=consequential
+    )
     return Tool(
         name=name,
         description=description,
         input_model=input_model,
         execute=execute,
         effect=effect,
+        consequential=consequential,
         reconcile=reconcile,
     )

@@ -12,7 +12,9 @@ from oma_actors.errors import ConfigurationError, ToolInputError
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def check_tool_definition(*, name: str, input_model: object, effect: str) -> None:
+def check_tool_definition(
+    *, name: str, input_model: object, effect: str, consequential: object = False
+) -> None:
     """Raise ``ConfigurationError`` naming the field when a tool definition is malformed."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigurationError(
@@ -23,6 +25,11 @@ def check_tool_definition(*, name: str, input_model: object, effect: str) -> Non
     if effect not in ("idempotent", "unsafe"):
         raise ConfigurationError(
             f"tool {name!r}: effect must be 'idempotent' or 'unsafe', not {effect!r}"
+        )
+    if not isinstance(consequential, bool):
+        # A truthy string would silently change the approval hash OMA computes for the tool.
+        raise ConfigurationError(
+            f"tool {name!r}: consequential must be a bool, not {type(consequential).__name__}"
         )
 
 
