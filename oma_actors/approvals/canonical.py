@@ -3,7 +3,8 @@
 Everything here is pure. ``stable_json`` is the one serialisation an approval hash is taken over,
 so it must never depend on dict insertion order or on how Python happens to print a float: keys
 are sorted by UTF-16 code units and numbers are written the way JavaScript's ``JSON.stringify``
-writes them (``1.0`` -> ``1``, ``1e21`` -> ``1e+21``), which keeps our hashes equal to OMA's.
+writes them (``1.0`` -> ``1``, ``1e21`` -> ``1e+21``, and an int beyond 2**53 as the double
+JavaScript reads it as: ``10**30`` -> ``1e+30``), which keeps our hashes equal to OMA's.
 """
 
 from __future__ import annotations
@@ -29,16 +30,19 @@ VALIDATION = "APPROVAL_VALIDATION_ERROR"
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # Lone surrogates cannot be encoded as UTF-8; JSON.stringify escapes them, and so do we.
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# The largest integer a JavaScript Number (an IEEE double) holds exactly (Number.MAX_SAFE_INTEGER).
+_MAX_SAFE_INTEGER = 2**53 - 1
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, str, list, tuple, dict, MappingProxyType})
 
 
 def stable_json(value: object) -> str:
     """Serialise ``value`` as canonical, compact JSON (AP-07).
 
-    Accepted: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``/``tuple`` (arrays,
-    in order) and ``dict``/``MappingProxyType`` with ``str`` keys (objects, keys sorted by UTF-16
-    code units like JavaScript's default sort). Subclasses and every other type are refused, so
-    the text (and therefore a hash) can never depend on a class's own idea of its JSON form.
+    Accepted: ``None``, ``bool``, ``int`` (one beyond 2**53 is written as the double JavaScript
+    reads it as), finite ``float``, ``str``, ``list``/``tuple`` (arrays, in order) and
+    ``dict``/``MappingProxyType`` with ``str`` keys (objects, keys sorted by UTF-16 code units
+    like JavaScript's default sort). Subclasses and every other type are refused, so the text
+    (and therefore a hash) can never depend on a class's own idea of its JSON form.
 
     Args:
         value: The value to serialise.
@@ -48,8 +52,8 @@ def stable_json(value: object) -> str:
 
     Raises:
         DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` naming the path (``$.a[0].b``) of
-            the first value that is not canonical JSON: a non-finite number, a cycle, a
-            non-string key or an unsupported type.
+            the first value that is not canonical JSON: a non-finite number (or an int too large
+            for a double), a cycle, a non-string key or an unsupported type.
     """
     parts: list[str] = []
     try:
@@ -104,10 +108,7 @@ def _write(value: object, path: str, out: list[str], active: set[int]) -> None:
     elif isinstance(value, bool):  # before int: bool is an int
         out.append("true" if value else "false")
     elif isinstance(value, int):
-        try:
-            out.append(str(value))
-        except ValueError:  # beyond sys.get_int_max_str_digits()
-            raise DurableApprovalError(VALIDATION, f"value at {path} is too large") from None
+        out.append(_js_integer(value, path))
     elif isinstance(value, float):
         out.append(_js_number(value, path))
     elif isinstance(value, str):
@@ -165,6 +166,22 @@ def _member_path(path: str, key: str) -> str:
 def _string(text: str) -> str:
     encoded = json.dumps(text, ensure_ascii=False)
     return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", encoded)
+
+
+def _js_integer(number: int, path: str) -> str:
+    """Format an int as ``JSON.stringify`` formats the Number JavaScript reads it as.
+
+    A JavaScript Number is a double: ``JSON.parse`` rounds an integer beyond 2**53 to the nearest
+    double, so ``10**30`` prints as ``1e+30`` and ``2**53 + 1`` as ``9007199254740992``. Python's
+    ``float(int)`` rounds the same way (to nearest, ties to even).
+    """
+    if -_MAX_SAFE_INTEGER <= number <= _MAX_SAFE_INTEGER:
+        return str(number)  # exact as a double, and below 1e21: the plain digits
+    try:
+        as_double = float(number)
+    except OverflowError:  # JavaScript reads it as Infinity, which is not a JSON number
+        raise DurableApprovalError(VALIDATION, f"value at {path} is too large") from None
+    return _js_number(as_double, path)
 
 
 def _js_number(number: float, path: str) -> str:

@@ -19,6 +19,7 @@ from oma_actors import (
     TaskCompleted,
     Team,
     TeamRunResult,
+    TokenUsage,
     ToolCalled,
     ToolContext,
     ToolResultBlock,
@@ -77,6 +78,7 @@ async def test_t25_committed_tool_result_is_replayed_never_re_run() -> None:
     stored = json.loads((await store.get(checkpoint_key(None))).value)  # type: ignore[union-attr]
     [entry] = stored["inFlightTasks"]
     assert entry["turns"] == 1
+    assert entry["tokenUsage"] == {"input_tokens": 1, "output_tokens": 1}
     assert "committed:B" in json.dumps(entry)
     assert entry["taskId"] in stored["queue"]["inProgress"]
 
@@ -88,7 +90,8 @@ async def test_t25_committed_tool_result_is_replayed_never_re_run() -> None:
     assert isinstance(last_input, ToolResultBlock)
     assert last_input.content == "committed:B"
     second = result.tasks[1]
-    assert result.task_results[second.id].token_usage.output_tokens == 2
+    # Both token counts continue from the saved in-flight usage (1/1) plus the resumed turn.
+    assert result.task_results[second.id].token_usage == TokenUsage(2, 2)
     assert result.task_results[second.id].turns == 2
 
 

@@ -19,7 +19,9 @@ from oma_actors.domain.results import AgentRunResult
 from oma_actors.domain.tasks import TaskState
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-OMA_FIXTURE_DIR = Path("/work/shared/fixtures/oma/task-boundary")
+# The TypeScript OMA fixtures live in shared/, beside the repository (never an absolute path).
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+OMA_FIXTURE_DIR = SHARED / "fixtures" / "oma" / "task-boundary"
 KEY = "__oma_checkpoint__/test-run/latest"
 
 # A real 1x1 PNG, base64-encoded: inline image data as OMA embeds it in checkpoint JSON.

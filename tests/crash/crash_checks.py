@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from crash_harness import Child, Scenario
-from crash_scenarios import RUN_ID
+from crash_scenarios import RUN_ID, respond
+
+from oma_actors import Message, TextBlock, TokenUsage
 
 CallKey = tuple[str, str, str, int]  # (agent, role, task, turn)
 UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -49,6 +51,16 @@ def completed_titles(snapshot: dict[str, Any]) -> set[str]:
 
 def of_type(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [event for event in events if event["type"] == name]
+
+
+def scripted_usage(scenario: str, task: str, turn: int) -> TokenUsage:
+    """The token usage the scripted model reports for a worker's ``turn`` of ``task``.
+
+    Asked of ``respond`` itself (the scripted usage depends on the task and turn only), so this
+    never drifts from what the children's model returned.
+    """
+    prompt = [Message("user", [TextBlock(f"# Task: {task}")])]
+    return respond(scenario, "worker", task, turn, prompt).usage
 
 
 # -- baselines ----------------------------------------------------------------------------------
@@ -161,17 +173,20 @@ def assert_resumed(
         if entry is None:
             continue
         asked = [c["turn"] for c in calls2 if c["role"] == "worker" and c["task"] == entry_title]
+        final = result["tasks"][entry_title]
         if entry["phase"] == "completed":
             assert asked == [], f"{entry_title} had its final answer saved"
-        else:
-            assert all(turn >= entry["turns"] for turn in asked), (entry_title, asked, entry)
+        # P2 asks each turn after the saved ones exactly once, in order, and no other.
+        assert asked == list(range(entry["turns"], final["turns"])), (entry_title, asked, entry)
 
-        # 3. Accounting continues from the saved values (it does not restart at 0).
-        final = result["tasks"][entry_title]
-        assert final["turns"] >= entry["turns"]
-        saved_usage = [entry["tokenUsage"]["input_tokens"], entry["tokenUsage"]["output_tokens"]]
-        assert final["usage"][0] >= saved_usage[0]
-        assert final["usage"][1] >= saved_usage[1]
+        # 3. Accounting continues from the saved values (it does not restart at 0): the scripted
+        # usage is a pure function of (task, turn), so the final usage is exactly the saved
+        # usage plus what P2's turns cost.
+        spent = [scripted_usage(sc.name, entry_title, turn) for turn in asked]
+        assert final["usage"] == [
+            entry["tokenUsage"]["input_tokens"] + sum(usage.input_tokens for usage in spent),
+            entry["tokenUsage"]["output_tokens"] + sum(usage.output_tokens for usage in spent),
+        ], (entry_title, asked, entry)
 
     # 4. Identity: same run id, attempt + 1, read by a third party from the store.
     assert before["identity"]["runId"] == after["identity"]["runId"] == RUN_ID

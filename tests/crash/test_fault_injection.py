@@ -23,8 +23,6 @@ from fault_harness import AtBoundary, Harness, Recorder
 from oma_actors import CheckpointSaved, CheckpointSaveFailed, FileStore, Task
 from oma_actors.testing.faults import FailingStore, UnknownOutcomeStore
 
-pytestmark = pytest.mark.crash
-
 # -- F01 / F02 ----------------------------------------------------------------------------------
 
 

@@ -34,8 +34,6 @@ from oma_actors import (
 )
 from oma_actors.testing.faults import FailingStore
 
-pytestmark = pytest.mark.crash
-
 # -- F06 ----------------------------------------------------------------------------------------
 
 CORRUPTIONS: dict[str, Any] = {

@@ -17,7 +17,9 @@ from oma_actors.clock import to_iso
 from oma_actors.errors import StoreError
 from oma_actors.stores import FileStore
 
-FIXTURE = Path("/work/shared/fixtures/oma/task-boundary/store.json")
+# The TypeScript OMA fixtures live in shared/, beside the repository (never an absolute path).
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+FIXTURE = SHARED / "fixtures" / "oma" / "task-boundary" / "store.json"
 FIXTURE_KEY = "__oma_checkpoint__/fixture-task-boundary/latest"
 ISO_MILLIS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 DEAD_PID = 999999
