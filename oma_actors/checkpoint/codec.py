@@ -16,6 +16,7 @@ from oma_actors.approvals import (
     request_from_json,
     request_to_json,
 )
+from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, Fragments, dumps
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
@@ -27,6 +28,8 @@ from oma_actors.checkpoint.snapshot import (
 )
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.jsonforms import (
+    plan_revision_to_json,
+    queue_plan_from_json,
     result_from_json,
     result_to_json,
     runner_from_json,
@@ -78,13 +81,14 @@ def to_json_object(
     }
     if snapshot.goal is not None:
         out["goal"] = snapshot.goal
-    queue: dict[str, Any] = {"version": 1, "tasks": [task_to_json(t) for t in snapshot.tasks]}
-    for name, status in _PARTITIONS:
-        queue[name] = [task.id for task in snapshot.tasks if task.status == status]
-    out["queue"] = queue
+    out["queue"] = _queue_to_json(snapshot)
     if snapshot.shared_memory is not None:
         out["sharedMemory"] = snapshot.shared_memory
-    out["messageBus"] = snapshot.message_bus or {"version": 1, "messages": [], "readState": []}
+    # We have no message bus of our own: a restored run keeps the bus it was restored with.
+    source_bus = (snapshot.source or {}).get("messageBus")
+    out["messageBus"] = (
+        snapshot.message_bus or source_bus or {"version": 1, "messages": [], "readState": []}
+    )
     if snapshot.turn_count is not None:
         out["turnCount"] = snapshot.turn_count
     out["completedTaskResults"] = [_completed_to_json(item) for item in snapshot.completed]
@@ -98,7 +102,23 @@ def to_json_object(
         out["planningTokenUsage"] = usage_to_json(snapshot.planning_usage)
     if snapshot.announced is not None:
         out["announcedTaskIds"] = list(snapshot.announced)
+    carry_snapshot(out, snapshot.source)
     return out
+
+
+def _queue_to_json(snapshot: CheckpointSnapshot) -> dict[str, Any]:
+    """OMA's ``TaskQueueSnapshot``: v1, or v2 once the plan has a revision (spec TQ-11)."""
+    plan = snapshot.plan
+    queue: dict[str, Any] = {
+        "version": 2 if plan.is_revised else 1,
+        "tasks": [task_to_json(t) for t in snapshot.tasks],
+    }
+    for name, status in _PARTITIONS:
+        queue[name] = [task.id for task in snapshot.tasks if task.status == status]
+    if plan.is_revised:
+        queue["planRevision"] = plan.revision
+        queue["planRevisions"] = [plan_revision_to_json(r) for r in plan.revisions]
+    return queue
 
 
 def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[str, Any]:
@@ -108,6 +128,10 @@ def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[
         out = runner_to_json(item.task_id, item.assignee, item.state, lists=fragments.list_of)
     # Approval fields ride on the pending calls (spec 7.2); their JSON belongs to approvals.
     for call, entry in zip(item.state.pending, out.get("pendingToolCalls", []), strict=True):
+        if call.commit is not None:
+            # A committed call has consumed its approval; OMA's validator refuses a commit next
+            # to a request or decision (spec CK-15). The decision stays in approvalDecisions.
+            continue
         if call.approval_request is not None:
             entry["approvalRequest"] = request_to_json(call.approval_request)
         if call.approval_decision is not None:
@@ -240,7 +264,9 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
             if isinstance(raw.get("announcedTaskIds"), list)
             else None
         ),
+        plan=queue_plan_from_json(raw["queue"]),
         raw=raw,
+        source=raw,
     )
 
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from oma_actors.domain.tasks import QueuePlan
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.messages import TokenUsage
@@ -63,7 +67,11 @@ class CheckpointSnapshot:
         planning_usage: the token usage of run_team's decomposition (our field).
         announced: completed tasks whose completion event was delivered (our field; ``None``
             when the snapshot predates it, i.e. every completion counts as announced).
+        plan: the queue's plan revision history (OMA queue v2; none means queue v1).
         raw: the stored OMA-compatible JSON object (for display and audit).
+        source: the JSON object the run was restored from (``decode`` sets it to ``raw``).
+            Every member of it this model does not hold is written back by ``encode``, so a
+            re-save keeps what another writer (OMA) put there.
     """
 
     version: int
@@ -86,7 +94,9 @@ class CheckpointSnapshot:
     synthesis: AgentRunResult | None = None
     planning_usage: TokenUsage | None = None
     announced: tuple[str, ...] | None = None
+    plan: QueuePlan = field(default_factory=QueuePlan)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def in_progress_ids(self) -> list[str]:

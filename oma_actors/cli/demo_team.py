@@ -174,7 +174,7 @@ def scripted_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResp
         if isinstance(block, ToolResultBlock) and not block.is_error
     ]
     facts = [item for item in findings if not item.startswith("wrote ")]
-    context = prompt.split("## Context from completed dependencies", 1)[-1].strip()
+    context = prompt.split("## Context from prerequisite tasks", 1)[-1].strip()
     if "## Context" not in prompt:
         context = ""
     if turn < len(turns):

@@ -7,9 +7,8 @@ they cannot map rather than guessing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
 from oma_actors.domain.messages import (
     ContentBlock,
@@ -21,13 +20,14 @@ from oma_actors.domain.messages import (
     ToolUseBlock,
 )
 from oma_actors.domain.results import AgentRunResult, ToolCallRecord
-from oma_actors.domain.tasks import TaskState
+
+# The queue's forms live in taskforms; re-exported here, where the other forms are.
+from oma_actors.domain.taskforms import plan_revision_from_json as plan_revision_from_json
+from oma_actors.domain.taskforms import plan_revision_to_json as plan_revision_to_json
+from oma_actors.domain.taskforms import queue_plan_from_json as queue_plan_from_json
+from oma_actors.domain.taskforms import task_from_json as task_from_json
+from oma_actors.domain.taskforms import task_to_json as task_to_json
 from oma_actors.errors import CheckpointError
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-    from oma_actors.clock import Clock
 
 Json = dict[str, Any]
 
@@ -131,14 +131,17 @@ def record_from_json(raw: Any, *, tool_call_id: str = "", is_error: bool = False
 
 def result_to_json(result: AgentRunResult) -> Json:
     """A JSON-safe copy of an ``AgentRunResult``, as a completed task's result is saved (CK-09)."""
-    return {
+    out: Json = {
         "success": result.success,
         "output": result.output,
         "messages": [message_to_json(m) for m in result.messages],
         "tokenUsage": usage_to_json(result.token_usage),
         "toolCalls": [record_to_json(r) for r in result.tool_calls],
-        "turns": result.turns,
     }
+    if result.turns:
+        # Our member; OMA's results have none, and absent reads back as 0.
+        out["turns"] = result.turns
+    return out
 
 
 def result_from_json(raw: Any, fallback_output: str) -> AgentRunResult:
@@ -160,71 +163,6 @@ def result_from_json(raw: Any, fallback_output: str) -> AgentRunResult:
     )
 
 
-def task_to_json(task: TaskState) -> Json:
-    """OMA's ``TaskSnapshot`` (TQ-12); optional fields omitted when empty."""
-    out: Json = {
-        "id": task.id,
-        "title": task.title,
-        "description": task.description,
-        "status": task.status,
-    }
-    if task.assignee is not None:
-        out["assignee"] = task.assignee
-    if task.depends_on:
-        out["dependsOn"] = list(task.depends_on)
-    if task.metadata is not None:
-        out["metadata"] = dict(task.metadata)
-    if task.result is not None:
-        out["result"] = task.result
-    out["createdAt"] = to_iso(task.created_at)
-    out["updatedAt"] = to_iso(task.updated_at)
-    if task.max_retries:
-        out["maxRetries"] = task.max_retries
-        out["retryDelayMs"] = task.retry_delay_ms
-        out["retryBackoff"] = task.retry_backoff
-    return out
-
-
-def _moment(raw: Any, clock: Clock) -> datetime:
-    # TQ-12: an unparseable date becomes "now" rather than failing the restore.
-    try:
-        return from_iso(str(raw))
-    except ValueError:
-        return clock.now()
-
-
-def task_from_json(raw: Any, *, clock: Clock = SYSTEM_CLOCK) -> TaskState:
-    """Parse a task snapshot; a missing or unparseable time becomes ``clock.now()`` (spec TQ-12).
-
-    Args:
-        raw: the task's JSON object.
-        clock: the time source for dates that cannot be parsed (a restore never fails on one).
-
-    Raises:
-        CheckpointError: ``raw`` is not an object with an ``id``, or its status is unknown.
-    """
-    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
-        raise CheckpointError(f"queue task is not an object with an id: {raw!r}"[:200])
-    status = raw.get("status")
-    if status not in ("pending", "blocked", "in_progress", "completed", "failed", "skipped"):
-        raise CheckpointError(f"task {raw['id']!r} has unknown status {status!r}")
-    return TaskState(
-        id=raw["id"],
-        title=str(raw.get("title", "")),
-        description=str(raw.get("description", "")),
-        status=status,
-        assignee=raw.get("assignee"),
-        depends_on=tuple(raw.get("dependsOn") or ()),
-        result=raw.get("result"),
-        max_retries=int(raw.get("maxRetries", 0)),
-        retry_delay_ms=int(raw.get("retryDelayMs", 1000)),
-        retry_backoff=float(raw.get("retryBackoff", 2.0)),
-        metadata=raw.get("metadata"),
-        created_at=_moment(raw.get("createdAt"), clock),
-        updated_at=_moment(raw.get("updatedAt"), clock),
-    )
-
-
 def pending_to_json(item: PendingCall) -> Json:
     """A pending call with its commit record (and our ``dispatched`` mark, decision D1)."""
     out: Json = {"call": block_to_json(item.call)}
@@ -233,6 +171,8 @@ def pending_to_json(item: PendingCall) -> Json:
             "result": block_to_json(item.commit.block),
             "record": record_to_json(item.commit.record),
         }
+        if item.commit.delegation_usage is not None:
+            out["commit"]["delegationUsage"] = usage_to_json(item.commit.delegation_usage)
     if item.dispatched:
         out["dispatched"] = True
     return out
@@ -250,7 +190,12 @@ def pending_from_json(raw: Any) -> PendingCall:
         if not isinstance(block, ToolResultBlock):
             raise CheckpointError(f"commit of {call.id!r} is not a tool_result block")
         record = record_from_json(commit["record"], tool_call_id=call.id, is_error=block.is_error)
-        parsed = ToolCommit(block=block, record=record)
+        delegated = commit.get("delegationUsage")
+        parsed = ToolCommit(
+            block=block,
+            record=record,
+            delegation_usage=usage_from_json(delegated) if delegated is not None else None,
+        )
     return PendingCall(call=call, commit=parsed, dispatched=bool(raw.get("dispatched")))
 
 
@@ -281,10 +226,19 @@ def runner_to_json(
     }
     if state.phase == "executing_tools":
         out["pendingToolCalls"] = [pending_to_json(p) for p in state.pending]
+        if state.pending_tool_result_text is not None:
+            out["pendingToolResultText"] = state.pending_tool_result_text
     if state.phase == "completed":
         out["finalOutput"] = state.final_output
         if not state.success:
             out["success"] = False
+    # Written only when set, as OMA writes them (spec 7.2).
+    if state.loop_warned:
+        out["loopWarned"] = True
+    if state.loop_detected:
+        out["loopDetected"] = True
+    if state.budget_exceeded:
+        out["budgetExceeded"] = True
     return out
 
 
@@ -301,4 +255,12 @@ def runner_from_json(raw: Json) -> RunnerState:
         pending=tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ()),
         final_output=str(raw.get("finalOutput", "")),
         success=bool(raw.get("success", True)),
+        budget_exceeded=raw.get("budgetExceeded") is True,
+        loop_warned=raw.get("loopWarned") is True,
+        loop_detected=raw.get("loopDetected") is True,
+        pending_tool_result_text=(
+            str(raw["pendingToolResultText"])
+            if phase == "executing_tools" and raw.get("pendingToolResultText") is not None
+            else None
+        ),
     )

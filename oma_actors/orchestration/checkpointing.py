@@ -54,6 +54,8 @@ class RunCheckpointing:
         metadata: run metadata, persisted as is.
         synthesis: a synthesis already stored (kept by every later save, decision D4).
         planning_usage: run_team's decomposition usage, so a restore still reports it.
+        source: the checkpoint JSON the run was restored from; every save writes back what it
+            holds that we do not model (the lossless re-save rule, issue 13).
         clock: stamps each snapshot's ``createdAt``.
     """
 
@@ -65,6 +67,7 @@ class RunCheckpointing:
     metadata: dict[str, Any] | None = None
     synthesis: AgentRunResult | None = None
     planning_usage: TokenUsage | None = None
+    source: Mapping[str, Any] | None = None
     clock: Clock = SYSTEM_CLOCK
 
     @property
@@ -133,6 +136,8 @@ async def build_snapshot(
         announced=tuple(announced) if announced is not None else None,
         pending_approvals=tuple(pending_approvals),
         approval_decisions=tuple(decisions),
+        plan=queue.plan,
+        source=cp.source,
     )
 
 
@@ -146,13 +151,18 @@ def new_checkpointing(
     planning_usage: TokenUsage | None = None,
     clock: Clock = SYSTEM_CLOCK,
     fence: Fence | None = None,
+    attempt: int = 1,
 ) -> RunCheckpointing:
-    """The checkpointing of a fresh run (attempt 1, no save made yet)."""
+    """The checkpointing of a fresh run (no save made yet).
+
+    ``attempt`` is 1, or the run record's attempt when a run store took the run over from a
+    holder that died before its first checkpoint, so snapshots and record agree.
+    """
     checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=run_id)
     return RunCheckpointing(
         writer=RunWriter(checkpoint, emit=emit, fence=fence),
         mode=mode,
-        identity=new_identity(run_id, 1),
+        identity=new_identity(run_id, attempt),
         goal=goal,
         embed_memory=not resolved.reuses_shared_store,
         planning_usage=planning_usage,

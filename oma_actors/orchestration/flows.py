@@ -130,6 +130,7 @@ async def run_queue(
             planning_usage=planning_usage,
             clock=ctx.clock,
             fence=lease,
+            attempt=lease.attempt if lease is not None else 1,
         )
     memory = team_memory(team)
     state = await execute_queue(
@@ -203,6 +204,7 @@ async def save_synthesis(
         results=state.task_results,
         in_flight={},
         synthesis=synthesis,
+        decisions=state.decisions,
     )
     outcome = await checkpointing.writer.save(snapshot, boundary="synthesis")
     if isinstance(outcome, Saved):

@@ -91,7 +91,7 @@ async def _owned_goal(
         with claim_if(resolved):
             stopped = await plan_gate(
                 ctx, queue, goal=goal, run_id=run_id, resolved=resolved, plan_only=plan_only,
-                memory=team_memory(team), fence=lease,
+                memory=team_memory(team), fence=lease, attempt=attempt,
             )  # fmt: skip
         if stopped is not None:
             return team_result(

@@ -37,6 +37,7 @@ async def plan_gate(
     plan_only: bool,
     memory: SharedMemory | None,
     fence: Fence | None = None,
+    attempt: int = 1,
 ) -> RunState | None:
     """Ask ``on_plan_ready``; ``None`` lets the plan run, a ``RunState`` is how the run ended.
 
@@ -75,6 +76,7 @@ async def plan_gate(
         emit=ctx.emit,
         clock=ctx.clock,
         fence=fence,
+        attempt=attempt,
     )
     snapshot = await build_snapshot(
         checkpointing,

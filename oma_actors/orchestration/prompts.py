@@ -12,13 +12,13 @@ if TYPE_CHECKING:
 
 
 def task_prompt(task: TaskState, dependencies: Sequence[TaskState]) -> str:
-    """The prompt for ``task``: its description, then the outputs of its completed dependencies."""
+    """The prompt for ``task``: its description, then its completed prerequisites (as OMA)."""
     parts = [f"# Task: {task.title}", "", task.description]
     finished = [dep for dep in dependencies if dep.status == "completed"]
     if finished:
-        parts += ["", "## Context from completed dependencies"]
+        parts += ["", "## Context from prerequisite tasks"]
         for dep in finished:
-            parts += ["", f"### {dep.title} (completed by {dep.assignee or 'unknown'})"]
+            parts += ["", f"### {dep.title} (by {dep.assignee or 'unknown'})"]
             parts.append(dep.result or "")
     return "\n".join(parts)
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.clock import SYSTEM_CLOCK, Clock
-from oma_actors.domain.tasks import Task, TaskState, TaskStatus
+from oma_actors.domain.tasks import QueuePlan, Task, TaskState, TaskStatus
 from oma_actors.errors import ConfigurationError
 from oma_actors.orchestration.graph import resolve_dependencies
 
@@ -23,11 +23,19 @@ class TaskQueue:
 
     Args:
         states: the tasks, in queue order.
+        plan: the plan revision history (OMA queue v2), carried as restored.
         clock: stamps ``updated_at`` on every status change.
     """
 
-    def __init__(self, states: Iterable[TaskState], *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        states: Iterable[TaskState],
+        *,
+        plan: QueuePlan | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self._states: dict[str, TaskState] = {state.id: state for state in states}
+        self._plan = plan or QueuePlan()
         self._clock = clock
 
     @classmethod
@@ -88,6 +96,19 @@ class TaskQueue:
     def is_complete(self) -> bool:
         """True when every task is terminal (or there are none) (TQ-06)."""
         return all(state.is_terminal for state in self._states.values())
+
+    @property
+    def plan(self) -> QueuePlan:
+        """The plan revision history (revision 0: a fixed plan, written as queue v1)."""
+        return self._plan
+
+    def failures(self) -> list[TaskState]:
+        """Failed tasks that fail the run, in queue order (spec TQ-07).
+
+        A failure a plan revision recovered (``recovered_by_revision``) stays ``failed`` in the
+        history but does not count: the repaired plan replaced it.
+        """
+        return [task for task in self.with_status("failed") if task.recovered_by_revision is None]
 
     # -- transitions ---------------------------------------------------------------------------
 

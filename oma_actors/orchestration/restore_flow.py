@@ -154,6 +154,7 @@ async def _continue_owned(
         metadata=snapshot.metadata,
         synthesis=snapshot.synthesis,
         planning_usage=snapshot.planning_usage,
+        source=snapshot.source,
         clock=ctx.clock,
     )
     state = await execute_queue(

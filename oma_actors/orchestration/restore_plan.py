@@ -1,4 +1,4 @@
-"""Planning a restore from a snapshot (spec OR-06..OR-09, ID-03, ID-04). Pure: no I/O."""
+"""Planning a restore from a snapshot (spec OR-06..OR-09, TQ-13, ID-03, ID-04). Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def plan_restore(
 
     Raises:
         RunIdMismatchError: the caller asked for another run (ID-03).
-        CheckpointError: the stored task graph or in-flight state is inconsistent (OR-07, OR-08).
+        CheckpointError: the stored task graph, plan revisions or in-flight state are
+            inconsistent (OR-07, TQ-13, OR-08).
         TaskGraphError: an unfinished task is assigned to an agent the team no longer has.
     """
     if requested_run_id and snapshot.run_id and requested_run_id != snapshot.run_id:
@@ -60,6 +61,7 @@ def plan_restore(
         check_acyclic(graph, {task.id: task.title for task in snapshot.tasks})
     except TaskGraphError as exc:
         raise CheckpointError(f"Invalid checkpoint task dependencies: {exc}") from None
+    _check_plan(snapshot)
 
     by_id = {task.id: task for task in snapshot.tasks}
     resume: dict[str, tuple[str, RunnerState]] = {}
@@ -96,7 +98,7 @@ def plan_restore(
             success=True, output=fallback or ""
         )
 
-    queue = TaskQueue(snapshot.tasks, clock=clock)
+    queue = TaskQueue(snapshot.tasks, plan=snapshot.plan, clock=clock)
     queue.reset_in_progress()
     return RestorePlan(
         run_id=run_id,
@@ -107,3 +109,32 @@ def plan_restore(
         skipped_ids=tuple(task.id for task in snapshot.tasks if task.status == "completed"),
         finished=snapshot.is_finished,
     )
+
+
+def _check_plan(snapshot: CheckpointSnapshot) -> None:
+    """Refuse a queue v2 whose plan revision history does not fit its tasks (spec TQ-13).
+
+    Raises:
+        CheckpointError: the revisions are not numbered 1..n with ``n`` the current revision,
+            or one names a task the queue does not hold.
+    """
+    plan = snapshot.plan
+    if not plan.is_revised:
+        return
+    if plan.revision < 1 or len(plan.revisions) != plan.revision:
+        raise CheckpointError(
+            f"Invalid checkpoint plan: invalid plan revision sequence (revision {plan.revision}, "
+            f"{len(plan.revisions)} recorded)"
+        )
+    ids = {task.id for task in snapshot.tasks}
+    for number, revision in enumerate(plan.revisions, start=1):
+        if revision.version != number or revision.trigger_task_id not in ids:
+            raise CheckpointError(
+                f"Invalid checkpoint plan: invalid plan revision history at revision {number}"
+            )
+        unknown = sorted(set(revision.referenced_task_ids) - ids)
+        if unknown:
+            raise CheckpointError(
+                f"Invalid checkpoint plan: plan revision {number} references an unknown task: "
+                f"{', '.join(unknown)}"
+            )

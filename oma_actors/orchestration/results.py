@@ -26,7 +26,7 @@ def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = 
         status = result.status
         if status is not None and status.code == "budget_exhausted" and task_id not in recovered:
             return status
-    failed = queue.with_status("failed")
+    failed = queue.failures()  # a failure recovered by a plan revision does not count
     if failed:
         names = ", ".join(repr(task.title) for task in failed)
         return RunStatus("error", f"{len(failed)} task(s) failed: {names}")

@@ -52,7 +52,7 @@ async def test_dependency_outputs_flow_into_dependent_prompts_and_shared_memory(
     assert [task.status for task in result.tasks] == ["completed", "completed"]
     assert adapter.call_count == 2
     assert "first output" in adapter.calls[1].prompt
-    assert "### first (completed by worker)" in adapter.calls[1].prompt
+    assert "### first (by worker)" in adapter.calls[1].prompt
     assert result.task_results[second.id].output == "second output"
     entry = await store.get(f"worker/task:{first.id}:result")
     assert entry is not None

@@ -158,7 +158,7 @@ def respond(
         if isinstance(block, ToolResultBlock)
     ]
     prompt = _text(messages[0])
-    context = prompt.split("## Context from completed dependencies", 1)
+    context = prompt.split("## Context from prerequisite tasks", 1)
     deps = f" deps={_digest(context[1])}" if len(context) == 2 else ""
     return LLMResponse(
         [TextBlock(f"{task} done results=[{', '.join(results)}]{deps}")], usage=usage
