@@ -44,6 +44,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/actors.py
 	$(BIN)/python bench/checkpoint.py
 	$(BIN)/python bench/sidecar.py
+	$(BIN)/python bench/store_postgres.py
+	$(BIN)/python bench/lease_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out
