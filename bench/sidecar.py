@@ -317,7 +317,11 @@ async def p8(client: SidecarClient, n: int) -> dict[str, Any]:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     env = {"OMA_SIDECAR_TOKEN": TOKEN}
     results: dict[str, Any] = {}
-    serve = ("-m", "sidecar", "--listen", "127.0.0.1:0", "--store", "memory://")
+    # The FileStore variant's runs live in --tmp: allow it as a store root (issue 12, item 6).
+    serve = (
+        "-m", "sidecar", "--listen", "127.0.0.1:0", "--store", "memory://",
+        "--store-root", str(args.tmp),
+    )  # fmt: skip
     async with (
         child(*serve, ready="listening on", env=env) as address,
         child(__file__, "--echo-server", ready="echo listening on") as echo_address,

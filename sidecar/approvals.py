@@ -14,7 +14,7 @@ from oma_actors import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import timestamp
 from sidecar.events import approval_pb, canonical_json
-from sidecar.status import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
 
-HASH = re.compile(r"^[0-9a-f]{64}$")
+HASH = re.compile(r"[0-9a-f]{64}")
 STATE_OF = {"approved": pb.APPROVAL_STATE_APPROVED, "rejected": pb.APPROVAL_STATE_REJECTED}
 DECISION_OF: dict[int, Literal["approve", "reject"]] = {
     pb.DecideApprovalRequest.DECISION_APPROVE: "approve",
@@ -139,7 +139,7 @@ class ApprovalDesk:
         module = self._module()
         if not request.id.strip():
             raise InvalidArgument("id", "is required")
-        if not HASH.match(request.request_hash):
+        if not HASH.fullmatch(request.request_hash):
             raise InvalidArgument("request_hash", "is required: the sha256 hex the reviewer saw")
         decision = DECISION_OF.get(request.decision)
         if decision is None:
@@ -169,7 +169,10 @@ class ApprovalDesk:
     async def _resume_if_ready(
         self, module: ModuleType, store: MemoryStore, run_id: str
     ) -> pb.Run | None:
-        record = await self._registry.find(run_id)
+        try:
+            record = await self._registry.find(run_id)
+        except DataLoss:
+            return None  # the decision is recorded; the run's record needs the operator
         if record is None or record.status != pb.RUN_STATUS_SUSPENDED:
             return None
         rows = await module.DurableApprovalLedger(store).list(run_id=run_id)

@@ -118,6 +118,27 @@ def finished(result: TeamRunResult) -> tuple[RunStatus, Outcome]:
     return status, Outcome(code=result.status.code, message=result.status.message or "")
 
 
+def cancel_outcome(reason: str) -> Outcome:
+    """The outcome of a run cancelled by ``CancelRun`` with ``reason`` (kept as the message)."""
+    return Outcome(code="cancelled", message=reason)
+
+
+def cancelled_tasks(reason: str) -> Callable[[RunRecordV1], RunRecordV1]:
+    """The record change ending the tasks a cancel left in progress: failed, with the reason."""
+    result = f"cancelled: {reason}" if reason else "cancelled"
+
+    def change(record: RunRecordV1) -> RunRecordV1:
+        tasks = tuple(
+            replace(task, status=pb.TASK_STATUS_FAILED, result=result)
+            if task.status == pb.TASK_STATUS_IN_PROGRESS
+            else task
+            for task in record.tasks
+        )
+        return replace(record, tasks=tasks)
+
+    return change
+
+
 def settled(result: TeamRunResult) -> Callable[[RunRecordV1], RunRecordV1]:
     """The record change storing a finished attempt's result, tasks and pending approvals."""
     attempt_result = attempt_result_from(result)

@@ -1,12 +1,17 @@
 """Bearer-token auth: where the token comes from, and the interceptor that checks it.
 
-Every RPC except ``grpc.health.v1.Health/*`` needs ``authorization: Bearer <token>``. The token
-comes from ``OMA_SIDECAR_TOKEN``, else from ``--token-file``, else a random one is generated and
-written to a 0600 file whose path the server prints. Tokens are compared in constant time.
+Every RPC except ``grpc.health.v1.Health/*`` needs ``authorization: Bearer <token>`` (the
+scheme in any case, as HTTP says). The token comes from ``OMA_SIDECAR_TOKEN``, else from
+``--token-file``, else from the generated token file: a token already there is kept, so a restart
+or a second sidecar does not lock out the hosts that read it; only when there is none is a random
+one generated and written (0600, never over a file that appeared meanwhile). Tokens are compared
+in constant time.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import os
 import secrets
@@ -19,10 +24,12 @@ from sidecar.defaults import DEFAULT_TOKEN_FILE, TOKEN_ENV
 from sidecar.status import Unauthenticated, map_error, trailers
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
     from pathlib import Path
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
+DRAIN_S = 0.5  # how long a refused stream's requests are read before the refusal
+DRAIN_MESSAGES = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,33 +60,71 @@ def resolve_token(
         if not value:
             raise ValueError(f"token file {token_file} is empty")
         return Token(value=value, source="file", path=token_file)
+    existing = _read_token(generated_path)
+    if existing is None:
+        existing = _create_token(generated_path)
+    return Token(value=existing, source="generated", path=generated_path)
+
+
+def _read_token(path: Path) -> str | None:
+    """The token in ``path``, or ``None`` when there is no file (or only an empty one)."""
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    if value and os.stat(path).st_mode & 0o077:
+        os.chmod(path, 0o600)  # an older or hand-made file: the token is a secret
+    return value or None
+
+
+def _create_token(path: Path) -> str:
+    """Write a new token to ``path`` unless another process just did; the token in force."""
     value = secrets.token_urlsafe(32)
-    write_private(generated_path, value + "\n")
-    return Token(value=value, source="generated", path=generated_path)
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by the owner only (0600), replacing any old file."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = _write_temp(path, value + "\n")
+    try:
+        os.link(temp, path)  # atomic, and never over a file: two starting sidecars agree
+    except FileExistsError:
+        if path.stat().st_size == 0:  # an empty file holds no token: replace it
+            os.replace(temp, path)
+            return value
+        existing = _read_token(path)
+        if existing is None:
+            raise ValueError(f"token file {path} is empty") from None
+        return existing
+    finally:
+        temp.unlink(missing_ok=True)
+    return value
+
+
+def _write_temp(path: Path, text: str) -> Path:
+    """A new 0600 file beside ``path`` holding ``text``."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(temp, 0o600)
-        os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+    return temp
 
 
 def check_bearer(metadata: tuple[tuple[str, str | bytes], ...] | None, token: str) -> bool:
-    """Whether ``metadata`` carries ``authorization: Bearer <token>`` (constant-time compare)."""
-    expected = f"Bearer {token}".encode()
+    """Whether ``metadata`` carries ``authorization: Bearer <token>`` (constant-time compare).
+
+    The scheme is case-insensitive (RFC 9110: ``bearer`` and ``BEARER`` are ``Bearer``); the
+    token is compared exactly.
+    """
+    expected = token.encode()
     for key, value in metadata or ():
         if key.lower() == "authorization":
             given = value if isinstance(value, bytes) else value.encode()
-            return hmac.compare_digest(given, expected)
+            scheme, _, credentials = given.strip().partition(b" ")
+            if scheme.lower() != b"bearer":
+                return False
+            return hmac.compare_digest(credentials.strip(), expected)
     return False
 
 
@@ -113,12 +158,26 @@ def _refusing(handler: Any) -> Any:
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(mapped.code, mapped.message, trailing_metadata=trailers(mapped))
 
+    async def refuse_stream(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
+    ) -> None:
+        # Aborting while the client still writes its stream can reach the client as INTERNAL
+        # instead of UNAUTHENTICATED. Read what it sends (raw, undecoded, bounded) first.
+        with contextlib.suppress(Exception, TimeoutError):
+            async with asyncio.timeout(DRAIN_S):
+                count = 0
+                async for _ in requests:
+                    count += 1
+                    if count >= DRAIN_MESSAGES:
+                        break
+        await refuse(None, context)
+
     if handler is None:
         return None
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse)
+        return grpc.stream_stream_rpc_method_handler(refuse_stream)
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(refuse)
+        return grpc.stream_unary_rpc_method_handler(refuse_stream)
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(refuse)
     return grpc.unary_unary_rpc_method_handler(refuse)

@@ -64,6 +64,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"memory:// (forgotten at exit) (default {DEFAULT_STORE})",
     )
     parser.add_argument(
+        "--store-root",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="a directory in which a run's checkpoint.store_uri may name file:// and sqlite:// "
+        "stores (repeatable). A client can name no file outside these directories: without "
+        "this option, only files in the directory of --store (none when --store is not a file "
+        "or SQLite store)",
+    )
+    parser.add_argument(
+        "--host-call-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long a host tool call waits for a result (a host to connect included) when "
+        "its tool definition sets no timeout (default 300); the run shows tool_call_waiting "
+        "and tool_call_timed_out events",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         help="read the bearer token from this file (OMA_SIDECAR_TOKEN wins when set)",
@@ -72,7 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--generated-token-file",
         type=Path,
         default=DEFAULT_TOKEN_FILE,
-        help=f"where a generated token is written, mode 0600 (default {DEFAULT_TOKEN_FILE})",
+        help="where the token is kept when neither OMA_SIDECAR_TOKEN nor --token-file gives "
+        "one: a token already in the file is used, else a new one is written (mode 0600) "
+        f"(default {DEFAULT_TOKEN_FILE})",
     )
     parser.add_argument(
         "--owner-id",
@@ -101,7 +122,7 @@ async def run(args: argparse.Namespace) -> int:
     )
     try:
         store = parse_store_uri(args.store)
-    except OmaError as exc:
+    except (OmaError, ValueError) as exc:  # ValueError: a NUL byte in the path
         print(f"oma serve: --store: {exc}", file=sys.stderr)
         return 2
     try:
@@ -110,6 +131,9 @@ async def run(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError) as exc:
         print(f"oma serve: token: {exc}", file=sys.stderr)
+        return 2
+    if args.host_call_timeout <= 0:
+        print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
         return 2
     config = ServerConfig(
         token=token.value,
@@ -121,6 +145,8 @@ async def run(args: argparse.Namespace) -> int:
         reflection=not args.no_reflection,
         heartbeat_s=args.heartbeat,
         owner_id=args.owner_id,
+        store_roots=None if args.store_root is None else tuple(map(str, args.store_root)),
+        host_call_timeout_s=args.host_call_timeout,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -135,9 +161,14 @@ async def run(args: argparse.Namespace) -> int:
                 print("oma-sidecar token from OMA_SIDECAR_TOKEN", flush=True)
             print(f"oma-sidecar store: {store.uri}", flush=True)  # without its password
             print(f"oma-sidecar owner: {sidecar.owner_id}", flush=True)
+            roots = ", ".join(sidecar.store_roots) or "none"
+            print(f"oma-sidecar file stores of runs allowed in: {roots}", flush=True)
             if sidecar.interrupted:
                 listed = ", ".join(sidecar.interrupted)
                 print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)
+            if sidecar.unreadable:
+                listed = ", ".join(sidecar.unreadable)
+                print(f"oma-sidecar unreadable run records (see ListRuns): {listed}", flush=True)
             await stop.wait()
     except (ServerConfigError, SidecarError, OmaError, OSError) as exc:
         # One line, no traceback: a bad setting, or a store that is unreachable, corrupt, or

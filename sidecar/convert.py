@@ -26,11 +26,13 @@ if TYPE_CHECKING:
     from oma_actors import Tool
 
 PROVIDERS = ("anthropic", "openai", "scripted")
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Matched with fullmatch: "$" would accept a trailing newline ("ab\n").
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_AGENTS = 64
 MAX_TASKS = 2000
 MAX_TEXT = 1_000_000
+MAX_REASON = 4096
 DEFAULT_CONCURRENCY = 4
 
 TASK_STATUS = {
@@ -56,16 +58,16 @@ def _text(value: str, field: str, *, required: bool = True, limit: int = MAX_TEX
 
 def check_run_id(run_id: str, field: str = "run_id") -> None:
     """``run_id`` is 1..128 characters of letters, digits, '.', '_' and '-'."""
-    if not RUN_ID.match(run_id):
+    if not RUN_ID.fullmatch(run_id):
         raise InvalidArgument(field, "must be 1-128 of [A-Za-z0-9._-], starting alphanumeric")
 
 
 def tool_definition_problem(definition: pb.ToolDefinition) -> str | None:
     """Why a host tool definition is unusable, or ``None``."""
-    if not TOOL_NAME.match(definition.name):
+    if not TOOL_NAME.fullmatch(definition.name):
         return "name must be 1-64 of [A-Za-z0-9_-]"
     try:
-        schema = json.loads(definition.input_schema_json or '{"type": "object"}')
+        schema = parse_json(definition.input_schema_json or '{"type": "object"}')
     except ValueError as exc:
         return f"input_schema_json is not JSON: {exc}"
     problem = schema_problem(schema)
@@ -95,7 +97,7 @@ def check_agent(
         _text(turn.text, f"{where}.text", required=False)
         for call_index, call in enumerate(turn.tool_calls):
             call_field = f"{where}.tool_calls[{call_index}]"
-            if not TOOL_NAME.match(call.name):
+            if not TOOL_NAME.fullmatch(call.name):
                 raise InvalidArgument(f"{call_field}.name", "must be 1-64 of [A-Za-z0-9_-]")
             if not isinstance(_json_object(call.input_json, f"{call_field}.input_json"), dict):
                 raise InvalidArgument(f"{call_field}.input_json", "must be a JSON object")
@@ -120,11 +122,23 @@ def check_agent(
         raise InvalidArgument(f"{field}.tools", "the coordinator cannot have tools")
 
 
+def parse_json(text: str) -> object:
+    """``json.loads`` whose only failure is ``ValueError`` (also for too deeply nested JSON).
+
+    Raises:
+        ValueError: ``text`` is not JSON, or nests deeper than Python's recursion allows.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _json_object(text: str, field: str) -> object:
     if not text:
         return {}
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError as exc:
         raise InvalidArgument(field, f"is not valid JSON: {exc}") from None
 

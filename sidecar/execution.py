@@ -10,7 +10,6 @@ is ``sidecar.attempt``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from dataclasses import replace
@@ -19,24 +18,31 @@ from typing import TYPE_CHECKING, Any
 from oma_actors import Checkpoint
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.attempt import finished, observer, run_attempt, settled
+from sidecar.attempt import (
+    cancel_outcome,
+    cancelled_tasks,
+    finished,
+    observer,
+    run_attempt,
+    settled,
+)
+from sidecar.host_events import HostCallEvents
 from sidecar.plugins import approval_gates_available
-from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1, UnknownRunError
+from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
 from sidecar.run_view import initial_tasks
-from sidecar.status import AlreadyExists, FailedPrecondition, InvalidArgument, map_error
-from sidecar.stores import normalize_uri
+from sidecar.start_checks import attach, check_checkpoint_key, request_digest
+from sidecar.status import FailedPrecondition, InvalidArgument, map_error
+from sidecar.stores import check_request_store, normalize_uri
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Coroutine, Mapping
+    from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 
     from oma_actors import TeamRunResult, Tool
-    from sidecar.host_calls import HostSession, PendingCall
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
     from sidecar.tool_host import ToolHost
 
 logger = logging.getLogger(__name__)
-CANCELLED = Outcome(code="cancelled")
 
 
 class RunExecutor:
@@ -48,7 +54,9 @@ class RunExecutor:
         stores: the store registry.
         python_tools: tools the sidecar offers itself, by name.
         spawn: starts a coroutine as a task of the server's task group.
-        default_store_uri: the store of runs that name none.
+        default_store_uri: the store of runs that name none (normalized).
+        store_roots: the directories (real paths) a request's file or SQLite store may be in.
+        host_events: announces host tool calls; the calls that timed out go into the outcome.
     """
 
     def __init__(
@@ -60,15 +68,19 @@ class RunExecutor:
         python_tools: Mapping[str, Tool],
         spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
         default_store_uri: str,
+        store_roots: Sequence[str] = (),
+        host_events: HostCallEvents | None = None,
     ) -> None:
         self._registry = registry
+        self._host_events = host_events or HostCallEvents(registry)
         self._tool_host = tool_host
         self._stores = stores
         self._python_tools = dict(python_tools)
         self._spawn = spawn
         self._default_store_uri = default_store_uri
+        self._store_roots = tuple(store_roots)
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._cancel_requested: set[str] = set()
+        self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self.gates_available = approval_gates_available()
 
     @property
@@ -79,20 +91,6 @@ class RunExecutor:
     def running(self, run_id: str) -> bool:
         """Whether the run executes in this process now."""
         return run_id in self._tasks
-
-    def on_dispatch(self, pending: PendingCall, session: HostSession) -> None:
-        """Announce a delivery of a host tool call in the run's events."""
-        event = pb.RunEvent(
-            type="tool_call_dispatched", task_id=pending.task_id, agent=pending.agent
-        )
-        detail = event.tool_call_dispatched
-        detail.tool_name = pending.tool_name
-        detail.tool_call_id = pending.tool_call_id
-        detail.session_id = session.session_id
-        detail.delivery_attempt = pending.delivery_attempt
-        # A call of no run of this sidecar (a direct ToolHost user) has no log to go to.
-        with contextlib.suppress(UnknownRunError):
-            self._registry.emit(pending.run_id, event)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -106,41 +104,31 @@ class RunExecutor:
 
         return known
 
-    def _attach(self, request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
-        """The existing run a start request attaches to, or ``AlreadyExists``."""
-        same = record.request_id == request.request_id
-        if same or request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
-            return record
-        raise AlreadyExists(
-            "RUN_ALREADY_EXISTS",
-            f"run {record.run_id!r} was started by another request",
-            metadata={
-                "existing_request_id": record.request_id,
-                "existing_status": pb.RunStatus.Name(record.status),
-            },
-        )
-
     async def start(self, request: pb.StartRunRequest) -> tuple[RunRecordV1, bool]:
         """Register and launch a run; ``(record, created)``, idempotent on request_id."""
         if not request.run_id and request.request_id:
             earlier = await self._registry.query(request_id=request.request_id)
             if earlier:
-                return earlier[0], False
+                return attach(request, earlier[0]), False
         if request.run_id:
             convert.check_run_id(request.run_id)
             existing = await self._registry.find(request.run_id)
             if existing is not None:
-                return self._attach(request, existing), False
+                return attach(request, existing), False
         declared = {definition.name for definition in request.team.host_tools}
         convert.check_start(request, self._tool_known(declared))
         self._check_gates(request.approval_gates)
-        uri = normalize_uri(
-            request.checkpoint.store_uri or self._default_store_uri, field="checkpoint.store_uri"
-        )
-        await self._stores.get(uri)  # fail now, not in the background, if it cannot open
+        field = "checkpoint.store_uri"
+        uri = normalize_uri(request.checkpoint.store_uri or self._default_store_uri, field=field)
+        if request.checkpoint.store_uri:
+            await check_request_store(
+                uri, roots=self._store_roots, default_uri=self._default_store_uri, field=field
+            )
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)
         spec.run_id = request.run_id or str(uuid.uuid4())
+        check_checkpoint_key(request.checkpoint.key, spec.run_id, assigned=not request.run_id)
+        await self._stores.get(uri)  # fail now, not in the background, if it cannot open
         self._snapshot_host_tools(spec)
         record = RunRecordV1(
             run_id=spec.run_id,
@@ -149,11 +137,12 @@ class RunExecutor:
             request=spec,
             store_uri=uri,
             tasks=initial_tasks(spec),
+            request_digest=request_digest(request),
         )
         try:
             record = await self._registry.create(record)
         except RunExistsError as exc:  # a concurrent start won meanwhile
-            return self._attach(request, exc.existing), False
+            return attach(request, exc.existing), False
         self._launch(record, restoring=False)
         return record, True
 
@@ -219,7 +208,7 @@ class RunExecutor:
         claimed = await self._registry.set_status(
             record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
         )
-        self._cancel_requested.discard(record.run_id)
+        self._cancel_requested.pop(record.run_id, None)
         self._launch(claimed, restoring=resumed)
         return claimed, resumed
 
@@ -243,23 +232,29 @@ class RunExecutor:
         )
         return await checkpoint.load_latest() is not None
 
-    async def cancel(self, run_id: str) -> RunRecordV1:
+    async def cancel(self, run_id: str, reason: str = "") -> RunRecordV1:
         """Ask a run to stop; a no-op for a cancelled run.
+
+        ``reason`` becomes the run's outcome message; the tasks it leaves in progress end
+        failed with it.
 
         Raises:
             FailedPrecondition: the run has finished, or another sidecar is running it.
         """
         convert.check_run_id(run_id)
+        if len(reason) > convert.MAX_REASON:
+            raise InvalidArgument("reason", f"is longer than {convert.MAX_REASON} characters")
         record = await self._registry.get(run_id)
         if record.status == pb.RUN_STATUS_CANCELLED:
             return record
         _check_cancellable(record)
         task = self._tasks.get(run_id)
         if task is not None:
-            self._cancel_requested.add(run_id)
+            self._cancel_requested[run_id] = reason
             task.cancel()
             return record
         owner = self._registry.owner_id
+        stop_tasks = cancelled_tasks(reason)
 
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             _check_cancellable(current)
@@ -270,10 +265,10 @@ class RunExecutor:
                     f"run {run_id!r} runs in another sidecar ({current.owner_id})",
                     metadata={"owner_id": current.owner_id},
                 )
-            return current
+            return stop_tasks(current)
 
         return await self._registry.set_status(
-            run_id, pb.RUN_STATUS_CANCELLED, CANCELLED, change=cancelled
+            run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
         )
 
     # -- execution -------------------------------------------------------------------------
@@ -296,7 +291,13 @@ class RunExecutor:
             )
         except asyncio.CancelledError:
             if run_id in self._cancel_requested:
-                await self._registry.set_status(run_id, pb.RUN_STATUS_CANCELLED, CANCELLED)
+                reason = self._cancel_requested[run_id]
+                await self._registry.set_status(
+                    run_id,
+                    pb.RUN_STATUS_CANCELLED,
+                    cancel_outcome(reason),
+                    change=cancelled_tasks(reason),
+                )
             raise
         except Exception as exc:
             mapped = map_error(exc)
@@ -305,12 +306,14 @@ class RunExecutor:
         else:
             await self._finish(run_id, result)
         finally:
+            self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
-            self._cancel_requested.discard(run_id)
+            self._cancel_requested.pop(run_id, None)
 
     async def _finish(self, run_id: str, result: TeamRunResult) -> None:
         status, outcome = finished(result)
+        outcome = self._host_events.annotate(run_id, outcome)
         await self._registry.set_status(run_id, status, outcome, change=settled(result))
 
 

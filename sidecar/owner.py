@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$")
+OWNER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
 
 
 def default_owner_id(store_uri: str, listen: str) -> str:
@@ -32,7 +32,7 @@ def check_owner_id(owner_id: str) -> str:
     Raises:
         ValueError: it is not.
     """
-    if not OWNER_ID.match(owner_id):
+    if not OWNER_ID.fullmatch(owner_id):
         raise ValueError(
             f"owner id {owner_id!r} must be 1-128 of [A-Za-z0-9._:@/-], starting alphanumeric"
         )

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import ConfigurationError, OpenMultiAgent, Suspend, Tool
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 
 logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "oma_actors.tools"
+# A provider, the SDK module its adapter needs, and the environment variable of its API key.
+PROVIDER_NEEDS = {
+    "anthropic": ("anthropic", "ANTHROPIC_API_KEY"),
+    "openai": ("openai", "OPENAI_API_KEY"),
+}
 
 
 def load_python_tools() -> dict[str, Tool]:
@@ -34,6 +43,21 @@ def load_python_tools() -> dict[str, Tool]:
         except Exception:
             logger.exception("could not load tool entry point %s", entry.name)
     return tools
+
+
+def usable_providers(env: Mapping[str, str] | None = None) -> list[str]:
+    """The providers an agent can use here: ``scripted``, and each one with its SDK and key.
+
+    Args:
+        env: the environment to look for API keys in (default ``os.environ``).
+    """
+    env = os.environ if env is None else env
+    usable = [
+        name
+        for name, (module, key) in PROVIDER_NEEDS.items()
+        if env.get(key, "").strip() and importlib.util.find_spec(module) is not None
+    ]
+    return [*usable, "scripted"]
 
 
 def approval_gates_available() -> bool:

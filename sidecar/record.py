@@ -13,16 +13,17 @@ depend on the enum's numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeAlias
 
 import grpc
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import now
-from sidecar.status import NotFound, SidecarError
+from sidecar.status import DataLoss, NotFound, SidecarError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
     from datetime import datetime
 
 RunStatus: TypeAlias = pb.RunStatus
@@ -36,6 +37,8 @@ FINISHED: frozenset[RunStatus] = TERMINAL | {
     pb.RUN_STATUS_SUSPENDED,
 }
 """Statuses after which the run's event history is kept for watchers of a later process."""
+SEQ_BLOCK = 1024
+"""Event seqs reserved in a run record at a time (see ``sidecar.run_log``)."""
 ACTIVE: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
 """Statuses of a run some sidecar (its owner) is executing."""
 
@@ -99,6 +102,8 @@ class RunRecordV1:
         pending_approvals: ids of the approval requests the run waits for.
         store_uri: the checkpoint store of the run.
         seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
+        request_digest: sha256 of the ``StartRunRequest`` as received, so a retry with the
+            same ``request_id`` but another body is refused. Empty in older records.
     """
 
     run_id: str
@@ -115,11 +120,45 @@ class RunRecordV1:
     pending_approvals: tuple[str, ...] = ()
     store_uri: str = ""
     seq_reserved_until: int = 0
+    request_digest: str = ""
 
     @property
     def active(self) -> bool:
         """Whether the run is queued or running (some sidecar executes it)."""
         return self.status in ACTIVE
+
+    def matches(
+        self, *, statuses: Collection[RunStatus], request_id: str | None, owner_id: str | None
+    ) -> bool:
+        """Whether the run has one of ``statuses`` (empty: any) and the ids (``None``: any)."""
+        return (
+            (not statuses or self.status in statuses)
+            and (request_id is None or self.request_id == request_id)
+            and (owner_id is None or self.owner_id == owner_id)
+        )
+
+
+def reserving_until(wanted: int) -> Callable[[RunRecordV1], RunRecordV1]:
+    """The record change reserving event seqs up to ``wanted`` (never lowering it)."""
+
+    def reserve(record: RunRecordV1) -> RunRecordV1:
+        return replace(record, seq_reserved_until=max(record.seq_reserved_until, wanted))
+
+    return reserve
+
+
+def reserving_next_block(above: list[int]) -> Callable[[RunRecordV1], RunRecordV1]:
+    """The record change reserving one more block of seqs above the stored reservation.
+
+    ``above`` receives the stored reservation each application built on: seqs up to it may
+    have been used by another process, so the caller's log must continue above it.
+    """
+
+    def reserve(record: RunRecordV1) -> RunRecordV1:
+        above.append(record.seq_reserved_until)
+        return replace(record, seq_reserved_until=record.seq_reserved_until + SEQ_BLOCK)
+
+    return reserve
 
 
 class UnknownRunError(NotFound):
@@ -128,6 +167,19 @@ class UnknownRunError(NotFound):
     def __init__(self, run_id: str) -> None:
         super().__init__("RUN_NOT_FOUND", f"no run {run_id!r}", metadata={"run_id": run_id})
         self.run_id = run_id
+
+
+class UnreadableRunError(DataLoss):
+    """A run's stored record exists but cannot be decoded (``ListRuns`` shows it unreadable)."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        super().__init__(
+            "RUN_RECORD_UNREADABLE",
+            f"the stored record of run {run_id!r} cannot be read: {problem}",
+            metadata={"run_id": run_id},
+        )
+        self.run_id = run_id
+        self.problem = problem
 
 
 class RunExistsError(SidecarError):

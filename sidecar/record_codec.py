@@ -10,7 +10,9 @@ Schema 1 (``encode`` writes it)::
      "result": null | {"success": true, "code": "ok", "message": "", "synthesis": "",
                        "input_tokens": 0, "output_tokens": 0, "plan_only": false},
      "pending_approvals": [], "store_uri": "file:///...", "seq_reserved_until": 1024,
-     "spec": {...}}
+     "request_digest": "<sha256 hex>", "spec": {...}}
+
+(``request_digest`` was added later: a record without it reads as ``""``.)
 
 Every field is the registry's own, stored by name (statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
@@ -80,6 +82,7 @@ def encode(record: RunRecordV1) -> str:
         "pending_approvals": list(record.pending_approvals),
         "store_uri": record.store_uri,
         "seq_reserved_until": record.seq_reserved_until,
+        "request_digest": record.request_digest,
         "spec": json_format.MessageToDict(record.request, preserving_proto_field_name=True),
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
@@ -104,9 +107,17 @@ def decode(text: str) -> RunRecordV1:
         raise RecordFormatError("neither a schema nor a version: not a run record")
     except RecordFormatError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, DecodeError) as exc:
-        # json_format.ParseError and binascii.Error are ValueErrors too.
+    except (ValueError, KeyError, TypeError, AttributeError, DecodeError, RecursionError) as exc:
+        # json_format.ParseError and binascii.Error are ValueErrors too; RecursionError is
+        # JSON nested too deeply to parse.
         raise RecordFormatError(f"malformed run record: {type(exc).__name__}: {exc}") from exc
+
+
+def shown_problem(exc: RecordFormatError) -> str:
+    """What a client may be told of an unreadable record (the log has the full error)."""
+    cause = exc.__cause__
+    # A wrapped parser error may quote the record, and the record may hold a store password.
+    return f"malformed run record ({type(cause).__name__})" if cause is not None else str(exc)
 
 
 def _task_document(task: TaskRow) -> dict[str, Any]:
@@ -185,6 +196,7 @@ def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
         pending_approvals=tuple(str(item) for item in raw["pending_approvals"]),
         store_uri=str(raw["store_uri"]),
         seq_reserved_until=int(raw["seq_reserved_until"]),
+        request_digest=str(raw.get("request_digest", "")),
     )
 
 
@@ -236,6 +248,6 @@ def decode_history(text: str) -> list[pb.RunEvent]:
     """A run's stored events; an unreadable history is logged and read as none."""
     try:
         return [pb.RunEvent.FromString(base64.b64decode(item)) for item in json.loads(text)]
-    except (ValueError, TypeError, binascii.Error, DecodeError) as exc:
+    except (ValueError, TypeError, binascii.Error, DecodeError, RecursionError) as exc:
         logger.error("unreadable event history: %s", exc)
         return []

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import TaskRow
+from sidecar.record import SEQ_BLOCK, TaskRow
+from sidecar.run_view import outcome_pb
 
 if TYPE_CHECKING:
-    from sidecar.record import RunRecordV1, RunStatus
+    from sidecar.record import Outcome, RunRecordV1, RunStatus
 
-SEQ_BLOCK = 1024
 MAX_RETAINED = 20_000
 
 
@@ -68,6 +68,10 @@ class RunLog:
         self.reserved_until = max(self.reserved_until, reserved_until)
         while self._held and self.next_seq <= self.reserved_until:
             self._publish(self._held.pop(0))
+
+    def skip_to(self, seq: int) -> None:
+        """Hand out no seq below ``seq`` (seqs another process may have used)."""
+        self.next_seq = max(self.next_seq, seq)
 
     def needs_block(self) -> bool:
         """Whether less than half a block is left."""
@@ -155,3 +159,21 @@ class Progress:
             tasks=tuple(self.tasks.values()),
             pending_approvals=tuple(self.pending_approvals),
         )
+
+
+@dataclass(slots=True, kw_only=True)
+class KnownRun:
+    """A run as this process last read or wrote it, with its in-memory log and progress."""
+
+    text: str  # the stored text ``record`` was decoded from or encoded as
+    record: RunRecordV1
+    log: RunLog
+    progress: Progress | None = None  # events not yet written into the record
+
+
+def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:
+    """The ``run_status`` event announcing ``status`` (no seq, run id or time yet)."""
+    event = pb.RunEvent(type="run_status")
+    event.run_status.status = status
+    event.run_status.outcome.CopyFrom(outcome_pb(outcome))
+    return event

@@ -12,6 +12,7 @@ from oma_actors.keyspace import checkpoint_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import MODE_OF, TASK_STATUS, task_counts, timestamp
 from sidecar.record import AttemptResult, Outcome, TaskRow
+from sidecar.stores import shown_uri
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -149,7 +150,7 @@ def run_message(
         last_event_seq=last_seq,
         checkpoint=pb.CheckpointRef(
             enabled=not checkpoint.disabled,
-            store_uri=record.store_uri,
+            store_uri=shown_uri(record.store_uri),  # a postgresql:// password stays here
             key=checkpoint.key or checkpoint_key(record.run_id),
         ),
     )

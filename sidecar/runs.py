@@ -20,27 +20,38 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.keyspace import sidecar_key
-from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import now, timestamp
 from sidecar.record import (
     FINISHED,
+    SEQ_BLOCK,
     RunExistsError,
     RunRecordConflictError,
     RunRecordV1,
     UnknownRunError,
+    UnreadableRunError,
+    reserving_next_block,
+    reserving_until,
 )
-from sidecar.record_codec import RecordFormatError, decode, decode_history, encode, encode_history
-from sidecar.run_log import SEQ_BLOCK, Progress, RunLog, tracks
-from sidecar.run_view import outcome_pb, run_message
+from sidecar.record_codec import (
+    RecordFormatError,
+    decode,
+    decode_history,
+    encode,
+    encode_history,
+    shown_problem,
+)
+from sidecar.run_log import KnownRun, Progress, RunLog, status_event, tracks
+from sidecar.run_view import run_message
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
 
     from oma_actors import AtomicStore
+    from sidecar._pb.oma.v1 import sidecar_pb2 as pb
     from sidecar.record import Outcome, RunStatus
 
 logger = logging.getLogger(__name__)
@@ -49,16 +60,6 @@ RUN_KIND = "run"
 EVENTS_KIND = "events"
 RUN_PREFIX = sidecar_key(RUN_KIND, "")
 MAX_CAS_ATTEMPTS = 32
-
-
-@dataclass(slots=True, kw_only=True)
-class _Known:
-    """A run as this process last read or wrote it, with its in-memory log and progress."""
-
-    text: str  # the stored text ``record`` was decoded from or encoded as
-    record: RunRecordV1
-    log: RunLog
-    progress: Progress | None = None  # events not yet written into the record
 
 
 class RunRegistry:
@@ -82,10 +83,11 @@ class RunRegistry:
         self._store = store
         self._owner_id = owner_id
         self._spawn = spawn
-        self._runs: dict[str, _Known] = {}
+        self._runs: dict[str, KnownRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reserving: set[str] = set()
-        self._unreadable: dict[str, str] = {}
+        self._settling: set[str] = set()
+        self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
     @property
     def owner_id(self) -> str:
@@ -95,18 +97,22 @@ class RunRegistry:
     # -- queries ---------------------------------------------------------------------------
 
     async def find(self, run_id: str) -> RunRecordV1 | None:
-        """The stored record of ``run_id``, or ``None``."""
+        """The stored record of ``run_id``, or ``None``.
+
+        Raises:
+            UnreadableRunError: the record exists but cannot be decoded.
+        """
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         if entry is None:
             return None
-        known = await self._read(run_id, entry.value)
-        return known.record if known is not None else None
+        return (await self._read(run_id, entry.value)).record
 
     async def get(self, run_id: str) -> RunRecordV1:
         """The stored record of ``run_id``.
 
         Raises:
-            UnknownRunError: there is no readable record of ``run_id``.
+            UnknownRunError: there is no record of ``run_id``.
+            UnreadableRunError: the record exists but cannot be decoded.
         """
         record = await self.find(run_id)
         if record is None:
@@ -120,37 +126,52 @@ class RunRegistry:
         request_id: str | None = None,
         owner_id: str | None = None,
     ) -> list[RunRecordV1]:
-        """Every stored record matching all the given filters, in store order.
+        """Every readable stored record matching all the given filters, in store order.
 
         Args:
             statuses: keep these statuses (empty: any).
-            request_id: keep the runs created by this ``StartRun`` request.
-            owner_id: keep the runs of this owner.
+            request_id, owner_id: keep the runs of this ``StartRun`` request, of this owner.
+        """
+        found, _ = await self.scan(statuses=statuses, request_id=request_id, owner_id=owner_id)
+        return found
+
+    async def scan(
+        self,
+        *,
+        statuses: Collection[RunStatus] = (),
+        request_id: str | None = None,
+        owner_id: str | None = None,
+    ) -> tuple[list[RunRecordV1], dict[str, str]]:
+        """Like :meth:`query`, plus every record that cannot be read: run id -> the problem.
+
+        A record that fails to decode must not make its run vanish: ``ListRuns`` shows it.
         """
         found: list[RunRecordV1] = []
+        unreadable: dict[str, str] = {}
         for entry in await self._store.list():
             if not entry.key.startswith(RUN_PREFIX):
                 continue
-            known = await self._read(entry.key.removeprefix(RUN_PREFIX), entry.value)
-            if known is None:
+            run_id = entry.key.removeprefix(RUN_PREFIX)
+            try:
+                record = (await self._read(run_id, entry.value)).record
+            except UnreadableRunError as exc:
+                unreadable[run_id] = exc.problem
                 continue
-            record = known.record
-            if statuses and record.status not in statuses:
-                continue
-            if request_id is not None and record.request_id != request_id:
-                continue
-            if owner_id is not None and record.owner_id != owner_id:
-                continue
-            found.append(record)
-        return found
+            if record.matches(statuses=statuses, request_id=request_id, owner_id=owner_id):
+                found.append(record)
+        return found, unreadable
 
     async def log_of(self, run_id: str) -> RunLog:
         """The event log of ``run_id`` (``UnknownRunError`` when there is no such run)."""
         await self.get(run_id)
         return self._runs[run_id].log
 
-    async def _read(self, run_id: str, text: str) -> _Known | None:
-        """The run as stored in ``text``, decoded unless it is the text already known."""
+    async def _read(self, run_id: str, text: str) -> KnownRun:
+        """The run as stored in ``text``, decoded unless it is the text already known.
+
+        Raises:
+            UnreadableRunError: ``text`` is not a record this sidecar can read.
+        """
         known = self._runs.get(run_id)
         if known is not None and known.text == text:
             return known
@@ -160,21 +181,62 @@ class RunRegistry:
             key = sidecar_key(RUN_KIND, run_id)
             if self._unreadable.get(key) != text:
                 self._unreadable[key] = text
-                logger.error("skipping unreadable run record %s: %s", key, exc)
-            return None
+                logger.error("unreadable run record %s: %s", key, exc)
+            raise UnreadableRunError(run_id, shown_problem(exc)) from None
         if known is not None:
             known.text, known.record = text, record
-            return known
-        # A run this process has not seen: its log continues above the stored reservation.
+        else:
+            known = await self._load(run_id, text, record)
+        self._settle(run_id, known)
+        return known
+
+    async def _load(self, run_id: str, text: str, record: RunRecordV1) -> KnownRun:
+        """A run this process has not seen: its log continues above the stored reservation."""
         reserved = record.seq_reserved_until
         log = RunLog(run_id, next_seq=reserved + 1, reserved_until=reserved)
         history = await self._store.get(sidecar_key(EVENTS_KIND, run_id))
         if history is not None:
             log.restore_history(decode_history(history.value))
-        known = self._runs.setdefault(run_id, _Known(text=text, record=record, log=log))
+        known = self._runs.setdefault(run_id, KnownRun(text=text, record=record, log=log))
         if known.text != text:  # a concurrent read got here first with older text
             known.text, known.record = text, record
         return known
+
+    def _settle(self, run_id: str, known: KnownRun) -> None:
+        """Announce a finished status that the record has and the log never told.
+
+        A crash between writing a run's final status and writing its events leaves a record
+        that says COMPLETED and a log whose last status says RUNNING: a watcher would wait
+        forever. A background task emits the missing ``run_status`` event (and saves the
+        history); never while this process writes the run (``set_status`` announces that).
+        """
+        record = known.record
+        lock = self._locks.get(run_id)
+        if (
+            record.status not in FINISHED
+            or known.log.last_status == record.status
+            or (lock is not None and lock.locked())
+            or run_id in self._settling
+        ):
+            return
+        self._settling.add(run_id)
+        self._spawn(self._announce_stored_status(run_id))
+
+    async def _announce_stored_status(self, run_id: str) -> None:
+        try:
+            known, above = self._runs[run_id], list[int]()
+            record = await self.update(run_id, reserving_next_block(above))
+            # Another sidecar may have used seqs up to the reservation it found: never reuse one.
+            known.log.skip_to(above[-1] + 1)
+            known.log.extend_reservation(record.seq_reserved_until)
+            if record.status in FINISHED and known.log.last_status != record.status:
+                self.emit(run_id, status_event(record.status, record.outcome))
+                await self._save_history(run_id, known.log)
+        finally:
+            self._settling.discard(run_id)
+
+    async def _save_history(self, run_id: str, log: RunLog) -> None:
+        await self._store.set(sidecar_key(EVENTS_KIND, run_id), encode_history(log.events))
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -191,7 +253,7 @@ class RunRegistry:
             if existing is not None:
                 raise RunExistsError(existing)
             text = encode(record)
-            known = _Known(
+            known = KnownRun(
                 text=text, record=record, log=RunLog(run_id, next_seq=1, reserved_until=0)
             )
             # Known before the write, so a concurrent read of the new key finds this log.
@@ -229,9 +291,9 @@ class RunRegistry:
         async with self._lock_of(run_id):
             for _ in range(MAX_CAS_ATTEMPTS):
                 entry = await self._store.get(key)
-                known = await self._read(run_id, entry.value) if entry is not None else None
-                if entry is None or known is None:
+                if entry is None:
                     raise UnknownRunError(run_id)
+                known = await self._read(run_id, entry.value)
                 progress = known.progress
                 seen = progress.changes if progress is not None else 0
                 new = change(progress.fold(known.record) if progress is not None else known.record)
@@ -281,12 +343,9 @@ class RunRegistry:
 
         record = await self.update(run_id, apply)
         log.extend_reservation(record.seq_reserved_until)
-        event = pb.RunEvent(type="run_status")
-        event.run_status.status = status
-        event.run_status.outcome.CopyFrom(outcome_pb(record.outcome))
-        self.emit(run_id, event)
+        self.emit(run_id, status_event(status, record.outcome))
         if status in FINISHED:
-            await self._store.set(sidecar_key(EVENTS_KIND, run_id), encode_history(log.events))
+            await self._save_history(run_id, log)
         return record
 
     # -- events ----------------------------------------------------------------------------
@@ -316,7 +375,7 @@ class RunRegistry:
     async def _reserve(self, run_id: str, log: RunLog) -> None:
         try:
             while log.needs_block():
-                record = await self.update(run_id, _reserving_until(log.wanted_reservation()))
+                record = await self.update(run_id, reserving_until(log.wanted_reservation()))
                 log.extend_reservation(record.seq_reserved_until)
         finally:
             self._reserving.discard(run_id)
@@ -334,10 +393,3 @@ class RunRegistry:
             last_seq=known.log.last_seq if known is not None else 0,
             full=full,
         )
-
-
-def _reserving_until(wanted: int) -> Callable[[RunRecordV1], RunRecordV1]:
-    def reserve(record: RunRecordV1) -> RunRecordV1:
-        return replace(record, seq_reserved_until=max(record.seq_reserved_until, wanted))
-
-    return reserve

@@ -7,18 +7,28 @@ would change the schema the model is shown. So the model here is permissive
 and reports the host's schema verbatim from ``model_json_schema``. Invalid input raises a
 pydantic ``ValidationError`` whose message lists JSON paths, which the runtime turns into an
 error tool result for the model: the host never sees it.
+
+Validation runs on the event loop, inside the model's turn, so it must be cheap whatever the
+schema and the input: ``pattern`` is matched with RE2, whose time is linear in the input (Python's
+``re`` backtracks: ``^(a+)+$`` against 28 "a"s and a "!" froze every run and RPC for 21 s), and a
+schema may nest at most ``MAX_DEPTH`` levels. A pattern RE2 cannot express (lookaround,
+backreferences) is refused when the tool is registered.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
-import re
 from typing import Any
 
+import re2  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, model_validator
 
 MAX_ERRORS = 8
+MAX_DEPTH = 32  # nested objects and arrays of a schema
+MAX_PATTERN = 4096  # characters of one pattern
+_RE2_MEMORY = 8 << 20  # bytes RE2 may use for one compiled pattern
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
@@ -42,26 +52,55 @@ def schema_problem(schema: object) -> str | None:
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(name, str) for name in required):
         return '"required" must be a list of property names'
-    for key in ("pattern",):
-        if key in schema and not isinstance(schema[key], str):
-            return f'"{key}" must be a string'
-    try:
-        _compile_patterns(schema)
-    except re.error as exc:
-        return f"invalid pattern: {exc}"
+    if "pattern" in schema and not isinstance(schema["pattern"], str):
+        return '"pattern" must be a string'
+    return _nested_problem(schema)
+
+
+def _nested_problem(schema: dict[str, Any]) -> str | None:
+    """A too deep schema or a pattern that is not a string or not a linear-time regex."""
+    # Iterative: a schema nested thousands deep must be refused, not overflow the stack.
+    stack: list[tuple[object, int]] = [(schema, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"input schema nests deeper than {MAX_DEPTH} levels"
+        if isinstance(node, dict):
+            # Only a string can be a pattern: {"properties": {"pattern": {...}}} names a field.
+            if isinstance(node.get("pattern"), str):
+                problem = pattern_problem(node["pattern"])
+                if problem is not None:
+                    return problem
+            stack.extend((value, depth + 1) for value in node.values())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1) for value in node)
     return None
 
 
-def _compile_patterns(schema: object) -> None:
-    if isinstance(schema, dict):
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            re.compile(pattern)
-        for value in schema.values():
-            _compile_patterns(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            _compile_patterns(item)
+def pattern_problem(pattern: object) -> str | None:
+    """Why ``pattern`` cannot be a schema's ``pattern``, or ``None`` if it can."""
+    if not isinstance(pattern, str):
+        return '"pattern" must be a string'
+    if len(pattern) > MAX_PATTERN:
+        return f'"pattern" is longer than {MAX_PATTERN} characters'
+    try:
+        _compiled(pattern)
+    except re2.error as exc:
+        detail = exc.args[0] if exc.args else exc
+        text = detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+        return (
+            f"invalid pattern {pattern!r}: {text} (patterns are matched in linear time with "
+            "RE2: no lookaround or backreferences)"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is reported to the host, not logged by RE2
+    options.max_mem = _RE2_MEMORY
+    return re2.compile(pattern, options=options)
 
 
 def validate(schema: dict[str, Any], value: object, path: str = "$") -> list[str]:
@@ -164,7 +203,7 @@ def _check_string(schema: dict[str, Any], value: str, path: str, errors: list[st
     if isinstance(high, int) and len(value) > high:
         errors.append(f"{path}: longer than {high} characters")
     pattern = schema.get("pattern")
-    if isinstance(pattern, str) and re.search(pattern, value) is None:
+    if isinstance(pattern, str) and _compiled(pattern).search(value) is None:
         errors.append(f"{path}: does not match pattern {pattern!r}")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,14 +25,16 @@ from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.approvals import ApprovalDesk
 from sidecar.auth import BearerAuthInterceptor
 from sidecar.boot import recover
+from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
 from sidecar.execution import RunExecutor
+from sidecar.host_events import HostCallEvents
 from sidecar.owner import check_owner_id, default_owner_id
 from sidecar.plugins import load_python_tools
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
-from sidecar.stores import StoreRegistry, normalize_uri
-from sidecar.tool_host import ToolHost
+from sidecar.stores import StoreRegistry, default_store_roots, normalize_uri
+from sidecar.tool_host import DEFAULT_TIMEOUT, ToolHost
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Mapping
@@ -66,6 +69,10 @@ class ServerConfig:
         grace_s: how long in-flight RPCs may finish at shutdown.
         owner_id: the owner id stamped on the runs this sidecar creates or restores; ``None``
             derives it from ``store_uri`` and ``listen`` (see ``sidecar.owner``).
+        store_roots: the directories a request's ``file://`` or ``sqlite://`` store may be in;
+            ``None``: the directory of a file or SQLite ``store_uri`` (none for other stores).
+        host_call_timeout_s: how long a host tool call waits for a result when its tool
+            definition sets no timeout.
     """
 
     token: str
@@ -78,6 +85,8 @@ class ServerConfig:
     heartbeat_s: float = 15.0
     grace_s: float = 2.0
     owner_id: str | None = None
+    store_roots: tuple[str, ...] | None = None
+    host_call_timeout_s: float = DEFAULT_TIMEOUT
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -113,7 +122,9 @@ class Sidecar:
         self._server: Any = None
         self._group: asyncio.TaskGroup | None = None
         self.interrupted: list[str] = []
+        self.unreadable: list[str] = []
         self.owner_id = ""
+        self.store_roots: tuple[str, ...] = ()
 
     @property
     def address(self) -> str:
@@ -161,6 +172,10 @@ class Sidecar:
             )
         except ValueError as exc:
             raise ServerConfigError(f"--owner-id: {exc}") from None
+        roots = config.store_roots
+        if roots is None:
+            roots = default_store_roots(store_uri)
+        self.store_roots = await asyncio.to_thread(_real_paths, roots)
         stores = await self._stack.enter_async_context(StoreRegistry())
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
@@ -168,8 +183,14 @@ class Sidecar:
             await stores.atomic(store_uri), owner_id=self.owner_id, spawn=self.spawn
         )
         self.interrupted = [record.run_id for record in await recover(registry)]
+        _, unreadable = await registry.scan()
+        self.unreadable = sorted(unreadable)
         tools = load_python_tools() if config.python_tools is None else dict(config.python_tools)
-        tool_host = ToolHost(reserved=frozenset(tools))
+        tool_host = ToolHost(
+            reserved=frozenset(tools), default_timeout_s=config.host_call_timeout_s
+        )
+        host_events = HostCallEvents(registry)
+        host_events.attach(tool_host)
         executor = RunExecutor(
             registry=registry,
             tool_host=tool_host,
@@ -177,19 +198,23 @@ class Sidecar:
             python_tools=tools,
             spawn=self.spawn,
             default_store_uri=store_uri,
+            store_roots=self.store_roots,
+            host_events=host_events,
         )
-        tool_host.on_dispatch = executor.on_dispatch
         desk = ApprovalDesk(
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
         server = grpc.aio.server(
-            interceptors=[BearerAuthInterceptor(config.token)],
+            interceptors=[BearerAuthInterceptor(config.token), DecodingInterceptor()],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE),
                 ("grpc.max_send_message_length", MAX_MESSAGE),
                 ("grpc.keepalive_time_ms", 30_000),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                # gRPC sets SO_REUSEPORT by default: a second sidecar on the same port would
+                # bind too and take half the connections. It must fail with "address in use".
+                ("grpc.so_reuseport", 0),
             ],
         )
         heartbeat = config.heartbeat_s
@@ -209,12 +234,15 @@ class Sidecar:
             names = (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, server)
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if credentials is None:
-            self.port = server.add_insecure_port(bind)
-        else:
-            self.port = server.add_secure_port(bind, credentials)
+        try:
+            if credentials is None:
+                self.port = server.add_insecure_port(bind)
+            else:
+                self.port = server.add_secure_port(bind, credentials)
+        except RuntimeError:  # grpc's "Failed to bind"; its log line has the errno
+            self.port = 0
         if self.port == 0:
-            raise ServerConfigError(f"could not bind {bind}")
+            raise ServerConfigError(f"could not bind {bind}: address in use (or not available)")
         await server.start()
         self._server = server
         self._stack.push_async_callback(self._stop_server)
@@ -240,6 +268,10 @@ class Sidecar:
         tb: TracebackType | None,
     ) -> None:
         await self._stack.aclose()
+
+
+def _real_paths(paths: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(os.path.realpath(path) for path in paths)
 
 
 async def _logged(coro: Coroutine[Any, Any, None]) -> None:

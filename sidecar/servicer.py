@@ -16,8 +16,9 @@ import sidecar
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar.plugins import usable_providers
 from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
-from sidecar.stores import SCHEMES
+from sidecar.stores import SCHEMES, shown_uri
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -41,6 +42,7 @@ END_STATUSES = frozenset(
     }
 )
 COMMIT_WAIT = 60.0
+UNREADABLE = pb.RUN_STATUS_UNREADABLE
 
 
 def unary(
@@ -94,16 +96,18 @@ class RunServicer(pb_grpc.RunServiceServicer):
                 raise InvalidArgument("page_token", "is not a token from a previous response")
             offset = int(request.page_token)
         statuses = set(request.statuses)
-        records = sorted(
-            await self._registry.query(statuses=statuses),
-            key=lambda r: (r.created_at, r.run_id),
-            reverse=True,
-        )
+        found, unreadable = await self._registry.scan(statuses=statuses - {UNREADABLE})
+        records = sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True)
+        runs = [self._registry.run_message(record, full=False) for record in records]
+        if statuses and UNREADABLE not in statuses:
+            unreadable = {}
+        elif statuses == {UNREADABLE}:
+            runs = []
+        # First: a run whose record cannot be read needs the operator, and has no date to sort by.
+        runs[:0] = [_unreadable_run(run_id, unreadable[run_id]) for run_id in sorted(unreadable)]
         size = request.page_size or 50
-        page = records[offset : offset + size]
-        token = str(offset + size) if offset + size < len(records) else ""
-        runs = [self._registry.run_message(record, full=False) for record in page]
-        return pb.ListRunsResponse(runs=runs, next_page_token=token)
+        token = str(offset + size) if offset + size < len(runs) else ""
+        return pb.ListRunsResponse(runs=runs[offset : offset + size], next_page_token=token)
 
     @unary
     async def RestoreRun(
@@ -115,7 +119,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
 
     @unary
     async def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.Run:
-        record = await self._executor.cancel(request.run_id)
+        record = await self._executor.cancel(request.run_id, request.reason)
         return self._registry.run_message(record, full=False)
 
     async def WatchRun(
@@ -164,7 +168,11 @@ class RunServicer(pb_grpc.RunServiceServicer):
                 f"events {first}..{last} are not retained (set allow_gap to skip them)",
                 metadata={"oldest_seq": str(last + 1)},
             )
-        event = pb.RunEvent(run_id=log.run_id, type="gap", time=convert.timestamp(convert.now()))
+        # The gap's seq is its last missing seq: seq 0 is the heartbeat's, and a client that
+        # resumes after the gap's seq must not be told about the same gap again.
+        event = pb.RunEvent(
+            seq=last, run_id=log.run_id, type="gap", time=convert.timestamp(convert.now())
+        )
         event.gap.from_seq = first
         event.gap.to_seq = last
         return event
@@ -300,8 +308,17 @@ class SystemServicer(pb_grpc.SystemServiceServicer):
             server_version=sidecar.__version__,
             api_versions=["oma.v1"],
             store_schemes=list(SCHEMES),
-            providers=list(convert.PROVIDERS),
+            providers=usable_providers(),
             python_tools=self._executor.python_tools,
             capabilities=capabilities,
-            default_store_uri=self._default_store_uri,
+            default_store_uri=shown_uri(self._default_store_uri),
         )
+
+
+def _unreadable_run(run_id: str, problem: str) -> pb.Run:
+    """How ListRuns shows a run whose stored record cannot be read."""
+    return pb.Run(
+        run_id=run_id,
+        status=UNREADABLE,
+        outcome=pb.Outcome(code="unreadable", message=problem),
+    )

@@ -98,6 +98,12 @@ class Unavailable(SidecarError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class DataLoss(SidecarError):
+    """Stored state the request needs cannot be read (a corrupt record)."""
+
+    code = grpc.StatusCode.DATA_LOSS
+
+
 @dataclass(frozen=True, slots=True)
 class Mapped:
     """The wire form of one error."""
@@ -117,8 +123,21 @@ _OMA_TABLE: tuple[tuple[type[OmaError], grpc.StatusCode, str], ...] = (
     (StoreError, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
     (TaskGraphError, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_TASK_DEPENDENCIES"),
     (ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION, "CONFIGURATION"),
-    (LeaseError, grpc.StatusCode.ABORTED, "RUN_LEASE_HELD"),
 )
+
+# LeaseError carries its own code (RUN_LEASE_HELD, ...), which is also the reason.
+_LEASE_CODES: dict[str, grpc.StatusCode] = {
+    "RUN_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "RUN_VALIDATION_ERROR": grpc.StatusCode.INVALID_ARGUMENT,
+    "RUN_INTEGRITY_ERROR": grpc.StatusCode.DATA_LOSS,
+    "RUN_ALREADY_TERMINAL": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_SUSPENDED": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_INVALID_TRANSITION": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_STORE_ATOMIC_REQUIRED": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_LEASE_HELD": grpc.StatusCode.ABORTED,
+    "RUN_LEASE_LOST": grpc.StatusCode.ABORTED,
+    "RUN_CONFLICT": grpc.StatusCode.ABORTED,
+}
 
 # DurableApprovalError carries its own code (APPROVAL_CONFLICT, ...).
 _APPROVAL_CODES: dict[str, grpc.StatusCode] = {
@@ -139,6 +158,10 @@ def map_error(exc: Exception) -> Mapped:
     if isinstance(exc, DurableApprovalError):
         code = _APPROVAL_CODES.get(exc.code, grpc.StatusCode.FAILED_PRECONDITION)
         return Mapped(code, exc.code, str(exc))
+    if isinstance(exc, LeaseError):
+        # An unknown code is a lease refusal of a newer build: retryable, like a held lease.
+        code = _LEASE_CODES.get(exc.code, grpc.StatusCode.ABORTED)
+        return Mapped(code, exc.code, exc.message)
     for kind, code, reason in _OMA_TABLE:
         if isinstance(exc, kind):
             return Mapped(code, reason, str(exc))

@@ -5,11 +5,19 @@ One store instance per URI for the life of the server: a ``FileStore``'s compare
 its write ordering hold only among callers sharing one instance, so every run (and the run
 registry) naming the same file must share it, and one ``memory://name`` is one store for every
 run that names it. Every spelling of one file normalizes to one URI (DESIGN D13).
+
+A store URI in a request comes from a token holder, not from the operator, so before it is
+opened :func:`check_request_store` confines file and SQLite stores to the operator's store roots
+(``--store-root``, by default the directory of ``--store``) and refuses anything that is not a
+regular file: a token holder must not create files anywhere the sidecar can write, nor make it
+read ``/dev/zero``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import stat
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -17,12 +25,16 @@ from oma_actors import AtomicStore, ConfigurationError, open_store, parse_store_
 from sidecar.status import InvalidArgument
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from types import TracebackType
 
     from oma_actors import MemoryStore
 
 # What GetServerInfo advertises: the schemes ``open_store`` takes.
 SCHEMES = ("file", "memory", "sqlite", "postgresql", "redis")
+MAX_PATH = 4096  # bytes of a path (Linux PATH_MAX)
+MAX_NAME = 255  # bytes of one path component (NAME_MAX)
+_LOCAL = ("file", "sqlite")
 
 
 def normalize_uri(uri: str, *, field: str) -> str:
@@ -38,6 +50,8 @@ def normalize_uri(uri: str, *, field: str) -> str:
         InvalidArgument: an unknown scheme or a bare path (reason ``UNKNOWN_STORE_SCHEME``),
             or a malformed URI such as a relative or remote ``file://`` (naming ``field``).
     """
+    if "\x00" in uri or "%00" in uri:
+        raise InvalidArgument(field, "contains a NUL byte")
     try:
         target = parse_store_uri(uri)
     except ConfigurationError as exc:
@@ -45,6 +59,8 @@ def normalize_uri(uri: str, *, field: str) -> str:
         unknown = "unknown store URI scheme" in str(exc)
         reason = "UNKNOWN_STORE_SCHEME" if unknown else "VALIDATION"
         raise InvalidArgument(field, str(exc), reason=reason) from None
+    except ValueError as exc:  # what the path functions raise (never a password in it)
+        raise InvalidArgument(field, f"malformed store URI: {exc}") from None
     if target.kind == "file" and not uri.lower().startswith("file:"):
         raise InvalidArgument(
             field,
@@ -54,7 +70,79 @@ def normalize_uri(uri: str, *, field: str) -> str:
         )
     if target.kind in ("postgresql", "redis"):
         return uri  # target.uri masks the password, which opening the store needs
+    if target.kind in _LOCAL:
+        _check_path_length(target.location, field)
     return target.uri
+
+
+def _check_path_length(path: str, field: str) -> None:
+    encoded = os.fsencode(path)
+    if len(encoded) > MAX_PATH:
+        raise InvalidArgument(field, f"the path is longer than {MAX_PATH} bytes")
+    if any(len(part) > MAX_NAME for part in encoded.split(b"/")):
+        raise InvalidArgument(field, f"a path component is longer than {MAX_NAME} bytes")
+
+
+def default_store_roots(store_uri: str) -> tuple[str, ...]:
+    """The store roots when none are given: the directory of a file or SQLite ``--store``."""
+    target = parse_store_uri(store_uri)
+    return (os.path.dirname(target.location),) if target.kind in _LOCAL else ()
+
+
+async def check_request_store(
+    uri: str, *, roots: Sequence[str], default_uri: str, field: str
+) -> None:
+    """Refuse a request's (normalized) store URI that the operator did not allow.
+
+    A file or SQLite store must lie in one of ``roots`` (real paths) and, if it exists, be a
+    regular file. ``default_uri`` (the operator's own ``--store``) is always allowed.
+
+    Raises:
+        InvalidArgument: the path is outside the roots (reason ``STORE_OUTSIDE_ROOT``), or
+            names a directory, device, FIFO or a path that cannot be a file.
+    """
+    if uri == default_uri:
+        return
+    target = parse_store_uri(uri)
+    if target.kind not in _LOCAL:
+        return
+    path = target.location
+    if not any(_inside(path, root) for root in roots):
+        allowed = ", ".join(roots) if roots else "none: start the sidecar with --store-root DIR"
+        raise InvalidArgument(
+            field,
+            f"{path} is outside the directories this sidecar keeps file stores in ({allowed})",
+            reason="STORE_OUTSIDE_ROOT",
+        )
+    problem = await asyncio.to_thread(_file_problem, path)
+    if problem is not None:
+        raise InvalidArgument(field, f"{path}: {problem}")
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _file_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a state file (``None``: a regular file, or none yet)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be used as a state file ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a device, FIFO ...)"
+    return f"is {kind}, not a state file"
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` as it may be shown to a client or a log: its canonical form, password masked."""
+    try:
+        return parse_store_uri(uri).uri
+    except (ConfigurationError, ValueError):
+        return "<unparseable store URI>"  # never echo what may hold a password
 
 
 class StoreRegistry:

@@ -12,6 +12,10 @@ A session that ends with calls outstanding does not fail them: they wait for the
 offering the tool (the same ``host_id`` first, for a short grace) and are delivered again with
 the same key, a new ``call_id`` and ``redelivery = true``. A late result for an older delivery
 still counts if it arrives first.
+
+A call no session can take at once is announced through ``on_waiting`` (the run shows a
+``tool_call_waiting`` event instead of silence), and a call that gets no result within its
+timeout (the tool's own, else ``default_timeout_s``) through ``on_expired``.
 """
 
 from __future__ import annotations
@@ -59,9 +63,15 @@ class ToolHost:
         *,
         reserved: frozenset[str] = frozenset(),
         on_dispatch: Callable[[PendingCall, HostSession], None] | None = None,
+        default_timeout_s: float = DEFAULT_TIMEOUT,
     ) -> None:
+        if default_timeout_s <= 0:
+            raise ValueError("a host call timeout must be positive")
         self.sessions: dict[str, HostSession] = {}
         self.on_dispatch = on_dispatch
+        self.on_waiting: Callable[[PendingCall, str], None] | None = None
+        self.on_expired: Callable[[PendingCall], None] | None = None
+        self.default_timeout_s = default_timeout_s
         self._reserved = reserved
         self._models: dict[tuple[str, str], type[BaseModel]] = {}
         self._pending: dict[str, PendingCall] = {}
@@ -118,6 +128,7 @@ class ToolHost:
             pending.preferred_host = session.host_id
             pending.prefer_until = loop.time() + SAME_HOST_GRACE
             self._waiting.append(pending.key)
+            self._announce_waiting(pending, f"the host {session.host_id!r} disconnected")
             loop.call_later(SAME_HOST_GRACE + 0.01, self._pump)
         session.in_flight.clear()
         self._acks.forget_session(session.session_id)
@@ -141,7 +152,9 @@ class ToolHost:
             durable: whether the run saves checkpoints; without them no result is ever durable.
         """
         schema = json.loads(definition.input_schema_json or '{"type": "object"}')
-        timeout = definition.timeout.seconds + definition.timeout.nanos / 1e9 or DEFAULT_TIMEOUT
+        timeout = (
+            definition.timeout.seconds + definition.timeout.nanos / 1e9 or self.default_timeout_s
+        )
 
         async def execute(args: BaseModel, ctx: ToolContext) -> ToolResult:
             payload = json.dumps(args.model_dump(mode="json"), separators=(",", ":"))
@@ -199,11 +212,15 @@ class ToolHost:
         self._pending[key] = pending
         self._waiting.append(key)
         self._pump()
+        if pending.call_id is None:
+            self._announce_waiting(pending, self._why_waiting(tool_name))
         try:
             async with asyncio.timeout(limit_s):
                 result = await asyncio.shield(pending.future)
         except TimeoutError:
             self._withdraw(pending, "deadline passed")
+            if self.on_expired is not None:
+                self.on_expired(pending)
             return ToolResult(
                 f"Error: tool {tool_name!r} got no result from a tool host within {limit_s:g}s.",
                 is_error=True,
@@ -212,6 +229,18 @@ class ToolHost:
             self._withdraw(pending, "run cancelled")
             raise
         return _tool_result(result)
+
+    def _why_waiting(self, tool_name: str) -> str:
+        offering = [s for s in self.sessions.values() if tool_name in s.tools]
+        if not offering:
+            return f"no connected host offers the tool {tool_name!r}"
+        if all(s.draining for s in offering):
+            return f"every host offering {tool_name!r} is draining"
+        return f"every host offering {tool_name!r} is at its max_concurrent_calls"
+
+    def _announce_waiting(self, pending: PendingCall, reason: str) -> None:
+        if self.on_waiting is not None:
+            self.on_waiting(pending, reason)
 
     def _withdraw(self, pending: PendingCall, reason: str) -> None:
         if self._pending.get(pending.key) is not pending:

@@ -112,7 +112,9 @@ async def write_atomic(path: str, data: bytes) -> None:
             await aiofiles.os.makedirs(directory, exist_ok=True)
             _made_dirs.add(directory)
         # Unbuffered: one write call reaches the OS, so no flush round trip is needed.
-        async with aiofiles.open(temp, "wb", buffering=0) as handle:
+        # 0600: a state file holds conversations and tool results; like the sidecar's token
+        # file, only its owner may read it (the rename keeps the temp file's mode).
+        async with aiofiles.open(temp, "wb", buffering=0, opener=_private) as handle:
             remaining = memoryview(data)
             while remaining:  # a raw write may be short (a signal, a nearly full disk)
                 written = await handle.write(remaining)
@@ -134,6 +136,10 @@ async def write_atomic(path: str, data: bytes) -> None:
     # refuse to fsync a directory, and the write has already succeeded, so this is best-effort.
     with suppress(OSError):
         await asyncio.to_thread(_fsync_directory, directory)
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
 
 
 async def sweep_stale_temps(path: str) -> None:

@@ -107,9 +107,12 @@ def _claim(path: str) -> StateFileHold | str:
 def _lock(path: str, real: str) -> int | None:
     """The locked lock file's descriptor, or ``None`` when another process holds the lock."""
     lock_path = f"{real}.lock"
+    if os.path.exists(real) and not os.path.isfile(real):
+        # A device, FIFO or directory is no state file: refuse before creating anything.
+        raise StoreError(f"{path}: not a regular file")
     try:
         os.makedirs(os.path.dirname(real), exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise StoreError(f"{path}: cannot create the lock file {lock_path} ({exc})") from exc
     if fcntl is None:  # pragma: no cover

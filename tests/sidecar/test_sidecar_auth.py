@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 from typing import TYPE_CHECKING
@@ -82,12 +83,29 @@ async def test_health_needs_no_token_and_reflection_does(sidecar: Sidecar) -> No
         assert {"oma.v1.RunService", "oma.v1.ApprovalService", "grpc.health.v1.Health"} <= names
 
 
-def test_check_bearer_compares_the_whole_value() -> None:
+def test_check_bearer_compares_the_whole_token() -> None:
     assert check_bearer((("authorization", "Bearer abc"),), "abc")
     assert check_bearer((("Authorization", b"Bearer abc"),), "abc")
     assert not check_bearer((("authorization", "Bearer abcd"),), "abc")
-    assert not check_bearer((("authorization", "bearer abc"),), "abc")
+    assert not check_bearer((("authorization", "Bearer ABC"),), "abc")  # the token is exact
+    assert not check_bearer((("authorization", "Basic abc"),), "abc")
+    assert not check_bearer((("authorization", "abc"),), "abc")
     assert not check_bearer(None, "abc")
+
+
+def test_the_bearer_scheme_is_case_insensitive() -> None:
+    # RFC 9110: the auth scheme is case-insensitive; "bearer" used to be refused.
+    for scheme in ("bearer", "BEARER", "bEaReR"):
+        assert check_bearer((("authorization", f"{scheme} abc"),), "abc"), scheme
+
+
+async def test_a_lower_case_bearer_is_served(sidecar: Sidecar) -> None:
+    async with grpc.aio.insecure_channel(sidecar.address) as channel:
+        system = pb_grpc.SystemServiceStub(channel)  # type: ignore[no-untyped-call]
+        info = await system.GetServerInfo(
+            pb.GetServerInfoRequest(), metadata=(("authorization", f"bearer {TOKEN}"),)
+        )
+    assert "oma.v1" in info.api_versions
 
 
 def test_token_from_env_then_file_then_generated_0600(tmp_path: Path) -> None:
@@ -107,9 +125,42 @@ def test_token_from_env_then_file_then_generated_0600(tmp_path: Path) -> None:
     assert generated.read_text().strip() == made.value
     assert stat.S_IMODE(os.stat(generated).st_mode) == 0o600
     again = resolve_token(token_file=None, env={}, generated_path=generated)
-    assert again.value != made.value  # a fresh token per start
+    assert again.value == made.value  # kept: hosts that read it once can reconnect
     with pytest.raises(ValueError, match="empty"):
         resolve_token(token_file=None, env={TOKEN_ENV: " "}, generated_path=generated)
     token_file.write_text("")
     with pytest.raises(ValueError, match="empty"):
         resolve_token(token_file=token_file, env={}, generated_path=generated)
+
+
+def test_an_existing_generated_token_is_kept_and_made_private(tmp_path: Path) -> None:
+    generated = tmp_path / "sidecar.token"
+    generated.write_text("kept-token\n")
+    os.chmod(generated, 0o644)
+    token = resolve_token(token_file=None, env={}, generated_path=generated)
+    assert (token.value, token.source, token.path) == ("kept-token", "generated", generated)
+    assert stat.S_IMODE(os.stat(generated).st_mode) == 0o600
+    generated.write_text("")  # an empty file holds no token: a new one replaces it
+    fresh = resolve_token(token_file=None, env={}, generated_path=generated)
+    assert len(fresh.value) >= 32
+    assert generated.read_text().strip() == fresh.value
+    assert [p.name for p in tmp_path.iterdir()] == ["sidecar.token"]  # no temp file left
+
+
+async def test_an_unauthenticated_tool_stream_is_always_unauthenticated(sidecar: Sidecar) -> None:
+    # A host that streams its messages at once and half-closes used to get INTERNAL now and
+    # then (about 1 in 10 here): the refusal raced the messages still arriving.
+    register = pb.ToolHostMessage(register=pb.Register(host_id="h"))
+    codes: list[grpc.StatusCode] = []
+    async with grpc.aio.insecure_channel(sidecar.address) as channel:
+        tools = pb_grpc.ToolHostServiceStub(channel)  # type: ignore[no-untyped-call]
+
+        async def attempt() -> None:
+            call = tools.Connect(iter([register] * 50), metadata=(("authorization", "Bearer x"),))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                async for _ in call:
+                    pass
+            codes.append(caught.value.code())
+
+        await asyncio.gather(*(attempt() for _ in range(80)))
+    assert set(codes) == {grpc.StatusCode.UNAUTHENTICATED}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -14,6 +15,7 @@ from sidecar.cli import LISTEN_LINE, TOKEN_LINE
 from sidecar.server import ServerConfigError, is_loopback, split_address
 
 ROOT = Path(__file__).resolve().parents[2]
+TOKEN_ENV = {"OMA_SIDECAR_TOKEN": "t"}
 
 
 def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -104,3 +106,84 @@ def test_generated_stubs_match_the_proto() -> None:
         timeout=60,
     )
     assert check.returncode == 0, check.stderr
+
+
+def first_lines(process: subprocess.Popen[str], count: int) -> list[str]:
+    assert process.stdout is not None
+    return [process.stdout.readline() for _ in range(count)]
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.communicate(timeout=10)
+
+
+def test_a_restart_keeps_the_generated_token(tmp_path: Path) -> None:
+    # Every start used to write a new token, locking out the hosts of any other sidecar and
+    # every host that read the token once.
+    token_file = tmp_path / "sidecar.token"
+    args = ("--listen", "127.0.0.1:0", "--store", "memory://")
+    tokens = []
+    for _ in range(2):
+        process = serve(*args, "--generated-token-file", str(token_file))
+        try:
+            assert first_lines(process, 2)[1].strip() == f"{TOKEN_LINE}{token_file}"
+            tokens.append(token_file.read_text().strip())
+        finally:
+            stop(process)
+    assert tokens[0] == tokens[1]
+    assert len(tokens[0]) >= 32
+
+
+def test_a_second_sidecar_on_the_same_port_fails_with_address_in_use(tmp_path: Path) -> None:
+    env = {"OMA_SIDECAR_TOKEN": "t"}
+    first = serve("--listen", "127.0.0.1:0", "--store", "memory://", env=env)
+    try:
+        listening = first_lines(first, 1)[0]
+        address = listening.removeprefix(LISTEN_LINE).strip()
+        # gRPC's SO_REUSEPORT let a second sidecar bind too, splitting the connections.
+        second = serve("--listen", address, "--store", "memory://", env=env)
+        out, err = second.communicate(timeout=30)
+        assert second.returncode == 2, out + err
+        assert "address in use" in err
+        assert "Traceback" not in err
+    finally:
+        stop(first)
+
+
+def test_a_corrupt_state_store_exits_2_with_one_line(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text("not json{")
+    process = serve("--listen", "127.0.0.1:0", "--store", f"file://{state}", env=TOKEN_ENV)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_unreadable_run_record_is_reported_and_the_sidecar_serves(tmp_path: Path) -> None:
+    # A record nested too deep to parse crashed the boot with a RecursionError (exit 1 and a
+    # traceback); now the run is listed as unreadable and everything else is served.
+    entry = {
+        "key": "__oma_sidecar__/run/deep",
+        "value": "[" * 100_000 + "]" * 100_000,
+        "metadata": {},
+        "createdAt": "2026-01-02T03:04:05.678Z",
+    }
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"version": 1, "entries": [entry]}))
+    process = serve("--listen", "127.0.0.1:0", "--store", f"file://{state}", env=TOKEN_ENV)
+    try:
+        lines = first_lines(process, 6)
+    finally:
+        stop(process)
+    assert lines[0].startswith(LISTEN_LINE), lines
+    assert lines[-1].strip() == "oma-sidecar unreadable run records (see ListRuns): deep"
+    assert process.returncode == 0
+
+
+def test_a_nul_byte_in_the_store_path_exits_2_with_one_line() -> None:
+    process = serve("--store", "file:///tmp/x%00y.json", env=TOKEN_ENV)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1, err

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from sidecar.client import SidecarClient
+    from sidecar.server import Sidecar
 
 
 async def read_until_error(call: grpc.aio.StreamStreamCall) -> None:
     while await call.read() is not grpc.aio.EOF:
         pass
+
+
+DEEP = "{" + '"a":{' * 50_000 + "}" * 50_001
 
 
 def _edit(change: Callable[[pb.StartRunRequest], object]) -> pb.StartRunRequest:
@@ -83,6 +87,49 @@ CASES = [
         "team.host_tools[0]",
         "VALIDATION",
         lambda r: r.team.host_tools.add(name="t", input_schema_json='{"type": "array"}'),
+    ),
+    # Issue 12 item 8: each of these used to leave with another code than INVALID_ARGUMENT.
+    ("run_id", "VALIDATION", lambda r: setattr(r, "run_id", "ab\n")),  # "$" with match
+    ("run_id", "VALIDATION", lambda r: setattr(r, "run_id", "ab:cd")),  # as the proto says
+    (  # RecursionError: INTERNAL
+        "team.host_tools[0]",
+        "VALIDATION",
+        lambda r: r.team.host_tools.add(name="t", input_schema_json="[" * 100_000),
+    ),
+    (
+        "team.agents[0].scripted.turns[0].tool_calls[0].input_json",
+        "VALIDATION",
+        lambda r: setattr(r.team.agents[0].scripted.turns[0].tool_calls[0], "input_json", DEEP),
+    ),
+    (  # ValueError "embedded null byte": INTERNAL
+        "checkpoint.store_uri",
+        "VALIDATION",
+        lambda r: setattr(r.checkpoint, "store_uri", "file:///tmp/state%00.json"),
+    ),
+    (  # ENAMETOOLONG on read: DATA_LOSS
+        "checkpoint.store_uri",
+        "VALIDATION",
+        lambda r: setattr(r.checkpoint, "store_uri", "file:///tmp/" + "a" * 5000),
+    ),
+    (  # a device (the fixture's sidecar has a memory store: no file store is allowed)
+        "checkpoint.store_uri",
+        "STORE_OUTSIDE_ROOT",
+        lambda r: setattr(r.checkpoint, "store_uri", "file:///dev/null"),
+    ),
+    (  # item 6: a new file anywhere the sidecar can write
+        "checkpoint.store_uri",
+        "STORE_OUTSIDE_ROOT",
+        lambda r: setattr(r.checkpoint, "store_uri", "file:///etc/oma-intruder.json"),
+    ),
+    (  # item 4: another run's (or the registry's) records
+        "checkpoint.key",
+        "VALIDATION",
+        lambda r: setattr(r.checkpoint, "key", "__oma_sidecar__/run/victim"),
+    ),
+    (
+        "checkpoint.key",
+        "VALIDATION",
+        lambda r: setattr(r.checkpoint, "key", "__oma_checkpoint__/victim/latest"),
     ),
 ]
 
@@ -180,3 +227,46 @@ async def test_watch_and_get_validate_their_arguments(client: SidecarClient) -> 
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await stream.read()
     assert error_info(caught.value).metadata["field"] == "after_seq"
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "/oma.v1.RunService/StartRun",
+        "/oma.v1.RunService/GetRun",
+        "/oma.v1.SystemService/GetServerInfo",
+    ],
+)
+async def test_undecodable_requests_are_invalid_argument_naming_the_request(
+    client: SidecarClient, sidecar: Sidecar, method: str
+) -> None:
+    async with grpc.aio.insecure_channel(sidecar.address) as channel:
+        call = channel.unary_unary(method)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call(b"\xff\xff\xff", metadata=client.metadata)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    info = error_info(caught.value)
+    assert (info.reason, info.metadata["field"]) == ("VALIDATION", "request")
+
+
+async def test_undecodable_stream_messages_are_invalid_argument(
+    client: SidecarClient, sidecar: Sidecar
+) -> None:
+    async with grpc.aio.insecure_channel(sidecar.address) as channel:
+        watch = channel.unary_stream("/oma.v1.RunService/WatchRun")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in watch(b"\xff\xff", metadata=client.metadata):
+                pass
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        connect = channel.stream_stream("/oma.v1.ToolHostService/Connect")
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            async for _ in connect(iter([b"\xff\xff"]), metadata=client.metadata):
+                pass
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(caught.value).metadata["field"] == "request"
+
+
+async def test_a_lookup_of_a_run_id_with_a_newline_is_invalid(client: SidecarClient) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.runs.GetRun(pb.GetRunRequest(run_id="ab\n"), metadata=client.metadata)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -21,7 +21,7 @@ from sidecar.record import (
     TaskRow,
     UnknownRunError,
 )
-from sidecar.record_codec import decode
+from sidecar.record_codec import decode, encode
 from sidecar.runs import RunRegistry
 
 if TYPE_CHECKING:
@@ -169,3 +169,36 @@ async def test_progress_is_live_at_once_and_written_with_the_next_update(
     )
     assert decode((await store.get(sidecar_key("run", "r1"))).value).tasks == written.tasks  # type: ignore[union-attr]
     assert [e.type for e in (await runs.log_of("r1")).since(0)] == ["task_started", "run_status"]
+
+
+async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have_used(
+    group: asyncio.TaskGroup,
+) -> None:
+    # This process knows run r at seq 1; a sibling restored it, used seqs up to its
+    # reservation (3072) and saved COMPLETED, but its events never reached this log. The
+    # announcement of the saved status must not reuse one of the sibling's seqs.
+    store = InMemoryStore()
+    here = registry(store, "owner-a", group)
+    await here.create(new_record("r"))
+    await here.set_status("r", pb.RUN_STATUS_RUNNING)
+    log = await here.log_of("r")
+    assert log.last_seq < 1024
+    key = sidecar_key("run", "r")
+    entry = await store.get(key)
+    assert entry is not None
+    sibling = replace(
+        decode(entry.value),
+        owner_id="owner-b",
+        status=pb.RUN_STATUS_COMPLETED,
+        seq_reserved_until=3072,
+    )
+    await store.set(key, encode(sibling))
+    assert (await here.get("r")).status == pb.RUN_STATUS_COMPLETED
+    for _ in range(200):
+        if log.last_status == pb.RUN_STATUS_COMPLETED:
+            break
+        await asyncio.sleep(0.01)
+    assert log.last_status == pb.RUN_STATUS_COMPLETED
+    assert log.events[-1].seq > 3072
+    history = await store.get(sidecar_key("events", "r"))
+    assert history is not None  # saved, so the next process does not announce it again

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from sidecar_helpers import TOKEN, answer, eventually, lookup_tool, run_request
+from sidecar_helpers import ECHO, TOKEN, answer, eventually, lookup_tool, run_request
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
+from sidecar.server import ServerConfig, Sidecar
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from sidecar.server import Sidecar
 
 
 @contextlib.asynccontextmanager
@@ -189,9 +189,19 @@ async def test_cancel_stops_a_run_waiting_for_a_host(client: SidecarClient) -> N
     assert error_reason(caught.value) == "RUN_ALREADY_TERMINAL"
 
 
-async def test_restore_in_process_resumes_from_the_checkpoint(
-    client: SidecarClient, sidecar: Sidecar
-) -> None:
+async def test_restore_in_process_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+    # The sidecar stops while t2's call is out, so the run stays active in its store; a new
+    # sidecar in this process boots on that store (the run is interrupted) and RestoreRun resumes
+    # it from the checkpoint: t1, completed before, is not run again; t2's call is redelivered.
+    config = ServerConfig(
+        token=TOKEN,
+        listen="127.0.0.1:0",
+        store_uri=f"file://{tmp_path / 'state.json'}",
+        python_tools={"echo": ECHO},
+        heartbeat_s=0.5,
+        grace_s=0.1,
+        owner_id="owner-x",
+    )
     stalled = asyncio.Event()
     calls: list[str] = []
 
@@ -200,17 +210,31 @@ async def test_restore_in_process_resumes_from_the_checkpoint(
         if call.task_id == "t2" and not stalled.is_set():
             stalled.set()
             await asyncio.Event().wait()
-        return "ok"
+        return f"ok {call.task_id}"
 
-    host = HostTools(client, "host-c", [lookup_tool(stall_t2)])
-    async with hosting(client, host):
+    async with (
+        Sidecar(config) as first,
+        SidecarClient(first.address, TOKEN) as client,
+        hosting(client, HostTools(client, "host-1", [lookup_tool(stall_t2)])),
+    ):
         await client.start_run(run_request("run-x"))
         await asyncio.wait_for(stalled.wait(), 5)
-        await client.cancel_run("run-x")
-        await asyncio.wait_for(events_of(client, "run-x"), 5)
-    run = await client.get_run("run-x", full=True)
-    assert run.status == pb.RUN_STATUS_CANCELLED
     assert calls == ["run-x:t1:toolu_0_0", "run-x:t2:toolu_0_0"]
+
+    async with Sidecar(config) as second, SidecarClient(second.address, TOKEN) as client:
+        assert second.interrupted == ["run-x"]
+        assert (await client.get_run("run-x")).status == pb.RUN_STATUS_INTERRUPTED
+        async with hosting(client, HostTools(client, "host-2", [lookup_tool(stall_t2)])):
+            restored = await client.restore_run("run-x")
+            assert restored.resumed_from_checkpoint
+            events = await asyncio.wait_for(events_of(client, "run-x"), 10)
+            run = await client.get_run("run-x", full=True)
+    assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+    assert run.status == pb.RUN_STATUS_COMPLETED
+    assert run.attempt == 2
+    assert [task.result for task in run.tasks] == ["done: ok t1", "done: ok t2"]
+    # Only t2's call ran again, under the same idempotency key: t1 came from the checkpoint.
+    assert calls == ["run-x:t1:toolu_0_0", "run-x:t2:toolu_0_0", "run-x:t2:toolu_0_0"]
 
 
 async def test_server_info_and_errors_for_unknown_runs(client: SidecarClient) -> None:

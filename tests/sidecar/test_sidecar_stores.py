@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from sidecar_helpers import ECHO, TOKEN, run_request
 
-from oma_actors import list_checkpoints, open_store
+from oma_actors import StoreError, list_checkpoints, open_store
 from oma_actors.keyspace import sidecar_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient
@@ -87,7 +87,8 @@ async def test_a_store_that_hangs_while_opening_stalls_no_other_store() -> None:
             # Under one lock shared by every store, this waited for the hung open (issue 12.1).
             await asyncio.wait_for(stores.get("memory://other"), 1)
             hung.cancel()
-            with pytest.raises(asyncio.CancelledError):
+            # redis-py may turn the cancellation of its read into its own timeout error.
+            with pytest.raises((asyncio.CancelledError, StoreError)):
                 await hung
 
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.stores import FileStore
-from oma_actors.stores import file_io
+from oma_actors.stores import FileStore, file_io
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="devices and FIFOs are POSIX")
 

@@ -6,16 +6,22 @@
 //   for await (const event of client.watch(run.run_id)) console.log(event.seq, event.type);
 //
 // Messages use the proto field names (snake_case); enums are strings ("RUN_STATUS_COMPLETED");
-// int64 values are Numbers.
+// int64 values are Numbers. Events from watch() carry `data` as a plain object (the Struct
+// unwrapped). errorInfo(error) reads the google.rpc.ErrorInfo of a failed call (reason, domain,
+// metadata such as the offending `field`) with the error-detail protos shipped in ../proto.
 
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
 import grpc from "@grpc/grpc-js";
 import protoLoader from "@grpc/proto-loader";
+import protobuf from "protobufjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const PROTO_ROOT = path.resolve(here, "..", "..", "..", "proto");
+/** google/rpc/status.proto and error_details.proto, shipped with this client. */
+export const DETAILS_PROTO_ROOT = path.resolve(here, "..", "proto");
+const DETAILS_TRAILER = "grpc-status-details-bin";
 
 let cached;
 
@@ -38,6 +44,71 @@ export function loadOma(protoRoot = PROTO_ROOT) {
 export function errorReason(error) {
   const values = error?.metadata?.get?.("oma-error-reason") ?? [];
   return values.length ? String(values[0]) : undefined;
+}
+
+let detailTypes;
+
+function errorDetailTypes() {
+  if (!detailTypes) {
+    const root = new protobuf.Root();
+    // google/protobuf/*.proto are bundled with protobufjs; google/rpc/*.proto are ours.
+    root.resolvePath = (origin, target) =>
+      target.startsWith("google/protobuf/") ? target : path.join(DETAILS_PROTO_ROOT, target);
+    root.loadSync(["google/rpc/status.proto", "google/rpc/error_details.proto"], { keepCase: true });
+    detailTypes = {
+      Status: root.lookupType("google.rpc.Status"),
+      ErrorInfo: root.lookupType("google.rpc.ErrorInfo"),
+    };
+  }
+  return detailTypes;
+}
+
+/**
+ * The google.rpc.ErrorInfo of a failed call, from its `grpc-status-details-bin` trailer:
+ * { reason, domain, metadata } (metadata.field names the offending request field of an
+ * INVALID_ARGUMENT), or undefined when the call carried none.
+ */
+export function errorInfo(error) {
+  const values = error?.metadata?.get?.(DETAILS_TRAILER) ?? [];
+  if (!values.length) return undefined;
+  const { Status, ErrorInfo } = errorDetailTypes();
+  const status = Status.decode(Buffer.from(values[0]));
+  for (const detail of status.details ?? []) {
+    if (String(detail.type_url).endsWith("/google.rpc.ErrorInfo")) {
+      const info = ErrorInfo.toObject(ErrorInfo.decode(detail.value), { defaults: true });
+      return { reason: info.reason, domain: info.domain, metadata: { ...info.metadata } };
+    }
+  }
+  return undefined;
+}
+
+/** A google.protobuf.Struct as proto-loader decodes it, as a plain object. */
+export function fromStruct(struct) {
+  const object = {};
+  for (const [key, value] of Object.entries(struct?.fields ?? {})) object[key] = fromValue(value);
+  return object;
+}
+
+function fromValue(value) {
+  // proto-loader spells the well-known types' fields in camelCase even with keepCase.
+  const kind = value?.kind;
+  switch (kind) {
+    case "stringValue":
+    case "string_value":
+    case "numberValue":
+    case "number_value":
+    case "boolValue":
+    case "bool_value":
+      return value[kind];
+    case "structValue":
+    case "struct_value":
+      return fromStruct(value[kind]);
+    case "listValue":
+    case "list_value":
+      return (value[kind]?.values ?? []).map(fromValue);
+    default:
+      return null; // nullValue, or a kind this client does not know
+  }
 }
 
 export class SidecarClient {
@@ -124,8 +195,9 @@ export class SidecarClient {
   }
 
   /**
-   * The run's events after `afterSeq` until it ends (heartbeats skipped).
-   * With allowGap, events lost with a crashed sidecar arrive as one `gap` event.
+   * The run's events after `afterSeq` until it ends (heartbeats skipped), with `data` as a
+   * plain object. With allowGap, events lost with a crashed sidecar arrive as one `gap` event
+   * (its seq is gap.to_seq: resuming after it skips the gap).
    */
   async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [] } = {}) {
     const call = this.runs.WatchRun(
@@ -134,7 +206,7 @@ export class SidecarClient {
     );
     try {
       for await (const event of call) {
-        if (event.type !== "heartbeat") yield event;
+        if (event.type !== "heartbeat") yield { ...event, data: fromStruct(event.data) };
       }
     } finally {
       call.cancel();

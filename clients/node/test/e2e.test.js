@@ -16,7 +16,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import grpc from "@grpc/grpc-js";
-import { SidecarClient, errorReason } from "../src/client.js";
+import { SidecarClient, errorInfo, errorReason } from "../src/client.js";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(here, "..", "..", "..");
@@ -145,9 +145,23 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
   await assert.rejects(intruder.serverInfo(), (error) => {
     assert.equal(error.code, grpc.status.UNAUTHENTICATED);
     assert.equal(errorReason(error), "UNAUTHENTICATED");
+    // The rich status, read with the error-detail protos shipped in clients/node/proto.
+    assert.deepEqual(errorInfo(error), { reason: "UNAUTHENTICATED", domain: "oma.v1", metadata: {} });
     return true;
   });
   intruder.close();
+
+  // A malformed request: INVALID_ARGUMENT, and ErrorInfo names the field.
+  await assert.rejects(
+    client.startRun({ run_id: "bad\n", team: { name: "t", agents: [scriptedAgent("lookup")] } }),
+    (error) => {
+      assert.equal(error.code, grpc.status.INVALID_ARGUMENT);
+      const info = errorInfo(error);
+      assert.equal(info.reason, "VALIDATION");
+      assert.equal(info.metadata.field, "run_id");
+      return true;
+    },
+  );
 
   await withTimeout(host.registered(), 10000, "register");
   const info = await client.serverInfo();
@@ -172,7 +186,11 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
   })();
   await withTimeout(stalled, 15000, "t2 call");
   const lastSeq = Math.max(...seen.map((event) => event.seq));
-  assert.ok(seen.some((event) => event.type === "task_completed" && event.task_id === "t1"));
+  const t1Done = seen.find((event) => event.type === "task_completed" && event.task_id === "t1");
+  assert.ok(t1Done);
+  // Event data arrives as a plain object, not as a google.protobuf.Struct.
+  assert.equal(t1Done.data.task_id, "t1");
+  assert.equal(t1Done.data.result.success, true);
   await kill9(sidecar);
   crashed = true;
   await watching;

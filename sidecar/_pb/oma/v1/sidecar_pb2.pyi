@@ -28,6 +28,7 @@ class RunStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_STATUS_FAILED: _ClassVar[RunStatus]
     RUN_STATUS_CANCELLED: _ClassVar[RunStatus]
     RUN_STATUS_INTERRUPTED: _ClassVar[RunStatus]
+    RUN_STATUS_UNREADABLE: _ClassVar[RunStatus]
 
 class RunMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -77,6 +78,7 @@ RUN_STATUS_COMPLETED: RunStatus
 RUN_STATUS_FAILED: RunStatus
 RUN_STATUS_CANCELLED: RunStatus
 RUN_STATUS_INTERRUPTED: RunStatus
+RUN_STATUS_UNREADABLE: RunStatus
 RUN_MODE_UNSPECIFIED: RunMode
 RUN_MODE_TEAM: RunMode
 RUN_MODE_TASKS: RunMode

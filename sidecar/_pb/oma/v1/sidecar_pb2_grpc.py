@@ -109,7 +109,9 @@ class RunServiceServicer:
         cancels. seq is per run, 1-based and strictly increasing, and never reused, also across
         sidecar restarts and restores: reconnect with the last seq seen. Events that were not
         retained (they happened in a sidecar process that died) are reported as one `gap` event
-        when allow_gap is set, else as OUT_OF_RANGE / SEQ_EXPIRED.
+        when allow_gap is set, else as OUT_OF_RANGE / SEQ_EXPIRED. The stream also ends for a run
+        whose final status was saved but whose final event was lost in a crash: the event is
+        announced again from the saved status.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -128,7 +130,9 @@ class RunServiceServicer:
 
     def CancelRun(self, request, context):
         """Requests cancellation and returns at once; watch for the terminal event. Cancelling a
-        cancelled run is a no-op; a completed or failed run gives FAILED_PRECONDITION.
+        cancelled run is a no-op; a completed or failed run gives FAILED_PRECONDITION. The reason
+        becomes the run's outcome.message; tasks still in progress end TASK_STATUS_FAILED
+        ("cancelled: <reason>").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,79 @@
+"""Checks of a ``StartRun`` that need more than the request: its retries, and its keys.
+
+``convert.check_start`` validates a request on its own; these checks compare it with what is
+stored already (a retry must be the same request) or with the run id it ends up with (its
+checkpoint key must be this run's).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.status import AlreadyExists, InvalidArgument
+
+if TYPE_CHECKING:
+    from sidecar.record import RunRecordV1
+
+
+def request_digest(request: pb.StartRunRequest) -> str:
+    """sha256 hex of ``request`` as received (deterministic serialization)."""
+    return hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
+
+
+def attach(request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
+    """The existing run a start request attaches to.
+
+    A retry (the same ``request_id``) attaches only if it is the same request: the same id with
+    another body is a client bug that would otherwise be told its new request was accepted.
+    Another request attaches only with ``CONFLICT_POLICY_USE_EXISTING``.
+
+    Raises:
+        AlreadyExists: ``REQUEST_ID_REUSED`` for the same id with another body,
+            ``RUN_ALREADY_EXISTS`` for another request without ``USE_EXISTING``.
+    """
+    if record.request_id == request.request_id:
+        if record.request_digest and record.request_digest != request_digest(request):
+            raise AlreadyExists(
+                "REQUEST_ID_REUSED",
+                f"request_id {request.request_id!r} started run {record.run_id!r} with another "
+                "request body; use a new request_id for a new request",
+                metadata={"existing_run_id": record.run_id},
+            )
+        return record
+    if request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
+        return record
+    raise AlreadyExists(
+        "RUN_ALREADY_EXISTS",
+        f"run {record.run_id!r} was started by another request",
+        metadata={
+            "existing_request_id": record.request_id,
+            "existing_status": pb.RunStatus.Name(record.status),
+        },
+    )
+
+
+def check_checkpoint_key(key: str, run_id: str, *, assigned: bool) -> None:
+    """An explicit checkpoint key must be one of this run's keys.
+
+    A key is this run's when it lies under ``__oma_checkpoint__/<run_id>/``. Any other key could
+    name another run's checkpoint, an approval row or a sidecar run record in the same store,
+    which this run's saves would overwrite.
+
+    Args:
+        key: the requested key (empty: the default key, always this run's).
+        run_id: the run's id.
+        assigned: the server assigned ``run_id`` (the client could not have known it).
+
+    Raises:
+        InvalidArgument: the key is not under this run's prefix.
+    """
+    if not key:
+        return
+    prefix = f"{CHECKPOINT_KEY_PREFIX}{run_id}/"
+    if assigned:
+        raise InvalidArgument("checkpoint.key", "an explicit key needs an explicit run_id")
+    if not key.startswith(prefix) or len(key) == len(prefix):
+        raise InvalidArgument("checkpoint.key", f"must be one of this run's keys, under {prefix!r}")
