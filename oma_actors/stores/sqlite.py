@@ -243,6 +243,9 @@ class SqliteStore:
 
     def _connect(self) -> sqlite3.Connection:
         os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        # Create the database 0600 (it holds conversations and tool results); SQLite gives its
+        # -wal and -shm files the database file's permissions.
+        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
         # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE is ours to issue.
         connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
         try:

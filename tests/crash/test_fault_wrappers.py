@@ -10,8 +10,6 @@ from oma_actors import InMemoryStore, MemoryEntry
 from oma_actors.stores.base import is_atomic_store, is_memory_store
 from oma_actors.testing.faults import CrashingStore, FailingStore, UnknownOutcomeStore
 
-pytestmark = pytest.mark.crash
-
 CKPT = "__oma_checkpoint__/r/latest"
 
 

@@ -35,3 +35,13 @@ async def test_a_device_is_refused_before_any_lock_file_is_made(tmp_path: Path) 
         async with open_store(f"file://{link}"):
             pass
     assert not exists("/dev/zero.lock")
+
+
+async def test_a_sqlite_database_and_its_wal_are_created_0600(tmp_path: Path) -> None:
+    from oma_actors import SqliteStore
+
+    path = tmp_path / "state.db"
+    async with SqliteStore(path) as store:
+        await store.set("k", "v")
+        assert mode(path) == 0o600
+        assert mode(Path(f"{path}-wal")) == 0o600
