@@ -167,7 +167,7 @@ def _completed_to_json(item: CompletedTask) -> dict[str, Any]:
         try:
             json.dumps(candidate, allow_nan=False)
         except (TypeError, ValueError):
-            return out  # CK-10: durability wins over completeness
+            return out  # CK-10: save without the unserializable result; durability wins
         out["agentResult"] = candidate
     return out
 

@@ -37,7 +37,11 @@ CheckpointArg = bool | CheckpointOptions | None
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResolvedCheckpoint:
-    """The active checkpoint of a call: store, key, requested run id, and store reuse (CO-08)."""
+    """The active checkpoint of a call: store, key, requested run id, and store reuse.
+
+    ``reuses_shared_store`` is true when the chosen store is the team's shared-memory store
+    itself (CO-08); snapshots then leave shared memory out.
+    """
 
     store: MemoryStore
     key: str
@@ -46,7 +50,10 @@ class ResolvedCheckpoint:
 
 
 def checkpoint_options(per_call: CheckpointArg, default: CheckpointArg) -> CheckpointOptions | None:
-    """The options in force: per-call replaces the default wholesale (CO-02, CO-04)."""
+    """The options in force: per-call replaces the default wholesale (CO-02, CO-04).
+
+    ``None``, ``False`` or ``enabled=False`` turns checkpointing off; ``True`` means the defaults.
+    """
     chosen = per_call if per_call is not None else default
     if chosen is None or chosen is False:
         return None

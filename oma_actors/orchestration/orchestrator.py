@@ -103,7 +103,8 @@ class OpenMultiAgent:
             on_tool_call=on_tool_call,
             clock=clock or SYSTEM_CLOCK,
         )
-        # Spec CO-05: the last-resort checkpoint store, shared by this instance's runs.
+        # Spec CO-05: the last-resort checkpoint store, used when neither the call nor the team
+        # gives one; shared by this instance's runs.
         self._fallback_store = InMemoryStore()
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -159,7 +160,9 @@ class OpenMultiAgent:
 
         Raises:
             TaskGraphError: cycles, unknown dependencies or assignees, duplicate ids.
-            ConfigurationError: contradictory checkpoint options (spec CO-06, D9).
+            ConfigurationError: no store, team shared memory, run id or key identifies the
+                checkpoint (spec CO-06), or a live run in this process uses the same store and
+                key (D9).
             RunExistsError: the key holds an unfinished run and ``on_existing="error"``.
             LeaseError: with a run store, the run is owned elsewhere, terminal or suspended.
         """

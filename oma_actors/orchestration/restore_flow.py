@@ -222,7 +222,12 @@ async def _settle_approvals(
     writer: RunWriter,
     ctx: FlowContext,
 ) -> TeamRunResult | None:
-    """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on."""
+    """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on.
+
+    In order: an undecided request suspends; a newly rejected boundary skips the rest, is saved
+    and rejects; a rejection already saved rejects again; an approved plan-only run returns
+    its plan.
+    """
     state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
     as_saved = TaskQueue(snapshot.tasks, clock=ctx.clock)
     if reconciled.unresolved:

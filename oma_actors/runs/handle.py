@@ -246,7 +246,11 @@ class RunLeaseHandle:
         )
 
     async def _close(self, target: RunStatus, build: Build) -> RunRecord:
-        """A command that ends this handle's ownership (RS-10): stop renewing, then converge."""
+        """A command that ends this handle's ownership (RS-10): stop renewing, then converge.
+
+        Converging: when the record already has ``target`` at this handle's fencing token,
+        it is returned without a write, so repeating the command is a no-op.
+        """
         self._closed = True
         await self._heartbeat.stop()  # outside the lock: a beat in progress may wait for it
         claim = self._claim

@@ -2,7 +2,8 @@
 
 The format is ``{"version":1,"entries":[{"key","value","metadata"?,"createdAt","expiresAtTurn"?}]}``
 as compact JSON, byte-compatible with what the TypeScript OMA writes with ``JSON.stringify``.
-No I/O happens here, so every corrupt-file case is testable without a disk.
+A corrupt file raises and is never read as empty (FS-04). No I/O happens here, so every
+corrupt-file case is testable without a disk.
 """
 
 from __future__ import annotations

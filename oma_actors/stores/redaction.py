@@ -33,7 +33,7 @@ _SENSITIVE_NAME = re.compile(
     re.IGNORECASE | re.ASCII,
 )
 
-# RD-07 rules 1-3.
+# RD-07 rules 1-3: PEM private-key blocks, then Authorization header values, then Bearer tokens.
 _PEM_PRIVATE_KEY = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL
 )
@@ -49,7 +49,7 @@ _UNQUOTED_ASSIGNMENT = re.compile(
     _NAME_AND_SEPARATOR + rf"([^\"'{_WS_CHARS},;}}\]\n\r][^,;}}\]\n\r]*)", re.ASCII
 )
 
-# RD-07 rule 6.
+# RD-07 rule 6: provider token literals by prefix (sk-, gh*_, github_pat_, AKIA, xox*-).
 _TOKEN_LITERALS = tuple(
     re.compile(source, re.ASCII)
     for source in (

@@ -43,6 +43,9 @@ _E = TypeVar("_E", bound=ExpiringStore)
 async def check_memory_store(make_store: Callable[[], _S | Awaitable[_S]]) -> None:
     """Check the required surface: get/set/list/delete/clear and created_at (MS-01, MS-04..06).
 
+    An overwrite keeps ``created_at`` and replaces the rest of the entry, ``list`` keeps
+    insertion order, and deleting a missing key is a no-op.
+
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
     """
@@ -52,6 +55,9 @@ async def check_memory_store(make_store: Callable[[], _S | Awaitable[_S]]) -> No
 async def check_atomic_store(make_store: Callable[[], _A | Awaitable[_A]]) -> None:
     """Check ``compare_and_set`` (MS-02, MS-04, MS-05), including concurrent callers.
 
+    It writes only when the current value equals the expected one (``None``: the key is
+    absent); a successful swap keeps ``created_at`` and replaces the rest of the entry.
+
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
     """
@@ -60,6 +66,9 @@ async def check_atomic_store(make_store: Callable[[], _A | Awaitable[_A]]) -> No
 
 async def check_expiring_store(make_store: Callable[[], _E | Awaitable[_E]]) -> None:
     """Check ``set_with_expiry`` (MS-03, MS-04, MS-05).
+
+    It stores the entry with ``expires_at_turn``; an overwrite keeps ``created_at``, and a later
+    ``set`` or ``compare_and_set`` drops the expiry.
 
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
