@@ -22,7 +22,7 @@ from sidecar.run_view import attempt_result_from, task_row_from_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from oma_actors import MemoryStore, ProgressEvent, TeamRunResult, Tool
+    from oma_actors import MemoryStore, ProgressEvent, RunStoreOptions, TeamRunResult, Tool
     from sidecar.record import RunRecordV1, RunStatus
     from sidecar.runs import RunRegistry
     from sidecar.tool_host import ToolHost
@@ -42,6 +42,7 @@ async def run_attempt(
     python_tools: Mapping[str, Tool],
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
+    run_store: RunStoreOptions | None = None,
 ) -> TeamRunResult:
     """Run ``record``'s spec once (from its checkpoint when ``restoring``).
 
@@ -52,6 +53,8 @@ async def run_attempt(
         python_tools: the sidecar's own tools, by name.
         tool_host: delivers the calls of host tools.
         on_progress: receives the orchestrator's progress events.
+        run_store: the lease terms of this sidecar (``None``: runs are not leased). A run
+            suspended on approvals is made eligible for a lease again before it is restored.
     """
     request = record.request
     durable = not request.checkpoint.disabled
@@ -68,6 +71,7 @@ async def run_attempt(
     orchestrator = OpenMultiAgent(
         on_progress=on_progress,
         max_concurrency=request.max_concurrency or convert.DEFAULT_CONCURRENCY,
+        run_store=run_store if durable else None,
         **gates_of(request.approval_gates),
     )
     checkpoint: CheckpointOptions | bool = (
@@ -81,6 +85,8 @@ async def run_attempt(
         else None
     )
     if restoring:
+        if run_store is not None and durable:
+            await _resumable(run_store, record.run_id)
         return await orchestrator.restore(team, checkpoint=checkpoint, coordinator=coordinator)
     mode = request.WhichOneof("mode")
     if mode == "tasks":
@@ -96,6 +102,14 @@ async def run_attempt(
         coordinator=coordinator,
         plan_only=request.goal.plan_only,
     )
+
+
+async def _resumable(run_store: RunStoreOptions, run_id: str) -> None:
+    """Queue a lease record that is suspended, so the restore can acquire it."""
+    ledger = run_store.ledger()
+    current = await ledger.get(run_id)
+    if current is not None and current.status == "suspended":
+        await ledger.request_resume(run_id)
 
 
 def observer(

@@ -83,6 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and tool_call_timed_out events",
     )
     parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with a postgresql:// --store shared by several sidecars: how long a run's lease "
+        "lasts without renewal (default 10); a live sidecar adopts a dead one's runs (attempt "
+        "+ 1) once their leases expired",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         help="read the bearer token from this file (OMA_SIDECAR_TOKEN wins when set)",
@@ -135,6 +144,9 @@ async def run(args: argparse.Namespace) -> int:
     if args.host_call_timeout <= 0:
         print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
         return 2
+    if not 0 < args.lease_ttl <= 3600:
+        print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
+        return 2
     config = ServerConfig(
         token=token.value,
         listen=args.listen,
@@ -147,6 +159,7 @@ async def run(args: argparse.Namespace) -> int:
         owner_id=args.owner_id,
         store_roots=None if args.store_root is None else tuple(map(str, args.store_root)),
         host_call_timeout_s=args.host_call_timeout,
+        lease_ttl_s=args.lease_ttl,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

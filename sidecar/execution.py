@@ -10,12 +10,13 @@ is ``sidecar.attempt``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import Checkpoint
+from oma_actors import Checkpoint, LeaseError
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -26,6 +27,7 @@ from sidecar.attempt import (
     run_attempt,
     settled,
 )
+from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.plugins import approval_gates_available
 from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
@@ -37,12 +39,14 @@ from sidecar.stores import check_request_store, normalize_uri
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
 
-    from oma_actors import TeamRunResult, Tool
+    from oma_actors import RunStoreOptions, TeamRunResult, Tool
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
     from sidecar.tool_host import ToolHost
 
 logger = logging.getLogger(__name__)
+LEASE_HELD = "RUN_LEASE_HELD"
+LEASE_LOST = "RUN_LEASE_LOST"
 
 
 class RunExecutor:
@@ -57,6 +61,8 @@ class RunExecutor:
         default_store_uri: the store of runs that name none (normalized).
         store_roots: the directories (real paths) a request's file or SQLite store may be in.
         host_events: announces host tool calls; the calls that timed out go into the outcome.
+        run_store: this sidecar's lease terms (owner id, TTL) on a store shared by several
+            sidecars; ``None``: runs are not leased.
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class RunExecutor:
         default_store_uri: str,
         store_roots: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
+        run_store: RunStoreOptions | None = None,
     ) -> None:
         self._registry = registry
         self._host_events = host_events or HostCallEvents(registry)
@@ -81,6 +88,7 @@ class RunExecutor:
         self._store_roots = tuple(store_roots)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
+        self.run_store = run_store
         self.gates_available = approval_gates_available()
 
     @property
@@ -212,6 +220,37 @@ class RunExecutor:
         self._launch(claimed, restoring=resumed)
         return claimed, resumed
 
+    async def adopt(self, run_id: str, dead_owner: str) -> RunRecordV1 | None:
+        """Take over an active run of ``dead_owner`` whose lease expired (``sidecar.failover``).
+
+        The claim is a compare-and-set of the record that requires ``dead_owner`` to still own
+        the active run, so of two sidecars adopting at once only one claims it; the run's lease
+        (acquired when the attempt starts) then decides against any other holder. ``None``:
+        another sidecar was first, or the run is no longer active.
+        """
+        owner = self._registry.owner_id
+        if self.running(run_id) or dead_owner == owner:
+            return None
+
+        def claim(current: RunRecordV1) -> RunRecordV1:
+            if not current.active or current.owner_id != dead_owner:
+                raise _NotAdoptable
+            return replace(current, attempt=current.attempt + 1, owner_id=owner)
+
+        try:
+            record = await self._registry.get(run_id)
+            if not record.active or record.owner_id != dead_owner:
+                return None
+            resumed = await self._has_checkpoint(record)
+            claimed = await self._registry.set_status(
+                run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
+            )
+        except _NotAdoptable:
+            return None
+        logger.warning("adopted run %s of %s (attempt %d)", run_id, dead_owner, claimed.attempt)
+        self._launch(claimed, restoring=resumed)
+        return claimed
+
     def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec) -> None:
         merged = pb.TeamSpec()
         merged.CopyFrom(team)
@@ -278,8 +317,9 @@ class RunExecutor:
 
     async def _execute(self, record: RunRecordV1, *, restoring: bool) -> None:
         run_id = record.run_id
+        mine = still_mine(self._registry.owner_id, record.attempt)
         try:
-            await self._registry.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome())
+            await self._registry.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome(), change=mine)
             store = await self._stores.get(record.store_uri)
             result = await run_attempt(
                 record,
@@ -288,33 +328,51 @@ class RunExecutor:
                 python_tools=self._python_tools,
                 tool_host=self._tool_host,
                 on_progress=observer(self._registry, self._tool_host, run_id),
+                run_store=self.run_store,
             )
         except asyncio.CancelledError:
             if run_id in self._cancel_requested:
                 reason = self._cancel_requested[run_id]
-                await self._registry.set_status(
-                    run_id,
-                    pb.RUN_STATUS_CANCELLED,
-                    cancel_outcome(reason),
-                    change=cancelled_tasks(reason),
-                )
+                with contextlib.suppress(NotMine):
+                    await self._registry.set_status(
+                        run_id,
+                        pb.RUN_STATUS_CANCELLED,
+                        cancel_outcome(reason),
+                        change=both(mine, cancelled_tasks(reason)),
+                    )
             raise
+        except NotMine:
+            logger.warning("run %s: another sidecar owns it now; this attempt stops", run_id)
+        except LeaseError as exc:
+            if exc.code in (LEASE_HELD, LEASE_LOST):  # a sibling runs it: write nothing
+                logger.warning("run %s: %s", run_id, exc)
+                return
+            await self._fail(run_id, exc, mine)
         except Exception as exc:
-            mapped = map_error(exc)
-            outcome = Outcome(code=mapped.reason, message=mapped.message)
-            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome)
+            await self._fail(run_id, exc, mine)
         else:
-            await self._finish(run_id, result)
+            with contextlib.suppress(NotMine):
+                await self._finish(run_id, result, mine)
         finally:
             self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
 
-    async def _finish(self, run_id: str, result: TeamRunResult) -> None:
+    async def _fail(self, run_id: str, exc: Exception, mine: Change) -> None:
+        mapped = map_error(exc)
+        outcome = Outcome(code=mapped.reason, message=mapped.message)
+        with contextlib.suppress(NotMine):
+            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
+
+    async def _finish(self, run_id: str, result: TeamRunResult, mine: Change) -> None:
         status, outcome = finished(result)
         outcome = self._host_events.annotate(run_id, outcome)
-        await self._registry.set_status(run_id, status, outcome, change=settled(result))
+        await self._registry.set_status(run_id, status, outcome, change=both(mine, settled(result)))
+
+
+class _NotAdoptable(Exception):
+    """Raised inside an adoption claim: the run is no longer the dead owner's active run."""
 
 
 def _check_cancellable(record: RunRecordV1) -> None:

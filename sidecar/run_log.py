@@ -102,6 +102,21 @@ class RunLog:
         """An event set at the next append."""
         return self._changed
 
+    def merge_history(self, events: list[pb.RunEvent]) -> None:
+        """Append the events of ``events`` (another sidecar's saved history) newer than ours."""
+        newer = [event for event in events if event.seq > self.last_seq]
+        if not newer:
+            return
+        for event in newer:
+            if event.type == "run_status":
+                self.last_status = event.run_status.status
+        self.events.extend(newer)
+        del self.events[: max(0, len(self.events) - MAX_RETAINED)]
+        self.first_seq = self.events[0].seq
+        self.next_seq = max(self.next_seq, self.last_seq + 1)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
     def restore_history(self, events: list[pb.RunEvent]) -> None:
         """Seed the log with persisted history (boot)."""
         if events:

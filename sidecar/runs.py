@@ -1,15 +1,14 @@
 """The run registry: run records in the state store, read and changed only through this object.
 
-Records live under ``__oma_sidecar__/run/<run_id>`` in the sidecar's state store (``--store``),
-one ``RunRecordV1`` per run encoded by ``sidecar.record_codec``; finished runs also keep their
-event history under ``__oma_sidecar__/events/<run_id>``. Nothing else reads those keys.
+Records live under ``__oma_sidecar__/run/<run_id>`` in the state store (``--store``), one
+``RunRecordV1`` per run (``sidecar.record_codec``); a finished run's event history under
+``__oma_sidecar__/events/<run_id>``. Nothing else reads those keys.
 
-Every change is :meth:`RunRegistry.update`: read the stored record, apply a pure change, write
-it back with the store's ``compare_and_set`` against the text that was read, and retry on a
-conflict. Writes of one run by this process are also serialized by a lock, so a conflict means
-another process wrote the record (a sibling sidecar sharing the store), and its write is never
-lost. Reads go to the store too (a decoded record is cached by its stored text), so a record a
-sibling changed is seen as it is.
+Every change is :meth:`RunRegistry.update`: read the stored record, apply a pure change, and
+write it back with the store's ``compare_and_set``, retrying on a conflict (another process, a
+sibling sidecar sharing the store, wrote it: its write is never lost). Reads go to the store too
+(a decoded record is cached by its stored text), so a record a sibling changed is seen as it is;
+:meth:`RunRegistry.refresh` also takes in the history a sibling saved.
 
 Each sidecar has an owner id (``sidecar.owner``): the registry stamps it on the runs it creates,
 a restore claims the run for it, and at boot ``sidecar.boot`` marks interrupted only this
@@ -108,12 +107,7 @@ class RunRegistry:
         return (await self._read(run_id, entry.value)).record
 
     async def get(self, run_id: str) -> RunRecordV1:
-        """The stored record of ``run_id``.
-
-        Raises:
-            UnknownRunError: there is no record of ``run_id``.
-            UnreadableRunError: the record exists but cannot be decoded.
-        """
+        """The stored record of ``run_id`` (``UnknownRunError``, ``UnreadableRunError``)."""
         record = await self.find(run_id)
         if record is None:
             raise UnknownRunError(run_id)
@@ -126,12 +120,8 @@ class RunRegistry:
         request_id: str | None = None,
         owner_id: str | None = None,
     ) -> list[RunRecordV1]:
-        """Every readable stored record matching all the given filters, in store order.
-
-        Args:
-            statuses: keep these statuses (empty: any).
-            request_id, owner_id: keep the runs of this ``StartRun`` request, of this owner.
-        """
+        """Every readable stored record with one of ``statuses`` (empty: any), of the
+        ``request_id`` and ``owner_id`` given, in store order."""
         found, _ = await self.scan(statuses=statuses, request_id=request_id, owner_id=owner_id)
         return found
 
@@ -165,6 +155,16 @@ class RunRegistry:
         """The event log of ``run_id`` (``UnknownRunError`` when there is no such run)."""
         await self.get(run_id)
         return self._runs[run_id].log
+
+    async def refresh(self, run_id: str) -> None:
+        """Re-read a run another sidecar writes: its saved history, then its record."""
+        entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
+        history = await self._store.get(sidecar_key(EVENTS_KIND, run_id))
+        known = self._runs.get(run_id)
+        if known is not None and history is not None:
+            known.log.merge_history(decode_history(history.value))
+        if entry is not None:
+            await self._read(run_id, entry.value)
 
     async def _read(self, run_id: str, text: str) -> KnownRun:
         """The run as stored in ``text``, decoded unless it is the text already known.

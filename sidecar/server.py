@@ -28,6 +28,7 @@ from sidecar.boot import recover
 from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
 from sidecar.execution import RunExecutor
+from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
 from sidecar.host_events import HostCallEvents
 from sidecar.owner import check_owner_id, default_owner_id
 from sidecar.plugins import load_python_tools
@@ -73,6 +74,8 @@ class ServerConfig:
             ``None``: the directory of a file or SQLite ``store_uri`` (none for other stores).
         host_call_timeout_s: how long a host tool call waits for a result when its tool
             definition sets no timeout.
+        lease_ttl_s: on a store several sidecars share (PostgreSQL), the TTL of this sidecar's
+            run leases; a sibling adopts its runs this long after it dies (``sidecar.failover``).
     """
 
     token: str
@@ -87,6 +90,7 @@ class ServerConfig:
     owner_id: str | None = None
     store_roots: tuple[str, ...] | None = None
     host_call_timeout_s: float = DEFAULT_TIMEOUT
+    lease_ttl_s: float = DEFAULT_LEASE_TTL
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -179,9 +183,8 @@ class Sidecar:
         stores = await self._stack.enter_async_context(StoreRegistry())
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
-        registry = RunRegistry(
-            await stores.atomic(store_uri), owner_id=self.owner_id, spawn=self.spawn
-        )
+        state = await stores.atomic(store_uri)
+        registry = RunRegistry(state, owner_id=self.owner_id, spawn=self.spawn)
         self.interrupted = [record.run_id for record in await recover(registry)]
         _, unreadable = await registry.scan()
         self.unreadable = sorted(unreadable)
@@ -200,7 +203,20 @@ class Sidecar:
             default_store_uri=store_uri,
             store_roots=self.store_roots,
             host_events=host_events,
+            run_store=(
+                lease_terms(state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s)
+                if shared_store(store_uri)
+                else None
+            ),
         )
+        if executor.run_store is not None:
+            failover = Failover(
+                executor=executor,
+                store=state,
+                owner_id=self.owner_id,
+                lease_ttl=config.lease_ttl_s,
+            )
+            self.spawn(failover.run())
         desk = ApprovalDesk(
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )

@@ -66,11 +66,17 @@ class RunServicer(pb_grpc.RunServiceServicer):
     """``oma.v1.RunService``."""
 
     def __init__(
-        self, *, executor: RunExecutor, registry: RunRegistry, heartbeat_s: float = 15.0
+        self,
+        *,
+        executor: RunExecutor,
+        registry: RunRegistry,
+        heartbeat_s: float = 15.0,
+        poll_s: float = 0.5,
     ) -> None:
         self._executor = executor
         self._registry = registry
         self._heartbeat_s = heartbeat_s
+        self._poll_s = poll_s
 
     @unary
     async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
@@ -143,6 +149,8 @@ class RunServicer(pb_grpc.RunServiceServicer):
         types = set(request.types)
         cursor = request.after_seq
         end = END_STATUSES if request.follow_suspended else END_STATUSES | {pb.RUN_STATUS_SUSPENDED}
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         while True:
             changed = log.changed()
             for event in log.since(cursor):
@@ -153,13 +161,22 @@ class RunServicer(pb_grpc.RunServiceServicer):
                     yield event
             if log.last_status in end and cursor >= log.last_seq:
                 return
+            # A run executing in another sidecar (a shared store) is followed by polling the
+            # store: its saved history and its record (which announces a finished status).
+            remote = not self._executor.running(log.run_id)
+            wait = min(self._heartbeat_s, self._poll_s) if remote else self._heartbeat_s
             try:
-                async with asyncio.timeout(self._heartbeat_s):
+                async with asyncio.timeout(wait):
                     await changed.wait()
+                quiet_since = loop.time()
             except TimeoutError:
-                yield pb.RunEvent(
-                    run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
-                )
+                if remote:
+                    await self._registry.refresh(log.run_id)
+                if loop.time() - quiet_since >= self._heartbeat_s:
+                    quiet_since = loop.time()
+                    yield pb.RunEvent(
+                        run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
+                    )
 
     def _gap(self, log: RunLog, request: pb.WatchRunRequest, first: int, last: int) -> pb.RunEvent:
         if not request.allow_gap:

@@ -1,0 +1,39 @@
+"""Record changes that fence a sidecar out of a run another sidecar took over.
+
+On a store shared by several sidecars a run can change hands while an attempt still executes:
+its lease expired (the sidecar stalled) and a sibling adopted it (``sidecar.failover``), or a
+``RestoreRun`` elsewhere claimed it. The old attempt must then write nothing more into the run's
+record: every status it writes goes through :func:`still_mine`, checked inside the record's
+compare-and-set, so the check holds against the sibling's concurrent claim.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sidecar.record import RunRecordV1
+
+Change: TypeAlias = "Callable[[RunRecordV1], RunRecordV1]"
+
+
+class NotMine(Exception):
+    """Raised inside a record change: another sidecar (or a later attempt) owns the run now."""
+
+
+def still_mine(owner: str, attempt: int) -> Change:
+    """A change refusing (``NotMine``) a record that another owner or a later attempt took."""
+
+    def change(record: RunRecordV1) -> RunRecordV1:
+        if record.owner_id != owner or record.attempt != attempt:
+            raise NotMine(record.run_id)
+        return record
+
+    return change
+
+
+def both(first: Change, second: Change) -> Change:
+    """``second`` applied after ``first`` (``first`` may refuse the write)."""
+    return lambda record: second(first(record))

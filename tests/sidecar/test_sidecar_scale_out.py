@@ -1,0 +1,158 @@
+"""Three sidecars on one PostgreSQL: kill -9 one mid-run, a survivor adopts its runs.
+
+Each sidecar is a real child process (``python -m sidecar``) on a fresh table of the test
+database, with its own owner id and a 2 s lease TTL. One Python host per sidecar serves the
+tool ``lookup`` (hosts connect to every sidecar); together their ledgers are the external
+ledger keyed by idempotency key, which must never see a committed call delivered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from sidecar_helpers import TOKEN, lookup_tool, run_request
+from test_sidecar_crash import finished, free_port
+
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.cli import LISTEN_LINE
+from sidecar.client import HostTools, SidecarClient
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.crash
+LEASE_TTL = 2.0
+
+
+@contextlib.asynccontextmanager
+async def sidecar_process(
+    port: int, store_uri: str, owner: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m sidecar`` on ``port`` sharing ``store_uri``; killed (-9) on exit."""
+    env = {**os.environ, "OMA_SIDECAR_TOKEN": TOKEN}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}",
+        "--store", store_uri, "--owner-id", owner, "--lease-ttl", str(LEASE_TTL),
+        "--heartbeat", "0.5",
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                line = (await process.stdout.readline()).decode()
+                assert line, "the sidecar exited before listening"
+                if line.startswith(LISTEN_LINE):
+                    break
+        yield process
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+
+@pytest.fixture
+async def shared_store(postgres_dsn: str) -> AsyncIterator[str]:
+    """A ``postgresql://`` URI on a fresh table, dropped after the test."""
+    import asyncpg
+
+    table = f"oma_test_scale_{uuid.uuid4().hex[:12]}"
+    yield f"{postgres_dsn}?table={table}"
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        await connection.execute(f'DROP TABLE IF EXISTS "{table}"')
+    finally:
+        await connection.close()
+
+
+async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
+    shared_store: str,
+) -> None:
+    ports = [free_port() for _ in range(3)]
+    owners = ["side-a", "side-b", "side-c"]
+    killed = asyncio.Event()
+    stalled: set[str] = set()
+    all_stalled = asyncio.Event()
+    repeats: list[str] = []
+    hosts: list[HostTools] = []
+
+    def committed_keys() -> set[str]:
+        keys: set[str] = set()
+        for host in hosts:
+            keys |= host.ledger.committed_keys()
+        return keys
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        if call.idempotency_key in committed_keys():
+            repeats.append(call.idempotency_key)  # a committed effect delivered again
+        if call.run_id.startswith("victim") and call.task_id == "t2" and not killed.is_set():
+            stalled.add(call.run_id)  # outstanding when its sidecar dies
+            if len(stalled) == 2:
+                all_stalled.set()
+            await asyncio.Event().wait()
+        return f"result of {call.idempotency_key}"
+
+    victims = ["victim-1", "victim-2"]
+    others = ["calm-b", "calm-c"]
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(SidecarClient(f"127.0.0.1:{port}", TOKEN))
+            for port in ports
+        ]
+        processes = [
+            await stack.enter_async_context(sidecar_process(port, shared_store, owner))
+            for port, owner in zip(ports, owners, strict=True)
+        ]
+        group = await stack.enter_async_context(asyncio.TaskGroup())
+        for index, client in enumerate(clients):
+            await client.ready()
+            host = HostTools(client, f"host-{index}", [lookup_tool(lookup)])
+            hosts.append(host)
+            task = group.create_task(host.run(reconnect_delay=0.05))
+            stack.callback(task.cancel)
+            stack.callback(host.stop)
+        for host in hosts:
+            await asyncio.wait_for(host.registered.wait(), 10)
+        for run_id in victims:
+            request = run_request(run_id, task_ids=("t1", "t2", "t3"))
+            assert (await clients[0].start_run(request)).created
+        for run_id, client in zip(others, clients[1:], strict=True):
+            assert (await client.start_run(run_request(run_id, task_ids=("t1", "t2")))).created
+        await asyncio.wait_for(all_stalled.wait(), 15)
+        processes[0].send_signal(signal.SIGKILL)
+        await processes[0].wait()
+        killed.set()
+
+        survivor = clients[1]
+        terminal: dict[str, pb.RunEvent] = {}
+        for run_id in victims + others:
+            events = await asyncio.wait_for(finished(survivor, run_id), 30)
+            terminal[run_id] = events[-1]
+        runs = {run_id: await clients[2].get_run(run_id, full=True) for run_id in terminal}
+
+    for run_id, event in terminal.items():
+        assert event.type == "run_status", (run_id, event)
+        assert event.run_status.status == pb.RUN_STATUS_COMPLETED, (run_id, event)
+    for run_id, run in runs.items():
+        assert run.status == pb.RUN_STATUS_COMPLETED, run
+        assert [task.status for task in run.tasks] == [pb.TASK_STATUS_COMPLETED] * len(run.tasks)
+        assert run.attempt == (2 if run_id in victims else 1), run
+    assert repeats == []
+    deliveries = [call for host in hosts for call in host.ledger.deliveries]
+    for run_id in victims:
+        adopted = [c for c in deliveries if c.run_id == run_id and c.run_attempt == 2]
+        # The adopting sidecar's hosts got t2's outstanding call again (same key) and t3.
+        assert {c.idempotency_key for c in adopted} == {
+            f"{run_id}:t2:toolu_0_0",
+            f"{run_id}:t3:toolu_0_0",
+        }
+        assert not [c for c in adopted if c.task_id == "t1"]
