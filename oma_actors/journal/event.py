@@ -1,0 +1,39 @@
+"""``JournalEvent``: one line of a run journal, OMA's event object as a typed value (spec 17.2).
+
+The JSONL a journal writes is OMA's: the base fields (``seq``, ``timestampUnixMs``, ``runId``,
+``attempt``, ``taskId``, ``agentName``, ``sourceEventSeqs``) and the variant's own fields side by
+side at the top level. Here the variant's fields live in ``data`` under OMA's names (e.g.
+``data["watermarkSeq"]``), so a field OMA adds later survives a read and a re-write unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalEvent:
+    """One journal event.
+
+    Attributes:
+        seq: strictly increasing per run, across attempts (spec JR-05).
+        type: OMA's event type, e.g. ``"assistant/message"`` or ``"checkpoint/saved"``.
+        run_id: the run.
+        attempt: the attempt that recorded it.
+        timestamp_unix_ms: when it was recorded, in Unix milliseconds.
+        task_id: the task it belongs to, if any.
+        agent_name: the agent it belongs to, if any.
+        source_event_seqs: the events it derives from (lineage, spec JR-07), if recorded.
+        data: the variant's own fields, by OMA's names.
+    """
+
+    seq: int
+    type: str
+    run_id: str
+    attempt: int
+    timestamp_unix_ms: int
+    task_id: str | None = None
+    agent_name: str | None = None
+    source_event_seqs: list[int] | None = None
+    data: dict[str, Any] = field(default_factory=dict)
