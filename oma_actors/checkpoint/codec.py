@@ -1,5 +1,8 @@
 """OMA-compatible JSON for snapshots: write schema v4 (plus ``revision``), read v1..v5.
 
+A run with a journal writes v5 instead (v4 plus the journal members, spec JR-10; see
+``journal_fields``).
+
 ``decode`` is identity-bound: an unknown schema raises ``UnsupportedSchemaError``, a value that
 fails the validator raises ``CheckpointError``, and neither is ever read as "no checkpoint".
 """
@@ -18,9 +21,9 @@ from oma_actors.approvals import (
 )
 from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, Fragments, dumps
+from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
-    WRITE_VERSION,
     CheckpointSnapshot,
     CompletedTask,
     InFlightTask,
@@ -57,14 +60,14 @@ _PARTITIONS = (
 def to_json_object(
     snapshot: CheckpointSnapshot, fragments: Fragments | None = None
 ) -> dict[str, Any]:
-    """The v4 JSON object of ``snapshot`` (field order as OMA writes it).
+    """The v4 (or, with a journal, v5) JSON object of ``snapshot`` (field order as OMA's).
 
     With ``fragments``, the long lists of in-flight entries are placeholders whose text the
     collector holds; ``encode`` splices them in.
     """
     identity = snapshot.identity
     out: dict[str, Any] = {
-        "version": WRITE_VERSION,
+        "version": write_version(snapshot),
         "mode": snapshot.mode,
         "createdAt": snapshot.created_at,
         "revision": snapshot.revision,
@@ -95,6 +98,7 @@ def to_json_object(
     out["inFlightTasks"] = [_in_flight_to_json(item, fragments) for item in snapshot.in_flight]
     out["pendingApprovals"] = [request_to_json(r) for r in snapshot.pending_approvals]
     out["approvalDecisions"] = [decision_to_json(d) for d in snapshot.approval_decisions]
+    add_journal_members(out, snapshot)  # v5 only (JR-10): nothing for a run without a journal
     # Our fields; OMA ignores members it does not know.
     if snapshot.synthesis is not None:
         out["synthesisResult"] = result_to_json(snapshot.synthesis)

@@ -21,7 +21,12 @@ _TERMINAL = frozenset({"completed", "failed", "skipped"})
 
 RunMode = Literal["runTeam", "runTasks", "runFromPlan"]
 WRITE_VERSION = 4
+JOURNAL_WRITE_VERSION = 5  # spec JR-10: written only by a run that has a journal
 READ_VERSIONS = (1, 2, 3, 4, 5)
+
+# OMA's ``conversationLineage``: per conversation message, per block, the journal seqs the block
+# came from, or ``None`` where no lineage was recorded (spec JR-07, JR-19).
+ConversationLineage = tuple[tuple[tuple[int, ...] | None, ...], ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,11 +51,33 @@ class CompletedTask:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InFlightTask:
-    """A task interrupted mid-run: the runner state to resume from (spec 7.2, RN-03)."""
+    """A task interrupted mid-run: the runner state to resume from (spec 7.2, RN-03).
+
+    Attributes:
+        task_id: the task.
+        assignee: the agent running it (the journal's ``agentName`` of its events, JR-13).
+        state: the runner state.
+        journal_seq: OMA's ``journalSeq`` (v5): every journal event of this task up to this seq
+            is in ``state``, none above (spec JR-12). ``None``: unknown, the snapshot's
+            watermark stands in for it.
+        conversation_lineage: OMA's ``conversationLineage`` (v5): one element per message of
+            ``state.conversation`` (checked on construction), so the two stay positional.
+    """
 
     task_id: str
     assignee: str
     state: RunnerState
+    journal_seq: int | None = None
+    conversation_lineage: ConversationLineage | None = None
+
+    def __post_init__(self) -> None:
+        lineage = self.conversation_lineage
+        # A lineage that is not positional would be written and then refused on load (T-100).
+        if lineage is not None and len(lineage) != len(self.state.conversation):
+            raise ValueError(
+                f"conversation_lineage of task {self.task_id!r} has {len(lineage)} elements for "
+                f"{len(self.state.conversation)} messages"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +85,7 @@ class CheckpointSnapshot:
     """One saved run state.
 
     Attributes:
-        version: the schema version it was read from (written: 4).
+        version: the schema version it was read from (written: 4, or 5 with a journal).
         mode: ``runTeam``, ``runTasks`` or ``runFromPlan``.
         run_id: the run's id (v1 without one: ``""``).
         attempt: the attempt that wrote it (v1: 1).
@@ -72,6 +99,12 @@ class CheckpointSnapshot:
         source: the JSON object the run was restored from (``decode`` sets it to ``raw``).
             Every member of it this model does not hold is written back by ``encode``, so a
             re-save keeps what another writer (OMA) put there.
+        journal_watermark_seq: OMA's ``journalWatermarkSeq``: the highest journal seq this
+            snapshot folds. Set only for a run with a journal; then ``encode`` writes schema v5
+            (spec JR-10), otherwise v4. ``decode`` leaves it unset even for a v5 value (a
+            restore without a journal is a v4 restore, JR-11); ``adopt_journal_fields`` reads
+            the v5 members of ``source`` into the typed fields.
+        journal_ref: OMA's ``journalRef`` (the journal's ``describe()``; informational).
     """
 
     version: int
@@ -95,6 +128,8 @@ class CheckpointSnapshot:
     planning_usage: TokenUsage | None = None
     announced: tuple[str, ...] | None = None
     plan: QueuePlan = field(default_factory=QueuePlan)
+    journal_watermark_seq: int | None = None
+    journal_ref: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import OmaError, event_loop_factory
-from oma_actors.cli import approvals_cmd, inspect, plugins, runs_cmd
+from oma_actors.cli import approvals_cmd, inspect, plugins, runs_cmd, verify_cmd
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Sequence
@@ -59,6 +59,7 @@ def build_parser(
     inspect.add_parser(commands)
     approvals_cmd.add_parser(commands)
     runs_cmd.add_parser(commands)
+    verify_cmd.add_parser(commands)
     plugins.add_plugin_parsers(
         commands, plugins.discover() if extra_commands is None else extra_commands
     )
@@ -76,6 +77,8 @@ def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, i
         return inspect.run(args, console)
     if args.command == "runs":
         return runs_cmd.run(args, console)
+    if args.command == "verify":
+        return verify_cmd.run(args, console)
     from oma_actors.cli import demo
 
     if args.child:

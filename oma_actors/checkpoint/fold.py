@@ -1,0 +1,220 @@
+"""Folding a run journal's tail into a v5 snapshot (spec 17.3, JR-11..JR-17). Pure: no I/O.
+
+The snapshot stays the recovery anchor (JR-20); the tail only adds what happened after it was
+built. Which events belong to an entry: those of its task AND its agent (``agentName ==
+assignee``; delegated children and other tasks are ignored, JR-13) above its mark (its
+``journalSeq``, or the snapshot's watermark when it has none; an event at or below it is already
+in the entry and is skipped, JR-12). What is folded: assistant and user messages, ``turn/end``,
+``tool/call`` and ``tool/result`` (JR-14; ``fold_rules``); every other type is ignored and leaves
+the tail usable. A tail that fails any check is discarded as a whole (JR-16): the result is the
+snapshot as it was, with the reason for the ``JOURNAL_TAIL_DISCARDED`` warning (JR-17). A torn
+trailing line never reaches this module: the journal backend treats it as not written (D6).
+
+Dispatched calls (decision D1). A discarded tail must not hide that a call started: both results
+carry ``started_calls``, every call the tail shows as started (a ``tool/call``, emitted before
+execution and a strict append for an unsafe tool in durable mode, or a ``tool/result``).
+Restore must not run again an unsafe call that is in it and uncommitted in the state it resumes
+(the folded one, or the snapshot's after a discard): it fails that call closed
+(``TOOL_OUTCOME_UNKNOWN``), exactly as for a snapshot's ``dispatched`` mark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, ClassVar
+
+from oma_actors.checkpoint.fold_rules import (
+    FOLDED_TYPES,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TailRejected,
+    apply_event,
+    check_resumable,
+)
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask
+    from oma_actors.journal.event import JournalEvent
+
+JOURNAL_TAIL_DISCARDED = "JOURNAL_TAIL_DISCARDED"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartedCall:
+    """A tool call the journal tail shows as started (decision D1).
+
+    Attributes:
+        task_id: the event's task.
+        agent_name: the event's agent (a delegated child's calls carry the child's name).
+        call_id: the model-issued tool call id.
+        seq: the first event of the tail that shows it started.
+        has_result: the tail also holds its ``tool/result``: its effect happened.
+    """
+
+    task_id: str | None
+    agent_name: str | None
+    call_id: str
+    seq: int
+    has_result: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Folded:
+    """The tail was folded (or there was nothing to fold).
+
+    Attributes:
+        snapshot: the snapshot with the tail folded into its in-flight entries, each folded
+            entry's ``journal_seq`` at its last folded event; it carries the v5 fields, so its
+            re-save is v5. For a snapshot below v5 (no tail replay, JR-11): the snapshot as given.
+        folded_events: how many events changed an entry.
+        started_calls: every call the tail shows as started (see the module docstring).
+    """
+
+    snapshot: CheckpointSnapshot
+    folded_events: int
+    started_calls: tuple[StartedCall, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Discarded:
+    """The tail failed a fold check and none of it was folded (spec JR-16, JR-17).
+
+    Attributes:
+        snapshot: the snapshot as it was (its v5 fields read into the typed ones); the run
+            resumes from it alone, as without a journal.
+        reason: why, naming the event and the rule (the warning's ``reason``).
+        seq: the event that failed, when one did.
+        started_calls: every call the tail shows as started, folded or not (decision D1).
+        code: ``JOURNAL_TAIL_DISCARDED``, the warning's code.
+    """
+
+    code: ClassVar[str] = JOURNAL_TAIL_DISCARDED
+
+    snapshot: CheckpointSnapshot
+    reason: str
+    seq: int | None = None
+    started_calls: tuple[StartedCall, ...] = ()
+
+    @property
+    def folded_events(self) -> int:
+        """Always 0: a discarded tail folds nothing."""
+        return 0
+
+
+FoldResult = Folded | Discarded
+
+
+def tail_read_from(snapshot: CheckpointSnapshot) -> int:
+    """The first seq the tail fold needs (OMA's ``journalTailReadFrom``, spec JR-12).
+
+    The lowest entry mark plus one, an entry without a mark counting as the watermark (entry
+    mark 100 -> 101; no mark with watermark 105 -> 106). A snapshot without the v5 fields: 1.
+    """
+    snapshot = adopt_journal_fields(snapshot)
+    watermark = snapshot.journal_watermark_seq
+    if watermark is None:
+        return 1
+    marks = [item.journal_seq for item in snapshot.in_flight]
+    return min((watermark if mark is None else mark for mark in marks), default=watermark) + 1
+
+
+def fold_tail(
+    snapshot: CheckpointSnapshot, events: Sequence[JournalEvent], *, enforce_lineage: bool = False
+) -> FoldResult:
+    """Fold the journal ``events`` (read from ``tail_read_from(snapshot)``) into ``snapshot``.
+
+    Args:
+        snapshot: the restored snapshot (its v5 members are read from its source if needed).
+        events: the tail in journal order; events at or below an entry's mark are skipped, so
+            reading from further back is harmless.
+        enforce_lineage: a folded message that is not a prompt must name its source events
+            (``sourceEventSeqs``), or the tail is discarded (spec JR-09's rule for the fold).
+
+    Returns:
+        ``Folded``, or ``Discarded`` with the reason when any check failed (JR-16).
+    """
+    snapshot = adopt_journal_fields(snapshot)
+    started = _started_calls(events)
+    if snapshot.journal_watermark_seq is None:
+        return Folded(snapshot=snapshot, folded_events=0, started_calls=started)
+    try:
+        entries, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
+    except TailRejected as rejected:
+        return Discarded(
+            snapshot=snapshot, reason=rejected.reason, seq=rejected.seq, started_calls=started
+        )
+    return Folded(
+        snapshot=replace(snapshot, in_flight=entries), folded_events=folded, started_calls=started
+    )
+
+
+def _fold(
+    snapshot: CheckpointSnapshot, events: Sequence[JournalEvent], *, enforce_lineage: bool
+) -> tuple[tuple[InFlightTask, ...], int]:
+    watermark = snapshot.journal_watermark_seq or 0
+    entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
+    touched: set[tuple[str, str]] = set()
+    count = 0
+    previous: int | None = None
+    for event in events:
+        if previous is not None and event.seq <= previous:
+            raise TailRejected(
+                f"journal seq {event.seq} follows seq {previous}: a journal is append-only, "
+                "its seqs strictly increase",
+                event.seq,
+            )
+        previous = event.seq
+        if snapshot.run_id and event.run_id != snapshot.run_id:
+            raise TailRejected(
+                f"event at seq {event.seq} belongs to run {event.run_id!r}, not to "
+                f"{snapshot.run_id!r}",
+                event.seq,
+            )
+        key = (event.task_id or "", event.agent_name or "")
+        item = entries.get(key)
+        if item is None or event.type not in FOLDED_TYPES:
+            continue  # another task, a delegated child, or a type the fold does not use
+        mark = watermark if item.journal_seq is None else item.journal_seq
+        if event.seq <= mark:
+            continue  # already in the entry (JR-12)
+        item = apply_event(item, event, enforce_lineage=enforce_lineage)
+        entries[key] = replace(item, journal_seq=event.seq)
+        touched.add(key)
+        count += 1
+    folded = tuple(entries[(item.task_id, item.assignee)] for item in snapshot.in_flight)
+    for item in folded:
+        if (item.task_id, item.assignee) in touched:
+            check_resumable(item)
+    return folded, count
+
+
+def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:
+    """Every call a ``tool/call`` or ``tool/result`` of ``events`` shows as started.
+
+    Read leniently (a malformed event is skipped), because this must hold for a tail the fold
+    refuses too.
+    """
+    found: dict[tuple[str | None, str | None, str], StartedCall] = {}
+    for event in events:
+        if event.type == TOOL_CALL:
+            call = event.data.get("call")
+            call_id = call.get("id") if isinstance(call, dict) else None
+        elif event.type == TOOL_RESULT:
+            call_id = event.data.get("toolCallId")
+        else:
+            continue
+        if not isinstance(call_id, str):
+            continue
+        key = (event.task_id, event.agent_name, call_id)
+        known = found.get(key)
+        found[key] = StartedCall(
+            task_id=event.task_id,
+            agent_name=event.agent_name,
+            call_id=call_id,
+            seq=known.seq if known else event.seq,
+            has_result=(known is not None and known.has_result) or event.type == TOOL_RESULT,
+        )
+    return tuple(found.values())

@@ -1,0 +1,95 @@
+"""``oma verify JOURNAL [--json]``: audit a run journal offline (spec JR-21..JR-23).
+
+Exit codes: 0 the journal verifies (inconclusive gaps alone are ok), 1 it has failures, 2 it
+cannot be read (missing file, or a bad line that is not a torn trailing one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from oma_actors.journal import JournalCorruptError, JsonlRunJournal, verify_run
+
+if TYPE_CHECKING:
+    import argparse
+
+    from rich.console import Console
+
+    from oma_actors.journal import VerifyFinding, VerifyResult
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``verify`` to the ``oma`` sub-commands."""
+    verify = commands.add_parser(
+        "verify",
+        help="verify a run journal (JSONL): sequences, links, request block lineage",
+        description=(
+            "Verify a JSONL run journal offline: strictly increasing sequences, every "
+            "sourceEventSeqs link, and that every block a model was shown is reproducible from "
+            "the journal. Exit 0 ok, 1 failures, 2 unreadable."
+        ),
+    )
+    verify.add_argument("journal", type=Path, metavar="JOURNAL", help="the .jsonl journal file")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+async def run(args: argparse.Namespace, console: Console) -> int:
+    """Carry out ``oma verify``; 0 ok, 1 failures, 2 unreadable."""
+    path: Path = args.journal
+    if not await asyncio.to_thread(path.is_file):
+        console.print(f"[red]no journal file at {path}[/]", markup=True, highlight=False)
+        return 2
+    journal = JsonlRunJournal(path)
+    try:
+        result = await verify_run(journal)
+    except (JournalCorruptError, OSError) as exc:
+        console.print(f"[red]cannot read {path}: {exc}[/]", markup=False, highlight=False)
+        return 2
+    finally:
+        await journal.close()
+    if args.json:
+        console.out(json.dumps(_as_json(result), indent=2), highlight=False)
+    else:
+        _print(result, console)
+    return 0 if result.ok else 1
+
+
+def _as_json(result: VerifyResult) -> dict[str, object]:
+    return {
+        "ok": result.ok,
+        "failures": [_finding_json(f) for f in result.failures],
+        "inconclusive": [_finding_json(f) for f in result.inconclusive],
+        "stats": result.stats,
+    }
+
+
+def _finding_json(finding: VerifyFinding) -> dict[str, object]:
+    out = {key: value for key, value in asdict(finding).items() if value not in (None, ())}
+    if "missing_seqs" in out:
+        out["missing_seqs"] = list(finding.missing_seqs)
+    return out
+
+
+def _print(result: VerifyResult, console: Console) -> None:
+    stats = result.stats
+    console.out(
+        f"{'ok' if result.ok else 'FAILED'}: {stats['events']} events, {stats['requests']} "
+        f"requests, {stats['blocksChecked']} blocks checked",
+        highlight=False,
+    )
+    for label, findings in (("failure", result.failures), ("inconclusive", result.inconclusive)):
+        for finding in findings:
+            where = (
+                f" (message {finding.message_index}, block {finding.block_index})"
+                if finding.message_index is not None
+                else ""
+            )
+            missing = f" missing {list(finding.missing_seqs)}" if finding.missing_seqs else ""
+            console.out(
+                f"  {label}: seq {finding.seq} {finding.code}/{finding.reason}{where}{missing}",
+                highlight=False,
+            )

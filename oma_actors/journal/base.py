@@ -1,0 +1,84 @@
+"""``RunJournal``, a run journal's append-only seam (JR-01), and ``InMemoryRunJournal`` (JR-03).
+
+A journal is deliberately not a ``MemoryStore``: a key/value store rewrites a value per write,
+so an event per model call would cost O(store size); a journal appends.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from oma_actors.errors import ConfigurationError
+from oma_actors.journal.errors import JournalClosedError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.journal.event import JournalEvent
+
+
+@runtime_checkable
+class RunJournal(Protocol):
+    """An append-only log of one run's events (spec JR-01)."""
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Append events in order; returns once they are as durable as the backend makes them."""
+        ...
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """Every stored event with ``seq >= seq``, in order."""
+        ...
+
+    async def close(self) -> None:
+        """Flush what is pending and release the backend; later appends raise."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind": ..., "path"?: ...}``, recorded in a v5 snapshot as ``journalRef``."""
+        ...
+
+
+class InMemoryRunJournal:
+    """A bounded ring buffer of events for auditing a run inside one process (JR-03).
+
+    Eviction drops the oldest events, so ``read_from`` returns the retained tail.
+    """
+
+    def __init__(self, *, max_events: int = 10_000) -> None:
+        """Create an empty journal holding at most ``max_events`` events.
+
+        Raises:
+            ConfigurationError: ``max_events`` is not a positive integer.
+        """
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise ConfigurationError(f"max_events must be a positive integer, got {max_events!r}")
+        self._events: deque[JournalEvent] = deque(maxlen=max_events)
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        """How many events are retained."""
+        return len(self._events)
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Append events, evicting the oldest past the bound.
+
+        Raises:
+            JournalClosedError: the journal was closed.
+        """
+        if self._closed:
+            raise JournalClosedError("InMemoryRunJournal is closed")
+        self._events.extend(events)
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """The retained events with ``seq >= seq``, in order."""
+        return [event for event in self._events if event.seq >= seq]
+
+    async def close(self) -> None:
+        """Refuse further appends; the retained events stay readable."""
+        self._closed = True
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind": "InMemoryRunJournal"}``."""
+        return {"kind": "InMemoryRunJournal"}

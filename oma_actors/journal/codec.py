@@ -1,0 +1,149 @@
+"""One journal line <-> one ``JournalEvent``, in OMA's JSONL form (spec 17.2, JR-04).
+
+A line is the event object as ``JSON.stringify`` writes it, no spaces, no trailing newline here:
+``type``, then the base fields (``seq``, ``timestampUnixMs``, ``runId``, ``attempt``, then
+``taskId`` and ``agentName`` when set, ``sourceEventSeqs`` when set), then the variant's own
+fields in the order the variant declares them (see ``vocabulary``). Absent optional fields are
+left out, as ``JSON.stringify`` drops ``undefined`` members; an explicit ``null`` is kept.
+
+OMA's recorder source (``journal.ts``) was not available to us, so the key order is inferred:
+the lines OMA's own journal tests write (``tests/journal.test.ts``: the torn line
+``{"type":"turn/start","seq":3,"run`` and the event line
+``{"type":"turn/start","seq":2,"timestampUnixMs":1,"runId":"r","attempt":1}``) put ``type``
+first and the base fields in documented order. The order lives in ``to_json_object`` alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeGuard
+
+from oma_actors.journal.errors import JournalCorruptError
+from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.jsjson import js_dumps
+
+EVENT_TYPES = frozenset(
+    {
+        "run/start",
+        "run/end",
+        "plan/set",
+        "task/status",
+        "turn/start",
+        "turn/end",
+        "user/message",
+        "assistant/message",
+        "llm/request",
+        "tool/call",
+        "tool/result",
+        "context/replace",
+        "memory/set",
+        "approval/request",
+        "approval/decision",
+        "checkpoint/saved",
+    }
+)
+"""Every event type of OMA's vocabulary; ``parse_line`` refuses any other (as ``isRunEvent``)."""
+
+BASE_KEYS = frozenset(
+    {"seq", "timestampUnixMs", "runId", "attempt", "taskId", "agentName", "type", "sourceEventSeqs"}
+)
+"""The keys ``JournalEvent`` holds as attributes; every other key lives in ``data``."""
+
+
+def to_json_object(event: JournalEvent) -> dict[str, Any]:
+    """The event as OMA's JSON object, keys in line order."""
+    out: dict[str, Any] = {
+        "type": event.type,
+        "seq": event.seq,
+        "timestampUnixMs": event.timestamp_unix_ms,
+        "runId": event.run_id,
+        "attempt": event.attempt,
+    }
+    if event.task_id is not None:
+        out["taskId"] = event.task_id
+    if event.agent_name is not None:
+        out["agentName"] = event.agent_name
+    if event.source_event_seqs is not None:
+        out["sourceEventSeqs"] = list(event.source_event_seqs)
+    for key, value in event.data.items():
+        if key in BASE_KEYS:
+            raise ValueError(f"data of event {event.seq} repeats the base field {key!r}")
+        out[key] = value
+    return out
+
+
+def to_json_line(event: JournalEvent) -> str:
+    """The event's JSONL line without the newline, byte for byte what OMA writes."""
+    return js_dumps(to_json_object(event))
+
+
+def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalEvent:
+    """Read one journal line, strictly.
+
+    Args:
+        text: the line, without its newline.
+        line: its 1-based line number, for the error.
+        path: the journal it came from, for the error.
+
+    Raises:
+        JournalCorruptError: the line is not a JSON object, or a base field is missing or of the
+            wrong type, or the event type is unknown. The error names the line and the field.
+    """
+    try:
+        raw = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise JournalCorruptError(path, line, "json", "not a JSON object")
+    return from_json_object(raw, line=line, path=path)
+
+
+def from_json_object(
+    raw: dict[str, Any], *, line: int = 0, path: str = "<journal>"
+) -> JournalEvent:
+    """Build an event from a parsed JSON object, with the checks of ``parse_line``."""
+
+    def fail(field: str, reason: str) -> JournalCorruptError:
+        return JournalCorruptError(path, line, field, reason)
+
+    seq = raw.get("seq")
+    if not _is_int(seq) or seq < 1:
+        raise fail("seq", f"must be a positive integer, got {seq!r}")
+    kind = raw.get("type")
+    if kind not in EVENT_TYPES:
+        raise fail("type", f"unknown event type {kind!r}")
+    stamp = raw.get("timestampUnixMs")
+    if not _is_int(stamp):
+        raise fail("timestampUnixMs", f"must be an integer, got {stamp!r}")
+    run_id = raw.get("runId")
+    if not isinstance(run_id, str):
+        raise fail("runId", f"must be a string, got {run_id!r}")
+    attempt = raw.get("attempt")
+    if not _is_int(attempt) or attempt < 1:
+        raise fail("attempt", f"must be a positive integer, got {attempt!r}")
+    for optional in ("taskId", "agentName"):
+        if optional in raw and not isinstance(raw[optional], str):
+            raise fail(optional, f"must be a string, got {raw[optional]!r}")
+    sources = raw.get("sourceEventSeqs")
+    if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
+        raise fail("sourceEventSeqs", f"must be a list of integers, got {sources!r}")
+    return JournalEvent(
+        seq=seq,
+        type=kind,
+        run_id=run_id,
+        attempt=attempt,
+        timestamp_unix_ms=stamp,
+        task_id=raw.get("taskId"),
+        agent_name=raw.get("agentName"),
+        source_event_seqs=sources,
+        data={key: value for key, value in raw.items() if key not in BASE_KEYS},
+    )
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON.parse rejects NaN and Infinity; so does a journal line.
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,246 @@
+"""``JsonlRunJournal``: OMA's JSONL run journal, one event a line, group-committed (JR-04, D6).
+
+Appends are batched: the first pending event opens a window of ``flush_interval_ms`` that later
+events do not extend; the batch is then written with one ``os.write`` on an ``O_APPEND`` file
+descriptor and one ``fsync``, off the event loop. Every ``append`` whose events are in a batch
+returns when that fsync has returned (or raises its error), so concurrent appenders, of one run
+or of many runs sharing the file, share one fsync. A batch that was written while the previous
+one was on its way to disk waits for it and then carries everything that accumulated meanwhile.
+
+Reading tolerates exactly one kind of damage: a trailing line that does not parse, which is what
+a crash mid-write leaves; it counts as not written (D6) and the first append cuts it off, so it
+never becomes a bad line in the middle. Any other bad line raises ``JournalCorruptError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.errors import StoreError
+from oma_actors.journal.codec import parse_line, to_json_object
+from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
+from oma_actors.journal.jsjson import js_dumps
+from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
+
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Sequence
+
+    from oma_actors.journal.event import JournalEvent
+
+_CHUNK = 64 * 1024
+
+
+class JsonlRunJournal:
+    """A run journal in a JSONL file; one writer per file (JR-04)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        flush_interval_ms: float = 50,
+        redact: Sequence[str | re.Pattern[str]] | None = None,
+    ) -> None:
+        """Open (lazily: nothing is touched before the first append or read) a journal file.
+
+        Args:
+            path: the JSONL file; a missing file is an empty journal.
+            flush_interval_ms: the batching window opened by the first pending event.
+            redact: extra patterns for RedactingStore's rules, applied at write time (``None``
+                writes events unredacted).
+        """
+        self._path = os.fspath(path)
+        self._delay = max(0.0, flush_interval_ms) / 1000
+        self._patterns = None if redact is None else compile_patterns(redact)
+        self._fd: int | None = None
+        self._tail_checked = False
+        self._pending: list[str] = []
+        self._batch: asyncio.Future[None] | None = None
+        self._window: asyncio.Event | None = None
+        self._flushers: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The journal file."""
+        return self._path
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind": "JsonlRunJournal", "path": ...}``, the snapshot's ``journalRef``."""
+        return {"kind": "JsonlRunJournal", "path": self._path}
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Append events; returns when the batch holding them is written and fsynced.
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            StoreError: the write or the fsync failed (the batch's bytes were cut off again).
+        """
+        if self._closed:
+            raise JournalClosedError(f"{self._path}: the journal is closed")
+        if not events:
+            return
+        lines = [self._encode(event) for event in events]
+        if self._batch is None:
+            self._batch = asyncio.get_running_loop().create_future()
+            self._window = asyncio.Event()
+            flusher = asyncio.create_task(self._flush_after(self._window))
+            self._flushers.add(flusher)
+            flusher.add_done_callback(self._flushers.discard)
+        batch = self._batch
+        self._pending.extend(lines)
+        # Shielded: a cancelled appender must not cancel the batch other appenders wait on.
+        await asyncio.shield(batch)
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """Every event on disk with ``seq >= seq``, in file order (pending batches excluded).
+
+        Raises:
+            JournalCorruptError: a line other than a torn trailing one is unreadable.
+        """
+        events = await asyncio.to_thread(self._read_all)
+        return [event for event in events if event.seq >= seq]
+
+    async def close(self) -> None:
+        """Flush the open batch now, wait for every write, close the file; later appends raise."""
+        self._closed = True
+        if self._window is not None:
+            self._window.set()
+        while self._flushers:
+            await asyncio.gather(*self._flushers, return_exceptions=True)
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            await asyncio.to_thread(os.close, fd)
+
+    def _encode(self, event: JournalEvent) -> str:
+        obj = to_json_object(event)
+        if self._patterns is not None:
+            obj = _redact_node(obj, self._patterns)
+        return js_dumps(obj)
+
+    async def _flush_after(self, window: asyncio.Event) -> None:
+        if self._delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(window.wait(), self._delay)
+        async with self._write_lock:
+            # Taken under the lock: whatever arrived while the previous batch was on its way to
+            # disk rides in this one.
+            lines, batch = self._pending, self._batch
+            self._pending, self._batch, self._window = [], None, None
+            if batch is None:
+                return
+            try:
+                await asyncio.to_thread(self._write, "".join(f"{line}\n" for line in lines))
+            except Exception as exc:
+                batch.set_exception(exc)
+                batch.exception()  # retrieved: waiters that were cancelled must not log it
+            else:
+                batch.set_result(None)
+
+    def _write(self, text: str) -> None:
+        data = text.encode()
+        try:
+            fd = self._open_for_append()
+            start = os.lseek(fd, 0, os.SEEK_END)
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal append failed: {exc}") from exc
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            # Cut off whatever part of the batch landed, so no torn line sits before the next.
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                self._tail_checked = False  # repair on the next append
+            raise StoreError(f"{self._path}: journal append failed: {exc}") from exc
+
+    def _open_for_append(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        if not self._tail_checked:
+            _repair_tail(self._fd, self._path)
+            self._tail_checked = True
+        return self._fd
+
+    def _read_all(self) -> list[JournalEvent]:
+        try:
+            with open(self._path, "rb") as file:
+                raw = file.read()
+        except FileNotFoundError:
+            return []
+        lines = raw.split(b"\n")
+        last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+        events: list[JournalEvent] = []
+        for index, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                events.append(
+                    parse_line(
+                        _decode(line, index + 1, self._path), line=index + 1, path=self._path
+                    )
+                )
+            except JournalCorruptError:
+                if index == last:
+                    break  # a torn trailing line: not written (D6)
+                raise
+        return events
+
+
+def _decode(line: bytes, number: int, path: str) -> str:
+    try:
+        return line.decode()
+    except UnicodeDecodeError as exc:
+        raise JournalCorruptError(path, number, "json", f"not UTF-8 ({exc})") from None
+
+
+def _repair_tail(fd: int, path: str) -> None:
+    """Cut a trailing line that does not parse; end a parsing one that lacks its newline."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return
+    start = _last_line_start(fd, size)
+    tail = os.pread(fd, size - start, start)
+    complete = tail.endswith(b"\n")
+    try:
+        parse_line(_decode(tail.rstrip(b"\n"), 0, path), path=path)
+    except JournalCorruptError:
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        return
+    if not complete:
+        os.write(fd, b"\n")
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    end = size - 1  # skip the newline that ends the last line, if any
+    while end > 0:
+        begin = max(0, end - _CHUNK)
+        chunk = os.pread(fd, end - begin, begin)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return begin + cut + 1
+        end = begin
+    return 0
+
+
+def _redact_node(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
+    # RedactingStore's structure-aware rules (RD-05..RD-07), kept on the object so numbers keep
+    # JavaScript's layout when the line is written.
+    if isinstance(node, str):
+        return redact_text(node, patterns)
+    if isinstance(node, list):
+        return [_redact_node(item, patterns) for item in node]
+    if isinstance(node, dict):
+        return {
+            key: REDACTED if is_sensitive_name(key) else _redact_node(item, patterns)
+            for key, item in node.items()
+        }
+    return node

@@ -1,0 +1,226 @@
+"""``JournalRecorder``: one per run; gives events seqs and appends them in order (JR-05..JR-09).
+
+``open()`` reads the journal once and continues from ``max(journal tail, snapshot watermark)``, so
+one logical run reads as one stream across attempts, even on a fresh journal file. ``emit``
+assigns the seq synchronously (strictly increasing with concurrent tasks) and queues the event;
+one drain task appends whatever accumulated, in seq order, a batch at a time.
+
+Two modes. ``durable=False`` is OMA's: nothing the journal does raises into the run; a failed
+batch is reported through ``on_error`` (a ``JournalAppendFailed``) and dropped. ``durable=True``
+makes the journal a save path: ``await append(draft)`` returns only once the batch holding the
+event is on disk, and raises the batch's error. Failed batches are reported in both modes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from oma_actors.events import JournalAppendFailed
+from oma_actors.journal.errors import JournalLineageError
+from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.vocabulary import canonical_content_hash, request_block
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from oma_actors.domain.messages import ContentBlock, Message
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.vocabulary import EventDraft, Json
+
+
+class JournalRecorder:
+    """Records one run's events into a ``RunJournal``; create it with ``open``."""
+
+    def __init__(
+        self,
+        journal: RunJournal,
+        *,
+        run_id: str,
+        attempt: int,
+        last_seq: int,
+        durable: bool,
+        enforce_lineage: bool,
+        on_error: Callable[[JournalAppendFailed], None] | None,
+        clock: Callable[[], float],
+    ) -> None:
+        """Use ``open``; this constructor trusts ``last_seq``."""
+        self.journal = journal
+        self.run_id = run_id
+        self.attempt = attempt
+        self.durable = durable
+        self.enforce_lineage = enforce_lineage
+        self._last_seq = last_seq
+        self._on_error = on_error
+        self._clock = clock
+        self._pending: list[JournalEvent] = []
+        self._batch: asyncio.Future[None] | None = None
+        self._drain: asyncio.Task[None] | None = None
+        self._lineage: dict[int, tuple[object, list[int]]] = {}
+        self._hashes: dict[int, tuple[object, str]] = {}
+
+    @classmethod
+    async def open(
+        cls,
+        journal: RunJournal,
+        *,
+        run_id: str,
+        attempt: int,
+        watermark_seq: int = 0,
+        durable: bool = False,
+        enforce_lineage: bool = False,
+        on_error: Callable[[JournalAppendFailed], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> JournalRecorder:
+        """Open the recorder of one attempt of a run.
+
+        Args:
+            journal: the backend.
+            run_id: the run; only its events count towards the tail.
+            attempt: this attempt (1 for a fresh run).
+            watermark_seq: the restored snapshot's ``journalWatermarkSeq`` (0 without one).
+            durable: the journal is the save path (see the module docstring).
+            enforce_lineage: ``request_blocks`` raises for a block without lineage (JR-09).
+            on_error: receives a ``JournalAppendFailed`` per failed batch; exceptions it raises
+                are swallowed (a progress callback never breaks the run).
+            clock: Unix seconds, for ``timestampUnixMs``.
+
+        Raises:
+            Exception: only when ``durable``: the journal could not be read, so the next seq is
+                unknown. Without ``durable`` that is reported and seqs continue from the watermark.
+        """
+        last = watermark_seq
+        try:
+            tail = await journal.read_from(watermark_seq + 1)
+        except Exception as exc:
+            if durable:
+                raise
+            _report(on_error, run_id, f"journal tail unreadable: {exc}")
+        else:
+            last = max([last, *(e.seq for e in tail if e.run_id == run_id)])
+        return cls(
+            journal,
+            run_id=run_id,
+            attempt=attempt,
+            last_seq=last,
+            durable=durable,
+            enforce_lineage=enforce_lineage,
+            on_error=on_error,
+            clock=clock,
+        )
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event emitted (the watermark a snapshot built now folds, JR-08)."""
+        return self._last_seq
+
+    def emit(self, draft: EventDraft) -> JournalEvent:
+        """Stamp the draft with the next seq and queue it; never raises, never waits."""
+        self._last_seq += 1
+        event = JournalEvent(
+            seq=self._last_seq,
+            type=draft.type,
+            run_id=self.run_id,
+            attempt=self.attempt,
+            timestamp_unix_ms=int(self._clock() * 1000),
+            task_id=draft.task_id,
+            agent_name=draft.agent_name,
+            source_event_seqs=draft.source_event_seqs,
+            data=dict(draft.data),
+        )
+        self._pending.append(event)
+        if self._batch is None:
+            self._batch = asyncio.get_running_loop().create_future()
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.create_task(self._drain_pending())
+        return event
+
+    async def append(self, draft: EventDraft) -> JournalEvent:
+        """Emit the draft and wait until its batch is appended.
+
+        Raises:
+            Exception: when ``durable``, the batch's append error. Without ``durable`` nothing
+                is raised (the failure went to ``on_error``).
+        """
+        event = self.emit(draft)
+        batch = self._batch
+        assert batch is not None
+        try:
+            await asyncio.shield(batch)
+        except Exception:
+            if self.durable:
+                raise
+        return event
+
+    async def flush(self) -> None:
+        """Wait until every emitted event was appended or reported failed; never raises."""
+        while self._drain is not None and not self._drain.done():
+            await asyncio.shield(self._drain)
+
+    def register_blocks(self, blocks: Sequence[object], source_event_seqs: Sequence[int]) -> None:
+        """Record the lineage of blocks, by object identity (survives message rebuilds, JR-07)."""
+        for block in blocks:
+            self._lineage[id(block)] = (block, list(source_event_seqs))
+
+    def lineage_for(self, block: object) -> list[int] | None:
+        """The lineage recorded for this very block object, or ``None``."""
+        found = self._lineage.get(id(block))
+        return None if found is None or found[0] is not block else list(found[1])
+
+    def hash_for(self, block: ContentBlock | Json) -> str:
+        """The block's canonical content hash, cached per block object."""
+        cached = self._hashes.get(id(block))
+        if cached is not None and cached[0] is block:
+            return cached[1]
+        digest = canonical_content_hash(block)
+        self._hashes[id(block)] = (block, digest)
+        return digest
+
+    def request_blocks(self, messages: Sequence[Message]) -> list[Json]:
+        """The ``RequestBlockDescriptor`` of every block of a request's conversation.
+
+        Raises:
+            JournalLineageError: ``enforce_lineage`` is on and a block has no lineage.
+        """
+        out: list[Json] = []
+        for m_index, message in enumerate(messages):
+            for b_index, block in enumerate(message.content):
+                seqs = self.lineage_for(block)
+                descriptor = request_block(
+                    message_index=m_index,
+                    block_index=b_index,
+                    role=message.role,
+                    block=block,
+                    source_event_seqs=seqs,
+                )
+                if seqs is None and self.enforce_lineage:
+                    raise JournalLineageError(m_index, b_index, str(descriptor["blockType"]))
+                out.append(descriptor)
+        return out
+
+    async def _drain_pending(self) -> None:
+        # Yield once so that events emitted in the same step of the loop share a batch.
+        await asyncio.sleep(0)
+        while self._pending:
+            events, batch = self._pending, self._batch
+            self._pending, self._batch = [], None
+            assert batch is not None
+            try:
+                await self.journal.append(events)
+            except Exception as exc:
+                _report(self._on_error, self.run_id, f"{type(exc).__name__}: {exc}")
+                batch.set_exception(exc)
+                batch.exception()  # retrieved: nobody may be waiting on a best-effort batch
+            else:
+                batch.set_result(None)
+
+
+def _report(
+    on_error: Callable[[JournalAppendFailed], None] | None, run_id: str, error: str
+) -> None:
+    if on_error is None:
+        return
+    with contextlib.suppress(Exception):  # a progress callback never breaks the run
+        on_error(JournalAppendFailed(run_id=run_id, error=error))

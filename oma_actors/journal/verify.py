@@ -1,0 +1,186 @@
+"""``verify_run``: audit a journal offline (spec JR-21..JR-23).
+
+Three checks, in OMA's order: (1) sequence integrity: a repeated seq (``duplicate-sequence``) or a
+decrease (``out-of-order-sequence``) fails, forward gaps are legal, the first occurrence of a seq
+wins; (2) referential integrity of every ``sourceEventSeqs`` (and of ``context/replace``'s
+``dropped`` and ``replacements``): a reference at or above the citing seq is a ``BROKEN_LINK``, a
+reference below it that the journal does not hold is an inconclusive gap (an evicted head is not
+an error); (3) every block of every ``llm/request`` must be reproducible from its lineage.
+
+Not proven (JR-23): schema validity, turn pairing, run/start and run/end presence; redaction at
+write time can make correct blocks ``not-reproducible``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.journal.vocabulary import canonical_content_hash
+
+if TYPE_CHECKING:
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.event import JournalEvent
+
+SEQ_NOT_MONOTONIC = "SEQ_NOT_MONOTONIC"
+BROKEN_LINK = "BROKEN_LINK"
+MISSING_CONTEXT_REPLACE = "MISSING_CONTEXT_REPLACE"
+_MESSAGE_TYPES = ("user/message", "assistant/message")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyFinding:
+    """One finding: a failure, or an inconclusive gap.
+
+    Attributes:
+        code: ``SEQ_NOT_MONOTONIC``, ``BROKEN_LINK`` or ``MISSING_CONTEXT_REPLACE``.
+        reason: ``duplicate-sequence``, ``out-of-order-sequence``, ``forward-reference``,
+            ``missing-source`` (inconclusive), ``no-lineage``, ``not-reproducible``.
+        seq: the event at fault.
+        message_index: for a request block, its message.
+        block_index: for a request block, its index in the message.
+        missing_seqs: for a gap, the referenced seqs the journal does not hold.
+    """
+
+    code: str
+    reason: str
+    seq: int
+    message_index: int | None = None
+    block_index: int | None = None
+    missing_seqs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyResult:
+    """The verdict: ``ok`` when there is no failure (inconclusive gaps alone are ok, JR-23)."""
+
+    ok: bool
+    failures: list[VerifyFinding] = field(default_factory=list)
+    inconclusive: list[VerifyFinding] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+async def verify_run(journal: RunJournal | Sequence[JournalEvent]) -> VerifyResult:
+    """Verify a run's journal; reads it once with ``read_from(0)``.
+
+    Raises:
+        JournalCorruptError: a JSONL journal has a bad line (not a torn trailing one).
+    """
+    events = list(journal) if isinstance(journal, Sequence) else await journal.read_from(0)
+    return verify_events(events)
+
+
+def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
+    """``verify_run`` over events already read (pure)."""
+    failures: list[VerifyFinding] = []
+    inconclusive: list[VerifyFinding] = []
+    by_seq: dict[int, JournalEvent] = {}
+    accepted: list[JournalEvent] = []
+    highest = 0
+    for event in events:
+        if event.seq in by_seq:
+            failures.append(_finding(SEQ_NOT_MONOTONIC, "duplicate-sequence", event.seq))
+            continue
+        by_seq[event.seq] = event
+        accepted.append(event)
+        if event.seq < highest:
+            failures.append(_finding(SEQ_NOT_MONOTONIC, "out-of-order-sequence", event.seq))
+        highest = max(highest, event.seq)
+
+    for event in accepted:
+        refs = _references(event)
+        forward = [ref for ref in refs if ref >= event.seq]
+        missing = sorted({ref for ref in refs if ref < event.seq and ref not in by_seq})
+        if forward:
+            failures.append(_finding(BROKEN_LINK, "forward-reference", event.seq))
+        if missing:
+            inconclusive.append(
+                _finding(BROKEN_LINK, "missing-source", event.seq, missing=tuple(missing))
+            )
+
+    requests = blocks_checked = 0
+    for event in accepted:
+        if event.type != "llm/request":
+            continue
+        requests += 1
+        for block in event.data.get("blocks") or []:
+            blocks_checked += 1
+            found = _check_block(event.seq, block, by_seq)
+            if found is not None:
+                (inconclusive if found.missing_seqs else failures).append(found)
+    stats = {"events": len(events), "requests": requests, "blocksChecked": blocks_checked}
+    return VerifyResult(ok=not failures, failures=failures, inconclusive=inconclusive, stats=stats)
+
+
+def _finding(
+    code: str, reason: str, seq: int, *, block: Any = None, missing: tuple[int, ...] = ()
+) -> VerifyFinding:
+    at = block if isinstance(block, dict) else {}
+    return VerifyFinding(
+        code=code,
+        reason=reason,
+        seq=seq,
+        message_index=at.get("messageIndex"),
+        block_index=at.get("blockIndex"),
+        missing_seqs=missing,
+    )
+
+
+def _ints(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return [item for item in value if isinstance(item, int) and not isinstance(item, bool)]
+
+
+def _references(event: JournalEvent) -> list[int]:
+    # Request blocks are checked in step 3, where a missing source is reported per block; their
+    # forward references are still links that point the wrong way.
+    refs = list(event.source_event_seqs or [])
+    if event.type == "context/replace":
+        dropped = event.data.get("dropped")
+        if isinstance(dropped, dict):
+            refs += _ints(dropped.get("sourceEventSeqs"))
+        for replacement in event.data.get("replacements") or []:
+            if isinstance(replacement, dict):
+                refs += _ints(replacement.get("sourceEventSeqs"))
+    if event.type == "llm/request":
+        for block in event.data.get("blocks") or []:
+            if isinstance(block, dict):
+                refs += [r for r in _ints(block.get("sourceEventSeqs")) if r >= event.seq]
+    return refs
+
+
+def _check_block(seq: int, block: Any, by_seq: dict[int, JournalEvent]) -> VerifyFinding | None:
+    lineage = block.get("sourceEventSeqs") if isinstance(block, dict) else None
+    if lineage is None:
+        return _finding(MISSING_CONTEXT_REPLACE, "no-lineage", seq, block=block)
+    wanted = block.get("contentHash")
+    missing: list[int] = []
+    for ref in _ints(lineage):
+        source = by_seq.get(ref)
+        if source is None:
+            missing.append(ref)
+        elif wanted in _hashes_of(source):
+            return None
+    if missing:
+        return _finding(
+            MISSING_CONTEXT_REPLACE, "source-unavailable", seq, block=block, missing=tuple(missing)
+        )
+    return _finding(MISSING_CONTEXT_REPLACE, "not-reproducible", seq, block=block)
+
+
+def _hashes_of(source: JournalEvent) -> set[str]:
+    blocks: list[Any] = []
+    if source.type in _MESSAGE_TYPES:
+        message = source.data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        elif isinstance(content, list):
+            blocks = content
+    elif source.type == "context/replace":
+        for replacement in source.data.get("replacements") or []:
+            if isinstance(replacement, dict) and "block" in replacement:
+                blocks.append(replacement["block"])
+    return {canonical_content_hash(block) for block in blocks}

@@ -1,0 +1,68 @@
+"""``oma verify JOURNAL [--json]``: exit 0 ok, 1 failures, 2 unreadable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from oma_actors.journal import JournalEvent, to_json_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def line(seq: int, sources: list[int] | None = None) -> str:
+    return to_json_line(
+        JournalEvent(
+            seq=seq,
+            type="turn/start",
+            run_id="r",
+            attempt=1,
+            timestamp_unix_ms=seq,
+            source_event_seqs=sources,
+            data={"turn": seq},
+        )
+    )
+
+
+def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(f"{line(1)}\n{line(2, [1])}\n" + '{"type":"turn/st')  # torn tail: ignored
+    done = oma("verify", str(good), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "ok": True, "failures": [], "inconclusive": [],
+        "stats": {"events": 2, "requests": 0, "blocksChecked": 0},
+    }  # fmt: skip
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f"{line(1)}\n{line(1)}\n{line(3, [2])}\n")
+    failed = oma("verify", str(bad), "--json")
+    assert failed.returncode == 1
+    result = json.loads(failed.stdout)
+    assert [(f["code"], f["reason"], f["seq"]) for f in result["failures"]] == [
+        ("SEQ_NOT_MONOTONIC", "duplicate-sequence", 1)
+    ]
+    assert result["inconclusive"] == [
+        {"code": "BROKEN_LINK", "reason": "missing-source", "seq": 3, "missing_seqs": [2]}
+    ]
+    text = oma("verify", str(bad))
+    assert text.returncode == 1
+    assert "FAILED" in text.stdout
+    assert "SEQ_NOT_MONOTONIC/duplicate-sequence" in text.stdout
+
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text(f"not json\n{line(2)}\n")
+    unreadable = oma("verify", str(corrupt))
+    assert unreadable.returncode == 2
+    assert "line 1" in unreadable.stdout
+    assert oma("verify", str(tmp_path / "absent.jsonl")).returncode == 2

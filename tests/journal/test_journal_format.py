@@ -1,0 +1,184 @@
+"""The JSONL line format: OMA's bytes, strict reading, and JavaScript number layout."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from oma_actors.domain.messages import Message, TextBlock, TokenUsage, ToolResultBlock, ToolUseBlock
+from oma_actors.journal import JournalCorruptError, JournalEvent, parse_line, to_json_line
+from oma_actors.journal import vocabulary as v
+from oma_actors.journal.jsjson import js_dumps, js_number
+
+
+def _stamp(draft: v.EventDraft, seq: int) -> JournalEvent:
+    return JournalEvent(
+        seq=seq,
+        type=draft.type,
+        run_id="run-1",
+        attempt=1,
+        timestamp_unix_ms=1_700_000_000_000 + seq,
+        task_id=draft.task_id,
+        agent_name=draft.agent_name,
+        source_event_seqs=draft.source_event_seqs,
+        data=draft.data,
+    )
+
+
+# Golden lines. Key order: `type` and the base fields as OMA's tests/journal.test.ts writes its
+# event lines (`{"type":"turn/start","seq":2,"timestampUnixMs":1,"runId":"r","attempt":1}`),
+# optional base fields in the order of docs/run-journal.md "Event vocabulary", variant fields in
+# the order of that table's payload column; blocks in Anthropic's shape (tests/verify.test.ts
+# fixture: {type:'tool_use', id, name, input}, {type:'tool_result', tool_use_id, content}).
+GOLDEN = [
+    (
+        v.turn_started(turn=1),
+        '{"type":"turn/start","seq":1,"timestampUnixMs":1700000000001,"runId":"run-1",'
+        '"attempt":1,"turn":1}',
+    ),
+    (
+        v.assistant_message(
+            message=Message("assistant", [TextBlock("I will inspect the logs")]),
+            usage=TokenUsage(2, 3),
+            model="mock-model",
+            stop_reason="tool_use",
+            task_id="task-1",
+            agent_name="investigator",
+            source_event_seqs=[1],
+        ),
+        '{"type":"assistant/message","seq":2,"timestampUnixMs":1700000000002,"runId":"run-1",'
+        '"attempt":1,"taskId":"task-1","agentName":"investigator","sourceEventSeqs":[1],'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"I will inspect the logs"}]},'
+        '"origin":"response","usage":{"input_tokens":2,"output_tokens":3},"model":"mock-model",'
+        '"stopReason":"tool_use"}',
+    ),
+    (
+        v.tool_call(call=ToolUseBlock("call-logs", "logs", {}), source_event_seqs=[2]),
+        '{"type":"tool/call","seq":3,"timestampUnixMs":1700000000003,"runId":"run-1","attempt":1,'
+        '"sourceEventSeqs":[2],"call":{"type":"tool_use","id":"call-logs","name":"logs","input":{}}}',
+    ),
+    (
+        v.tool_result(result=ToolResultBlock("call-logs", "ok"), source_event_seqs=[3]),
+        '{"type":"tool/result","seq":4,"timestampUnixMs":1700000000004,"runId":"run-1",'
+        '"attempt":1,"sourceEventSeqs":[3],"toolCallId":"call-logs",'
+        '"result":{"type":"tool_result","tool_use_id":"call-logs","content":"ok"}}',
+    ),
+    (
+        v.checkpoint_saved(mode="file", version=5, watermark_seq=4),
+        '{"type":"checkpoint/saved","seq":5,"timestampUnixMs":1700000000005,"runId":"run-1",'
+        '"attempt":1,"mode":"file","version":5,"watermarkSeq":4}',
+    ),
+    (
+        v.run_ended(status="completed"),
+        '{"type":"run/end","seq":6,"timestampUnixMs":1700000000006,"runId":"run-1","attempt":1,'
+        '"status":"completed"}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("draft", "line"), GOLDEN, ids=[d.type for d, _ in GOLDEN])
+def test_lines_are_omas_bytes_and_read_back(draft: v.EventDraft, line: str) -> None:
+    seq = GOLDEN.index((draft, line)) + 1
+    event = _stamp(draft, seq)
+    assert to_json_line(event) == line
+    assert parse_line(line) == event
+    assert to_json_line(parse_line(line)) == line
+
+
+def test_optional_variant_fields_are_left_out_not_null() -> None:
+    line = to_json_line(_stamp(v.run_started(mode="runTasks"), 1))
+    assert line.endswith('"mode":"runTasks"}')
+    assert "null" not in line
+
+
+def test_request_block_descriptor_keeps_null_lineage() -> None:
+    block = v.request_block(
+        message_index=0, block_index=1, role="user", block=TextBlock("hi"), source_event_seqs=None
+    )
+    assert list(block) == [
+        "messageIndex", "blockIndex", "role", "blockType", "sourceEventSeqs", "contentHash",
+    ]  # fmt: skip
+    assert block["sourceEventSeqs"] is None
+    line = to_json_line(_stamp(v.llm_request(turn=1, model="m", blocks=[block]), 1))
+    assert '"sourceEventSeqs":null,' in line
+
+
+def test_content_hash_is_sha256_of_sorted_key_json() -> None:
+    # Keys sorted, as canonical JSON requires (JR-07).
+    expected = hashlib.sha256(b'{"text":"hi","type":"text"}').hexdigest()
+    assert v.canonical_content_hash(TextBlock("hi")) == expected
+    assert v.canonical_content_hash({"type": "text", "text": "hi"}) == expected
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [
+        (1.0, "1"),
+        (1.5, "1.5"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1e-7, "1e-7"),
+        (0.000001, "0.000001"),
+        (-0.0, "0"),
+        (123456789.125, "123456789.125"),
+        (float("nan"), "null"),
+        (float("inf"), "null"),
+    ],
+)
+def test_numbers_are_laid_out_as_javascript_does(number: float, text: str) -> None:
+    assert js_number(number) == text
+
+
+def test_strings_escape_as_json_stringify() -> None:
+    assert (
+        js_dumps({"a": "é\u2028\n\x01\ud800", "b": [True, None, 2**60]})
+        == (
+            '{"a":"é\u2028\\n\\u0001\\ud800","b":[true,null,1152921504606847000]}'  # JavaScript's String(2 ** 60)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ("not json", "json"),
+        ("[1]", "json"),
+        ('{"type":"turn/start","seq":0,"timestampUnixMs":1,"runId":"r","attempt":1}', "seq"),
+        ('{"type":"turn/start","seq":1.5,"timestampUnixMs":1,"runId":"r","attempt":1}', "seq"),
+        ('{"type":"not/a/type","seq":1,"timestampUnixMs":1,"runId":"r","attempt":1}', "type"),
+        ('{"type":"turn/start","seq":1,"timestampUnixMs":"x","runId":"r","attempt":1}',
+         "timestampUnixMs"),
+        ('{"type":"turn/start","seq":1,"timestampUnixMs":1,"runId":7,"attempt":1}', "runId"),
+        ('{"type":"turn/start","seq":1,"timestampUnixMs":1,"runId":"r","attempt":0}', "attempt"),
+        ('{"type":"turn/start","seq":1,"timestampUnixMs":1,"runId":"r","attempt":1,"taskId":3}',
+         "taskId"),
+        ('{"type":"turn/start","seq":2,"timestampUnixMs":1,"runId":"r","attempt":1,'
+         '"sourceEventSeqs":["1"]}', "sourceEventSeqs"),
+        ('{"type":"turn/start","seq":true,"timestampUnixMs":1,"runId":"r","attempt":1}', "seq"),
+        ('{"type":"turn/start","seq":1,"timestampUnixMs":NaN,"runId":"r","attempt":1}', "json"),
+    ],
+)  # fmt: skip
+def test_a_bad_line_names_its_line_and_field(line: str, field: str) -> None:
+    with pytest.raises(JournalCorruptError) as caught:
+        parse_line(line, line=7, path="run.jsonl")
+    assert (caught.value.line, caught.value.field) == (7, field)
+    assert "line 7" in str(caught.value)
+
+
+def test_unknown_variant_fields_survive_a_round_trip() -> None:
+    line = (
+        '{"type":"turn/start","seq":1,"timestampUnixMs":1,"runId":"r","attempt":1,'
+        '"traceId":"t","spanId":"s","turn":1}'
+    )
+    event = parse_line(line)
+    assert event.data == {"traceId": "t", "spanId": "s", "turn": 1}
+    assert to_json_line(event) == line
+
+
+def test_data_cannot_shadow_a_base_field() -> None:
+    forged = JournalEvent(
+        seq=1, type="turn/start", run_id="r", attempt=1, timestamp_unix_ms=1, data={"seq": 9}
+    )
+    with pytest.raises(ValueError, match="base field"):
+        to_json_line(forged)
