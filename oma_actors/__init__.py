@@ -78,6 +78,16 @@ from oma_actors.events import (
     ToolCalled,
     ToolOutcomeUnknown,
 )
+from oma_actors.journal import (
+    InMemoryRunJournal,
+    JournalEvent,
+    JournalOptions,
+    JsonlRunJournal,
+    RunJournal,
+    VerifyFinding,
+    VerifyResult,
+    verify_run,
+)
 from oma_actors.llm.base import LLMAdapter
 from oma_actors.llm.scripted import RecordedCall, ScriptedAdapter, text_response
 from oma_actors.orchestration.options import CheckpointOptions
@@ -132,9 +142,13 @@ __all__ = [
     "FileStore",
     "Gate",
     "ImageBlock",
+    "InMemoryRunJournal",
     "InMemoryStore",
     "JournalAppendFailed",
+    "JournalEvent",
+    "JournalOptions",
     "JournalTailDiscarded",
+    "JsonlRunJournal",
     "LLMAdapter",
     "LLMResponse",
     "Lease",
@@ -154,6 +168,7 @@ __all__ = [
     "Reviewer",
     "RunExistsError",
     "RunIdMismatchError",
+    "RunJournal",
     "RunLeaseHandle",
     "RunLedger",
     "RunRecord",
@@ -190,6 +205,8 @@ __all__ = [
     "ToolSpec",
     "ToolUseBlock",
     "UnsupportedSchemaError",
+    "VerifyFinding",
+    "VerifyResult",
     "checkpoint_key",
     "decide_approval",
     "define_tool",
@@ -201,4 +218,5 @@ __all__ = [
     "open_store",
     "parse_store_uri",
     "text_response",
+    "verify_run",
 ]

@@ -89,20 +89,20 @@ def test_signatures_match_api_md() -> None:
     assert params(oma_actors.OpenMultiAgent) == [
         ("checkpoint", kw), ("on_progress", kw), ("max_concurrency", kw),
         ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw),
-        ("require_consequential_confirmation", kw), ("run_store", kw),
+        ("require_consequential_confirmation", kw), ("journal", kw), ("run_store", kw),
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
     assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
     # API.md "Checkpoints": the fresh-run methods take on_existing (decision D12).
     assert params(orch.run_tasks)[1:] == [
-        ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw), ("run_store", kw)
+        ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw), ("journal", kw), ("run_store", kw)
     ]  # fmt: skip
     assert params(orch.run_team)[1:] == [
         ("team", pos), ("goal", pos), ("checkpoint", kw), ("coordinator", kw), ("plan_only", kw),
-        ("on_existing", kw), ("run_store", kw),
+        ("on_existing", kw), ("journal", kw), ("run_store", kw),
     ]  # fmt: skip
     assert params(orch.run_from_plan)[1:] == [
-        ("team", pos), ("plan", pos), ("checkpoint", kw), ("on_existing", kw), ("run_store", kw)
+        ("team", pos), ("plan", pos), ("checkpoint", kw), ("on_existing", kw), ("journal", kw), ("run_store", kw)
     ]  # fmt: skip
     assert params(orch.restore)[1:] == [
         ("team", pos), ("tasks_or_plan", pos), ("checkpoint", kw), ("coordinator", kw),

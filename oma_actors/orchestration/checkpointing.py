@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.events import ProgressEvent
+    from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
@@ -57,6 +58,8 @@ class RunCheckpointing:
         source: the checkpoint JSON the run was restored from; every save writes back what it
             holds that we do not model (the lossless re-save rule, issue 13).
         clock: stamps each snapshot's ``createdAt``.
+        journaling: the run's journal (OMA's mode): what each boundary changed is recorded
+            before its snapshot is built, and the snapshot is v5 (watermark, lineage).
     """
 
     writer: RunWriter
@@ -69,6 +72,7 @@ class RunCheckpointing:
     planning_usage: TokenUsage | None = None
     source: Mapping[str, Any] | None = None
     clock: Clock = SYSTEM_CLOCK
+    journaling: RunJournaling | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -100,6 +104,10 @@ async def build_snapshot(
         else task
         for task in queue.tasks
     )
+    journaling = cp.journaling
+    if journaling is not None:
+        # Record first (JR-08): the watermark captured below covers this boundary's events.
+        journaling.observe_all(in_flight)
     shared: dict[str, Any] | None = None
     if memory is not None and cp.embed_memory:
         shared = await memory.snapshot()
@@ -128,9 +136,11 @@ async def build_snapshot(
         turn_count=memory.turn_count if memory is not None else None,
         completed=completed,
         in_flight=tuple(
-            InFlightTask(task_id=task_id, assignee=assignee, state=state)
+            _entry(journaling, task_id, assignee, state)
             for task_id, (assignee, state) in in_flight.items()
         ),
+        journal_watermark_seq=journaling.recorder.last_seq if journaling is not None else None,
+        journal_ref=journaling.ref if journaling is not None else None,
         synthesis=synthesis or cp.synthesis,
         planning_usage=cp.planning_usage,
         announced=tuple(announced) if announced is not None else None,
@@ -138,6 +148,21 @@ async def build_snapshot(
         approval_decisions=tuple(decisions),
         plan=queue.plan,
         source=cp.source,
+    )
+
+
+def _entry(
+    journaling: RunJournaling | None, task_id: str, assignee: str, state: RunnerState
+) -> InFlightTask:
+    if journaling is None:
+        return InFlightTask(task_id=task_id, assignee=assignee, state=state)
+    seq, lineage = journaling.entry_fields(task_id, state)
+    return InFlightTask(
+        task_id=task_id,
+        assignee=assignee,
+        state=state,
+        journal_seq=seq,
+        conversation_lineage=lineage,
     )
 
 
@@ -152,6 +177,7 @@ def new_checkpointing(
     clock: Clock = SYSTEM_CLOCK,
     fence: Fence | None = None,
     attempt: int = 1,
+    journaling: RunJournaling | None = None,
 ) -> RunCheckpointing:
     """The checkpointing of a fresh run (no save made yet).
 
@@ -167,4 +193,5 @@ def new_checkpointing(
         embed_memory=not resolved.reuses_shared_store,
         planning_usage=planning_usage,
         clock=clock,
+        journaling=journaling,
     )

@@ -11,8 +11,10 @@ from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.ids import new_id
+from oma_actors.journal.vocabulary import run_started
 from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
 from oma_actors.orchestration.execute import RunApprovals, execute_queue
+from oma_actors.orchestration.journaling import RunJournaling, finish_journal
 from oma_actors.orchestration.live import claim
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import RunMode
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
+    from oma_actors.journal import JournalOptions
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.run import RunState
@@ -45,6 +48,7 @@ class FlowContext:
     on_tool_call: Gate | None = None
     clock: Clock = SYSTEM_CLOCK
     run_store: RunStoreOptions | None = None
+    journal: JournalOptions | None = None
 
     def approvals(self) -> RunApprovals:
         """The gates of a fresh run."""
@@ -120,6 +124,13 @@ async def run_queue(
     With ``lease`` every write is fenced by it and the run stops if it is lost.
     """
     checkpointing = None
+    journaling = None
+    if resolved is not None and ctx.journal is not None:
+        attempt = lease.attempt if lease is not None else 1
+        journaling = await RunJournaling.open(
+            ctx.journal, run_id=run_id, attempt=attempt, emit=ctx.emit
+        )
+        journaling.recorder.emit(run_started(mode=mode, goal=goal))
     if resolved is not None:
         checkpointing = new_checkpointing(
             resolved,
@@ -131,6 +142,7 @@ async def run_queue(
             clock=ctx.clock,
             fence=lease,
             attempt=lease.attempt if lease is not None else 1,
+            journaling=journaling,
         )
     memory = team_memory(team)
     state = await execute_queue(
@@ -145,6 +157,7 @@ async def run_queue(
         clock=ctx.clock,
         lease=lease,
     )
+    await finish_journal(journaling, state)
     return state, memory, checkpointing
 
 

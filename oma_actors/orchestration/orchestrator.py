@@ -18,9 +18,11 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
+from oma_actors.journal import JournalOptions, RunJournal
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
 from oma_actors.orchestration.goal_flow import run_goal
+from oma_actors.orchestration.journaling import resolve_journal
 from oma_actors.orchestration.options import (
     CheckpointArg,
     ResolvedCheckpoint,
@@ -33,6 +35,7 @@ from oma_actors.runs import RunStore, RunStoreOptions, resolve_run_store
 from oma_actors.stores.memory import InMemoryStore
 
 RunStoreArg = RunStore | RunStoreOptions | Literal[False] | None
+JournalArg = RunJournal | JournalOptions | Literal[False] | None
 """A run-store setting: a store, options, ``False`` (none for this call) or ``None`` (default)."""
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ class OpenMultiAgent:
         on_tool_call: Gate | None = None,
         require_consequential_confirmation: bool = False,
         clock: Clock | None = None,
+        journal: JournalArg = None,
         run_store: RunStoreArg = None,
     ) -> None:
         for name, gate in (
@@ -93,7 +97,9 @@ class OpenMultiAgent:
         checkpoint_options(None, checkpoint)  # validate the default early
         self._checkpoint = checkpoint
         self._run_store = run_store
-        resolve_run_store(run_store)  # validate the default early
+        self._journal = journal
+        resolve_run_store(run_store)  # validate the defaults early
+        resolve_journal(journal)
         self._on_progress = on_progress
         self._ctx = FlowContext(
             max_concurrency=check_max_concurrency(max_concurrency),
@@ -147,6 +153,7 @@ class OpenMultiAgent:
         *,
         checkpoint: CheckpointArg = None,
         on_existing: OnExisting = "error",
+        journal: JournalArg = None,
         run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Run explicit tasks; options and the graph are validated before any agent works.
@@ -167,7 +174,7 @@ class OpenMultiAgent:
             LeaseError: with a run store, the run is owned elsewhere, terminal or suspended.
         """
         resolved = self._resolve(team, checkpoint)
-        ctx = self._ctx_for(run_store)
+        ctx = self._ctx_for(run_store, journal)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, tasks, resolved, None, ctx)
         return await run_task_list(team, tasks, ctx=ctx, resolved=resolved)
@@ -179,6 +186,7 @@ class OpenMultiAgent:
         *,
         checkpoint: CheckpointArg = None,
         on_existing: OnExisting = "error",
+        journal: JournalArg = None,
         run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Run a reviewed plan artifact with its ids and dependencies used exactly.
@@ -187,7 +195,7 @@ class OpenMultiAgent:
         run's records match the artifact a person reviewed. ``on_existing`` as in run_tasks.
         """
         resolved = self._resolve(team, checkpoint)
-        ctx = self._ctx_for(run_store)
+        ctx = self._ctx_for(run_store, journal)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, plan, resolved, None, ctx)
         return await run_task_list(
@@ -208,6 +216,7 @@ class OpenMultiAgent:
         coordinator: AgentConfig | None = None,
         plan_only: bool = False,
         on_existing: OnExisting = "error",
+        journal: JournalArg = None,
         run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Let a coordinator plan ``goal`` for the team, run the plan and synthesize the answer.
@@ -215,7 +224,7 @@ class OpenMultiAgent:
         ``on_existing`` as in run_tasks; it is decided before the coordinator is asked.
         """
         resolved = self._resolve(team, checkpoint)  # plan_only writes only a plan suspension
-        ctx = self._ctx_for(run_store)
+        ctx = self._ctx_for(run_store, journal)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, None, resolved, coordinator, ctx)
         guard = None
@@ -246,7 +255,7 @@ class OpenMultiAgent:
         *,
         checkpoint: CheckpointArg = None,
         coordinator: AgentConfig | None = None,
-        journal: object | None = None,
+        journal: JournalArg = None,
         run_store: RunStoreArg = None,
     ) -> TeamRunResult:
         """Continue the checkpointed run where it stopped (spec section 10).
@@ -260,17 +269,18 @@ class OpenMultiAgent:
             CheckpointError: the stored checkpoint is invalid (never read as "no checkpoint").
             RunIdMismatchError: the checkpoint belongs to another run than the one requested.
         """
-        if journal is not None:
-            raise ConfigurationError("run journals are not available in this build yet")
         resolved = self._resolve(team, checkpoint, restoring=True)
         return await self._restore(
-            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store)
+            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store, journal)
         )
 
-    def _ctx_for(self, run_store: RunStoreArg) -> FlowContext:
-        """The flow settings of one call: its run store replaces the orchestrator's."""
-        options = resolve_run_store(run_store, self._run_store)
-        return replace(self._ctx, run_store=options)
+    def _ctx_for(self, run_store: RunStoreArg, journal: JournalArg) -> FlowContext:
+        """The flow settings of one call: its run store and journal replace the defaults."""
+        return replace(
+            self._ctx,
+            run_store=resolve_run_store(run_store, self._run_store),
+            journal=resolve_journal(journal, self._journal),
+        )
 
     async def _restore(
         self,

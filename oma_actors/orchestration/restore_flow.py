@@ -32,6 +32,7 @@ from oma_actors.orchestration.flows import (
     save_synthesis,
     team_memory,
 )
+from oma_actors.orchestration.journaling import RunJournaling, finish_journal, fold_restored
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
@@ -92,6 +93,10 @@ async def _continue(
     resolved: ResolvedCheckpoint,
     coordinator: AgentConfig | None,
 ) -> TeamRunResult:
+    if ctx.journal is not None:
+        # Spec 17.3: the tail above the snapshot's watermarks is folded in first (JR-11: only
+        # a v5 snapshot has one); a tail failing a check is discarded whole (D6).
+        snapshot = await fold_restored(snapshot, ctx.journal, team, ctx.emit)
     plan = plan_restore(snapshot, team, resolved.run_id, clock=ctx.clock)
     async with AsyncExitStack() as stack:
         try:
@@ -145,7 +150,13 @@ async def _continue_owned(
             await restore_memory(memory, snapshot.shared_memory)
         elif snapshot.turn_count is not None:
             memory.turn_count = snapshot.turn_count
+    journaling = None
+    if ctx.journal is not None:
+        journaling = await RunJournaling.open(
+            ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
+        )
     checkpointing = RunCheckpointing(
+        journaling=journaling,
         writer=writer,
         mode=snapshot.mode,
         identity=new_identity(plan.run_id, plan.attempt),
@@ -182,6 +193,7 @@ async def _continue_owned(
         clock=ctx.clock,
         lease=lease,
     )
+    await finish_journal(journaling, state)
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
     if snapshot.mode == "runTeam" and state.status is None:

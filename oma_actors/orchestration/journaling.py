@@ -1,0 +1,289 @@
+"""A run's journal in OMA's mode: record what each boundary changed, fold the tail on restore.
+
+The runner reports each durable boundary with its whole ``RunnerState``; this module turns the
+difference from the last state it saw of that task into OMA's journal events (spec 17.2):
+the task's prompt (``user/message`` origin ``input``), each model answer (``assistant/message``,
+then a ``tool/call`` per requested call), each committed result (``tool/result``, lineage: its
+call) and the results message (``user/message`` origin ``tool_results``, lineage: the results).
+The events are emitted before the boundary's snapshot is built, so the snapshot's watermark and
+each entry's ``journalSeq`` cover them (JR-08, JR-12), and every conversation message gets its
+lineage (JR-19). Appends are best-effort (JR-06): they never fail or slow the run; the
+snapshot stays the recovery anchor and the tail only adds granularity (JR-20).
+
+On restore the tail above the snapshot is folded in (``checkpoint.fold``); a tail that fails a
+fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls the tail shows as
+started but not committed are marked dispatched when their tool is ``unsafe`` (decision D1), so
+they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless ``reconcile`` decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
+from oma_actors.errors import ConfigurationError
+from oma_actors.events import JournalTailDiscarded
+from oma_actors.journal import vocabulary as v
+from oma_actors.journal.options import JournalOptions
+from oma_actors.journal.recorder import JournalRecorder
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from oma_actors.agents.config import Team
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ConversationLineage
+    from oma_actors.domain.inflight import PendingCall, RunnerState
+    from oma_actors.domain.messages import Message
+    from oma_actors.events import ProgressEvent
+    from oma_actors.orchestration.run import RunState
+
+Lineage = tuple[tuple[int, ...] | None, ...]
+
+
+@dataclass(slots=True)
+class _Task:
+    """What the journal already holds of one task's conversation."""
+
+    agent: str
+    messages: int = 0  # conversation messages recorded (or restored)
+    lineage: list[Lineage] = field(default_factory=list)
+    committed: set[str] = field(default_factory=set)  # call ids with a tool/result
+    calls: dict[str, int] = field(default_factory=dict)  # call id -> its tool/call seq
+    last_seq: int | None = None
+
+
+class RunJournaling:
+    """The recorder of one attempt of a run and what it recorded per task."""
+
+    def __init__(self, recorder: JournalRecorder, ref: dict[str, object]) -> None:
+        self.recorder = recorder
+        self.ref = ref
+        self._tasks: dict[str, _Task] = {}
+
+    @classmethod
+    async def open(
+        cls,
+        options: JournalOptions,
+        *,
+        run_id: str,
+        attempt: int,
+        emit: Callable[[ProgressEvent], None],
+        snapshot: CheckpointSnapshot | None = None,
+    ) -> RunJournaling:
+        """Open the journal of an attempt; seqs continue above the snapshot's watermark."""
+        watermark = snapshot.journal_watermark_seq if snapshot is not None else None
+        recorder = await JournalRecorder.open(
+            options.journal,
+            run_id=run_id,
+            attempt=attempt,
+            watermark_seq=watermark or 0,
+            durable=False,
+            enforce_lineage=options.enforce_lineage,
+            on_error=emit,
+        )
+        journaling = cls(recorder, dict(options.journal.describe()))
+        if snapshot is not None:
+            for entry in snapshot.in_flight:
+                lineage = entry.conversation_lineage
+                journaling._tasks[entry.task_id] = _Task(
+                    agent=entry.assignee,
+                    messages=len(entry.state.conversation),
+                    lineage=list(lineage) if lineage is not None else _unknown(entry.state),
+                    committed={i.call.id for i in entry.state.pending if i.commit is not None},
+                    last_seq=entry.journal_seq,
+                )
+        return journaling
+
+    def observe(self, task_id: str, agent: str, state: RunnerState) -> None:
+        """Record what ``state`` holds that the journal does not yet (never raises)."""
+        task = self._tasks.get(task_id)
+        if task is None or task.agent != agent:
+            task = self._tasks[task_id] = _Task(agent=agent)
+        scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
+        for message in state.conversation[task.messages :]:
+            self._record_message(task, message, scope)
+        for item in state.pending:
+            if item.commit is not None and item.call.id not in task.committed:
+                self._record_result(task, item.commit.block, item, scope)
+        task.messages = len(state.conversation)
+
+    def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
+        """Record every in-flight state; forget tasks no longer in flight (done or reset)."""
+        for task_id in set(self._tasks) - set(in_flight):
+            self.forget(task_id)
+        for task_id, (agent, state) in in_flight.items():
+            self.observe(task_id, agent, state)
+
+    def forget(self, task_id: str) -> None:
+        """A task finished or restarts afresh: its next state starts a new conversation."""
+        self._tasks.pop(task_id, None)
+
+    def entry_fields(
+        self, task_id: str, state: RunnerState
+    ) -> tuple[int | None, ConversationLineage | None]:
+        """The ``journalSeq`` and ``conversationLineage`` of a task's in-flight entry."""
+        task = self._tasks.get(task_id)
+        if task is None or len(task.lineage) != len(state.conversation):
+            return None, None
+        return task.last_seq, tuple(task.lineage)
+
+    def saved(self, mode: str, version: int, watermark: int) -> None:
+        """Record ``checkpoint/saved`` after a snapshot with ``watermark`` became durable."""
+        self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
+
+    def _record_message(self, task: _Task, message: Message, scope: dict[str, Any]) -> None:
+        if message.role == "assistant":
+            event = self.recorder.emit(v.assistant_message(message=message, **scope))
+            task.lineage.append(tuple((event.seq,) for _ in message.content))
+            task.last_seq = event.seq
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    call = self.recorder.emit(
+                        v.tool_call(call=block, source_event_seqs=[event.seq], **scope)
+                    )
+                    task.calls[block.id] = call.seq
+                    task.last_seq = call.seq
+            return
+        results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+        if results:
+            # Results committed before this boundary without a commit boundary of their own.
+            for block in results:
+                if block.tool_use_id not in task.committed:
+                    self._record_result(task, block, None, scope)
+            sources = [task.calls[b.tool_use_id] for b in results if b.tool_use_id in task.calls]
+            event = self.recorder.emit(
+                v.user_message(
+                    message=message, origin="tool_results", source_event_seqs=sources, **scope
+                )
+            )
+            task.committed.clear()
+            task.calls.clear()
+        else:
+            event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
+        task.lineage.append(tuple((event.seq,) for _ in message.content))
+        task.last_seq = event.seq
+
+    def _record_result(
+        self, task: _Task, block: ToolResultBlock, item: PendingCall | None, scope: dict[str, Any]
+    ) -> None:
+        commit = item.commit if item is not None else None
+        record = commit.record if commit is not None else None
+        usage = commit.delegation_usage if commit is not None else None
+        source = task.calls.get(block.tool_use_id)
+        event = self.recorder.emit(
+            v.tool_result(
+                result=block,
+                record=record,
+                delegation_usage=usage,
+                source_event_seqs=[source] if source is not None else None,
+                **scope,
+            )
+        )
+        task.committed.add(block.tool_use_id)
+        task.last_seq = event.seq
+
+
+def _unknown(state: RunnerState) -> list[Lineage]:
+    """Lineage of messages recorded before the journal (none is known)."""
+    return [tuple(None for _ in message.content) for message in state.conversation]
+
+
+async def fold_restored(
+    snapshot: CheckpointSnapshot,
+    options: JournalOptions,
+    team: Team,
+    emit: Callable[[ProgressEvent], None],
+) -> CheckpointSnapshot:
+    """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
+
+    Only a snapshot written with a journal (v5) has a tail (JR-11). Calls the tail shows as
+    started whose tool is ``unsafe`` and that have no commit are marked dispatched (D1), whether
+    the tail folds or is discarded.
+    """
+    snapshot = adopt_journal_fields(snapshot)
+    if snapshot.journal_watermark_seq is None:
+        return snapshot
+    events = await options.journal.read_from(tail_read_from(snapshot))
+    result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
+    if isinstance(result, Discarded):
+        emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
+    unsafe = _unsafe_tools(team)
+    started = {(call.task_id, call.agent_name, call.call_id) for call in result.started_calls}
+    entries = []
+    for entry in result.snapshot.in_flight:
+        pending = tuple(
+            replace(item, dispatched=True)
+            if item.commit is None
+            and not item.dispatched
+            and item.call.name in unsafe.get(entry.assignee, ())
+            and (entry.task_id, entry.assignee, item.call.id) in started
+            else item
+            for item in entry.state.pending
+        )
+        entries.append(replace(entry, state=replace(entry.state, pending=pending)))
+    return replace(result.snapshot, in_flight=tuple(entries))
+
+
+def _unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    return {
+        agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
+        for agent in team.agents
+    }
+
+
+def resolve_journal(*layers: object) -> JournalOptions | None:
+    """The journal in force: the first layer that says anything (per call, then the default).
+
+    ``None`` says nothing; ``False`` or ``JournalOptions(enabled=False)`` says "no journal"; a
+    bare ``RunJournal`` means ``JournalOptions(journal, durable=False)`` here.
+
+    Raises:
+        ConfigurationError: ``durable=True`` was asked for: journal-first durability (D10) is
+            not built yet, and a journal that only looks like the save path would be a lie.
+    """
+    for layer in layers:
+        if layer is None:
+            continue
+        if layer is False:
+            return None
+        if isinstance(layer, JournalOptions):
+            if not layer.enabled:
+                return None
+            if layer.durable:
+                raise ConfigurationError(
+                    "JournalOptions(durable=True): journal-first durability is not available "
+                    "yet; pass durable=False for OMA's best-effort journal (the snapshot stays "
+                    "the save path and the journal extends it)"
+                )
+            return layer
+        if is_run_journal(layer):
+            return JournalOptions(layer, durable=False)  # type: ignore[arg-type]
+        raise ConfigurationError(
+            f"journal must be a RunJournal or JournalOptions, not {type(layer).__name__}"
+        )
+    return None
+
+
+def is_run_journal(candidate: object) -> bool:
+    """Whether ``candidate`` has the ``RunJournal`` methods (JR-01)."""
+    return all(
+        callable(getattr(candidate, name, None))
+        for name in ("append", "read_from", "close", "describe")
+    )
+
+
+async def finish_journal(journaling: RunJournaling | None, state: RunState) -> None:
+    """Record how the attempt ended (``run/end``) and wait until the journal has it all."""
+    if journaling is None:
+        return
+    status = state.status
+    journaling.recorder.emit(
+        v.run_ended(
+            status=status.code if status is not None else "ok",
+            error=status.message if status is not None and status.code != "ok" else None,
+        )
+    )
+    await journaling.recorder.flush()
