@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sidecar.py
 	$(BIN)/python bench/store_postgres.py
 	$(BIN)/python bench/lease_overhead.py
+	$(BIN)/python bench/sidecar_retention.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

@@ -92,6 +92,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "+ 1) once their leases expired",
     )
     parser.add_argument(
+        "--retain-runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="delete finished runs beyond the newest N (records, events, checkpoints)",
+    )
+    parser.add_argument(
+        "--retain-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="delete finished runs S seconds after they finished",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         help="read the bearer token from this file (OMA_SIDECAR_TOKEN wins when set)",
@@ -147,6 +161,11 @@ async def run(args: argparse.Namespace) -> int:
     if not 0 < args.lease_ttl <= 3600:
         print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
         return 2
+    if (args.retain_runs is not None and args.retain_runs < 0) or (
+        args.retain_seconds is not None and not args.retain_seconds > 0
+    ):
+        print("oma serve: --retain-runs must be >= 0, --retain-seconds > 0", file=sys.stderr)
+        return 2
     config = ServerConfig(
         token=token.value,
         listen=args.listen,
@@ -160,6 +179,8 @@ async def run(args: argparse.Namespace) -> int:
         store_roots=None if args.store_root is None else tuple(map(str, args.store_root)),
         host_call_timeout_s=args.host_call_timeout,
         lease_ttl_s=args.lease_ttl,
+        retain_runs=args.retain_runs,
+        retain_seconds=args.retain_seconds,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

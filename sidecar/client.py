@@ -152,6 +152,13 @@ class SidecarClient:
         )
         return run
 
+    async def delete_run(self, run_id: str) -> int:
+        """Delete a run no sidecar executes; how many stored keys went."""
+        response: pb.DeleteRunResponse = await self.runs.DeleteRun(
+            pb.DeleteRunRequest(run_id=run_id), metadata=self.metadata
+        )
+        return response.deleted_keys
+
     async def list_approvals(self, run_id: str = "") -> list[pb.Approval]:
         """Pending approvals (of one run, or all)."""
         response = await self.approvals.ListApprovals(

@@ -31,6 +31,7 @@ from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.plugins import approval_gates_available
 from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
+from sidecar.run_ledger import cancel_record, check_resumable
 from sidecar.run_view import initial_tasks
 from sidecar.start_checks import attach, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
@@ -194,6 +195,7 @@ class RunExecutor:
         convert.check_run_id(request.run_id)
         record = await self._registry.get(request.run_id)
         self._check_restorable(record)
+        await check_resumable(self.run_store, record.run_id)
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
@@ -291,6 +293,7 @@ class RunExecutor:
         if task is not None:
             self._cancel_requested[run_id] = reason
             task.cancel()
+            await cancel_record(self.run_store, run_id, reason)
             return record
         owner = self._registry.owner_id
         stop_tasks = cancelled_tasks(reason)
@@ -306,9 +309,11 @@ class RunExecutor:
                 )
             return stop_tasks(current)
 
-        return await self._registry.set_status(
+        record = await self._registry.set_status(
             run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
         )
+        await cancel_record(self.run_store, run_id, reason)
+        return record
 
     # -- execution -------------------------------------------------------------------------
 

@@ -9,6 +9,11 @@ sidecar's run record with a compare-and-set that requires the dead owner to stil
 one sidecar wins, and the winner's attempt then acquires the lease (fencing token + 1, attempt
 + 1) before any work. The loser of either race does nothing. No membership, no consensus: the
 store's compare-and-set is the only arbiter (shared/DESIGN.md "Scale-out").
+
+Cost: a sweep reads the whole state table (``list_runs`` over ``AtomicStore.list``; the store
+API has no prefix listing), i.e. every run's record, checkpoint and event pages, once per half
+TTL per sidecar. Retention (``--retain-runs`` / ``--retain-seconds``) keeps that table bounded;
+reading only ``__oma_run__/`` keys needs a prefix ``list`` in the store API (oma_actors).
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.record import SEQ_BLOCK, TaskRow
-from sidecar.run_view import outcome_pb
+from sidecar.run_view import outcome_pb, run_message
 
 if TYPE_CHECKING:
+    from sidecar.event_pages import EventPages
     from sidecar.record import Outcome, RunRecordV1, RunStatus
 
 MAX_RETAINED = 20_000
@@ -184,6 +185,7 @@ class KnownRun:
     record: RunRecordV1
     log: RunLog
     progress: Progress | None = None  # events not yet written into the record
+    pages: EventPages | None = None  # the durable paged log (``RunRegistry(durable_events=True)``)
 
 
 def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:
@@ -192,3 +194,17 @@ def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:
     event.run_status.status = status
     event.run_status.outcome.CopyFrom(outcome_pb(outcome))
     return event
+
+
+def known_run_message(record: RunRecordV1, known: KnownRun | None, *, full: bool) -> pb.Run:
+    """The wire form of a run, with the fresher progress ``known`` has (if any)."""
+    progress = known.progress if known is not None else None
+    return run_message(
+        record,
+        tasks=progress.tasks.values() if progress is not None else record.tasks,
+        pending_approvals=(
+            progress.pending_approvals if progress is not None else record.pending_approvals
+        ),
+        last_seq=known.log.last_seq if known is not None else 0,
+        full=full,
+    )

@@ -1,8 +1,9 @@
 """The run registry: run records in the state store, read and changed only through this object.
 
 Records live under ``__oma_sidecar__/run/<run_id>`` in the state store (``--store``), one
-``RunRecordV1`` per run (``sidecar.record_codec``); a finished run's event history under
-``__oma_sidecar__/events/<run_id>``. Nothing else reads those keys.
+``RunRecordV1`` per run (``sidecar.record_codec``); its events under
+``__oma_sidecar__/events/<run_id>`` (``sidecar.run_history``: whole at the end, or paged as they
+happen on a store several sidecars share). Nothing else reads those keys.
 
 Every change is :meth:`RunRegistry.update`: read the stored record, apply a pure change, and
 write it back with the store's ``compare_and_set``, retrying on a conflict (another process, a
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.keyspace import sidecar_key
 from sidecar.convert import now, timestamp
+from sidecar.event_pages import delete_key
 from sidecar.record import (
     FINISHED,
     SEQ_BLOCK,
@@ -38,13 +40,11 @@ from sidecar.record import (
 from sidecar.record_codec import (
     RecordFormatError,
     decode,
-    decode_history,
     encode,
-    encode_history,
     shown_problem,
 )
-from sidecar.run_log import KnownRun, Progress, RunLog, status_event, tracks
-from sidecar.run_view import run_message
+from sidecar.run_history import RunHistory
+from sidecar.run_log import KnownRun, Progress, RunLog, known_run_message, status_event, tracks
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 RUN_KIND = "run"
-EVENTS_KIND = "events"
 RUN_PREFIX = sidecar_key(RUN_KIND, "")
 MAX_CAS_ATTEMPTS = 32
 
@@ -68,6 +67,8 @@ class RunRegistry:
         store: the state store; its compare-and-set guards every record write.
         owner_id: this sidecar's owner id, stamped on the runs it creates or restores.
         spawn: schedules a background coroutine (owned by the server's task group).
+        durable_events: write each event to the store as it happens (batched, in pages), not
+            only a finished run's history: on a store several sidecars share.
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class RunRegistry:
         *,
         owner_id: str,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
+        durable_events: bool = False,
     ) -> None:
         if not owner_id:
             raise ValueError("a run registry needs an owner id")
@@ -86,14 +88,13 @@ class RunRegistry:
         self._locks: dict[str, asyncio.Lock] = {}
         self._reserving: set[str] = set()
         self._settling: set[str] = set()
+        self._history = RunHistory(store, durable_events=durable_events, spawn=spawn)
         self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
     @property
     def owner_id(self) -> str:
         """The owner id stamped on the runs this sidecar creates or restores."""
         return self._owner_id
-
-    # -- queries ---------------------------------------------------------------------------
 
     async def find(self, run_id: str) -> RunRecordV1 | None:
         """The stored record of ``run_id``, or ``None``.
@@ -159,10 +160,9 @@ class RunRegistry:
     async def refresh(self, run_id: str) -> None:
         """Re-read a run another sidecar writes: its saved history, then its record."""
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
-        history = await self._store.get(sidecar_key(EVENTS_KIND, run_id))
         known = self._runs.get(run_id)
-        if known is not None and history is not None:
-            known.log.merge_history(decode_history(history.value))
+        if known is not None:
+            known.log.merge_history(await self._history.stored_events(known))
         if entry is not None:
             await self._read(run_id, entry.value)
 
@@ -194,10 +194,9 @@ class RunRegistry:
         """A run this process has not seen: its log continues above the stored reservation."""
         reserved = record.seq_reserved_until
         log = RunLog(run_id, next_seq=reserved + 1, reserved_until=reserved)
-        history = await self._store.get(sidecar_key(EVENTS_KIND, run_id))
-        if history is not None:
-            log.restore_history(decode_history(history.value))
-        known = self._runs.setdefault(run_id, KnownRun(text=text, record=record, log=log))
+        fresh = KnownRun(text=text, record=record, log=log, pages=self._history.pages(run_id))
+        log.restore_history(await self._history.stored_events(fresh))
+        known = self._runs.setdefault(run_id, fresh)
         if known.text != text:  # a concurrent read got here first with older text
             known.text, known.record = text, record
         return known
@@ -225,20 +224,17 @@ class RunRegistry:
     async def _announce_stored_status(self, run_id: str) -> None:
         try:
             known, above = self._runs[run_id], list[int]()
+            if await self._history.told_elsewhere(known):
+                return
             record = await self.update(run_id, reserving_next_block(above))
             # Another sidecar may have used seqs up to the reservation it found: never reuse one.
             known.log.skip_to(above[-1] + 1)
             known.log.extend_reservation(record.seq_reserved_until)
             if record.status in FINISHED and known.log.last_status != record.status:
                 self.emit(run_id, status_event(record.status, record.outcome))
-                await self._save_history(run_id, known.log)
+                await self._history.save(known)
         finally:
             self._settling.discard(run_id)
-
-    async def _save_history(self, run_id: str, log: RunLog) -> None:
-        await self._store.set(sidecar_key(EVENTS_KIND, run_id), encode_history(log.events))
-
-    # -- writes ----------------------------------------------------------------------------
 
     async def create(self, record: RunRecordV1) -> RunRecordV1:
         """Store a new run, owned by this sidecar, with its first block of event seqs.
@@ -254,7 +250,10 @@ class RunRegistry:
                 raise RunExistsError(existing)
             text = encode(record)
             known = KnownRun(
-                text=text, record=record, log=RunLog(run_id, next_seq=1, reserved_until=0)
+                text=text,
+                record=record,
+                log=RunLog(run_id, next_seq=1, reserved_until=0),
+                pages=self._history.pages(run_id),
             )
             # Known before the write, so a concurrent read of the new key finds this log.
             self._runs[run_id] = known
@@ -307,6 +306,23 @@ class RunRegistry:
                     return new
         raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
 
+    async def delete(self, run_id: str) -> int:
+        """Delete the run's record and events and forget it; how many keys were stored (the
+        caller checked that no sidecar executes the run: ``sidecar.retention``)."""
+        deleted = await self._history.delete(run_id)
+        deleted += await delete_key(self._store, sidecar_key(RUN_KIND, run_id))
+        self.forget(run_id)
+        return deleted
+
+    def forget(self, run_id: str) -> None:
+        """Drop what this process keeps of the run (it was deleted, maybe by a sibling)."""
+        self._runs.pop(run_id, None)
+        self._locks.pop(run_id, None)
+
+    def cached(self) -> dict[str, RunStatus]:
+        """The runs this process keeps in memory, and their statuses as last read."""
+        return {run_id: known.record.status for run_id, known in self._runs.items()}
+
     def _lock_of(self, run_id: str) -> asyncio.Lock:
         return self._locks.setdefault(run_id, asyncio.Lock())
 
@@ -345,10 +361,8 @@ class RunRegistry:
         log.extend_reservation(record.seq_reserved_until)
         self.emit(run_id, status_event(status, record.outcome))
         if status in FINISHED:
-            await self._save_history(run_id, log)
+            await self._history.save(self._runs[run_id])
         return record
-
-    # -- events ----------------------------------------------------------------------------
 
     def emit(self, run_id: str, event: pb.RunEvent) -> None:
         """Append an event to the run's log, stamping run id, attempt and time.
@@ -368,6 +382,7 @@ class RunRegistry:
                 known.progress = Progress(known.record)
             known.progress.track(event)
         known.log.add(event)
+        self._history.emitted(known)
         if known.log.needs_block() and run_id not in self._reserving:
             self._reserving.add(run_id)
             self._spawn(self._reserve(run_id, known.log))
@@ -382,14 +397,4 @@ class RunRegistry:
 
     def run_message(self, record: RunRecordV1, *, full: bool) -> pb.Run:
         """The wire form of a run, with this process's fresher progress when it has some."""
-        known = self._runs.get(record.run_id)
-        progress = known.progress if known is not None else None
-        return run_message(
-            record,
-            tasks=progress.tasks.values() if progress is not None else record.tasks,
-            pending_approvals=(
-                progress.pending_approvals if progress is not None else record.pending_approvals
-            ),
-            last_seq=known.log.last_seq if known is not None else 0,
-            full=full,
-        )
+        return known_run_message(record, self._runs.get(record.run_id), full=full)

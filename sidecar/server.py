@@ -32,6 +32,7 @@ from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_st
 from sidecar.host_events import HostCallEvents
 from sidecar.owner import check_owner_id, default_owner_id
 from sidecar.plugins import load_python_tools
+from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
 from sidecar.stores import StoreRegistry, default_store_roots, normalize_uri
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
-    from oma_actors import Tool
+    from oma_actors import AtomicStore, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,9 @@ class ServerConfig:
             definition sets no timeout.
         lease_ttl_s: on a store several sidecars share (PostgreSQL), the TTL of this sidecar's
             run leases; a sibling adopts its runs this long after it dies (``sidecar.failover``).
+        retain_runs, retain_seconds: delete finished runs beyond the newest ``retain_runs`` or
+            older than ``retain_seconds`` (``sidecar.retention``); ``None``: no such limit.
+        retention_interval_s: seconds between retention sweeps.
     """
 
     token: str
@@ -91,6 +95,9 @@ class ServerConfig:
     store_roots: tuple[str, ...] | None = None
     host_call_timeout_s: float = DEFAULT_TIMEOUT
     lease_ttl_s: float = DEFAULT_LEASE_TTL
+    retain_runs: int | None = None
+    retain_seconds: float | None = None
+    retention_interval_s: float = DEFAULT_INTERVAL
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -129,6 +136,8 @@ class Sidecar:
         self.unreadable: list[str] = []
         self.owner_id = ""
         self.store_roots: tuple[str, ...] = ()
+        self.registry: RunRegistry | None = None  # once started (tests, benches)
+        self.state: AtomicStore | None = None  # the state store, once started
 
     @property
     def address(self) -> str:
@@ -184,7 +193,11 @@ class Sidecar:
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
         state = await stores.atomic(store_uri)
-        registry = RunRegistry(state, owner_id=self.owner_id, spawn=self.spawn)
+        shared = shared_store(store_uri)
+        registry = RunRegistry(
+            state, owner_id=self.owner_id, spawn=self.spawn, durable_events=shared
+        )
+        self.registry, self.state = registry, state
         self.interrupted = [record.run_id for record in await recover(registry)]
         _, unreadable = await registry.scan()
         self.unreadable = sorted(unreadable)
@@ -205,7 +218,7 @@ class Sidecar:
             host_events=host_events,
             run_store=(
                 lease_terms(state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s)
-                if shared_store(store_uri)
+                if shared
                 else None
             ),
         )
@@ -217,6 +230,16 @@ class Sidecar:
                 lease_ttl=config.lease_ttl_s,
             )
             self.spawn(failover.run())
+        deleter = RunDeleter(registry=registry, executor=executor, stores=stores)
+        if config.retain_runs is not None or config.retain_seconds is not None:
+            retention = Retention(
+                registry=registry,
+                deleter=deleter,
+                keep_runs=config.retain_runs,
+                keep_seconds=config.retain_seconds,
+                interval=config.retention_interval_s,
+            )
+            self.spawn(retention.run())
         desk = ApprovalDesk(
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
@@ -235,7 +258,10 @@ class Sidecar:
         )
         heartbeat = config.heartbeat_s
         pb_grpc.add_RunServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            RunServicer(executor=executor, registry=registry, heartbeat_s=heartbeat), server
+            RunServicer(
+                executor=executor, registry=registry, deleter=deleter, heartbeat_s=heartbeat
+            ),
+            server,
         )
         pb_grpc.add_ApprovalServiceServicer_to_server(ApprovalServicer(desk), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_ToolHostServiceServicer_to_server(  # type: ignore[no-untyped-call]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from sidecar.approvals import ApprovalDesk
     from sidecar.execution import RunExecutor
     from sidecar.host_calls import HostSession
+    from sidecar.retention import RunDeleter
     from sidecar.run_log import RunLog
     from sidecar.runs import RunRegistry
     from sidecar.tool_host import ToolHost
@@ -70,11 +71,13 @@ class RunServicer(pb_grpc.RunServiceServicer):
         *,
         executor: RunExecutor,
         registry: RunRegistry,
+        deleter: RunDeleter,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
     ) -> None:
         self._executor = executor
         self._registry = registry
+        self._deleter = deleter
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
 
@@ -127,6 +130,10 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.Run:
         record = await self._executor.cancel(request.run_id, request.reason)
         return self._registry.run_message(record, full=False)
+
+    @unary
+    async def DeleteRun(self, request: pb.DeleteRunRequest, context: Any) -> pb.DeleteRunResponse:
+        return pb.DeleteRunResponse(deleted_keys=await self._deleter.delete(request.run_id))
 
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any

@@ -14,9 +14,11 @@ import os
 import signal
 import sys
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import grpc
 import pytest
 from sidecar_helpers import TOKEN, lookup_tool, run_request
 from test_sidecar_crash import finished, free_port
@@ -74,6 +76,16 @@ async def shared_store(postgres_dsn: str) -> AsyncIterator[str]:
         await connection.close()
 
 
+async def watch_live(client: SidecarClient, run_id: str, seen: asyncio.Event) -> list[pb.RunEvent]:
+    """Every event of ``run_id`` until it finishes; sets ``seen`` at t2's dispatched call."""
+    events: list[pb.RunEvent] = []
+    async for event in client.watch(run_id, allow_gap=True):
+        events.append(event)
+        if event.type == "tool_call_dispatched" and event.task_id == "t2":
+            seen.set()
+    return events
+
+
 async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
     shared_store: str,
 ) -> None:
@@ -125,9 +137,22 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
         for run_id in victims:
             request = run_request(run_id, task_ids=("t1", "t2", "t3"))
             assert (await clients[0].start_run(request)).created
+        live = {run_id: asyncio.Event() for run_id in victims}
+        victim_watches = {
+            run_id: group.create_task(watch_live(clients[1], run_id, live[run_id]))
+            for run_id in victims
+        }
         for run_id, client in zip(others, clients[1:], strict=True):
             assert (await client.start_run(run_request(run_id, task_ids=("t1", "t2")))).created
+        # Each calm run is watched live from the *other* survivor: the shared event log.
+        remote_watches = {
+            run_id: group.create_task(finished(client, run_id))
+            for run_id, client in zip(others, [clients[2], clients[1]], strict=True)
+        }
         await asyncio.wait_for(all_stalled.wait(), 15)
+        # A survivor follows the victims live from the shared event log: it sees t2's call
+        # dispatched by side-a before side-a dies (the log is durable as events happen).
+        await asyncio.wait_for(asyncio.gather(*(seen.wait() for seen in live.values())), 10)
         processes[0].send_signal(signal.SIGKILL)
         await processes[0].wait()
         killed.set()
@@ -138,6 +163,17 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
             events = await asyncio.wait_for(finished(survivor, run_id), 30)
             terminal[run_id] = events[-1]
         runs = {run_id: await clients[2].get_run(run_id, full=True) for run_id in terminal}
+        watched = {
+            run_id: await asyncio.wait_for(task, 30) for run_id, task in remote_watches.items()
+        }
+        followed = {
+            run_id: await asyncio.wait_for(task, 30) for run_id, task in victim_watches.items()
+        }
+        # A finished run is deleted on one sidecar and is gone from every sidecar.
+        assert await clients[1].delete_run("victim-1") > 0
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await clients[2].get_run("victim-1")
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
     for run_id, event in terminal.items():
         assert event.type == "run_status", (run_id, event)
@@ -147,7 +183,32 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
         assert [task.status for task in run.tasks] == [pb.TASK_STATUS_COMPLETED] * len(run.tasks)
         assert run.attempt == (2 if run_id in victims else 1), run
     assert repeats == []
+    for run_id, events in watched.items():
+        # Every event was durably logged as it happened: no gap, seqs 1..n, the terminal last.
+        assert [event.type for event in events if event.type == "gap"] == [], run_id
+        assert [event.seq for event in events] == list(range(1, len(events) + 1)), run_id
+        assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED, run_id
+        assert "tool_call_dispatched" in {event.type for event in events}, run_id
+    for run_id, events in followed.items():
+        first = [event.seq for event in events if event.attempt == 1 and event.type != "gap"]
+        assert first == list(range(1, len(first) + 1)), run_id  # side-a's logged events, all
+        gaps = [event.gap for event in events if event.type == "gap"]
+        # A gap only covers seqs side-a never logged (the rest of its block), none it logged.
+        assert all(gap.from_seq > first[-1] for gap in gaps), (run_id, gaps)
+        assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED, run_id
+        assert {e.attempt for e in events if e.type not in ("gap", "heartbeat")} == {1, 2}
     deliveries = [call for host in hosts for call in host.ledger.deliveries]
+    per_key = Counter(call.idempotency_key for call in deliveries)
+    for run_id in victims:
+        # t1 was committed before the kill (never delivered again); t2 was outstanding: it is
+        # delivered twice, the second time by the adopting sidecar marked as a redelivery.
+        assert per_key[f"{run_id}:t1:toolu_0_0"] == 1, per_key
+        assert per_key[f"{run_id}:t2:toolu_0_0"] == 2, per_key
+        assert per_key[f"{run_id}:t3:toolu_0_0"] == 1, per_key
+        again = [c for c in deliveries if c.idempotency_key == f"{run_id}:t2:toolu_0_0"]
+        assert [(c.run_attempt, c.redelivery) for c in again] == [(1, False), (2, True)]
+    for run_id in others:
+        assert all(per_key[f"{run_id}:{task}:toolu_0_0"] == 1 for task in ("t1", "t2"))
     for run_id in victims:
         adopted = [c for c in deliveries if c.run_id == run_id and c.run_attempt == 2]
         # The adopting sidecar's hosts got t2's outstanding call again (same key) and t3.

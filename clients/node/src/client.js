@@ -176,6 +176,11 @@ export class SidecarClient {
     return this.#unary(this.runs, "CancelRun", { run_id: runId, reason });
   }
 
+  /** Deletes a run no sidecar executes (records, events, checkpoint); `{deleted_keys}`. */
+  deleteRun(runId) {
+    return this.#unary(this.runs, "DeleteRun", { run_id: runId });
+  }
+
   listApprovals(runId = "", states = []) {
     return this.#unary(this.approvals, "ListApprovals", { run_id: runId, states });
   }

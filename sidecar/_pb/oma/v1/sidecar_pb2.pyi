@@ -403,6 +403,18 @@ class CancelRunRequest(_message.Message):
     reason: str
     def __init__(self, run_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class DeleteRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class DeleteRunResponse(_message.Message):
+    __slots__ = ("deleted_keys",)
+    DELETED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    deleted_keys: int
+    def __init__(self, deleted_keys: _Optional[int] = ...) -> None: ...
+
 class RestoreRunRequest(_message.Message):
     __slots__ = ("run_id", "team", "coordinator")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

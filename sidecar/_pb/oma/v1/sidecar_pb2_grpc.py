@@ -69,6 +69,11 @@ class RunServiceStub:
                 request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.CancelRunRequest.SerializeToString,
                 response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.Run.FromString,
                 _registered_method=True)
+        self.DeleteRun = channel.unary_unary(
+                '/oma.v1.RunService/DeleteRun',
+                request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.SerializeToString,
+                response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -138,6 +143,15 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteRun(self, request, context):
+        """Deletes a run that no sidecar is executing: its registry record, its event log, and in its
+        checkpoint store its checkpoint, run record (lease) and approval rows. A queued or running
+        run gives FAILED_PRECONDITION/RUN_ACTIVE; an unknown run NOT_FOUND/RUN_NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -170,6 +184,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.CancelRun,
                     request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.CancelRunRequest.FromString,
                     response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.Run.SerializeToString,
+            ),
+            'DeleteRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRun,
+                    request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.FromString,
+                    response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -339,6 +358,33 @@ class RunService:
             '/oma.v1.RunService/CancelRun',
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.CancelRunRequest.SerializeToString,
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.Run.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oma.v1.RunService/DeleteRun',
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.SerializeToString,
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
