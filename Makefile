@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/store_postgres.py
 	$(BIN)/python bench/lease_overhead.py
 	$(BIN)/python bench/sidecar_retention.py
+	$(BIN)/python bench/sidecar_scaleout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out
