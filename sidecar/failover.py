@@ -4,7 +4,7 @@ Several sidecars sharing one PostgreSQL store each run their runs under a lease 
 (``oma_actors.RunStoreOptions``, owner = the sidecar's owner id), renewed by heartbeat while the
 run executes. A sidecar that dies stops renewing; once a lease has expired, every live sidecar
 sees the run ``running`` with a dead lease in :func:`oma_actors.list_runs`, and each one's
-:class:`Failover` sweep (every half TTL) tries to adopt it: ``RunExecutor.adopt`` claims the
+:class:`Failover` sweep (every quarter TTL) tries to adopt it: ``RunExecutor.adopt`` claims the
 sidecar's run record with a compare-and-set that requires the dead owner to still hold it, so
 one sidecar wins, and the winner's attempt then acquires the lease (fencing token + 1, attempt
 + 1) before any work. The loser of either race does nothing. No membership, no consensus: the
@@ -57,7 +57,8 @@ class Failover:
         executor: runs what is adopted.
         store: the shared state store (run records and leases).
         owner_id: this sidecar's owner id (its own runs are never adopted).
-        lease_ttl: the lease TTL; the sweep runs every half of it.
+        lease_ttl: the lease TTL; the sweep runs every quarter of it, so a dead sidecar's
+            runs are adopted within 1.25 TTL of its last renewal (P10).
         clock: Unix time in seconds (tests).
     """
 
@@ -73,7 +74,7 @@ class Failover:
         self._executor = executor
         self._store = store
         self._owner_id = owner_id
-        self._interval = lease_ttl / 2
+        self._interval = lease_ttl / 4
         self._clock = clock
 
     async def run(self) -> None:
