@@ -109,6 +109,16 @@ from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
+from oma_actors.timeline import (
+    Timeline,
+    TimelineApproval,
+    TimelineCall,
+    TimelineLane,
+    TimelineTurn,
+    build_timeline,
+    render_timeline_html,
+    render_timeline_text,
+)
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, define_tool
 
 __all__ = [
@@ -193,6 +203,11 @@ __all__ = [
     "Team",
     "TeamRunResult",
     "TextBlock",
+    "Timeline",
+    "TimelineApproval",
+    "TimelineCall",
+    "TimelineLane",
+    "TimelineTurn",
     "TokenUsage",
     "Tool",
     "ToolCallRecord",
@@ -207,6 +222,7 @@ __all__ = [
     "UnsupportedSchemaError",
     "VerifyFinding",
     "VerifyResult",
+    "build_timeline",
     "checkpoint_key",
     "decide_approval",
     "define_tool",
@@ -217,6 +233,8 @@ __all__ = [
     "list_runs",
     "open_store",
     "parse_store_uri",
+    "render_timeline_html",
+    "render_timeline_text",
     "text_response",
     "verify_run",
 ]

@@ -166,7 +166,7 @@ def test_error_tree() -> None:
 def test_import_does_not_load_sdks_grpc_or_rich() -> None:
     code = (
         "import sys, oma_actors; "
-        "print(sorted(m for m in ('anthropic','openai','grpc','rich','uvloop') if m in sys.modules))"
+        "print(sorted(m for m in ('anthropic','openai','grpc','rich','uvloop','opentelemetry','asyncpg','redis') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+import aiofiles
 import aiofiles.os
 
 from oma_actors import (
@@ -15,12 +16,16 @@ from oma_actors import (
     CheckpointOptions,
     ConfigurationError,
     FileStore,
+    JsonlRunJournal,
     OpenMultiAgent,
     ProgressEvent,
     Suspend,
     TaskStarted,
     ToolCalled,
     ToolCallRequest,
+    build_timeline,
+    render_timeline_html,
+    render_timeline_text,
 )
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 CRASH_EXIT = 86
 RUN_ID = "demo-run"
 CRASH_NOTE = "analysis.md"
+JOURNAL = "journal.jsonl"
+TIMELINE_PAGE = "timeline.html"
 
 
 def live_team(out_dir: Path) -> Team:
@@ -97,15 +104,19 @@ async def run_crashing_child(out_dir: Path, console: Console) -> int:
 
     team = demo_team(out_dir, after_write=after_write)
     orchestrator = OpenMultiAgent(on_progress=observe, max_concurrency=3)
-    await orchestrator.run_tasks(team, demo_tasks(), checkpoint=checkpoint_options(out_dir))
+    journal = JsonlRunJournal(out_dir / JOURNAL)  # the timeline's source after the restore
+    await orchestrator.run_tasks(
+        team, demo_tasks(), checkpoint=checkpoint_options(out_dir), journal=journal
+    )
     return 0
 
 
 async def run_demo(out_dir: Path, *, console: Console) -> int:
     """Crash the run in a child process, show the checkpoint, restore it here, explain."""
     await aiofiles.os.makedirs(out_dir, exist_ok=True)
-    if await aiofiles.os.path.exists(out_dir / "state.json"):
-        await aiofiles.os.remove(out_dir / "state.json")
+    for name in ("state.json", JOURNAL):
+        if await aiofiles.os.path.exists(out_dir / name):
+            await aiofiles.os.remove(out_dir / name)
     console.rule("1. run the research team in a child process (it will be killed mid-task)")
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "oma_actors.cli.main", "demo", "--out", str(out_dir), "--child"
@@ -144,9 +155,13 @@ async def run_demo(out_dir: Path, *, console: Console) -> int:
 
     team = demo_team(out_dir)
     orchestrator = OpenMultiAgent(on_progress=observe, max_concurrency=3)
-    result = await orchestrator.restore(
-        team, checkpoint=CheckpointOptions(store=store, run_id=RUN_ID)
-    )
+    journal = JsonlRunJournal(out_dir / JOURNAL)
+    try:
+        result = await orchestrator.restore(
+            team, checkpoint=CheckpointOptions(store=store, run_id=RUN_ID), journal=journal
+        )
+    finally:
+        await journal.close()
     show_result(console, result, out_dir)
 
     console.rule("4. what the restore did")
@@ -159,7 +174,27 @@ async def run_demo(out_dir: Path, *, console: Console) -> int:
     )
     console.print(f"[cyan]re-ran[/] (no commit, same tool_call_id): {', '.join(re_ran) or '-'}")
     console.print(f"run {result.run_id}: attempt {result.attempt}, status {result.status.code}")
+    await show_timeline(out_dir, store, console)
     return 0 if result.success else 1
+
+
+async def show_timeline(out_dir: Path, store: FileStore, console: Console) -> None:
+    """Print the restored run's timeline and write its page (``oma runs show`` does the same)."""
+    console.rule("5. the run's timeline (oma runs show demo-run --journal ... --html ...)")
+    snapshot = await Checkpoint(store, run_id=RUN_ID).load_latest()
+    if snapshot is None:
+        return
+    journal = JsonlRunJournal(out_dir / JOURNAL)
+    try:
+        events = await journal.read_from(0)
+    finally:
+        await journal.close()
+    timeline = build_timeline(snapshot, events)
+    console.print(render_timeline_text(timeline))
+    page = out_dir / TIMELINE_PAGE
+    async with aiofiles.open(page, "w", encoding="utf-8") as out:
+        await out.write(render_timeline_html(timeline))
+    console.print(f"timeline page: {page.resolve()}", markup=False, highlight=False, soft_wrap=True)
 
 
 async def run_approval_demo(out_dir: Path, *, console: Console) -> int:

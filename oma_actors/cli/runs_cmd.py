@@ -1,8 +1,9 @@
-"""``oma runs list``: every run in a store, from its checkpoint and its run record side by side.
+"""``oma runs list|show``: every run in a store; one run's timeline in the terminal or a page.
 
 The checkpoint says where a run can continue; the run record (when runs are owned through a run
 store) says who may advance it. An operator deciding whether to restore, wait for a lease or
-cancel needs both on one line.
+cancel needs both on one line. ``runs show`` draws one run's timeline (``build_timeline``) from
+its checkpoint and, given ``--journal``, its journal; ``--html`` also writes the page.
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from oma_actors import list_checkpoints, list_runs
+import aiofiles
+import aiofiles.os
+
+from oma_actors import (
+    Checkpoint,
+    JsonlRunJournal,
+    build_timeline,
+    list_checkpoints,
+    list_runs,
+    render_timeline_html,
+    render_timeline_text,
+)
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 
 if TYPE_CHECKING:
@@ -23,7 +35,7 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``runs list`` to the ``oma`` sub-commands."""
+    """Add ``runs list|show`` to the ``oma`` sub-commands."""
     runs = commands.add_parser("runs", help="list the runs in a store")
     actions = runs.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser(
@@ -37,14 +49,30 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_store_option(listing, read_only=True)
     listing.add_argument("--json", action="store_true", help="print a JSON array")
+    show = actions.add_parser(
+        "show",
+        help="draw one run's timeline: lanes per task, turns, tool calls and their marks",
+        description=(
+            "Draw a run's timeline from its checkpoint and, with --journal, its journal: one "
+            "lane per task, turns and tool calls in order, each call marked executed, replayed, "
+            "re-ran or outcome unknown, approvals, attempts and token usage. Without a journal "
+            "a replayed or re-run call cannot be told from one that ran once."
+        ),
+    )
+    show.add_argument("run_id", metavar="RUN", help="the run id")
+    add_store_option(show, read_only=True)
+    show.add_argument("--journal", metavar="PATH", help="the run's JSONL journal")
+    show.add_argument("--html", metavar="OUT", help="also write the timeline as an HTML page")
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
-    """Carry out ``oma runs list``; 0 done, 2 no store file."""
+    """Carry out ``oma runs list|show``; 0 done, 1 no such run, 2 no store or journal file."""
     missing = await missing_store(args.store)
     if missing is not None:
         console.print(f"[red]no store file at {missing}[/]", markup=True, highlight=False)
         return 2
+    if args.action == "show":
+        return await _show(args, console)
     async with reading(args.store) as store:
         checkpoints = await list_checkpoints(store)
         records = await list_runs(store)
@@ -53,6 +81,31 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         console.out(json.dumps(rows, indent=2), highlight=False)
         return 0
     _print(rows, console)
+    return 0
+
+
+async def _show(args: argparse.Namespace, console: Console) -> int:
+    if args.journal is not None and not await aiofiles.os.path.isfile(args.journal):
+        console.print(f"no journal file at {args.journal}", style="red", markup=False)
+        return 2
+    async with reading(args.store) as store:
+        snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
+    if snapshot is None:
+        console.print(f"no checkpoint of run {args.run_id}", style="red", markup=False)
+        return 1
+    events = None
+    if args.journal is not None:
+        journal = JsonlRunJournal(args.journal)
+        try:
+            events = await journal.read_from(0)
+        finally:
+            await journal.close()
+    timeline = build_timeline(snapshot, events)
+    console.print(render_timeline_text(timeline))
+    if args.html is not None:
+        async with aiofiles.open(args.html, "w", encoding="utf-8") as page:
+            await page.write(render_timeline_html(timeline))
+        console.print(f"timeline page: {args.html}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

@@ -57,7 +57,9 @@ def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
         "checkpoint", "show", "--store", str(out / "state.json"), "--run-id", "demo-run", "--raw"
     )
     assert raw.returncode == 0
-    assert '"version": 4' in raw.stdout
+    # The demo keeps OMA's journal beside its checkpoint, so the snapshot is schema v5.
+    assert '"version": 5' in raw.stdout
+    assert '"journalWatermarkSeq"' in raw.stdout
 
 
 def test_approval_demo_suspends_decides_in_another_process_and_resumes(tmp_path: Path) -> None:

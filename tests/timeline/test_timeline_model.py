@@ -1,0 +1,175 @@
+"""``build_timeline``: each tool call's mark, approvals, attempts and usage, from snapshot + journal."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from timeline_runs import restored_demo
+
+from oma_actors import (
+    ApprovalDecision,
+    ApprovalRequest,
+    CheckpointSnapshot,
+    JournalEvent,
+    Message,
+    Reviewer,
+    TaskState,
+    TextBlock,
+    TokenUsage,
+    ToolUseBlock,
+    build_timeline,
+)
+from oma_actors.checkpoint.snapshot import InFlightTask
+from oma_actors.domain.inflight import PendingCall, RunnerState
+
+WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def snapshot(*, attempt: int = 2, **fields: Any) -> CheckpointSnapshot:
+    task = TaskState(id="t1", title="Task one", description="d", status="in_progress", assignee="a")
+    return CheckpointSnapshot(
+        version=4, mode="runTasks", run_id="r", attempt=attempt, revision=7, created_at="",
+        tasks=(task,), **fields,
+    )  # fmt: skip
+
+
+def ev(seq: int, attempt: int, kind: str, **data: Any) -> JournalEvent:
+    return JournalEvent(seq=seq, type=kind, run_id="r", attempt=attempt, timestamp_unix_ms=0,
+                        task_id="t1", agent_name="a", data=data)  # fmt: skip
+
+
+def assistant(seq: int, attempt: int, *ids: str, text: str = "") -> JournalEvent:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": i, "name": "tool", "input": {}} for i in ids]
+    return ev(seq, attempt, "assistant/message", message={"role": "assistant", "content": content},
+              usage={"input_tokens": 3, "output_tokens": 2})  # fmt: skip
+
+
+def call(seq: int, attempt: int, call_id: str) -> JournalEvent:
+    return ev(seq, attempt, "tool/call", call={"type": "tool_use", "id": call_id, "name": "tool"})
+
+
+def result(seq: int, attempt: int, call_id: str, text: str = "ok") -> JournalEvent:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    return ev(seq, attempt, "tool/result", toolCallId=call_id, result=block)
+
+
+def closed(seq: int, attempt: int) -> JournalEvent:
+    return ev(seq, attempt, "user/message", origin="tool_results")
+
+
+def marks(events: list[JournalEvent], **fields: Any) -> dict[str, tuple[str, int | None]]:
+    timeline = build_timeline(snapshot(**fields), events)
+    return {c.call_id: (c.mark, c.attempt) for c in timeline.calls}
+
+
+def test_a_call_committed_and_closed_in_its_attempt_is_executed() -> None:
+    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 1, "c1"), closed(4, 1)]
+    assert marks(events, attempt=1) == {"c1": ("executed", 1)}
+
+
+def test_committed_before_the_crash_is_replayed_uncommitted_re_ran() -> None:
+    events = [
+        assistant(1, 1, "c1", "c2"), call(2, 1, "c1"), call(3, 1, "c2"), result(4, 1, "c1"),
+        result(5, 2, "c2"), closed(6, 2), assistant(7, 2, text="done"),
+    ]  # fmt: skip
+    assert marks(events) == {"c1": ("replayed", 2), "c2": ("re-ran", 2)}
+    lane = build_timeline(snapshot(), events).lanes[0]
+    assert lane.attempts == (1, 2)
+    assert [t.attempt for t in lane.turns] == [1, 2]
+    assert (lane.input_tokens, lane.output_tokens) == (6, 4)  # no snapshot usage: the journal's
+
+
+def test_a_committed_call_whose_result_the_journal_lost_is_replayed() -> None:
+    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), closed(3, 2), assistant(4, 2, text="ok")]
+    assert marks(events) == {"c1": ("replayed", 2)}
+
+
+def test_a_started_unsafe_call_resolved_as_unknown_is_outcome_unknown() -> None:
+    unknown = "TOOL_OUTCOME_UNKNOWN: the tool may have run"
+    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 2, "c1", unknown), closed(4, 2)]
+    assert marks(events) == {"c1": ("outcome unknown", 2)}
+
+
+def test_other_runs_events_are_ignored() -> None:
+    stray = JournalEvent(seq=9, type="assistant/message", run_id="other", attempt=1,
+                         timestamp_unix_ms=0, task_id="t1", data={})  # fmt: skip
+    timeline = build_timeline(snapshot(), [stray])
+    assert timeline.lanes[0].turns == ()
+
+
+def in_flight_snapshot(*, decided: bool) -> CheckpointSnapshot:
+    uses = [ToolUseBlock(i, "tool", {}) for i in ("c1", "c2", "c3")]
+    request = ApprovalRequest(
+        id="apr_1", run_id="r", scope="tool_call", boundary="b", request_hash="h",
+        requested_at=WHEN, reason="needs review", content={"taskId": "t1", "toolCallId": "c2"},
+    )  # fmt: skip
+    decision = ApprovalDecision(
+        request_id="apr_1", run_id="r", scope="tool_call", request_hash="h",
+        decision="approve", reviewer=Reviewer("alice@example.com"), decided_at=WHEN,
+    )  # fmt: skip
+    state = RunnerState(
+        phase="executing_tools",
+        conversation=(Message("user", [TextBlock("go")]), Message("assistant", list(uses))),
+        messages=(Message("assistant", list(uses)),),
+        turns=1,
+        token_usage=TokenUsage(11, 5),
+        pending=(PendingCall(call=uses[0], dispatched=True),
+                 PendingCall(call=uses[1], approval_request=request),
+                 PendingCall(call=uses[2])),
+    )  # fmt: skip
+    return snapshot(
+        in_flight=(InFlightTask(task_id="t1", assignee="a", state=state),),
+        pending_approvals=() if decided else (request,),
+        approval_decisions=(decision,) if decided else (),
+    )
+
+
+def test_a_snapshot_without_journal_marks_dispatched_awaiting_and_pending_calls() -> None:
+    timeline = build_timeline(in_flight_snapshot(decided=False))
+    assert not timeline.from_journal
+    assert {c.call_id: c.mark for c in timeline.calls} == {
+        "c1": "outcome unknown", "c2": "awaiting approval", "c3": "pending",
+    }  # fmt: skip
+    assert timeline.calls[1].approval_id == "apr_1"
+    [approval] = timeline.approvals
+    assert (approval.decision, approval.task_id, approval.tool_call_id) == (None, "t1", "c2")
+    assert timeline.status == "suspended"
+    lane = timeline.lanes[0]
+    assert (lane.input_tokens, lane.output_tokens, lane.attempts) == (11, 5, ())
+
+
+def test_a_decided_approval_says_who_and_when() -> None:
+    [approval] = build_timeline(in_flight_snapshot(decided=True)).approvals
+    assert (approval.decision, approval.reviewer) == ("approve", "alice@example.com")
+    assert approval.decided_at == WHEN.isoformat()
+
+
+def demo_marks(snap: CheckpointSnapshot, events: list[JournalEvent] | None) -> dict[str, Any]:
+    timeline = build_timeline(snap, events)
+    lane = next(lane for lane in timeline.lanes if lane.title == "Analyse findings")
+    return {
+        "analyse": {c.call_id: c.mark for t in lane.turns for c in t.calls},
+        "attempts": lane.attempts,
+        "others": {c.mark for ln in timeline.lanes if ln is not lane for t in ln.turns
+                   for c in t.calls},
+    }  # fmt: skip
+
+
+def test_the_restored_demo_run_marks_replayed_and_re_ran_calls(tmp_path: Path) -> None:
+    snap, events = asyncio.run(restored_demo(tmp_path))
+    expected = {"call-analyse-0-0": "replayed", "call-analyse-0-1": "re-ran"}
+    seen = demo_marks(snap, events)
+    assert seen == {"analyse": expected, "attempts": (1, 2), "others": {"executed"}}
+    # A crash can take the interrupted attempt's last journal events with it (a restore may
+    # also discard a tail): the snapshot's turns stand in for them, and the marks stay the same.
+    [analyse] = [t.id for t in snap.tasks if t.title == "Analyse findings"]
+    lost = [e for e in events if not (e.attempt == 1 and e.task_id == analyse)]
+    assert demo_marks(snap, lost) == seen
+    # Without a journal nothing tells a replay from a first run.
+    bare = demo_marks(snap, None)
+    assert bare["analyse"] == dict.fromkeys(expected, "executed")
+    assert bare["attempts"] == ()
