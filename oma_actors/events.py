@@ -18,6 +18,33 @@ class ProgressEvent:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(ProgressEvent):
+    """An attempt of a checkpointed run started, fresh or restored.
+
+    Attributes:
+        attempt: this attempt (1 for a fresh run).
+        trace_id: this attempt's trace id (W3C, 32 hex), as its snapshots record it.
+        root_span_id: this attempt's root span id (16 hex).
+        continued_from_trace_id: the interrupted attempt's trace id, on a restore.
+        continued_from_span_id: the interrupted attempt's root span id, on a restore.
+    """
+
+    attempt: int
+    trace_id: str
+    root_span_id: str
+    continued_from_trace_id: str | None = None
+    continued_from_span_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(ProgressEvent):
+    """An attempt's task work ended: ``status`` is ``ok``, ``error``, ``suspended``, ..."""
+
+    status: str
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskStarted(ProgressEvent):
     """A task was dispatched to its agent."""
 

@@ -58,6 +58,7 @@ class RunCheckpointing:
         source: the checkpoint JSON the run was restored from; every save writes back what it
             holds that we do not model (the lossless re-save rule, issue 13).
         clock: stamps each snapshot's ``createdAt``.
+        continued_from: the interrupted attempt's identity, on a restore (its trace is linked).
         journaling: the run's journal (OMA's mode): what each boundary changed is recorded
             before its snapshot is built, and the snapshot is v5 (watermark, lineage).
     """
@@ -73,6 +74,7 @@ class RunCheckpointing:
     source: Mapping[str, Any] | None = None
     clock: Clock = SYSTEM_CLOCK
     journaling: RunJournaling | None = None
+    continued_from: RunIdentity | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:

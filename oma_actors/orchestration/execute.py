@@ -14,6 +14,7 @@ from oma_actors.approvals import DurableApprovalLedger
 from oma_actors.checkpoint.writer import CheckpointActor
 from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.results import RunStatus
+from oma_actors.events import RunFinished, RunStarted
 from oma_actors.orchestration.agent_actor import AgentActor
 from oma_actors.orchestration.dispatch_gate import DispatchGate
 from oma_actors.orchestration.messages import StartRun
@@ -141,6 +142,8 @@ async def execute_queue(
         run_ref = system.spawn(run, name=f"run:{run_id}")
         run.bind(run_ref)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if checkpointing is not None:
+            emit(_run_started(run_id, checkpointing))
         run_ref.tell(StartRun(done=done))
         lost = await _until_done_or_lost(done, lease)
         if lost is not None:
@@ -150,6 +153,15 @@ async def execute_queue(
             await system.shutdown(grace=0)
     if state.fatal is not None:
         raise state.fatal
+    if checkpointing is not None:
+        status = state.status
+        emit(
+            RunFinished(
+                run_id=run_id,
+                status=status.code if status is not None else "ok",
+                message=status.message if status is not None else None,
+            )
+        )
     ended = state.status.code if state.status is not None else "finished"
     logger.info("run %s: %s (checkpoint revision %d)", run_id, ended, state.revision)
     return state
@@ -173,3 +185,15 @@ async def _until_done_or_lost(
     if done.done():
         return None
     return watcher.result()
+
+
+def _run_started(run_id: str, checkpointing: RunCheckpointing) -> RunStarted:
+    identity, previous = checkpointing.identity, checkpointing.continued_from
+    return RunStarted(
+        run_id=run_id,
+        attempt=identity.attempt,
+        trace_id=identity.trace_id,
+        root_span_id=identity.root_span_id,
+        continued_from_trace_id=previous.trace_id if previous is not None else None,
+        continued_from_span_id=previous.root_span_id if previous is not None else None,
+    )

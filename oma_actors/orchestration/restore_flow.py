@@ -156,6 +156,7 @@ async def _continue_owned(
             ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
         )
     checkpointing = RunCheckpointing(
+        continued_from=snapshot.identity,
         journaling=journaling,
         writer=writer,
         mode=snapshot.mode,

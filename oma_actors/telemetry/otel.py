@@ -30,6 +30,8 @@ from oma_actors.events import (
     CheckpointSaveFailed,
     LeaseLost,
     ProgressEvent,
+    RunFinished,
+    RunStarted,
     TaskCompleted,
     TaskFailed,
     TaskRetry,
@@ -136,6 +138,8 @@ class OtelProgress:
 
     def __call__(self, event: ProgressEvent) -> None:
         """Record one event (the ``on_progress`` signature)."""
+        if isinstance(event, RunStarted | RunFinished) and self._run_edge(event):
+            return
         run = self._run_for(event.run_id)
         match event:
             case TaskStarted(task_id=task_id, agent=agent, title=title):
@@ -188,6 +192,42 @@ class OtelProgress:
             case _:
                 if run is not None:
                     run.span.add_event(f"oma.{type(event).__name__}")
+
+    def _run_edge(self, event: RunStarted | RunFinished) -> bool:
+        """Open or end an unscoped run's span at the runtime's own start and end events.
+
+        A run started outside a ``run()`` block gets its span here, with its attempt and a
+        ``continued_from`` link to the interrupted attempt's trace (from the snapshot's
+        identity), and ends when its task work ends. Inside a block the block decides.
+        """
+        run_id = event.run_id
+        active = self._active.get()
+        if run_id is None or (active is not None and active.run_id in (None, run_id)):
+            if active is not None and isinstance(event, RunStarted):
+                active.attempt = event.attempt
+                active.span.set_attribute("oma.attempt", event.attempt)
+            return False
+        if isinstance(event, RunStarted):
+            previous = self._unscoped.pop(run_id, None)
+            if previous is not None:
+                _end_all(previous)
+            links = []
+            if event.continued_from_trace_id and event.continued_from_span_id:
+                ref = TraceRef(
+                    trace_id=event.continued_from_trace_id, span_id=event.continued_from_span_id
+                )
+                links.append(_link(ref))
+            run = self._start_run(run_id=run_id, attempt=event.attempt, links=links)
+            run.span.set_attribute("oma.trace_id", event.trace_id)
+            self._unscoped[run_id] = run
+            return True
+        finished = self._unscoped.pop(run_id, None)
+        if finished is not None:
+            finished.span.set_attribute("oma.status", event.status)
+            if event.status not in ("ok", "suspended"):
+                _fail(finished.span, event.message or event.status)
+            _end_all(finished)
+        return True
 
     def _run_for(self, run_id: str | None) -> _Run | None:
         """The run an event belongs to: the ``run()`` block's, else one opened on first sight."""

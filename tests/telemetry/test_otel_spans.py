@@ -7,6 +7,12 @@ import subprocess
 import sys
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -26,18 +32,8 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
-from oma_actors.testing import ScriptedAdapter
-
-pytest.importorskip("opentelemetry.sdk")
-
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
-    InMemorySpanExporter,
-)
-from opentelemetry.trace import StatusCode
-
 from oma_actors.telemetry.otel import TraceRef, otel_progress, tee
+from oma_actors.testing import ScriptedAdapter
 
 
 def _answer(text: str) -> LLMResponse:
@@ -206,20 +202,22 @@ async def test_a_restored_run_carries_attempt_2_and_links_the_interrupted_trace(
     }
 
 
-async def test_a_run_outside_a_block_gets_a_run_span_on_close() -> None:
+async def test_a_run_outside_a_block_gets_a_run_span_from_its_start_and_end_events() -> None:
     exporter, provider = _tracing()
     tracing = otel_progress(provider)
     team, _ = _team([])
     result = await OpenMultiAgent(on_progress=tracing).run_tasks(team, _tasks(), checkpoint=True)
-    assert not _named(exporter.get_finished_spans(), "oma.run")
-    tracing.close()
+    # RunStarted / RunFinished open and end it: no close() needed for a checkpointed run.
     spans = exporter.get_finished_spans()
     [run] = _named(spans, "oma.run")
     assert run.attributes is not None
     assert run.attributes["oma.run_id"] == result.run_id
-    assert "oma.attempt" not in run.attributes  # not in the events: never guessed
+    assert run.attributes["oma.attempt"] == 1
+    assert run.attributes["oma.status"] == "ok"
     for task in _named(spans, "oma.task"):
         assert _parent_id(task) == _span_id(run)
+    tracing.close()  # harmless: nothing is left open
+    assert len(_named(exporter.get_finished_spans(), "oma.run")) == 1
 
 
 def test_tee_hands_every_event_to_every_callback_even_after_one_raises() -> None:
@@ -231,3 +229,34 @@ def test_tee_hands_every_event_to_every_callback_even_after_one_raises() -> None
     event = TaskStarted(run_id="r", task_id="t", title="x", agent="a")
     tee(broken, None, got.append)(event)
     assert got == [event]
+
+
+async def test_an_unscoped_restore_links_to_the_interrupted_attempts_trace_by_itself() -> None:
+    from oma_actors import CheckpointOptions, RunStarted
+    from oma_actors.checkpoint import Checkpoint
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = otel_progress(provider)
+    store = InMemoryStore()
+    options = CheckpointOptions(store=store, run_id="otel-auto")
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter([_answer("one")]))])
+    await OpenMultiAgent(on_progress=tracing).run_tasks(
+        team, [Task("a", "x", assignee="w")], checkpoint=options
+    )
+    first = await Checkpoint(store, run_id="otel-auto").load_latest()
+    assert first is not None
+    assert first.identity is not None
+    started: list[RunStarted] = []
+    restored = OpenMultiAgent(on_progress=tee(tracing, lambda e: started.extend(
+        [e] if isinstance(e, RunStarted) else []
+    )))  # fmt: skip
+    await restored.restore(team, checkpoint=options)
+    tracing.close()
+    runs = [span for span in exporter.get_finished_spans() if span.name == "oma.run"]
+    assert [span.attributes["oma.attempt"] for span in runs] == [1, 2]  # type: ignore[index]
+    [link] = runs[1].links
+    assert f"{link.context.trace_id:032x}" == first.identity.trace_id
+    assert f"{link.context.span_id:016x}" == first.identity.root_span_id
+    assert started[0].continued_from_trace_id == first.identity.trace_id
