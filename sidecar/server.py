@@ -36,6 +36,7 @@ from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
 from sidecar.stores import StoreRegistry, default_store_roots, normalize_uri
+from sidecar.timelines import RunTimelines
 from sidecar.tool_host import DEFAULT_TIMEOUT, ToolHost
 
 if TYPE_CHECKING:
@@ -259,7 +260,11 @@ class Sidecar:
         heartbeat = config.heartbeat_s
         pb_grpc.add_RunServiceServicer_to_server(  # type: ignore[no-untyped-call]
             RunServicer(
-                executor=executor, registry=registry, deleter=deleter, heartbeat_s=heartbeat
+                executor=executor,
+                registry=registry,
+                deleter=deleter,
+                timelines=RunTimelines(registry=registry, stores=stores),
+                heartbeat_s=heartbeat,
             ),
             server,
         )

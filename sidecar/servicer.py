@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sidecar.retention import RunDeleter
     from sidecar.run_log import RunLog
     from sidecar.runs import RunRegistry
+    from sidecar.timelines import RunTimelines
     from sidecar.tool_host import ToolHost
 
 Req = TypeVar("Req")
@@ -72,12 +73,14 @@ class RunServicer(pb_grpc.RunServiceServicer):
         executor: RunExecutor,
         registry: RunRegistry,
         deleter: RunDeleter,
+        timelines: RunTimelines,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
     ) -> None:
         self._executor = executor
         self._registry = registry
         self._deleter = deleter
+        self._timelines = timelines
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
 
@@ -134,6 +137,12 @@ class RunServicer(pb_grpc.RunServiceServicer):
     @unary
     async def DeleteRun(self, request: pb.DeleteRunRequest, context: Any) -> pb.DeleteRunResponse:
         return pb.DeleteRunResponse(deleted_keys=await self._deleter.delete(request.run_id))
+
+    @unary
+    async def GetRunTimeline(
+        self, request: pb.GetRunTimelineRequest, context: Any
+    ) -> pb.GetRunTimelineResponse:
+        return await self._timelines.get(request)
 
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any

@@ -54,5 +54,9 @@ for await (const event of client.watch(run.run_id)) {
 }
 const done = await client.getRun(run.run_id, { full: true });
 for (const task of done.tasks) console.log(`${task.title}: ${task.result}`);
+// What happened, drawn by the sidecar from the run's checkpoint (timeline.timeline holds the
+// same as JSON, to draw it yourself; timeline.html is a page to save).
+const timeline = await client.getRunTimeline(run.run_id, { width: 80 });
+console.log(timeline.text);
 host.stop();
 client.close();

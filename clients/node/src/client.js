@@ -181,6 +181,18 @@ export class SidecarClient {
     return this.#unary(this.runs, "DeleteRun", { run_id: runId });
   }
 
+  /**
+   * The run's timeline from its latest checkpoint: `{ text, html, timeline_json, timeline }`,
+   * `text` wrapped at `width` columns (60..400), `html` a self-contained page, `timeline` the
+   * parsed JSON ({ run_id, attempt, status, lanes: [{ task_id, title, turns: [{ calls: [{
+   * call_id, tool_name, mark }] }] }], approvals }) for rendering it yourself.
+   * FAILED_PRECONDITION/NO_CHECKPOINT until the run saved a checkpoint.
+   */
+  async getRunTimeline(runId, { width = 80 } = {}) {
+    const response = await this.#unary(this.runs, "GetRunTimeline", { run_id: runId, width });
+    return { ...response, timeline: JSON.parse(response.timeline_json) };
+  }
+
   listApprovals(runId = "", states = []) {
     return this.#unary(this.approvals, "ListApprovals", { run_id: runId, states });
   }

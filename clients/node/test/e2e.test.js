@@ -227,6 +227,26 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
     if (host.ledger.acks.get(call.call_id) === "STATUS_COMMITTED") committed.add(call.idempotency_key);
   }
   assert.equal(host.committedKeys().size, 3);
+
+  // The restored run's timeline: every task in a lane, every tool call executed.
+  const { text, html, timeline } = await client.getRunTimeline(runId, { width: 80 });
+  assert.equal(timeline.run_id, runId);
+  assert.equal(timeline.attempt, 2);
+  assert.deepEqual(timeline.lanes.map((lane) => lane.task_id), ["t1", "t2", "t3"]);
+  const calls = timeline.lanes.flatMap((lane) =>
+    lane.turns.flatMap((turn) => turn.calls.map((call) => [lane.task_id, call.tool_name, call.mark])),
+  );
+  assert.deepEqual(calls, ["t1", "t2", "t3"].map((id) => [id, "lookup", "executed"]));
+  for (const id of ["t1", "t2", "t3"]) {
+    assert.ok(text.includes(`Task ${id}`), `the text shows Task ${id}`);
+    assert.ok(html.includes(`Task ${id}`), `the page shows Task ${id}`);
+  }
+  assert.ok(text.split("\n").every((line) => line.length <= 80), "the text fits 80 columns");
+  await assert.rejects(client.getRunTimeline("no-such-run"), (error) => {
+    assert.equal(error.code, grpc.status.NOT_FOUND);
+    assert.equal(errorReason(error), "RUN_NOT_FOUND");
+    return true;
+  });
 });
 
 test("node decides a suspended approval (when the sidecar supports approval gates)", async (t) => {

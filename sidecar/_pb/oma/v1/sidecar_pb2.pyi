@@ -415,6 +415,24 @@ class DeleteRunResponse(_message.Message):
     deleted_keys: int
     def __init__(self, deleted_keys: _Optional[int] = ...) -> None: ...
 
+class GetRunTimelineRequest(_message.Message):
+    __slots__ = ("run_id", "width")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    width: int
+    def __init__(self, run_id: _Optional[str] = ..., width: _Optional[int] = ...) -> None: ...
+
+class GetRunTimelineResponse(_message.Message):
+    __slots__ = ("text", "html", "timeline_json")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    HTML_FIELD_NUMBER: _ClassVar[int]
+    TIMELINE_JSON_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    html: str
+    timeline_json: str
+    def __init__(self, text: _Optional[str] = ..., html: _Optional[str] = ..., timeline_json: _Optional[str] = ...) -> None: ...
+
 class RestoreRunRequest(_message.Message):
     __slots__ = ("run_id", "team", "coordinator")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

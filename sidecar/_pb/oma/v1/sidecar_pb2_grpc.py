@@ -74,6 +74,11 @@ class RunServiceStub:
                 request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.SerializeToString,
                 response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.FromString,
                 _registered_method=True)
+        self.GetRunTimeline = channel.unary_unary(
+                '/oma.v1.RunService/GetRunTimeline',
+                request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.SerializeToString,
+                response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -152,6 +157,18 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRunTimeline(self, request, context):
+        """The run's timeline, built from its latest checkpoint: one lane per task, turns and tool
+        calls in order with their marks (executed, replayed, re-ran, outcome unknown, awaiting
+        approval, pending), approvals and attempts. The same view as `oma runs show`, as text, as
+        a self-contained HTML page, and as JSON for a host to render itself. NOT_FOUND/
+        RUN_NOT_FOUND for an unknown run; FAILED_PRECONDITION/NO_CHECKPOINT when the run has no
+        checkpoint yet (or runs without checkpoints).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +206,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.DeleteRun,
                     request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.FromString,
                     response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.SerializeToString,
+            ),
+            'GetRunTimeline': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunTimeline,
+                    request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.FromString,
+                    response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -385,6 +407,33 @@ class RunService:
             '/oma.v1.RunService/DeleteRun',
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunRequest.SerializeToString,
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.DeleteRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunTimeline(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oma.v1.RunService/GetRunTimeline',
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.SerializeToString,
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.FromString,
             options,
             channel_credentials,
             insecure,
