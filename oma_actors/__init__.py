@@ -79,6 +79,7 @@ from oma_actors.events import (
     TaskStarted,
     ToolCalled,
     ToolOutcomeUnknown,
+    TurnCompleted,
 )
 from oma_actors.journal import (
     InMemoryRunJournal,
@@ -223,6 +224,7 @@ __all__ = [
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",
+    "TurnCompleted",
     "UnsupportedSchemaError",
     "VerifyFinding",
     "VerifyResult",

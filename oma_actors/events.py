@@ -45,6 +45,29 @@ class RunFinished(ProgressEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TurnCompleted(ProgressEvent):
+    """A model call of a task's conversation returned (one turn).
+
+    Attributes:
+        task_id: the task (``None`` for ``run_agent``).
+        agent: the agent.
+        turn: the turn's number in the conversation (1-based, counted across restores).
+        input_tokens: the turn's input tokens.
+        output_tokens: the turn's output tokens.
+        duration_ms: how long the model call took.
+        tool_calls: how many tool calls the model asked for.
+    """
+
+    task_id: str | None
+    agent: str
+    turn: int
+    input_tokens: int
+    output_tokens: int
+    duration_ms: float
+    tool_calls: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskStarted(ProgressEvent):
     """A task was dispatched to its agent."""
 

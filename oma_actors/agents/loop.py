@@ -9,6 +9,7 @@ message before the next model call, and the terminal turn.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
@@ -31,6 +32,7 @@ from oma_actors.agents.turn import (
     with_commit,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
+from oma_actors.domain.messages import TokenUsage
 from oma_actors.errors import DurableApprovalError, LLMError
 from oma_actors.tools.base import Tool, ToolContext
 from oma_actors.tools.executor import ToolOutcome, execute_tool_call
@@ -43,6 +45,8 @@ BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
 """Reports a boundary and answers whether the state is now durable."""
 ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
+# (state after the answer, the answer's usage, the model call's duration in ms)
+TurnHook = Callable[[RunnerState, TokenUsage, float], None]
 
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
 
@@ -63,6 +67,7 @@ class LoopContext:
     on_boundary: BoundaryHook | None = None
     on_tool: ToolHook | None = None
     on_unknown: UnknownHook | None = None
+    on_turn: TurnHook | None = None
     policy: CallPolicy = field(default_factory=CallPolicy)
 
 
@@ -84,6 +89,7 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             state = stopped_at_max_turns(state, ctx.max_turns)
             await _boundary(ctx, state, "terminal")
             return state
+        started = time.perf_counter()
         try:
             response = await ctx.adapter.chat(list(state.conversation), ctx.options)
         except LLMError as exc:
@@ -91,6 +97,8 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
+        if ctx.on_turn is not None:
+            ctx.on_turn(state, response.usage, (time.perf_counter() - started) * 1000)
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )

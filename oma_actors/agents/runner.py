@@ -18,10 +18,16 @@ from oma_actors.actors import Actor, ActorRef
 from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
-from oma_actors.domain.messages import ChatOptions, TokenUsage
+from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
 from oma_actors.domain.results import AgentRunResult, RunStatus
 from oma_actors.errors import DurableApprovalError
-from oma_actors.events import ProgressEvent, TaskRetry, ToolCalled, ToolOutcomeUnknown
+from oma_actors.events import (
+    ProgressEvent,
+    TaskRetry,
+    ToolCalled,
+    ToolOutcomeUnknown,
+    TurnCompleted,
+)
 from oma_actors.llm.factory import create_adapter
 
 if TYPE_CHECKING:
@@ -150,6 +156,17 @@ async def run_task(
             )
         )
 
+    def on_turn(state: RunnerState, usage: TokenUsage, duration_ms: float) -> None:
+        last = state.conversation[-1] if state.conversation else None
+        calls = sum(isinstance(b, ToolUseBlock) for b in last.content) if last is not None else 0
+        emit(
+            TurnCompleted(
+                run_id=run_id, task_id=task_id, agent=config.name, turn=state.turns,
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                duration_ms=duration_ms, tool_calls=calls,
+            )
+        )  # fmt: skip
+
     def on_unknown(tool_call_id: str) -> None:
         emit(ToolOutcomeUnknown(run_id=run_id, task_id=task_id or "", tool_call_id=tool_call_id))
 
@@ -168,6 +185,7 @@ async def run_task(
             on_boundary=on_boundary,
             on_tool=on_tool,
             on_unknown=on_unknown,
+            on_turn=on_turn,
             policy=policy or CallPolicy(),
         )
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)

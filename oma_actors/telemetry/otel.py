@@ -20,6 +20,7 @@ task span carries its ``oma.turns`` and token usage. OpenTelemetry is imported w
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from oma_actors.events import (
     TaskStarted,
     ToolCalled,
     ToolOutcomeUnknown,
+    TurnCompleted,
 )
 
 if TYPE_CHECKING:
@@ -175,6 +177,15 @@ class OtelProgress:
                     span.add_event("oma.task.retry", {"oma.task.try": attempt, "error": error})
             case ToolCalled():
                 self._instant(run, event.task_id, "oma.tool_call", _tool_attrs(event), None)
+            case TurnCompleted(task_id=task_id, duration_ms=duration_ms):
+                turn: Attributes = {
+                    "oma.turn": event.turn,
+                    "oma.agent": event.agent,
+                    "oma.tokens.input": event.input_tokens,
+                    "oma.tokens.output": event.output_tokens,
+                    "oma.turn.tool_calls": event.tool_calls,
+                }
+                self._instant(run, task_id, "oma.turn", turn, None, duration_ms=duration_ms)
             case ToolOutcomeUnknown(task_id=task_id, tool_call_id=call_id):
                 unknown = {"oma.tool_call_id": call_id, "oma.tool.outcome": "unknown"}
                 self._instant(run, task_id, "oma.tool_call", dict(unknown), None)
@@ -251,30 +262,41 @@ class OtelProgress:
         span = self._tracer.start_span("oma.run", attributes=attrs, links=links)
         return _Run(span=span, run_id=run_id, attempt=attempt)
 
-    def _child(self, parent: Span, name: str, attrs: Attributes) -> Span:
+    def _child(
+        self, parent: Span, name: str, attrs: Attributes, *, start_time: int | None = None
+    ) -> Span:
         from opentelemetry import trace
 
         return self._tracer.start_span(
-            name, context=trace.set_span_in_context(parent), attributes=attrs
+            name, context=trace.set_span_in_context(parent), attributes=attrs, start_time=start_time
         )
 
     def _instant(
-        self, run: _Run | None, task_id: str | None, name: str, attrs: Attributes, error: str | None
+        self,
+        run: _Run | None,
+        task_id: str | None,
+        name: str,
+        attrs: Attributes,
+        error: str | None,
+        *,
+        duration_ms: float = 0.0,
     ) -> None:
-        """A span that only marks a moment: its event reports a finished step."""
+        """A span for a finished step: a moment, or the ``duration_ms`` that ended now."""
         parent = None
         if run is not None:
             parent = run.tasks.get(task_id, run.span) if task_id is not None else run.span
             attrs = run.base() | attrs
         if task_id is not None:
             attrs = attrs | {"oma.task_id": task_id}
+        now = time.time_ns()
+        start = now - int(duration_ms * 1_000_000)
         if parent is None:
-            span = self._tracer.start_span(name, attributes=attrs)
+            span = self._tracer.start_span(name, attributes=attrs, start_time=start)
         else:
-            span = self._child(parent, name, attrs)
+            span = self._child(parent, name, attrs, start_time=start)
         if error is not None:
             _fail(span, error)
-        span.end()
+        span.end(end_time=now)
 
 
 def otel_progress(tracer_provider: TracerProvider | None = None) -> OtelProgress:

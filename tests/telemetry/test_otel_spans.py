@@ -260,3 +260,23 @@ async def test_an_unscoped_restore_links_to_the_interrupted_attempts_trace_by_it
     assert f"{link.context.trace_id:032x}" == first.identity.trace_id
     assert f"{link.context.span_id:016x}" == first.identity.root_span_id
     assert started[0].continued_from_trace_id == first.identity.trace_id
+
+
+async def test_each_model_call_is_a_turn_span_under_its_task() -> None:
+    exporter, provider = _tracing()
+    tracing = otel_progress(provider)
+    team, _ = _team([])
+    await OpenMultiAgent(on_progress=tracing).run_tasks(team, _tasks(), checkpoint=True)
+    spans = exporter.get_finished_spans()
+    turns = _named(spans, "oma.turn")
+    tasks = {_span_id(task): task for task in _named(spans, "oma.task")}
+    assert turns
+    for turn in turns:
+        assert _parent_id(turn) in tasks
+        assert turn.attributes is not None
+        assert turn.attributes["oma.turn"] >= 1  # type: ignore[operator]
+        assert turn.start_time is not None
+        assert turn.end_time is not None
+        assert turn.end_time >= turn.start_time
+    with_tools = [t for t in turns if t.attributes and t.attributes["oma.turn.tool_calls"]]
+    assert with_tools  # the scripted model asks for a tool once
