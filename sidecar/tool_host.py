@@ -178,6 +178,8 @@ class ToolHost:
             input_model=model,
             execute=execute,
             effect="unsafe" if definition.consequential else "idempotent",
+            # OMA's flag too: it is part of a tool-call approval's content and hash (issue 13).
+            consequential=definition.consequential,
         )
 
     async def call(
