@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, ClassVar
 
 from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
-    TOOL_CALL,
-    TOOL_RESULT,
     TailRejected,
     apply_event,
     check_resumable,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.journal.event import TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

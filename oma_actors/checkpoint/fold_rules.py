@@ -23,18 +23,18 @@ from oma_actors.domain.jsonforms import (
 from oma_actors.domain.messages import Message, ToolResultBlock, ToolUseBlock, text_of
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.event import (
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    USER_MESSAGE,
+)
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import InFlightTask
     from oma_actors.journal.event import JournalEvent
 
-# OMA's event type names (spec 17.2). Defined here until the journal vocabulary module lands;
-# they are OMA's strings, so both spell them the same.
-ASSISTANT_MESSAGE = "assistant/message"
-USER_MESSAGE = "user/message"
-TURN_END = "turn/end"
-TOOL_CALL = "tool/call"
-TOOL_RESULT = "tool/result"
 FOLDED_TYPES = frozenset({ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT})
 
 

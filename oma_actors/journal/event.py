@@ -11,6 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+ASSISTANT_MESSAGE = "assistant/message"
+USER_MESSAGE = "user/message"
+TURN_END = "turn/end"
+TOOL_CALL = "tool/call"
+TOOL_RESULT = "tool/result"
+"""OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalEvent:

@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors.domain.jsonforms import block_to_json, message_to_json, record_to_json
 from oma_actors.domain.jsonforms import usage_to_json as usage_to_json
+from oma_actors.journal.event import (
+    ASSISTANT_MESSAGE,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    USER_MESSAGE,
+)
 from oma_actors.journal.jsjson import js_dumps
 
 if TYPE_CHECKING:
@@ -99,14 +106,14 @@ def turn_started(*, turn: int, **scope: Any) -> EventDraft:
 
 def turn_ended(*, turn: int, outcome: TurnOutcome, **scope: Any) -> EventDraft:
     """``turn/end``: a model turn closes, with why."""
-    return _draft("turn/end", scope, turn=turn, outcome=outcome)
+    return _draft(TURN_END, scope, turn=turn, outcome=outcome)
 
 
 def user_message(
     *, message: Message, origin: Literal["input", "seed", "tool_results"], **scope: Any
 ) -> EventDraft:
     """``user/message``; with origin ``tool_results`` its lineage names the tool/result events."""
-    return _draft("user/message", scope, message=message_to_json(message), origin=origin)
+    return _draft(USER_MESSAGE, scope, message=message_to_json(message), origin=origin)
 
 
 def assistant_message(
@@ -120,7 +127,7 @@ def assistant_message(
 ) -> EventDraft:
     """``assistant/message``; its lineage names its ``llm/request``."""
     return _draft(
-        "assistant/message",
+        ASSISTANT_MESSAGE,
         scope,
         message=message_to_json(message),
         origin=origin,
@@ -153,7 +160,7 @@ def llm_request(
 
 def tool_call(*, call: ToolUseBlock, **scope: Any) -> EventDraft:
     """``tool/call``: the model asked for a tool, before it runs; lineage: its assistant message."""
-    return _draft("tool/call", scope, call=block_to_json(call))
+    return _draft(TOOL_CALL, scope, call=block_to_json(call))
 
 
 def tool_result(
@@ -165,7 +172,7 @@ def tool_result(
 ) -> EventDraft:
     """``tool/result``: a tool result was committed; lineage: its ``tool/call``."""
     return _draft(
-        "tool/result",
+        TOOL_RESULT,
         scope,
         toolCallId=result.tool_use_id,
         result=block_to_json(result),
