@@ -148,12 +148,15 @@ class CheckpointSaved(ProgressEvent):
         task_id: the task whose state the boundary recorded, if any.
         committed: the tool calls whose commit records this durable save contains; a host that
             executed one of them may forget it (its result will be replayed, never re-run).
+        mode: ``"snapshot"`` (the whole snapshot was written) or ``"journal"`` (a durable
+            journal's events alone made the boundary durable, decision D10).
     """
 
     revision: int
     boundary: str | None = None
     task_id: str | None = None
     committed: tuple[str, ...] = ()
+    mode: str = "snapshot"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

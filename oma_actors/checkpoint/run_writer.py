@@ -23,6 +23,13 @@ of the old owner lands, not even one. When the record lives elsewhere, the recor
 the snapshot follows (OMA's order, RS-12), which can let one stale snapshot through; that is
 ``process`` ownership and is documented as such. A write refused by the fence is ``Fenced``: the
 run has lost its lease and must stop.
+
+**Journal-first saves (decision D10).** With a durable journal attached (``attach_journal``), a
+per-turn boundary whose journal events, folded into the restore view, give exactly the run's
+state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
+other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A lease's
+fence is checked by each snapshot write; a journal-only save between two snapshots is not fenced
+by the store (a journal is a file of its own): the lease's heartbeat stops the run on loss.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from oma_actors.checkpoint.boundaries import Boundary
+    from oma_actors.checkpoint.journal_path import JournalPath
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
@@ -100,6 +108,9 @@ class Fenced:
 
 SaveOutcome = Saved | NotSaved | Unknown | Fenced
 
+SaveMode = Literal["snapshot", "journal"]
+"""How a save was made durable: the whole snapshot, or the journal's events alone (D10)."""
+
 
 class Fence(Protocol):
     """What a writer needs of a run lease (``oma_actors.runs.RunLeaseHandle`` is one)."""
@@ -147,8 +158,30 @@ class RunWriter:
         self._fence = fence
         self._saved = 0
         self._failed = 0
+        self._journal_saves = 0
         self._cache = EncodeCache()
         self._lock = asyncio.Lock()
+        self._journal: JournalPath | None = None
+        self._last_size = 0
+
+    def attach_journal(self, journal: JournalPath) -> None:
+        """Make the run's durable journal its save path between snapshots (D10)."""
+        self._journal = journal
+
+    @property
+    def journal(self) -> JournalPath | None:
+        """The attached journal path, if the run saves through a durable journal."""
+        return self._journal
+
+    @property
+    def journal_saves(self) -> int:
+        """Saves made durable by the journal alone (this attempt only)."""
+        return self._journal_saves
+
+    @property
+    def compactions(self) -> int:
+        """Snapshots written while a durable journal was attached (this attempt only)."""
+        return self._saved - self._journal_saves if self._journal is not None else 0
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -208,15 +241,16 @@ class RunWriter:
             revision=snapshot.revision,
         )  # fmt: skip
         report(point)
-        outcome = await self._store(snapshot)
+        outcome, mode = await self._save_by_path(snapshot, boundary)
         report(replace(point, phase="after", durable=outcome.durable))
         if isinstance(outcome, Saved):
             self._revision = outcome.revision
             self._saved += 1
+            self._journal_saves += mode == "journal"
             self._emit(
                 CheckpointSaved(
                     run_id=run_id, revision=outcome.revision, boundary=boundary,
-                    task_id=task_id, committed=committed,
+                    task_id=task_id, committed=committed, mode=mode,
                 )
             )  # fmt: skip
             return outcome
@@ -235,11 +269,32 @@ class RunWriter:
         )
         return outcome
 
+    async def _save_by_path(
+        self, snapshot: CheckpointSnapshot, boundary: Boundary
+    ) -> tuple[SaveOutcome, SaveMode]:
+        journal = self._journal
+        if journal is None:
+            return await self._store(snapshot), "snapshot"
+        view = journal.fold(snapshot, boundary)
+        if view is not None:
+            try:
+                await journal.commit(view, snapshot.journal_watermark_seq or 0)
+            except Exception as exc:  # the append failed: an outcome, never a crash of the run
+                return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
+            return Saved(snapshot.revision), "journal"
+        outcome = await self._store(snapshot)
+        if isinstance(outcome, Saved):
+            journal.compacted(snapshot, self._last_size)
+        else:
+            journal.lost()
+        return outcome, "snapshot"
+
     async def _store(self, snapshot: CheckpointSnapshot) -> SaveOutcome:
         try:
             text = encode(snapshot, self._cache)
         except CheckpointError as exc:
             return NotSaved(str(exc))
+        self._last_size = len(text)
         try:
             if self._fence is None:
                 await self._checkpoint.write_encoded(text, snapshot)

@@ -61,7 +61,7 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Token counts; ``+`` adds two usages."""
+    """Token counts; ``+`` adds two usages, ``-`` gives what one gained over the other."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -69,6 +69,11 @@ class TokenUsage:
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
             self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens - other.input_tokens, self.output_tokens - other.output_tokens
         )
 
 

@@ -8,7 +8,12 @@ events their seqs across attempts; the constructors of ``vocabulary`` build OMA'
 from oma_actors.journal import vocabulary
 from oma_actors.journal.base import InMemoryRunJournal, RunJournal
 from oma_actors.journal.codec import EVENT_TYPES, parse_line, to_json_line
-from oma_actors.journal.errors import JournalClosedError, JournalCorruptError, JournalLineageError
+from oma_actors.journal.errors import (
+    JournalAppendError,
+    JournalClosedError,
+    JournalCorruptError,
+    JournalLineageError,
+)
 from oma_actors.journal.event import JournalEvent
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.journal.options import JournalOptions
@@ -20,6 +25,7 @@ __all__ = [
     "EVENT_TYPES",
     "EventDraft",
     "InMemoryRunJournal",
+    "JournalAppendError",
     "JournalClosedError",
     "JournalCorruptError",
     "JournalEvent",

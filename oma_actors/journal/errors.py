@@ -5,7 +5,8 @@
     StoreError
     ├── CorruptStoreError
     │   └── JournalCorruptError   a journal line other than a torn trailing one is unreadable
-    └── JournalClosedError        an append after ``close()``
+    ├── JournalClosedError        an append after ``close()``
+    └── JournalAppendError        durable mode: events a boundary needs were not appended
     OmaError
     └── JournalLineageError       ``enforce_lineage``: a model-visible block has no lineage (JR-09)
 """
@@ -31,6 +32,10 @@ class JournalCorruptError(CorruptStoreError):
 
 class JournalClosedError(StoreError):
     """The journal was closed; an append after ``close()`` is refused, not dropped."""
+
+
+class JournalAppendError(StoreError):
+    """Durable mode: a batch holding events a boundary depends on failed to append."""
 
 
 class JournalLineageError(OmaError):

@@ -8,7 +8,11 @@ one drain task appends whatever accumulated, in seq order, a batch at a time.
 Two modes. ``durable=False`` is OMA's: nothing the journal does raises into the run; a failed
 batch is reported through ``on_error`` (a ``JournalAppendFailed``) and dropped. ``durable=True``
 makes the journal a save path: ``await append(draft)`` returns only once the batch holding the
-event is on disk, and raises the batch's error. Failed batches are reported in both modes.
+event is on disk, and raises the batch's error; the recorder also keeps the events it emitted
+until the run's writer takes them (``take_through``) and answers ``durable_through(seq)``: are
+all events up to ``seq`` on disk? A failed batch keeps failing that question until a snapshot
+that covers it was written (``cover``), because a later event folded on top of a lost one would
+restore a wrong state. Failed batches are reported in both modes.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from oma_actors.events import JournalAppendFailed
-from oma_actors.journal.errors import JournalLineageError
+from oma_actors.journal.errors import JournalAppendError, JournalLineageError
 from oma_actors.journal.event import JournalEvent
 from oma_actors.journal.vocabulary import canonical_content_hash, request_block
 
@@ -60,6 +64,12 @@ class JournalRecorder:
         self._drain: asyncio.Task[None] | None = None
         self._lineage: dict[int, tuple[object, list[int]]] = {}
         self._hashes: dict[int, tuple[object, str]] = {}
+        # Durable mode only: events not yet taken by the writer, open batches by first seq,
+        # failed batches as (first seq, last seq, error) above the covered seq.
+        self._kept: list[JournalEvent] = []
+        self._batches: list[tuple[int, asyncio.Future[None]]] = []
+        self._failed: list[tuple[int, int, BaseException]] = []
+        self._covered = last_seq
 
     @classmethod
     async def open(
@@ -131,8 +141,12 @@ class JournalRecorder:
             data=dict(draft.data),
         )
         self._pending.append(event)
+        if self.durable:
+            self._kept.append(event)
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
+            if self.durable:
+                self._batches.append((event.seq, self._batch))
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._drain_pending())
         return event
@@ -158,6 +172,39 @@ class JournalRecorder:
         """Wait until every emitted event was appended or reported failed; never raises."""
         while self._drain is not None and not self._drain.done():
             await asyncio.shield(self._drain)
+
+    def take_through(self, seq: int) -> list[JournalEvent]:
+        """The kept events with ``seq <= seq`` not taken before, in order (durable mode)."""
+        cut = 0
+        while cut < len(self._kept) and self._kept[cut].seq <= seq:
+            cut += 1
+        taken, self._kept = self._kept[:cut], self._kept[cut:]
+        return taken
+
+    async def durable_through(self, seq: int) -> None:
+        """Return once every event with ``seq <= seq`` is on disk (durable mode).
+
+        Raises:
+            JournalAppendError: a batch holding an event at or below ``seq`` and above the
+                covered seq (``cover``) failed; the journal has a hole the fold must not cross.
+        """
+        while True:
+            self._batches = [(first, f) for first, f in self._batches if not f.done()]
+            waiting = [future for first, future in self._batches if first <= seq]
+            if not waiting:
+                break
+            await asyncio.wait(waiting)
+        for first, last, error in self._failed:
+            if first <= seq and last > self._covered:
+                raise JournalAppendError(
+                    f"journal events {first}..{last} of run {self.run_id!r} were not appended: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+
+    def cover(self, seq: int) -> None:
+        """A snapshot holding the run's state through ``seq`` is durable: older holes are moot."""
+        self._covered = max(self._covered, seq)
+        self._failed = [entry for entry in self._failed if entry[1] > self._covered]
 
     def register_blocks(self, blocks: Sequence[object], source_event_seqs: Sequence[int]) -> None:
         """Record the lineage of blocks, by object identity (survives message rebuilds, JR-07)."""
@@ -211,6 +258,8 @@ class JournalRecorder:
                 await self.journal.append(events)
             except Exception as exc:
                 _report(self._on_error, self.run_id, f"{type(exc).__name__}: {exc}")
+                if self.durable:
+                    self._failed.append((events[0].seq, events[-1].seq, exc))
                 batch.set_exception(exc)
                 batch.exception()  # retrieved: nobody may be waiting on a best-effort batch
             else:

@@ -144,6 +144,8 @@ async def run_queue(
             attempt=lease.attempt if lease is not None else 1,
             journaling=journaling,
         )
+        if journaling is not None:
+            journaling.attach(checkpointing.writer, team)
     memory = team_memory(team)
     state = await execute_queue(
         team,

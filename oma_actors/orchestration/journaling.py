@@ -1,14 +1,20 @@
-"""A run's journal in OMA's mode: record what each boundary changed, fold the tail on restore.
+"""A run's journal: record what each boundary changed, fold the tail on restore.
 
 The runner reports each durable boundary with its whole ``RunnerState``; this module turns the
 difference from the last state it saw of that task into OMA's journal events (spec 17.2):
-the task's prompt (``user/message`` origin ``input``), each model answer (``assistant/message``,
-then a ``tool/call`` per requested call), each committed result (``tool/result``, lineage: its
-call) and the results message (``user/message`` origin ``tool_results``, lineage: the results).
-The events are emitted before the boundary's snapshot is built, so the snapshot's watermark and
-each entry's ``journalSeq`` cover them (JR-08, JR-12), and every conversation message gets its
-lineage (JR-19). Appends are best-effort (JR-06): they never fail or slow the run; the
-snapshot stays the recovery anchor and the tail only adds granularity (JR-20).
+the task's prompt (``user/message`` origin ``input``), each model answer (``assistant/message``
+with its usage), a ``tool/call`` when a call starts (an ``unsafe`` tool's at its dispatch
+boundary, any other just before its result), each committed result (``tool/result``, lineage:
+its call) and the results message (``user/message`` origin ``tool_results``, lineage: the
+results). The events are emitted before the boundary's snapshot is built, so the snapshot's
+watermark and each entry's ``journalSeq`` cover them (JR-08, JR-12), and every conversation
+message gets its lineage (JR-19).
+
+Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
+never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
+(JR-20). Journal-first (``True``, decision D10): the run's writer saves the per-turn boundaries
+by making their events durable and writes the snapshot only at compaction points
+(``checkpoint.journal_path``).
 
 On restore the tail above the snapshot is folded in (``checkpoint.fold``); a tail that fails a
 fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls the tail shows as
@@ -18,11 +24,12 @@ they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless ``reconcil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_path import JournalPath, mark_started_unsafe
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import JournalTailDiscarded
@@ -34,9 +41,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from oma_actors.agents.config import Team
+    from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ConversationLineage
     from oma_actors.domain.inflight import PendingCall, RunnerState
-    from oma_actors.domain.messages import Message
+    from oma_actors.domain.messages import Message, TokenUsage
     from oma_actors.events import ProgressEvent
     from oma_actors.orchestration.run import RunState
 
@@ -52,6 +60,9 @@ class _Task:
     lineage: list[Lineage] = field(default_factory=list)
     committed: set[str] = field(default_factory=set)  # call ids with a tool/result
     calls: dict[str, int] = field(default_factory=dict)  # call id -> its tool/call seq
+    answer: int | None = None  # the open round's assistant/message seq
+    requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls
+    usage: TokenUsage | None = None  # the state's usage when last observed
     last_seq: int | None = None
 
 
@@ -62,6 +73,22 @@ class RunJournaling:
         self.recorder = recorder
         self.ref = ref
         self._tasks: dict[str, _Task] = {}
+
+    @property
+    def durable(self) -> bool:
+        """Whether the journal is the run's save path (D10)."""
+        return self.recorder.durable
+
+    def attach(self, writer: RunWriter, team: Team) -> None:
+        """Make a durable journal the writer's save path between snapshots (D10)."""
+        if self.durable:
+            writer.attach_journal(
+                JournalPath(
+                    self.recorder,
+                    unsafe=_unsafe_tools(team),
+                    enforce_lineage=self.recorder.enforce_lineage,
+                )
+            )
 
     @classmethod
     async def open(
@@ -80,7 +107,7 @@ class RunJournaling:
             run_id=run_id,
             attempt=attempt,
             watermark_seq=watermark or 0,
-            durable=False,
+            durable=options.durable,
             enforce_lineage=options.enforce_lineage,
             on_error=emit,
         )
@@ -93,6 +120,8 @@ class RunJournaling:
                     messages=len(entry.state.conversation),
                     lineage=list(lineage) if lineage is not None else _unknown(entry.state),
                     committed={i.call.id for i in entry.state.pending if i.commit is not None},
+                    usage=entry.state.token_usage,
+                    requested={i.call.id: i.call for i in entry.state.pending},
                     last_seq=entry.journal_seq,
                 )
         return journaling
@@ -104,11 +133,14 @@ class RunJournaling:
             task = self._tasks[task_id] = _Task(agent=agent)
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         for message in state.conversation[task.messages :]:
-            self._record_message(task, message, scope)
+            self._record_message(task, message, state, scope)
         for item in state.pending:
+            if item.dispatched and item.call.id not in task.calls:
+                self._record_call(task, item.call, scope)
             if item.commit is not None and item.call.id not in task.committed:
                 self._record_result(task, item.commit.block, item, scope)
         task.messages = len(state.conversation)
+        task.usage = state.token_usage
 
     def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
         """Record every in-flight state; forget tasks no longer in flight (done or reset)."""
@@ -134,18 +166,20 @@ class RunJournaling:
         """Record ``checkpoint/saved`` after a snapshot with ``watermark`` became durable."""
         self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
 
-    def _record_message(self, task: _Task, message: Message, scope: dict[str, Any]) -> None:
+    def _record_message(
+        self, task: _Task, message: Message, state: RunnerState, scope: dict[str, Any]
+    ) -> None:
         if message.role == "assistant":
-            event = self.recorder.emit(v.assistant_message(message=message, **scope))
+            # The answer's usage is what the state gained since it was last seen: a boundary
+            # records one answer. (If two coalesced, the sum lands on the last one; a durable
+            # journal then compacts, because the fold would not rebuild the same usage.)
+            usage = state.token_usage if task.usage is None else state.token_usage - task.usage
+            event = self.recorder.emit(v.assistant_message(message=message, usage=usage, **scope))
             task.lineage.append(tuple((event.seq,) for _ in message.content))
             task.last_seq = event.seq
-            for block in message.content:
-                if isinstance(block, ToolUseBlock):
-                    call = self.recorder.emit(
-                        v.tool_call(call=block, source_event_seqs=[event.seq], **scope)
-                    )
-                    task.calls[block.id] = call.seq
-                    task.last_seq = call.seq
+            task.answer = event.seq
+            task.usage = state.token_usage
+            task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
             return
         results = [b for b in message.content if isinstance(b, ToolResultBlock)]
         if results:
@@ -161,14 +195,26 @@ class RunJournaling:
             )
             task.committed.clear()
             task.calls.clear()
+            task.requested.clear()
+            task.answer = None
         else:
             event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
         task.lineage.append(tuple((event.seq,) for _ in message.content))
         task.last_seq = event.seq
 
+    def _record_call(self, task: _Task, call: ToolUseBlock, scope: dict[str, Any]) -> None:
+        """``tool/call``: the call starts (OMA emits it just before the tool runs)."""
+        sources = [task.answer] if task.answer is not None else None
+        event = self.recorder.emit(v.tool_call(call=call, source_event_seqs=sources, **scope))
+        task.calls[call.id] = event.seq
+        task.last_seq = event.seq
+
     def _record_result(
         self, task: _Task, block: ToolResultBlock, item: PendingCall | None, scope: dict[str, Any]
     ) -> None:
+        call = item.call if item is not None else task.requested.get(block.tool_use_id)
+        if call is not None and call.id not in task.calls:
+            self._record_call(task, call, scope)
         commit = item.commit if item is not None else None
         record = commit.record if commit is not None else None
         usage = commit.delegation_usage if commit is not None else None
@@ -199,35 +245,27 @@ async def fold_restored(
 ) -> CheckpointSnapshot:
     """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
 
-    Only a snapshot written with a journal (v5) has a tail (JR-11). Calls the tail shows as
-    started whose tool is ``unsafe`` and that have no commit are marked dispatched (D1), whether
-    the tail folds or is discarded.
+    Only a snapshot written with a journal (v5) has a tail (JR-11). A journal file may hold the
+    events of several runs (they share its batches, D10): the run's tail is its own events.
+    Calls the tail shows as started whose tool is ``unsafe`` and that have no commit are marked
+    dispatched (D1), whether the tail folds or is discarded.
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
         return snapshot
-    events = await options.journal.read_from(tail_read_from(snapshot))
+    events = [
+        event
+        for event in await options.journal.read_from(tail_read_from(snapshot))
+        if event.run_id == snapshot.run_id or not snapshot.run_id
+    ]
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
     if isinstance(result, Discarded):
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
-    unsafe = _unsafe_tools(team)
-    started = {(call.task_id, call.agent_name, call.call_id) for call in result.started_calls}
-    entries = []
-    for entry in result.snapshot.in_flight:
-        pending = tuple(
-            replace(item, dispatched=True)
-            if item.commit is None
-            and not item.dispatched
-            and item.call.name in unsafe.get(entry.assignee, ())
-            and (entry.task_id, entry.assignee, item.call.id) in started
-            else item
-            for item in entry.state.pending
-        )
-        entries.append(replace(entry, state=replace(entry.state, pending=pending)))
-    return replace(result.snapshot, in_flight=tuple(entries))
+    return mark_started_unsafe(result.snapshot, result.started_calls, _unsafe_tools(team))
 
 
 def _unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    """Per agent, the names of its ``unsafe`` tools."""
     return {
         agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
         for agent in team.agents
@@ -238,11 +276,11 @@ def resolve_journal(*layers: object) -> JournalOptions | None:
     """The journal in force: the first layer that says anything (per call, then the default).
 
     ``None`` says nothing; ``False`` or ``JournalOptions(enabled=False)`` says "no journal"; a
-    bare ``RunJournal`` means ``JournalOptions(journal, durable=False)`` here.
+    bare ``RunJournal`` means ``JournalOptions(journal)``: durable, the journal-first save path
+    (D10).
 
     Raises:
-        ConfigurationError: ``durable=True`` was asked for: journal-first durability (D10) is
-            not built yet, and a journal that only looks like the save path would be a lie.
+        ConfigurationError: a layer is neither a journal nor ``JournalOptions``.
     """
     for layer in layers:
         if layer is None:
@@ -250,17 +288,9 @@ def resolve_journal(*layers: object) -> JournalOptions | None:
         if layer is False:
             return None
         if isinstance(layer, JournalOptions):
-            if not layer.enabled:
-                return None
-            if layer.durable:
-                raise ConfigurationError(
-                    "JournalOptions(durable=True): journal-first durability is not available "
-                    "yet; pass durable=False for OMA's best-effort journal (the snapshot stays "
-                    "the save path and the journal extends it)"
-                )
-            return layer
+            return layer if layer.enabled else None
         if is_run_journal(layer):
-            return JournalOptions(layer, durable=False)  # type: ignore[arg-type]
+            return JournalOptions(layer)  # type: ignore[arg-type]
         raise ConfigurationError(
             f"journal must be a RunJournal or JournalOptions, not {type(layer).__name__}"
         )

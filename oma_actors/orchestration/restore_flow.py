@@ -155,6 +155,7 @@ async def _continue_owned(
         journaling = await RunJournaling.open(
             ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
         )
+        journaling.attach(writer, team)
     checkpointing = RunCheckpointing(
         continued_from=snapshot.identity,
         journaling=journaling,

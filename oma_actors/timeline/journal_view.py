@@ -60,13 +60,15 @@ class JournalView:
             data = event.data
             if event.type == "assistant/message":
                 message = data.get("message") or {}
-                turns.append(_Turn(event.attempt, summarize(message.get("content") or []),
-                                   data.get("usage")))  # fmt: skip
+                content = message.get("content") or []
+                turns.append(_Turn(event.attempt, summarize(content), data.get("usage")))
+                # A call is issued by the answer that requests it (its tool/call comes when it
+                # starts, possibly in a later attempt).
+                for block in content:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        self._issue(calls, turns[-1], task, block, event.attempt)
             elif event.type == "tool/call" and turns:
-                raw = data.get("call") or {}
-                call = _Call(str(raw.get("id", "")), str(raw.get("name", "")), event.attempt)
-                calls[(task, call.call_id)] = call
-                turns[-1].calls.append(call)
+                self._issue(calls, turns[-1], task, data.get("call") or {}, event.attempt)
             elif event.type == "tool/result":
                 call_id = str(data.get("toolCallId", ""))
                 result = data.get("result") or {}
@@ -83,6 +85,21 @@ class JournalView:
                 for call in turns[-1].calls:
                     if call.closed_in is None:
                         call.closed_in = event.attempt
+
+    @staticmethod
+    def _issue(
+        calls: dict[tuple[str, str], _Call],
+        turn: _Turn,
+        task: str,
+        raw: dict[str, Any],
+        attempt: int,
+    ) -> None:
+        call_id = str(raw.get("id", ""))
+        if (task, call_id) in calls:
+            return
+        call = _Call(call_id, str(raw.get("name", "")), attempt)
+        calls[(task, call_id)] = call
+        turn.calls.append(call)
 
     def has_task(self, task_id: str) -> bool:
         """Whether the journal holds any event of ``task_id``."""

@@ -16,7 +16,6 @@ from oma_actors import (
     CheckpointOptions,
     CheckpointSaved,
     CheckpointSaveFailed,
-    ConfigurationError,
     InMemoryStore,
     JournalTailDiscarded,
     LLMResponse,
@@ -197,11 +196,3 @@ async def test_a_tail_that_fails_a_fold_check_is_discarded_with_an_event() -> No
     assert "bogus" in discarded[0].reason or discarded[0].reason
     assert restored.success  # the snapshot, the recovery anchor, still resumes the run
     assert effects == ["call-1"]
-
-
-async def test_journal_first_durability_is_refused_until_it_exists() -> None:
-    with pytest.raises(ConfigurationError, match="durable=True"):
-        OpenMultiAgent(journal=JournalOptions(InMemoryRunJournal()))
-    # A bare journal is OMA's best-effort journal: the snapshot stays the save path, so it
-    # promises no more durability than the run had without it.
-    OpenMultiAgent(journal=InMemoryRunJournal())

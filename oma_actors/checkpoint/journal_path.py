@@ -1,0 +1,187 @@
+"""Journal-first saves (decision D10): when a journal append is the save, and when to compact.
+
+With a durable journal, a run's per-turn boundaries (``JOURNAL_BOUNDARIES``) are saved by making
+their journal events durable; the v5 snapshot is written only at compaction points. The rule
+that decides between the two is not a list of hopes about what the fold can rebuild, it is the
+restore itself: the writer keeps the **restore view**, the state a restore would produce right
+now (the last snapshot written, with every journal event since folded in by the very fold a
+restore runs, ``fold_tail``, plus the dispatched marks a restore adds). A boundary is saved by
+the journal alone only when folding its events into the view gives exactly the run's state at
+that boundary. Anything the fold does not carry (a task that started, shared memory written by a
+tool, a loop warning, a final answer) makes the two differ, and the boundary compacts: the whole
+snapshot is written, as without a journal. So a journal-only save can never restore to a state
+other than the one it reported as saved.
+
+Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (admission, task completion,
+suspension, synthesis, run end ...), the first boundary of the writer (there is no view yet),
+any boundary after a failed save or a failed append (the view is no longer known to match what
+is on disk), and a boundary whose tail since the last snapshot outgrew that snapshot (so a
+restore never folds more bytes than it reads in the snapshot, and the journal costs the run
+O(what changed) amortized).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Protocol
+
+from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
+
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.event import JournalEvent
+
+JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
+    {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
+)
+"""The per-turn boundaries a durable journal can save without a snapshot (D10)."""
+
+
+class JournalTail(Protocol):
+    """What the writer needs of a run's durable journal (``JournalRecorder`` is one)."""
+
+    def take_through(self, seq: int) -> list[JournalEvent]:
+        """The events emitted up to ``seq`` that were not taken before, in order."""
+        ...
+
+    async def durable_through(self, seq: int) -> None:
+        """Return once every event up to ``seq`` is durable; raise if one could not be."""
+        ...
+
+    def cover(self, seq: int) -> None:
+        """A snapshot holding the run through ``seq`` is durable."""
+        ...
+
+
+def mark_started_unsafe(
+    snapshot: CheckpointSnapshot,
+    started: Collection[StartedCall],
+    unsafe: Mapping[str, Collection[str]],
+) -> CheckpointSnapshot:
+    """``snapshot`` with every started call of an ``unsafe`` tool marked dispatched.
+
+    Decision D1 on restore: the journal shows the call started, so its effect may have happened;
+    an uncommitted one must never run again (the model gets ``TOOL_OUTCOME_UNKNOWN`` unless
+    reconciled). A committed one is marked too, as the runner's own state has it: then folding
+    the tail at once and folding it boundary by boundary give the same state.
+    """
+    keys = {(call.task_id, call.agent_name, call.call_id) for call in started}
+    if not keys:
+        return snapshot
+    entries = []
+    for entry in snapshot.in_flight:
+        tools = unsafe.get(entry.assignee, ())
+        pending = tuple(
+            replace(item, dispatched=True)
+            if not item.dispatched
+            and item.call.name in tools
+            and (entry.task_id, entry.assignee, item.call.id) in keys
+            else item
+            for item in entry.state.pending
+        )
+        if pending != entry.state.pending:
+            entry = replace(entry, state=replace(entry.state, pending=pending))
+        entries.append(entry)
+    return replace(snapshot, in_flight=tuple(entries))
+
+
+@dataclass(slots=True)
+class JournalPath:
+    """The journal side of one run's writer: the restore view and the compaction policy.
+
+    Args:
+        tail: the run's recorder.
+        unsafe: per agent, the names of its ``unsafe`` tools (for the dispatched marks).
+        enforce_lineage: the fold's lineage rule, as the restore will run it.
+    """
+
+    tail: JournalTail
+    unsafe: Mapping[str, Collection[str]]
+    enforce_lineage: bool = False
+    _view: CheckpointSnapshot | None = None
+    _snapshot_bytes: int = 0
+    _tail_bytes: int = 0
+    divergence: str | None = None
+    """Why the last boundary that could have been journal-only compacted (for diagnostics)."""
+
+    def fold(self, snapshot: CheckpointSnapshot, boundary: str) -> CheckpointSnapshot | None:
+        """The restore view after this boundary if it is exactly ``snapshot``; else ``None``.
+
+        ``None`` means the boundary must compact. Every call takes the boundary's events from
+        the tail, so events never pile up, whichever way the boundary is saved.
+        """
+        watermark = snapshot.journal_watermark_seq or 0
+        events = self.tail.take_through(watermark)
+        view = self._view
+        self.divergence = None
+        if boundary not in JOURNAL_BOUNDARIES or view is None:
+            return None
+        self._tail_bytes += _size(events)
+        if self._tail_bytes > self._snapshot_bytes:
+            self.divergence = (
+                f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "
+                f"({self._snapshot_bytes} bytes)"
+            )
+            return None
+        result = fold_tail(view, events, enforce_lineage=self.enforce_lineage)
+        if isinstance(result, Discarded):
+            self.divergence = f"the fold refused the tail: {result.reason}"
+            return None
+        restored = mark_started_unsafe(result.snapshot, result.started_calls, self.unsafe)
+        self.divergence = difference(restored, snapshot)
+        if self.divergence is not None:
+            return None
+        # Equal: keep the run's own objects, so the next comparison is by identity (cheap).
+        return replace(snapshot, journal_watermark_seq=view.journal_watermark_seq)
+
+    async def commit(self, view: CheckpointSnapshot, watermark: int) -> None:
+        """Wait until the boundary's events are durable, then adopt ``view``.
+
+        Raises:
+            Exception: the journal could not make them durable; the next boundary compacts.
+        """
+        self._view = None
+        await self.tail.durable_through(watermark)
+        self._view = view
+
+    def compacted(self, snapshot: CheckpointSnapshot, size: int) -> None:
+        """The snapshot (``size`` bytes) is durable: it is the new restore view."""
+        self._view = snapshot
+        self._snapshot_bytes = size
+        self._tail_bytes = 0
+        self.tail.cover(snapshot.journal_watermark_seq or 0)
+
+    def lost(self) -> None:
+        """A save failed: what is on disk is unknown, so the next boundary compacts."""
+        self._view = None
+
+
+_IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq"})
+
+
+def difference(restored: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
+    """The first field where a restore would differ from the run's state, or ``None``."""
+    for field in fields(restored):
+        if field.name in _IGNORED or not field.compare:
+            continue
+        mine, theirs = getattr(restored, field.name), getattr(actual, field.name)
+        if mine == theirs:
+            continue
+        if field.name != "in_flight" or len(mine) != len(theirs):
+            return f"{field.name} differs"
+        for a, b in zip(mine, theirs, strict=True):
+            if a == b:
+                continue
+            for sub in fields(a.state):
+                if getattr(a.state, sub.name) != getattr(b.state, sub.name):
+                    return f"in_flight[{a.task_id}].state.{sub.name} differs"
+            return f"in_flight[{a.task_id}] differs outside its state"
+    return None
+
+
+def _size(events: Sequence[JournalEvent]) -> int:
+    """About how many bytes the events take in the journal (their variant fields' JSON)."""
+    return sum(len(json.dumps(event.data, default=str)) + 120 for event in events)

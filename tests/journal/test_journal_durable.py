@@ -1,0 +1,222 @@
+"""Journal-first durability (decision D10) through the public API, checked at every save.
+
+The central check: for every save the writer reported durable, what a restore reads from disk
+at that moment (the snapshot in the store, folded with the journal's tail) is exactly the state
+the writer was asked to save. It runs on several workloads (one tool per turn, parallel calls,
+an ``unsafe`` tool with its dispatch records, two tasks sharing one journal file) and also
+counts how the saves were made, so a journal that never saves anything cannot pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    ChatOptions,
+    CheckpointOptions,
+    CheckpointSaved,
+    FileStore,
+    LLMResponse,
+    Message,
+    OpenMultiAgent,
+    ProgressEvent,
+    Task,
+    Team,
+    TextBlock,
+    TokenUsage,
+    ToolContext,
+    ToolUseBlock,
+    define_tool,
+)
+from oma_actors.checkpoint import Checkpoint
+from oma_actors.checkpoint.codec import encode
+from oma_actors.checkpoint.run_writer import RunWriter, Saved
+from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+from oma_actors.journal import JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.orchestration.journaling import fold_restored
+from oma_actors.testing import ScriptedAdapter
+
+
+class Note(BaseModel):
+    text: str
+
+
+def script(turns: int, calls: int) -> Callable[[Sequence[Message], ChatOptions], LLMResponse]:
+    def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        n = sum(1 for m in messages if m.role == "assistant")
+        if n < turns:
+            blocks = [ToolUseBlock(f"c{n}-{i}", "note", {"text": f"t{n}"}) for i in range(calls)]
+            return LLMResponse(blocks, stop_reason="tool_use", usage=TokenUsage(7, 3))  # type: ignore[arg-type]
+        return LLMResponse([TextBlock("done")], usage=TokenUsage(2, 1))
+
+    return answer
+
+
+def team(turns: int, calls: int, effect: str, effects: list[str]) -> Team:
+    async def note(args: Note, ctx: ToolContext) -> str:
+        effects.append(ctx.tool_call_id)
+        return f"noted {args.text} " + "x" * 300
+
+    tool = define_tool(
+        name="note", description="n", input_model=Note, execute=note,
+        effect=effect,  # type: ignore[arg-type]
+    )  # fmt: skip
+    agents = [
+        AgentConfig(
+            name, adapter=ScriptedAdapter(script(turns, calls)), tools=[tool], max_turns=turns + 5
+        )
+        for name in ("w", "v")
+    ]
+    return Team("t", agents)
+
+
+@dataclass
+class Workload:
+    turns: int
+    calls: int
+    effect: str
+    tasks: int
+
+
+WORKLOADS = {
+    "one_call_per_turn": Workload(turns=12, calls=1, effect="idempotent", tasks=1),
+    "parallel_calls": Workload(turns=6, calls=3, effect="idempotent", tasks=1),
+    "unsafe_tool": Workload(turns=6, calls=2, effect="unsafe", tasks=1),
+    "two_tasks_one_journal": Workload(turns=8, calls=1, effect="idempotent", tasks=2),
+}
+
+
+@dataclass
+class Capture:
+    boundary: str
+    mode: str
+    saved: CheckpointSnapshot
+    store: bytes
+    journal: bytes
+
+
+async def run_capturing(
+    tmp_path: Path, work: Workload, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Capture], list[ProgressEvent], list[str], Team]:
+    store_path, journal_path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    captures: list[Capture] = []
+    original = RunWriter._save_by_path
+
+    async def capturing(self: RunWriter, snapshot: CheckpointSnapshot, boundary: Any) -> Any:
+        outcome, mode = await original(self, snapshot, boundary)
+        if isinstance(outcome, Saved):
+            journal = journal_path.read_bytes() if journal_path.exists() else b""
+            captures.append(Capture(boundary, mode, snapshot, store_path.read_bytes(), journal))
+        return outcome, mode
+
+    monkeypatch.setattr(RunWriter, "_save_by_path", capturing)
+    effects: list[str] = []
+    events: list[ProgressEvent] = []
+    the_team = team(work.turns, work.calls, work.effect, effects)
+    tasks = [Task(f"task {i}", "x", assignee=("w", "v")[i], id=f"t{i}") for i in range(work.tasks)]
+    journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
+    result = await OpenMultiAgent(on_progress=events.append).run_tasks(
+        the_team, tasks, checkpoint=CheckpointOptions(store=FileStore(store_path), run_id="d1"),
+        journal=JournalOptions(journal, durable=True),
+    )  # fmt: skip
+    await journal.close()
+    assert result.success
+    return captures, events, effects, the_team
+
+
+async def restore_view(tmp_path: Path, capture: Capture, the_team: Team) -> CheckpointSnapshot:
+    """What a restore reads from the bytes on disk at the capture (snapshot + folded tail)."""
+    where = tmp_path / f"view-{id(capture)}"
+    where.mkdir()
+    (where / "state.json").write_bytes(capture.store)
+    (where / "run.jsonl").write_bytes(capture.journal)
+    store = FileStore(where / "state.json")
+    stored = await Checkpoint(store, run_id="d1").load_latest()
+    assert stored is not None
+    journal = JsonlRunJournal(where / "run.jsonl")
+    view = await fold_restored(stored, JournalOptions(journal), the_team, lambda _e: None)
+    shutil.rmtree(where)
+    return view
+
+
+def as_written(snapshot: CheckpointSnapshot) -> dict[str, Any]:
+    """The snapshot's JSON without what differs between any two saves of one state."""
+    raw: dict[str, Any] = json.loads(encode(replace(snapshot, raw={}, source=None)))
+    for key in ("createdAt", "revision", "version", "journalWatermarkSeq"):
+        raw.pop(key, None)
+    return raw
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+async def test_every_durable_save_restores_to_exactly_the_state_it_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    work = WORKLOADS[name]
+    captures, events, effects, the_team = await run_capturing(tmp_path, work, monkeypatch)
+    assert len(effects) == work.turns * work.calls * work.tasks
+    for capture in captures:
+        view = await restore_view(tmp_path, capture, the_team)
+        # Compared as written (the JSON a save of each would write), so in-memory-only detail
+        # such as sub-millisecond timestamps does not count, and everything stored does.
+        got, want = as_written(view), as_written(capture.saved)
+        if got != want:  # show the lines that differ, not two truncated dicts
+            diff = difflib.unified_diff(
+                json.dumps(want, indent=1).splitlines(), json.dumps(got, indent=1).splitlines()
+            )
+            pytest.fail(f"after {capture.boundary}:\n" + "\n".join(diff))
+
+    modes = Counter(
+        (e.boundary, e.mode) for e in events if isinstance(e, CheckpointSaved)
+    )  # fmt: skip
+    journal_saves = sum(n for (_, mode), n in modes.items() if mode == "journal")
+    snapshots = sum(n for (_, mode), n in modes.items() if mode == "snapshot")
+    # Most per-turn boundaries are journal appends; snapshots are the compaction points.
+    assert journal_saves > 2 * snapshots, modes
+    for boundary in ("assistant_tool_turn", "tool_commit", "tool_results"):
+        assert modes[(boundary, "journal")] > 0, modes
+    if work.effect == "unsafe":
+        # The unsafe tool's dispatch record is a strict journal append, not a snapshot.
+        assert modes[("tool_dispatch", "journal")] > 0, modes
+    for boundary in ("admission", "task_completed"):
+        assert modes[(boundary, "journal")] == 0, modes
+    journal = JsonlRunJournal(tmp_path / "run.jsonl")
+    assert (await verify_run(journal)).ok
+
+
+async def test_a_tail_never_outgrows_its_snapshot_and_compactions_are_geometric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Workload(turns=60, calls=1, effect="idempotent", tasks=1)
+    captures, _, _, _ = await run_capturing(tmp_path, work, monkeypatch)
+    snapshot_at = 0  # journal size when the last snapshot was written
+    snapshot_size = 0
+    compactions = 0
+    written = 0
+    for capture in captures:
+        if capture.mode == "snapshot":
+            snapshot_at, snapshot_size = len(capture.journal), len(capture.store)
+            compactions += 1
+            written += len(capture.store)
+            continue
+        # A restore reads the snapshot and folds the tail since: the tail stays within it.
+        assert len(capture.journal) - snapshot_at <= snapshot_size + 4096, capture.boundary
+    # 180 per-turn boundaries; a snapshot when the tail outgrows the last one: about log2(60),
+    # plus admission, the first turn (a task start) and the task's end.
+    assert 5 <= compactions <= 14
+    final = len(captures[-1].store)
+    # A geometric series, not 180 rewrites of a growing snapshot: a turn adds t bytes to the
+    # journal and s to the snapshot (t ~ 2s: a result is in its tool/result and its message),
+    # so each snapshot is (1 + s/t) ~ 1.5x the last and they sum to ~3x the final one, plus
+    # the task's terminal and completion snapshots. 180 full rewrites would be ~90x.
+    assert written <= 8 * final
