@@ -11,6 +11,7 @@ from oma_actors.domain.messages import Message, TextBlock
 from oma_actors.events import JournalAppendFailed
 from oma_actors.journal import (
     InMemoryRunJournal,
+    JournalAppendError,
     JournalEvent,
     JournalLineageError,
     JournalRecorder,
@@ -208,3 +209,41 @@ async def test_a_cancelled_durable_append_does_not_fail_the_others() -> None:
     assert (await survivor).seq == 2
     await recorder.flush()
     assert [e.seq for e in await journal.read_from(0)] == [1, 2]
+
+
+async def test_durable_mode_keeps_emitted_events_until_the_writer_takes_them() -> None:
+    recorder = await JournalRecorder.open(InMemoryRunJournal(), run_id="r", attempt=1, durable=True)
+    for turn in (1, 2, 3):
+        recorder.emit(v.turn_started(turn=turn))
+    assert [e.seq for e in recorder.take_through(2)] == [1, 2]
+    assert [e.seq for e in recorder.take_through(2)] == []
+    assert [e.seq for e in recorder.take_through(9)] == [3]
+    best_effort = await JournalRecorder.open(InMemoryRunJournal(), run_id="r", attempt=1)
+    best_effort.emit(v.turn_started(turn=1))
+    assert best_effort.take_through(9) == []  # OMA's mode keeps nothing
+
+
+async def test_durable_through_waits_for_the_batch_and_a_hole_fails_until_covered() -> None:
+    journal = FlakyJournal(failures=1)
+    recorder = await JournalRecorder.open(journal, run_id="r", attempt=1, durable=True)
+    recorder.emit(v.turn_started(turn=1))  # seq 1: its batch fails
+    with pytest.raises(JournalAppendError, match=r"journal events 1\.\.1"):
+        await recorder.durable_through(1)
+    recorder.emit(v.turn_started(turn=2))  # seq 2 lands, but seq 1 is a hole below it
+    with pytest.raises(JournalAppendError):
+        await recorder.durable_through(2)
+    assert [e.seq for e in await journal.read_from(0)] == [2]
+    recorder.cover(1)  # a snapshot holds the run through seq 1: the hole no longer matters
+    await recorder.durable_through(2)
+
+
+async def test_durable_through_returns_only_once_the_events_are_on_disk(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = JsonlRunJournal(path, flush_interval_ms=30)
+    recorder = await JournalRecorder.open(journal, run_id="r", attempt=1, durable=True)
+    recorder.emit(v.turn_started(turn=1))
+    recorder.emit(v.turn_started(turn=2))
+    assert not path.exists() or path.read_text() == ""  # still in the batching window
+    await recorder.durable_through(2)
+    assert path.read_text().count("\n") == 2
+    await journal.close()
