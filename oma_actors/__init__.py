@@ -21,6 +21,7 @@ from oma_actors.checkpoint import (
     checkpoint_key,
     is_checkpoint_key,
 )
+from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
     AgentRunResult,
@@ -162,6 +163,11 @@ __all__ = [
     "JournalOptions",
     "JournalTailDiscarded",
     "JsonlRunJournal",
+    "Folded",
+    "Discarded",
+    "FoldResult",
+    "fold_tail",
+    "tail_read_from",
     "LLMAdapter",
     "LLMResponse",
     "Lease",

@@ -1,5 +1,8 @@
 """``oma checkpoint show|list``: read the checkpoints in a store, readably or as JSON.
 
+``show`` folds the run's journal tail into the snapshot, as a restore does (``cli.tail``), and
+says how many events it folded; ``--raw`` prints the stored JSON as it is.
+
 Both only read: a state file is read without locking it (see ``store_option``), so they work
 beside a running sidecar or worker and show the last revision it wrote.
 """
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING
 from oma_actors import Checkpoint, is_checkpoint_key, list_checkpoints
 from oma_actors.cli.display import show_snapshot
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
+from oma_actors.cli.tail import add_journal_options, with_tail
 
 if TYPE_CHECKING:
     import argparse
@@ -33,12 +37,16 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show = actions.add_parser(
         "show",
         help="print a stored snapshot readably",
-        description="Print the latest snapshot of a run stored in a store.",
+        description=(
+            "Print the latest snapshot of a run stored in a store, with its journal tail "
+            "folded in (as a restore would see the run)."
+        ),
     )
     add_store_option(show, read_only=True)
     show.add_argument("--run-id", help="the run (default: the only checkpoint in the store)")
     show.add_argument("--key", help="an explicit checkpoint key")
-    show.add_argument("--raw", action="store_true", help="print the stored JSON")
+    show.add_argument("--raw", action="store_true", help="print the stored JSON (no tail)")
+    add_journal_options(show)
     listing = actions.add_parser(
         "list",
         help="list every run checkpointed in a store and where it stands",
@@ -92,9 +100,12 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
         return 1
     if args.raw:
         console.print_json(json.dumps(snapshot.raw))
-    else:
-        show_snapshot(console, snapshot)
-    return 0
+        return 0
+    view = await with_tail(snapshot, args)
+    show_snapshot(console, view.snapshot)
+    if view.note is not None:
+        console.print(view.note, style=None if view.ok else "yellow", markup=False)
+    return 0 if view.ok else 1
 
 
 def _print_list(found: list[CheckpointSummary], *, json_out: bool, console: Console) -> int:

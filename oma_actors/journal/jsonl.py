@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import StoreError
@@ -26,12 +27,12 @@ from oma_actors.journal.jsjson import js_dumps
 from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
 
 if TYPE_CHECKING:
-    import re
     from collections.abc import Sequence
 
     from oma_actors.journal.event import JournalEvent
 
 _CHUNK = 64 * 1024
+_SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
 
 
 class JsonlRunJournal:
@@ -80,6 +81,22 @@ class JsonlRunJournal:
             JournalClosedError: the journal was closed.
             StoreError: the write or the fsync failed (the batch's bytes were cut off again).
         """
+        await self._append(events, now=False)
+
+    async def append_now(self, events: Sequence[JournalEvent]) -> None:
+        """``append``, but the open batch goes to disk without waiting out its window.
+
+        For a writer whose run waits on these events (journal-first durability, D10): the batch
+        still carries whatever other appenders put in it, and appends arriving while its fsync
+        runs form the next batch, so concurrent runs keep sharing fsyncs (group commit).
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            StoreError: the write or the fsync failed (the batch's bytes were cut off again).
+        """
+        await self._append(events, now=True)
+
+    async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
         if self._closed:
             raise JournalClosedError(f"{self._path}: the journal is closed")
         if not events:
@@ -93,16 +110,22 @@ class JsonlRunJournal:
             flusher.add_done_callback(self._flushers.discard)
         batch = self._batch
         self._pending.extend(lines)
+        if now and self._window is not None:
+            self._window.set()
         # Shielded: a cancelled appender must not cancel the batch other appenders wait on.
         await asyncio.shield(batch)
 
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """Every event on disk with ``seq >= seq``, in file order (pending batches excluded).
 
+        A line whose start (as this module and OMA write it: ``{"type":...,"seq":N,``) shows a
+        seq below ``seq`` is skipped unparsed, so a restore reading its short tail does not
+        parse the whole run; ``read_from(0)`` (``oma verify``) reads and checks every line.
+
         Raises:
             JournalCorruptError: a line other than a torn trailing one is unreadable.
         """
-        events = await asyncio.to_thread(self._read_all)
+        events = await asyncio.to_thread(self._read_all, seq)
         return [event for event in events if event.seq >= seq]
 
     async def close(self) -> None:
@@ -169,7 +192,7 @@ class JsonlRunJournal:
             self._tail_checked = True
         return self._fd
 
-    def _read_all(self) -> list[JournalEvent]:
+    def _read_all(self, start: int = 0) -> list[JournalEvent]:
         try:
             with open(self._path, "rb") as file:
                 raw = file.read()
@@ -181,6 +204,10 @@ class JsonlRunJournal:
         for index, line in enumerate(lines):
             if not line.strip():
                 continue
+            if start > 1 and index != last:
+                found = _SEQ_PREFIX.match(line)
+                if found is not None and int(found[1]) < start:
+                    continue
             try:
                 events.append(
                     parse_line(

@@ -255,7 +255,10 @@ class JournalRecorder:
             self._pending, self._batch = [], None
             assert batch is not None
             try:
-                await self.journal.append(events)
+                # A durable run waits on these events: skip the batching window when the
+                # backend allows it (JsonlRunJournal.append_now); batches are still shared.
+                urgent = getattr(self.journal, "append_now", None) if self.durable else None
+                await (urgent or self.journal.append)(events)
             except Exception as exc:
                 _report(self._on_error, self.run_id, f"{type(exc).__name__}: {exc}")
                 if self.durable:

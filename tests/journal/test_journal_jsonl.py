@@ -247,3 +247,33 @@ async def test_a_cancelled_appender_does_not_cancel_the_batch_of_the_others(
     await survivor
     await journal.close()
     assert [e.seq for e in await JsonlRunJournal(path).read_from(0)] == [1, 2]
+
+
+async def test_append_now_skips_the_window_but_still_shares_the_batch(
+    tmp_path: Path, fsyncs: list[int]
+) -> None:
+    journal = JsonlRunJournal(tmp_path / "j.jsonl", flush_interval_ms=10_000)
+    slow = asyncio.ensure_future(journal.append([event(1)]))
+    await asyncio.sleep(0)
+    # A durable writer's append closes the open window: both land in one write and one fsync.
+    await asyncio.wait_for(journal.append_now([event(2)]), 5)
+    await asyncio.wait_for(slow, 5)
+    assert len(fsyncs) == 1
+    assert [e.seq for e in await journal.read_from(0)] == [1, 2]
+    await journal.close()
+
+
+async def test_read_from_skips_older_lines_unparsed_and_still_checks_the_rest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "j.jsonl"
+    good = [to_json_line(event(seq)) for seq in range(1, 6)]
+    # Line 2 is damaged after its seq: below the tail it is not read, in it it raises.
+    damaged = good[1][:-5] + "@@@@}"
+    path.write_text("\n".join([good[0], damaged, *good[2:]]) + "\n")
+    journal = JsonlRunJournal(path)
+    assert [e.seq for e in await journal.read_from(3)] == [3, 4, 5]
+    with pytest.raises(JournalCorruptError, match="line 2"):
+        await journal.read_from(2)
+    with pytest.raises(JournalCorruptError, match="line 2"):
+        await journal.read_from(0)

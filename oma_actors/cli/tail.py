@@ -1,0 +1,80 @@
+"""``oma checkpoint show``'s journal side: fold the run's journal tail into the snapshot shown.
+
+With journal-first durability (D10) the snapshot in the store is a compaction point and the
+journal holds what happened since; a restore folds the two, so a view of "where the run stands"
+must fold them too. The journal is the one the snapshot names (``journalRef``, a JSONL file)
+unless ``--journal`` names another; ``--no-journal`` shows the snapshot alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import aiofiles.os
+
+from oma_actors import Discarded, JsonlRunJournal, fold_tail, tail_read_from
+
+if TYPE_CHECKING:
+    import argparse
+
+    from oma_actors import CheckpointSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class TailView:
+    """The snapshot to show and one line saying what the journal added.
+
+    Attributes:
+        snapshot: the stored snapshot with the tail folded in (or as stored).
+        note: how many events were folded from which file, why the tail was discarded, or
+            why no journal was read; ``None`` for a snapshot written without a journal.
+        ok: ``False`` when the journal named could not be used (missing, unreadable).
+    """
+
+    snapshot: CheckpointSnapshot
+    note: str | None
+    ok: bool = True
+
+
+def add_journal_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--journal PATH`` and ``--no-journal`` to ``parser``."""
+    parser.add_argument(
+        "--journal",
+        metavar="PATH",
+        help="the run's JSONL journal (default: the one the snapshot names, when it exists)",
+    )
+    parser.add_argument(
+        "--no-journal", action="store_true", help="show the stored snapshot without its tail"
+    )
+
+
+async def with_tail(snapshot: CheckpointSnapshot, args: argparse.Namespace) -> TailView:
+    """``snapshot`` with its journal tail folded in, as a restore would see it."""
+    ref = snapshot.raw.get("journalRef")
+    if args.no_journal or snapshot.raw.get("journalWatermarkSeq") is None:
+        return TailView(snapshot, None)
+    path = args.journal
+    if path is None:
+        path = ref.get("path") if isinstance(ref, dict) else None
+        if not isinstance(path, str):
+            kind = ref.get("kind") if isinstance(ref, dict) else None
+            return TailView(snapshot, f"journal: {kind or 'unknown'} journal, not a file: no tail")
+    if not await aiofiles.os.path.isfile(path):
+        return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
+    journal = JsonlRunJournal(path)
+    try:
+        start = tail_read_from(snapshot)
+        events = [
+            e for e in await journal.read_from(start) if e.run_id == snapshot.run_id
+        ]  # fmt: skip
+    finally:
+        await journal.close()
+    result = fold_tail(snapshot, events)
+    if isinstance(result, Discarded):
+        return TailView(
+            result.snapshot, f"journal: tail of {path} discarded ({result.reason})", ok=True
+        )
+    span = f" (seq {events[0].seq}..{events[-1].seq})" if events else ""
+    note = f"journal: folded {result.folded_events} events from {path}{span}"
+    return TailView(result.snapshot, note)

@@ -1,0 +1,116 @@
+"""``oma checkpoint show`` folds the run's journal tail, as a restore does (D10).
+
+A durable journal saves the per-turn boundaries, so mid-run the snapshot in the store is an
+older compaction point: shown alone it would understate where the run stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    ChatOptions,
+    CheckpointOptions,
+    FileStore,
+    LLMResponse,
+    Message,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TextBlock,
+    TokenUsage,
+    ToolContext,
+    ToolUseBlock,
+    define_tool,
+)
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.testing import ScriptedAdapter
+
+
+class Note(BaseModel):
+    text: str
+
+
+def turns(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+    n = sum(1 for m in messages if m.role == "assistant")
+    if n < 20:
+        return LLMResponse(
+            [ToolUseBlock(f"c{n}", "note", {"text": "x"})], stop_reason="tool_use",
+            usage=TokenUsage(1, 1),
+        )  # fmt: skip
+    return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
+
+
+async def oma(*args: str) -> tuple[int, str]:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "oma_actors.cli.main", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd())},
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(child.communicate(), 90)
+    assert child.returncode is not None
+    return child.returncode, out.decode()
+
+
+def shown_turns(output: str) -> int:
+    found = re.search(r"phase \w+, (\d+) turns", output)
+    assert found is not None, output
+    return int(found[1])
+
+
+async def test_show_folds_the_tail_and_says_how_many_events(tmp_path: Path) -> None:
+    calls = 0
+    paused, release = asyncio.Event(), asyncio.Event()
+
+    async def note(args: Note, ctx: ToolContext) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 13:  # mid-run: the run waits here while the CLI looks at its files
+            paused.set()
+            await release.wait()
+        return "noted " + "y" * 200
+
+    tool = define_tool(name="note", description="n", input_model=Note, execute=note)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(turns), tools=[tool], max_turns=30)])
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    run = asyncio.ensure_future(
+        OpenMultiAgent().run_tasks(
+            team, [Task("a", "x", assignee="w", id="a")],
+            checkpoint=CheckpointOptions(store=FileStore(state), run_id="tail-1"),
+            journal=JournalOptions(JsonlRunJournal(path, flush_interval_ms=0)),
+        )
+    )  # fmt: skip
+    await asyncio.wait_for(paused.wait(), 30)
+
+    code, folded = await oma("checkpoint", "show", "--store", str(state), "--run-id", "tail-1")
+    assert code == 0, folded
+    found = re.search(r"journal: folded (\d+) events from (\S+) \(seq (\d+)\.\.(\d+)\)", folded)
+    assert found is not None, folded
+    assert int(found[1]) > 0
+    assert found[2] == str(path)  # the journal the snapshot names (journalRef)
+    assert shown_turns(folded) == 13  # 13 answers so far, the 13th call in flight
+
+    code, alone = await oma(
+        "checkpoint", "show", "--store", str(state), "--run-id", "tail-1", "--no-journal"
+    )
+    assert code == 0, alone
+    assert "journal:" not in alone
+    assert shown_turns(alone) < 13  # the stored snapshot alone is an older compaction point
+
+    code, missing = await oma(
+        "checkpoint", "show", "--store", str(state), "--run-id", "tail-1",
+        "--journal", str(tmp_path / "nowhere.jsonl"),
+    )  # fmt: skip
+    assert code == 1
+    assert "no file at" in missing
+
+    release.set()
+    result = await asyncio.wait_for(run, 30)
+    assert result.success
