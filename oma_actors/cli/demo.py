@@ -29,6 +29,7 @@ from oma_actors import (
 )
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
+from oma_actors.cli.tail import with_tail
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -104,7 +105,9 @@ async def run_crashing_child(out_dir: Path, console: Console) -> int:
 
     team = demo_team(out_dir, after_write=after_write)
     orchestrator = OpenMultiAgent(on_progress=observe, max_concurrency=3)
-    journal = JsonlRunJournal(out_dir / JOURNAL)  # the timeline's source after the restore
+    # Journal-first durability (D10): the per-turn saves are fsynced journal lines, the snapshot
+    # in state.json is written at compaction points; the journal is also the timeline's source.
+    journal = JsonlRunJournal(out_dir / JOURNAL, flush_interval_ms=0)
     await orchestrator.run_tasks(
         team, demo_tasks(), checkpoint=checkpoint_options(out_dir), journal=journal
     )
@@ -126,13 +129,17 @@ async def run_demo(out_dir: Path, *, console: Console) -> int:
         console.print(f"[red]the child exited with {code}, expected the crash code {CRASH_EXIT}[/]")
         return 1
 
-    console.rule("2. what the checkpoint holds (read from state.json by a fresh process)")
+    console.rule("2. what the checkpoint holds (state.json + journal tail, read afresh)")
     store = FileStore(out_dir / "state.json")
-    snapshot = await Checkpoint(store, run_id=RUN_ID).load_latest()
-    if snapshot is None:
+    stored = await Checkpoint(store, run_id=RUN_ID).load_latest()
+    if stored is None:
         console.print("[red]no checkpoint was written[/]")
         return 1
+    view = await with_tail(stored)
+    snapshot = view.snapshot
     show_snapshot(console, snapshot)
+    if view.note is not None:
+        console.print(view.note, markup=False, highlight=False)
     completed = {task.id: task.title for task in snapshot.tasks if task.status == "completed"}
     pending_ids = {
         item.call.id: item.commit is not None

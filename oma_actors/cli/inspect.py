@@ -101,7 +101,7 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
     if args.raw:
         console.print_json(json.dumps(snapshot.raw))
         return 0
-    view = await with_tail(snapshot, args)
+    view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
     show_snapshot(console, view.snapshot)
     if view.note is not None:
         console.print(view.note, style=None if view.ok else "yellow", markup=False)

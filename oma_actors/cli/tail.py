@@ -49,12 +49,20 @@ def add_journal_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def with_tail(snapshot: CheckpointSnapshot, args: argparse.Namespace) -> TailView:
-    """``snapshot`` with its journal tail folded in, as a restore would see it."""
+async def with_tail(
+    snapshot: CheckpointSnapshot, *, journal: str | None = None, skip: bool = False
+) -> TailView:
+    """``snapshot`` with its journal tail folded in, as a restore would see it.
+
+    Args:
+        snapshot: the stored snapshot.
+        journal: the JSONL journal to read (default: the one the snapshot names).
+        skip: show the snapshot alone.
+    """
     ref = snapshot.raw.get("journalRef")
-    if args.no_journal or snapshot.raw.get("journalWatermarkSeq") is None:
+    if skip or snapshot.raw.get("journalWatermarkSeq") is None:
         return TailView(snapshot, None)
-    path = args.journal
+    path = journal
     if path is None:
         path = ref.get("path") if isinstance(ref, dict) else None
         if not isinstance(path, str):
@@ -62,14 +70,12 @@ async def with_tail(snapshot: CheckpointSnapshot, args: argparse.Namespace) -> T
             return TailView(snapshot, f"journal: {kind or 'unknown'} journal, not a file: no tail")
     if not await aiofiles.os.path.isfile(path):
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
-    journal = JsonlRunJournal(path)
+    reader = JsonlRunJournal(path)
     try:
         start = tail_read_from(snapshot)
-        events = [
-            e for e in await journal.read_from(start) if e.run_id == snapshot.run_id
-        ]  # fmt: skip
+        events = [e for e in await reader.read_from(start) if e.run_id == snapshot.run_id]
     finally:
-        await journal.close()
+        await reader.close()
     result = fold_tail(snapshot, events)
     if isinstance(result, Discarded):
         return TailView(
