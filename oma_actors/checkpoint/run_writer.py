@@ -27,9 +27,9 @@ run has lost its lease and must stop.
 **Journal-first saves (decision D10).** With a durable journal attached (``attach_journal``), a
 per-turn boundary whose journal events, folded into the restore view, give exactly the run's
 state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
-other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A lease's
-fence is checked by each snapshot write; a journal-only save between two snapshots is not fenced
-by the store (a journal is a file of its own): the lease's heartbeat stops the run on loss.
+other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
+fenced writer (a run with a lease) refuses the journal path: an append to a journal file cannot
+carry the fence, so every boundary of a leased run stays a fenced snapshot (D11).
 """
 
 from __future__ import annotations
@@ -164,9 +164,18 @@ class RunWriter:
         self._journal: JournalPath | None = None
         self._last_size = 0
 
-    def attach_journal(self, journal: JournalPath) -> None:
-        """Make the run's durable journal its save path between snapshots (D10)."""
+    def attach_journal(self, journal: JournalPath) -> bool:
+        """Make the run's durable journal its save path between snapshots (D10).
+
+        Refused (``False``) for a fenced writer: a journal file append cannot carry the lease's
+        fence, so after a takeover a stale owner's journal-only save (an unsafe tool's dispatch
+        record, say) would still "succeed"; with a lease every boundary stays a fenced snapshot
+        and the journal only extends it, as in OMA's mode.
+        """
+        if self._fence is not None:
+            return False
         self._journal = journal
+        return True
 
     @property
     def journal(self) -> JournalPath | None:

@@ -67,6 +67,7 @@ class JournalRecorder:
         # Durable mode only: events not yet taken by the writer, open batches by first seq,
         # failed batches as (first seq, last seq, error) above the covered seq.
         self._kept: list[JournalEvent] = []
+        self._keep = durable
         self._batches: list[tuple[int, asyncio.Future[None]]] = []
         self._failed: list[tuple[int, int, BaseException]] = []
         self._covered = last_seq
@@ -141,7 +142,7 @@ class JournalRecorder:
             data=dict(draft.data),
         )
         self._pending.append(event)
-        if self.durable:
+        if self._keep:
             self._kept.append(event)
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
@@ -172,6 +173,11 @@ class JournalRecorder:
         """Wait until every emitted event was appended or reported failed; never raises."""
         while self._drain is not None and not self._drain.done():
             await asyncio.shield(self._drain)
+
+    def stop_keeping(self) -> None:
+        """No writer will take the events (its journal path was refused): keep none."""
+        self._keep = False
+        self._kept.clear()
 
     def take_through(self, seq: int) -> list[JournalEvent]:
         """The kept events with ``seq <= seq`` not taken before, in order (durable mode)."""

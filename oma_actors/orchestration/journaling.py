@@ -81,14 +81,12 @@ class RunJournaling:
 
     def attach(self, writer: RunWriter, team: Team) -> None:
         """Make a durable journal the writer's save path between snapshots (D10)."""
-        if self.durable:
-            writer.attach_journal(
-                JournalPath(
-                    self.recorder,
-                    unsafe=_unsafe_tools(team),
-                    enforce_lineage=self.recorder.enforce_lineage,
-                )
-            )
+        path = JournalPath(
+            self.recorder, unsafe=_unsafe_tools(team), enforce_lineage=self.recorder.enforce_lineage
+        )
+        if not self.durable or not writer.attach_journal(path):
+            # OMA's mode, or a leased run (its saves stay fenced snapshots, D11).
+            self.recorder.stop_keeping()
 
     @classmethod
     async def open(

@@ -28,6 +28,7 @@ from oma_actors import (
     CheckpointSaved,
     FileStore,
     LLMResponse,
+    MemoryStoreRunStore,
     Message,
     OpenMultiAgent,
     ProgressEvent,
@@ -220,3 +221,27 @@ async def test_a_tail_never_outgrows_its_snapshot_and_compactions_are_geometric(
     # so each snapshot is (1 + s/t) ~ 1.5x the last and they sum to ~3x the final one, plus
     # the task's terminal and completion snapshots. 180 full rewrites would be ~90x.
     assert written <= 8 * final
+
+
+async def test_a_leased_run_keeps_fenced_snapshots_and_the_journal_only_extends_them(
+    tmp_path: Path,
+) -> None:
+    # A journal file append cannot carry the lease's fence (D11): after a takeover a stale
+    # owner's journal-only dispatch record would still "succeed". A leased run saves snapshots.
+    store = FileStore(tmp_path / "state.json")
+    events: list[ProgressEvent] = []
+    work = WORKLOADS["unsafe_tool"]
+    journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+    result = await OpenMultiAgent(
+        on_progress=events.append, run_store=MemoryStoreRunStore(store)
+    ).run_tasks(
+        team(work.turns, work.calls, work.effect, []), [Task("t", "x", assignee="w", id="t0")],
+        checkpoint=CheckpointOptions(store=store, run_id="leased"),
+        journal=JournalOptions(journal, durable=True),
+    )  # fmt: skip
+    await journal.close()
+    assert result.success
+    modes = {e.mode for e in events if isinstance(e, CheckpointSaved)}
+    assert modes == {"snapshot"}
+    # The journal still records the run (OMA's mode): a restore folds it over the snapshot.
+    assert (await verify_run(JsonlRunJournal(tmp_path / "run.jsonl"))).ok
