@@ -163,6 +163,11 @@ class RunWriter:
         self._lock = asyncio.Lock()
         self._journal: JournalPath | None = None
         self._last_size = 0
+        self._on_snapshot: Callable[[CheckpointSnapshot], None] | None = None
+
+    def on_snapshot(self, callback: Callable[[CheckpointSnapshot], None]) -> None:
+        """Call ``callback`` with each snapshot once it is durable (the journal's record of it)."""
+        self._on_snapshot = callback
 
     def attach_journal(self, journal: JournalPath) -> bool:
         """Make the run's durable journal its save path between snapshots (D10).
@@ -256,6 +261,8 @@ class RunWriter:
             self._revision = outcome.revision
             self._saved += 1
             self._journal_saves += mode == "journal"
+            if mode == "snapshot" and self._on_snapshot is not None:
+                self._on_snapshot(snapshot)
             self._emit(
                 CheckpointSaved(
                     run_id=run_id, revision=outcome.revision, boundary=boundary,

@@ -81,6 +81,10 @@ class RunJournaling:
 
     def attach(self, writer: RunWriter, team: Team) -> None:
         """Make a durable journal the writer's save path between snapshots (D10)."""
+        # OMA records each durable snapshot in the journal (JR-08: its watermark is below it).
+        writer.on_snapshot(
+            lambda snapshot: self.saved(snapshot.mode, 5, snapshot.journal_watermark_seq or 0)
+        )
         path = JournalPath(
             self.recorder, unsafe=_unsafe_tools(team), enforce_lineage=self.recorder.enforce_lineage
         )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from pydantic import BaseModel
@@ -27,6 +28,7 @@ from oma_actors import (
     CheckpointOptions,
     CheckpointSaved,
     FileStore,
+    InMemoryStore,
     LLMResponse,
     MemoryStoreRunStore,
     Message,
@@ -44,7 +46,7 @@ from oma_actors.checkpoint import Checkpoint
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
-from oma_actors.journal import JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
 from oma_actors.orchestration.journaling import fold_restored
 from oma_actors.testing import ScriptedAdapter
 
@@ -245,3 +247,25 @@ async def test_a_leased_run_keeps_fenced_snapshots_and_the_journal_only_extends_
     assert modes == {"snapshot"}
     # The journal still records the run (OMA's mode): a restore folds it over the snapshot.
     assert (await verify_run(JsonlRunJournal(tmp_path / "run.jsonl"))).ok
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_t98_each_durable_snapshot_is_recorded_as_checkpoint_saved(durable: bool) -> None:
+    store = InMemoryStore()
+    journal = InMemoryRunJournal()
+    work = WORKLOADS["one_call_per_turn"]
+    result = await OpenMultiAgent().run_tasks(
+        team(work.turns, work.calls, work.effect, []), [Task("t", "x", assignee="w", id="t0")],
+        checkpoint=CheckpointOptions(store=store, run_id="t98"),
+        journal=JournalOptions(journal, durable=durable),
+    )  # fmt: skip
+    assert result.success
+    saves = [e for e in await journal.read_from(0) if e.type == "checkpoint/saved"]
+    assert saves
+    for save in saves:
+        assert save.data == {"mode": "runTasks", "version": 5, "watermarkSeq": ANY}
+        assert save.data["watermarkSeq"] < save.seq  # JR-08
+    stored = json.loads((await store.get("__oma_checkpoint__/t98/latest")).value)  # type: ignore[union-attr]
+    assert stored["version"] == 5
+    assert stored["journalRef"] == {"kind": "InMemoryRunJournal"}
+    assert saves[-1].data["watermarkSeq"] == stored["journalWatermarkSeq"]
