@@ -25,9 +25,9 @@ from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import CheckpointError
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
+    FOLDED_TYPES,
     TOOL_CALL,
     TOOL_RESULT,
-    TURN_END,
     USER_MESSAGE,
 )
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import InFlightTask
     from oma_actors.journal.event import JournalEvent
 
-FOLDED_TYPES = frozenset({ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT})
+__all__ = ["FOLDED_TYPES", "TailRejected", "apply_event", "check_resumable"]
 
 
 class TailRejected(Exception):

@@ -12,6 +12,10 @@ tool, a loop warning, a final answer) makes the two differ, and the boundary com
 snapshot is written, as without a journal. So a journal-only save can never restore to a state
 other than the one it reported as saved.
 
+A boundary that compacts holds its events back from the journal until its snapshot is durable
+(``compacted`` releases them): what a crash can leave in the journal is then always a tail the
+fold takes.
+
 Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (admission, task completion,
 suspension, synthesis, run end ...), the first boundary of the writer (there is no view yet),
 any boundary after a failed save or a failed append (the view is no longer known to match what
@@ -53,6 +57,10 @@ class JournalTail(Protocol):
 
     def cover(self, seq: int) -> None:
         """A snapshot holding the run through ``seq`` is durable."""
+        ...
+
+    def release(self, seq: int) -> None:
+        """Let the events up to ``seq`` go to the journal (they were held until now)."""
         ...
 
 
@@ -152,7 +160,12 @@ class JournalPath:
         self._view = snapshot
         self._snapshot_bytes = size
         self._tail_bytes = 0
-        self.tail.cover(snapshot.journal_watermark_seq or 0)
+        watermark = snapshot.journal_watermark_seq or 0
+        self.tail.cover(watermark)
+        # Only now may this boundary's events reach the journal: had they gone first, a crash
+        # during the snapshot write could leave a tail the fold refuses (a final answer), and
+        # a refused tail is discarded whole, journal-only saves included.
+        self.tail.release(watermark)
 
     def lost(self) -> None:
         """A save failed: what is on disk is unknown, so the next boundary compacts."""

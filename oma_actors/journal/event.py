@@ -18,6 +18,9 @@ TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 """OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
 
+FOLDED_TYPES = frozenset({ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT})
+"""The event types that change an in-flight entry when a tail is folded (JR-14)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalEvent:

@@ -13,6 +13,13 @@ until the run's writer takes them (``take_through``) and answers ``durable_throu
 all events up to ``seq`` on disk? A failed batch keeps failing that question until a snapshot
 that covers it was written (``cover``), because a later event folded on top of a lost one would
 restore a wrong state. Failed batches are reported in both modes.
+
+A durable recorder also **holds** its events until the writer releases them (``release``,
+``durable_through``): a boundary that writes the whole snapshot releases its events only once
+that snapshot is durable. Otherwise a crash during the snapshot write could leave in the journal
+events the fold cannot take (a final answer: the runner cannot resume from it), and the fold
+would then discard the whole tail, journal-only saves included (JR-16). Held events keep their
+order: everything emitted after a held event is held too.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.events import JournalAppendFailed
 from oma_actors.journal.errors import JournalAppendError, JournalLineageError
-from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.event import FOLDED_TYPES, JournalEvent
 from oma_actors.journal.vocabulary import canonical_content_hash, request_block
 
 if TYPE_CHECKING:
@@ -68,6 +75,9 @@ class JournalRecorder:
         # failed batches as (first seq, last seq, error) above the covered seq.
         self._kept: list[JournalEvent] = []
         self._keep = durable
+        self._hold = durable
+        self._held: list[JournalEvent] = []
+        self._released = last_seq
         self._batches: list[tuple[int, asyncio.Future[None]]] = []
         self._failed: list[tuple[int, int, BaseException]] = []
         self._covered = last_seq
@@ -141,16 +151,41 @@ class JournalRecorder:
             source_event_seqs=draft.source_event_seqs,
             data=dict(draft.data),
         )
-        self._pending.append(event)
         if self._keep:
             self._kept.append(event)
+        if self._hold and (self._held or event.seq > self._released):
+            self._held.append(event)
+        else:
+            self._queue(event)
+        return event
+
+    def _queue(self, event: JournalEvent) -> None:
+        self._pending.append(event)
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
             if self.durable:
                 self._batches.append((event.seq, self._batch))
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._drain_pending())
-        return event
+
+    def release(self, seq: int) -> None:
+        """Let the held events up to ``seq`` go to the journal (durable mode)."""
+        self._released = max(self._released, seq)
+        cut = 0
+        while cut < len(self._held) and self._held[cut].seq <= self._released:
+            self._queue(self._held[cut])
+            cut += 1
+        del self._held[:cut]
+
+    def release_trailing(self) -> None:
+        """At the end of an attempt: release what is held unless it would change a task's state.
+
+        Held events that change an entry belong to a snapshot that is not known durable (its
+        write failed): in the journal, a restore might not be able to fold them. ``run/end``
+        and ``checkpoint/saved`` change nothing and go out.
+        """
+        if not any(event.type in FOLDED_TYPES for event in self._held):
+            self.release(self._last_seq)
 
     async def append(self, draft: EventDraft) -> JournalEvent:
         """Emit the draft and wait until its batch is appended.
@@ -160,6 +195,7 @@ class JournalRecorder:
                 is raised (the failure went to ``on_error``).
         """
         event = self.emit(draft)
+        self.release(event.seq)
         batch = self._batch
         assert batch is not None
         try:
@@ -175,9 +211,11 @@ class JournalRecorder:
             await asyncio.shield(self._drain)
 
     def stop_keeping(self) -> None:
-        """No writer will take the events (its journal path was refused): keep none."""
+        """No writer will take the events (its journal path was refused): keep and hold none."""
         self._keep = False
         self._kept.clear()
+        self._hold = False
+        self.release(self._last_seq)
 
     def take_through(self, seq: int) -> list[JournalEvent]:
         """The kept events with ``seq <= seq`` not taken before, in order (durable mode)."""
@@ -190,10 +228,13 @@ class JournalRecorder:
     async def durable_through(self, seq: int) -> None:
         """Return once every event with ``seq <= seq`` is on disk (durable mode).
 
+        Releases the held events up to ``seq`` first.
+
         Raises:
             JournalAppendError: a batch holding an event at or below ``seq`` and above the
                 covered seq (``cover``) failed; the journal has a hole the fold must not cross.
         """
+        self.release(seq)
         while True:
             self._batches = [(first, f) for first, f in self._batches if not f.done()]
             waiting = [future for first, future in self._batches if first <= seq]

@@ -24,7 +24,7 @@ they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless ``reconcil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
@@ -249,8 +249,9 @@ async def fold_restored(
 
     Only a snapshot written with a journal (v5) has a tail (JR-11). A journal file may hold the
     events of several runs (they share its batches, D10): the run's tail is its own events.
-    Calls the tail shows as started whose tool is ``unsafe`` and that have no commit are marked
-    dispatched (D1), whether the tail folds or is discarded.
+    Calls the tail shows as started whose tool is ``unsafe`` are marked dispatched (D1), whether
+    the tail folds or is discarded. With a durable journal the revision continues above every
+    revision the journal-only saves of the tail reported.
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
@@ -263,7 +264,14 @@ async def fold_restored(
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
     if isinstance(result, Discarded):
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
-    return mark_started_unsafe(result.snapshot, result.started_calls, _unsafe_tools(team))
+    folded = mark_started_unsafe(result.snapshot, result.started_calls, _unsafe_tools(team))
+    if options.durable:
+        # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
+        # each appended at least one event above the watermark: continuing above that count
+        # means no revision is reported twice for the run (it may skip some).
+        above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
+        folded = replace(folded, revision=folded.revision + above)
+    return folded
 
 
 def _unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
@@ -318,4 +326,6 @@ async def finish_journal(journaling: RunJournaling | None, state: RunState) -> N
             error=status.message if status is not None and status.code != "ok" else None,
         )
     )
+    # Held events of a snapshot that never became durable stay out (see JournalRecorder).
+    journaling.recorder.release_trailing()
     await journaling.recorder.flush()

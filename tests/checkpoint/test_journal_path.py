@@ -30,6 +30,7 @@ class FakeTail:
         self.events: list[JournalEvent] = []
         self.fail = False
         self.covered = 0
+        self.released = 0
         self.waited: list[int] = []
 
     def take_through(self, seq: int) -> list[JournalEvent]:
@@ -44,6 +45,9 @@ class FakeTail:
 
     def cover(self, seq: int) -> None:
         self.covered = seq
+
+    def release(self, seq: int) -> None:
+        self.released = seq
 
 
 def at(snapshot: CheckpointSnapshot, watermark: int) -> CheckpointSnapshot:
@@ -139,6 +143,7 @@ def test_a_compaction_covers_the_journal_through_its_watermark() -> None:
     path = JournalPath(tail, unsafe={})
     path.compacted(at(journaled(entry(mark=100)), 140), size=1)
     assert tail.covered == 140
+    assert tail.released == 140  # the boundary's events go to the journal only now
 
 
 def test_an_unsafe_call_started_in_the_tail_must_be_dispatched_in_the_state() -> None:

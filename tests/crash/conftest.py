@@ -1,4 +1,9 @@
-"""Fixtures of the crash tests: uninterrupted baselines, run once per scenario and tool mode."""
+"""Fixtures of the crash tests: uninterrupted baselines, run once per scenario and tool mode.
+
+A row that takes ``save`` runs once per save path: ``snapshot`` (a snapshot per boundary) and
+``journal`` (journal-first, D10). The baselines are always uninterrupted snapshot runs, so a
+journal-first crash and restore is compared with the plain run, not with itself.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from crash_checks import Baseline, run_baseline
-from crash_harness import Scenario
+from crash_harness import SAVES, Scenario
 
 from oma_actors.testing.crash_points import CRASH_EXIT
 
@@ -23,6 +28,12 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], B
         return cache[key]
 
     return get
+
+
+@pytest.fixture(params=SAVES)
+def save(request: pytest.FixtureRequest) -> str:
+    """The save path of the row: ``"snapshot"`` or ``"journal"`` (``Scenario.save``)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,12 @@
 """The child process of the crash tests (crash matrix 3.2): one scenario against a FileStore.
 
 Run as ``python tests/crash/crash_child.py --scenario NAME --state-dir D --ledger-dir L
-[--resume] [--crash POINT] [--tool-mode MODE] [--gate GATE] [--approval SCOPE]``.
+[--resume] [--crash POINT] [--tool-mode MODE] [--gate GATE] [--approval SCOPE] [--journal J]``.
 It builds the scenario (``crash_scenarios``), runs it (or restores it with ``--resume``) against
-``D/store.json`` and writes the ledgers the parent asserts over (``crash_ledger``).
+``D/store.json`` and writes the ledgers the parent asserts over (``crash_ledger``). With
+``--journal J`` the run (and its restore) saves journal-first (decision D10): a durable JSONL
+journal at ``J``, every append fsynced before the boundary counts as saved
+(``flush_interval_ms=0``), the snapshot in the store written only at compaction points.
 
 ``--crash`` names where the process dies (``crash_wiring``): usually a durable boundary of the
 run, spelled ``boundary:phase[:nth][@task_id]`` and driven by the test kit's ``crash_at``, so
@@ -40,7 +43,14 @@ from crash_scenarios import (
     tasks_for,
 )
 from crash_tool import ToolBehaviour
-from crash_wiring import NO_CRASH, CrashPlan, make_sink, patch_replace, plan_crash
+from crash_wiring import (
+    NO_CRASH,
+    CrashPlan,
+    TearingJournal,
+    make_sink,
+    patch_replace,
+    plan_crash,
+)
 
 from oma_actors import (
     AgentConfig,
@@ -55,6 +65,7 @@ from oma_actors import (
 )
 from oma_actors.approvals import APPROVAL_KEY_PREFIX, decide_approval
 from oma_actors.clock import to_iso
+from oma_actors.journal import JournalOptions, JsonlRunJournal, RunJournal
 from oma_actors.stores.base import MemoryStore
 from oma_actors.testing.crash_points import crash_at
 from oma_actors.testing.faults import CrashingStore
@@ -83,6 +94,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tool-mode", default="default", choices=TOOL_MODES)
     parser.add_argument("--gate", choices=("q_before_effect", "q_after_effect", "a_before_effect"))
     parser.add_argument("--approval", choices=APPROVAL_SCOPES, help="the gate that suspends")
+    parser.add_argument("--journal", type=Path, help="save journal-first to this JSONL journal")
     args = parser.parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     args.ledger_dir.mkdir(parents=True, exist_ok=True)
@@ -107,9 +119,17 @@ async def main(args: argparse.Namespace) -> int:
     store = FileStore(store_path)
     if crash.replace_kill is not None:
         patch_replace(store.path, CHECKPOINT_KEY, kill=crash.replace_kill)
+    journal: RunJournal | None = None
+    if args.journal is not None:
+        # flush_interval_ms=0: each boundary's append is written and fsynced on its own, so a
+        # crash right after a boundary finds exactly that boundary's events on disk.
+        journal = JsonlRunJournal(args.journal, flush_interval_ms=0)
+        if crash.journal_tear is not None:
+            journal = TearingJournal(journal, args.journal, tear=crash.journal_tear)
     orchestrator = OpenMultiAgent(
         on_progress=make_sink(ledger, crash.hook),
         max_concurrency=1,
+        journal=JournalOptions(journal, durable=True) if journal is not None else None,
         **make_gates(ledger, args.approval),
     )
     options = CheckpointOptions(store=store, run_id=RUN_ID)
@@ -125,6 +145,8 @@ async def main(args: argparse.Namespace) -> int:
             f"crash point {crash.boundary.spelling} never reached; reported: {seen}",
             file=sys.stderr,
         )
+    if journal is not None:
+        await journal.close()  # the caller owns the journal (JournalOptions)
     await store.aclose()
     (ledger / RESULT).write_text(json.dumps(result_record(result), indent=1, sort_keys=True))
     return 0

@@ -1,7 +1,7 @@
 """The parent side of the crash tests: start children, read their ledgers and the store.
 
 The parent never shares memory with a child: it reads the ledgers the child appended
-(``crash_ledger``) and opens the store as a third party. A crash at a boundary is checked to have
+(``crash_ledger``) and opens the store (and, journal-first, the journal) as a third party. A crash at a boundary is checked to have
 happened *at that boundary*: the child names it on stderr (``crash_at``), so a test whose child
 died somewhere else fails instead of asserting over the wrong state.
 """
@@ -25,12 +25,17 @@ from crash_scenarios import CHECKPOINT_KEY, STORE_FILE
 from crash_wiring import plan_crash
 
 from oma_actors import FileStore
+from oma_actors.checkpoint import decode, encode
+from oma_actors.checkpoint.fold import Folded, FoldResult, fold_tail, tail_read_from
+from oma_actors.journal import JsonlRunJournal
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("crash_child.py")
 CHILD_TIMEOUT = 60
 APPROVAL_PREFIX = "__oma_approval__/"  # spelled out: the parent reads rows as a third party
+JOURNAL_FILE = "journal.jsonl"
+SAVES = ("snapshot", "journal")  # the save paths: a snapshot per boundary, or journal-first (D10)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,7 @@ class Scenario:
     name: str
     mode: str = "default"
     approval: str | None = None  # "tool" | "dispatch": the gate that suspends (every process)
+    save: str = "snapshot"  # "journal": every process runs with --journal (journal-first, D10)
     children: list[Child] = field(default_factory=list)
 
     @property
@@ -98,6 +104,14 @@ class Scenario:
     def store_path(self) -> Path:
         return self.state_dir / STORE_FILE
 
+    @property
+    def journal_path(self) -> Path:
+        return self.state_dir / JOURNAL_FILE
+
+    @property
+    def journaled(self) -> bool:
+        return self.save == "journal"
+
     def command(
         self,
         *,
@@ -105,10 +119,14 @@ class Scenario:
         resume: bool = False,
         gate: str | None = None,
         no_tasks: bool = False,
+        journal: bool | None = None,
     ) -> list[str]:
+        """The child's command line; ``journal`` overrides the scenario's ``save`` (C12b)."""
         cmd = [sys.executable, str(CHILD), "--scenario", self.name]
         cmd += ["--state-dir", str(self.state_dir), "--ledger-dir", str(self.ledger_dir)]
         cmd += ["--tool-mode", self.mode]
+        if self.journaled if journal is None else journal:
+            cmd += ["--journal", str(self.journal_path)]
         if resume:
             cmd.append("--resume")
         if no_tasks:
@@ -129,13 +147,16 @@ class Scenario:
         gate: str | None = None,
         no_tasks: bool = False,
         expect: int = 0,
+        journal: bool | None = None,
     ) -> Child:
         """Run the child to its end; any exit code but ``expect`` fails with its stderr.
 
         A child crashed at a boundary must say it died at exactly that boundary.
         """
-        what = f"child (scenario={self.name}, crash={crash}, resume={resume})"
-        cmd = self.command(crash=crash, resume=resume, gate=gate, no_tasks=no_tasks)
+        what = f"child (scenario={self.name}, save={self.save}, crash={crash}, resume={resume})"
+        cmd = self.command(
+            crash=crash, resume=resume, gate=gate, no_tasks=no_tasks, journal=journal
+        )
         child = run_process(cmd, expect=expect, what=what)
         self.children.append(child)
         boundary = boundary_of(crash)
@@ -201,8 +222,39 @@ class Scenario:
         return read_approval_rows(self.store_path)
 
     def snapshot(self) -> dict[str, Any] | None:
-        """The stored checkpoint, read as a third party through a fresh ``FileStore``."""
+        """The stored checkpoint, read as a third party through a fresh ``FileStore``.
+
+        Journal-first this is the last compaction, stale by design: use ``state``.
+        """
         return read_checkpoint(self.store_path)
+
+    def state(self) -> dict[str, Any] | None:
+        """The checkpoint a restore resumes from: the snapshot, journal-first with its tail folded.
+
+        Fails the test when the tail does not fold (only C12a expects a discarded tail).
+        """
+        return folded_state(self.fold())
+
+    def started_calls(self) -> set[str]:
+        """The call ids the journal tail shows as started (``tool/call`` or ``tool/result``)."""
+        folded = self.fold()
+        return {call.call_id for call in folded.started_calls} if folded is not None else set()
+
+    def fold(self) -> FoldResult | None:
+        """The snapshot folded with the journal's tail (``fold_tail``); ``None``: no snapshot.
+
+        With ``save="snapshot"`` the tail is empty, whatever lies in the directory: that is
+        what a restore without the journal resumes from (C12b).
+        """
+        journal = self.journal_path if self.journaled else None
+        return asyncio.run(fold_store(self.store_path, journal))
+
+    def journal_lines(self) -> list[dict[str, Any]]:
+        """Every complete line of the journal file, parsed as plain JSON (a third party)."""
+        if not self.journal_path.exists():
+            return []
+        lines = self.journal_path.read_bytes().split(b"\n")
+        return [dict(json.loads(line)) for line in lines[:-1] if line.strip()]
 
     # -- reviewers -------------------------------------------------------------------------
 
@@ -272,6 +324,26 @@ async def load_checkpoint(path: Path) -> dict[str, Any] | None:
     """The checkpoint JSON stored in the FileStore at ``path`` (``None``: no checkpoint)."""
     entry = await FileStore(path).get(CHECKPOINT_KEY)
     return dict(json.loads(entry.value)) if entry is not None else None
+
+
+def folded_state(folded: FoldResult | None) -> dict[str, Any] | None:
+    """A fold's snapshot as checkpoint JSON; fails the test when the tail was discarded."""
+    if folded is None:
+        return None
+    assert isinstance(folded, Folded), f"the journal tail was discarded: {folded.reason}"
+    return dict(json.loads(encode(folded.snapshot)))
+
+
+async def fold_store(store_path: Path, journal_path: Path | None) -> FoldResult | None:
+    """The stored snapshot folded with the journal tail (no or an absent journal: no tail)."""
+    entry = await FileStore(store_path).get(CHECKPOINT_KEY)
+    if entry is None:
+        return None
+    snapshot = decode(entry.value, key=CHECKPOINT_KEY)
+    events = []
+    if journal_path is not None:
+        events = await JsonlRunJournal(journal_path).read_from(tail_read_from(snapshot))
+    return fold_tail(snapshot, events)
 
 
 def read_checkpoint(path: Path) -> dict[str, Any] | None:

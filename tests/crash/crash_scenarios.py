@@ -65,6 +65,7 @@ SCRIPTS: dict[str, dict[str, list[Step]]] = {
     "parallel": {"alpha": [["P", "Q"], None], "beta": [None]},
     "witherror": {"alpha": [["P", "boom"], None], "beta": [None]},
     "team": {"alpha": [["A"], None], "beta": [None]},
+    "rounds": {"alpha": [["A"], ["B"], None], "beta": [None]},  # a task's second tool round
 }
 SCENARIOS = tuple(SCRIPTS)
 

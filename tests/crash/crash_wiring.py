@@ -19,6 +19,9 @@ The other spellings name places that are not save boundaries, each kept for a re
   (the target still holds the previous revision, the orphan temp is never read), so it stays a
   store-level fault and parses the temp file's JSON on purpose.
 - ``kill:<boundary spelling>``: a boundary point with the M-kill variant (READY, then SIGKILL).
+- ``journal:torn_result``: with ``--journal``, the append that carries the first ``tool/result``
+  writes the lines before it, then half of that line, and exits (C12a): a torn trailing line,
+  which is the journal's bytes, not a boundary.
 
 A crash ends the process with exit code 86 (``os._exit``: no ``finally``, no buffered I/O); the
 ``kill:*`` points instead print ``READY`` and block until the parent sends SIGKILL.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,6 +41,7 @@ import aiofiles.os
 from crash_ledger import append_line, event_record, events_file
 
 from oma_actors import ApprovalPending, ProgressEvent, ToolCalled
+from oma_actors.journal import JournalEvent, RunJournal, to_json_line
 from oma_actors.testing.crash_points import (
     CRASH_EXIT,
     CrashHandler,
@@ -56,6 +60,7 @@ TOOL_CRASHES = {
 MODEL_CRASHES = {"model:synthesis": ("coordinator", "synthesis")}
 HOOK_CRASHES = ("hook:tool_called", "kill:approval_pending")
 FILESTORE_CRASHES = {"exit:replace_commit": False, "kill:replace_commit": True}  # value: SIGKILL
+JOURNAL_CRASHES = {"journal:torn_result": "tool/result"}  # value: the event type torn
 
 
 def crash_now(reason: str) -> NoReturn:
@@ -82,6 +87,7 @@ class CrashPlan:
         model: ``(role, task)`` of the model call that crashes.
         hook: ``hook:tool_called`` or ``kill:approval_pending`` (the progress sink).
         replace_kill: C06: stop the FileStore rename (``True``: SIGKILL, ``False``: exit).
+        journal_tear: C12a: the journal event type whose line is torn (``TearingJournal``).
     """
 
     boundary: CrashPoint | None = None
@@ -90,6 +96,7 @@ class CrashPlan:
     model: tuple[str, str] | None = None
     hook: str | None = None
     replace_kill: bool | None = None
+    journal_tear: str | None = None
 
 
 NO_CRASH = CrashPlan()
@@ -110,6 +117,8 @@ def plan_crash(spelling: str) -> CrashPlan:
         return CrashPlan(hook=spelling)
     if spelling in FILESTORE_CRASHES:
         return CrashPlan(replace_kill=FILESTORE_CRASHES[spelling])
+    if spelling in JOURNAL_CRASHES:
+        return CrashPlan(journal_tear=JOURNAL_CRASHES[spelling])
     kill = spelling.startswith("kill:")
     try:
         point = CrashPoint.parse(spelling.removeprefix("kill:"))
@@ -140,7 +149,9 @@ def make_sink(ledger: Path, hook: str | None) -> Callable[[ProgressEvent], None]
 def patch_replace(store_path: str, checkpoint_key: str, *, kill: bool) -> None:
     """Stop a FileStore write of ``store_path`` after its temp file is written, before the rename.
 
-    Only the write whose new checkpoint holds a commit of alpha's call is stopped: with
+    Only the first write whose new checkpoint holds alpha's tool result is stopped (a commit of
+    its call; journal-first, where commits are journal appends, the first compaction that holds
+    alpha finished, ``_holds_alpha_result``): with
     ``kill`` the child prints READY and blocks for SIGKILL, otherwise it exits with 86.
     Both ``os.replace`` and ``aiofiles.os.replace`` (which binds ``os.replace`` at import) are
     patched, whichever the store uses. This is the one crash point that reads the store's
@@ -155,7 +166,7 @@ def patch_replace(store_path: str, checkpoint_key: str, *, kill: bool) -> None:
         try:
             document = json.loads(Path(os.fspath(src)).read_bytes())
             entry = next(e for e in document["entries"] if e["key"] == checkpoint_key)
-            return _holds_a_commit(json.loads(entry["value"]))
+            return _holds_alpha_result(json.loads(entry["value"]))
         except (StopIteration, KeyError, ValueError, OSError):
             return False
 
@@ -179,10 +190,64 @@ def patch_replace(store_path: str, checkpoint_key: str, *, kill: bool) -> None:
     aiofiles.os.replace = patched_aio
 
 
-def _holds_a_commit(snapshot: dict[str, Any]) -> bool:
-    """Alpha's turn is executing tools and one of its calls has a commit record."""
+def _holds_alpha_result(snapshot: dict[str, Any]) -> bool:
+    """One of alpha's calls has a commit record, or alpha is completed (its result is in)."""
     ids = {task.get("title"): task.get("id") for task in snapshot["queue"]["tasks"]}
+    if ids.get("alpha") in snapshot["queue"].get("completed", []):
+        return True
     for entry in snapshot.get("inFlightTasks") or []:
-        if entry.get("taskId") == ids.get("alpha") and entry.get("phase") == "executing_tools":
+        if entry.get("taskId") != ids.get("alpha"):
+            continue
+        if entry.get("phase") == "completed":
+            return True
+        if entry.get("phase") == "executing_tools":
             return any(c.get("commit") is not None for c in entry.get("pendingToolCalls") or [])
     return False
+
+
+class TearingJournal:
+    """A ``RunJournal`` that dies mid-append: half of the first ``tear`` event's line (C12a).
+
+    The events before it in the same append go through the real journal (written, fsynced);
+    then half of the torn event's line is appended to the file with its own descriptor and
+    fsynced, and the process exits: what a crash in the middle of a ``write`` leaves.
+    """
+
+    def __init__(self, inner: RunJournal, path: Path, *, tear: str) -> None:
+        self._inner = inner
+        self._path = path
+        self._tear = tear
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Append ``events``; tear the first of type ``tear`` and exit."""
+        torn = next((i for i, event in enumerate(events) if event.type == self._tear), None)
+        if torn is None:
+            await self._inner.append(events)
+            return
+        if torn:
+            await self._inner.append(events[:torn])
+        line = to_json_line(events[torn]).encode()
+        append_bytes(self._path, line[: len(line) // 2])
+        crash_now(f"torn journal line: {self._tear} seq {events[torn].seq}")
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """The inner journal's events from ``seq``."""
+        return await self._inner.read_from(seq)
+
+    async def close(self) -> None:
+        """Close the inner journal."""
+        await self._inner.close()
+
+    def describe(self) -> dict[str, Any]:
+        """The inner journal's reference (the snapshot's ``journalRef``)."""
+        return dict(self._inner.describe())
+
+
+def append_bytes(path: Path, data: bytes) -> None:
+    """Append raw bytes with one ``O_APPEND`` write and fsync them."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -5,6 +5,12 @@ inside the tool (before or after its effect; M-exit or SIGKILL), restores the ru
 process against the same store, and asserts over both processes' ledgers: tool effects, model
 calls, accounting, identity, revisions, and equality with an uninterrupted run of the same
 scenario. The crash points name boundaries, never store bytes, so the rows hold for any save path.
+
+C02-C05 run with both save paths (``save``: a snapshot per boundary, or journal-first, D10). The
+expectations are the same; journal-first each row also says where its state lived when P1 died:
+in the tail only (``assert_in_tail_only``: the stored snapshot lacks what P2 did not redo, so the
+row goes red if a journal-only save were not durable) or in a compaction (the first boundary of
+a task compacts: there is no entry in the snapshot to fold its events onto).
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ import pytest
 from crash_checks import (
     UNKNOWN,
     GetBaseline,
+    assert_compacted,
     assert_resumed,
     assert_same_results,
     assert_unknown,
     call_keys,
+    committed_calls,
     effect_counts,
     in_flight,
     of_type,
     replays_only,
+    stored_entry,
 )
 from crash_harness import Scenario
 
@@ -63,17 +72,22 @@ def test_c01_crash_before_the_first_save(tmp_path: Path, baseline: GetBaseline) 
 # -- C02 ----------------------------------------------------------------------------------------
 
 
-def test_c02_assistant_turn_saved_before_tools_run(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c02_assistant_turn_saved_before_tools_run(
+    tmp_path: Path, save: str, baseline: GetBaseline
+) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="assistant_tool_turn:after@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     entry = in_flight(before)
     assert entry is not None
     assert entry["phase"] == "executing_tools"
     assert entry["turns"] == 1
     assert sc.effects() == []
+    if sc.journaled:
+        # alpha's first boundary compacts (test_crash_journal's C02 row has the tail-only turn).
+        assert_compacted(sc, before)
 
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
@@ -89,16 +103,23 @@ def test_c02_assistant_turn_saved_before_tools_run(tmp_path: Path, baseline: Get
 
 @pytest.mark.parametrize("mode", ["default", "unsafe"])
 def test_c03a_crash_in_tool_before_its_effect(
-    tmp_path: Path, baseline: GetBaseline, mode: str
+    tmp_path: Path, save: str, baseline: GetBaseline, mode: str
 ) -> None:
     base = baseline("chain", mode)
-    sc = Scenario(tmp_path, "chain", mode)
+    sc = Scenario(tmp_path, "chain", mode, save=save)
     p1 = sc.run(crash="tool:before_effect", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     [pending] = in_flight(before)["pendingToolCalls"]  # type: ignore[index]
     assert "commit" not in pending
-    assert pending.get("dispatched", False) is (mode == "unsafe")
+    if sc.journaled:
+        # Journal-first the dispatch record is the tail's tool/call (a restore marks it
+        # dispatched, D1); the stored snapshot has no mark, so P2's UNKNOWN below comes from
+        # the tail. A default tool's tool/call is written with its result: none yet.
+        assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
+        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
+    else:
+        assert pending.get("dispatched", False) is (mode == "unsafe")
     assert effect_counts(sc.effects(p1.pid)) == {}
 
     p2 = sc.run(resume=True)
@@ -114,14 +135,17 @@ def test_c03a_crash_in_tool_before_its_effect(
 
 @pytest.mark.parametrize(("mode", "effects"), [("default", 2), ("idempotent", 1), ("unsafe", 1)])
 def test_c03b_crash_in_tool_after_its_effect(
-    tmp_path: Path, baseline: GetBaseline, mode: str, effects: int
+    tmp_path: Path, save: str, baseline: GetBaseline, mode: str, effects: int
 ) -> None:
     base = baseline("chain", mode)
-    sc = Scenario(tmp_path, "chain", mode)
+    sc = Scenario(tmp_path, "chain", mode, save=save)
     p1 = sc.run(crash="tool:after_effect", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}
+    if sc.journaled:  # as C03a: an unsafe call's dispatch record is in the tail only
+        assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
+        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
 
     p2 = sc.run(resume=True)
     # Default tools: the documented window, pinned at 2 so any change is deliberate.
@@ -138,15 +162,18 @@ def test_c03b_crash_in_tool_after_its_effect(
 
 @pytest.mark.parametrize(("mode", "effects"), [("default", 2), ("unsafe", 1)])
 def test_c03c_tool_returned_commit_not_landed(
-    tmp_path: Path, baseline: GetBaseline, mode: str, effects: int
+    tmp_path: Path, save: str, baseline: GetBaseline, mode: str, effects: int
 ) -> None:
     base = baseline("chain", mode)
-    sc = Scenario(tmp_path, "chain", mode)
+    sc = Scenario(tmp_path, "chain", mode, save=save)
     p1 = sc.run(crash="tool_commit:before@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     assert "commit" not in in_flight(before)["pendingToolCalls"][0]  # type: ignore[index]
     assert effect_counts(sc.effects(p1.pid), "return") == {"alpha-t0-A": 1}
+    if sc.journaled:  # as C03a: an unsafe call's dispatch record is in the tail only
+        assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
+        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
 
     p2 = sc.run(resume=True)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": effects}
@@ -157,27 +184,31 @@ def test_c03c_tool_returned_commit_not_landed(
         assert_resumed(sc, p1, p2, base, before)
 
 
-def test_c03c_tool_after_return_exit(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c03c_tool_after_return_exit(tmp_path: Path, save: str, baseline: GetBaseline) -> None:
     """The tool returns and the process dies on the next loop turn, before the commit lands."""
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="tool:after_return", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     assert "commit" not in in_flight(before)["pendingToolCalls"][0]  # type: ignore[index]
+    if sc.journaled:  # the commit never landed: P1's last save was alpha's first (a compaction)
+        assert_compacted(sc, before)
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
 
 
-def test_c03b_sigkill_after_effect(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c03b_sigkill_after_effect(tmp_path: Path, save: str, baseline: GetBaseline) -> None:
     """M-kill: SIGKILL while the tool blocks after its effect gives the same outcome as M-exit."""
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run_until_ready_then_kill(crash="kill:tool_after_effect")
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}
+    if sc.journaled:  # as C03c: nothing past alpha's first save (a compaction)
+        assert_compacted(sc, before)
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
@@ -187,19 +218,21 @@ def test_c03b_sigkill_after_effect(tmp_path: Path, baseline: GetBaseline) -> Non
 
 
 def test_c04_all_calls_committed_before_the_results_message(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, save: str, baseline: GetBaseline
 ) -> None:
     base = baseline("witherror")
-    sc = Scenario(tmp_path, "witherror")
+    sc = Scenario(tmp_path, "witherror", save=save)
     # Every call's commit is durable; the results message (the next boundary) is not.
     p1 = sc.run(crash="tool_results:before@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     entry = in_flight(before)
     assert entry is not None
     assert entry["turns"] == 1
     errors = [c["commit"]["result"].get("is_error", False) for c in entry["pendingToolCalls"]]
     assert errors == [False, True]  # the error result is committed like any other
+    if sc.journaled:  # both commits are in the tail only; P2 below runs no tool
+        assert committed_calls(stored_entry(sc)) == []
 
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
@@ -227,16 +260,18 @@ def test_c04_all_calls_committed_before_the_results_message(
     ],
 )
 def test_c05_between_sibling_commits(
-    tmp_path: Path, baseline: GetBaseline, mode: str, gate: str, q_effects: int
+    tmp_path: Path, save: str, baseline: GetBaseline, mode: str, gate: str, q_effects: int
 ) -> None:
     base = baseline("parallel", mode)
-    sc = Scenario(tmp_path, "parallel", mode)
+    sc = Scenario(tmp_path, "parallel", mode, save=save)
     # The gate holds Q in the tool, so alpha's first durable commit is P's.
     p1 = sc.run(crash="tool_commit:after@alpha", gate=gate, expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     committed = [("commit" in c) for c in in_flight(before)["pendingToolCalls"]]  # type: ignore[index]
     assert committed == [True, False]
+    if sc.journaled:  # P's commit is in the tail only; P2 below never runs P
+        assert committed_calls(stored_entry(sc)) == []
     p1_effects = effect_counts(sc.effects(p1.pid))
     assert p1_effects["alpha-t0-P"] == 1
     assert p1_effects["alpha-t0-Q"] == (1 if gate == "q_after_effect" else 0)

@@ -7,6 +7,10 @@ Like ``test_crash_matrix.py``: crash a child at one point, restore in a second p
 over both processes' ledgers. Every point is a durable boundary of the run (``crash_at``) except
 C06 (inside FileStore's atomic write: a row about the store's bytes), C09a (inside the synthesis
 model call) and C15 (inside the ``on_progress`` hook).
+
+Every row runs with both save paths (``save``), as in ``test_crash_matrix.py``. Journal-first a
+task's end, the synthesis and the admission are compaction points (``assert_compacted``); C06,
+C07b and C15 die with state in the tail only (``stored_entry`` lacks what P2 does not redo).
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from pathlib import Path
 import pytest
 from crash_checks import (
     GetBaseline,
+    assert_compacted,
     assert_resumed,
     assert_same_results,
+    committed_calls,
     effect_counts,
     in_flight,
     of_type,
     replays_only,
+    stored_entry,
 )
-from crash_harness import Scenario
+from crash_harness import Scenario, folded_state
 from crash_scenarios import CHECKPOINT_KEY, STORE_FILE
 
 from oma_actors.testing.crash_points import CRASH_EXIT
@@ -38,10 +45,10 @@ pytestmark = pytest.mark.crash
 
 @pytest.mark.parametrize("how", ["sigkill", "exit_half_temp"])
 def test_c06_filestore_write_stopped_before_the_rename(
-    tmp_path: Path, baseline: GetBaseline, how: str
+    tmp_path: Path, save: str, baseline: GetBaseline, how: str
 ) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     if how == "sigkill":
         p1 = sc.run_until_ready_then_kill(crash="kill:replace_commit")
     else:
@@ -53,31 +60,54 @@ def test_c06_filestore_write_stopped_before_the_rename(
     lost = json.loads(orphan)
     [lost_entry] = [e for e in lost["entries"] if e["key"] == CHECKPOINT_KEY]
     lost_snapshot = json.loads(lost_entry["value"])
-    assert "commit" in in_flight(lost_snapshot)["pendingToolCalls"][0]  # type: ignore[index]
     json.loads(sc.store_path.read_bytes())
-    before = sc.snapshot()
-    assert before is not None
-    assert before["revision"] == lost_snapshot["revision"] - 1
-    assert "commit" not in in_flight(before)["pendingToolCalls"][0]  # type: ignore[index]
+    stored = sc.snapshot()
+    assert stored is not None
+    if sc.journaled:
+        # Journal-first the commit was a journal append, so the first snapshot write holding
+        # alpha's result is its terminal compaction; the target is the compaction before it
+        # (alpha's first turn, no commit) and the tail holds the commit and the results message.
+        assert in_flight(lost_snapshot)["phase"] == "completed"  # type: ignore[index]
+        assert stored["revision"] < lost_snapshot["revision"]
+        assert committed_calls(stored_entry(sc)) == []
+    else:
+        assert "commit" in in_flight(lost_snapshot)["pendingToolCalls"][0]  # type: ignore[index]
+        assert stored["revision"] == lost_snapshot["revision"] - 1
+        assert "commit" not in in_flight(stored)["pendingToolCalls"][0]  # type: ignore[index]
+    folded = sc.fold()  # what P2 restores from (asserted below, after P2 ran)
     # Put the orphan back for P2 (whole, or torn in half): P2 must never read it.
     temps[0].write_bytes(orphan if how == "sigkill" else orphan[: len(orphan) // 2])
 
     p2 = sc.run(resume=True)
-    # The lost commit behaves as C03c: the default tool runs again.
-    assert_resumed(sc, p1, p2, base, before)
-    assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
     assert not temps[0].exists()  # the orphan temp of the dead writer was swept (D5)
+    if not sc.journaled:
+        # The lost commit behaves as C03c: the default tool runs again.
+        assert_resumed(sc, p1, p2, base, stored)
+        assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
+        return
+    # Journal-first the lost write's own row is C07b: the commit in the tail is replayed (the
+    # tool never runs again) and alpha's last turn is asked again; the tail is never discarded.
+    discarded = [e["reason"] for e in of_type(sc.events(p2.pid), "JournalTailDiscarded")]
+    assert (discarded, effect_counts(sc.effects())) == ([], {"alpha-t0-A": 1})
+    before = folded_state(folded)
+    assert before is not None
+    again = Counter({("worker", "worker", "alpha", 1): 1})
+    assert_resumed(sc, p1, p2, base, before, extra_calls=again)
 
 
 # -- C07 / C08 ----------------------------------------------------------------------------------
 
 
-def test_c07a_task_completed_saved_queue_not_yet(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c07a_task_completed_saved_queue_not_yet(
+    tmp_path: Path, save: str, baseline: GetBaseline
+) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="terminal:after@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
+    if sc.journaled:
+        assert_compacted(sc, before)  # a final answer is not folded: the terminal compacts
     assert in_flight(before)["phase"] == "completed"  # type: ignore[index]
     assert "alpha" not in before["queue"]["completed"]
 
@@ -89,13 +119,16 @@ def test_c07a_task_completed_saved_queue_not_yet(tmp_path: Path, baseline: GetBa
 
 
 def test_c07b_final_response_received_completion_not_saved(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, save: str, baseline: GetBaseline
 ) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="terminal:before@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
+    if sc.journaled:  # the commit and the results message are in the tail only
+        assert committed_calls(stored_entry(sc)) == []
+        assert stored_entry(sc)["phase"] == "executing_tools"
     entry = in_flight(before)
     assert entry is not None
     assert entry["phase"] == "awaiting_model"
@@ -111,13 +144,15 @@ def test_c07b_final_response_received_completion_not_saved(
 
 
 def test_c08_completed_task_saved_dependents_not_dispatched(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, save: str, baseline: GetBaseline
 ) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="task_completed:after@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
+    if sc.journaled:
+        assert_compacted(sc, before)  # a task's completion compacts
     assert before["queue"]["completed"] == ["alpha"]
     assert before["inFlightTasks"] == []
 
@@ -131,8 +166,8 @@ def test_c08_completed_task_saved_dependents_not_dispatched(
     assert sc.result()["tasks"]["beta"]["output"] == base.result["tasks"]["beta"]["output"]
 
 
-def test_c08_task_completed_event_is_at_least_once(tmp_path: Path) -> None:
-    sc = Scenario(tmp_path, "chain")
+def test_c08_task_completed_event_is_at_least_once(tmp_path: Path, save: str) -> None:
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="task_completed:after@alpha", expect=CRASH_EXIT)
     p2 = sc.run(resume=True)
     completed = [
@@ -151,12 +186,16 @@ def test_c08_task_completed_event_is_at_least_once(tmp_path: Path) -> None:
         "synthesis:before",  # the synthesis was answered, its save never started
     ],
 )
-def test_c09a_crash_during_synthesis(tmp_path: Path, baseline: GetBaseline, crash: str) -> None:
+def test_c09a_crash_during_synthesis(
+    tmp_path: Path, save: str, baseline: GetBaseline, crash: str
+) -> None:
     base = baseline("team")
-    sc = Scenario(tmp_path, "team")
+    sc = Scenario(tmp_path, "team", save=save)
     p1 = sc.run(crash=crash, expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
+    if sc.journaled:
+        assert_compacted(sc, before)  # every task's completion compacted
     assert before["mode"] == "runTeam"
     assert sorted(before["queue"]["completed"]) == sorted(t["id"] for t in before["queue"]["tasks"])
     assert "synthesisResult" not in before
@@ -185,13 +224,15 @@ def test_c09a_crash_during_synthesis(tmp_path: Path, baseline: GetBaseline, cras
 
 
 def test_c09b_crash_after_the_admission_snapshot_does_not_replan(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, save: str, baseline: GetBaseline
 ) -> None:
     base = baseline("team")
-    sc = Scenario(tmp_path, "team")
+    sc = Scenario(tmp_path, "team", save=save)
     p1 = sc.run(crash="admission:after", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
+    if sc.journaled:
+        assert_compacted(sc, before)  # the admission (the plan) is a compaction
     assert [t["title"] for t in before["queue"]["tasks"]] == ["alpha", "beta"]  # the plan (D3)
     assert [(c["role"], c["task"]) for c in sc.model_calls(p1.pid)] == [("coordinator", "plan")]
     assert sc.effects() == []  # no task effect before the plan was durable
@@ -203,17 +244,17 @@ def test_c09b_crash_after_the_admission_snapshot_does_not_replan(
 
 
 def test_c09b_restored_team_run_keeps_the_planning_usage(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, save: str, baseline: GetBaseline
 ) -> None:
     base = baseline("team")
-    sc = Scenario(tmp_path, "team")
+    sc = Scenario(tmp_path, "team", save=save)
     sc.run(crash="admission:after", expect=CRASH_EXIT)
     sc.run(resume=True)
     assert sc.result()["token_usage"] == base.result["token_usage"]
 
 
-def test_c09_restoring_a_finished_team_run_twice_makes_no_calls(tmp_path: Path) -> None:
-    sc = Scenario(tmp_path, "team")
+def test_c09_restoring_a_finished_team_run_twice_makes_no_calls(tmp_path: Path, save: str) -> None:
+    sc = Scenario(tmp_path, "team", save=save)
     sc.run()
     assert "synthesisResult" in sc.snapshot()  # type: ignore[operator]
     first = sc.run(resume=True)
@@ -227,18 +268,23 @@ def test_c09_restoring_a_finished_team_run_twice_makes_no_calls(tmp_path: Path) 
 # -- C14 / C15 ----------------------------------------------------------------------------------
 
 
-def test_c14_crash_during_restore_then_restore_again(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c14_crash_during_restore_then_restore_again(
+    tmp_path: Path, save: str, baseline: GetBaseline
+) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="assistant_tool_turn:after@alpha", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     stored = sc.store_path.read_bytes()
+    journal = sc.journal_path.read_bytes() if sc.journaled else b""
 
     # P2 dies at its first boundary (its admission save): nothing of it is durable, and it did
     # no work before.
     p2 = sc.run(resume=True, crash="admission:before", expect=CRASH_EXIT)
     assert sc.store_path.read_bytes() == stored
+    if sc.journaled:
+        assert sc.journal_path.read_bytes() == journal  # nor of its journal
     assert sc.model_calls(p2.pid) == []
     assert sc.effects(p2.pid) == []
 
@@ -257,14 +303,18 @@ def test_c14_crash_during_restore_then_restore_again(tmp_path: Path, baseline: G
     assert sc.result()["attempt"] == final["attempt"] + 1
 
 
-def test_c15_result_hook_exits_after_the_commit(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c15_result_hook_exits_after_the_commit(
+    tmp_path: Path, save: str, baseline: GetBaseline
+) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain")
+    sc = Scenario(tmp_path, "chain", save=save)
     p1 = sc.run(crash="hook:tool_called", expect=CRASH_EXIT)
-    before = sc.snapshot()
+    before = sc.state()
     assert before is not None
     # ToolCalled is published strictly after the commit save (S3 before H).
     assert "commit" in in_flight(before)["pendingToolCalls"][0]  # type: ignore[index]
+    if sc.journaled:  # the commit is in the tail only; P2 below does not re-run the tool
+        assert committed_calls(stored_entry(sc)) == []
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}
 
     p2 = sc.run(resume=True)

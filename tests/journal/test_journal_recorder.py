@@ -247,3 +247,36 @@ async def test_durable_through_returns_only_once_the_events_are_on_disk(tmp_path
     await recorder.durable_through(2)
     assert path.read_text().count("\n") == 2
     await journal.close()
+
+
+async def test_a_durable_recorder_holds_events_until_the_writer_releases_them() -> None:
+    journal = InMemoryRunJournal()
+    recorder = await JournalRecorder.open(journal, run_id="r", attempt=1, durable=True)
+    recorder.emit(v.turn_started(turn=1))
+    recorder.emit(v.turn_started(turn=2))
+    await recorder.flush()
+    assert await journal.read_from(0) == []  # held: the snapshot they belong to is not durable
+    recorder.release(1)
+    await recorder.flush()
+    assert [e.seq for e in await journal.read_from(0)] == [1]
+    recorder.emit(v.turn_started(turn=3))  # after a held event: held too, order is kept
+    recorder.release(3)
+    await recorder.flush()
+    assert [e.seq for e in await journal.read_from(0)] == [1, 2, 3]
+
+
+async def test_at_the_end_only_events_that_change_no_state_are_released() -> None:
+    journal = InMemoryRunJournal()
+    recorder = await JournalRecorder.open(journal, run_id="r", attempt=1, durable=True)
+    recorder.emit(v.run_ended(status="ok"))
+    recorder.release_trailing()
+    await recorder.flush()
+    assert [e.type for e in await journal.read_from(0)] == ["run/end"]
+    # A final answer whose snapshot never became durable must not reach the journal: a restore
+    # could not fold it and would discard the whole tail.
+    answer = Message("assistant", [TextBlock("done")])
+    recorder.emit(v.assistant_message(message=answer, task_id="t", agent_name="w"))
+    recorder.emit(v.run_ended(status="error"))
+    recorder.release_trailing()
+    await recorder.flush()
+    assert [e.type for e in await journal.read_from(0)] == ["run/end"]
