@@ -3,7 +3,9 @@
 An attempt runs the record's spec through the public ``OpenMultiAgent`` API. Its progress
 events go to the run's event log, and each durable checkpoint save acknowledges the host tool
 results whose commit records it contains (``CheckpointSaved.committed``, see
-``sidecar.tool_acks``).
+``sidecar.tool_acks``). A run kept beside a file store passes its journal (``sidecar.journals``):
+a save is then often a journal append (``CheckpointSaved.mode == "journal"``), and a restore
+folds the journal's tail into the snapshot. The attempt closes the journal when it ends.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from oma_actors import CheckpointOptions, CheckpointSaved, OpenMultiAgent
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.events import event_message
+from sidecar.journals import journal_options
 from sidecar.plugins import gates_of
 from sidecar.record import Outcome
 from sidecar.run_view import attempt_result_from, task_row_from_state
@@ -22,7 +25,15 @@ from sidecar.run_view import attempt_result_from, task_row_from_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from oma_actors import MemoryStore, ProgressEvent, RunStoreOptions, TeamRunResult, Tool
+    from oma_actors import (
+        JournalOptions,
+        MemoryStore,
+        ProgressEvent,
+        RunStoreOptions,
+        TeamRunResult,
+        Tool,
+    )
+    from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1, RunStatus
     from sidecar.runs import RunRegistry
     from sidecar.tool_host import ToolHost
@@ -43,6 +54,7 @@ async def run_attempt(
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
     run_store: RunStoreOptions | None = None,
+    journals: RunJournals | None = None,
 ) -> TeamRunResult:
     """Run ``record``'s spec once (from its checkpoint when ``restoring``).
 
@@ -55,7 +67,42 @@ async def run_attempt(
         on_progress: receives the orchestrator's progress events.
         run_store: the lease terms of this sidecar (``None``: runs are not leased). A run
             suspended on approvals is made eligible for a lease again before it is restored.
+        journals: where the run's journal is (``None``: the run keeps none).
     """
+    request = record.request
+    durable = not request.checkpoint.disabled
+    journal = (
+        await journals.open(record.run_id, record.store_uri)
+        if journals is not None and durable
+        else None
+    )
+    try:
+        return await _run(
+            record,
+            store,
+            restoring=restoring,
+            python_tools=python_tools,
+            tool_host=tool_host,
+            on_progress=on_progress,
+            run_store=run_store,
+            journal=journal_options(journal),
+        )
+    finally:
+        if journal is not None:
+            await journal.close()  # it holds a file descriptor
+
+
+async def _run(
+    record: RunRecordV1,
+    store: MemoryStore,
+    *,
+    restoring: bool,
+    python_tools: Mapping[str, Tool],
+    tool_host: ToolHost,
+    on_progress: Callable[[ProgressEvent], None],
+    run_store: RunStoreOptions | None,
+    journal: JournalOptions | None,
+) -> TeamRunResult:
     request = record.request
     durable = not request.checkpoint.disabled
     host_tools = {definition.name: definition for definition in request.team.host_tools}
@@ -87,20 +134,23 @@ async def run_attempt(
     if restoring:
         if run_store is not None and durable:
             await _resumable(run_store, record.run_id)
-        return await orchestrator.restore(team, checkpoint=checkpoint, coordinator=coordinator)
+        return await orchestrator.restore(
+            team, checkpoint=checkpoint, coordinator=coordinator, journal=journal
+        )
     mode = request.WhichOneof("mode")
     if mode == "tasks":
         tasks = convert.tasks_of(request.tasks.tasks)
-        return await orchestrator.run_tasks(team, tasks, checkpoint=checkpoint)
+        return await orchestrator.run_tasks(team, tasks, checkpoint=checkpoint, journal=journal)
     if mode == "plan":
         plan = convert.plan_of(request.plan)
-        return await orchestrator.run_from_plan(team, plan, checkpoint=checkpoint)
+        return await orchestrator.run_from_plan(team, plan, checkpoint=checkpoint, journal=journal)
     return await orchestrator.run_team(
         team,
         request.goal.goal,
         checkpoint=checkpoint,
         coordinator=coordinator,
         plan_only=request.goal.plan_only,
+        journal=journal,
     )
 
 

@@ -125,6 +125,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: derived from --store and --listen as given, so stable across restarts; "
         "set it when sidecars share a store with the same --listen, e.g. on port 0)",
     )
+    parser.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="keep no run journals. By default a run whose checkpoint store is a file store "
+        "(when --store is one) keeps a durable JSONL journal beside it, "
+        "<state file>.journals/<run>.jsonl (mode 0600): each turn is saved by an fsync'd "
+        "journal append, the state file is rewritten at compaction points (task start and "
+        "end, suspension, run end, or when the journal alone would not restore the exact "
+        "state), and a restore folds the journal in. Database "
+        "stores (sqlite, postgresql, redis) and memory:// keep no journal: every save rewrites "
+        "the snapshot. A run that already has a journal keeps using it when restored",
+    )
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
     parser.add_argument("--no-reflection", action="store_true", help="do not serve reflection")
@@ -181,6 +193,7 @@ async def run(args: argparse.Namespace) -> int:
         lease_ttl_s=args.lease_ttl,
         retain_runs=args.retain_runs,
         retain_seconds=args.retain_seconds,
+        journal=not args.no_journal,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -197,6 +210,9 @@ async def run(args: argparse.Namespace) -> int:
             print(f"oma-sidecar owner: {sidecar.owner_id}", flush=True)
             roots = ", ".join(sidecar.store_roots) or "none"
             print(f"oma-sidecar file stores of runs allowed in: {roots}", flush=True)
+            journals = sidecar.journals is not None and sidecar.journals.enabled
+            shown = "beside file stores (<file>.journals/)" if journals else "off"
+            print(f"oma-sidecar run journals: {shown}", flush=True)
             if sidecar.interrupted:
                 listed = ", ".join(sidecar.interrupted)
                 print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)

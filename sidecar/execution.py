@@ -29,6 +29,7 @@ from sidecar.attempt import (
 )
 from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
+from sidecar.journals import RunJournals
 from sidecar.plugins import approval_gates_available
 from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
 from sidecar.run_ledger import cancel_record, check_resumable
@@ -64,6 +65,7 @@ class RunExecutor:
         host_events: announces host tool calls; the calls that timed out go into the outcome.
         run_store: this sidecar's lease terms (owner id, TTL) on a store shared by several
             sidecars; ``None``: runs are not leased.
+        journals: where runs keep their journals; ``None``: new runs keep none.
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class RunExecutor:
         store_roots: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
         run_store: RunStoreOptions | None = None,
+        journals: RunJournals | None = None,
     ) -> None:
         self._registry = registry
         self._host_events = host_events or HostCallEvents(registry)
@@ -90,6 +93,7 @@ class RunExecutor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self.run_store = run_store
+        self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
         self.gates_available = approval_gates_available()
 
     @property
@@ -137,6 +141,7 @@ class RunExecutor:
         spec.CopyFrom(request)
         spec.run_id = request.run_id or str(uuid.uuid4())
         check_checkpoint_key(request.checkpoint.key, spec.run_id, assigned=not request.run_id)
+        self.journals.check_request(request.checkpoint, uri)
         await self._stores.get(uri)  # fail now, not in the background, if it cannot open
         self._snapshot_host_tools(spec)
         record = RunRecordV1(
@@ -334,6 +339,7 @@ class RunExecutor:
                 tool_host=self._tool_host,
                 on_progress=observer(self._registry, self._tool_host, run_id),
                 run_store=self.run_store,
+                journals=self.journals,
             )
         except asyncio.CancelledError:
             if run_id in self._cancel_requested:

@@ -1,8 +1,10 @@
 """Deleting runs: ``DeleteRun`` and the retention policy of finished runs.
 
 A run is deleted whole: in its checkpoint store its checkpoint, its run record (the lease) and
-its approval rows; in the state store its event log and last its registry record (so a deletion
-cut short is finished by the next one: the run is still listed). A run some sidecar executes
+its approval rows; then its journal file (``sidecar.journals``), once the checkpoint it extends
+is gone; in the state store its event log and last its registry record (so a deletion cut short,
+by a journal file that cannot be removed too, is finished by the next one: the run is still
+listed). A run some sidecar executes
 (queued or running) is never deleted. The store has no conditional delete, so a ``RestoreRun``
 on another sidecar in the instant between the check and the deletion is not excluded; its
 attempt then finds no record and stops. Listing a run's approvals reads the whole checkpoint
@@ -27,6 +29,7 @@ from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.approvals import ledger_module
 from sidecar.event_pages import delete_key
+from sidecar.journals import JournalFileError
 from sidecar.record import ACTIVE, FINISHED, UnknownRunError
 from sidecar.status import FailedPrecondition, SidecarError
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sidecar.execution import RunExecutor
+    from sidecar.journals import RunJournals
     from sidecar.record import RunStatus
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
@@ -52,14 +56,21 @@ class RunDeleter:
         registry: the run registry.
         executor: tells whether this process executes the run.
         stores: opens the run's checkpoint store.
+        journals: where runs keep their journals (``None``: the executor's).
     """
 
     def __init__(
-        self, *, registry: RunRegistry, executor: RunExecutor, stores: StoreRegistry
+        self,
+        *,
+        registry: RunRegistry,
+        executor: RunExecutor,
+        stores: StoreRegistry,
+        journals: RunJournals | None = None,
     ) -> None:
         self._registry = registry
         self._executor = executor
         self._stores = stores
+        self._journals = journals or executor.journals
 
     async def delete(self, run_id: str) -> int:
         """Delete ``run_id``; how many stored keys it removed.
@@ -68,6 +79,8 @@ class RunDeleter:
             InvalidArgument: ``run_id`` is malformed.
             UnknownRunError: there is no such run.
             FailedPrecondition: ``RUN_ACTIVE``, a sidecar executes the run.
+            JournalFileError: the run's journal file could not be removed (the run is still
+                listed; its checkpoint is gone).
         """
         convert.check_run_id(run_id)
         record = await self._registry.get(run_id)
@@ -85,6 +98,8 @@ class RunDeleter:
         deleted = 0
         for key in keys:
             deleted += await delete_key(store, key)
+        # After the checkpoint (a journal tail without it restores nothing), before the record.
+        await self._journals.remove(run_id, record.store_uri)
         return deleted + await self._registry.delete(run_id)
 
 
@@ -145,6 +160,9 @@ class Retention:
                 continue
             try:
                 await self._deleter.delete(record.run_id)
+            except JournalFileError as exc:  # kept listed: the next sweep tries again
+                logger.warning("retention: run %s: %s", record.run_id, exc)
+                continue
             except (UnknownRunError, SidecarError):  # deleted meanwhile, or restored
                 continue
             deleted.append(record.run_id)

@@ -30,6 +30,7 @@ from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
 from sidecar.host_events import HostCallEvents
+from sidecar.journals import RunJournals
 from sidecar.owner import check_owner_id, default_owner_id
 from sidecar.plugins import load_python_tools
 from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
@@ -81,6 +82,8 @@ class ServerConfig:
         retain_runs, retain_seconds: delete finished runs beyond the newest ``retain_runs`` or
             older than ``retain_seconds`` (``sidecar.retention``); ``None``: no such limit.
         retention_interval_s: seconds between retention sweeps.
+        journal: keep a durable journal per run beside a file store (``sidecar.journals``);
+            ``False`` (``--no-journal``) or a database ``store_uri``: runs keep none.
     """
 
     token: str
@@ -99,6 +102,7 @@ class ServerConfig:
     retain_runs: int | None = None
     retain_seconds: float | None = None
     retention_interval_s: float = DEFAULT_INTERVAL
+    journal: bool = True
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -139,6 +143,7 @@ class Sidecar:
         self.store_roots: tuple[str, ...] = ()
         self.registry: RunRegistry | None = None  # once started (tests, benches)
         self.state: AtomicStore | None = None  # the state store, once started
+        self.journals: RunJournals | None = None  # once started
 
     @property
     def address(self) -> str:
@@ -208,6 +213,7 @@ class Sidecar:
         )
         host_events = HostCallEvents(registry)
         host_events.attach(tool_host)
+        self.journals = journals = RunJournals(state_uri=store_uri, enabled=config.journal)
         executor = RunExecutor(
             registry=registry,
             tool_host=tool_host,
@@ -222,6 +228,7 @@ class Sidecar:
                 if shared
                 else None
             ),
+            journals=journals,
         )
         if executor.run_store is not None:
             failover = Failover(
@@ -263,7 +270,7 @@ class Sidecar:
                 executor=executor,
                 registry=registry,
                 deleter=deleter,
-                timelines=RunTimelines(registry=registry, stores=stores),
+                timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
                 heartbeat_s=heartbeat,
             ),
             server,

@@ -337,6 +337,8 @@ class SystemServicer(pb_grpc.SystemServiceServicer):
             capabilities.append("approvals")
         if self._executor.gates_available:
             capabilities.append("approval_gates")
+        if self._executor.journals.enabled:
+            capabilities.append("journal")  # runs on file stores keep a durable journal
         return pb.ServerInfo(
             server_version=sidecar.__version__,
             api_versions=["oma.v1"],

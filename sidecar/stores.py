@@ -22,6 +22,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from oma_actors import AtomicStore, ConfigurationError, open_store, parse_store_uri
+from sidecar.journals import inside_journal_directory
 from sidecar.status import InvalidArgument
 
 if TYPE_CHECKING:
@@ -95,11 +96,14 @@ async def check_request_store(
     """Refuse a request's (normalized) store URI that the operator did not allow.
 
     A file or SQLite store must lie in one of ``roots`` (real paths) and, if it exists, be a
-    regular file. ``default_uri`` (the operator's own ``--store``) is always allowed.
+    regular file, and not in a run journal directory (``sidecar.journals``): a store there
+    would read or overwrite a run's journal. ``default_uri`` (the operator's own ``--store``) is
+    always allowed.
 
     Raises:
         InvalidArgument: the path is outside the roots (reason ``STORE_OUTSIDE_ROOT``), or
-            names a directory, device, FIFO or a path that cannot be a file.
+            names a directory, device, FIFO, a journal directory's file or a path that cannot
+            be a file.
     """
     if uri == default_uri:
         return
@@ -114,6 +118,8 @@ async def check_request_store(
             f"{path} is outside the directories this sidecar keeps file stores in ({allowed})",
             reason="STORE_OUTSIDE_ROOT",
         )
+    if inside_journal_directory(path):
+        raise InvalidArgument(field, f"{path} is in a run journal directory, not a state file")
     problem = await asyncio.to_thread(_file_problem, path)
     if problem is not None:
         raise InvalidArgument(field, f"{path}: {problem}")

@@ -2,8 +2,11 @@
 
 The run's checkpoint store and key are the ones its record names (the store it was started
 with, its explicit key or the default one), so a run executing in a sibling sidecar on a shared
-store is shown too. Sidecar runs keep no journal, so the timeline shows what the snapshot holds.
-Building and rendering run in a worker thread: a long run's page must not stall the event loop.
+store is shown too. A run that keeps a journal (``sidecar.journals``) is drawn from it, as ``oma
+runs show --journal`` draws one: the journal tells which attempt did what, and its tail is folded
+into the snapshot as a restore would (with journal-first saves the snapshot is only the last
+compaction point). A run without one shows what the snapshot holds. Building and rendering run
+in a worker thread: a long run's page must not stall the event loop.
 """
 
 from __future__ import annotations
@@ -14,13 +17,26 @@ import io
 import json
 from typing import TYPE_CHECKING
 
-from oma_actors import Checkpoint, build_timeline, render_timeline_html, render_timeline_text
+from oma_actors import (
+    Checkpoint,
+    JsonlRunJournal,
+    build_timeline,
+    fold_tail,
+    render_timeline_html,
+    render_timeline_text,
+    tail_read_from,
+)
+from oma_actors.journal import JournalCorruptError
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.status import FailedPrecondition, InvalidArgument
+from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 
 if TYPE_CHECKING:
-    from oma_actors import CheckpointSnapshot, Timeline
+    from collections.abc import Sequence
+
+    from oma_actors import CheckpointSnapshot, JournalEvent, Timeline
+    from sidecar.journals import RunJournals
+    from sidecar.record import RunRecordV1
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
 
@@ -36,11 +52,15 @@ class RunTimelines:
     Args:
         registry: the run records (which store and key each run checkpoints to).
         stores: opens a run's checkpoint store.
+        journals: where runs keep their journals (``None``: timelines from snapshots alone).
     """
 
-    def __init__(self, *, registry: RunRegistry, stores: StoreRegistry) -> None:
+    def __init__(
+        self, *, registry: RunRegistry, stores: StoreRegistry, journals: RunJournals | None = None
+    ) -> None:
         self._registry = registry
         self._stores = stores
+        self._journals = journals
 
     async def get(self, request: pb.GetRunTimelineRequest) -> pb.GetRunTimelineResponse:
         """The timeline of ``request.run_id`` in its three forms.
@@ -49,16 +69,23 @@ class RunTimelines:
             InvalidArgument: a malformed run id, or a width outside 60..400.
             UnknownRunError: no such run (NOT_FOUND/RUN_NOT_FOUND).
             FailedPrecondition: the run has saved no checkpoint (yet), or saves none.
+            DataLoss: the run's journal has a damaged line (reason ``JOURNAL_CORRUPT``).
         """
         convert.check_run_id(request.run_id)
         width = request.width or DEFAULT_WIDTH
         if not MIN_WIDTH <= width <= MAX_WIDTH:
             raise InvalidArgument("width", f"must be 0 (for {DEFAULT_WIDTH}) or 60..400")
-        snapshot = await self._snapshot(request.run_id)
-        return await asyncio.to_thread(_render, snapshot, width)
+        record = await self._registry.get(request.run_id)
+        snapshot = await self._snapshot(record)
+        events = None
+        if self._journals is not None:
+            path = await self._journals.existing(record.run_id, record.store_uri)
+            if path is not None:
+                events = await _events(path, request.run_id)
+        return await asyncio.to_thread(_render, snapshot, events, width)
 
-    async def _snapshot(self, run_id: str) -> CheckpointSnapshot:
-        record = await self._registry.get(run_id)
+    async def _snapshot(self, record: RunRecordV1) -> CheckpointSnapshot:
+        run_id = record.run_id
         options = record.request.checkpoint
         if options.disabled:
             raise FailedPrecondition(NO_CHECKPOINT, f"run {run_id!r} saves no checkpoints")
@@ -69,8 +96,27 @@ class RunTimelines:
         return snapshot
 
 
-def _render(snapshot: CheckpointSnapshot, width: int) -> pb.GetRunTimelineResponse:
-    timeline = build_timeline(snapshot)
+async def _events(path: str, run_id: str) -> list[JournalEvent]:
+    """Every event of ``run_id`` in the journal at ``path``."""
+    reader = JsonlRunJournal(path)
+    try:
+        events = await reader.read_from(0)
+    except JournalCorruptError as exc:
+        raise DataLoss("JOURNAL_CORRUPT", f"run {run_id!r}: {exc}") from None
+    finally:
+        await reader.close()
+    return [event for event in events if event.run_id == run_id]
+
+
+def _render(
+    snapshot: CheckpointSnapshot, events: Sequence[JournalEvent] | None, width: int
+) -> pb.GetRunTimelineResponse:
+    if events:
+        # Where the run stands: the snapshot with the tail a restore would fold (a tail that
+        # fails a fold check leaves the snapshot as it is).
+        start = tail_read_from(snapshot)
+        snapshot = fold_tail(snapshot, [e for e in events if e.seq >= start]).snapshot
+    timeline = build_timeline(snapshot, events)
     return pb.GetRunTimelineResponse(
         text=timeline_text(timeline, width),
         html=render_timeline_html(timeline),

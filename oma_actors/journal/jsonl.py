@@ -186,7 +186,7 @@ class JsonlRunJournal:
 
     def _open_for_append(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         if not self._tail_checked:
             _repair_tail(self._fd, self._path)
             self._tail_checked = True

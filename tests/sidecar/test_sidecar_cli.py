@@ -174,7 +174,7 @@ def test_an_unreadable_run_record_is_reported_and_the_sidecar_serves(tmp_path: P
     state.write_text(json.dumps({"version": 1, "entries": [entry]}))
     process = serve("--listen", "127.0.0.1:0", "--store", f"file://{state}", env=TOKEN_ENV)
     try:
-        lines = first_lines(process, 6)
+        lines = first_lines(process, 7)
     finally:
         stop(process)
     assert lines[0].startswith(LISTEN_LINE), lines

@@ -37,12 +37,15 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def sidecar_process(port: int, store: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m sidecar`` on ``port`` and ``store``; killed (-9) on exit if still alive."""
+async def sidecar_process(
+    port: int, store: Path, *options: str
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m sidecar`` on ``port`` and ``store`` (and ``options``); killed (-9) on exit
+    if still alive."""
     env = {**os.environ, "OMA_SIDECAR_TOKEN": TOKEN}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}",
-        "--store", f"file://{store}", "--heartbeat", "0.5",
+        "--store", f"file://{store}", "--heartbeat", "0.5", *options,
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert process.stdout is not None

@@ -199,5 +199,6 @@ async def test_two_spellings_of_one_state_file_are_one_store(tmp_path: Path) -> 
     assert sorted(summary.run_id for summary in summaries) == ["sp-0", "sp-1", "sp-2", "sp-default"]
     assert sorted(path.name for path in (tmp_path / "real").iterdir()) == [
         "state.json",
+        "state.json.journals",  # every spelling's runs keep their journals in one directory
         "state.json.lock",
     ]

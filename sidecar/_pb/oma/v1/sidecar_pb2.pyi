@@ -242,14 +242,16 @@ class PlanArtifact(_message.Message):
     def __init__(self, version: _Optional[int] = ..., goal: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ...) -> None: ...
 
 class CheckpointOptions(_message.Message):
-    __slots__ = ("disabled", "store_uri", "key")
+    __slots__ = ("disabled", "store_uri", "key", "journal")
     DISABLED_FIELD_NUMBER: _ClassVar[int]
     STORE_URI_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
     disabled: bool
     store_uri: str
     key: str
-    def __init__(self, disabled: _Optional[bool] = ..., store_uri: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    journal: bool
+    def __init__(self, disabled: _Optional[bool] = ..., store_uri: _Optional[str] = ..., key: _Optional[str] = ..., journal: _Optional[bool] = ...) -> None: ...
 
 class ApprovalGates(_message.Message):
     __slots__ = ("plan", "task_dispatch", "tool_calls")
