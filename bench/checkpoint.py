@@ -1,41 +1,33 @@
-"""BENCH.md P1-P6: what checkpointing costs, side by side with its floors and with LangGraph.
+"""BENCH.md P1-P6: what checkpointing costs, side by side with its floor and with LangGraph.
 
-Every figure is a ratio of two things measured in the same run. Repeats are interleaved (the
-order of the variants rotates from one repeat to the next) and each table reports the median
-over the repeats. Differences under 1.3x are noise on these shared machines; a verdict that close
-to its goal is marked as such.
+Four configurations, measured side by side in one run (issue 9, item 7):
 
-The workload is a real ``OpenMultiAgent().run_tasks`` of one task on one agent with a
-zero-latency ``ScriptedAdapter``: every model call asks for one ``echo`` tool call, whose result
-is ``--payload`` bytes (1 KiB), so every agent turn appends about 1 KiB to the conversation and
-crosses three durable boundaries (assistant tool turn, tool commit, tool results). The LangGraph
-anchor is the graph of ``shared/bench/langgraph_bench.py`` (``channel=add``: a model node and a
-tool node, each appending one 1 KiB message per step), copied here so this script runs anywhere.
+* **FileStore alone** (OMA mode): a ``FileStore`` checkpoint, the whole snapshot per boundary.
+* **FileStore + durable journal**: the same store plus ``JsonlRunJournal(flush_interval_ms=0)``
+  in ``JournalOptions(durable=True)``: per-turn boundaries are journal appends, the snapshot a
+  compaction point (D10).
+* **LangGraph SqliteSaver**: the anchor graph of ``shared/bench/langgraph_bench.py``
+  (``operator.add`` message list), ``durability="sync"``.
+* **LangGraph DeltaChannel**: the same graph with the list as a ``DeltaChannel``.
 
-* P1 one durable save of a real snapshot of that run (1, 16, 64 KiB), ``Checkpoint.save`` on a
-  ``FileStore`` and an ``InMemoryStore``, vs the floor: the same bytes the FileStore wrote, to a
-  temp file + fsync + rename + directory fsync with plain ``os`` calls in a worker thread; and vs
-  LangGraph SqliteSaver's time added per step on a run that stays under 64 KiB.
-* P2 time added per agent turn by checkpointing on a FileStore (300 turns) vs LangGraph
-  SqliteSaver's time added per two steps (300 x 1 KiB).
-* P3 bytes written (``/proc/self/io`` ``write_bytes``, not file sizes) over 1000 turns, and the
-  growth exponent of cumulative bytes vs turns. FileStore rewrites its whole file on every save,
-  so it is expected to be quadratic and to miss P3.
-* P4 per-turn cost drift, median of the last decile / median of the first, same 1000-turn run.
-* P5 restore of that run in a fresh process: from after import to the first resumed model call.
-* P6 ``import oma_actors``: ``python -X importtime`` and a fresh interpreter's wall time vs
-  ``python -c pass``.
+The floor is what the durability promise needs: an append of the bytes that changed at a
+boundary (the durable journal's own bytes) + ``fdatasync``, on the same disk, interleaved save
+by save (P1) or run by run as a run of its own (P2-P4). A ratio below 1.0 against a floor is a
+bench bug, printed as such. Every figure is a ratio of things measured in the same run; repeats
+are interleaved and tables report medians. Differences under 1.3x are noise on these machines.
 
-LangGraph is optional (``pip install -r bench/requirements.txt``); without it the LangGraph
-column is skipped and says so.
+* P1 time added per boundary at small state (the real save path of a running run), vs the floor.
+* P2 time added per turn at 300 and 1000 turns, vs the floor per turn and vs LangGraph's two steps.
+* P3 logical (``wchar``) and disk (``write_bytes``) bytes over 1000 turns, and their growth.
+* P4 per-turn drift, last decile / first decile, over 1000 turns.
+* P5 restore of the 1000-turn run in a fresh process, after import, to the first model call.
+* P6 ``import oma_actors``.
 
-Run: ``.venv/bin/python bench/checkpoint.py [--quick] [--json PATH] [--only P1,P3]``.
-
-This file is the entry point: the command line, the header and the order of the figures. Each
-figure lives in its own module (``checkpoint_p1.py`` .. ``checkpoint_p6.py``); the workload, the
-LangGraph anchor, the shared formatting and the P5 child processes live beside them
-(``checkpoint_workload.py``, ``checkpoint_langgraph.py``, ``checkpoint_report.py``,
-``checkpoint_child.py``).
+Run: ``.venv/bin/python bench/checkpoint.py [--quick] [--json PATH] [--only P1,P3] [--profile]``.
+This file is the entry point (command line, header, order of the figures); each figure lives in
+its own module (``checkpoint_p1.py`` .. ``checkpoint_p6.py``), beside the workload, the floor and
+its probe, the journal configuration, the LangGraph anchor and DeltaChannel, the interleaved runs,
+the report helpers, the summary table and the P5 children.
 """
 
 from __future__ import annotations
@@ -58,10 +50,14 @@ import checkpoint_p3
 import checkpoint_p4
 import checkpoint_p5
 import checkpoint_p6
+import checkpoint_summary
+from checkpoint_delta import delta_available
+from checkpoint_journal import durable_available, profile
 from checkpoint_langgraph import langgraph_versions
 from checkpoint_report import KIB, NOISE, median
 from checkpoint_settings import Bench, settings
 
+import oma_actors
 from oma_actors.actors import event_loop_factory
 
 
@@ -118,15 +114,19 @@ def header(bench: Bench, lg: dict[str, str] | None) -> None:
     ).stdout.strip()
     loop = type(bench.runner.get_loop()).__module__.split(".")[0]
     lines = [
-        "# oma-actors checkpoint benchmark (BENCH.md P1-P6)",
+        "# oma-actors checkpoint benchmark (BENCH.md P1-P6, four configurations)",
         f"# date      {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
         f"# python    {sys.version.split()[0]} on {platform.platform()}, event loop: {loop}",
         f"# cpus      {os.cpu_count()}  loadavg(before) {loadavg()}",
-        f"# revision  {git_revision()}",
-        f"# langgraph {lg if lg else 'LangGraph columns skipped: ' + s.lg_skipped}",
+        f"# revision  {git_revision()}; oma_actors from {os.path.dirname(oma_actors.__file__)}",
+        f"# langgraph {lg if lg else 'LangGraph columns skipped: ' + s.lg_skipped}"
+        + ("" if not lg or s.delta else " (no DeltaChannel in this version: its column skipped)"),
+        "# journal   JsonlRunJournal(flush_interval_ms=0), JournalOptions(durable="
+        + ("True)" if bench.shared.durable else "False): journal-first (D10) NOT available here"),
         f"# workdir   {s.workdir} (fs: {fs or 'unknown'})",
         f"# settings  {'--quick ' if s.quick else ''}repeats={s.repeats} payload={s.payload}B"
-        f" P2 turns={s.p2_turns} P3/P4/P5 turns={s.long_turns}",
+        f" P1 turns={s.p1_turns} x{s.p1_repeats} P2 turns={s.p2_turns}"
+        f" P2/P3/P4/P5 turns={s.long_turns}",
         f"# noise     fixed loop median {probe['median_ms']:.2f} ms,"
         f" CV {probe['cv'] * 100:.1f}% (differences under {NOISE}x are noise)",
     ]
@@ -134,6 +134,7 @@ def header(bench: Bench, lg: dict[str, str] | None) -> None:
     bench.results["meta"] = {
         "settings": {k: getattr(s, k) for k in s.__slots__},
         "langgraph": lg,
+        "durable": bench.shared.durable,
         "noise": probe,
         "revision": git_revision(),
         "loop": loop,
@@ -152,11 +153,14 @@ def main() -> None:
     ap.add_argument("--payload", type=int, default=KIB, help="bytes appended per turn [1024]")
     ap.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph anchor")
     ap.add_argument("--workdir", default=None, help="a directory on the disk under test")
+    ap.add_argument(
+        "--profile", action="store_true", help="also cProfile the journal configuration's run"
+    )
     a = ap.parse_args()
     lg = None if a.no_langgraph else langgraph_versions()
     workdir = a.workdir or tempfile.mkdtemp(prefix="oma-cpbench-")
     os.makedirs(workdir, exist_ok=True)
-    s = settings(a, workdir, lg is not None)
+    s = settings(a, workdir, lg is not None, lg is not None and delta_available())
     if a.no_langgraph:
         s.lg_skipped = "--no-langgraph"
     only = {x.strip().upper() for x in a.only.split(",") if x.strip()}
@@ -164,24 +168,39 @@ def main() -> None:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             bench = Bench(s, runner)
+            bench.shared.durable = durable_available()
             header(bench, lg)
             if "P1" in only:
                 checkpoint_p1.run(bench)
+            elif only & {"P2", "P3", "P4"}:
+                checkpoint_p1.calibrate(bench)  # the floor's bytes
             if "P2" in only:
                 checkpoint_p2.run(bench)
-            if "P3" in only or "P4" in only:
+            if only & {"P2", "P3", "P4"}:
                 runs = checkpoint_p3.long_runs(bench)
+                if "P2" in only:
+                    checkpoint_p2.report(bench, runs, s.long_turns)
                 checkpoint_p3.run(bench, runs)
                 checkpoint_p4.run(bench, runs)
+                del runs
             if "P5" in only:
                 checkpoint_p5.run(bench)
             if "P6" in only:
                 checkpoint_p6.run(bench)
+            checkpoint_summary.run(bench)
+            if a.profile:
+                profile(bench, s.p2_turns)
     finally:
         if not a.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.perf_counter() - started
     print(f"\n# total {elapsed:.0f} s, loadavg(after) {loadavg()}")
+    after = git_revision()
+    if after != bench.results["meta"]["revision"]:
+        # Child processes (P5, P6, the restore profile) import the code as it is when they start;
+        # that matters only when oma_actors is imported from this checkout.
+        where = os.path.dirname(oma_actors.__file__)
+        print(f"# note: the checkout changed during the run (now {after}); oma_actors from {where}")
     if a.json:
         bench.results["meta"]["total_s"] = elapsed
         with open(a.json, "w") as handle:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from checkpoint_journal import child_load, child_restore
 from checkpoint_langgraph import child_lg_crash, child_lg_resume
-from checkpoint_p5 import child_load, child_restore
 
 
 def main() -> None:
@@ -17,10 +17,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--_child", required=True, help=argparse.SUPPRESS)
     ap.add_argument("--_store", help=argparse.SUPPRESS)
+    ap.add_argument("--_journal", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--_durable", default="1", help=argparse.SUPPRESS)
+    ap.add_argument("--_channel", default="add", help=argparse.SUPPRESS)
     ap.add_argument("--_turns", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_payload", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--_profile", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    ns = argparse.Namespace(store=a._store, turns=a._turns, payload=a._payload)
+    ns = argparse.Namespace(
+        store=a._store,
+        journal=a._journal,
+        durable=a._durable,
+        channel=a._channel,
+        turns=a._turns,
+        payload=a._payload,
+        profile=bool(a._profile),
+    )
     children = {
         "restore": child_restore,
         "load": child_load,

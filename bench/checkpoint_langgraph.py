@@ -1,9 +1,19 @@
-"""The LangGraph anchor: a copy of ``shared/bench/langgraph_bench.py``'s graph (channel=add, sync).
+"""The LangGraph anchor: a copy of ``shared/bench/langgraph_bench.py``'s graph (sync durability).
 
 A model node and a tool node each append one message of ``payload`` bytes per step; SqliteSaver
-runs on a file with ``durability="sync"``. It is copied here so the benchmark runs anywhere, and
-it runs in the same process as ours, interleaved with it. LangGraph is imported lazily: without it
-installed the benchmark still runs and says the LangGraph columns were skipped.
+runs on a file with ``durability="sync"``. The message list is either ``operator.add`` (the
+default anchor, ``channel="add"``) or LangGraph's ``DeltaChannel`` (``channel="delta"``, see
+``checkpoint_delta``). It is copied here so the benchmark runs anywhere, and it runs in the same
+process as ours, interleaved with it. LangGraph is imported lazily: without it installed the
+benchmark still runs and says the LangGraph columns were skipped.
+
+Variant names used by the figures: ``lg:none`` / ``lg:sqlite`` (add, without / with SqliteSaver)
+and ``lg:delta-none`` / ``lg:delta`` (DeltaChannel, without / with SqliteSaver).
+
+The append floor is interleaved here too, as in our runs: the model node makes the floor append
+of our assistant tool turn, the tool node those of our tool commit and tool results, so two steps
+carry exactly the floor of one of our turns. Each append is timed (a blocking wait on the floor's
+own thread) and taken out of the step's time and of the run's bytes, like ours.
 """
 
 from __future__ import annotations
@@ -11,18 +21,28 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import operator
 import os
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from checkpoint_delta import message_list_type
+from checkpoint_floor import BoundaryProbe, BoundaryRecord, FloorWriter
 from checkpoint_report import median
-from checkpoint_workload import RunResult, Trace, make_content, remove_quietly, write_bytes_now
+from checkpoint_workload import RunResult, Trace, io_now, make_content, remove_quietly
 
-LG_STAMPS: list[float] = []
-LG_IO: list[int] = []
+LG_TRACE = Trace()
+LG_PROBE: BoundaryProbe | None = None
+FLOOR_KINDS = {"assistant": ("assistant_tool_turn",), "tool": ("tool_commit", "tool_results")}
+"""The floor appends each node makes: two steps make one of our turns."""
+LG_VARIANTS = {
+    "lg:none": ("add", "none"),
+    "lg:sqlite": ("add", "sqlite"),
+    "lg:delta-none": ("delta", "none"),
+    "lg:delta": ("delta", "sqlite"),
+}
+"""Variant name -> (channel, mode)."""
 LG_CRASH_AT: int | None = None
 LG_ON_FIRST: Callable[[dict[str, Any]], None] | None = None
 
@@ -38,25 +58,32 @@ def langgraph_versions() -> dict[str, str] | None:
     return out
 
 
-def lg_builder(payload: int) -> Any:
+def lg_builder(payload: int, channel: str = "add") -> Any:
     """The anchor graph: model and tool nodes appending one ``payload``-byte message each."""
-    from typing import Annotated, TypedDict
+    from typing import TypedDict
 
     from langgraph.graph import END, START, StateGraph
 
-    msg_list = Annotated[list, operator.add]
+    msg_list = message_list_type(channel)
     # The functional form, as in the anchor: annotations are evaluated here, not as strings.
     fields = {"messages": msg_list, "step": int, "limit": int}
     state_type = TypedDict("State", fields)  # type: ignore[misc]
 
     def body(role: str, state: dict[str, Any]) -> dict[str, Any]:
-        LG_STAMPS.append(time.perf_counter())
-        LG_IO.append(write_bytes_now())
+        LG_TRACE.sample()
         i = state["step"]
+        if LG_PROBE is not None and LG_PROBE.floor is not None:
+            for kind in FLOOR_KINDS[role]:
+                got = LG_PROBE.floor.append_blocking(kind)
+                if got is not None:
+                    LG_PROBE.records.append(
+                        BoundaryRecord(kind, i, 0.0, got[1], got[2], floor_at=got[0])
+                    )
         if LG_CRASH_AT is not None and i == LG_CRASH_AT:
             os._exit(0)  # simulated crash: no cleanup, no flush
         if LG_ON_FIRST is not None:
             LG_ON_FIRST(state)
+        # key "kind", not "role": LangGraph coerces role-dicts in a DeltaChannel into messages
         msg = {"kind": role, "id": i, "content": make_content(i, payload)}
         return {"messages": [msg], "step": i + 1}
 
@@ -72,7 +99,7 @@ def lg_builder(payload: int) -> Any:
     def after_tool(state: dict[str, Any]) -> str:
         return "model" if state["step"] < state["limit"] else END
 
-    b = StateGraph(state_type)
+    b: Any = StateGraph(state_type)  # the state type is built at run time: no static check
     b.add_node("model", model)
     b.add_node("tool", tool)
     b.add_edge(START, "model")
@@ -86,18 +113,42 @@ def lg_config(steps: int) -> dict[str, Any]:
     return {"configurable": {"thread_id": "bench"}, "recursion_limit": steps + 50}
 
 
-def run_langgraph(mode: str, steps: int, payload: int, workdir: str) -> RunResult:
+def run_variant(
+    name: str, steps: int, payload: int, workdir: str, floor_sizes: dict[str, int] | None = None
+) -> RunResult:
+    """One anchor run of a variant of ``LG_VARIANTS`` (``lg:sqlite``, ``lg:delta``, ...).
+
+    With ``floor_sizes`` the run carries the append floor of our turns (see the module).
+    """
+    global LG_PROBE
+    channel, mode = LG_VARIANTS[name]
+    if floor_sizes is None:
+        return run_langgraph(mode, steps, payload, workdir, channel)
+    floor = FloorWriter(os.path.join(workdir, "floor.bin"), floor_sizes)
+    LG_PROBE = BoundaryProbe(floor=floor)
+    try:
+        return run_langgraph(mode, steps, payload, workdir, channel)
+    finally:
+        LG_PROBE = None
+        floor.close()
+
+
+def run_langgraph(
+    mode: str, steps: int, payload: int, workdir: str, channel: str = "add"
+) -> RunResult:
     """One anchor run: ``none`` or ``sqlite`` (SqliteSaver on a file, durability="sync")."""
-    builder = lg_builder(payload)
+    global LG_TRACE
+    builder = lg_builder(payload, channel)
     inp = {"messages": [], "step": 0, "limit": steps}
     cfg = lg_config(steps)
-    LG_STAMPS.clear()
-    LG_IO.clear()
+    probe = LG_PROBE
+    LG_TRACE = trace = Trace(side=probe.floor.io if probe and probe.floor else None)
+    side0 = trace.side() if trace.side is not None else (0, 0)
     db = os.path.join(workdir, "langgraph.sqlite")
     remove_quietly(db)
     if mode == "none":
         g = builder.compile()
-        io0 = write_bytes_now()
+        wchar0, io0 = io_now()
         t0 = time.perf_counter()
         out = g.invoke(inp, cfg)
         t1 = time.perf_counter()
@@ -107,7 +158,7 @@ def run_langgraph(mode: str, steps: int, payload: int, workdir: str) -> RunResul
         with SqliteSaver.from_conn_string(db) as saver:
             g = builder.compile(checkpointer=saver)
             saver.setup()
-            io0 = write_bytes_now()
+            wchar0, io0 = io_now()
             t0 = time.perf_counter()
             out = g.invoke(inp, cfg, durability="sync")
             t1 = time.perf_counter()
@@ -115,8 +166,17 @@ def run_langgraph(mode: str, steps: int, payload: int, workdir: str) -> RunResul
     if len(out["messages"]) != steps:
         raise RuntimeError(f"langgraph run {mode}: {len(out['messages'])} messages")
     # Reuse RunResult: a "turn" is one LangGraph step here; stamps are node entries.
-    trace = Trace(stamps=[*LG_STAMPS, t1], io=[*LG_IO, write_bytes_now()])
-    return RunResult(total_s=t1 - t0, turns=steps, trace=trace, io0=io0)
+    trace.sample()
+    trace.stamps[-1] = t1
+    return RunResult(
+        total_s=t1 - t0,
+        turns=steps,
+        trace=trace,
+        io0=io0,
+        wchar0=wchar0,
+        probe=probe,
+        side0=side0,
+    )
 
 
 def median_interval(r: RunResult) -> float:
@@ -130,7 +190,7 @@ def child_lg_crash(args: argparse.Namespace) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     LG_CRASH_AT = args.turns
-    builder = lg_builder(args.payload)
+    builder = lg_builder(args.payload, args.channel)
     limit = args.turns + 4
     with SqliteSaver.from_conn_string(args.store) as saver:
         g = builder.compile(checkpointer=saver)
@@ -154,7 +214,7 @@ def child_lg_resume(args: argparse.Namespace) -> None:
         os._exit(0)
 
     LG_ON_FIRST = on_first
-    builder = lg_builder(args.payload)
+    builder = lg_builder(args.payload, args.channel)
     with SqliteSaver.from_conn_string(args.store) as saver:
         g = builder.compile(checkpointer=saver)
         g.invoke(None, lg_config(args.turns + 4), durability="sync")

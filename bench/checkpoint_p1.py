@@ -1,227 +1,200 @@
-"""P1: one durable save of a real snapshot of the run, vs the floor and vs LangGraph.
+"""P1: time added per durable boundary of a running run, small state, vs the append floor.
 
-One ``Checkpoint.save`` of real snapshots (near 1, 16 and 64 KiB, picked from a recording store
-during the workload) on a ``FileStore`` and an ``InMemoryStore``, vs the floor: the exact bytes
-the FileStore wrote, to a temp file + fsync + rename + directory fsync with plain ``os`` calls in
-one worker thread awaited from the loop; and vs LangGraph SqliteSaver's time added per step on a
-run whose state stays under 64 KiB.
+First a calibration run of the journal configuration records how many bytes its journal grows
+per boundary kind: those are the bytes that changed, and the floor appends that many. Then
+short runs (``p1_turns`` turns, state up to about 64 KiB of snapshot) of ``none``, ``file`` and
+``journal`` take turns run by run, each with the boundary probe of ``checkpoint_floor``: every
+boundary of the run is timed on its real path (the agent loop waiting for its save, with the
+writer's encode cache warm as in any run) and one floor append of that boundary's bytes is made
+right before or after it, alternating. So the floor is interleaved save by save, on the same disk,
+under the same load. Added per boundary = a configuration's boundary time - the same boundary
+with ``checkpoint=False`` (a few microseconds). The table reports the median over repeats of each
+run's median, by window of turns (small: the first ``p1_small_turns``) and by boundary kind.
+
+A diagnostic row runs the journal path on an ``InMemoryRunJournal`` (``journal-mem``): its CPU
+and hops without any write, so the table shows how much of a boundary is not the append.
+
+LangGraph's figure is the time added per step (median step with the saver - without, each step
+net of the floor appends its node makes) in ``p1_lg_steps``-step runs, interleaved run by run
+with ours, against the median floor append of its own runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
-import os
-import time
-from collections.abc import Sequence
+import math
+import statistics
 from typing import Any
 
-from checkpoint_langgraph import median_interval, run_langgraph
-from checkpoint_report import GOALS, fmt_bytes, fmt_ratio, fmt_time, median, rotated, table, verdict
-from checkpoint_settings import Bench
-from checkpoint_workload import RUN_ID, Trace, bench_agent, bench_task, remove_quietly
+from checkpoint_floor import TURN_KINDS, BoundaryProbe, BoundaryRecord, bytes_per_kind
+from checkpoint_langgraph import median_interval
+from checkpoint_report import (
+    GOALS,
+    floor_verdict,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    median,
+    rotated,
+    table,
+)
+from checkpoint_runs import run_one
+from checkpoint_settings import CONFIGS, OURS, Bench
+from checkpoint_workload import journal_file, run_ours
 
-from oma_actors import Checkpoint, CheckpointOptions, FileStore, InMemoryStore, OpenMultiAgent, Team
-from oma_actors.checkpoint import CheckpointSnapshot, decode, encode
-from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
-from oma_actors.testing import RecordingStore
-
-
-async def real_snapshots(targets: Sequence[int], payload: int) -> dict[int, CheckpointSnapshot]:
-    """Run the workload on a recording store; for each target size the closest real snapshot.
-
-    The snapshots are every checkpoint value that landed in the store, however it was written
-    (``set``, ``compare_and_set`` or a conditional ``apply``).
-    """
-    store = RecordingStore(InMemoryStore())
-    turns = max(targets) // payload + 8
-    agent = bench_agent(turns, payload, Trace())
-    options = CheckpointOptions(store=store, run_id=RUN_ID)
-    await OpenMultiAgent().run_tasks(Team("bench", [agent]), [bench_task()], checkpoint=options)
-    out = {}
-    for target in targets:
-        text = min(store.values(CHECKPOINT_KEY_PREFIX), key=lambda t: abs(len(t.encode()) - target))
-        out[target] = decode(text, key="bench")
-    return out
+DIAG = "journal-mem"
+DIAG_LABEL = "  diagnostic: journal on InMemoryRunJournal (CPU + hops, no fsync)"
 
 
-async def time_saves(kind: str, snapshot: CheckpointSnapshot, n: int, path: str) -> list[float]:
-    """Seconds of ``n`` consecutive ``Checkpoint.save`` calls of ``snapshot``."""
-    ts = []
-    if kind == "file":
-        async with FileStore.open(path) as store:
-            cp = Checkpoint(store, run_id=RUN_ID)
-            await cp.save(snapshot)  # warm: the file exists, as in a running run
-            for _ in range(n):
-                t0 = time.perf_counter()
-                await cp.save(snapshot)
-                ts.append(time.perf_counter() - t0)
-    else:
-        cp = Checkpoint(InMemoryStore(), run_id=RUN_ID)
-        await cp.save(snapshot)
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await cp.save(snapshot)
-            ts.append(time.perf_counter() - t0)
-    return ts
+def calibrate(bench: Bench) -> dict[str, int]:
+    """Bytes the journal configuration's journal grows per boundary kind (the floor's bytes)."""
+    s = bench.s
+    probe = BoundaryProbe(journal_path=journal_file(s.workdir, "journal"))
+    gc.collect()
+    bench.runner.run(
+        run_ours(
+            "journal", s.p1_turns, s.payload, s.workdir, probe=probe, durable=bench.shared.durable
+        )
+    )
+    sizes = bytes_per_kind(probe.records)
+    bench.shared.floor_sizes = sizes
+    return sizes
 
 
-async def file_bytes_of_save(snapshot: CheckpointSnapshot, path: str) -> bytes:
-    """The exact bytes a FileStore holding only this checkpoint writes on each save."""
-    remove_quietly(path)
-    async with FileStore.open(path) as store:
-        await Checkpoint(store, run_id=RUN_ID).save(snapshot)
-    data = read_file(path)
-    remove_quietly(path)
-    return data
-
-
-def read_file(path: str) -> bytes:
-    """The bytes of ``path``."""
-    with open(path, "rb") as handle:
-        return handle.read()
-
-
-def floor_write(path: str, data: bytes, dir_fd: int) -> None:
-    """Temp file + write + fsync + rename + directory fsync, with plain os calls."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    os.fsync(dir_fd)
-
-
-async def time_floor(data: bytes, n: int, path: str) -> list[float]:
-    """Seconds of ``n`` floor writes, each run in a worker thread and awaited from the loop."""
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        await asyncio.to_thread(floor_write, path, data, dir_fd)
-        ts = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await asyncio.to_thread(floor_write, path, data, dir_fd)
-            ts.append(time.perf_counter() - t0)
-    finally:
-        os.close(dir_fd)
-    return ts
+def window(records: list[BoundaryRecord], lo: int, hi: int) -> list[BoundaryRecord]:
+    """The per-turn boundaries of turns ``lo..hi``."""
+    return [r for r in records if r.kind in TURN_KINDS and lo <= r.turn <= hi]
 
 
 def run(bench: Bench) -> None:
     """Measure P1, print its tables and store its results under ``P1``."""
     s = bench.s
-    snaps = bench.runner.run(real_snapshots(s.p1_sizes, s.payload))
-    path = os.path.join(s.workdir, "p1.json")
-    data = {size: bench.runner.run(file_bytes_of_save(snap, path)) for size, snap in snaps.items()}
-    samples: dict[tuple[int, str], list[float]] = {}
-    lg_samples: dict[str, list[float]] = {"none": [], "sqlite": []}
-    p1_repeats = s.p1_repeats
-    for rep in range(p1_repeats):
-        # Ours and the floor alternate block by block at each size; LangGraph once a repeat.
-        for i, size in enumerate(s.p1_sizes):
-            for name in rotated(["file", "memory", "floor"], rep + i):
-                if name == "floor":
-                    coro = time_floor(data[size], s.p1_saves, path)
-                else:
-                    coro = time_saves(name, snaps[size], s.p1_saves, path)
-                gc.collect()
-                ts = bench.runner.run(coro)
-                samples.setdefault((size, name), []).append(median(ts))
-        if s.langgraph:
-            for mode in rotated(["none", "sqlite"], rep):
-                r = bench.gc_run(
-                    lambda m=mode: run_langgraph(m, s.p1_lg_steps, s.payload, s.workdir)
-                )
-                lg_samples[mode].append(median_interval(r))
-    remove_quietly(path)
+    sizes = calibrate(bench)
+    runs: dict[str, list[list[BoundaryRecord]]] = {n: [] for n in ("none", *OURS, DIAG)}
+    saves: dict[str, list[dict[str, int]]] = {"file": [], "journal": [], DIAG: []}
+    lg: dict[str, list[float]] = {name: [] for name in bench.lg_variants()}
+    lg_floor: list[float] = []
+    names = ["none", *OURS, DIAG, *lg]
+    for rep in range(s.p1_repeats):
+        for name in rotated(names, rep):
+            r = run_one(bench, name, s.p1_lg_steps if name.startswith("lg:") else s.p1_turns)
+            if name.startswith("lg:"):
+                lg[name].append(median_interval(r))
+                if r.probe is not None:
+                    lg_floor.extend(x.floor for x in r.probe.records if x.floor is not None)
+                continue
+            assert r.probe is not None
+            runs[name].append(r.probe.records)
+            if name in saves:
+                saves[name].append(r.saves)
+    windows = [(1, s.p1_small_turns), (s.p1_small_turns + 1, s.p1_turns)]
+    res: dict[str, Any] = {"floor_bytes": sizes, "turns": s.p1_turns, "windows": {}}
+    print(
+        f"\n## P1 time added per durable boundary, small state ({s.p1_turns}-turn runs), vs the"
+        f" append floor of the same bytes (goal: <= {GOALS['P1_floor']}x)"
+    )
+    print(
+        f"median of {s.p1_repeats} interleaved repeats of each run's median; every boundary timed"
+        " on the run's real save path, each with one floor append (os.write + fdatasync of the"
+        " bytes the durable journal appended at that boundary kind, in a worker thread) right"
+        " before or after it; added = boundary - the same boundary without a checkpoint."
+        f" Floor bytes per boundary: {', '.join(f'{k} {fmt_bytes(v)}' for k, v in sizes.items())}"
+        + ("" if bench.shared.durable else " (journal durable=False: journal-first not landed)")
+        + "\n"
+    )
+    headers = ["configuration", "turns", *TURN_KINDS, "mean", "floor (syscalls)", "added median"]
     rows = []
-    res: dict[str, Any] = {"sizes": {}}
-    worst = 0.0
-    for size in s.p1_sizes:
-        floor = median(samples[(size, "floor")])
-        ours = median(samples[(size, "file")])
-        mem = median(samples[(size, "memory")])
-        ratio = ours / floor
-        worst = max(worst, ratio)
-        snap_bytes = len(encode(snaps[size]).encode())
-        res["sizes"][size] = {
-            "snapshot_bytes": snap_bytes,
-            "file_bytes": len(data[size]),
-            "floor_s": floor,
-            "filestore_s": ours,
-            "memory_s": mem,
-            "filestore_over_floor": ratio,
-            "repeats": {k[1]: v for k, v in samples.items() if k[0] == size},
-        }
-        rows.append(
-            [
-                fmt_bytes(size),
-                fmt_bytes(snap_bytes),
-                fmt_bytes(len(data[size])),
-                fmt_time(floor),
-                fmt_time(ours),
-                fmt_ratio(ratio),
-                fmt_time(mem),
-                fmt_ratio(mem / floor),
-                verdict(ratio, GOALS["P1_floor"]),
-            ]
-        )
-    print(
-        "\n## P1 per durable boundary, small state: one Checkpoint.save of a real snapshot"
-        f" (goal: FileStore <= {GOALS['P1_floor']}x the floor; >= 3x lower than LangGraph"
-        " SqliteSaver per step)"
-    )
-    print(
-        f"median of {p1_repeats} interleaved repeats, each the median of {s.p1_saves} saves;"
-        " floor = the same file bytes to temp + fsync + rename + dir fsync, plain os calls"
-        " in a worker thread (InMemoryStore is not durable: shown for its CPU cost only)\n"
-    )
-    headers = ["state", "snapshot", "file bytes", "floor", "FileStore save", "x floor"]
-    headers += ["InMemoryStore save", "x floor", "verdict"]
-    print(table(headers, rows))
-    res["worst_filestore_over_floor"] = worst
-    if s.langgraph:
-        none, sqlite = median(lg_samples["none"]), median(lg_samples["sqlite"])
-        added = sqlite - none
-        res["langgraph"] = {
-            "steps": s.p1_lg_steps,
-            "per_step_none_s": none,
-            "per_step_sqlite_s": sqlite,
-            "added_per_step_s": added,
-            "ours_over_langgraph": {
-                size: res["sizes"][size]["filestore_s"] / added for size in s.p1_sizes
-            },
-            "repeats": lg_samples,
-        }
-        print(
-            f"\nLangGraph SqliteSaver (durability=sync), the anchor graph run for"
-            f" {s.p1_lg_steps} steps x {fmt_bytes(s.payload)} so its state stays <= 64 KiB:"
-            f" median step {fmt_time(sqlite)} vs {fmt_time(none)} without a checkpointer,"
-            f" so {fmt_time(added)} added per step (goal: ours <= 1/3 of it)\n"
-        )
-        rows = []
-        for size in s.p1_sizes:
-            ours = res["sizes"][size]["filestore_s"]
-            ratio = ours / added
+    for lo, hi in windows:
+        key = f"{lo}-{hi}"
+        res["windows"][key] = {}
+        base = median([median([r.seconds for r in window(rs, lo, hi)]) for rs in runs["none"]])
+        for name in (*OURS, DIAG):
+            fig = figure([window(rs, lo, hi) for rs in runs[name]], base)
+            res["windows"][key][name] = fig
+            kinds = [fmt_time(fig["by_kind_s"][k]) for k in TURN_KINDS]
+            if name == DIAG:
+                added = f"{fmt_time(fig['added_median_s'])} (not durable: no verdict)"
+                rows.append([DIAG_LABEL, key, *kinds, fmt_time(fig["added_mean_s"]), "", added])
+                continue
+            med, floor, ratio = fig["added_median_s"], fig["floor_s"], fig["ratio"]
+            text = floor_verdict(ratio, GOALS["P1_floor"])
             rows.append(
                 [
-                    fmt_bytes(size),
-                    fmt_time(ours),
-                    fmt_time(added),
-                    fmt_ratio(ratio),
-                    verdict(ratio, GOALS["P1_langgraph"]),
+                    CONFIGS[name],
+                    key,
+                    *kinds,
+                    fmt_time(fig["added_mean_s"]),
+                    f"{fmt_time(floor)} ({fmt_time(fig['floor_syscalls_s'])})",
+                    f"{fmt_time(med)} = {fmt_ratio(ratio)}: {text}",
                 ]
             )
-        headers = ["state", "FileStore save", "LangGraph added per step", "ours / LangGraph"]
-        print(table([*headers, "verdict"], rows))
-    else:
-        print(f"\nLangGraph column skipped: {s.lg_skipped}")
+            detail = f"{fmt_time(med)} vs {fmt_time(floor)}"
+            cell = bench.floor_cell(f"P1 {name} turns {key}", ratio, detail, GOALS["P1_floor"])
+            bench.cell(f"P1 turns {key}", name, cell)
+    print(table(headers, rows))
+    res["saves"] = saves
+    print(f"\nsaves per run by mode (CheckpointSaved.mode): {saves_line(saves)}")
+    if lg:
+        report_langgraph(bench, res, lg, median(lg_floor))
+    elif not s.langgraph:
+        print(f"\nLangGraph skipped: {s.lg_skipped}")
     bench.results["P1"] = res
 
 
-# ---------------------------------------------------------------- P2
+def figure(per_run: list[list[BoundaryRecord]], base: float) -> dict[str, Any]:
+    """One configuration's P1 figures over the boundaries of a window, run by run.
+
+    Each value is the median over runs of that run's median (or mean), less ``base`` (the
+    same boundary's median without a checkpoint); the floor is the median of the floor appends
+    interleaved in the same runs.
+    """
+    med = median([median([r.seconds for r in w]) - base for w in per_run])
+    floor = median([median([r.floor for r in w if r.floor is not None]) for w in per_run])
+    return {
+        "added_median_s": med,
+        "added_mean_s": median([statistics.fmean(r.seconds for r in w) - base for w in per_run]),
+        "by_kind_s": {
+            kind: median([median([r.seconds for r in w if r.kind == kind]) for w in per_run]) - base
+            for kind in TURN_KINDS
+        },
+        "floor_s": floor,
+        "floor_syscalls_s": median(
+            [median([r.floor_inner for r in w if r.floor_inner is not None]) for w in per_run]
+        ),
+        "ratio": med / floor,
+        "none_boundary_s": base,
+    }
+
+
+def saves_line(saves: dict[str, list[dict[str, int]]]) -> str:
+    """``file {...}, journal {...}`` from the first run of each configuration."""
+    return ", ".join(f"{name} {runs[0] if runs else {}}" for name, runs in saves.items())
+
+
+def report_langgraph(
+    bench: Bench,
+    res: dict[str, Any],
+    lg: dict[str, list[float]],
+    floor: float,
+) -> None:
+    """LangGraph's added time per step (one step, one save) vs the median floor append."""
+    s = bench.s
+    rows = []
+    res["langgraph"] = {"floor_s": floor}
+    for name, base in (("lg:sqlite", "lg:none"), ("lg:delta", "lg:delta-none")):
+        if name not in lg:
+            continue
+        added = median(lg[name]) - median(lg[base])
+        ratio = added / floor if floor > 0 else math.nan
+        res["langgraph"][name] = {"added_per_step_s": added, "ratio": ratio, "samples": lg}
+        rows.append([CONFIGS[name], fmt_time(median(lg[name])), fmt_time(added), fmt_ratio(ratio)])
+        cell = bench.floor_cell(f"P1 {name}", ratio, f"{fmt_time(added)} per step")
+        for lo, hi in ((1, s.p1_small_turns), (s.p1_small_turns + 1, s.p1_turns)):
+            bench.cell(f"P1 turns {lo}-{hi}", name, cell)
+    print(
+        f"\nLangGraph, {s.p1_lg_steps} steps x {fmt_bytes(s.payload)}, durability=sync: added per"
+        " step = median step - median step without a checkpointer (each step net of the floor"
+        " appends interleaved in it), vs the median floor append of the same LangGraph runs"
+        f" ({fmt_time(floor)})\n"
+    )
+    print(table(["configuration", "median step", "added per step", "x floor"], rows))

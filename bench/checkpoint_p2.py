@@ -1,99 +1,154 @@
-"""P2: time added per agent turn by checkpointing, vs LangGraph SqliteSaver's two steps.
+"""P2: time added per agent turn (model + one tool = 3 boundaries), at 300 and 1000 turns.
 
-(run with a FileStore checkpoint - the same run with ``checkpoint=False``) / turns, interleaved
-run by run with an InMemoryStore run and LangGraph's runs with and without SqliteSaver.
+Added per turn = (a variant's run time - the same run with ``checkpoint=False``) / turns, medians
+of interleaved repeats. Every run of ours carries the append floor interleaved save by save (one
+append + fdatasync of the durable journal's bytes at each boundary, timed on its own and taken
+out of the run's time): the floor per turn is the time those appends took in the same runs.
+LangGraph's figure is the time added for two steps (its model step plus its tool step make one
+of our turns): 2 x (median step with the saver - without), for SqliteSaver and for DeltaChannel;
+the stronger (smaller) of the two is the anchor of the "1/3 of LangGraph" goal.
+The 300-turn runs are made here; the 1000-turn figure reuses the long runs of P3.
 """
 
 from __future__ import annotations
 
-import gc
+import itertools
+import math
 from typing import Any
 
-from checkpoint_langgraph import run_langgraph
-from checkpoint_report import GOALS, fmt_bytes, fmt_ratio, fmt_time, median, rotated, table, verdict
-from checkpoint_settings import Bench
-from checkpoint_workload import run_ours
+from checkpoint_report import GOALS, floor_verdict, fmt_ratio, fmt_time, median, table, verdict
+from checkpoint_runs import all_variants, interleaved
+from checkpoint_settings import CONFIGS, OURS, Bench
+from checkpoint_workload import RunResult
 
 
 def run(bench: Bench) -> None:
-    """Measure P2, print its table and store its results under ``P2``."""
+    """Measure P2 at ``p2_turns`` turns and report it."""
+    runs = interleaved(bench, all_variants(bench), bench.s.p2_turns)
+    report(bench, runs, bench.s.p2_turns)
+
+
+PAIRS = {"file": "none", "journal": "none", "lg:sqlite": "lg:none", "lg:delta": "lg:delta-none"}
+"""Each configuration and the run it is compared with (the same without checkpointing)."""
+
+
+def per_turn(runs: dict[str, list[RunResult]], name: str) -> float:
+    """The median time per turn (per step for LangGraph) of a variant's runs."""
+    return median([r.per_turn for r in runs.get(name, [])])
+
+
+def turn_series(r: RunResult, k: int) -> tuple[list[float], list[float]]:
+    """Per turn of ours (``k`` = 1) or per two LangGraph steps (``k`` = 2): own time, floor time."""
+    own = r.intervals
+    stamps = r.trace.stamps[: r.turns + 1]
+    probe = r.probe
+    floor = [probe.floor_between(a, b) if probe else 0.0 for a, b in itertools.pairwise(stamps)]
+    n = len(own) // k * k
+    return (
+        [sum(own[i : i + k]) for i in range(0, n, k)],
+        [sum(floor[i : i + k]) for i in range(0, n, k)],
+    )
+
+
+def figures(runs: dict[str, list[RunResult]], name: str) -> dict[str, float]:
+    """Added time per turn of ``name`` (mean: run time / turns; median turn), and the floor's.
+
+    The floor per turn is the one measured in the checkpoint-free runs (``none``), where no
+    other write of the process shares the disk with it; the floor interleaved in the variant's
+    own runs is kept for reference (``own_floor_*``): on ext4 an fdatasync that extends a file
+    waits for the journal commit that also carries the variant's own big writes (a FileStore
+    rewrite, a snapshot compaction, SQLite's pages), so that floor grows with the variant's
+    writes and would flatter it.
+    """
+    k = 2 if name.startswith("lg:") else 1
+    base = PAIRS[name]
+    own = [turn_series(r, k) for r in runs[name]]
+    ref = [turn_series(r, k) for r in runs[base]]
+    clean = [turn_series(r, 1) for r in runs["none"]]
+    return {
+        "added_mean_s": k * (per_turn(runs, name) - per_turn(runs, base)),
+        "added_median_s": median([median(o) for o, _ in own]) - median([median(o) for o, _ in ref]),
+        "floor_mean_s": median([r.floor_per_turn for r in runs["none"]]),
+        "floor_median_s": median([median(f) for _, f in clean]),
+        "own_floor_mean_s": k * median([r.floor_per_turn for r in runs[name]]),
+        "own_floor_median_s": median([median(f) for _, f in own]),
+    }
+
+
+def report(bench: Bench, runs: dict[str, list[RunResult]], turns: int) -> None:
+    """Print P2's table for ``turns``-turn runs, store it under ``P2`` and in the summary."""
     s = bench.s
-    n = s.p2_turns
-    ours: dict[str, list[float]] = {"none": [], "file": [], "memory": []}
-    lg: dict[str, list[float]] = {"none": [], "sqlite": []}
-    variants = ["ours:none", "ours:file", "ours:memory"]
-    variants += ["lg:none", "lg:sqlite"] if s.langgraph else []
-    for rep in range(s.repeats):
-        for name in rotated(variants, rep):
-            side, kind = name.split(":")
-            if side == "ours":
-                gc.collect()
-                r = bench.runner.run(run_ours(kind, n, s.payload, s.workdir))
-                ours[kind].append(r.per_turn)
-            else:
-                r = bench.gc_run(lambda k=kind: run_langgraph(k, n, s.payload, s.workdir))
-                lg[kind].append(r.per_turn)
-    base = median(ours["none"])
-    added = median(ours["file"]) - base
-    added_mem = median(ours["memory"]) - base
+    figs = {name: figures(runs, name) for name in PAIRS if runs.get(name)}
+    lg = {name: f["added_mean_s"] for name, f in figs.items() if name.startswith("lg:")}
+    anchor_name = min(lg, key=lambda k: lg[k]) if lg else None
+    anchor = lg[anchor_name] if anchor_name else math.nan
+    anchor_mid = min(
+        (f["added_median_s"] for name, f in figs.items() if name.startswith("lg:")),
+        default=math.nan,
+    )
     res: dict[str, Any] = {
-        "turns": n,
-        "ours_per_turn_s": {k: median(v) for k, v in ours.items()},
-        "ours_added_per_turn_s": added,
-        "ours_added_per_turn_memory_s": added_mem,
-        "repeats": {"ours": ours, "langgraph": lg},
+        "turns": turns,
+        "none_per_turn_s": per_turn(runs, "none"),
+        "figures": figs,
+        "anchor": anchor_name,
+        "samples": {k: [r.per_turn for r in v] for k, v in runs.items()},
     }
     print(
-        f"\n## P2 per agent turn (model + one tool = 3 durable boundaries), {n} turns x"
-        f" ~{fmt_bytes(s.payload)} (goal: <= 1/3 of LangGraph SqliteSaver's two steps)"
+        f"\n## P2 time added per agent turn (3 durable boundaries), {turns} turns x"
+        f" {s.payload} B (goal: <= {GOALS['P2_floor']}x the append floor per turn, and <= 1/3"
+        " of LangGraph's two steps)"
     )
     print(
-        f"median of {s.repeats} interleaved repeats of whole runs; per turn = run time / turns;"
-        " added = with checkpoint - without\n"
+        f"median of {s.repeats} interleaved repeats of whole runs. Every run (LangGraph's too)"
+        " carries the floor: the journal's bytes appended + fdatasync'd at each boundary (a"
+        " LangGraph model step makes our assistant-turn append, a tool step our commit and"
+        " results appends), timed apart and taken out of the run's own time. mean = (run -"
+        " the same run without a checkpoint) / turns, every compaction and disk stall included;"
+        " median = the typical turn. The floor is the one of the checkpoint-free runs (in"
+        " brackets: the floor in the configuration's own runs, which its own writes slow"
+        " down). The verdict takes the worse of the two ratios. LangGraph: per two steps.\n"
     )
-    rows = [
-        ["ours, no checkpoint", fmt_time(base), "-", "-", "-"],
-        ["ours, FileStore", fmt_time(median(ours["file"])), fmt_time(added), "", ""],
-        [
-            "ours, InMemoryStore (not durable)",
-            fmt_time(median(ours["memory"])),
-            fmt_time(added_mem),
-            "",
-            "",
-        ],
-    ]
-    if s.langgraph:
-        lg_none, lg_sqlite = median(lg["none"]), median(lg["sqlite"])
-        two = 2 * (lg_sqlite - lg_none)
-        ratio = added / two
-        res["langgraph"] = {
-            "per_step_none_s": lg_none,
-            "per_step_sqlite_s": lg_sqlite,
-            "added_two_steps_s": two,
-            "ours_over_langgraph": ratio,
-        }
-        rows[1][3:] = [fmt_ratio(ratio), verdict(ratio, GOALS["P2"])]
-        rows[2][3] = fmt_ratio(added_mem / two)
+    rows = []
+    row_key = f"P2 {turns} turns"
+    for name, f in figs.items():
+        mean = f["added_mean_s"] / f["floor_mean_s"]
+        mid = f["added_median_s"] / f["floor_median_s"]
+        # The verdict takes the worse ratio; one below the floor is a bench bug, reported as such.
+        ratio = max(mean, mid) if min(mean, mid) >= 1.0 else min(mean, mid)
+        ours = name in OURS
+        vs_lg = max(f["added_mean_s"] / anchor, f["added_median_s"] / anchor_mid)
+        res[name] = {**f, "x_floor_mean": mean, "x_floor_median": mid, "x_langgraph": vs_lg}
+        if ours:
+            lg_text = f"{fmt_ratio(vs_lg)}: {verdict(vs_lg, GOALS['P2_langgraph'])}"
+            if not anchor_name:
+                lg_text = f"n/a: {s.lg_skipped}"
+        else:
+            lg_text = "(anchor: the stronger)" if name == anchor_name else ""
         rows.append(
             [
-                f"LangGraph, no checkpointer, 2 steps ({n} x {fmt_bytes(s.payload)})",
-                fmt_time(2 * lg_none),
-                "-",
-                "-",
-                "-",
+                CONFIGS[name],
+                f"{fmt_time(f['added_mean_s'])} vs {fmt_time(f['floor_mean_s'])}"
+                f" ({fmt_time(f['own_floor_mean_s'])}) = {fmt_ratio(mean)}",
+                f"{fmt_time(f['added_median_s'])} vs {fmt_time(f['floor_median_s'])}"
+                f" ({fmt_time(f['own_floor_median_s'])}) = {fmt_ratio(mid)}",
+                floor_verdict(ratio, GOALS["P2_floor"]) if ours else "",
+                lg_text,
             ]
         )
-        rows.append(
-            [
-                "LangGraph, SqliteSaver sync, 2 steps",
-                fmt_time(2 * lg_sqlite),
-                fmt_time(two),
-                "1.00x",
-                "(anchor)",
-            ]
-        )
-    else:
-        rows[1][3:] = ["n/a", f"LangGraph column skipped: {s.lg_skipped}"]
-    headers = ["variant", "per turn", "added per turn", "ours / LangGraph", "verdict"]
+        goal = GOALS["P2_floor"] if ours else None
+        detail = f"mean {fmt_ratio(mean)}, median {fmt_ratio(mid)}"
+        cell = bench.floor_cell(f"P2 {name} {turns} turns", ratio, detail, goal)
+        if ours and anchor_name:
+            cell += f"; {fmt_ratio(vs_lg)} of LangGraph {verdict_short(vs_lg)}"
+        bench.cell(row_key, name, cell)
+    if not s.langgraph:
+        rows.append(["LangGraph", f"skipped: {s.lg_skipped}", "", "", ""])
+    headers = ["configuration", "mean: added vs floor (own runs' floor)", "median turn: same"]
+    headers += ["verdict (the worse)", "x LangGraph (goal 1/3, the worse)"]
     print(table(headers, rows))
-    bench.results["P2"] = res
+    bench.results.setdefault("P2", {})[str(turns)] = res
+
+
+def verdict_short(ratio: float) -> str:
+    """PASS / MISS of a LangGraph ratio against 1/3."""
+    return "PASS" if ratio <= GOALS["P2_langgraph"] else "MISS"

@@ -2,42 +2,63 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from checkpoint_report import GOALS, drift, fmt_ratio, fmt_time, median, table, verdict
-from checkpoint_settings import Bench
+from checkpoint_settings import CONFIGS, OURS, Bench
 from checkpoint_workload import RunResult
+
+LABELS = {
+    "none": "ours, no checkpoint",
+    "floor": "append floor, per turn (interleaved in all our runs)",
+    "file": f"{CONFIGS['file']} (per turn)",
+    "journal": f"{CONFIGS['journal']} (per turn)",
+    "lg:sqlite": f"{CONFIGS['lg:sqlite']} (per step)",
+    "lg:none": "LangGraph, no checkpointer (per step)",
+    "lg:delta": f"{CONFIGS['lg:delta']} (per step)",
+    "lg:delta-none": "LangGraph DeltaChannel, no checkpointer (per step)",
+}
 
 
 def run(bench: Bench, runs: dict[str, list[RunResult]]) -> None:
     """Report P4 from ``runs``, print its table and store its results under ``P4``."""
     s = bench.s
     n = s.long_turns
-    res4: dict[str, Any] = {"turns": n}
+    dec = max(1, n // 10)
+    res: dict[str, Any] = {"turns": n}
     print(
-        f"\n## P4 per-turn cost drift over {n} turns, median of last decile / median of first"
-        f" decile (goal: <= {GOALS['P4']}x)\n"
+        f"\n## P4 per-turn cost drift over {n} turns, median of the last decile / median of the"
+        f" first decile (goal: <= {GOALS['P4']}x), median of {s.repeats} repeats\n"
     )
     rows = []
-    for key, label in (
-        ("file", "ours, FileStore (per turn = 3 saves)"),
-        ("none", "ours, no checkpoint"),
-        ("lg:sqlite", "LangGraph SqliteSaver sync (per step)"),
-        ("lg:none", "LangGraph, no checkpointer (per step)"),
-    ):
-        rs = runs[key]
-        if not rs:
+    for key, label in LABELS.items():
+        series = floor_series(runs) if key == "floor" else [r.intervals for r in runs.get(key, [])]
+        if not series:
             continue
-        first = median([median(r.intervals[: max(1, n // 10)]) for r in rs])
-        last = median([median(r.intervals[-max(1, n // 10) :]) for r in rs])
-        d = median([drift(r.intervals) for r in rs])
-        res4[key] = {"first_decile_s": first, "last_decile_s": last, "drift": d}
-        check = verdict(d, GOALS["P4"]) if key == "file" else ""
+        first = median([median(x[:dec]) for x in series])
+        last = median([median(x[-dec:]) for x in series])
+        d = median([drift(x) for x in series])
+        res[key] = {"first_decile_s": first, "last_decile_s": last, "drift": d}
+        check = verdict(d, GOALS["P4"]) if key in OURS else ""
         rows.append([label, fmt_time(first), fmt_time(last), fmt_ratio(d), check])
+        if key in CONFIGS:
+            word = f" {check.split(' ')[0]}" if check else ""
+            detail = f"{fmt_time(first)} -> {fmt_time(last)}"
+            bench.cell("P4 drift", key, f"{fmt_ratio(d)} ({detail}){word}")
     if not s.langgraph:
         rows.append(["LangGraph", f"skipped: {s.lg_skipped}", "", "", ""])
     print(table(["variant", "first decile", "last decile", "drift", "verdict"], rows))
-    bench.results["P4"] = res4
+    bench.results["P4"] = res
 
 
-# ---------------------------------------------------------------- P5
+def floor_series(runs: dict[str, list[RunResult]]) -> list[list[float]]:
+    """Per run of ours, the floor's time in each turn (the appends interleaved in that turn)."""
+    out = []
+    for name in ("none", *OURS):
+        for r in runs.get(name, []):
+            if r.probe is None:
+                continue
+            stamps = r.trace.stamps[: r.turns + 1]
+            out.append([r.probe.floor_between(a, b) for a, b in itertools.pairwise(stamps)])
+    return out
