@@ -32,13 +32,13 @@ from oma_actors.agents.turn import (
     with_commit,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
-from oma_actors.domain.messages import TokenUsage
+from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.errors import DurableApprovalError, LLMError
+from oma_actors.journal.errors import JournalLineageError
 from oma_actors.tools.base import Tool, ToolContext
 from oma_actors.tools.executor import ToolOutcome, execute_tool_call
 
 if TYPE_CHECKING:
-    from oma_actors.domain.messages import ChatOptions
     from oma_actors.llm.base import LLMAdapter
 
 BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
@@ -47,6 +47,12 @@ ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
+RequestHook = Callable[[RunnerState, ChatOptions], None]
+"""Sees each model request (the state whose conversation is sent) just before the call.
+
+It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
+the task fails for good, since the same conversation would be refused on every attempt.
+"""
 
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
 
@@ -68,6 +74,7 @@ class LoopContext:
     on_tool: ToolHook | None = None
     on_unknown: UnknownHook | None = None
     on_turn: TurnHook | None = None
+    on_request: RequestHook | None = None
     policy: CallPolicy = field(default_factory=CallPolicy)
 
 
@@ -89,6 +96,11 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             state = stopped_at_max_turns(state, ctx.max_turns)
             await _boundary(ctx, state, "terminal")
             return state
+        if ctx.on_request is not None:
+            try:
+                ctx.on_request(state, ctx.options)
+            except JournalLineageError as exc:
+                return failed(state, str(exc), retryable=False)
         started = time.perf_counter()
         try:
             response = await ctx.adapter.chat(list(state.conversation), ctx.options)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
-from oma_actors.agents.loop import BoundaryHook, LoopContext, drive
+from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
@@ -124,12 +124,14 @@ async def run_task(
     on_boundary: BoundaryHook | None = None,
     resume: RunnerState | None = None,
     policy: CallPolicy | None = None,
+    on_request: RequestHook | None = None,
 ) -> TaskOutcome:
     """Run ``prompt`` on ``agent``, retrying an unsuccessful, retryable attempt per the task.
 
     With ``task=None`` (``run_agent``) there is exactly one attempt. ``resume`` continues the
     first attempt from a restored conversation instead of the prompt (spec RN-03); retries
-    always start fresh.
+    always start fresh. ``on_request`` sees every model request just before it is sent (the
+    run's journal records it, spec 17.2).
     """
     config = agent.config
     options = ChatOptions(
@@ -186,6 +188,7 @@ async def run_task(
             on_tool=on_tool,
             on_unknown=on_unknown,
             on_turn=on_turn,
+            on_request=on_request,
             policy=policy or CallPolicy(),
         )
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)
@@ -264,12 +267,14 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
         emit: Emit,
         on_boundary: BoundaryHook | None = None,
         policy: CallPolicy | None = None,
+        on_request: RequestHook | None = None,
     ) -> None:
         self._agent = agent
         self._run_id = run_id
         self._emit = emit
         self._on_boundary = on_boundary
         self._policy = policy
+        self._on_request = on_request
 
     async def receive(self, message: RunnerMessage) -> TaskOutcome:
         """Run the task; the outcome is the ask's reply and is told to ``reply_to`` if set."""
@@ -291,6 +296,7 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
                 on_boundary=self._on_boundary,
                 resume=message.resume,
                 policy=self._policy,
+                on_request=self._on_request,
             )
         except Exception as exc:
             # Whoever waits for this task must hear back, or the run would wait forever.

@@ -19,9 +19,9 @@ fold takes.
 Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (admission, task completion,
 suspension, synthesis, run end ...), the first boundary of the writer (there is no view yet),
 any boundary after a failed save or a failed append (the view is no longer known to match what
-is on disk), and a boundary whose tail since the last snapshot outgrew that snapshot (so a
-restore never folds more bytes than it reads in the snapshot, and the journal costs the run
-O(what changed) amortized).
+is on disk), and a boundary whose tail since the last snapshot outgrew that snapshot and
+``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the snapshot, or 64 KiB,
+and the snapshots written form a geometric series: O(what changed) amortized).
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
     {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
 )
 """The per-turn boundaries a durable journal can save without a snapshot (D10)."""
+
+MIN_TAIL_BYTES = 64 * 1024
+"""A tail may always grow this far before it compacts: rewriting a small snapshot for every
+few events would cost more than folding them (64 KiB folds in a few milliseconds)."""
 
 
 class JournalTail(Protocol):
@@ -128,7 +132,7 @@ class JournalPath:
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
-        if self._tail_bytes > self._snapshot_bytes:
+        if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
             self.divergence = (
                 f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "
                 f"({self._snapshot_bytes} bytes)"

@@ -177,14 +177,18 @@ class JournalRecorder:
             cut += 1
         del self._held[:cut]
 
-    def release_trailing(self) -> None:
+    def release_trailing(self, harmless: Callable[[JournalEvent], bool] | None = None) -> None:
         """At the end of an attempt: release what is held unless it would change a task's state.
 
         Held events that change an entry belong to a snapshot that is not known durable (its
         write failed): in the journal, a restore might not be able to fold them. ``run/end``
-        and ``checkpoint/saved`` change nothing and go out.
+        and ``checkpoint/saved`` change nothing and go out. ``harmless`` may vouch for a folded
+        event a restore would not apply (say, of a task no durable snapshot holds, JR-13).
         """
-        if not any(event.type in FOLDED_TYPES for event in self._held):
+        if not any(
+            event.type in FOLDED_TYPES and (harmless is None or not harmless(event))
+            for event in self._held
+        ):
             self.release(self._last_seq)
 
     async def append(self, draft: EventDraft) -> JournalEvent:
@@ -275,6 +279,9 @@ class JournalRecorder:
     def request_blocks(self, messages: Sequence[Message]) -> list[Json]:
         """The ``RequestBlockDescriptor`` of every block of a request's conversation.
 
+        Each block's hash is computed once (``hash_for``): a conversation is sent again with
+        every request, and re-hashing it would make a run quadratic in hashing too.
+
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage.
         """
@@ -288,6 +295,7 @@ class JournalRecorder:
                     role=message.role,
                     block=block,
                     source_event_seqs=seqs,
+                    content_hash=self.hash_for(block),
                 )
                 if seqs is None and self.enforce_lineage:
                     raise JournalLineageError(m_index, b_index, str(descriptor["blockType"]))

@@ -242,14 +242,22 @@ def request_block(
     role: Literal["user", "assistant"],
     block: ContentBlock | Json,
     source_event_seqs: Sequence[int] | None,
+    content_hash: str | None = None,
 ) -> Json:
-    """One ``RequestBlockDescriptor`` of an ``llm/request`` (lineage ``None``: none recorded)."""
-    as_json = block if isinstance(block, dict) else block_to_json(block)
+    """One ``RequestBlockDescriptor`` of an ``llm/request`` (lineage ``None``: none recorded).
+
+    ``content_hash``: the block's ``canonical_content_hash`` when the caller has it already.
+    """
+    if content_hash is not None and not isinstance(block, dict):
+        block_type: Any = block.type
+    else:
+        as_json = block if isinstance(block, dict) else block_to_json(block)
+        block_type, content_hash = as_json.get("type"), canonical_content_hash(as_json)
     return {
         "messageIndex": message_index,
         "blockIndex": block_index,
         "role": role,
-        "blockType": as_json.get("type"),
+        "blockType": block_type,
         "sourceEventSeqs": _seqs(source_event_seqs),
-        "contentHash": canonical_content_hash(as_json),
+        "contentHash": content_hash,
     }

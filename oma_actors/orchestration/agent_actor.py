@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.agents.runner import ExecuteTask, RunnerActor, RunnerFinished
@@ -15,11 +15,17 @@ from oma_actors.orchestration.messages import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from oma_actors.actors import ActorRef, ActorSystem
-    from oma_actors.agents.loop import BoundaryHook
+    from oma_actors.agents.loop import BoundaryHook, RequestHook
     from oma_actors.agents.runner import Emit, ResolvedAgent, RunnerMessage, TaskOutcome
     from oma_actors.agents.tool_calls import CallPolicy
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
+
+
+RequestHooks: TypeAlias = "Callable[[str, str], RequestHook]"
+"""Builds the model-request hook of one task (task id, agent): the run's journal (spec 17.2)."""
 
 
 def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> BoundaryHook:
@@ -46,12 +52,14 @@ class AgentActor(Actor[AgentMessage, None]):
         run_id: str | None,
         emit: Emit,
         policy: CallPolicy | None = None,
+        requests: RequestHooks | None = None,
     ) -> None:
         self._agent = agent
         self._system = system
         self._run_id = run_id
         self._emit = emit
         self._policy = policy
+        self._requests = requests
         self._runners: dict[str, ActorRef[RunnerMessage, TaskOutcome]] = {}
         self._runs: dict[str, ActorRef[RunMessage]] = {}
         self._self: ActorRef[AgentMessage] | None = None
@@ -75,6 +83,9 @@ class AgentActor(Actor[AgentMessage, None]):
                         emit=self._emit,
                         on_boundary=hook,
                         policy=self._policy,
+                        on_request=(
+                            self._requests(task.id, self._agent.name) if self._requests else None
+                        ),
                     ),
                     name=f"runner:{self._agent.name}:{task.id}",
                 )

@@ -120,10 +120,12 @@ async def execute_queue(
                 CheckpointActor(checkpointing.writer), name=f"checkpoint:{run_id}"
             )
         agent_refs: dict[str, ActorRef[AgentMessage]] = {}
+        journaling = checkpointing.journaling if checkpointing is not None else None
         for config in team.agents:
             actor = AgentActor(
-                resolve_agent(config), system, run_id=run_id, emit=emit, policy=policy
-            )
+                resolve_agent(config), system, run_id=run_id, emit=emit, policy=policy,
+                requests=journaling.request_hook if journaling is not None else None,
+            )  # fmt: skip
             ref: ActorRef[AgentMessage] = system.spawn(actor, name=f"agent:{config.name}")
             actor.bind(ref)
             agent_refs[config.name] = ref

@@ -11,10 +11,15 @@ from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.tasks import PlanArtifact, Task
 from oma_actors.errors import TaskGraphError
 from oma_actors.ids import new_id
-from oma_actors.journal.vocabulary import run_started
 from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
 from oma_actors.orchestration.execute import RunApprovals, execute_queue
-from oma_actors.orchestration.journaling import RunJournaling, finish_journal
+from oma_actors.orchestration.journal_events import (
+    finish_journal,
+    observing,
+    start_fresh,
+    watch_memory,
+)
+from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.live import claim
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
@@ -130,7 +135,7 @@ async def run_queue(
         journaling = await RunJournaling.open(
             ctx.journal, run_id=run_id, attempt=attempt, emit=ctx.emit
         )
-        journaling.recorder.emit(run_started(mode=mode, goal=goal))
+        start_fresh(journaling, mode=mode, goal=goal, queue=queue)
     if resolved is not None:
         checkpointing = new_checkpointing(
             resolved,
@@ -147,13 +152,14 @@ async def run_queue(
         if journaling is not None:
             journaling.attach(checkpointing.writer, team)
     memory = team_memory(team)
+    watch_memory(journaling, memory)
     state = await execute_queue(
         team,
         queue,
         run_id=run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=ctx.emit,
+        emit=observing(journaling, ctx.emit),
         checkpointing=checkpointing,
         approvals=ctx.approvals(),
         clock=ctx.clock,

@@ -6,9 +6,14 @@ the task's prompt (``user/message`` origin ``input``), each model answer (``assi
 with its usage), a ``tool/call`` when a call starts (an ``unsafe`` tool's at its dispatch
 boundary, any other just before its result), each committed result (``tool/result``, lineage:
 its call) and the results message (``user/message`` origin ``tool_results``, lineage: the
-results). The events are emitted before the boundary's snapshot is built, so the snapshot's
-watermark and each entry's ``journalSeq`` cover them (JR-08, JR-12), and every conversation
-message gets its lineage (JR-19).
+results), and ``turn/end`` when the state shows the model turn closed. The events are emitted
+before the boundary's snapshot is built, so the snapshot's watermark and each entry's
+``journalSeq`` cover them (JR-08, JR-12), and every conversation message gets its lineage (JR-19):
+each recorded block is registered with the recorder, and a restore re-attaches the snapshot's
+``conversationLineage`` to the restored blocks. Just before each model call, ``request`` records
+``turn/start`` and ``llm/request`` (every block of the conversation with its lineage, JR-07); the
+answer's ``assistant/message`` names that request. The run's other events (plan, task status,
+approvals, shared memory) are recorded by ``journal_events``.
 
 Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
 never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
@@ -16,54 +21,58 @@ never fail or slow the run; the snapshot stays the save path and the tail only a
 by making their events durable and writes the snapshot only at compaction points
 (``checkpoint.journal_path``).
 
-On restore the tail above the snapshot is folded in (``checkpoint.fold``); a tail that fails a
-fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls the tail shows as
-started but not committed are marked dispatched when their tool is ``unsafe`` (decision D1), so
-they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless ``reconcile`` decides.
+On restore the tail above the snapshot is folded in (``journal_setup.fold_restored``, re-exported
+here); a tail that fails a fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls
+the tail shows as started but not committed are marked dispatched when their tool is ``unsafe``
+(decision D1), so they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless
+``reconcile`` decides.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.checkpoint.journal_path import JournalPath, mark_started_unsafe
+from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
-from oma_actors.errors import ConfigurationError
-from oma_actors.events import JournalTailDiscarded
 from oma_actors.journal import vocabulary as v
-from oma_actors.journal.options import JournalOptions
+from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
+from oma_actors.orchestration.journal_setup import (
+    fold_restored,
+    is_run_journal,
+    resolve_journal,
+    unsafe_tools,
+)
+from oma_actors.orchestration.journal_tasks import (
+    OptionsHashes,
+    TaskJournal,
+    turn_outcome,
+    unknown_lineage,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from oma_actors.agents.config import Team
+    from oma_actors.agents.loop import RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ConversationLineage
+    from oma_actors.checkpoint.snapshot import (
+        CheckpointSnapshot,
+        ConversationLineage,
+        InFlightTask,
+    )
     from oma_actors.domain.inflight import PendingCall, RunnerState
-    from oma_actors.domain.messages import Message, TokenUsage
+    from oma_actors.domain.messages import ChatOptions, Message
     from oma_actors.events import ProgressEvent
-    from oma_actors.orchestration.run import RunState
+    from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.options import JournalOptions
 
-Lineage = tuple[tuple[int, ...] | None, ...]
-
-
-@dataclass(slots=True)
-class _Task:
-    """What the journal already holds of one task's conversation."""
-
-    agent: str
-    messages: int = 0  # conversation messages recorded (or restored)
-    lineage: list[Lineage] = field(default_factory=list)
-    committed: set[str] = field(default_factory=set)  # call ids with a tool/result
-    calls: dict[str, int] = field(default_factory=dict)  # call id -> its tool/call seq
-    answer: int | None = None  # the open round's assistant/message seq
-    requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls
-    usage: TokenUsage | None = None  # the state's usage when last observed
-    last_seq: int | None = None
+__all__ = [
+    "RunJournaling",
+    "fold_restored",
+    "is_run_journal",
+    "resolve_journal",
+]
 
 
 class RunJournaling:
@@ -72,7 +81,11 @@ class RunJournaling:
     def __init__(self, recorder: JournalRecorder, ref: dict[str, object]) -> None:
         self.recorder = recorder
         self.ref = ref
-        self._tasks: dict[str, _Task] = {}
+        self._tasks: dict[str, TaskJournal] = {}
+        # (task, agent) -> turns of each entry of the last durable snapshot: what a restore
+        # would fold this attempt's events into (JR-13); the others' events it ignores.
+        self._durable: dict[tuple[str, str], int] = {}
+        self._hashes = OptionsHashes()
 
     @property
     def durable(self) -> bool:
@@ -82,15 +95,34 @@ class RunJournaling:
     def attach(self, writer: RunWriter, team: Team) -> None:
         """Make a durable journal the writer's save path between snapshots (D10)."""
         # OMA records each durable snapshot in the journal (JR-08: its watermark is below it).
-        writer.on_snapshot(
-            lambda snapshot: self.saved(snapshot.mode, 5, snapshot.journal_watermark_seq or 0)
-        )
+        writer.on_snapshot(self._snapshot_durable)
         path = JournalPath(
-            self.recorder, unsafe=_unsafe_tools(team), enforce_lineage=self.recorder.enforce_lineage
+            self.recorder, unsafe=unsafe_tools(team), enforce_lineage=self.recorder.enforce_lineage
         )
         if not self.durable or not writer.attach_journal(path):
             # OMA's mode, or a leased run (its saves stay fenced snapshots, D11).
             self.recorder.stop_keeping()
+
+    def _snapshot_durable(self, snapshot: CheckpointSnapshot) -> None:
+        self._durable = _entry_turns(snapshot)
+        self.saved(snapshot.mode, 5, snapshot.journal_watermark_seq or 0)
+
+    def release_trailing(self) -> None:
+        """At the end of an attempt, let out the held events a restore would not fold.
+
+        Events emitted between boundaries (a fresh conversation's prompt, recorded before its
+        first request; a failed call's ``turn/end``) may never be covered by a snapshot. They
+        are harmless when no durable snapshot holds their task (a fold ignores them), and a
+        ``turn/end`` is when it does not raise the entry's turn count.
+        """
+
+        def harmless(event: JournalEvent) -> bool:
+            turns = self._durable.get((event.task_id or "", event.agent_name or ""))
+            if turns is None:
+                return True
+            return event.type == TURN_END and event.data.get("turn", turns + 1) <= turns
+
+        self.recorder.release_trailing(harmless)
 
     @classmethod
     async def open(
@@ -115,24 +147,108 @@ class RunJournaling:
         )
         journaling = cls(recorder, dict(options.journal.describe()))
         if snapshot is not None:
+            journaling._durable = _entry_turns(snapshot)
             for entry in snapshot.in_flight:
-                lineage = entry.conversation_lineage
-                journaling._tasks[entry.task_id] = _Task(
-                    agent=entry.assignee,
-                    messages=len(entry.state.conversation),
-                    lineage=list(lineage) if lineage is not None else _unknown(entry.state),
-                    committed={i.call.id for i in entry.state.pending if i.commit is not None},
-                    usage=entry.state.token_usage,
-                    requested={i.call.id: i.call for i in entry.state.pending},
-                    last_seq=entry.journal_seq,
-                )
+                journaling._restored(entry.task_id, entry.assignee, entry.state, entry)
         return journaling
+
+    def _restored(self, task_id: str, agent: str, state: RunnerState, entry: InFlightTask) -> None:
+        """Take over a restored entry: what the journal holds of it, and its blocks' lineage.
+
+        The runner resumes with these very state objects, so registering their blocks makes
+        the next ``llm/request`` name each block's source (JR-09: a v5 restore passes
+        ``enforce_lineage``; an entry without lineage, from v4, does not).
+        """
+        lineage = list(entry.conversation_lineage or unknown_lineage(state))
+        for message, row in zip(state.conversation, lineage, strict=False):
+            for block, seqs in zip(message.content, row, strict=False):
+                if seqs is not None:
+                    self.recorder.register_blocks([block], seqs)
+        last = lineage[-1] if lineage and state.conversation else ()
+        answer = state.phase == "executing_tools" and state.conversation[-1].role == "assistant"
+        self._tasks[task_id] = TaskJournal(
+            agent=agent,
+            messages=len(state.conversation),
+            lineage=lineage,
+            committed={i.call.id for i in state.pending if i.commit is not None},
+            usage=state.token_usage,
+            requested={i.call.id: i.call for i in state.pending},
+            last_seq=entry.journal_seq,
+            # The open round's answer, for the lineage of its tool/call events.
+            answer=last[0][0] if answer and last and last[0] else None,
+            # A turn is closed once its results went back (awaiting the model again).
+            closed=state.turns if state.phase == "awaiting_model" else state.turns - 1,
+        )
+
+    def request_hook(self, task_id: str, agent: str) -> RequestHook:
+        """The model-request hook of one task's runner (see ``request``)."""
+
+        def hook(state: RunnerState, options: ChatOptions) -> None:
+            self.request(task_id, agent, state, options)
+
+        return hook
+
+    def request(self, task_id: str, agent: str, state: RunnerState, options: ChatOptions) -> None:
+        """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
+
+        A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
+        every block sent has its lineage. The descriptors list EVERY block of the
+        conversation, as OMA's do: O(conversation) bytes per request. A durable journal
+        (journal-first) records ``llm/request`` only with ``enforce_lineage``.
+
+        Raises:
+            JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
+                no ``turn/start`` or ``llm/request`` is recorded and the call must not be made.
+        """
+        self.observe(task_id, agent, state)
+        task = self._tasks[task_id]
+        scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
+        turn = state.turns + 1
+        if self.recorder.durable and not self.recorder.enforce_lineage:
+            # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
+            # of the conversation at every call, O(n^2) bytes over a run (188 MB for 1000
+            # turns of 1 KiB). It is recorded in OMA's mode, and whenever lineage is enforced.
+            task.pinned = True
+            self.recorder.emit(v.turn_started(turn=turn, **scope))
+            task.request, task.turn, task.model = None, turn, options.model
+            return
+        blocks = self.recorder.request_blocks(state.conversation)
+        task.pinned = True
+        system_hash, tools_hash = self._hashes(options)
+        self.recorder.emit(v.turn_started(turn=turn, **scope))
+        event = self.recorder.emit(
+            v.llm_request(
+                turn=turn,
+                model=options.model,
+                blocks=blocks,
+                system_prompt_hash=system_hash,
+                tools_hash=tools_hash,
+                **scope,
+            )
+        )
+        task.request, task.turn, task.model = event.seq, turn, options.model
+
+    def turn_failed(self, task_id: str) -> None:
+        """The task's model call failed (no answer): close its open turn with ``error``."""
+        task = self._tasks.get(task_id)
+        if task is None:
+            return
+        task.pinned = False
+        if task.turn is None:
+            return
+        scope: dict[str, Any] = {"task_id": task_id, "agent_name": task.agent}
+        # The failed call counted no turn in the state: ``turn`` is the state's count, so a
+        # fold of this event changes nothing (the turn/start before it said ``turn + 1``).
+        turn = task.turn - 1
+        event = self.recorder.emit(v.turn_ended(turn=turn, outcome="error", **scope))
+        task.last_seq = event.seq
+        task.request = task.turn = None
 
     def observe(self, task_id: str, agent: str, state: RunnerState) -> None:
         """Record what ``state`` holds that the journal does not yet (never raises)."""
         task = self._tasks.get(task_id)
         if task is None or task.agent != agent:
-            task = self._tasks[task_id] = _Task(agent=agent)
+            task = self._tasks[task_id] = TaskJournal(agent=agent)
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         for message in state.conversation[task.messages :]:
             self._record_message(task, message, state, scope)
@@ -143,13 +259,21 @@ class RunJournaling:
                 self._record_result(task, item.commit.block, item, scope)
         task.messages = len(state.conversation)
         task.usage = state.token_usage
+        outcome = turn_outcome(state) if state.turns > task.closed else None
+        if outcome is not None:
+            # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves it as is.
+            event = self.recorder.emit(v.turn_ended(turn=state.turns, outcome=outcome, **scope))
+            task.closed = state.turns
+            task.last_seq = event.seq
 
     def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
         """Record every in-flight state; forget tasks no longer in flight (done or reset)."""
         for task_id in set(self._tasks) - set(in_flight):
-            self.forget(task_id)
+            if not self._tasks[task_id].pinned:
+                self.forget(task_id)
         for task_id, (agent, state) in in_flight.items():
             self.observe(task_id, agent, state)
+            self._tasks[task_id].pinned = False
 
     def forget(self, task_id: str) -> None:
         """A task finished or restarts afresh: its next state starts a new conversation."""
@@ -169,16 +293,25 @@ class RunJournaling:
         self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
 
     def _record_message(
-        self, task: _Task, message: Message, state: RunnerState, scope: dict[str, Any]
+        self, task: TaskJournal, message: Message, state: RunnerState, scope: dict[str, Any]
     ) -> None:
         if message.role == "assistant":
             # The answer's usage is what the state gained since it was last seen: a boundary
             # records one answer. (If two coalesced, the sum lands on the last one; a durable
             # journal then compacts, because the fold would not rebuild the same usage.)
             usage = state.token_usage if task.usage is None else state.token_usage - task.usage
-            event = self.recorder.emit(v.assistant_message(message=message, usage=usage, **scope))
-            task.lineage.append(tuple((event.seq,) for _ in message.content))
-            task.last_seq = event.seq
+            request = [task.request] if task.request is not None else None
+            event = self.recorder.emit(
+                v.assistant_message(
+                    message=message,
+                    usage=usage,
+                    model=task.model or None,
+                    source_event_seqs=request,
+                    **scope,
+                )
+            )
+            task.request = task.turn = None
+            self._lineage(task, message, event.seq)
             task.answer = event.seq
             task.usage = state.token_usage
             task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
@@ -189,7 +322,14 @@ class RunJournaling:
             for block in results:
                 if block.tool_use_id not in task.committed:
                     self._record_result(task, block, None, scope)
-            sources = [task.calls[b.tool_use_id] for b in results if b.tool_use_id in task.calls]
+            # JR-07: the tool/result events it gathers (a result committed before a restore
+            # has none this attempt knows of: its tool/call then, when known).
+            sources = [
+                seq
+                for b in results
+                if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id)))
+                is not None
+            ]
             event = self.recorder.emit(
                 v.user_message(
                     message=message, origin="tool_results", source_event_seqs=sources, **scope
@@ -197,14 +337,20 @@ class RunJournaling:
             )
             task.committed.clear()
             task.calls.clear()
+            task.results.clear()
             task.requested.clear()
             task.answer = None
         else:
             event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
-        task.lineage.append(tuple((event.seq,) for _ in message.content))
-        task.last_seq = event.seq
+        self._lineage(task, message, event.seq)
 
-    def _record_call(self, task: _Task, call: ToolUseBlock, scope: dict[str, Any]) -> None:
+    def _lineage(self, task: TaskJournal, message: Message, seq: int) -> None:
+        """Every block of a recorded message comes from its event (JR-07, by block identity)."""
+        task.lineage.append(tuple((seq,) for _ in message.content))
+        task.last_seq = seq
+        self.recorder.register_blocks(message.content, [seq])
+
+    def _record_call(self, task: TaskJournal, call: ToolUseBlock, scope: dict[str, Any]) -> None:
         """``tool/call``: the call starts (OMA emits it just before the tool runs)."""
         sources = [task.answer] if task.answer is not None else None
         event = self.recorder.emit(v.tool_call(call=call, source_event_seqs=sources, **scope))
@@ -212,7 +358,11 @@ class RunJournaling:
         task.last_seq = event.seq
 
     def _record_result(
-        self, task: _Task, block: ToolResultBlock, item: PendingCall | None, scope: dict[str, Any]
+        self,
+        task: TaskJournal,
+        block: ToolResultBlock,
+        item: PendingCall | None,
+        scope: dict[str, Any],
     ) -> None:
         call = item.call if item is not None else task.requested.get(block.tool_use_id)
         if call is not None and call.id not in task.calls:
@@ -231,101 +381,10 @@ class RunJournaling:
             )
         )
         task.committed.add(block.tool_use_id)
+        task.results[block.tool_use_id] = event.seq
         task.last_seq = event.seq
 
 
-def _unknown(state: RunnerState) -> list[Lineage]:
-    """Lineage of messages recorded before the journal (none is known)."""
-    return [tuple(None for _ in message.content) for message in state.conversation]
-
-
-async def fold_restored(
-    snapshot: CheckpointSnapshot,
-    options: JournalOptions,
-    team: Team,
-    emit: Callable[[ProgressEvent], None],
-) -> CheckpointSnapshot:
-    """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
-
-    Only a snapshot written with a journal (v5) has a tail (JR-11). A journal file may hold the
-    events of several runs (they share its batches, D10): the run's tail is its own events.
-    Calls the tail shows as started whose tool is ``unsafe`` are marked dispatched (D1), whether
-    the tail folds or is discarded. With a durable journal the revision continues above every
-    revision the journal-only saves of the tail reported.
-    """
-    snapshot = adopt_journal_fields(snapshot)
-    if snapshot.journal_watermark_seq is None:
-        return snapshot
-    events = [
-        event
-        for event in await options.journal.read_from(tail_read_from(snapshot))
-        if event.run_id == snapshot.run_id or not snapshot.run_id
-    ]
-    result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
-    if isinstance(result, Discarded):
-        emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
-    folded = mark_started_unsafe(result.snapshot, result.started_calls, _unsafe_tools(team))
-    if options.durable:
-        # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
-        # each appended at least one event above the watermark: continuing above that count
-        # means no revision is reported twice for the run (it may skip some).
-        above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
-        folded = replace(folded, revision=folded.revision + above)
-    return folded
-
-
-def _unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
-    """Per agent, the names of its ``unsafe`` tools."""
-    return {
-        agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
-        for agent in team.agents
-    }
-
-
-def resolve_journal(*layers: object) -> JournalOptions | None:
-    """The journal in force: the first layer that says anything (per call, then the default).
-
-    ``None`` says nothing; ``False`` or ``JournalOptions(enabled=False)`` says "no journal"; a
-    bare ``RunJournal`` means ``JournalOptions(journal)``: durable, the journal-first save path
-    (D10).
-
-    Raises:
-        ConfigurationError: a layer is neither a journal nor ``JournalOptions``.
-    """
-    for layer in layers:
-        if layer is None:
-            continue
-        if layer is False:
-            return None
-        if isinstance(layer, JournalOptions):
-            return layer if layer.enabled else None
-        if is_run_journal(layer):
-            return JournalOptions(layer)  # type: ignore[arg-type]
-        raise ConfigurationError(
-            f"journal must be a RunJournal or JournalOptions, not {type(layer).__name__}"
-        )
-    return None
-
-
-def is_run_journal(candidate: object) -> bool:
-    """Whether ``candidate`` has the ``RunJournal`` methods (JR-01)."""
-    return all(
-        callable(getattr(candidate, name, None))
-        for name in ("append", "read_from", "close", "describe")
-    )
-
-
-async def finish_journal(journaling: RunJournaling | None, state: RunState) -> None:
-    """Record how the attempt ended (``run/end``) and wait until the journal has it all."""
-    if journaling is None:
-        return
-    status = state.status
-    journaling.recorder.emit(
-        v.run_ended(
-            status=status.code if status is not None else "ok",
-            error=status.message if status is not None and status.code != "ok" else None,
-        )
-    )
-    # Held events of a snapshot that never became durable stay out (see JournalRecorder).
-    journaling.recorder.release_trailing()
-    await journaling.recorder.flush()
+def _entry_turns(snapshot: CheckpointSnapshot) -> dict[tuple[str, str], int]:
+    """(task, agent) -> turn count of each in-flight entry of ``snapshot``."""
+    return {(e.task_id, e.assignee): e.state.turns for e in snapshot.in_flight}

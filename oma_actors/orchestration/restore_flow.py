@@ -32,7 +32,13 @@ from oma_actors.orchestration.flows import (
     save_synthesis,
     team_memory,
 )
-from oma_actors.orchestration.journaling import RunJournaling, finish_journal, fold_restored
+from oma_actors.orchestration.journal_events import (
+    finish_journal,
+    observing,
+    start_restore,
+    watch_memory,
+)
+from oma_actors.orchestration.journaling import RunJournaling, fold_restored
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
@@ -141,8 +147,21 @@ async def _continue_owned(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
     writer = _writer(resolved, plan, snapshot, ctx, lease)
+    journaling = None
+    if ctx.journal is not None:
+        journaling = await RunJournaling.open(
+            ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
+        )
+        start_restore(
+            journaling,
+            goal=snapshot.goal,
+            decisions=reconciled.decisions,
+            known=snapshot.approval_decisions,
+        )
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
+        # Attached only to go on: these outcomes write as without a journal (if at all).
+        await finish_journal(journaling, RunState(status=stopped.status))
         return stopped
     memory = team_memory(team)
     if memory is not None:
@@ -150,11 +169,8 @@ async def _continue_owned(
             await restore_memory(memory, snapshot.shared_memory)
         elif snapshot.turn_count is not None:
             memory.turn_count = snapshot.turn_count
-    journaling = None
-    if ctx.journal is not None:
-        journaling = await RunJournaling.open(
-            ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
-        )
+    watch_memory(journaling, memory)
+    if journaling is not None:
         journaling.attach(writer, team)
     checkpointing = RunCheckpointing(
         continued_from=snapshot.identity,
@@ -176,7 +192,7 @@ async def _continue_owned(
         run_id=plan.run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=ctx.emit,
+        emit=observing(journaling, ctx.emit),
         checkpointing=checkpointing,
         resume=reconciled.resume,
         restored_results=plan.results,

@@ -11,7 +11,7 @@ from oma_actors.errors import CheckpointError, ConfigurationError
 from oma_actors.keyspace import is_reserved_key  # SM-01: never expose a key the runtime owns
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from oma_actors.stores.base import MemoryEntry, MemoryStore
 
@@ -29,11 +29,16 @@ class SharedEntry:
 
 
 class SharedMemory:
-    """The team's notes: ``<agent>/<key>`` entries plus a turn counter (SM-02..SM-07)."""
+    """The team's notes: ``<agent>/<key>`` entries plus a turn counter (SM-02..SM-07).
+
+    ``on_write`` (agent, key, bytes of the stored value) hears of every ``write`` once it is
+    stored: the run's journal records it as ``memory/set`` (spec 17.2).
+    """
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
         self.turn_count = 0
+        self.on_write: Callable[[str, str, int], None] | None = None
 
     async def write(
         self, agent: str, key: str, value: object, metadata: Mapping[str, Any] | None = None
@@ -53,6 +58,8 @@ class SharedMemory:
             text = json.dumps(value)
             meta["sharedMemoryValueEncoding"] = _JSON_ENCODING
         await self.store.set(full_key, text, meta)
+        if self.on_write is not None:
+            self.on_write(agent, key, len(text.encode()))
         return full_key
 
     async def read(self, full_key: str) -> object | None:

@@ -16,7 +16,7 @@ from fold_support import (
     with_entries,
 )
 
-from oma_actors.checkpoint import CheckpointSnapshot
+from oma_actors.checkpoint import CheckpointSnapshot, journal_path
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath, difference
 from oma_actors.domain.inflight import PendingCall
 from oma_actors.domain.messages import Message, TokenUsage
@@ -107,7 +107,8 @@ def test_the_first_boundary_compacts_there_is_no_view_yet() -> None:
     assert path.fold(after_answer(), "assistant_tool_turn") is None
 
 
-def test_a_tail_that_outgrows_the_snapshot_compacts() -> None:
+def test_a_tail_that_outgrows_the_snapshot_compacts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)
     tail = FakeTail()
     path = JournalPath(tail, unsafe={})
     path.compacted(journaled(entry(mark=100)), size=50)  # a tiny snapshot
@@ -115,6 +116,14 @@ def test_a_tail_that_outgrows_the_snapshot_compacts() -> None:
     assert path.fold(after_answer(), "assistant_tool_turn") is None
     assert path.divergence is not None
     assert "outgrew" in path.divergence
+
+
+def test_a_small_snapshot_lets_its_tail_grow_to_the_minimum_first() -> None:
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    path.compacted(journaled(entry(mark=100)), size=50)
+    tail.events = [assistant_tool_turn(101)]
+    assert path.fold(after_answer(), "assistant_tool_turn") is not None, path.divergence
 
 
 async def test_after_a_failed_append_the_next_boundary_compacts() -> None:

@@ -1,0 +1,159 @@
+"""A run's journal events besides its conversations (spec 17.2): plan, tasks, approvals, memory.
+
+``RunJournaling`` records the conversations (messages, tool calls and results, turns, model
+requests); this module records what the run learns elsewhere, at the moment it happens:
+
+* ``run/start`` then ``plan/set`` (source ``initial``) when a fresh run starts; ``run/start`` with
+  mode ``restore`` when a restore continues a run, then an ``approval/decision`` for each decision
+  the restore reconciled from the ledger (one the snapshot did not hold yet);
+* ``task/status`` from the queue's progress events, so cascades appear: ``TaskStarted`` is
+  ``in_progress``, ``TaskCompleted`` ``completed``, ``TaskFailed`` ``failed`` and ``TaskSkipped``
+  ``skipped``, each failure or skip with its reason;
+* ``approval/request`` when ``ApprovalPending`` is announced, i.e. once the request is durable;
+* ``memory/set`` when a value (a task's result) is written to the team's shared memory;
+* ``run/end`` on every exit path (``finish_journal``).
+
+None of these is folded on restore (JR-14): queue, ledger and shared store are their
+authorities, so they never change what a restore rebuilds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.approvals.records import decision_to_json, request_to_json
+from oma_actors.events import (
+    ApprovalPending,
+    TaskCompleted,
+    TaskFailed,
+    TaskRetry,
+    TaskSkipped,
+    TaskStarted,
+)
+from oma_actors.journal import vocabulary as v
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from oma_actors.domain.approvals import ApprovalDecision
+    from oma_actors.domain.tasks import TaskState
+    from oma_actors.events import ProgressEvent
+    from oma_actors.orchestration.journaling import RunJournaling
+    from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.run import RunState
+    from oma_actors.orchestration.shared_memory import SharedMemory
+
+    Emit = Callable[[ProgressEvent], None]
+
+
+def start_fresh(
+    journaling: RunJournaling, *, mode: str, goal: str | None, queue: TaskQueue
+) -> None:
+    """``run/start`` and the initial ``plan/set`` of a fresh run (revision: the queue's)."""
+    recorder = journaling.recorder
+    recorder.emit(v.run_started(mode=mode, goal=goal))
+    tasks = [_plan_task(task) for task in queue.tasks]
+    recorder.emit(v.plan_set(revision=queue.plan.revision, source="initial", tasks=tasks))
+
+
+def start_restore(
+    journaling: RunJournaling,
+    *,
+    goal: str | None,
+    decisions: Sequence[ApprovalDecision],
+    known: Sequence[ApprovalDecision],
+) -> None:
+    """``run/start`` (mode ``restore``), then each decision reconciled that is not in ``known``."""
+    recorder = journaling.recorder
+    recorder.emit(v.run_started(mode="restore", goal=goal))
+    held = {decision.request_id for decision in known}
+    for decision in decisions:
+        if decision.request_id not in held:
+            recorder.emit(v.approval_decided(decision=decision_to_json(decision)))
+
+
+def observing(journaling: RunJournaling | None, emit: Emit) -> Emit:
+    """``emit`` that also records the run's task and approval events (then passes them on)."""
+    if journaling is None:
+        return emit
+
+    def observe(event: ProgressEvent) -> None:
+        # Recording is best-effort like every journal append (JR-06): never breaks the run.
+        with contextlib.suppress(Exception):
+            record_progress(journaling, event)
+        emit(event)
+
+    return observe
+
+
+def record_progress(journaling: RunJournaling, event: ProgressEvent) -> None:
+    """Record what ``event`` tells the journal, if anything."""
+    recorder = journaling.recorder
+    if isinstance(event, TaskStarted):
+        recorder.emit(_status(event.task_id, "in_progress", agent=event.agent))
+    elif isinstance(event, TaskCompleted):
+        recorder.emit(_status(event.task_id, "completed", agent=event.agent))
+    elif isinstance(event, TaskFailed):
+        journaling.turn_failed(event.task_id)
+        recorder.emit(_status(event.task_id, "failed", agent=event.agent, reason=event.error))
+    elif isinstance(event, TaskSkipped):
+        recorder.emit(_status(event.task_id, "skipped", reason=event.reason))
+    elif isinstance(event, TaskRetry):
+        journaling.turn_failed(event.task_id)  # the attempt's model call failed
+    elif isinstance(event, ApprovalPending):
+        request = event.request
+        content = request.content
+        scope: dict[str, Any] = {}
+        if isinstance(content.get("taskId"), str):
+            scope["task_id"] = content["taskId"]
+        if isinstance(content.get("agentName"), str):
+            scope["agent_name"] = content["agentName"]
+        recorder.emit(v.approval_requested(request=request_to_json(request), **scope))
+
+
+def watch_memory(journaling: RunJournaling | None, memory: SharedMemory | None) -> None:
+    """Record each write to the run's shared memory as ``memory/set``."""
+    if journaling is None or memory is None:
+        return
+    recorder = journaling.recorder
+
+    def written(agent: str, key: str, size: int) -> None:
+        recorder.emit(v.memory_set(agent=agent, key=key, value_bytes=size, agent_name=agent))
+
+    memory.on_write = written
+
+
+async def finish_journal(journaling: RunJournaling | None, state: RunState) -> None:
+    """Record how the attempt ended (``run/end``) and wait until the journal has it all."""
+    if journaling is None:
+        return
+    status = state.status
+    journaling.recorder.emit(
+        v.run_ended(
+            status=status.code if status is not None else "ok",
+            error=status.message if status is not None and status.code != "ok" else None,
+        )
+    )
+    # Held events of a snapshot that never became durable stay out (see JournalRecorder).
+    journaling.release_trailing()
+    await journaling.recorder.flush()
+
+
+def _status(
+    task_id: str, status: str, *, agent: str | None = None, reason: str | None = None
+) -> v.EventDraft:
+    scope: dict[str, Any] = {"agent_name": agent} if agent else {}
+    return v.task_status(task_id=task_id, status=status, reason=reason, **scope)
+
+
+def _plan_task(task: TaskState) -> dict[str, Any]:
+    """One task of ``plan/set``: ``{taskId, description?, assignee?, dependsOn?}``."""
+    out: dict[str, Any] = {"taskId": task.id}
+    if task.description:
+        out["description"] = task.description
+    if task.assignee is not None:
+        out["assignee"] = task.assignee
+    if task.depends_on:
+        out["dependsOn"] = list(task.depends_on)
+    return out

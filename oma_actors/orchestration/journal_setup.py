@@ -1,0 +1,100 @@
+"""Choosing a run's journal, and folding its tail into a restored snapshot (spec 17.3, D10).
+
+``resolve_journal`` picks the journal in force for a call (JR-02); ``fold_restored`` is the restore
+side: the snapshot's tail is folded in, or discarded whole with ``JournalTailDiscarded`` (D6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_path import mark_started_unsafe
+from oma_actors.errors import ConfigurationError
+from oma_actors.events import JournalTailDiscarded
+from oma_actors.journal.options import JournalOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from oma_actors.agents.config import Team
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.events import ProgressEvent
+
+
+async def fold_restored(
+    snapshot: CheckpointSnapshot,
+    options: JournalOptions,
+    team: Team,
+    emit: Callable[[ProgressEvent], None],
+) -> CheckpointSnapshot:
+    """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
+
+    Only a snapshot written with a journal (v5) has a tail (JR-11). A journal file may hold the
+    events of several runs (they share its batches, D10): the run's tail is its own events.
+    Calls the tail shows as started whose tool is ``unsafe`` are marked dispatched (D1), whether
+    the tail folds or is discarded. With a durable journal the revision continues above every
+    revision the journal-only saves of the tail reported.
+    """
+    snapshot = adopt_journal_fields(snapshot)
+    if snapshot.journal_watermark_seq is None:
+        return snapshot
+    events = [
+        event
+        for event in await options.journal.read_from(tail_read_from(snapshot))
+        if event.run_id == snapshot.run_id or not snapshot.run_id
+    ]
+    result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
+    if isinstance(result, Discarded):
+        emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
+    folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+    if options.durable:
+        # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
+        # each appended at least one event above the watermark: continuing above that count
+        # means no revision is reported twice for the run (it may skip some).
+        above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
+        folded = replace(folded, revision=folded.revision + above)
+    return folded
+
+
+def unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    """Per agent, the names of its ``unsafe`` tools."""
+    return {
+        agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
+        for agent in team.agents
+    }
+
+
+def resolve_journal(*layers: object) -> JournalOptions | None:
+    """The journal in force: the first layer that says anything (per call, then the default).
+
+    ``None`` says nothing; ``False`` or ``JournalOptions(enabled=False)`` says "no journal"; a
+    bare ``RunJournal`` means ``JournalOptions(journal)``: durable, the journal-first save path
+    (D10).
+
+    Raises:
+        ConfigurationError: a layer is neither a journal nor ``JournalOptions``.
+    """
+    for layer in layers:
+        if layer is None:
+            continue
+        if layer is False:
+            return None
+        if isinstance(layer, JournalOptions):
+            return layer if layer.enabled else None
+        if is_run_journal(layer):
+            return JournalOptions(layer)  # type: ignore[arg-type]
+        raise ConfigurationError(
+            f"journal must be a RunJournal or JournalOptions, not {type(layer).__name__}"
+        )
+    return None
+
+
+def is_run_journal(candidate: object) -> bool:
+    """Whether ``candidate`` has the ``RunJournal`` methods (JR-01)."""
+    return all(
+        callable(getattr(candidate, name, None))
+        for name in ("append", "read_from", "close", "describe")
+    )

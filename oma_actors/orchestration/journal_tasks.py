@@ -1,0 +1,79 @@
+"""What a run's journal holds of one task, and the small rules ``RunJournaling`` applies to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from oma_actors.journal import vocabulary as v
+
+if TYPE_CHECKING:
+    from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
+
+Lineage = tuple[tuple[int, ...] | None, ...]
+
+
+@dataclass(slots=True)
+class TaskJournal:
+    """What the journal already holds of one task's conversation."""
+
+    agent: str
+    messages: int = 0  # conversation messages recorded (or restored)
+    lineage: list[Lineage] = field(default_factory=list)
+    committed: set[str] = field(default_factory=set)  # call ids with a tool/result
+    calls: dict[str, int] = field(default_factory=dict)  # call id -> its tool/call seq
+    results: dict[str, int] = field(default_factory=dict)  # call id -> its tool/result seq
+    answer: int | None = None  # the open round's assistant/message seq
+    requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls
+    usage: TokenUsage | None = None  # the state's usage when last observed
+    last_seq: int | None = None
+    closed: int = 0  # the last turn known closed (turn/end recorded, or before a restore)
+    request: int | None = None  # the llm/request seq its answer will name (JR-07)
+    turn: int | None = None  # the turn that request opened
+    model: str | None = None
+    # Requested before the run saw any boundary of it (its first turn): kept across saves.
+    pinned: bool = False
+
+
+class OptionsHashes:
+    """``systemPromptHash`` and ``toolsHash`` of a runner's options, computed once per options."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, tuple[ChatOptions, str | None, str | None]] = {}
+
+    def __call__(self, options: ChatOptions) -> tuple[str | None, str | None]:
+        """The two hashes (``None`` without a system prompt or tools)."""
+        cached = self._cache.get(id(options))
+        if cached is not None and cached[0] is options:
+            return cached[1], cached[2]
+        system = options.system_prompt
+        system_hash = v.canonical_content_hash(system) if system else None
+        tools = [
+            {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+            for t in options.tools
+        ]
+        tools_hash = v.canonical_content_hash(tools) if tools else None
+        self._cache[id(options)] = (options, system_hash, tools_hash)
+        return system_hash, tools_hash
+
+
+def turn_outcome(state: RunnerState) -> v.TurnOutcome | None:
+    """How the state's last model turn closed, or ``None`` while it is still open."""
+    if state.phase == "completed":
+        if state.budget_exceeded:
+            return "budget_exceeded"
+        if state.loop_detected:
+            return "loop_detected"
+        return "completed" if state.success else "error"
+    if state.phase == "awaiting_model":
+        return "tool_use"  # its results went back to the model
+    parked = state.awaiting_approval
+    if parked and all(item.commit is not None or item.awaiting_approval for item in state.pending):
+        return "suspended"
+    return None
+
+
+def unknown_lineage(state: RunnerState) -> list[Lineage]:
+    """Lineage of messages recorded before the journal (none is known)."""
+    return [tuple(None for _ in message.content) for message in state.conversation]
