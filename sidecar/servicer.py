@@ -16,6 +16,7 @@ import sidecar
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
 from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
@@ -83,6 +84,9 @@ class RunServicer(pb_grpc.RunServiceServicer):
         self._timelines = timelines
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
+        self._journal = JournalWatch(
+            registry=registry, executor=executor, heartbeat_s=heartbeat_s, poll_s=poll_s
+        )
 
     @unary
     async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
@@ -147,16 +151,20 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any
     ) -> AsyncIterator[pb.RunEvent]:
-        """Stream the run's events from after_seq on (see the proto)."""
+        """Stream the run's events from after_seq on, or its journal (see the proto)."""
         try:
             convert.check_run_id(request.run_id)
             if request.after_seq < 0:
                 raise InvalidArgument("after_seq", "must not be negative")
             log = await self._registry.log_of(request.run_id)
+            if request.journal:  # sidecar.journal_watch
+                events = await self._journal.open(log, request)
+            else:
+                events = self._follow(log, request)
         except SidecarError as exc:
             await abort(context, exc)
         try:
-            async for event in self._follow(log, request):
+            async for event in events:
                 yield event
         except SidecarError as exc:
             await abort(context, exc)

@@ -30,7 +30,21 @@ async def fold_restored(
     team: Team,
     emit: Callable[[ProgressEvent], None],
 ) -> CheckpointSnapshot:
+    """The snapshot with its journal tail folded in (see ``fold_restored_tail``)."""
+    folded, _ = await fold_restored_tail(snapshot, options, team, emit)
+    return folded
+
+
+async def fold_restored_tail(
+    snapshot: CheckpointSnapshot,
+    options: JournalOptions,
+    team: Team,
+    emit: Callable[[ProgressEvent], None],
+) -> tuple[CheckpointSnapshot, int]:
     """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
+
+    Also returns the highest seq of the run read from the journal (0 when none), so the
+    attempt's recorder continues above it without reading and parsing the tail a second time.
 
     Only a snapshot written with a journal (v5) has a tail (JR-11). A journal file may hold the
     events of several runs (they share its batches, D10): the run's tail is its own events.
@@ -40,7 +54,7 @@ async def fold_restored(
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
-        return snapshot
+        return snapshot, 0
     events = [
         event
         for event in await options.journal.read_from(tail_read_from(snapshot))
@@ -56,7 +70,7 @@ async def fold_restored(
         # means no revision is reported twice for the run (it may skip some).
         above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
         folded = replace(folded, revision=folded.revision + above)
-    return folded
+    return folded, max((event.seq for event in events), default=0)
 
 
 def unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:

@@ -133,14 +133,19 @@ class RunJournaling:
         attempt: int,
         emit: Callable[[ProgressEvent], None],
         snapshot: CheckpointSnapshot | None = None,
+        seen_through: int = 0,
     ) -> RunJournaling:
-        """Open the journal of an attempt; seqs continue above the snapshot's watermark."""
+        """Open the journal of an attempt; seqs continue above the snapshot's watermark.
+
+        ``seen_through``: the highest seq of the run the restore already read from the journal
+        (its tail): the recorder then reads only what lies above it.
+        """
         watermark = snapshot.journal_watermark_seq if snapshot is not None else None
         recorder = await JournalRecorder.open(
             options.journal,
             run_id=run_id,
             attempt=attempt,
-            watermark_seq=watermark or 0,
+            watermark_seq=max(watermark or 0, seen_through),
             durable=options.durable,
             enforce_lineage=options.enforce_lineage,
             on_error=emit,

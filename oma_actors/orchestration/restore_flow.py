@@ -38,7 +38,8 @@ from oma_actors.orchestration.journal_events import (
     start_restore,
     watch_memory,
 )
-from oma_actors.orchestration.journaling import RunJournaling, fold_restored
+from oma_actors.orchestration.journal_setup import fold_restored_tail
+from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
@@ -102,7 +103,9 @@ async def _continue(
     if ctx.journal is not None:
         # Spec 17.3: the tail above the snapshot's watermarks is folded in first (JR-11: only
         # a v5 snapshot has one); a tail failing a check is discarded whole (D6).
-        snapshot = await fold_restored(snapshot, ctx.journal, team, ctx.emit)
+        snapshot, seen = await fold_restored_tail(snapshot, ctx.journal, team, ctx.emit)
+    else:
+        seen = 0
     plan = plan_restore(snapshot, team, resolved.run_id, clock=ctx.clock)
     async with AsyncExitStack() as stack:
         try:
@@ -112,7 +115,9 @@ async def _continue(
                 # Decision D4 under a run store: a completed run is read back, never re-owned.
                 return _finished(snapshot, plan)
             raise
-        result = await _continue_owned(team, snapshot, plan, ctx, resolved, coordinator, lease)
+        result = await _continue_owned(
+            team, snapshot, plan, ctx, resolved, coordinator, lease, seen=seen
+        )
         await settle(lease, result)
     return result
 
@@ -142,6 +147,8 @@ async def _continue_owned(
     resolved: ResolvedCheckpoint,
     coordinator: AgentConfig | None,
     lease: RunLeaseHandle | None,
+    *,
+    seen: int = 0,
 ) -> TeamRunResult:
     reconciled = await reconcile_approvals(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
@@ -150,8 +157,9 @@ async def _continue_owned(
     journaling = None
     if ctx.journal is not None:
         journaling = await RunJournaling.open(
-            ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit, snapshot=snapshot
-        )
+            ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit,
+            snapshot=snapshot, seen_through=seen,
+        )  # fmt: skip
         start_restore(
             journaling,
             goal=snapshot.goal,

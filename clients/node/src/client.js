@@ -214,11 +214,12 @@ export class SidecarClient {
   /**
    * The run's events after `afterSeq` until it ends (heartbeats skipped), with `data` as a
    * plain object. With allowGap, events lost with a crashed sidecar arrive as one `gap` event
-   * (its seq is gap.to_seq: resuming after it skips the gap).
+   * (its seq is gap.to_seq: resuming after it skips the gap). With `journal: true` the events
+   * are the run's journal instead: seq is the journal seq, type OMA's ("tool/result", "run/end").
    */
-  async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [] } = {}) {
+  async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [], journal = false } = {}) {
     const call = this.runs.WatchRun(
-      { run_id: runId, after_seq: afterSeq, allow_gap: allowGap, follow_suspended: followSuspended, types },
+      { run_id: runId, after_seq: afterSeq, allow_gap: allowGap, follow_suspended: followSuspended, types, journal },
       this.metadata,
     );
     try {

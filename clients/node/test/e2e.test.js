@@ -216,6 +216,17 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
     ["t1", "t2", "t3"].map((id) => `done: node says weather for ${id}`),
   );
 
+  // The run's journal as a stream: journal seqs across both attempts, resumable by seq.
+  const journal = await withTimeout(collect(client.watch(runId, { journal: true })), 10000, "journal");
+  const journalSeqs = journal.map((event) => event.seq);
+  assert.deepEqual(journalSeqs, [...new Set(journalSeqs)].sort((a, b) => a - b), "strictly increasing");
+  assert.deepEqual(new Set(journal.map((event) => event.attempt)), new Set([1, 2]));
+  assert.equal(journal.at(-1).type, "run/end");
+  assert.equal(journal.at(-1).run_status.status, "RUN_STATUS_COMPLETED");
+  const middle = journalSeqs[Math.floor(journalSeqs.length / 2)];
+  const rest = await collect(client.watch(runId, { journal: true, afterSeq: middle }));
+  assert.deepEqual(rest.map((event) => event.seq), journalSeqs.filter((seq) => seq > middle));
+
   // The host ledger: t1 committed once and never delivered again; t2 came back with the same
   // key, flagged as a redelivery; nothing committed was ever delivered afterwards.
   const keys = host.ledger.deliveries.map((call) => call.idempotency_key);
@@ -228,7 +239,8 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
   }
   assert.equal(host.committedKeys().size, 3);
 
-  // The restored run's timeline: every task in a lane, every tool call executed.
+  // The restored run's timeline, drawn from the run's journal: every task in a lane; t2's call,
+  // issued by attempt 1 and delivered again to the host in attempt 2, is marked re-ran.
   const { text, html, timeline } = await client.getRunTimeline(runId, { width: 80 });
   assert.equal(timeline.run_id, runId);
   assert.equal(timeline.attempt, 2);
@@ -236,7 +248,11 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
   const calls = timeline.lanes.flatMap((lane) =>
     lane.turns.flatMap((turn) => turn.calls.map((call) => [lane.task_id, call.tool_name, call.mark])),
   );
-  assert.deepEqual(calls, ["t1", "t2", "t3"].map((id) => [id, "lookup", "executed"]));
+  assert.deepEqual(calls, [
+    ["t1", "lookup", "executed"],
+    ["t2", "lookup", "re-ran"],
+    ["t3", "lookup", "executed"],
+  ]);
   for (const id of ["t1", "t2", "t3"]) {
     assert.ok(text.includes(`Task ${id}`), `the text shows Task ${id}`);
     assert.ok(html.includes(`Task ${id}`), `the page shows Task ${id}`);

@@ -1,0 +1,269 @@
+"""``WatchRun(journal=true)``: a run's journal as the watch stream, event seq == journal seq.
+
+The stream carries one ``RunEvent`` per journal event of the run (``sidecar.journals``): its
+seq is the journal seq, which is durable and strictly increasing across attempts, so
+``after_seq`` resumes exactly, also across sidecar restarts and restores (the file persists and
+a restore continues its numbering). ``type`` is OMA's event type (``task/status``,
+``tool/result``, ...), ``data`` the event's variant fields plus ``sourceEventSeqs``; ``run/end``
+carries a ``run_status`` detail and ``task/status`` a ``task_status`` one.
+
+The file is tailed: a byte offset past the last complete line read, and only appended complete
+lines are parsed. A trailing line without its newline is not an event yet (a write in progress,
+or a torn line a crash left, which the next append cuts off); once the run has ended it counts
+if it parses, as the journal's own reader counts it. New lines are looked for when the run's
+progress log changes (its progress events) and at least every poll interval, since some journal
+appends come with no progress event.
+
+The stream ends like the progress stream: once the run's status is terminal (or suspended,
+unless ``follow_suspended``) and the journal has been read to its end. An attempt closes its
+journal before its status is announced, so reading the status first and then the file never
+misses the attempt's last events (``run/end``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import TYPE_CHECKING
+
+from oma_actors import parse_store_uri
+from oma_actors.journal import EVENT_TYPES, JournalCorruptError, parse_line
+from sidecar import convert
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.attempt import STATUS_OF_CODE
+from sidecar.journals import JOURNAL_UNAVAILABLE
+from sidecar.record import FINISHED
+from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from oma_actors.journal import JournalEvent
+    from sidecar.execution import RunExecutor
+    from sidecar.record import RunRecordV1
+    from sidecar.run_log import RunLog
+    from sidecar.runs import RunRegistry
+
+FIELD = "journal"
+READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
+# How this module and OMA start a line: lines at or below the cursor are skipped unparsed.
+_SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
+TASK_STATUSES: dict[str, pb.TaskStatus] = {
+    "pending": pb.TASK_STATUS_PENDING,
+    "blocked": pb.TASK_STATUS_BLOCKED,
+    "in_progress": pb.TASK_STATUS_IN_PROGRESS,
+    "completed": pb.TASK_STATUS_COMPLETED,
+    "failed": pb.TASK_STATUS_FAILED,
+    "skipped": pb.TASK_STATUS_SKIPPED,
+}
+
+
+class JournalTail:
+    """The events appended to one run's journal file since the last read.
+
+    Args:
+        path: the journal file (a missing file is an empty journal: the run's first attempt
+            creates it).
+        run_id: the run; lines of another run are left out.
+    """
+
+    def __init__(self, path: str, run_id: str) -> None:
+        self.path = path
+        self.run_id = run_id
+        self.offset = 0  # just past the last complete line read
+        self._line = 0  # lines read so far, to name a damaged one
+
+    async def read(self, after_seq: int, *, final: bool = False) -> tuple[list[JournalEvent], bool]:
+        """The next events with seq above ``after_seq``, and whether more complete lines wait.
+
+        ``final``: the run has ended, so a trailing line without its newline counts if it
+        parses (a crash can leave one; the journal's reader counts it too).
+
+        Raises:
+            DataLoss: a complete line is not a journal event (reason ``JOURNAL_CORRUPT``).
+        """
+        return await asyncio.to_thread(self._read, after_seq, final)
+
+    def _read(self, after_seq: int, final: bool) -> tuple[list[JournalEvent], bool]:
+        try:
+            with open(self.path, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                if size < self.offset:
+                    # A failed append is cut off again; go on where the file now ends (the
+                    # cursor keeps seqs already sent from coming twice).
+                    self.offset = size
+                file.seek(self.offset)
+                data = file.read(READ_CHUNK)
+                end = data.rfind(b"\n")
+                while end < 0 and self.offset + len(data) < size:
+                    more = file.read(READ_CHUNK)  # one line longer than a chunk
+                    if not more:
+                        break
+                    data += more
+                    end = data.rfind(b"\n")
+        except FileNotFoundError:
+            return [], False
+        at_end = self.offset + len(data) >= size
+        complete, rest = data[: end + 1], data[end + 1 :]
+        self.offset += len(complete)
+        events = [
+            event
+            for line in complete.split(b"\n")[:-1]
+            if (event := self._parse(line, after_seq)) is not None
+        ]
+        if final and at_end and rest:
+            last = self._parse(rest, after_seq, torn_ok=True)
+            if last is not None:
+                events.append(last)
+                self.offset += len(rest)
+        return events, not at_end
+
+    def _parse(self, line: bytes, after_seq: int, *, torn_ok: bool = False) -> JournalEvent | None:
+        self._line += 1
+        if not line.strip():
+            return None
+        found = _SEQ_PREFIX.match(line)
+        if found is not None and int(found[1]) <= after_seq:
+            return None
+        try:
+            event = parse_line(line.decode(), line=self._line, path=self.path)
+        except (UnicodeDecodeError, JournalCorruptError) as exc:
+            if torn_ok:
+                return None  # a torn trailing line: not written
+            raise DataLoss(
+                "JOURNAL_CORRUPT", f"run {self.run_id!r}: journal line {self._line}: {exc}"
+            ) from None
+        return event if event.run_id == self.run_id else None
+
+
+def journal_message(event: JournalEvent) -> pb.RunEvent:
+    """The wire form of a journal event: seq, attempt, OMA's type, fields and detail."""
+    data = dict(event.data)
+    if event.source_event_seqs is not None:
+        data["sourceEventSeqs"] = list(event.source_event_seqs)
+    message = pb.RunEvent(
+        seq=event.seq,
+        run_id=event.run_id,
+        attempt=event.attempt,
+        type=event.type,
+        task_id=event.task_id or "",
+        agent=event.agent_name or "",
+        data=convert.dict_to_struct(data),
+    )
+    try:
+        message.time.FromMilliseconds(event.timestamp_unix_ms)
+    except (ValueError, OverflowError):
+        message.ClearField("time")  # outside what a Timestamp holds: left out, not refused
+    status = data.get("status")
+    if event.type == "run/end" and isinstance(status, str):
+        # OMA's status code, mapped as the sidecar maps an attempt's result: the same journal
+        # event reads the same on every watch, whatever the run did after it.
+        message.run_status.status = STATUS_OF_CODE.get(status, pb.RUN_STATUS_FAILED)
+        error = data.get("error")
+        message.run_status.outcome.code = status
+        message.run_status.outcome.message = error if isinstance(error, str) else ""
+    elif event.type == "task/status" and isinstance(status, str) and status in TASK_STATUSES:
+        message.task_status.status = TASK_STATUSES[status]
+        reason = data.get("reason")
+        message.task_status.reason = reason if isinstance(reason, str) else ""
+    return message
+
+
+class JournalWatch:
+    """Answers ``WatchRun`` with ``journal`` set.
+
+    Args:
+        registry: the run records and progress logs (status, and the wake-ups of a live run).
+        executor: which runs execute here, and where runs keep their journals.
+        heartbeat_s: a heartbeat after this long without an event.
+        poll_s: how often the file is looked at without a progress event.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: RunRegistry,
+        executor: RunExecutor,
+        heartbeat_s: float,
+        poll_s: float,
+    ) -> None:
+        self._registry = registry
+        self._executor = executor
+        self._heartbeat_s = heartbeat_s
+        self._poll_s = poll_s
+
+    async def open(self, log: RunLog, request: pb.WatchRunRequest) -> AsyncIterator[pb.RunEvent]:
+        """The stream of ``request``'s run (checked here, before any event is sent).
+
+        Raises:
+            InvalidArgument: ``types`` names a type no journal holds.
+            FailedPrecondition: the run keeps no journal (reason ``JOURNAL_UNAVAILABLE``).
+        """
+        unknown = sorted(set(request.types) - EVENT_TYPES)
+        if unknown:
+            raise InvalidArgument(
+                "types",
+                f"{', '.join(map(repr, unknown))} is no journal event type (with journal set, "
+                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))})",
+            )
+        record = await self._registry.get(request.run_id)
+        path = await self._journal_path(record)
+        return self._follow(log, JournalTail(path, record.run_id), request)
+
+    async def _journal_path(self, record: RunRecordV1) -> str:
+        journals = self._executor.journals
+        path = journals.path_of(record.run_id, record.store_uri)
+        why = ""
+        if record.request.checkpoint.disabled:
+            why = "it saves no checkpoints"
+        elif path is None:
+            kind = parse_store_uri(record.store_uri).kind
+            why = f"it checkpoints to a {kind} store (journals are kept beside file stores only)"
+        elif not journals.enabled and not await asyncio.to_thread(os.path.isfile, path):
+            why = "this sidecar keeps no journals (--no-journal, or a --store not a file store)"
+        if path is None or why:
+            raise FailedPrecondition(
+                JOURNAL_UNAVAILABLE,
+                f"{FIELD}: run {record.run_id!r} keeps no journal: {why}",
+                metadata={"field": FIELD},
+            )
+        return path
+
+    async def _follow(
+        self, log: RunLog, tail: JournalTail, request: pb.WatchRunRequest
+    ) -> AsyncIterator[pb.RunEvent]:
+        types = set(request.types)
+        cursor = request.after_seq
+        # FINISHED is every status that ends a watch: the terminal ones and SUSPENDED.
+        end = FINISHED - {pb.RUN_STATUS_SUSPENDED} if request.follow_suspended else FINISHED
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while True:
+            changed = log.changed()
+            # The status first: an attempt's journal is closed before its status is announced.
+            finished = log.last_status in end
+            more = True
+            while more:
+                events, more = await tail.read(cursor, final=finished)
+                for event in events:
+                    if event.seq <= cursor:
+                        continue
+                    cursor = event.seq
+                    if not types or event.type in types:
+                        quiet_since = loop.time()
+                        yield journal_message(event)
+            if finished:
+                return
+            try:
+                async with asyncio.timeout(min(self._heartbeat_s, self._poll_s)):
+                    await changed.wait()
+            except TimeoutError:
+                # A run executing in another sidecar tells its status through the store.
+                if not self._executor.running(log.run_id):
+                    await self._registry.refresh(log.run_id)
+            if loop.time() - quiet_since >= self._heartbeat_s:
+                quiet_since = loop.time()
+                yield pb.RunEvent(
+                    run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
+                )

@@ -1,0 +1,271 @@
+"""``WatchRun(journal=true)``: the run's journal as the watch stream, event seq == journal seq.
+
+The stream is compared with the JSONL file itself (read with ``JsonlRunJournal``): the same
+seqs in the same order, the same types, attempts and fields; ``after_seq`` resumes exactly, also
+after ``kill -9`` of a child sidecar, a restart and ``RestoreRun``; runs that keep no journal are
+refused with ``JOURNAL_UNAVAILABLE``. ``JournalTail`` is checked on hand-written files: a line
+without its newline is not an event until the run has ended, a damaged complete line is DATA_LOSS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import pytest
+from google.protobuf.json_format import MessageToDict
+from sidecar_helpers import TOKEN, lookup_tool, run_request
+from test_sidecar_auth import error_info
+from test_sidecar_crash import finished, free_port, sidecar_process
+from test_sidecar_journal import PADDING, echo_run, journal_events, run_to_end, serving
+
+from oma_actors.journal import JournalEvent, to_json_line
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.client import HostTools, SidecarClient, error_reason
+from sidecar.journal_watch import JournalTail, journal_message
+from sidecar.journals import journal_name
+from sidecar.status import DataLoss
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+async def watch_journal(client: SidecarClient, run_id: str, **fields: Any) -> list[pb.RunEvent]:
+    """Every event of ``WatchRun(journal=true)`` until the stream ends (heartbeats skipped)."""
+    request = pb.WatchRunRequest(run_id=run_id, journal=True, **fields)
+    call = client.runs.WatchRun(request, metadata=client.metadata)
+    return [event async for event in call if event.type != "heartbeat"]
+
+
+def journal_of(state: Path, run_id: str) -> Path:
+    return state.parent / f"{state.name}.journals" / journal_name(run_id)
+
+
+async def test_the_stream_is_the_journal_file_seq_for_seq(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client:
+        await client.start_run(echo_run("jw-1"))
+        # Watched live from the start, and again once the run has ended: the same stream.
+        live = await asyncio.wait_for(watch_journal(client, "jw-1"), 15)
+        again = await asyncio.wait_for(watch_journal(client, "jw-1"), 5)
+        assert (await client.get_run("jw-1")).status == pb.RUN_STATUS_COMPLETED
+    recorded = await journal_events(journal_of(state, "jw-1"))
+    assert [e.seq for e in live] == [e.seq for e in recorded]  # event seq == journal seq
+    assert [e.seq for e in live] == sorted({e.seq for e in live})
+    assert [e.type for e in live] == [e.type for e in recorded]
+    assert [(e.attempt, e.task_id, e.agent) for e in live] == [
+        (e.attempt, e.task_id or "", e.agent_name or "") for e in recorded
+    ]
+    assert [MessageToDict(e) for e in again] == [MessageToDict(e) for e in live]
+    for message, event in zip(live, recorded, strict=True):
+        assert message.run_id == "jw-1"
+        assert message.time.ToMilliseconds() == event.timestamp_unix_ms
+        data = MessageToDict(message.data)  # the variant's fields, plus the lineage
+        assert data.get("sourceEventSeqs") == event.source_event_seqs
+        lineage = {"sourceEventSeqs"} if event.source_event_seqs is not None else set()
+        assert set(data) == set(event.data) | lineage
+        if event.type == "tool/result":
+            assert data["toolCallId"] == event.data["toolCallId"]
+    assert sum(e.type == "tool/result" for e in live) == 4
+    assert live[-1].type == "run/end"  # the stream ended at the run's end
+    assert live[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+    statuses = [(e.task_id, e.task_status.status) for e in live if e.type == "task/status"]
+    assert statuses == [
+        ("t1", pb.TASK_STATUS_IN_PROGRESS),
+        ("t1", pb.TASK_STATUS_COMPLETED),
+        ("t2", pb.TASK_STATUS_IN_PROGRESS),
+        ("t2", pb.TASK_STATUS_COMPLETED),
+    ]
+
+
+async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client:
+        await run_to_end(client, echo_run("jw-2"))
+        everything = await watch_journal(client, "jw-2")
+        seqs = [e.seq for e in everything]
+        middle = seqs[len(seqs) // 2]
+        rest = await watch_journal(client, "jw-2", after_seq=middle)
+        assert [e.seq for e in rest] == [seq for seq in seqs if seq > middle]
+        assert await watch_journal(client, "jw-2", after_seq=seqs[-1]) == []
+        results = await watch_journal(client, "jw-2", types=["tool/result", "run/end"])
+        assert [e.seq for e in results] == [
+            e.seq for e in everything if e.type in ("tool/result", "run/end")
+        ]
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await watch_journal(client, "jw-2", types=["task_started"])  # a progress type
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(refused.value).metadata["field"] == "types"
+        # The progress stream is unchanged by the journal's existence: its own seqs and types.
+        progress = [e async for e in client.watch("jw-2")]
+        assert progress[-1].type == "run_status"
+        assert not {e.type for e in progress} & {e.type for e in everything}
+
+
+@pytest.mark.crash
+async def test_after_seq_continues_across_kill_9_and_restore(tmp_path: Path) -> None:
+    # One task calls lookup twice; the sidecar dies while the second call is outstanding. A
+    # journal watcher saw the events up to then; after a restart and RestoreRun it resumes
+    # after the last seq it saw: only higher seqs, none twice, and together the whole file.
+    port = free_port()
+    store = tmp_path / "state.json"
+    killed, stalled = asyncio.Event(), asyncio.Event()
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        if arguments["query"] == "second" and not killed.is_set():
+            stalled.set()
+            await asyncio.Event().wait()
+        return f"result of {call.idempotency_key}"
+
+    request = run_request("jw-k", arguments={"query": "first"}, task_ids=("t1",))
+    request.tasks.tasks[0].description += PADDING
+    second = pb.ScriptedToolCall(name="lookup", input_json='{"query": "second"}')
+    request.team.agents[0].scripted.turns.insert(1, pb.ScriptedTurn(tool_calls=[second]))
+    before: list[pb.RunEvent] = []
+    broken: list[grpc.StatusCode] = []
+
+    async def watch_until_killed(client: SidecarClient) -> None:
+        call = client.runs.WatchRun(
+            pb.WatchRunRequest(run_id="jw-k", journal=True), metadata=client.metadata
+        )
+        try:
+            async for event in call:
+                if event.type != "heartbeat":
+                    before.append(event)
+        except grpc.aio.AioRpcError as exc:
+            broken.append(exc.code())  # the sidecar died under the stream
+
+    async with SidecarClient(f"127.0.0.1:{port}", TOKEN) as client, asyncio.TaskGroup() as group:
+        host = HostTools(client, "watch-host", [lookup_tool(lookup)])
+        hosting = group.create_task(host.run(reconnect_delay=0.05))
+        try:
+            async with sidecar_process(port, store) as first:
+                await client.ready()
+                await asyncio.wait_for(host.registered.wait(), 10)
+                await client.start_run(request)
+                watcher = group.create_task(watch_until_killed(client))
+                await asyncio.wait_for(stalled.wait(), 15)
+                for _ in range(500):  # the watcher has seen the first call's committed result
+                    if any(e.type == "tool/result" for e in before):
+                        break
+                    await asyncio.sleep(0.01)
+                first.send_signal(signal.SIGKILL)
+                await first.wait()
+                killed.set()
+                await asyncio.wait_for(watcher, 10)
+            assert any(e.type == "tool/result" for e in before), [e.type for e in before]
+            last_seen = before[-1].seq
+            async with sidecar_process(port, store):
+                await client.ready()
+                await asyncio.wait_for(host.registered.wait(), 10)
+                assert (await client.restore_run("jw-k")).resumed_from_checkpoint
+                after = await asyncio.wait_for(
+                    watch_journal(client, "jw-k", after_seq=last_seen), 20
+                )
+                await asyncio.wait_for(finished(client, "jw-k"), 20)
+        finally:
+            host.stop()
+            hosting.cancel()
+    seen = [e.seq for e in before] + [e.seq for e in after]
+    assert broken == [grpc.StatusCode.UNAVAILABLE]
+    assert after
+    assert all(e.seq > last_seen for e in after)
+    assert seen == sorted(set(seen))  # strictly increasing: no repeats across the restart
+    recorded = await journal_events(journal_of(store, "jw-k"))
+    assert seen == [e.seq for e in recorded]  # and nothing of the file left out
+    assert {e.attempt for e in after} >= {2}
+    assert after[-1].type == "run/end"
+    assert after[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+
+
+async def test_a_run_without_a_journal_is_refused(tmp_path: Path) -> None:
+    async def refused(client: SidecarClient, run_id: str) -> grpc.aio.AioRpcError:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await watch_journal(client, run_id)
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_reason(caught.value) == "JOURNAL_UNAVAILABLE"
+        assert error_info(caught.value).metadata["field"] == "journal"
+        return caught.value
+
+    async with serving(f"sqlite://{tmp_path}/state.db") as client:
+        await run_to_end(client, echo_run("db-run"))
+        assert "sqlite store" in ((await refused(client, "db-run")).details() or "")
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}", journal=False) as client:
+        await run_to_end(client, echo_run("plain"))
+        assert "--no-journal" in ((await refused(client, "plain")).details() or "")
+    async with serving(f"file://{state}") as client:
+        off = echo_run("no-checkpoint")
+        off.checkpoint.disabled = True
+        await run_to_end(client, off)
+        assert "no checkpoints" in ((await refused(client, "no-checkpoint")).details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as unknown:
+            await watch_journal(client, "nobody")
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def line(seq: int, kind: str = "turn/start", run_id: str = "r") -> str:
+    event = JournalEvent(
+        seq=seq, type=kind, run_id=run_id, attempt=1, timestamp_unix_ms=1000 + seq, data={"turn": 1}
+    )
+    return to_json_line(event)
+
+
+async def test_the_tail_reads_complete_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    tail = JournalTail(str(path), "r")
+    assert await tail.read(0) == ([], False)  # no file yet: an empty journal
+    path.write_text(f"{line(1)}\n{line(2, run_id='other')}\n{line(3)}\n{line(4)[:20]}")
+    events, more = await tail.read(0)
+    assert [e.seq for e in events] == [1, 3]  # another run's line left out
+    assert not more
+    assert (await tail.read(3))[0] == []  # the torn line is not an event yet
+    with path.open("a") as file:
+        file.write(line(4)[20:] + "\n" + line(5))  # 4 completed; 5 lacks its newline
+    assert [e.seq for e in (await tail.read(3))[0]] == [4]
+    assert [e.seq for e in (await tail.read(4, final=True))[0]] == [5]  # the run has ended
+    assert await tail.read(5, final=True) == ([], False)
+    # Lines at or below the cursor are skipped; a damaged complete line is DATA_LOSS.
+    fresh = JournalTail(str(path), "r")
+    assert [e.seq for e in (await fresh.read(3))[0]] == [4]
+    path.write_text(f"{line(1)}\nnot json\n{line(3)}\n")
+    with pytest.raises(DataLoss) as damaged:
+        await JournalTail(str(path), "r").read(0)
+    assert damaged.value.reason == "JOURNAL_CORRUPT"
+    assert "line 2" in damaged.value.message
+
+
+async def test_a_long_journal_streams_in_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sidecar.journal_watch.READ_CHUNK", 200)
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(f"{line(seq)}\n" for seq in range(1, 41)))
+    tail, seqs, steps, more = JournalTail(str(path), "r"), list[int](), 0, True
+    while more:
+        events, more = await tail.read(0)
+        seqs += [e.seq for e in events]
+        steps += 1
+    assert seqs == list(range(1, 41))
+    assert steps > 5
+
+
+def test_run_end_and_task_status_carry_their_detail() -> None:
+    def message(kind: str, **data: Any) -> pb.RunEvent:
+        event = JournalEvent(
+            seq=7, type=kind, run_id="r", attempt=2, timestamp_unix_ms=1, data=data, task_id="t"
+        )
+        return journal_message(event)
+
+    ended = message("run/end", status="error", error="1 task(s) failed: t")
+    assert ended.run_status.status == pb.RUN_STATUS_FAILED
+    assert ended.run_status.outcome.message == "1 task(s) failed: t"
+    assert message("run/end", status="ok").run_status.status == pb.RUN_STATUS_COMPLETED
+    assert message("run/end", status="suspended").run_status.status == pb.RUN_STATUS_SUSPENDED
+    skipped = message("task/status", status="skipped", reason="upstream failed")
+    assert skipped.task_status.status == pb.TASK_STATUS_SKIPPED
+    assert skipped.task_status.reason == "upstream failed"
+    assert (skipped.seq, skipped.attempt, skipped.task_id, skipped.agent) == (7, 2, "t", "")
+    assert message("turn/start", turn=1).WhichOneof("detail") is None
