@@ -165,7 +165,9 @@ async def test_a_v4_restore_without_enforcement_records_blocks_verify_cannot_tra
     adapter, _ = await suspend_and_approve(store, None)
     journal = InMemoryRunJournal()
     restored = await OpenMultiAgent().restore(
-        team(adapter, []), checkpoint=checkpoint(store), journal=JournalOptions(journal, durable=False)
+        team(adapter, []),
+        checkpoint=checkpoint(store),
+        journal=JournalOptions(journal, durable=False),
     )
     assert restored.success
     [req] = of_type(await journal.read_from(0), "llm/request")
