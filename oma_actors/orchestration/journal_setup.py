@@ -14,7 +14,9 @@ from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import JournalTailDiscarded
+from oma_actors.journal.base import InMemoryRunJournal
 from oma_actors.journal.options import JournalOptions
+from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -112,3 +114,9 @@ def is_run_journal(candidate: object) -> bool:
         callable(getattr(candidate, name, None))
         for name in ("append", "read_from", "close", "describe")
     )
+
+
+def forgets_before(journal: object, store: object) -> bool:
+    """Whether ``journal`` loses on a crash what ``store`` keeps (an in-memory journal beside a
+    persistent store): then journal-only saves would be weaker than the snapshots they replace."""
+    return isinstance(journal, InMemoryRunJournal) and not isinstance(store, InMemoryStore)

@@ -39,6 +39,7 @@ from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
 from oma_actors.orchestration.journal_setup import (
     fold_restored,
+    forgets_before,
     is_run_journal,
     resolve_journal,
     unsafe_tools,
@@ -99,8 +100,10 @@ class RunJournaling:
         path = JournalPath(
             self.recorder, unsafe=unsafe_tools(team), enforce_lineage=self.recorder.enforce_lineage
         )
-        if not self.durable or not writer.attach_journal(path):
-            # OMA's mode, or a leased run (its saves stay fenced snapshots, D11).
+        weaker = forgets_before(self.recorder.journal, writer.checkpoint.store)
+        if not self.durable or weaker or not writer.attach_journal(path):
+            # OMA's mode; a journal that forgets what the store keeps; or a leased run (its
+            # saves stay fenced snapshots, D11): the snapshot stays the save path.
             self.recorder.stop_keeping()
 
     def _snapshot_durable(self, snapshot: CheckpointSnapshot) -> None:

@@ -21,6 +21,7 @@ from oma_actors import (
     CheckpointSaved,
     CheckpointSaveFailed,
     FileStore,
+    InMemoryStore,
     LLMResponse,
     Message,
     OpenMultiAgent,
@@ -34,7 +35,7 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
-from oma_actors.journal import JournalEvent, JournalOptions, JsonlRunJournal
+from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, JsonlRunJournal
 from oma_actors.testing import ScriptedAdapter
 
 
@@ -145,3 +146,31 @@ async def test_after_a_failed_append_the_next_boundary_writes_the_snapshot(
     assert order[failed + 1] == ("tool_results", "snapshot"), order
     # Before the failure and after the compaction, per-turn boundaries are journal appends.
     assert ("assistant_tool_turn", "journal") in order[failed + 2 :], order
+
+
+async def test_an_in_memory_journal_never_replaces_the_snapshots_of_a_persistent_store(
+    tmp_path: Path,
+) -> None:
+    # A crash would take the journal's saves with it while the file kept an older snapshot:
+    # journal-only saves would be weaker than the snapshots they replace.
+    events: list[ProgressEvent] = []
+    effects: list[str] = []
+
+    async def send(args: Note, ctx: ToolContext) -> str:
+        effects.append(ctx.tool_call_id)
+        return "sent"
+
+    tool = define_tool(name="send", description="s", input_model=Note, execute=send)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(two_turns), tools=[tool])])
+    for store, modes in (
+        (FileStore(tmp_path / "s.json"), {"snapshot"}),
+        (InMemoryStore(), {"snapshot", "journal"}),
+    ):
+        events.clear()
+        result = await OpenMultiAgent(on_progress=events.append).run_tasks(
+            team, [Task("a", "x", assignee="w", id="a")],
+            checkpoint=CheckpointOptions(store=store, run_id="m1"),
+            journal=InMemoryRunJournal(),
+        )  # fmt: skip
+        assert result.success
+        assert {e.mode for e in events if isinstance(e, CheckpointSaved)} == modes
