@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from typing import TYPE_CHECKING
 
 from oma_actors import parse_store_uri
-from oma_actors.journal import EVENT_TYPES, JournalCorruptError, parse_line
+from oma_actors.journal import EVENT_TYPES, JournalCorruptError, parse_line, peek_seq
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
 
 FIELD = "journal"
 READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
-# How this module and OMA start a line: lines at or below the cursor are skipped unparsed.
-_SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
 TASK_STATUSES: dict[str, pb.TaskStatus] = {
     "pending": pb.TASK_STATUS_PENDING,
     "blocked": pb.TASK_STATUS_BLOCKED,
@@ -123,8 +120,8 @@ class JournalTail:
         self._line += 1
         if not line.strip():
             return None
-        found = _SEQ_PREFIX.match(line)
-        if found is not None and int(found[1]) <= after_seq:
+        seq = peek_seq(line)  # lines at or below the cursor are skipped unparsed
+        if seq is not None and seq <= after_seq:
             return None
         try:
             event = parse_line(line.decode(), line=self._line, path=self.path)

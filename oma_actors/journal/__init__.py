@@ -7,7 +7,7 @@ events their seqs across attempts; the constructors of ``vocabulary`` build OMA'
 
 from oma_actors.journal import vocabulary
 from oma_actors.journal.base import InMemoryRunJournal, RunJournal
-from oma_actors.journal.codec import EVENT_TYPES, parse_line, to_json_line
+from oma_actors.journal.codec import EVENT_TYPES, parse_line, peek_seq, to_json_line
 from oma_actors.journal.errors import (
     JournalAppendError,
     JournalClosedError,
@@ -38,6 +38,7 @@ __all__ = [
     "VerifyResult",
     "canonical_content_hash",
     "parse_line",
+    "peek_seq",
     "to_json_line",
     "verify_events",
     "verify_run",

@@ -16,6 +16,7 @@ first and the base fields in documented order. The order lives in ``to_json_obje
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeGuard
 
 from oma_actors.journal.errors import JournalCorruptError
@@ -147,3 +148,16 @@ def _is_int(value: object) -> TypeGuard[int]:
 def _reject_constant(name: str) -> Any:
     # JSON.parse rejects NaN and Infinity; so does a journal line.
     raise ValueError(f"{name} is not JSON")
+
+
+_SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
+
+
+def peek_seq(line: bytes) -> int | None:
+    """The seq of a JSONL line from its first bytes, without parsing it (``None``: not shown).
+
+    Lines as this module and OMA write them start ``{"type":...,"seq":N,``; a reader that
+    needs only the events above some seq skips the others unparsed.
+    """
+    found = _SEQ_PREFIX.match(line)
+    return None if found is None else int(found[1])

@@ -17,22 +17,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import StoreError
-from oma_actors.journal.codec import parse_line, to_json_object
+from oma_actors.journal.codec import parse_line, peek_seq, to_json_object
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Sequence
 
     from oma_actors.journal.event import JournalEvent
 
 _CHUNK = 64 * 1024
-_SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
 
 
 class JsonlRunJournal:
@@ -205,8 +204,8 @@ class JsonlRunJournal:
             if not line.strip():
                 continue
             if start > 1 and index != last:
-                found = _SEQ_PREFIX.match(line)
-                if found is not None and int(found[1]) < start:
+                seq = peek_seq(line)
+                if seq is not None and seq < start:
                     continue
             try:
                 events.append(
