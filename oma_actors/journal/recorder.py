@@ -71,11 +71,11 @@ class JournalRecorder:
         self._drain: asyncio.Task[None] | None = None
         self._lineage: dict[int, tuple[object, list[int]]] = {}
         self._hashes: dict[int, tuple[object, str]] = {}
-        # Durable mode only: events not yet taken by the writer, open batches by first seq,
-        # failed batches as (first seq, last seq, error) above the covered seq.
+        # Durable mode only, while a writer saves through the journal (until ``stop_keeping``):
+        # events not yet taken by the writer, events held until it releases them, open batches
+        # by first seq, failed batches as (first seq, last seq, error) above the covered seq.
+        self._for_writer = durable
         self._kept: list[JournalEvent] = []
-        self._keep = durable
-        self._hold = durable
         self._held: list[JournalEvent] = []
         self._released = last_seq
         self._batches: list[tuple[int, asyncio.Future[None]]] = []
@@ -151,9 +151,11 @@ class JournalRecorder:
             source_event_seqs=draft.source_event_seqs,
             data=dict(draft.data),
         )
-        if self._keep:
-            self._kept.append(event)
-        if self._hold and (self._held or event.seq > self._released):
+        if not self._for_writer:
+            self._queue(event)
+            return event
+        self._kept.append(event)
+        if self._held or event.seq > self._released:
             self._held.append(event)
         else:
             self._queue(event)
@@ -216,9 +218,8 @@ class JournalRecorder:
 
     def stop_keeping(self) -> None:
         """No writer will take the events (its journal path was refused): keep and hold none."""
-        self._keep = False
+        self._for_writer = False
         self._kept.clear()
-        self._hold = False
         self.release(self._last_seq)
 
     def take_through(self, seq: int) -> list[JournalEvent]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import StoreError
-from oma_actors.stores.base import Expect, MemoryEntry, Put
+from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
@@ -29,12 +29,12 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from oma_actors.clock import Clock
-    from oma_actors.stores.base import Write
+    from oma_actors.stores.base import Expect, MemoryEntry, Write
 
 _T = TypeVar("_T")
 
 
-class FileStore:
+class FileStore(AppliesConditionally):
     """A store kept in one JSON file in OMA's format, for one process at a time.
 
     The file is ``{"version":1,"entries":[...]}``, readable by the TypeScript OMA and vice versa. A
@@ -127,25 +127,6 @@ class FileStore:
     ) -> None:
         """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
         await self._put(key, value, metadata, expires_at_turn)
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
-
-        The one-check, one-write case of ``apply``.
-
-        Returns:
-            ``True`` if the write happened, ``False`` on a mismatch (the file is not touched).
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-        """
-        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` only if every check holds, with one atomic rewrite of the file.

@@ -6,17 +6,17 @@ import builtins
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import SYSTEM_CLOCK
-from oma_actors.stores.base import Expect, MemoryEntry, Put
+from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from oma_actors.clock import Clock
-    from oma_actors.stores.base import Write
+    from oma_actors.stores.base import Expect, MemoryEntry, Write
 
 
-class InMemoryStore:
+class InMemoryStore(AppliesConditionally):
     """A process-local store with atomic compare-and-set and turn-based expiry.
 
     Entries live in a ``dict``, so ``list()`` returns them in insertion order and an overwritten key
@@ -70,26 +70,6 @@ class InMemoryStore:
             metadata: Optional metadata; a shallow copy is stored.
         """
         self._put(key, value, metadata, expires_at_turn)
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected``.
-
-        Args:
-            key: The entry's key.
-            expected: The value the caller last saw; ``None`` means "the key must not exist".
-            value: The new value.
-            metadata: Optional metadata for the new entry; a shallow copy is stored.
-
-        Returns:
-            ``True`` if the write happened, ``False`` on a mismatch (nothing changed).
-        """
-        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order only if every check holds, as one atomic step.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, StoreError
 from oma_actors.stores.base import Expect, Put, Remove
+from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def _asyncpg() -> ModuleType:
     return asyncpg
 
 
-class PostgresStore:
+class PostgresStore(AppliesConditionally):
     """A store in one PostgreSQL table, on an asyncpg connection pool.
 
     ``compare_and_set`` and ``apply`` are atomic across every process and machine using the same
@@ -163,23 +164,6 @@ class PostgresStore:
     ) -> None:
         """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
         await self._upsert(key, value, metadata, expires_at_turn)
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
-
-        Returns:
-            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the database failed.
-        """
-        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one transaction, only if every check holds.

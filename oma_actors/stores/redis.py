@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
+from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _redis() -> ModuleType:
     return redis
 
 
-class RedisStore:
+class RedisStore(AppliesConditionally):
     """A store in one Redis database under a key prefix, on redis-py's asyncio client.
 
     ``compare_and_set`` and ``apply`` are atomic for every client of the server. It satisfies
@@ -204,23 +205,6 @@ class RedisStore:
         """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
         meta = _meta(encode_metadata(metadata, key), expires_at_turn)
         await self._write([], [("put", key, value, meta)])
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
-
-        Returns:
-            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the server failed.
-        """
-        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one server-side script, only if every check holds.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores.base import Expect, Put
+from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ _VALUE = "SELECT value FROM oma_kv WHERE key = ?"
 _ROW = "SELECT key, value, metadata, created_at, expires_at_turn FROM oma_kv"
 
 
-class SqliteStore:
+class SqliteStore(AppliesConditionally):
     """A store in one SQLite file (stdlib ``sqlite3``, WAL), shared safely by many processes.
 
     ``compare_and_set`` and ``apply`` are atomic across every process on the machine that opens
@@ -148,23 +149,6 @@ class SqliteStore:
     ) -> None:
         """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
         await self._upsert(key, value, metadata, expires_at_turn)
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected`` (``None``: key absent).
-
-        Returns:
-            ``True`` if the write happened, ``False`` on a mismatch (nothing written).
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the database failed.
-        """
-        return await self.apply((Expect(key, expected),), (Put(key, value, metadata),))
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one ``BEGIN IMMEDIATE`` transaction, if every check holds.
