@@ -22,6 +22,7 @@ from oma_actors.checkpoint import (
     is_checkpoint_key,
 )
 from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
     AgentRunResult,
@@ -244,6 +245,7 @@ __all__ = [
     "list_runs",
     "open_store",
     "parse_store_uri",
+    "read_journal_tail",
     "render_timeline_html",
     "render_timeline_text",
     "tail_read_from",

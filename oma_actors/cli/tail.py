@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors import Discarded, JsonlRunJournal, fold_tail, tail_read_from
+from oma_actors import Discarded, JsonlRunJournal, fold_tail, read_journal_tail
 
 if TYPE_CHECKING:
     import argparse
@@ -72,8 +72,7 @@ async def with_tail(
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
     reader = JsonlRunJournal(path)
     try:
-        start = tail_read_from(snapshot)
-        events = [e for e in await reader.read_from(start) if e.run_id == snapshot.run_id]
+        events = await read_journal_tail(reader, snapshot)
     finally:
         await reader.close()
     result = fold_tail(snapshot, events)

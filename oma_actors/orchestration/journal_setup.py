@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.checkpoint.fold import Discarded, fold_tail, tail_read_from
+from oma_actors.checkpoint.fold import Discarded, fold_tail
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
+from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import JournalTailDiscarded
 from oma_actors.journal.base import InMemoryRunJournal
@@ -57,11 +58,7 @@ async def fold_restored_tail(
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
         return snapshot, 0
-    events = [
-        event
-        for event in await options.journal.read_from(tail_read_from(snapshot))
-        if event.run_id == snapshot.run_id or not snapshot.run_id
-    ]
+    events = await read_journal_tail(options.journal, snapshot)
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
     if isinstance(result, Discarded):
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))

@@ -24,9 +24,9 @@ from crash_ledger import EFFECTS, GATES, MODEL_CALLS, RESULT, events_file, read_
 from crash_scenarios import CHECKPOINT_KEY, STORE_FILE
 from crash_wiring import plan_crash
 
-from oma_actors import FileStore
+from oma_actors import FileStore, read_journal_tail
 from oma_actors.checkpoint import decode, encode
-from oma_actors.checkpoint.fold import Folded, FoldResult, fold_tail, tail_read_from
+from oma_actors.checkpoint.fold import Folded, FoldResult, fold_tail
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.testing.crash_points import CRASH_EXIT
 
@@ -342,7 +342,7 @@ async def fold_store(store_path: Path, journal_path: Path | None) -> FoldResult 
     snapshot = decode(entry.value, key=CHECKPOINT_KEY)
     events = []
     if journal_path is not None:
-        events = await JsonlRunJournal(journal_path).read_from(tail_read_from(snapshot))
+        events = await read_journal_tail(JsonlRunJournal(journal_path), snapshot)
     return fold_tail(snapshot, events)
 
 

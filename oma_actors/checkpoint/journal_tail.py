@@ -1,0 +1,29 @@
+"""Reading a snapshot's journal tail: the run's own events a fold needs (spec 17.3, D10).
+
+A journal file may hold several runs (runs of one process share its batches, D10), so the tail
+of a snapshot is the events of its run from ``tail_read_from(snapshot)`` on. Every reader of a
+tail (restore, ``oma checkpoint show``) goes through here, so none forgets the run filter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from oma_actors.checkpoint.fold import tail_read_from
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.event import JournalEvent
+
+
+async def read_journal_tail(
+    journal: RunJournal, snapshot: CheckpointSnapshot
+) -> list[JournalEvent]:
+    """The events of ``snapshot``'s run that a fold of ``snapshot`` reads, in journal order.
+
+    Raises:
+        Exception: the journal's own read error (e.g. ``JournalCorruptError``).
+    """
+    events = await journal.read_from(tail_read_from(snapshot))
+    return [event for event in events if event.run_id == snapshot.run_id or not snapshot.run_id]
