@@ -64,11 +64,6 @@ def journal_name(run_id: str) -> str:
     return f"{digest}-{readable}{JOURNAL_EXT}"
 
 
-def journal_requested(options: pb.CheckpointOptions) -> bool:
-    """Whether the host asked for a journal (``CheckpointOptions.journal``)."""
-    return bool(options.journal)
-
-
 class RunJournals:
     """Which runs keep a journal, where it is, and opening, reading and removing it.
 
@@ -97,7 +92,7 @@ class RunJournals:
                 ``--store`` that is not a file store); reason ``JOURNAL_UNAVAILABLE``.
             InvalidArgument: the run saves no checkpoint, or its store is not a file store.
         """
-        if not journal_requested(options):
+        if not options.journal:
             return
         field = "checkpoint.journal"
         if not self.enabled:
