@@ -164,3 +164,13 @@ async def test_raw_checkpoint_and_journal_bytes_hold_no_marked_secret(tmp_path: 
         "lane": "fast",
     }
     assert json.dumps(dict(saved.metadata or {}))  # still JSON after the mask
+
+
+def test_a_restored_task_is_checked_again() -> None:
+    from oma_actors import CheckpointError
+    from oma_actors.domain.jsonforms import task_from_json
+
+    raw = {"id": "t", "title": "a", "description": "d", "status": "pending"}
+    assert task_from_json({**raw, "metadata": {"lane": "fast"}}).metadata == {"lane": "fast"}
+    with pytest.raises(CheckpointError, match="task 't': metadata key 'password' looks like"):
+        task_from_json({**raw, "metadata": {"password": "x"}})
