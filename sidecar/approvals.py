@@ -3,6 +3,10 @@
 The ledger rows live in the checkpoint store of the run that asked (its ``store_uri``). The
 reviewer gets the exact canonical JSON that was hashed (``approval_hash_input``), so a host can
 check ``sha256(canonical_json) == request_hash`` and render exactly what gets approved.
+
+With principals (``sidecar.tenancy``) a caller sees only the approvals of its tenant's runs (any
+other is NOT_FOUND, as if it did not exist), and a decision's reviewer is the authenticated
+principal: a request naming another reviewer id is refused with PERMISSION_DENIED.
 """
 
 from __future__ import annotations
@@ -14,13 +18,22 @@ from oma_actors import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import timestamp
 from sidecar.events import approval_pb, canonical_json
-from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from sidecar.status import (
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unavailable,
+)
+from sidecar.tenancy import check_visible, sees
 
 if TYPE_CHECKING:
     from types import ModuleType
 
     from oma_actors import MemoryStore
     from sidecar.execution import RunExecutor
+    from sidecar.principals import Principal
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
 
@@ -68,9 +81,9 @@ class ApprovalDesk:
             raise Unavailable("APPROVALS_UNAVAILABLE", "this build has no approval ledger")
         return module
 
-    async def _stores_of(self, run_id: str) -> list[MemoryStore]:
+    async def _stores_of(self, run_id: str, caller: Principal | None) -> list[MemoryStore]:
         if run_id:
-            record = await self._registry.get(run_id)
+            record = check_visible(caller, await self._registry.get(run_id))
             return [await self._stores.get(record.store_uri)]
         runs = await self._registry.query()
         uris = {self._default_store_uri} | {record.store_uri for record in runs}
@@ -98,44 +111,69 @@ class ApprovalDesk:
             )
         return approval
 
-    async def _find(self, request_id: str) -> tuple[Any, MemoryStore]:
+    async def _visible_runs(self, caller: Principal | None) -> set[str] | None:
+        """The ids of the runs ``caller`` may see; ``None``: every run (no principals)."""
+        if caller is None:
+            return None
+        return {r.run_id for r in await self._registry.query() if sees(caller, r.tenant)}
+
+    async def _find(self, request_id: str, caller: Principal | None) -> tuple[Any, MemoryStore]:
         module = self._module()
-        for store in await self._stores_of(""):
+        for store in await self._stores_of("", None):
             record = await module.get_approval_record(store, request_id)
             if record is not None:
-                return record, store
+                visible = await self._visible_runs(caller)
+                if visible is None or record.request.run_id in visible:
+                    return record, store
+                break  # another tenant's: answered as one that does not exist
         raise NotFound(
             "APPROVAL_NOT_FOUND", f"no approval {request_id!r}", metadata={"id": request_id}
         )
 
-    async def list(self, request: pb.ListApprovalsRequest) -> pb.ListApprovalsResponse:
-        """Approvals of one run or every run, filtered by state, paginated."""
+    async def list(
+        self, request: pb.ListApprovalsRequest, caller: Principal | None = None
+    ) -> pb.ListApprovalsResponse:
+        """Approvals of one run or every run ``caller`` may see, filtered by state, paginated."""
         module = self._module()
         states = set(request.states) or {pb.APPROVAL_STATE_PENDING}
         if not 0 <= request.page_size <= 500:
             raise InvalidArgument("page_size", "must be 0..500")
         offset = _offset(request.page_token)
         found: list[pb.Approval] = []
-        for store in await self._stores_of(request.run_id):
+        stores = await self._stores_of(request.run_id, caller)
+        visible = await self._visible_runs(caller)
+        for store in stores:
             ledger_rows = await module.DurableApprovalLedger(store).list(
                 run_id=request.run_id or None
             )
-            found.extend(self.message(row) for row in ledger_rows)
+            found.extend(
+                self.message(row)
+                for row in ledger_rows
+                if visible is None or row.request.run_id in visible
+            )
         chosen = [approval for approval in found if approval.state in states]
         size = request.page_size or 50
         page = chosen[offset : offset + size]
         token = str(offset + size) if offset + size < len(chosen) else ""
         return pb.ListApprovalsResponse(approvals=page, next_page_token=token)
 
-    async def get(self, request: pb.GetApprovalRequest) -> pb.Approval:
+    async def get(
+        self, request: pb.GetApprovalRequest, caller: Principal | None = None
+    ) -> pb.Approval:
         """One approval by id."""
         if not request.id.strip():
             raise InvalidArgument("id", "is required")
-        record, _ = await self._find(request.id)
+        record, _ = await self._find(request.id, caller)
         return self.message(record)
 
-    async def decide(self, request: pb.DecideApprovalRequest) -> pb.DecideApprovalResponse:
-        """Record a decision on the reviewed hash; restore the run once nothing is pending."""
+    async def decide(
+        self, request: pb.DecideApprovalRequest, caller: Principal | None = None
+    ) -> pb.DecideApprovalResponse:
+        """Record a decision on the reviewed hash; restore the run once nothing is pending.
+
+        With a ``caller`` (principals) the reviewer is that principal; ``reviewer.id`` may be
+        left empty, and naming anyone else is refused (PERMISSION_DENIED).
+        """
         module = self._module()
         if not request.id.strip():
             raise InvalidArgument("id", "is required")
@@ -144,12 +182,11 @@ class ApprovalDesk:
         decision = DECISION_OF.get(request.decision)
         if decision is None:
             raise InvalidArgument("decision", "must be DECISION_APPROVE or DECISION_REJECT")
-        if not request.reviewer.id.strip():
-            raise InvalidArgument("reviewer.id", "is required")
+        reviewer_id = _reviewer_id(request.reviewer.id, caller)
         if request.resume not in pb.DecideApprovalRequest.ResumePolicy.values():
             raise InvalidArgument("resume", f"unknown value {request.resume}")
-        existing, store = await self._find(request.id)
-        reviewer = Reviewer(request.reviewer.id, request.reviewer.display_name or None)
+        existing, store = await self._find(request.id, caller)
+        reviewer = Reviewer(reviewer_id, request.reviewer.display_name or None)
         decided = await module.decide_approval(
             store,
             request_id=request.id,
@@ -183,6 +220,25 @@ class ApprovalDesk:
         except FailedPrecondition:
             return None  # restored concurrently by another decision
         return self._registry.run_message(restored, full=False)
+
+
+def _reviewer_id(given: str, caller: Principal | None) -> str:
+    """The reviewer id a decision records: the authenticated principal, when there is one.
+
+    Raises:
+        InvalidArgument: no principals and no reviewer id.
+        PermissionDenied: the request names a reviewer other than the authenticated principal.
+    """
+    if caller is None:
+        if not given.strip():
+            raise InvalidArgument("reviewer.id", "is required")
+        return given
+    if given and given != caller.principal:
+        raise PermissionDenied(
+            "REVIEWER_MISMATCH",
+            f"reviewer.id {given!r} is not the authenticated principal {caller.principal!r}",
+        )
+    return caller.principal
 
 
 def _offset(token: str) -> int:

@@ -110,7 +110,12 @@ async def _run(
     def tools_of(agent: pb.AgentSpec) -> Sequence[Tool]:
         return [
             python_tools.get(name)
-            or tool_host.make_tool(host_tools[name], run_attempt=record.attempt, durable=durable)
+            or tool_host.make_tool(
+                host_tools[name],
+                run_attempt=record.attempt,
+                durable=durable,
+                tenant=record.tenant,
+            )
             for name in agent.tools
         ]
 

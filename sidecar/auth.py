@@ -4,8 +4,9 @@ Every RPC except ``grpc.health.v1.Health/*`` needs ``authorization: Bearer <toke
 scheme in any case, as HTTP says). The token comes from ``OMA_SIDECAR_TOKEN``, else from
 ``--token-file``, else from the generated token file: a token already there is kept, so a restart
 or a second sidecar does not lock out the hosts that read it; only when there is none is a random
-one generated and written (0600, never over a file that appeared meanwhile). Tokens are compared
-in constant time.
+one generated and written (0600, never over a file that appeared meanwhile). With
+``--principals`` (``sidecar.principals``) the token names a principal instead, whose roles must
+allow the RPC. Tokens are compared in constant time.
 """
 
 from __future__ import annotations
@@ -20,12 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from sidecar.access import allowed, roles_for
 from sidecar.defaults import DEFAULT_TOKEN_FILE, TOKEN_ENV
-from sidecar.status import Unauthenticated, map_error, trailers
+from sidecar.status import (
+    PermissionDenied,
+    SidecarError,
+    Unauthenticated,
+    map_error,
+    trailers,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
     from pathlib import Path
+
+    from sidecar.principals import Principals
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
 DRAIN_S = 0.5  # how long a refused stream's requests are read before the refusal
@@ -111,28 +121,41 @@ def _write_temp(path: Path, text: str) -> Path:
     return temp
 
 
-def check_bearer(metadata: tuple[tuple[str, str | bytes], ...] | None, token: str) -> bool:
-    """Whether ``metadata`` carries ``authorization: Bearer <token>`` (constant-time compare).
+def bearer_credentials(metadata: tuple[tuple[str, str | bytes], ...] | None) -> bytes | None:
+    """The credentials of the first ``authorization: Bearer <credentials>`` entry, or ``None``.
 
-    The scheme is case-insensitive (RFC 9110: ``bearer`` and ``BEARER`` are ``Bearer``); the
-    token is compared exactly.
+    The scheme is case-insensitive (RFC 9110: ``bearer`` and ``BEARER`` are ``Bearer``).
     """
-    expected = token.encode()
     for key, value in metadata or ():
         if key.lower() == "authorization":
             given = value if isinstance(value, bytes) else value.encode()
             scheme, _, credentials = given.strip().partition(b" ")
             if scheme.lower() != b"bearer":
-                return False
-            return hmac.compare_digest(credentials.strip(), expected)
-    return False
+                return None
+            return credentials.strip()
+    return None
+
+
+def check_bearer(metadata: tuple[tuple[str, str | bytes], ...] | None, token: str) -> bool:
+    """Whether ``metadata`` carries ``authorization: Bearer <token>`` (constant-time compare).
+
+    The token is compared exactly.
+    """
+    credentials = bearer_credentials(metadata)
+    return credentials is not None and hmac.compare_digest(credentials, token.encode())
 
 
 class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses every RPC but health without the right bearer token (UNAUTHENTICATED)."""
+    """Refuses every RPC but health without a known bearer token (UNAUTHENTICATED).
 
-    def __init__(self, token: str) -> None:
+    With ``principals`` the token must be one of theirs, and the RPC must be one the
+    principal's roles allow (``sidecar.access``; PERMISSION_DENIED otherwise); ``token`` is
+    then not used.
+    """
+
+    def __init__(self, token: str, *, principals: Principals | None = None) -> None:
         self._token = token
+        self._principals = principals
 
     async def intercept_service(
         self,
@@ -143,17 +166,33 @@ class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method: str = handler_call_details.method
         if method.startswith(PUBLIC_PREFIXES):
             return await continuation(handler_call_details)
-        if check_bearer(handler_call_details.invocation_metadata, self._token):
-            return await continuation(handler_call_details)
-        handler = await continuation(handler_call_details)
-        return _refusing(handler)
+        metadata = handler_call_details.invocation_metadata
+        if self._principals is None:
+            if check_bearer(metadata, self._token):
+                return await continuation(handler_call_details)
+            return _refusing(await continuation(handler_call_details), UNAUTHENTICATED)
+        credentials = bearer_credentials(metadata)
+        caller = None if credentials is None else self._principals.identify(credentials)
+        if caller is None:
+            return _refusing(await continuation(handler_call_details), UNAUTHENTICATED)
+        if not allowed(method, caller):
+            denied = PermissionDenied(
+                "ROLE_REQUIRED",
+                f"principal {caller.principal!r} may not call {method} "
+                f"(needs one of the roles {sorted(roles_for(method))})",
+            )
+            return _refusing(await continuation(handler_call_details), denied)
+        return await continuation(handler_call_details)
 
 
-def _refusing(handler: Any) -> Any:
-    """A handler of the same shape as ``handler`` that aborts with UNAUTHENTICATED."""
-    mapped = map_error(
-        Unauthenticated("UNAUTHENTICATED", "missing or invalid 'authorization: Bearer' token")
-    )
+UNAUTHENTICATED = Unauthenticated(
+    "UNAUTHENTICATED", "missing or invalid 'authorization: Bearer' token"
+)
+
+
+def _refusing(handler: Any, error: SidecarError) -> Any:
+    """A handler of the same shape as ``handler`` that aborts with ``error``."""
+    mapped = map_error(error)
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(mapped.code, mapped.message, trailing_metadata=trailers(mapped))

@@ -7,7 +7,8 @@
 On start it prints two lines a supervisor or test can parse::
 
     oma-sidecar listening on 127.0.0.1:50051
-    oma-sidecar token file: /root/.oma/sidecar.token      (or: token from OMA_SIDECAR_TOKEN)
+    oma-sidecar token file: /root/.oma/sidecar.token      (or: token from OMA_SIDECAR_TOKEN,
+                                                           or: principals from FILE (N))
 
 then the store and the owner id (``--owner-id``, by default derived from ``--store`` and
 ``--listen``; see ``sidecar.owner``): the runs this sidecar finds active at start are marked
@@ -111,6 +112,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read the bearer token from this file (OMA_SIDECAR_TOKEN wins when set)",
     )
     parser.add_argument(
+        "--principals",
+        type=Path,
+        metavar="FILE",
+        help="JSON list of {token, principal, tenant, roles} (roles among runs, reviewer, host, "
+        "admin) replacing the single token: runs belong to the starting principal's tenant, "
+        "approval decisions record the principal as reviewer. The file must not be accessible "
+        "by group or others (chmod 600)",
+    )
+    parser.add_argument(
         "--generated-token-file",
         type=Path,
         default=DEFAULT_TOKEN_FILE,
@@ -147,7 +157,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code (2 for bad settings)."""
     from oma_actors import OmaError, parse_store_uri
-    from sidecar.auth import resolve_token
+    from sidecar.auth import Token, resolve_token
+    from sidecar.principals import Principals, PrincipalsError
     from sidecar.server import ServerConfig, ServerConfigError, Sidecar
     from sidecar.status import SidecarError
 
@@ -160,13 +171,24 @@ async def run(args: argparse.Namespace) -> int:
     except (OmaError, ValueError) as exc:  # ValueError: a NUL byte in the path
         print(f"oma serve: --store: {exc}", file=sys.stderr)
         return 2
-    try:
-        token = resolve_token(
-            token_file=args.token_file, env=os.environ, generated_path=args.generated_token_file
-        )
-    except (OSError, ValueError) as exc:
-        print(f"oma serve: token: {exc}", file=sys.stderr)
-        return 2
+    principals: Principals | None = None
+    if args.principals is not None:
+        try:
+            principals = Principals.from_file(args.principals)
+        except (OSError, PrincipalsError) as exc:
+            print(f"oma serve: --principals: {exc}", file=sys.stderr)
+            return 2
+        token = Token(value="", source="principals", path=args.principals)
+    else:
+        try:
+            token = resolve_token(
+                token_file=args.token_file,
+                env=os.environ,
+                generated_path=args.generated_token_file,
+            )
+        except (OSError, ValueError) as exc:
+            print(f"oma serve: token: {exc}", file=sys.stderr)
+            return 2
     if args.host_call_timeout <= 0:
         print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
         return 2
@@ -180,6 +202,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     config = ServerConfig(
         token=token.value,
+        principals=principals,
         listen=args.listen,
         # A bare path becomes its file:// URI here: the server takes URIs only.
         store_uri=store.uri if store.kind == "file" else args.store,
@@ -202,7 +225,10 @@ async def run(args: argparse.Namespace) -> int:
     try:
         async with Sidecar(config) as sidecar:
             print(f"{LISTEN_LINE}{sidecar.address}", flush=True)
-            if token.path is not None:
+            if principals is not None:
+                shown = f"{args.principals} ({len(principals)})"
+                print(f"oma-sidecar principals from {shown}", flush=True)
+            elif token.path is not None:
                 print(f"{TOKEN_LINE}{token.path}", flush=True)
             else:
                 print("oma-sidecar token from OMA_SIDECAR_TOKEN", flush=True)

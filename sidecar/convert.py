@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from oma_actors import AgentConfig, PlanArtifact, PlanTask, Task, Team
+from oma_actors import AgentConfig, PlanArtifact, PlanTask, Task, TaskGraphError, Team
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.schema import schema_problem
 from sidecar.scripted import scripted_adapter
@@ -251,6 +251,7 @@ def check_start(request: pb.StartRunRequest, tool_known: Callable[[str], bool]) 
             check_agent(request.goal.coordinator, "goal.coordinator", tool_known, with_tools=False)
     elif mode == "tasks":
         check_tasks(request.tasks.tasks, "tasks.tasks", roster, ids_only=False)
+        check_task_metadata(request.tasks.tasks, "tasks.tasks")
     else:
         if request.plan.version != 1:
             raise InvalidArgument("plan.version", "must be 1", reason="UNSUPPORTED_PLAN_VERSION")
@@ -284,6 +285,20 @@ def team_of(spec: pb.TeamSpec, tools_of: Callable[[pb.AgentSpec], Sequence[Tool]
     """A ``Team`` for ``spec``; ``tools_of`` resolves each agent's tool names."""
     agents = [agent_config(agent, tools_of(agent)) for agent in spec.agents]
     return Team(spec.name, agents, shared_memory=spec.shared_memory)
+
+
+def check_task_metadata(specs: Sequence[pb.TaskSpec], field: str) -> None:
+    """Each task's metadata follows OMA's rules (``Task`` checks them), before the run exists.
+
+    Raises:
+        InvalidArgument: ``<field>[i].metadata`` breaks a rule (the message names the key).
+    """
+    for index, spec in enumerate(specs):
+        if spec.HasField("metadata"):
+            try:
+                Task("", "", id=spec.id or f"#{index}", metadata=struct_to_dict(spec.metadata))
+            except TaskGraphError as exc:
+                raise InvalidArgument(f"{field}[{index}].metadata", str(exc)) from None
 
 
 def tasks_of(specs: Sequence[pb.TaskSpec]) -> list[Task]:

@@ -31,10 +31,17 @@ from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
 from sidecar.plugins import approval_gates_available
-from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
+from sidecar.record import (
+    ACTIVE,
+    NO_TENANT,
+    TERMINAL,
+    Outcome,
+    RunExistsError,
+    RunRecordV1,
+)
 from sidecar.run_ledger import cancel_record, check_resumable
 from sidecar.run_view import initial_tasks
-from sidecar.start_checks import attach, check_checkpoint_key, request_digest
+from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
 
@@ -107,29 +114,33 @@ class RunExecutor:
 
     # -- start -----------------------------------------------------------------------------
 
-    def _tool_known(self, declared: Collection[str]) -> Callable[[str], bool]:
+    def _tool_known(self, declared: Collection[str], tenant: str) -> Callable[[str], bool]:
         def known(name: str) -> bool:
             return (
                 name in self._python_tools
                 or name in declared
-                or self._tool_host.registered(name) is not None
+                or self._tool_host.registered(name, tenant=tenant) is not None
             )
 
         return known
 
-    async def start(self, request: pb.StartRunRequest) -> tuple[RunRecordV1, bool]:
-        """Register and launch a run; ``(record, created)``, idempotent on request_id."""
+    async def start(
+        self, request: pb.StartRunRequest, *, tenant: str = NO_TENANT
+    ) -> tuple[RunRecordV1, bool]:
+        """Register and launch a run of ``tenant``; ``(record, created)``, idempotent on
+        request_id within the tenant."""
         if not request.run_id and request.request_id:
             earlier = await self._registry.query(request_id=request.request_id)
-            if earlier:
-                return attach(request, earlier[0]), False
+            mine = [record for record in earlier if record.tenant == tenant]
+            if mine:
+                return attach(request, mine[0]), False
         if request.run_id:
             convert.check_run_id(request.run_id)
             existing = await self._registry.find(request.run_id)
             if existing is not None:
-                return attach(request, existing), False
+                return attach_own(request, existing, tenant), False
         declared = {definition.name for definition in request.team.host_tools}
-        convert.check_start(request, self._tool_known(declared))
+        convert.check_start(request, self._tool_known(declared, tenant))
         self._check_gates(request.approval_gates)
         field = "checkpoint.store_uri"
         uri = normalize_uri(request.checkpoint.store_uri or self._default_store_uri, field=field)
@@ -143,7 +154,7 @@ class RunExecutor:
         check_checkpoint_key(request.checkpoint.key, spec.run_id, assigned=not request.run_id)
         self.journals.check_request(request.checkpoint, uri)
         await self._stores.get(uri)  # fail now, not in the background, if it cannot open
-        self._snapshot_host_tools(spec)
+        self._snapshot_host_tools(spec, tenant)
         record = RunRecordV1(
             run_id=spec.run_id,
             request_id=request.request_id,
@@ -152,11 +163,12 @@ class RunExecutor:
             store_uri=uri,
             tasks=initial_tasks(spec),
             request_digest=request_digest(request),
+            tenant=tenant,
         )
         try:
             record = await self._registry.create(record)
         except RunExistsError as exc:  # a concurrent start won meanwhile
-            return attach(request, exc.existing), False
+            return attach_own(request, exc.existing, tenant), False
         self._launch(record, restoring=False)
         return record, True
 
@@ -169,14 +181,14 @@ class RunExecutor:
                 "'approval_gates')",
             )
 
-    def _snapshot_host_tools(self, spec: pb.StartRunRequest) -> None:
+    def _snapshot_host_tools(self, spec: pb.StartRunRequest, tenant: str) -> None:
         """Persist the schema of every host tool the agents use, for restores."""
         declared = {definition.name for definition in spec.team.host_tools}
         for agent in spec.team.agents:
             for name in agent.tools:
                 if name in self._python_tools or name in declared:
                     continue
-                definition = self._tool_host.registered(name)
+                definition = self._tool_host.registered(name, tenant=tenant)
                 if definition is not None:
                     spec.team.host_tools.append(definition)
                     declared.add(name)
@@ -204,7 +216,7 @@ class RunExecutor:
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
-            self._override_team(spec, request.team)
+            self._override_team(spec, request.team, record.tenant)
         if request.HasField("coordinator"):
             if spec.WhichOneof("mode") != "goal":
                 raise InvalidArgument("coordinator", "only goal runs have a coordinator")
@@ -258,13 +270,13 @@ class RunExecutor:
         self._launch(claimed, restoring=resumed)
         return claimed
 
-    def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec) -> None:
+    def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec, tenant: str) -> None:
         merged = pb.TeamSpec()
         merged.CopyFrom(team)
         declared = {definition.name for definition in merged.host_tools}
         merged.host_tools.extend(d for d in spec.team.host_tools if d.name not in declared)
         declared |= {definition.name for definition in spec.team.host_tools}
-        convert.check_team(merged, "team", self._tool_known(declared))
+        convert.check_team(merged, "team", self._tool_known(declared, tenant))
         if {a.name for a in merged.agents} != {a.name for a in spec.team.agents}:
             raise InvalidArgument("team.agents", "must name the same agents as the run's team")
         spec.team.CopyFrom(merged)

@@ -29,6 +29,7 @@ class HostSession:
     outbox: asyncio.Queue[pb.ToolServerMessage] = field(default_factory=asyncio.Queue)
     in_flight: set[str] = field(default_factory=set)
     draining: bool = False
+    tenant: str = ""  # of the principal that opened it (sidecar.tenancy)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,6 +47,7 @@ class PendingCall:
     future: asyncio.Future[pb.ToolResult]
     deadline_s: float
     durable: bool = True
+    tenant: str = ""  # of the run that made the call: only that tenant's hosts get it
     delivery_attempt: int = 0
     call_ids: list[str] = field(default_factory=list)
     call_id: str | None = None

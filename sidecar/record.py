@@ -41,6 +41,8 @@ SEQ_BLOCK = 1024
 """Event seqs reserved in a run record at a time (see ``sidecar.run_log``)."""
 ACTIVE: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
 """Statuses of a run some sidecar (its owner) is executing."""
+NO_TENANT = ""
+"""The tenant of runs started without principals (``sidecar.tenancy``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +106,8 @@ class RunRecordV1:
         seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
         request_digest: sha256 of the ``StartRunRequest`` as received, so a retry with the
             same ``request_id`` but another body is refused. Empty in older records.
+        tenant: the tenant of the principal that started the run (``sidecar.tenancy``); set at
+            creation and never changed. ``""`` without principals, and in older records.
     """
 
     run_id: str
@@ -121,6 +125,7 @@ class RunRecordV1:
     store_uri: str = ""
     seq_reserved_until: int = 0
     request_digest: str = ""
+    tenant: str = ""
 
     @property
     def active(self) -> bool:

@@ -10,9 +10,9 @@ Schema 1 (``encode`` writes it)::
      "result": null | {"success": true, "code": "ok", "message": "", "synthesis": "",
                        "input_tokens": 0, "output_tokens": 0, "plan_only": false},
      "pending_approvals": [], "store_uri": "file:///...", "seq_reserved_until": 1024,
-     "request_digest": "<sha256 hex>", "spec": {...}}
+     "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
-(``request_digest`` was added later: a record without it reads as ``""``.)
+(``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``.)
 
 Every field is the registry's own, stored by name (statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
@@ -83,6 +83,7 @@ def encode(record: RunRecordV1) -> str:
         "store_uri": record.store_uri,
         "seq_reserved_until": record.seq_reserved_until,
         "request_digest": record.request_digest,
+        "tenant": record.tenant,
         "spec": json_format.MessageToDict(record.request, preserving_proto_field_name=True),
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
@@ -197,6 +198,7 @@ def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
         store_uri=str(raw["store_uri"]),
         seq_reserved_until=int(raw["seq_reserved_until"]),
         request_digest=str(raw.get("request_digest", "")),
+        tenant=str(raw.get("tenant", "")),
     )
 
 

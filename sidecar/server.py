@@ -37,6 +37,7 @@ from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
 from sidecar.stores import StoreRegistry, default_store_roots, normalize_uri
+from sidecar.tenancy import Tenancy
 from sidecar.timelines import RunTimelines
 from sidecar.tool_host import DEFAULT_TIMEOUT, ToolHost
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from oma_actors import AtomicStore, Tool
+    from sidecar.principals import Principals
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +64,9 @@ class ServerConfig:
     """How to run a sidecar.
 
     Args:
-        token: the bearer token every RPC but health must carry.
+        token: the bearer token every RPC but health must carry (unused with ``principals``).
+        principals: the tokens of principals, each with a tenant and roles, instead of the
+            single token (``sidecar.principals``); ``None``: the single token.
         listen: ``HOST:PORT``; port 0 picks a free port. Non-loopback needs TLS.
         store_uri: the state store (run registry) and default checkpoint store.
         tls_cert, tls_key: PEM files; both or neither.
@@ -87,6 +91,7 @@ class ServerConfig:
     """
 
     token: str
+    principals: Principals | None = field(default=None, compare=False)
     listen: str = DEFAULT_LISTEN
     store_uri: str = DEFAULT_STORE
     tls_cert: Path | None = None
@@ -252,7 +257,10 @@ class Sidecar:
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
         server = grpc.aio.server(
-            interceptors=[BearerAuthInterceptor(config.token), DecodingInterceptor()],
+            interceptors=[
+                BearerAuthInterceptor(config.token, principals=config.principals),
+                DecodingInterceptor(),
+            ],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE),
                 ("grpc.max_send_message_length", MAX_MESSAGE),
@@ -265,19 +273,21 @@ class Sidecar:
             ],
         )
         heartbeat = config.heartbeat_s
+        tenancy = Tenancy(config.principals)
         pb_grpc.add_RunServiceServicer_to_server(  # type: ignore[no-untyped-call]
             RunServicer(
                 executor=executor,
                 registry=registry,
                 deleter=deleter,
                 timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
+                tenancy=tenancy,
                 heartbeat_s=heartbeat,
             ),
             server,
         )
-        pb_grpc.add_ApprovalServiceServicer_to_server(ApprovalServicer(desk), server)  # type: ignore[no-untyped-call]
+        pb_grpc.add_ApprovalServiceServicer_to_server(ApprovalServicer(desk, tenancy), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_ToolHostServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            ToolHostServicer(tool_host, ping_s=heartbeat), server
+            ToolHostServicer(tool_host, tenancy=tenancy, ping_s=heartbeat), server
         )
         pb_grpc.add_SystemServiceServicer_to_server(  # type: ignore[no-untyped-call]
             SystemServicer(executor=executor, desk=desk, default_store_uri=store_uri), server

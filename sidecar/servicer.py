@@ -1,7 +1,8 @@
 """The gRPC servicers: thin adapters from RPCs to the executor, registry, tool host and desk.
 
 Every handler maps failures through ``status.abort`` (one table in ``sidecar/status.py``); no
-business logic lives here.
+business logic lives here. Each handler that touches a run asks ``sidecar.tenancy`` who calls
+and whether the caller's tenant owns the run (NOT_FOUND when it does not).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
 from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
+from sidecar.tenancy import Tenancy, check_visible, sees, tenant_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from sidecar.approvals import ApprovalDesk
     from sidecar.execution import RunExecutor
     from sidecar.host_calls import HostSession
+    from sidecar.principals import Principal
+    from sidecar.record import RunRecordV1
     from sidecar.retention import RunDeleter
     from sidecar.run_log import RunLog
     from sidecar.runs import RunRegistry
@@ -75,9 +79,11 @@ class RunServicer(pb_grpc.RunServiceServicer):
         registry: RunRegistry,
         deleter: RunDeleter,
         timelines: RunTimelines,
+        tenancy: Tenancy | None = None,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
     ) -> None:
+        self._tenancy = tenancy or Tenancy()
         self._executor = executor
         self._registry = registry
         self._deleter = deleter
@@ -88,9 +94,15 @@ class RunServicer(pb_grpc.RunServiceServicer):
             registry=registry, executor=executor, heartbeat_s=heartbeat_s, poll_s=poll_s
         )
 
+    async def _visible(self, run_id: str, context: Any) -> RunRecordV1:
+        """The record of ``run_id`` if the caller's tenant owns it (else ``UnknownRunError``)."""
+        convert.check_run_id(run_id)
+        return check_visible(self._tenancy.caller(context), await self._registry.get(run_id))
+
     @unary
     async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
-        record, created = await self._executor.start(request)
+        tenant = tenant_of(self._tenancy.caller(context))
+        record, created = await self._executor.start(request, tenant=tenant)
         run = self._registry.run_message(record, full=False)
         return pb.StartRunResponse(run=run, created=created)
 
@@ -99,7 +111,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         convert.check_run_id(request.run_id)
         if request.view not in pb.RunView.values():
             raise InvalidArgument("view", f"unknown value {request.view}")
-        record = await self._registry.get(request.run_id)
+        record = await self._visible(request.run_id, context)
         return self._registry.run_message(record, full=request.view == pb.RUN_VIEW_FULL)
 
     @unary
@@ -112,7 +124,11 @@ class RunServicer(pb_grpc.RunServiceServicer):
                 raise InvalidArgument("page_token", "is not a token from a previous response")
             offset = int(request.page_token)
         statuses = set(request.statuses)
+        caller = self._tenancy.caller(context)
         found, unreadable = await self._registry.scan(statuses=statuses - {UNREADABLE})
+        found = [record for record in found if sees(caller, record.tenant)]
+        if not _sees_unreadable(caller):
+            unreadable = {}
         records = sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True)
         runs = [self._registry.run_message(record, full=False) for record in records]
         if statuses and UNREADABLE not in statuses:
@@ -129,23 +145,27 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def RestoreRun(
         self, request: pb.RestoreRunRequest, context: Any
     ) -> pb.RestoreRunResponse:
+        await self._visible(request.run_id, context)
         record, resumed = await self._executor.restore(request)
         run = self._registry.run_message(record, full=False)
         return pb.RestoreRunResponse(run=run, resumed_from_checkpoint=resumed)
 
     @unary
     async def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.Run:
+        await self._visible(request.run_id, context)
         record = await self._executor.cancel(request.run_id, request.reason)
         return self._registry.run_message(record, full=False)
 
     @unary
     async def DeleteRun(self, request: pb.DeleteRunRequest, context: Any) -> pb.DeleteRunResponse:
+        await self._visible(request.run_id, context)
         return pb.DeleteRunResponse(deleted_keys=await self._deleter.delete(request.run_id))
 
     @unary
     async def GetRunTimeline(
         self, request: pb.GetRunTimelineRequest, context: Any
     ) -> pb.GetRunTimelineResponse:
+        await self._visible(request.run_id, context)
         return await self._timelines.get(request)
 
     async def WatchRun(
@@ -156,6 +176,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
             convert.check_run_id(request.run_id)
             if request.after_seq < 0:
                 raise InvalidArgument("after_seq", "must not be negative")
+            await self._visible(request.run_id, context)
             log = await self._registry.log_of(request.run_id)
             if request.journal:  # sidecar.journal_watch
                 events = await self._journal.open(log, request)
@@ -222,8 +243,9 @@ class RunServicer(pb_grpc.RunServiceServicer):
 class ApprovalServicer(pb_grpc.ApprovalServiceServicer):
     """``oma.v1.ApprovalService``."""
 
-    def __init__(self, desk: ApprovalDesk) -> None:
+    def __init__(self, desk: ApprovalDesk, tenancy: Tenancy | None = None) -> None:
         self._desk = desk
+        self._tenancy = tenancy or Tenancy()
 
     @unary
     async def ListApprovals(
@@ -231,24 +253,27 @@ class ApprovalServicer(pb_grpc.ApprovalServiceServicer):
     ) -> pb.ListApprovalsResponse:
         if request.run_id:
             convert.check_run_id(request.run_id)
-        return await self._desk.list(request)
+        return await self._desk.list(request, self._tenancy.caller(context))
 
     @unary
     async def GetApproval(self, request: pb.GetApprovalRequest, context: Any) -> pb.Approval:
-        return await self._desk.get(request)
+        return await self._desk.get(request, self._tenancy.caller(context))
 
     @unary
     async def DecideApproval(
         self, request: pb.DecideApprovalRequest, context: Any
     ) -> pb.DecideApprovalResponse:
-        return await self._desk.decide(request)
+        return await self._desk.decide(request, self._tenancy.caller(context))
 
 
 class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
     """``oma.v1.ToolHostService``: the host's session stream and the unary fallback."""
 
-    def __init__(self, tool_host: ToolHost, *, ping_s: float = 15.0) -> None:
+    def __init__(
+        self, tool_host: ToolHost, *, tenancy: Tenancy | None = None, ping_s: float = 15.0
+    ) -> None:
         self._host = tool_host
+        self._tenancy = tenancy or Tenancy()
         self._ping_s = ping_s
 
     async def Connect(
@@ -261,7 +286,8 @@ class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
                 raise InvalidArgument(
                     "register", "the first message must be Register", reason="REGISTER_REQUIRED"
                 )
-            session, ack = self._host.open_session(first.register)
+            tenant = tenant_of(self._tenancy.caller(context))
+            session, ack = self._host.open_session(first.register, tenant=tenant)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -317,7 +343,8 @@ class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
         self, request: pb.CompleteToolCallRequest, context: Any
     ) -> pb.CompleteToolCallResponse:
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        status = self._host.submit(request.result, session=None, waiter=waiter)
+        tenant = tenant_of(self._tenancy.caller(context))
+        status = self._host.submit(request.result, session=None, waiter=waiter, tenant=tenant)
         if status is None:
             try:
                 async with asyncio.timeout(COMMIT_WAIT):
@@ -356,6 +383,15 @@ class SystemServicer(pb_grpc.SystemServiceServicer):
             capabilities=capabilities,
             default_store_uri=shown_uri(self._default_store_uri),
         )
+
+
+def _sees_unreadable(caller: Principal | None) -> bool:
+    """Whether ListRuns shows ``caller`` the runs whose records cannot be read.
+
+    Such a record's tenant cannot be read either: only an admin (or, without principals,
+    everyone) is shown it.
+    """
+    return caller is None or caller.has("admin")
 
 
 def _unreadable_run(run_id: str, problem: str) -> pb.Run:

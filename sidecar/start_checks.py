@@ -55,6 +55,21 @@ def attach(request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
     )
 
 
+def attach_own(request: pb.StartRunRequest, record: RunRecordV1, tenant: str) -> RunRecordV1:
+    """Like :func:`attach`, for a start request of ``tenant`` naming an existing run id.
+
+    A run of another tenant is never attached to, and nothing of it is told (not its request,
+    not its status): the id is taken, and that is all.
+
+    Raises:
+        AlreadyExists: as :func:`attach`; ``RUN_ALREADY_EXISTS`` with no detail when the run is
+            another tenant's.
+    """
+    if record.tenant != tenant:
+        raise AlreadyExists("RUN_ALREADY_EXISTS", f"run id {record.run_id!r} is taken")
+    return attach(request, record)
+
+
 def check_checkpoint_key(key: str, run_id: str, *, assigned: bool) -> None:
     """An explicit checkpoint key must be one of this run's keys.
 

@@ -92,6 +92,12 @@ class Unauthenticated(SidecarError):
     code = grpc.StatusCode.UNAUTHENTICATED
 
 
+class PermissionDenied(SidecarError):
+    """The authenticated principal may not do this (a role it lacks, another's identity)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
 class Unavailable(SidecarError):
     """A retryable condition: draining, an unreachable store, a missing optional module."""
 

@@ -13,6 +13,10 @@ offering the tool (the same ``host_id`` first, for a short grace) and are delive
 the same key, a new ``call_id`` and ``redelivery = true``. A late result for an older delivery
 still counts if it arrives first.
 
+Sessions and calls carry a tenant (``sidecar.tenancy``): a call is delivered only to a session
+of its run's tenant, and a result for a call of another tenant is answered as for a call that
+does not exist (``UNKNOWN_CALL``). Without principals every tenant is ``""``.
+
 A call no session can take at once is announced through ``on_waiting`` (the run shows a
 ``tool_call_waiting`` event instead of silence), and a call that gets no result within its
 timeout (the tool's own, else ``default_timeout_s``) through ``on_expired``.
@@ -36,6 +40,7 @@ from sidecar.host_calls import (
     call_message,
     sort_registration,
 )
+from sidecar.record import NO_TENANT
 from sidecar.schema import input_model
 from sidecar.status import InvalidArgument
 from sidecar.tool_acks import CommitAcks
@@ -76,22 +81,24 @@ class ToolHost:
         self._models: dict[tuple[str, str], type[BaseModel]] = {}
         self._pending: dict[str, PendingCall] = {}
         self._deliveries: dict[str, str] = {}
-        self._answered: OrderedDict[str, str] = OrderedDict()
+        self._answered: OrderedDict[str, str] = OrderedDict()  # call id -> its tenant
         self._acks = CommitAcks(self._send)
         self._waiting: list[str] = []
 
     # -- sessions --------------------------------------------------------------------------
 
-    def registered(self, name: str) -> pb.ToolDefinition | None:
-        """The definition of ``name`` from a connected session, if any."""
+    def registered(self, name: str, *, tenant: str = NO_TENANT) -> pb.ToolDefinition | None:
+        """The definition of ``name`` from a connected session of ``tenant``, if any."""
         for session in self.sessions.values():
             definition = session.tools.get(name)
-            if definition is not None:
+            if definition is not None and session.tenant == tenant:
                 return definition
         return None
 
-    def open_session(self, register: pb.Register) -> tuple[HostSession, pb.RegisterAck]:
-        """Accept a Register message.
+    def open_session(
+        self, register: pb.Register, *, tenant: str = NO_TENANT
+    ) -> tuple[HostSession, pb.RegisterAck]:
+        """Accept a Register message from a host of ``tenant``.
 
         Raises:
             InvalidArgument: no host id, or a bad ``max_concurrent_calls``.
@@ -102,6 +109,7 @@ class ToolHost:
             host_id=register.host_id,
             tools=accepted,
             max_concurrent=register.max_concurrent_calls or DEFAULT_MAX_CONCURRENT,
+            tenant=tenant,
         )
         self.sessions[session.session_id] = session
         ack = pb.RegisterAck(session_id=session.session_id, accepted_tools=list(accepted))
@@ -142,7 +150,12 @@ class ToolHost:
     # -- calls -----------------------------------------------------------------------------
 
     def make_tool(
-        self, definition: pb.ToolDefinition, *, run_attempt: int, durable: bool = True
+        self,
+        definition: pb.ToolDefinition,
+        *,
+        run_attempt: int,
+        durable: bool = True,
+        tenant: str = NO_TENANT,
     ) -> Tool:
         """An OMA tool whose calls are delivered to the hosts offering ``definition.name``.
 
@@ -150,6 +163,7 @@ class ToolHost:
             definition: the tool as declared or registered.
             run_attempt: the attempt of the run the tool serves (told to the host).
             durable: whether the run saves checkpoints; without them no result is ever durable.
+            tenant: the run's tenant: only its hosts get the calls.
         """
         schema = json.loads(definition.input_schema_json or '{"type": "object"}')
         timeout = (
@@ -165,6 +179,7 @@ class ToolHost:
                 run_attempt=run_attempt,
                 limit_s=timeout,
                 durable=durable,
+                tenant=tenant,
             )
 
         # One model class per (name, schema): building a pydantic class per run is not free.
@@ -191,6 +206,7 @@ class ToolHost:
         run_attempt: int,
         limit_s: float,
         durable: bool = True,
+        tenant: str = NO_TENANT,
     ) -> ToolResult:
         """Deliver a call and wait for its first result (an error result on timeout)."""
         key = ctx.idempotency_key
@@ -210,12 +226,13 @@ class ToolHost:
             future=loop.create_future(),
             deadline_s=limit_s,
             durable=durable,
+            tenant=tenant,
         )
         self._pending[key] = pending
         self._waiting.append(key)
         self._pump()
         if pending.call_id is None:
-            self._announce_waiting(pending, self._why_waiting(tool_name))
+            self._announce_waiting(pending, self._why_waiting(tool_name, tenant))
         try:
             async with asyncio.timeout(limit_s):
                 result = await asyncio.shield(pending.future)
@@ -232,8 +249,10 @@ class ToolHost:
             raise
         return _tool_result(result)
 
-    def _why_waiting(self, tool_name: str) -> str:
-        offering = [s for s in self.sessions.values() if tool_name in s.tools]
+    def _why_waiting(self, tool_name: str, tenant: str) -> str:
+        offering = [
+            s for s in self.sessions.values() if tool_name in s.tools and s.tenant == tenant
+        ]
         if not offering:
             return f"no connected host offers the tool {tool_name!r}"
         if all(s.draining for s in offering):
@@ -266,6 +285,7 @@ class ToolHost:
             session
             for session in self.sessions.values()
             if not session.draining
+            and session.tenant == pending.tenant
             and pending.tool_name in session.tools
             and len(session.in_flight) < session.max_concurrent
         ]
@@ -314,8 +334,12 @@ class ToolHost:
         *,
         session: HostSession | None,
         waiter: asyncio.Future[int] | None = None,
+        tenant: str = NO_TENANT,
     ) -> int | None:
         """Take a result; returns the ack status now, or ``None`` when it waits for a save.
+
+        The result comes from ``session``, else (the unary fallback) from a host of ``tenant``;
+        for a call of another tenant it is ``UNKNOWN_CALL``, as for a call that never existed.
 
         Raises:
             InvalidArgument: the result has no call_id or no outcome.
@@ -324,20 +348,24 @@ class ToolHost:
             raise InvalidArgument("result.call_id", "is required")
         if result.WhichOneof("outcome") is None:
             raise InvalidArgument("result.outcome", "success or error is required")
+        if session is not None:
+            tenant = session.tenant
         key = self._deliveries.get(result.call_id)
         if key is None:
             return (
                 Ack.STATUS_DUPLICATE
-                if result.call_id in self._answered
+                if self._answered.get(result.call_id) == tenant
                 else Ack.STATUS_UNKNOWN_CALL
             )
         pending = self._pending[key]
+        if pending.tenant != tenant:
+            return Ack.STATUS_UNKNOWN_CALL
         if result.tool_call_id and result.tool_call_id != pending.tool_call_id:
             return Ack.STATUS_UNKNOWN_CALL
         del self._pending[key]
         for call_id in pending.call_ids:
             self._deliveries.pop(call_id, None)
-            self._answered[call_id] = key
+            self._answered[call_id] = pending.tenant
         while len(self._answered) > ANSWERED_MEMORY:
             self._answered.popitem(last=False)
         holder = self.sessions.get(pending.session_id or "")

@@ -10,8 +10,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
+from oma_actors.domain.metadata import check_task_metadata
 from oma_actors.domain.tasks import PlanRevision, QueuePlan, TaskState
-from oma_actors.errors import CheckpointError
+from oma_actors.errors import CheckpointError, TaskGraphError
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -52,6 +53,13 @@ def task_to_json(task: TaskState) -> Json:
     return out
 
 
+def _metadata(raw: Json) -> Any:
+    try:
+        return check_task_metadata(raw.get("metadata"), task_id=raw["id"])
+    except TaskGraphError as exc:
+        raise CheckpointError(f"restored {exc}") from None
+
+
 def _moment(raw: Any, clock: Clock) -> datetime:
     # TQ-12: an unparseable date becomes "now" rather than failing the restore.
     try:
@@ -68,7 +76,8 @@ def task_from_json(raw: Any, *, clock: Clock = SYSTEM_CLOCK) -> TaskState:
         clock: the time source for dates that cannot be parsed (a restore never fails on one).
 
     Raises:
-        CheckpointError: ``raw`` is not an object with an ``id``, or its status is unknown.
+        CheckpointError: ``raw`` is not an object with an ``id``, its status is unknown, or its
+            metadata breaks the task metadata rules (spec TQ-12 re-validates it on restore).
     """
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
         raise CheckpointError(f"queue task is not an object with an id: {raw!r}"[:200])
@@ -86,7 +95,7 @@ def task_from_json(raw: Any, *, clock: Clock = SYSTEM_CLOCK) -> TaskState:
         max_retries=int(raw.get("maxRetries", 0)),
         retry_delay_ms=int(raw.get("retryDelayMs", 1000)),
         retry_backoff=float(raw.get("retryBackoff", 2.0)),
-        metadata=raw.get("metadata"),
+        metadata=_metadata(raw),
         created_at=_moment(raw.get("createdAt"), clock),
         updated_at=_moment(raw.get("updatedAt"), clock),
         superseded_by_revision=_revision(raw, "supersededByRevision"),

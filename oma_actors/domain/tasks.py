@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors.clock import utcnow
+from oma_actors.domain.metadata import check_task_metadata
 from oma_actors.ids import new_id
 
 if TYPE_CHECKING:
@@ -28,7 +28,9 @@ class Task:
         assignee: the agent name; unassigned tasks are given to an agent at dispatch.
         depends_on: ids or titles of tasks that must complete first.
         max_retries: extra attempts after a retryable failure.
-        metadata: free JSON-safe data carried with the task.
+        metadata: JSON data carried with the task, checked by OMA's rules
+            (``oma_actors.domain.metadata``: ``TaskGraphError`` naming the key) and copied.
+            Secret-looking values are masked before a snapshot or journal holds them.
         retry_delay_ms: base delay before a retry (spec TQ-10).
         retry_backoff: multiplier per further retry (spec TQ-10).
     """
@@ -57,13 +59,14 @@ class Task:
         retry_backoff: float = 2.0,
     ) -> None:
         setter = object.__setattr__
-        setter(self, "id", id if id is not None else new_id())
+        task_id = id if id is not None else new_id()
+        setter(self, "id", task_id)
         setter(self, "title", title)
         setter(self, "description", description)
         setter(self, "assignee", assignee)
         setter(self, "depends_on", tuple(depends_on))
         setter(self, "max_retries", max_retries)
-        setter(self, "metadata", MappingProxyType(dict(metadata)) if metadata is not None else None)
+        setter(self, "metadata", check_task_metadata(metadata, task_id=task_id))
         setter(self, "retry_delay_ms", retry_delay_ms)
         setter(self, "retry_backoff", retry_backoff)
 

@@ -7,15 +7,17 @@ mutation returns the tasks it changed so the caller can publish events in order.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import SYSTEM_CLOCK, Clock
 from oma_actors.domain.tasks import QueuePlan, Task, TaskState, TaskStatus
 from oma_actors.errors import ConfigurationError
 from oma_actors.orchestration.graph import resolve_dependencies
+from oma_actors.stores.redaction import redact_object
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 
 class TaskQueue:
@@ -59,7 +61,7 @@ class TaskQueue:
                     max_retries=task.max_retries,
                     retry_delay_ms=task.retry_delay_ms,
                     retry_backoff=task.retry_backoff,
-                    metadata=task.metadata,
+                    metadata=masked_metadata(task.metadata),
                     created_at=now,
                     updated_at=now,
                 )
@@ -196,3 +198,12 @@ def _cascade_reason(task_id: str, status: TaskStatus) -> str:
     if status == "failed":
         return f'Cancelled: dependency "{task_id}" failed.'
     return f'Skipped: dependency "{task_id}" was skipped.'
+
+
+def masked_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Task metadata with its secret-looking values masked (spec T-95).
+
+    The queue holds only this form, so no snapshot, journal event or approval built from a
+    queued task ever holds the raw value.
+    """
+    return None if metadata is None else MappingProxyType(redact_object(metadata))

@@ -13,10 +13,11 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.domain.secret_names import is_sensitive_name
 from oma_actors.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 REDACTED = "[redacted]"
 """The replacement token every rule writes."""
@@ -24,14 +25,6 @@ REDACTED = "[redacted]"
 # JavaScript's \s: TAB LF VT FF CR SPACE, NBSP, the other Zs spaces, LS, PS and ZWNBSP.
 _WS_CHARS = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _WS = f"[{_WS_CHARS}]"
-
-_SENSITIVE_NAME = re.compile(
-    r"api[_-]?key|apiKey|secret|password|passwd|pwd|private[_-]?key|privateKey"
-    r"|access[_-]?key|accessKey|accessToken|refreshToken|idToken|githubToken|authorization"
-    r"|auth[_-]?token|authToken|cookie|session|credential|bearer"
-    r"|^token\Z|[_-]token\Z|^token[_-]",
-    re.IGNORECASE | re.ASCII,
-)
 
 # RD-07 rules 1-3: PEM private-key blocks, then Authorization header values, then Bearer tokens.
 _PEM_PRIVATE_KEY = re.compile(
@@ -62,16 +55,6 @@ _TOKEN_LITERALS = tuple(
 )
 
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def is_sensitive_name(name: str) -> bool:
-    """Whether a key or assignment name looks like it holds a secret (RD-08).
-
-    The match is a case-insensitive search, so ``sessionId`` and ``clientSecret`` are sensitive.
-    ``token`` counts only exactly or as a ``-``/``_`` separated prefix or suffix, so
-    ``input_tokens`` is not sensitive while ``github_token`` and ``token_type`` are.
-    """
-    return _SENSITIVE_NAME.search(name) is not None
 
 
 def compile_patterns(patterns: Sequence[str | re.Pattern[str]]) -> tuple[re.Pattern[str], ...]:
@@ -168,6 +151,16 @@ def redact_compiled(value: str, patterns: Sequence[re.Pattern[str]]) -> str:
     return _redact_text(value, patterns)
 
 
+def redact_object(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A redacted copy of a JSON object already in memory, walked as ``redact`` walks one.
+
+    Members under a sensitive key become ``"[redacted]"``; string leaves are redacted as free
+    text; numbers, booleans and null stay. Task metadata is masked with it (spec T-95).
+    """
+    redacted: dict[str, Any] = _redact_node(dict(value), ())
+    return redacted
+
+
 def _redact_node(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
     if isinstance(node, str):
         return _redact_text(node, patterns)
@@ -229,4 +222,11 @@ def _escape_surrogate(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-__all__ = ["REDACTED", "compile_patterns", "is_sensitive_name", "redact", "redact_text"]
+__all__ = [
+    "REDACTED",
+    "compile_patterns",
+    "is_sensitive_name",
+    "redact",
+    "redact_object",
+    "redact_text",
+]
