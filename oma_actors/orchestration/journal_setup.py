@@ -7,24 +7,29 @@ side: the snapshot's tail is folded in, or discarded whole with ``JournalTailDis
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
-from oma_actors.checkpoint.fold import Discarded, fold_tail
+from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
+from oma_actors.checkpoint.journal_ref import depends_on_journal
 from oma_actors.checkpoint.journal_tail import read_journal_tail
-from oma_actors.errors import ConfigurationError
+from oma_actors.errors import ConfigurationError, JournalDamagedError
 from oma_actors.events import JournalTailDiscarded
 from oma_actors.journal.base import InMemoryRunJournal
 from oma_actors.journal.options import JournalOptions
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from oma_actors.agents.config import Team
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
+    from oma_actors.journal.event import JournalEvent
+
+OnDamagedJournal = Literal["refuse", "salvage"]
+"""What a restore does with a journal-first snapshot's damaged tail (D15)."""
 
 
 async def fold_restored(
@@ -32,9 +37,11 @@ async def fold_restored(
     options: JournalOptions,
     team: Team,
     emit: Callable[[ProgressEvent], None],
+    *,
+    on_damaged: OnDamagedJournal = "refuse",
 ) -> CheckpointSnapshot:
     """The snapshot with its journal tail folded in (see ``fold_restored_tail``)."""
-    folded, _ = await fold_restored_tail(snapshot, options, team, emit)
+    folded, _ = await fold_restored_tail(snapshot, options, team, emit, on_damaged=on_damaged)
     return folded
 
 
@@ -43,6 +50,8 @@ async def fold_restored_tail(
     options: JournalOptions,
     team: Team,
     emit: Callable[[ProgressEvent], None],
+    *,
+    on_damaged: OnDamagedJournal = "refuse",
 ) -> tuple[CheckpointSnapshot, int]:
     """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
 
@@ -54,15 +63,30 @@ async def fold_restored_tail(
     Calls the tail shows as started whose tool is ``unsafe`` are marked dispatched (D1), whether
     the tail folds or is discarded. With a durable journal the revision continues above every
     revision the journal-only saves of the tail reported.
+
+    A tail that fails a fold check is discarded whole (OMA's rule, D6) unless the snapshot was
+    saved journal-first (D15): its tail then holds saved state, so the restore refuses, or with
+    ``on_damaged="salvage"`` keeps what folds before the first bad event and treats every call
+    the tail shows as started, of any tool, as outcome unknown (see ``salvage``).
+
+    Raises:
+        JournalDamagedError: a journal-first snapshot's tail fails a fold check and
+            ``on_damaged="refuse"``. Raised before anything is written.
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
         return snapshot, 0
     events = await read_journal_tail(options.journal, snapshot)
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
+    unsafe = unsafe_tools(team)
     if isinstance(result, Discarded):
+        if depends_on_journal(snapshot):
+            if on_damaged != "salvage":
+                raise JournalDamagedError(result.seq, result.reason)
+            result = salvage(snapshot, events, result, enforce_lineage=options.enforce_lineage)
+            unsafe = all_tools(team)
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
-    folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+    folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe)
     if options.durable:
         # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
         # each appended at least one event above the watermark: continuing above that count
@@ -72,12 +96,55 @@ async def fold_restored_tail(
     return folded, max((event.seq for event in events), default=0)
 
 
+def salvage(
+    snapshot: CheckpointSnapshot,
+    events: Sequence[JournalEvent],
+    discarded: Discarded,
+    *,
+    enforce_lineage: bool,
+) -> Discarded:
+    """A damaged journal-first tail, kept as far as it is sound (``on_damaged="salvage"``).
+
+    The events before the first bad one passed every check up to it, so they fold when they
+    fold on their own; the rest are not folded (the journal keeps them, for audit). Every call
+    the whole tail shows as started stays in ``started_calls``: the caller marks each one
+    dispatched whatever its tool's effect, so none runs again (``TOOL_OUTCOME_UNKNOWN`` or the
+    tool's ``reconcile``).
+    """
+    if discarded.seq is not None:
+        bad = discarded.seq
+        sound = fold_tail(
+            snapshot, [event for event in events if event.seq < bad], enforce_lineage=enforce_lineage
+        )
+        if isinstance(sound, Folded):
+            return replace(discarded, snapshot=sound.snapshot)
+    return discarded
+
+
 def unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
     """Per agent, the names of its ``unsafe`` tools."""
     return {
         agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
         for agent in team.agents
     }
+
+
+def all_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    """Per agent, the names of all its tools (a salvaged tail marks every started call)."""
+    return {agent.name: frozenset(tool.name for tool in agent.tools) for agent in team.agents}
+
+
+def check_on_damaged(value: object) -> OnDamagedJournal:
+    """``value`` as an ``on_damaged_journal`` choice.
+
+    Raises:
+        ConfigurationError: it is neither ``"refuse"`` nor ``"salvage"``.
+    """
+    if value not in get_args(OnDamagedJournal):
+        raise ConfigurationError(
+            f'on_damaged_journal must be "refuse" or "salvage", not {value!r}'
+        )
+    return value  # type: ignore[return-value]
 
 
 def resolve_journal(*layers: object) -> JournalOptions | None:

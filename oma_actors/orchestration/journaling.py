@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.journal_path import JournalPath
+from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
@@ -105,6 +106,10 @@ class RunJournaling:
             # OMA's mode; a journal that forgets what the store keeps; or a leased run (its
             # saves stay fenced snapshots, D11): the snapshot stays the save path.
             self.recorder.stop_keeping()
+            return
+        # Journal-first: every snapshot from now on depends on this journal (D15), and says so
+        # in its journalRef, so that no restore runs without it.
+        self.ref = durable_ref(self.ref)
 
     def _snapshot_durable(self, snapshot: CheckpointSnapshot) -> None:
         self._durable = _entry_turns(snapshot)
