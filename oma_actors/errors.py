@@ -11,7 +11,7 @@
     │   ├── UnsupportedSchemaError
     │   ├── RunIdMismatchError
     │   ├── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
-    │   ├── JournalUnavailableError  a durable snapshot's journal was not passed and cannot be opened
+    │   ├── JournalUnavailableError  a durable snapshot's journal is absent and cannot be opened
     │   └── JournalDamagedError      a durable snapshot's journal tail fails a fold check
     ├── DurableApprovalError      approval ledger failures, carrying a code
     ├── LeaseError                a run record refused a command (lease held or lost, ...)

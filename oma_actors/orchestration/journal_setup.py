@@ -114,7 +114,9 @@ def salvage(
     if discarded.seq is not None:
         bad = discarded.seq
         sound = fold_tail(
-            snapshot, [event for event in events if event.seq < bad], enforce_lineage=enforce_lineage
+            snapshot,
+            [event for event in events if event.seq < bad],
+            enforce_lineage=enforce_lineage,
         )
         if isinstance(sound, Folded):
             return replace(discarded, snapshot=sound.snapshot)
@@ -141,9 +143,7 @@ def check_on_damaged(value: object) -> OnDamagedJournal:
         ConfigurationError: it is neither ``"refuse"`` nor ``"salvage"``.
     """
     if value not in get_args(OnDamagedJournal):
-        raise ConfigurationError(
-            f'on_damaged_journal must be "refuse" or "salvage", not {value!r}'
-        )
+        raise ConfigurationError(f'on_damaged_journal must be "refuse" or "salvage", not {value!r}')
     return value  # type: ignore[return-value]
 
 

@@ -22,6 +22,7 @@ from oma_actors.errors import (
     StoreError,
 )
 from oma_actors.events import ApprovalPending, SynthesisFailed
+from oma_actors.journal.options import JournalOptions
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
@@ -40,7 +41,6 @@ from oma_actors.orchestration.journal_events import (
     start_restore,
     watch_memory,
 )
-from oma_actors.journal.options import JournalOptions
 from oma_actors.orchestration.journal_setup import OnDamagedJournal, fold_restored_tail
 from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle

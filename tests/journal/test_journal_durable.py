@@ -271,5 +271,7 @@ async def test_t98_each_durable_snapshot_is_recorded_as_checkpoint_saved(durable
         assert save.data["watermarkSeq"] < save.seq  # JR-08
     stored = json.loads((await store.get("__oma_checkpoint__/t98/latest")).value)  # type: ignore[union-attr]
     assert stored["version"] == 5
-    assert stored["journalRef"] == {"kind": "InMemoryRunJournal"}
+    # D15: a journal-first snapshot says it depends on its journal; OMA's mode writes OMA's ref.
+    ref = {"kind": "InMemoryRunJournal"}
+    assert stored["journalRef"] == ({**ref, "durable": True} if durable else ref)
     assert saves[-1].data["watermarkSeq"] == stored["journalWatermarkSeq"]
