@@ -111,13 +111,14 @@ def salvage(
     dispatched whatever its tool's effect, so none runs again (``TOOL_OUTCOME_UNKNOWN`` or the
     tool's ``reconcile``).
     """
-    if discarded.seq is not None:
-        bad = discarded.seq
-        sound = fold_tail(
-            snapshot,
-            [event for event in events if event.seq < bad],
-            enforce_lineage=enforce_lineage,
-        )
+    if discarded.seq is None:
+        return discarded
+    bad = discarded.seq
+    # The events before the bad one in file order (a duplicate's first copy is sound), else
+    # those below its seq (a swapped pair: the one that came too early is dropped too).
+    last = max((i for i, event in enumerate(events) if event.seq == bad), default=len(events))
+    for prefix in (events[:last], [event for event in events if event.seq < bad]):
+        sound = fold_tail(snapshot, prefix, enforce_lineage=enforce_lineage)
         if isinstance(sound, Folded):
             return replace(discarded, snapshot=sound.snapshot)
     return discarded
