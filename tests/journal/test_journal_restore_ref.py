@@ -1,0 +1,145 @@
+"""A journal-first snapshot never restores without its journal (decision D15).
+
+The run charged a card with an ``unsafe`` tool and died before the charge was committed; the
+dispatch record of that call is a journal-only save (D10), the snapshot does not have it.
+Restored without ``journal=``, the restore opens the journal the snapshot names
+(``journalRef``) and the card is not charged again; when it cannot, it raises
+``JournalUnavailableError`` before writing anything. OMA's mode (``durable=False``) keeps OMA's
+behaviour: its snapshot is the save path, so a restore without the journal is allowed (JR-11).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from journal_first import RUN_ID, Ledger, crash_image, restore_charging, the_task
+
+from oma_actors import (
+    CheckpointError,
+    CheckpointOptions,
+    InMemoryStore,
+    JournalUnavailableError,
+    OpenMultiAgent,
+)
+from oma_actors.checkpoint.journal_ref import open_journal_ref
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+
+UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+
+
+def stored(state: Path) -> dict[str, Any]:
+    document = json.loads(state.read_bytes())
+    [entry] = [e for e in document["entries"] if e["key"] == f"__oma_checkpoint__/{RUN_ID}/latest"]
+    return dict(json.loads(entry["value"]))
+
+
+async def test_restore_without_journal_opens_the_named_one_and_charges_once(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    first = await crash_image(state, path)
+    assert first.charges == ["c0", "c1"]
+    ref = stored(state)["journalRef"]
+    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True}
+
+    result, again = await restore_charging(state)
+    assert again.charges == []  # c1 was dispatched: never run again, c0 committed: replayed
+    assert UNKNOWN in result.task_results["pay"].output
+    assert stored(state)["journalRef"] == ref  # the re-save still names its journal
+    attempts = {json.loads(line)["attempt"] for line in path.read_text().splitlines()}
+    assert attempts == {1, 2}  # the restore journaled into the journal it opened
+
+
+async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    path.unlink()
+    before = state.read_bytes()
+    with pytest.raises(JournalUnavailableError) as caught:
+        await restore_charging(state)
+    assert isinstance(caught.value, CheckpointError)
+    assert caught.value.journal_ref == {
+        "kind": "JsonlRunJournal", "path": str(path), "durable": True
+    }  # fmt: skip
+    assert f"no file at {path}" in str(caught.value)
+    assert state.read_bytes() == before  # byte-identical: no lease, no attempt, no snapshot
+    assert not path.exists()  # nor was an empty journal created in its place
+
+
+async def test_a_journal_passed_explicitly_is_the_one_used(tmp_path: Path) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    moved = tmp_path / "moved.jsonl"
+    path.rename(moved)
+    journal = JsonlRunJournal(moved, flush_interval_ms=0)
+    result, again = await restore_charging(state, journal=journal)
+    await journal.close()
+    assert again.charges == []
+    assert UNKNOWN in result.task_results["pay"].output
+
+
+async def test_omas_mode_restores_without_its_journal(tmp_path: Path) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path, durable=False)
+    assert stored(state)["journalRef"] == {"kind": "JsonlRunJournal", "path": str(path)}
+    path.unlink()
+    # OMA's mode: the snapshot is the save path and holds the dispatched mark itself.
+    result, again = await restore_charging(state)
+    assert again.charges == []
+    assert UNKNOWN in result.task_results["pay"].output
+    assert "journalRef" not in stored(state)  # OMA's v4 re-save without a journal (JR-11)
+
+
+async def test_an_in_memory_journal_is_never_reopened() -> None:
+    store = InMemoryStore()
+    journal = InMemoryRunJournal()
+    ledger = Ledger()
+    result = await OpenMultiAgent().run_tasks(
+        ledger.team(), the_task(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID),
+        journal=JournalOptions(journal),
+    )  # fmt: skip
+    assert result.success
+    entry = await store.get(f"__oma_checkpoint__/{RUN_ID}/latest")
+    assert entry is not None
+    before = entry.value
+    with pytest.raises(JournalUnavailableError, match="only in the process that wrote it"):
+        await OpenMultiAgent().restore(
+            ledger.team(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID)
+        )
+    after = await store.get(f"__oma_checkpoint__/{RUN_ID}/latest")
+    assert after is not None
+    assert after.value == before
+    # Given the journal, it restores (a finished run is read back, D4).
+    done = await OpenMultiAgent().restore(
+        ledger.team(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID), journal=journal
+    )
+    assert done.success
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [
+        (None, "names no journal"),
+        ({"kind": "JsonlRunJournal"}, "path is missing"),
+        ({"kind": "InMemoryRunJournal"}, "only in the process"),
+        (
+            {"kind": "SqliteRunJournal", "store": "same-database", "table": "j"},
+            "cannot be reopened",
+        ),
+        (
+            {"kind": "PostgresRunJournal", "store": "same-database", "table": "j"},
+            "cannot be reopened",
+        ),
+        ({"kind": "KafkaJournal"}, "unknown journal kind 'KafkaJournal'"),
+    ],
+)
+def test_a_ref_that_cannot_be_opened_is_named(ref: dict[str, Any] | None, reason: str) -> None:
+    with pytest.raises(JournalUnavailableError) as caught:
+        open_journal_ref(ref)
+    assert reason in caught.value.reason
+    assert caught.value.journal_ref == ref
