@@ -4,9 +4,11 @@ A run saving journal-first (D10) writes its per-turn boundaries, an ``unsafe`` t
 record among them, to the journal alone; its snapshot is a compaction point and is not the whole
 saved state. Restoring it without its journal would run a dispatched call again. Such a snapshot
 says so: its ``journalRef`` carries ``"durable": true`` next to the journal's ``describe()``.
-A snapshot of OMA's mode (``durable=False``) or of a run whose snapshots stayed the save path (a
-leased run, an in-memory journal beside a persistent store) has no such member: its journal only
-extends it and a restore without it is OMA's (spec JR-11).
+It also names the highest seq of its run the journal was known to hold when it was built
+(``"through"``): events a later restore must find there, or the journal lost some (emptied,
+truncated, replaced). A snapshot of OMA's mode (``durable=False``) or of a run whose snapshots
+stayed the save path (a leased run, an in-memory journal beside a persistent store) has no such
+member: its journal only extends it and a restore without it is OMA's (spec JR-11).
 
 ``open_journal_ref`` opens the journal a ref names, or raises ``JournalUnavailableError``; it
 reads nothing, so a restore refusing here has written nothing.
@@ -34,9 +36,27 @@ DATABASE_KINDS = frozenset({"SqliteRunJournal", "PostgresRunJournal"})
 """Journals kept in the store's own database (``{"store": "same-database", "table": ...}``)."""
 
 
-def durable_ref(described: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``journalRef`` of a journal-first run: the journal's ``describe()``, marked durable."""
-    return {**described, DURABLE_MEMBER: True}
+THROUGH_MEMBER = "through"
+"""The ``journalRef`` member naming the highest seq of the run the journal was known to hold when
+the snapshot was built: a journal holding no event of the run from there on lost events."""
+
+
+def durable_ref(described: Mapping[str, Any], *, through: int = 0) -> dict[str, Any]:
+    """The ``journalRef`` of a journal-first run: the journal's ``describe()``, marked durable,
+    with ``through`` (when known) the highest seq of the run the journal holds now."""
+    ref = {**described, DURABLE_MEMBER: True}
+    if through > 0:
+        ref[THROUGH_MEMBER] = through
+    return ref
+
+
+def journal_through(snapshot: CheckpointSnapshot) -> int:
+    """The ``through`` seq of a journal-first snapshot's ref (0: none, or not journal-first)."""
+    ref = adopt_journal_fields(snapshot).journal_ref
+    if ref is None or ref.get(DURABLE_MEMBER) is not True:
+        return 0
+    through = ref.get(THROUGH_MEMBER)
+    return through if isinstance(through, int) and not isinstance(through, bool) else 0
 
 
 def depends_on_journal(snapshot: CheckpointSnapshot) -> bool:

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, get_args
 
-from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
+from oma_actors.checkpoint.fold import Discarded, Folded, StartedCall, fold_tail
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
-from oma_actors.checkpoint.journal_ref import depends_on_journal
+from oma_actors.checkpoint.journal_ref import depends_on_journal, journal_through
 from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.errors import ConfigurationError, JournalDamagedError
 from oma_actors.events import JournalTailDiscarded
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.config import Team
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
+    from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
 
 OnDamagedJournal = Literal["refuse", "salvage"]
@@ -77,9 +78,24 @@ async def fold_restored_tail(
     if snapshot.journal_watermark_seq is None:
         return snapshot, 0
     events = await read_journal_tail(options.journal, snapshot)
+    lost = await lost_events(options.journal, snapshot, events)
+    if lost is not None:
+        if on_damaged != "salvage":
+            raise JournalDamagedError(lost.seq, lost.reason)
+        # What the journal lost cannot be read back: any call the snapshot holds uncommitted
+        # may have started, so none runs again.
+        lost = replace(lost, started_calls=(*lost.started_calls, *uncommitted(snapshot)))
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
     unsafe = unsafe_tools(team)
-    if isinstance(result, Discarded):
+    if lost is not None:
+        result = replace(
+            result if isinstance(result, Discarded) else lost,
+            snapshot=result.snapshot,
+            started_calls=(*result.started_calls, *lost.started_calls),
+        )
+        unsafe = all_tools(team)
+        emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=lost.reason))
+    elif isinstance(result, Discarded):
         if depends_on_journal(snapshot):
             if on_damaged != "salvage":
                 raise JournalDamagedError(result.seq, result.reason)
@@ -94,6 +110,49 @@ async def fold_restored_tail(
         above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
         folded = replace(folded, revision=folded.revision + above)
     return folded, max((event.seq for event in events), default=0)
+
+
+async def lost_events(
+    journal: RunJournal, snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]
+) -> Discarded | None:
+    """Why the journal lost events a journal-first ``snapshot`` knew it held, or ``None``.
+
+    The snapshot's ref names the highest seq of its run the journal held when it was built
+    (``through``); a journal with no event of the run from there on was emptied, truncated or
+    replaced since. (Events appended after the snapshot and then cut off leave no such trace:
+    only the journal knew of them.)
+    """
+    through = journal_through(snapshot)
+    if through == 0 or any(event.seq >= through for event in tail):
+        return None
+    if not tail:  # the tail may start above ``through``: look from there
+        found = await journal.read_from(through)
+        if any(event.run_id == snapshot.run_id for event in found):
+            return None
+    return Discarded(
+        snapshot=snapshot,
+        seq=through,
+        reason=(
+            f"the journal holds no event of run {snapshot.run_id!r} at or above seq {through}, "
+            "which it held when the snapshot was saved: events were lost"
+        ),
+    )
+
+
+def uncommitted(snapshot: CheckpointSnapshot) -> tuple[StartedCall, ...]:
+    """Every call the snapshot holds pending without a commit, as started."""
+    return tuple(
+        StartedCall(
+            task_id=entry.task_id,
+            agent_name=entry.assignee,
+            call_id=item.call.id,
+            seq=0,
+            has_result=False,
+        )
+        for entry in snapshot.in_flight
+        for item in entry.state.pending
+        if item.commit is None
+    )
 
 
 def salvage(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from crash_checks import assert_unknown, effect_counts
@@ -32,7 +33,7 @@ def crashed_after_dispatch(tmp_path: Path) -> Scenario:
     snapshot = sc.snapshot()
     assert snapshot is not None
     assert snapshot["journalRef"] == {
-        "kind": "JsonlRunJournal", "path": str(sc.journal_path), "durable": True
+        "kind": "JsonlRunJournal", "path": str(sc.journal_path), "durable": True, "through": ANY
     }  # fmt: skip
     return sc
 

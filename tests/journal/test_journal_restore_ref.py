@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from journal_first import RUN_ID, Ledger, crash_image, restore_charging, the_task
@@ -43,12 +44,14 @@ async def test_restore_without_journal_opens_the_named_one_and_charges_once(
     first = await crash_image(state, path)
     assert first.charges == ["c0", "c1"]
     ref = stored(state)["journalRef"]
-    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True}
+    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY}
 
     result, again = await restore_charging(state)
     assert again.charges == []  # c1 was dispatched: never run again, c0 committed: replayed
     assert UNKNOWN in result.task_results["pay"].output
-    assert stored(state)["journalRef"] == ref  # the re-save still names its journal
+    again_ref = stored(state)["journalRef"]  # the re-save still names its journal
+    assert again_ref == {**ref, "through": ANY}
+    assert again_ref["through"] > ref["through"]
     attempts = {json.loads(line)["attempt"] for line in path.read_text().splitlines()}
     assert attempts == {1, 2}  # the restore journaled into the journal it opened
 
@@ -64,7 +67,7 @@ async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
         await restore_charging(state)
     assert isinstance(caught.value, CheckpointError)
     assert caught.value.journal_ref == {
-        "kind": "JsonlRunJournal", "path": str(path), "durable": True
+        "kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY
     }  # fmt: skip
     assert f"no file at {path}" in str(caught.value)
     assert state.read_bytes() == before  # byte-identical: no lease, no attempt, no snapshot
