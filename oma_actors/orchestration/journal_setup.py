@@ -70,9 +70,13 @@ async def fold_restored_tail(
     ``on_damaged="salvage"`` keeps what folds before the first bad event and treats every call
     the tail shows as started, of any tool, as outcome unknown (see ``salvage``).
 
+    A journal that lost events a journal-first snapshot knew it held (``lost_events``) is
+    refused the same way; salvaged, every call the snapshot holds uncommitted is treated as
+    outcome unknown too (what the lost events held cannot be known).
+
     Raises:
-        JournalDamagedError: a journal-first snapshot's tail fails a fold check and
-            ``on_damaged="refuse"``. Raised before anything is written.
+        JournalDamagedError: a journal-first snapshot's tail fails a fold check, or its journal
+            lost events, and ``on_damaged="refuse"``. Raised before anything is written.
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:

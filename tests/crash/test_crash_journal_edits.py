@@ -6,7 +6,11 @@ the tail holds P committed and Q dispatched, and the snapshot holds neither. The
 edited as an attacker (or a careless operator) would, and P2 restores, refusing a damaged tail
 (the default) or salvaging it. Whatever the edit, each of P and Q has made its effect exactly
 once on the external ledger: the restore either refuses with a typed error (and writes nothing)
-or goes on without running either again.
+or goes on without running either again. ``OUTCOMES`` pins which, per edit.
+
+A garbage line in the middle cannot be read past, salvage or not (``JournalCorruptError``). A
+truncation that cuts off only events above the last compaction is not detected (nothing outside
+the journal knew of them): marked as the known hole it is (strict xfail).
 """
 
 from __future__ import annotations
@@ -94,8 +98,24 @@ EDITS: dict[str, Callable[[Path], None]] = {
 }
 
 
+UNDETECTED = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known hole (D15): a cut that removes only events above the last compaction's "
+        "journalRef.through leaves no trace outside the journal; P's commit and both dispatch "
+        "records go with it, and P and Q run again"
+    ),
+)
+
+
 @pytest.mark.parametrize("on_damaged", ["refuse", "salvage"])
-@pytest.mark.parametrize("edit", sorted(EDITS))
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(name, marks=UNDETECTED) if name == "truncate_mid_file" else name
+        for name in sorted(EDITS)
+    ],
+)
 def test_a_hostile_edit_never_reruns_a_call_that_ran(
     tmp_path: Path, edit: str, on_damaged: str
 ) -> None:
@@ -119,7 +139,19 @@ def test_a_hostile_edit_never_reruns_a_call_that_ran(
         now = sc.journal_path.read_bytes() if sc.journal_path.exists() else None
         assert now == journal
         assert sc.model_calls(p2.pid) == []
-    print("OUTCOME", edit, on_damaged, sc.result().get("error", "restored"), counts)
+    assert sc.result().get("error", "restored") == OUTCOMES[edit][on_damaged == "salvage"]
+
+
+# What each edit leads to: (refused with / restored) by default, and with salvage.
+OUTCOMES = {
+    "delete_the_file": ("JournalUnavailableError", "JournalUnavailableError"),
+    "duplicate_line": ("JournalDamagedError", "restored"),
+    "empty_the_file": ("JournalDamagedError", "restored"),
+    "foreign_run_line": ("restored", "restored"),  # another run's events are not this tail
+    "garbage_line_in_the_middle": ("JournalCorruptError", "JournalCorruptError"),
+    "swap_two_lines": ("JournalDamagedError", "restored"),
+    "truncate_mid_file": ("restored", "restored"),
+}
 
 
 def restore(sc: Scenario) -> Child:

@@ -22,6 +22,7 @@ from oma_actors import (
     CheckpointError,
     CheckpointOptions,
     InMemoryStore,
+    JournalDamagedError,
     JournalUnavailableError,
     OpenMultiAgent,
 )
@@ -146,3 +147,30 @@ def test_a_ref_that_cannot_be_opened_is_named(ref: dict[str, Any] | None, reason
         open_journal_ref(ref)
     assert reason in caught.value.reason
     assert caught.value.journal_ref == ref
+
+
+@pytest.mark.parametrize("on_damaged", ["refuse", "salvage"])
+async def test_an_emptied_journal_is_damaged_not_empty(tmp_path: Path, on_damaged: str) -> None:
+    # A missing file reads as an empty journal (JR-04); a journal-first snapshot names the seq
+    # the journal held when it was saved (journalRef.through), so an emptied one is told apart.
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    through = stored(state)["journalRef"]["through"]
+    assert through >= 1
+    path.write_bytes(b"")
+    before = state.read_bytes()
+    if on_damaged == "refuse":
+        with pytest.raises(JournalDamagedError) as caught:
+            await restore_charging(state)
+        assert caught.value.seq == through
+        assert "events were lost" in caught.value.reason
+        assert state.read_bytes() == before
+        assert path.read_bytes() == b""
+        return
+    result, again = await restore_charging(state, on_damaged="salvage")
+    # Salvaged: every call the snapshot holds uncommitted may have run, so none runs again: c0
+    # is outcome unknown. The turn that issued c1 was only in the lost events, so the restore
+    # cannot know of c1: asked again, this scripted model issues the same call, and it runs.
+    # (Why salvage is opt-in: lost events are exactly what no restore can account for.)
+    assert again.charges == ["c1"]
+    assert UNKNOWN in result.task_results["pay"].output
