@@ -10,7 +10,11 @@ behaviour: its snapshot is the save path, so a restore without the journal is al
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -174,3 +178,36 @@ async def test_an_emptied_journal_is_damaged_not_empty(tmp_path: Path, on_damage
     # (Why salvage is opt-in: lost events are exactly what no restore can account for.)
     assert again.charges == ["c1"]
     assert UNKNOWN in result.task_results["pay"].output
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+async def test_the_cli_follows_journal_ref_and_shows_the_started_call_dispatched(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    show = await asyncio.to_thread(
+        oma, "checkpoint", "show", "--store", str(state), "--run-id", RUN_ID
+    )
+    assert show.returncode == 0, show.stderr
+    assert f"from {path}" in show.stdout  # the journal the snapshot names
+    assert "call c1 charge: dispatched" in show.stdout  # its dispatch record is in the tail only
+    alone = await asyncio.to_thread(
+        oma, "checkpoint", "show", "--store", str(state), "--run-id", RUN_ID, "--no-journal"
+    )
+    assert "call c0 charge: not committed" in alone.stdout  # the stored snapshot is older
+    assert "call c1" not in alone.stdout
+
+    timeline = await asyncio.to_thread(oma, "runs", "show", RUN_ID, "--store", str(state))
+    assert timeline.returncode == 0, timeline.stderr
+    assert "from journal + snapshot" in timeline.stdout
+    [c1] = [line for line in timeline.stdout.splitlines() if "charge c1" in line]
+    assert "outcome unknown" in c1
+    assert "pending" not in c1
