@@ -90,7 +90,12 @@ def the_task() -> list[Task]:
 
 
 async def crash_image(
-    state: Path, journal_path: Path, *, durable: bool = True, hang_on: str = "c1"
+    state: Path,
+    journal_path: Path,
+    *,
+    durable: bool = True,
+    hang_on: str = "c1",
+    effect: str = "unsafe",
 ) -> Ledger:
     """Run until the tool of call ``hang_on`` charged the card, and leave what a crash leaves."""
     ledger = Ledger(hang_on=hang_on)
@@ -98,7 +103,7 @@ async def crash_image(
     journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
     run = asyncio.ensure_future(
         OpenMultiAgent().run_tasks(
-            ledger.team(), the_task(),
+            ledger.team(effect), the_task(),
             checkpoint=CheckpointOptions(store=store, run_id=RUN_ID),
             journal=JournalOptions(journal, durable=durable),
         )
@@ -124,14 +129,18 @@ def _write(files: Iterable[tuple[Path, bytes]]) -> None:
 
 
 async def restore_charging(
-    state: Path, *, journal: JsonlRunJournal | None = None, on_damaged: str = "refuse"
+    state: Path,
+    *,
+    journal: JsonlRunJournal | None = None,
+    on_damaged: str = "refuse",
+    effect: str = "unsafe",
 ) -> tuple[TeamRunResult, Ledger]:
     """Restore the run with a fresh ledger (its charges are the restore's re-runs)."""
     ledger = Ledger()
     store = FileStore(state)
     try:
         result = await OpenMultiAgent().restore(
-            ledger.team(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID),
+            ledger.team(effect), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID),
             journal=journal, on_damaged_journal=on_damaged,  # type: ignore[arg-type]
         )  # fmt: skip
     finally:

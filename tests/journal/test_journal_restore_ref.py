@@ -25,6 +25,7 @@ from journal_first import RUN_ID, Ledger, crash_image, restore_charging, the_tas
 from oma_actors import (
     CheckpointError,
     CheckpointOptions,
+    ConfigurationError,
     InMemoryStore,
     JournalDamagedError,
     JournalUnavailableError,
@@ -211,3 +212,28 @@ async def test_the_cli_follows_journal_ref_and_shows_the_started_call_dispatched
     [c1] = [line for line in timeline.stdout.splitlines() if "charge c1" in line]
     assert "outcome unknown" in c1
     assert "pending" not in c1
+
+
+async def test_salvage_never_reruns_a_committed_default_call_it_cannot_fold(tmp_path: Path) -> None:
+    # c0 (an idempotent tool) committed in the tail only; its tool/call and tool/result lines are
+    # swapped, so neither folds. Salvaged, c0 is outcome unknown whatever its tool's effect.
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path, effect="idempotent")
+    lines = path.read_bytes().splitlines(keepends=True)
+    types = [json.loads(line)["type"] for line in lines]
+    call, result = types.index("tool/call"), types.index("tool/result")
+    assert result == call + 1
+    lines[call], lines[result] = lines[result], lines[call]
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(JournalDamagedError):
+        await restore_charging(state, effect="idempotent")
+    _, again = await restore_charging(state, on_damaged="salvage", effect="idempotent")
+    # c1 never reached the journal (an idempotent call is recorded with its result): it
+    # runs again, the documented window for such tools (C03c); c0 never does.
+    assert again.charges == ["c1"]
+
+
+async def test_on_damaged_journal_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="on_damaged_journal"):
+        await restore_charging(tmp_path / "state.json", on_damaged="ignore")
+    assert not (tmp_path / "state.json").exists()
