@@ -214,23 +214,26 @@ async def test_the_cli_follows_journal_ref_and_shows_the_started_call_dispatched
     assert "pending" not in c1
 
 
-async def test_salvage_never_reruns_a_committed_default_call_it_cannot_fold(tmp_path: Path) -> None:
-    # c0 (an idempotent tool) committed in the tail only; its tool/call and tool/result lines are
-    # swapped, so neither folds. Salvaged, c0 is outcome unknown whatever its tool's effect.
+async def test_salvage_never_reruns_a_committed_idempotent_call_it_cannot_fold(
+    tmp_path: Path,
+) -> None:
+    # c0 (an idempotent tool) committed in the tail only; its tool/result is edited to name a
+    # call nobody made, so the tail breaks there and c0's commit cannot fold. Salvaged, c0 is
+    # outcome unknown whatever its tool's effect.
     state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
     await crash_image(state, path, effect="idempotent")
     lines = path.read_bytes().splitlines(keepends=True)
-    types = [json.loads(line)["type"] for line in lines]
-    call, result = types.index("tool/call"), types.index("tool/result")
-    assert result == call + 1
-    lines[call], lines[result] = lines[result], lines[call]
+    at = [json.loads(line)["type"] for line in lines].index("tool/result")
+    lines[at] = lines[at].replace(b'"toolCallId":"c0"', b'"toolCallId":"c9"')
+    assert b'"c9"' in lines[at]
     path.write_bytes(b"".join(lines))
     with pytest.raises(JournalDamagedError):
         await restore_charging(state, effect="idempotent")
-    _, again = await restore_charging(state, on_damaged="salvage", effect="idempotent")
-    # c1 never reached the journal (an idempotent call is recorded with its result): it
-    # runs again, the documented window for such tools (C03c); c0 never does.
+    result, again = await restore_charging(state, on_damaged="salvage", effect="idempotent")
+    # c1 never reached the journal (an idempotent call is recorded with its result): it runs
+    # again, the documented window for such tools (C03c); c0 never does.
     assert again.charges == ["c1"]
+    assert UNKNOWN in result.task_results["pay"].output
 
 
 async def test_on_damaged_journal_is_checked(tmp_path: Path) -> None:
