@@ -22,6 +22,7 @@ from oma_actors.checkpoint import (
     is_checkpoint_key,
 )
 from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
@@ -53,6 +54,8 @@ from oma_actors.errors import (
     ConfigurationError,
     CorruptStoreError,
     DurableApprovalError,
+    JournalDamagedError,
+    JournalUnavailableError,
     LeaseError,
     OmaError,
     RunExistsError,
@@ -163,9 +166,11 @@ __all__ = [
     "InMemoryRunJournal",
     "InMemoryStore",
     "JournalAppendFailed",
+    "JournalDamagedError",
     "JournalEvent",
     "JournalOptions",
     "JournalTailDiscarded",
+    "JournalUnavailableError",
     "JsonlRunJournal",
     "LLMAdapter",
     "LLMResponse",
@@ -243,6 +248,7 @@ __all__ = [
     "is_checkpoint_key",
     "list_checkpoints",
     "list_runs",
+    "mark_started_unsafe",
     "open_store",
     "parse_store_uri",
     "read_journal_tail",

@@ -10,7 +10,9 @@
     ├── CheckpointError           a checkpoint value is invalid
     │   ├── UnsupportedSchemaError
     │   ├── RunIdMismatchError
-    │   └── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
+    │   ├── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
+    │   ├── JournalUnavailableError  a durable snapshot's journal is absent and cannot be opened
+    │   └── JournalDamagedError      a durable snapshot's journal tail fails a fold check
     ├── DurableApprovalError      approval ledger failures, carrying a code
     ├── LeaseError                a run record refused a command (lease held or lost, ...)
     ├── TaskGraphError            cycles, unknown dependencies, bad plans
@@ -33,7 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 
 class OmaError(Exception):
@@ -76,6 +78,46 @@ class CorruptStoreError(StoreError):
 
 class CheckpointError(OmaError):
     """A stored checkpoint value is invalid."""
+
+
+class JournalUnavailableError(CheckpointError):
+    """A snapshot saved journal-first depends on its journal, which cannot be opened (D15).
+
+    Raised by a restore before any write. Pass the journal (``journal=``) to restore with it.
+
+    Attributes:
+        journal_ref: the snapshot's ``journalRef`` (``None`` when it names none).
+    """
+
+    def __init__(self, journal_ref: Mapping[str, object] | None, reason: str) -> None:
+        super().__init__(
+            f"the snapshot depends on its journal {dict(journal_ref or {})!r}, which cannot be "
+            f"opened: {reason}; pass journal= to restore with it"
+        )
+        self.journal_ref = dict(journal_ref) if journal_ref is not None else None
+        self.reason = reason
+
+
+class JournalDamagedError(CheckpointError):
+    """A durable journal's tail fails a fold check; the restore refused and wrote nothing (D15).
+
+    ``restore(..., on_damaged_journal="salvage")`` proceeds instead, with every call the tail
+    shows as started treated as outcome unknown (never re-run).
+
+    Attributes:
+        seq: the first bad event's seq (``None`` when the check names no event).
+        reason: which check failed.
+    """
+
+    def __init__(self, seq: int | None, reason: str) -> None:
+        at = f" at seq {seq}" if seq is not None else ""
+        super().__init__(
+            f"the run's journal is damaged{at}: {reason}; "
+            'restore(..., on_damaged_journal="salvage") proceeds without re-running any call '
+            "it shows as started"
+        )
+        self.seq = seq
+        self.reason = reason
 
 
 class UnsupportedSchemaError(CheckpointError):

@@ -39,7 +39,7 @@ API_NAMES = {
     # Errors
     "OmaError", "ConfigurationError", "StoreError", "CorruptStoreError", "CheckpointError",
     "UnsupportedSchemaError", "RunIdMismatchError", "DurableApprovalError", "LeaseError",
-    "TaskGraphError",
+    "TaskGraphError", "JournalUnavailableError", "JournalDamagedError",
 }  # fmt: skip
 
 
@@ -106,8 +106,9 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     assert params(orch.restore)[1:] == [
         ("team", pos), ("tasks_or_plan", pos), ("checkpoint", kw), ("coordinator", kw),
-        ("journal", kw), ("run_store", kw),
+        ("journal", kw), ("run_store", kw), ("on_damaged_journal", kw),
     ]  # fmt: skip
+    assert inspect.signature(orch.restore).parameters["on_damaged_journal"].default == "refuse"
     for method in (orch.run_agent, orch.run_tasks, orch.run_team, orch.run_from_plan, orch.restore):
         assert inspect.iscoroutinefunction(method)
     assert params(oma_actors.CheckpointOptions) == [

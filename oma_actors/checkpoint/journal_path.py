@@ -26,11 +26,13 @@ and the snapshots written form a geometric series: O(what changed) amortized).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Protocol
 
 from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail
+from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -65,6 +67,11 @@ class JournalTail(Protocol):
 
     def release(self, seq: int) -> None:
         """Let the events up to ``seq`` go to the journal (they were held until now)."""
+        ...
+
+    @property
+    def appended_seq(self) -> int:
+        """The highest seq of the run known to be in the journal (0: none yet)."""
         ...
 
 
@@ -116,6 +123,7 @@ class JournalPath:
     _view: CheckpointSnapshot | None = None
     _snapshot_bytes: int = 0
     _tail_bytes: int = 0
+    _compacted_through: int = 0
     divergence: str | None = None
     """Why the last boundary that could have been journal-only compacted (for diagnostics)."""
 
@@ -159,12 +167,31 @@ class JournalPath:
         await self.tail.durable_through(watermark)
         self._view = view
 
+    async def vouch(self, snapshot: CheckpointSnapshot) -> CheckpointSnapshot:
+        """``snapshot`` about to compact, its ref naming how far the journal holds the run (D15).
+
+        The previous compaction's events were released when it became durable; waiting for
+        them here (normally long since on disk) lets this snapshot name a seq the journal
+        holds (``through``), so a restore can tell a journal that lost events since (emptied,
+        truncated below it, replaced) from one that never had them. Best effort: a failed
+        append leaves the claim where it was.
+        """
+        ref = snapshot.journal_ref
+        if ref is None or ref.get(DURABLE_MEMBER) is not True:
+            return snapshot
+        if self._compacted_through:
+            # A failed append (a hole a snapshot covers) only means less is claimed.
+            with contextlib.suppress(Exception):
+                await self.tail.durable_through(self._compacted_through)
+        return replace(snapshot, journal_ref=durable_ref(ref, through=self.tail.appended_seq))
+
     def compacted(self, snapshot: CheckpointSnapshot, size: int) -> None:
         """The snapshot (``size`` bytes) is durable: it is the new restore view."""
         self._view = snapshot
         self._snapshot_bytes = size
         self._tail_bytes = 0
         watermark = snapshot.journal_watermark_seq or 0
+        self._compacted_through = watermark
         self.tail.cover(watermark)
         # Only now may this boundary's events reach the journal: had they gone first, a crash
         # during the snapshot write could leave a tail the fold refuses (a final answer), and
@@ -176,7 +203,8 @@ class JournalPath:
         self._view = None
 
 
-_IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq"})
+# journal_ref says where the journal is and how far it was known durable, not the run's state.
+_IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq", "journal_ref"})
 
 
 def difference(restored: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:

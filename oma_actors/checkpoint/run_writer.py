@@ -298,6 +298,7 @@ class RunWriter:
             except Exception as exc:  # the append failed: an outcome, never a crash of the run
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
+        snapshot = await journal.vouch(snapshot)
         outcome = await self._store(snapshot)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)

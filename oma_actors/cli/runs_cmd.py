@@ -3,7 +3,8 @@
 The checkpoint says where a run can continue; the run record (when runs are owned through a run
 store) says who may advance it. An operator deciding whether to restore, wait for a lease or
 cancel needs both on one line. ``runs show`` draws one run's timeline (``build_timeline``) from
-its checkpoint and, given ``--journal``, its journal; ``--html`` also writes the page.
+its checkpoint and its journal (``--journal``, else the one the snapshot names, as a restore
+does, D15); ``--html`` also writes the page.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ from oma_actors import (
     render_timeline_text,
 )
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
+from oma_actors.cli.tail import with_tail
 
 if TYPE_CHECKING:
     import argparse
 
     from rich.console import Console
 
-    from oma_actors import CheckpointSummary, RunSummary
+    from oma_actors import CheckpointSnapshot, CheckpointSummary, RunSummary
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +63,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     show.add_argument("run_id", metavar="RUN", help="the run id")
     add_store_option(show, read_only=True)
-    show.add_argument("--journal", metavar="PATH", help="the run's JSONL journal")
+    show.add_argument(
+        "--journal", metavar="PATH",
+        help="the run's JSONL journal (default: the one the snapshot names, when it exists)",
+    )  # fmt: skip
+    show.add_argument("--no-journal", action="store_true", help="draw the stored snapshot alone")
     show.add_argument("--html", metavar="OUT", help="also write the timeline as an HTML page")
 
 
@@ -85,7 +91,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _show(args: argparse.Namespace, console: Console) -> int:
-    if args.journal is not None and not await aiofiles.os.path.isfile(args.journal):
+    if args.journal is not None and not await aiofiles.os.path.exists(args.journal):
         console.print(f"no journal file at {args.journal}", style="red", markup=False)
         return 2
     async with reading(args.store) as store:
@@ -94,19 +100,33 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         console.print(f"no checkpoint of run {args.run_id}", style="red", markup=False)
         return 1
     events = None
-    if args.journal is not None:
-        journal = JsonlRunJournal(args.journal)
+    # Like a restore, follow the journal the snapshot names (journalRef) unless told otherwise,
+    # and show the snapshot with its tail folded: after a journal-first crash the dispatch
+    # record of a started call is in the tail only, and the call must not read "pending".
+    view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
+    path = args.journal or _named_file(view.snapshot)
+    if not args.no_journal and path is not None and await aiofiles.os.path.exists(path):
+        journal = JsonlRunJournal(path)
         try:
             events = await journal.read_from(0)
         finally:
             await journal.close()
-    timeline = build_timeline(snapshot, events)
+    timeline = build_timeline(view.snapshot, events)
     console.print(render_timeline_text(timeline))
+    if view.note is not None and not view.ok:
+        console.print(view.note, style="yellow", markup=False)
     if args.html is not None:
         async with aiofiles.open(args.html, "w", encoding="utf-8") as page:
             await page.write(render_timeline_html(timeline))
         console.print(f"timeline page: {args.html}", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _named_file(snapshot: CheckpointSnapshot) -> str | None:
+    """The JSONL journal file the snapshot names (``journalRef.path``), if any."""
+    ref = snapshot.raw.get("journalRef")
+    path = ref.get("path") if isinstance(ref, dict) else None
+    return path if isinstance(path, str) and path else None
 
 
 def _merge(

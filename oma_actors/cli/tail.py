@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors import Discarded, JsonlRunJournal, fold_tail, read_journal_tail
+from oma_actors import (
+    Discarded,
+    JsonlRunJournal,
+    fold_tail,
+    mark_started_unsafe,
+    read_journal_tail,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -54,21 +60,36 @@ async def with_tail(
 ) -> TailView:
     """``snapshot`` with its journal tail folded in, as a restore would see it.
 
+    Every call the tail shows as started and the folded state has not committed is shown
+    ``dispatched``: after a journal-first crash its dispatch record is in the tail only, and a
+    restore never runs it again (D1), so "not committed" (about to run) would be wrong.
+
     Args:
         snapshot: the stored snapshot.
         journal: the JSONL journal to read (default: the one the snapshot names).
         skip: show the snapshot alone.
+
+    Raises:
+        CorruptStoreError: the journal is not a regular file or is over the read limit.
+        JournalCorruptError: a line other than a torn trailing one is unreadable.
     """
     ref = snapshot.raw.get("journalRef")
     if skip or snapshot.raw.get("journalWatermarkSeq") is None:
         return TailView(snapshot, None)
+    durable = isinstance(ref, dict) and ref.get("durable") is True
     path = journal
     if path is None:
         path = ref.get("path") if isinstance(ref, dict) else None
         if not isinstance(path, str):
             kind = ref.get("kind") if isinstance(ref, dict) else None
-            return TailView(snapshot, f"journal: {kind or 'unknown'} journal, not a file: no tail")
-    if not await aiofiles.os.path.isfile(path):
+            return TailView(
+                snapshot,
+                f"journal: {kind or 'unknown'} journal, not a file: no tail",
+                ok=not durable,
+            )
+    # exists, not isfile: a FIFO or a device named as the journal is refused by the reader
+    # (one typed error, exit 2) rather than shown as a missing file.
+    if not await aiofiles.os.path.exists(path):
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
     reader = JsonlRunJournal(path)
     try:
@@ -76,10 +97,24 @@ async def with_tail(
     finally:
         await reader.close()
     result = fold_tail(snapshot, events)
+    shown = mark_started_unsafe(result.snapshot, result.started_calls, _every_pending(snapshot))
     if isinstance(result, Discarded):
-        return TailView(
-            result.snapshot, f"journal: tail of {path} discarded ({result.reason})", ok=True
-        )
+        if durable:
+            at = f" at seq {result.seq}" if result.seq is not None else ""
+            note = (
+                f"journal: {path} is damaged{at} ({result.reason}): a restore refuses it "
+                '(on_damaged_journal="salvage" proceeds)'
+            )
+            return TailView(shown, note, ok=False)
+        return TailView(shown, f"journal: tail of {path} discarded ({result.reason})", ok=True)
     span = f" (seq {events[0].seq}..{events[-1].seq})" if events else ""
     note = f"journal: folded {result.folded_events} events from {path}{span}"
-    return TailView(result.snapshot, note)
+    return TailView(shown, note)
+
+
+def _every_pending(snapshot: CheckpointSnapshot) -> dict[str, frozenset[str]]:
+    """Per agent, every tool named by a call it holds (a viewer does not know the effects)."""
+    names: dict[str, set[str]] = {}
+    for entry in snapshot.in_flight:
+        names.setdefault(entry.assignee, set()).update(i.call.name for i in entry.state.pending)
+    return {agent: frozenset(tools) for agent, tools in names.items()}

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors.journal import JournalCorruptError, JsonlRunJournal, verify_run
+from oma_actors import StoreError
+from oma_actors.journal import JsonlRunJournal, verify_run
 
 if TYPE_CHECKING:
     import argparse
@@ -38,17 +40,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
-    """Carry out ``oma verify``; 0 ok, 1 failures, 2 unreadable."""
+    """Carry out ``oma verify``; 0 ok, 1 failures, 2 unreadable.
+
+    An unreadable journal raises its typed error, which ``oma`` prints as one line on stderr
+    (exit 2): a missing file, a bad line, and a path that is not a regular file (a FIFO,
+    ``/dev/zero``, ``/proc/kmsg``, a directory) or is over the journal read limit, both refused
+    before anything is read, so none of them hangs or loads gigabytes.
+    """
     path: Path = args.journal
-    if not await asyncio.to_thread(path.is_file):
-        console.print(f"[red]no journal file at {path}[/]", markup=True, highlight=False)
-        return 2
+    if not await asyncio.to_thread(os.path.lexists, path):
+        # A missing file reads as an empty journal (JR-04): "ok: 0 events" would be a lie here.
+        raise StoreError(f"no journal file at {path}")
     journal = JsonlRunJournal(path)
     try:
         result = await verify_run(journal)
-    except (JournalCorruptError, OSError) as exc:
-        console.print(f"[red]cannot read {path}: {exc}[/]", markup=False, highlight=False)
-        return 2
     finally:
         await journal.close()
     if args.json:

@@ -19,10 +19,11 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.errors import StoreError
+from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal.codec import parse_line, peek_seq, to_json_object
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
+from oma_actors.stores.file_io import check_regular, read_regular
 from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
 
 if TYPE_CHECKING:
@@ -33,9 +34,19 @@ if TYPE_CHECKING:
 
 _CHUNK = 64 * 1024
 
+MAX_JOURNAL_BYTES = 1 << 30
+"""The largest journal file a read takes (1 GiB; ``JsonlRunJournal.max_read_bytes``)."""
+
 
 class JsonlRunJournal:
-    """A run journal in a JSONL file; one writer per file (JR-04)."""
+    """A run journal in a JSONL file; one writer per file (JR-04).
+
+    Only a regular file is a journal: a FIFO, a device or a directory is refused before any
+    read or write, and a read refuses a file over ``max_read_bytes`` (set it on an instance to
+    raise or lower the bound) rather than loading it, with ``CorruptStoreError`` either way.
+    """
+
+    max_read_bytes: int = MAX_JOURNAL_BYTES
 
     def __init__(
         self,
@@ -123,6 +134,8 @@ class JsonlRunJournal:
 
         Raises:
             JournalCorruptError: a line other than a torn trailing one is unreadable.
+            CorruptStoreError: the path is not a regular file, or is over ``max_read_bytes``.
+            StoreError: the file cannot be read.
         """
         events = await asyncio.to_thread(self._read_all, seq)
         return [event for event in events if event.seq >= seq]
@@ -185,7 +198,15 @@ class JsonlRunJournal:
 
     def _open_for_append(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            # O_NONBLOCK so a FIFO cannot hang the open; checked on the descriptor before the
+            # first byte is read or written (a device or FIFO is no journal).
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+            try:
+                check_regular(fd, self._path, None, what="run journal")
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
         if not self._tail_checked:
             _repair_tail(self._fd, self._path)
             self._tail_checked = True
@@ -193,10 +214,13 @@ class JsonlRunJournal:
 
     def _read_all(self, start: int = 0) -> list[JournalEvent]:
         try:
-            with open(self._path, "rb") as file:
-                raw = file.read()
+            raw = read_regular(self._path, self.max_read_bytes, what="run journal")
         except FileNotFoundError:
             return []
+        except CorruptStoreError:
+            raise
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
         lines = raw.split(b"\n")
         last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
         events: list[JournalEvent] = []

@@ -81,6 +81,7 @@ class JournalRecorder:
         self._batches: list[tuple[int, asyncio.Future[None]]] = []
         self._failed: list[tuple[int, int, BaseException]] = []
         self._covered = last_seq
+        self._appended = 0
 
     @classmethod
     async def open(
@@ -113,6 +114,7 @@ class JournalRecorder:
                 unknown. Without ``durable`` that is reported and seqs continue from the watermark.
         """
         last = watermark_seq
+        found = 0
         try:
             tail = await journal.read_from(watermark_seq + 1)
         except Exception as exc:
@@ -120,8 +122,9 @@ class JournalRecorder:
                 raise
             _report(on_error, run_id, f"journal tail unreadable: {exc}")
         else:
-            last = max([last, *(e.seq for e in tail if e.run_id == run_id)])
-        return cls(
+            found = max((e.seq for e in tail if e.run_id == run_id), default=0)
+            last = max(last, found)
+        recorder = cls(
             journal,
             run_id=run_id,
             attempt=attempt,
@@ -131,11 +134,21 @@ class JournalRecorder:
             on_error=on_error,
             clock=clock,
         )
+        recorder._appended = found
+        return recorder
 
     @property
     def last_seq(self) -> int:
         """The seq of the last event emitted (the watermark a snapshot built now folds, JR-08)."""
         return self._last_seq
+
+    @property
+    def appended_seq(self) -> int:
+        """The highest seq of this run known to be in the journal (0: none known yet).
+
+        A journal that later holds no event of the run at or above it lost events (D15).
+        """
+        return self._appended
 
     def emit(self, draft: EventDraft) -> JournalEvent:
         """Stamp the draft with the next seq and queue it; never raises, never waits."""
@@ -322,6 +335,7 @@ class JournalRecorder:
                 batch.set_exception(exc)
                 batch.exception()  # retrieved: nobody may be waiting on a best-effort batch
             else:
+                self._appended = max(self._appended, events[-1].seq)
                 batch.set_result(None)
 
 

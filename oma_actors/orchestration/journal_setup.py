@@ -7,24 +7,30 @@ side: the snapshot's tail is folded in, or discarded whole with ``JournalTailDis
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
-from oma_actors.checkpoint.fold import Discarded, fold_tail
+from oma_actors.checkpoint.fold import Discarded, Folded, StartedCall, fold_tail
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
+from oma_actors.checkpoint.journal_ref import depends_on_journal, journal_through
 from oma_actors.checkpoint.journal_tail import read_journal_tail
-from oma_actors.errors import ConfigurationError
+from oma_actors.errors import ConfigurationError, JournalDamagedError
 from oma_actors.events import JournalTailDiscarded
 from oma_actors.journal.base import InMemoryRunJournal
 from oma_actors.journal.options import JournalOptions
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from oma_actors.agents.config import Team
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.event import JournalEvent
+
+OnDamagedJournal = Literal["refuse", "salvage"]
+"""What a restore does with a journal-first snapshot's damaged tail (D15)."""
 
 
 async def fold_restored(
@@ -32,9 +38,11 @@ async def fold_restored(
     options: JournalOptions,
     team: Team,
     emit: Callable[[ProgressEvent], None],
+    *,
+    on_damaged: OnDamagedJournal = "refuse",
 ) -> CheckpointSnapshot:
     """The snapshot with its journal tail folded in (see ``fold_restored_tail``)."""
-    folded, _ = await fold_restored_tail(snapshot, options, team, emit)
+    folded, _ = await fold_restored_tail(snapshot, options, team, emit, on_damaged=on_damaged)
     return folded
 
 
@@ -43,6 +51,8 @@ async def fold_restored_tail(
     options: JournalOptions,
     team: Team,
     emit: Callable[[ProgressEvent], None],
+    *,
+    on_damaged: OnDamagedJournal = "refuse",
 ) -> tuple[CheckpointSnapshot, int]:
     """The snapshot with its journal tail folded in (spec 17.3), or as stored when discarded.
 
@@ -54,15 +64,49 @@ async def fold_restored_tail(
     Calls the tail shows as started whose tool is ``unsafe`` are marked dispatched (D1), whether
     the tail folds or is discarded. With a durable journal the revision continues above every
     revision the journal-only saves of the tail reported.
+
+    A tail that fails a fold check is discarded whole (OMA's rule, D6) unless the snapshot was
+    saved journal-first (D15): its tail then holds saved state, so the restore refuses, or with
+    ``on_damaged="salvage"`` keeps what folds before the first bad event and treats every call
+    the tail shows as started, of any tool, as outcome unknown (see ``salvage``).
+
+    A journal that lost events a journal-first snapshot knew it held (``lost_events``) is
+    refused the same way; salvaged, every call the snapshot holds uncommitted is treated as
+    outcome unknown too (what the lost events held cannot be known).
+
+    Raises:
+        JournalDamagedError: a journal-first snapshot's tail fails a fold check, or its journal
+            lost events, and ``on_damaged="refuse"``. Raised before anything is written.
     """
     snapshot = adopt_journal_fields(snapshot)
     if snapshot.journal_watermark_seq is None:
         return snapshot, 0
     events = await read_journal_tail(options.journal, snapshot)
+    lost = await lost_events(options.journal, snapshot, events)
+    if lost is not None:
+        if on_damaged != "salvage":
+            raise JournalDamagedError(lost.seq, lost.reason)
+        # What the journal lost cannot be read back: any call the snapshot holds uncommitted
+        # may have started, so none runs again.
+        lost = replace(lost, started_calls=(*lost.started_calls, *uncommitted(snapshot)))
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
-    if isinstance(result, Discarded):
+    unsafe = unsafe_tools(team)
+    if lost is not None:
+        result = replace(
+            result if isinstance(result, Discarded) else lost,
+            snapshot=result.snapshot,
+            started_calls=(*result.started_calls, *lost.started_calls),
+        )
+        unsafe = all_tools(team)
+        emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=lost.reason))
+    elif isinstance(result, Discarded):
+        if depends_on_journal(snapshot):
+            if on_damaged != "salvage":
+                raise JournalDamagedError(result.seq, result.reason)
+            result = salvage(snapshot, events, result, enforce_lineage=options.enforce_lineage)
+            unsafe = all_tools(team)
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
-    folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+    folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe)
     if options.durable:
         # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
         # each appended at least one event above the watermark: continuing above that count
@@ -72,12 +116,99 @@ async def fold_restored_tail(
     return folded, max((event.seq for event in events), default=0)
 
 
+async def lost_events(
+    journal: RunJournal, snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]
+) -> Discarded | None:
+    """Why the journal lost events a journal-first ``snapshot`` knew it held, or ``None``.
+
+    The snapshot's ref names the highest seq of its run the journal held when it was built
+    (``through``); a journal with no event of the run from there on was emptied, truncated or
+    replaced since. (Events appended after the snapshot and then cut off leave no such trace:
+    only the journal knew of them.)
+    """
+    through = journal_through(snapshot)
+    if through == 0 or any(event.seq >= through for event in tail):
+        return None
+    if not tail:  # the tail may start above ``through``: look from there
+        found = await journal.read_from(through)
+        if any(event.run_id == snapshot.run_id for event in found):
+            return None
+    return Discarded(
+        snapshot=snapshot,
+        seq=through,
+        reason=(
+            f"the journal holds no event of run {snapshot.run_id!r} at or above seq {through}, "
+            "which it held when the snapshot was saved: events were lost"
+        ),
+    )
+
+
+def uncommitted(snapshot: CheckpointSnapshot) -> tuple[StartedCall, ...]:
+    """Every call the snapshot holds pending without a commit, as started."""
+    return tuple(
+        StartedCall(
+            task_id=entry.task_id,
+            agent_name=entry.assignee,
+            call_id=item.call.id,
+            seq=0,
+            has_result=False,
+        )
+        for entry in snapshot.in_flight
+        for item in entry.state.pending
+        if item.commit is None
+    )
+
+
+def salvage(
+    snapshot: CheckpointSnapshot,
+    events: Sequence[JournalEvent],
+    discarded: Discarded,
+    *,
+    enforce_lineage: bool,
+) -> Discarded:
+    """A damaged journal-first tail, kept as far as it is sound (``on_damaged="salvage"``).
+
+    The events before the first bad one passed every check up to it, so they fold when they
+    fold on their own; the rest are not folded (the journal keeps them, for audit). Every call
+    the whole tail shows as started stays in ``started_calls``: the caller marks each one
+    dispatched whatever its tool's effect, so none runs again (``TOOL_OUTCOME_UNKNOWN`` or the
+    tool's ``reconcile``).
+    """
+    if discarded.seq is None:
+        return discarded
+    bad = discarded.seq
+    # The events before the bad one in file order (a duplicate's first copy is sound), else
+    # those below its seq (a swapped pair: the one that came too early is dropped too).
+    last = max((i for i, event in enumerate(events) if event.seq == bad), default=len(events))
+    for prefix in (events[:last], [event for event in events if event.seq < bad]):
+        sound = fold_tail(snapshot, prefix, enforce_lineage=enforce_lineage)
+        if isinstance(sound, Folded):
+            return replace(discarded, snapshot=sound.snapshot)
+    return discarded
+
+
 def unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
     """Per agent, the names of its ``unsafe`` tools."""
     return {
         agent.name: frozenset(tool.name for tool in agent.tools if tool.effect == "unsafe")
         for agent in team.agents
     }
+
+
+def all_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    """Per agent, the names of all its tools (a salvaged tail marks every started call)."""
+    return {agent.name: frozenset(tool.name for tool in agent.tools) for agent in team.agents}
+
+
+def check_on_damaged(value: object) -> OnDamagedJournal:
+    """``value`` as an ``on_damaged_journal`` choice.
+
+    Raises:
+        ConfigurationError: it is neither ``"refuse"`` nor ``"salvage"``.
+    """
+    if value not in get_args(OnDamagedJournal):
+        raise ConfigurationError(f'on_damaged_journal must be "refuse" or "salvage", not {value!r}')
+    return value  # type: ignore[return-value]
 
 
 def resolve_journal(*layers: object) -> JournalOptions | None:

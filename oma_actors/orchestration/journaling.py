@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.journal_path import JournalPath
+from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
@@ -81,7 +82,8 @@ class RunJournaling:
 
     def __init__(self, recorder: JournalRecorder, ref: dict[str, object]) -> None:
         self.recorder = recorder
-        self.ref = ref
+        self._described = ref
+        self._journal_first = False
         self._tasks: dict[str, TaskJournal] = {}
         # (task, agent) -> turns of each entry of the last durable snapshot: what a restore
         # would fold this attempt's events into (JR-13); the others' events it ignores.
@@ -105,6 +107,18 @@ class RunJournaling:
             # OMA's mode; a journal that forgets what the store keeps; or a leased run (its
             # saves stay fenced snapshots, D11): the snapshot stays the save path.
             self.recorder.stop_keeping()
+            return
+        # Journal-first: every snapshot from now on depends on this journal (D15), and says so
+        # in its journalRef, so that no restore runs without it.
+        self._journal_first = True
+
+    @property
+    def ref(self) -> dict[str, object]:
+        """The ``journalRef`` of a snapshot built now: the journal's ``describe()``, marked
+        durable when saving journal-first (the writer adds ``through`` when it compacts)."""
+        if not self._journal_first:
+            return dict(self._described)
+        return durable_ref(self._described)
 
     def _snapshot_durable(self, snapshot: CheckpointSnapshot) -> None:
         self._durable = _entry_turns(snapshot)

@@ -22,6 +22,7 @@ from oma_actors.journal import JournalOptions, RunJournal
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
 from oma_actors.orchestration.goal_flow import run_goal
+from oma_actors.orchestration.journal_setup import OnDamagedJournal, check_on_damaged
 from oma_actors.orchestration.journaling import resolve_journal
 from oma_actors.orchestration.options import (
     CheckpointArg,
@@ -257,6 +258,7 @@ class OpenMultiAgent:
         coordinator: AgentConfig | None = None,
         journal: JournalArg = None,
         run_store: RunStoreArg = None,
+        on_damaged_journal: OnDamagedJournal = "refuse",
     ) -> TeamRunResult:
         """Continue the checkpointed run where it stopped (spec section 10).
 
@@ -268,11 +270,20 @@ class OpenMultiAgent:
             CheckpointNotFoundError: no checkpoint and no tasks or plan (decision D12).
             CheckpointError: the stored checkpoint is invalid (never read as "no checkpoint").
             RunIdMismatchError: the checkpoint belongs to another run than the one requested.
+            JournalUnavailableError: the snapshot was saved journal-first (D15), ``journal`` is
+                not given and the journal its ``journalRef`` names cannot be opened; nothing
+                was written.
+            JournalDamagedError: that journal's tail fails a fold check and
+                ``on_damaged_journal="refuse"``; nothing was written. ``"salvage"`` restores
+                instead, with every call the damaged tail shows as started treated as outcome
+                unknown (never re-run).
         """
+        on_damaged = check_on_damaged(on_damaged_journal)
         resolved = self._resolve(team, checkpoint, restoring=True)
         return await self._restore(
-            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store, journal)
-        )
+            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store, journal),
+            on_damaged_journal=on_damaged,
+        )  # fmt: skip
 
     def _ctx_for(self, run_store: RunStoreArg, journal: JournalArg) -> FlowContext:
         """The flow settings of one call: its run store and journal replace the defaults."""
@@ -289,7 +300,10 @@ class OpenMultiAgent:
         resolved: ResolvedCheckpoint | None,
         coordinator: AgentConfig | None,
         ctx: FlowContext,
+        *,
+        on_damaged_journal: OnDamagedJournal = "refuse",
     ) -> TeamRunResult:
         return await restore_run(
-            team, tasks_or_plan, ctx=ctx, resolved=resolved, coordinator=coordinator
-        )
+            team, tasks_or_plan, ctx=ctx, resolved=resolved, coordinator=coordinator,
+            on_damaged_journal=on_damaged_journal,
+        )  # fmt: skip

@@ -7,6 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_ref import depends_on_journal, open_journal_ref
 from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
@@ -20,6 +22,7 @@ from oma_actors.errors import (
     StoreError,
 )
 from oma_actors.events import ApprovalPending, SynthesisFailed
+from oma_actors.journal.options import JournalOptions
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
@@ -38,7 +41,7 @@ from oma_actors.orchestration.journal_events import (
     start_restore,
     watch_memory,
 )
-from oma_actors.orchestration.journal_setup import fold_restored_tail
+from oma_actors.orchestration.journal_setup import OnDamagedJournal, fold_restored_tail
 from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
@@ -66,8 +69,16 @@ async def restore_run(
     ctx: FlowContext,
     resolved: ResolvedCheckpoint | None,
     coordinator: AgentConfig | None,
+    on_damaged_journal: OnDamagedJournal = "refuse",
 ) -> TeamRunResult:
-    """Resume from the latest snapshot, or run ``tasks_or_plan`` fresh when there is none."""
+    """Resume from the latest snapshot, or run ``tasks_or_plan`` fresh when there is none.
+
+    Raises:
+        JournalUnavailableError: the snapshot was saved journal-first, no journal was given and
+            the one it names cannot be opened (nothing written).
+        JournalDamagedError: its journal's tail fails a fold check and ``on_damaged_journal``
+            is ``"refuse"`` (nothing written).
+    """
     snapshot = None
     if resolved is not None:
         checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=resolved.run_id)
@@ -89,7 +100,22 @@ async def restore_run(
         raise CheckpointNotFoundError(resolved.key if resolved else checkpoint_key(None))
     assert resolved is not None
     with claim_if(resolved):
-        return await _continue(team, snapshot, ctx=ctx, resolved=resolved, coordinator=coordinator)
+        if ctx.journal is not None or not depends_on_journal(snapshot):
+            return await _continue(
+                team, snapshot, ctx=ctx, resolved=resolved, coordinator=coordinator,
+                on_damaged=on_damaged_journal,
+            )  # fmt: skip
+        # Decision D15: a journal-first snapshot is not the whole saved state (its dispatch and
+        # commit records are in the journal), so it never restores without it. Opening it
+        # reads and writes nothing: a refusal here leaves every store as it was.
+        opened = open_journal_ref(adopt_journal_fields(snapshot).journal_ref)
+        try:
+            return await _continue(
+                team, snapshot, ctx=replace(ctx, journal=JournalOptions(opened)),
+                resolved=resolved, coordinator=coordinator, on_damaged=on_damaged_journal,
+            )  # fmt: skip
+        finally:
+            await opened.close()  # we opened it, so we close it (a caller's journal stays open)
 
 
 async def _continue(
@@ -99,11 +125,15 @@ async def _continue(
     ctx: FlowContext,
     resolved: ResolvedCheckpoint,
     coordinator: AgentConfig | None,
+    on_damaged: OnDamagedJournal,
 ) -> TeamRunResult:
     if ctx.journal is not None:
         # Spec 17.3: the tail above the snapshot's watermarks is folded in first (JR-11: only
-        # a v5 snapshot has one); a tail failing a check is discarded whole (D6).
-        snapshot, seen = await fold_restored_tail(snapshot, ctx.journal, team, ctx.emit)
+        # a v5 snapshot has one); a tail failing a check is discarded whole (D6), or refused
+        # when the snapshot was saved journal-first (D15).
+        snapshot, seen = await fold_restored_tail(
+            snapshot, ctx.journal, team, ctx.emit, on_damaged=on_damaged
+        )
     else:
         seen = 0
     plan = plan_restore(snapshot, team, resolved.run_id, clock=ctx.clock)

@@ -53,19 +53,27 @@ async def read_state(path: str, *, limit: int | None = None) -> bytes | None:
 
 
 def _read_regular(path: str, limit: int) -> bytes:
+    return read_regular(path, limit, what="state file")
+
+
+def read_regular(path: str, limit: int, *, what: str) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them (blocking: a thread's).
+
+    Shared by every reader of a file a user names (a store's state file, a run journal): a
+    device (``/dev/zero``, ``/proc/kmsg``), a FIFO or a directory is refused before any read,
+    and a file over ``limit`` is refused rather than read into memory.
+
+    Raises:
+        FileNotFoundError: there is no such file (the caller decides what that means).
+        CorruptStoreError: it is not a regular file, or is (or grew) over ``limit`` bytes;
+            ``what`` names it in the message.
+        OSError: it cannot be opened or read.
+    """
     # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer. fstat on the
     # opened descriptor, not stat on the name, so the file checked is the file read.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CorruptStoreError(
-                path, f"not a regular file ({_kind(info.st_mode)}); refusing to read it as state"
-            )
-        if info.st_size > limit:
-            raise CorruptStoreError(
-                path, f"state file is {info.st_size} bytes, over the {limit}-byte limit"
-            )
+        check_regular(fd, path, limit, what=what)
         chunks: list[bytes] = []
         size = 0
         while True:  # read to the end, but never past the limit (the file may be growing)
@@ -75,9 +83,26 @@ def _read_regular(path: str, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise CorruptStoreError(path, f"state file grew over the {limit}-byte limit")
+                raise CorruptStoreError(path, f"{what} grew over the {limit}-byte limit")
     finally:
         os.close(fd)
+
+
+def check_regular(fd: int, path: str, limit: int | None, *, what: str) -> None:
+    """Refuse the open ``fd`` unless it is a regular file of at most ``limit`` bytes.
+
+    Raises:
+        CorruptStoreError: it is not a regular file, or is over ``limit`` bytes.
+    """
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise CorruptStoreError(
+            path, f"not a regular file ({_kind(info.st_mode)}); refusing to read it as a {what}"
+        )
+    if limit is not None and info.st_size > limit:
+        raise CorruptStoreError(
+            path, f"{what} is {info.st_size} bytes, over the {limit}-byte limit"
+        )
 
 
 def _kind(mode: int) -> str:

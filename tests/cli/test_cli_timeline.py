@@ -37,10 +37,14 @@ def test_runs_show_draws_the_timeline_in_80_columns_and_writes_the_page(tmp_path
     assert 'data-mark="re-ran"' in html
 
 
-def test_runs_show_without_a_journal_says_so_and_refuses_missing_things(tmp_path: Path) -> None:
+def test_runs_show_follows_journal_ref_or_not_and_refuses_missing_things(tmp_path: Path) -> None:
     asyncio.run(restored_demo(tmp_path))
     store = str(tmp_path / "state.json")
-    bare = oma("runs", "show", "demo-run", "--store", store)
+    # The demo saves journal-first: like a restore, runs show follows the snapshot's journalRef.
+    named = oma("runs", "show", "demo-run", "--store", store)
+    assert named.returncode == 0
+    assert "from journal + snapshot" in named.stdout
+    bare = oma("runs", "show", "demo-run", "--store", store, "--no-journal")
     assert bare.returncode == 0
     assert "snapshot only (no journal)" in bare.stdout
     assert "replayed  search_corpus" not in bare.stdout

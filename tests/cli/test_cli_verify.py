@@ -64,5 +64,9 @@ def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
     corrupt.write_text(f"not json\n{line(2)}\n")
     unreadable = oma("verify", str(corrupt))
     assert unreadable.returncode == 2
-    assert "line 1" in unreadable.stdout
-    assert oma("verify", str(tmp_path / "absent.jsonl")).returncode == 2
+    assert unreadable.stdout == ""  # errors go to stderr, one line
+    assert "line 1" in unreadable.stderr
+    assert len(unreadable.stderr.splitlines()) == 1
+    absent = oma("verify", str(tmp_path / "absent.jsonl"))
+    assert absent.returncode == 2
+    assert "no journal file at" in absent.stderr

@@ -58,8 +58,11 @@ from oma_actors import (
     CheckpointOptions,
     DurableApprovalError,
     FileStore,
+    JournalDamagedError,
+    JournalUnavailableError,
     OpenMultiAgent,
     Reviewer,
+    StoreError,
     Team,
     TeamRunResult,
 )
@@ -95,6 +98,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gate", choices=("q_before_effect", "q_after_effect", "a_before_effect"))
     parser.add_argument("--approval", choices=APPROVAL_SCOPES, help="the gate that suspends")
     parser.add_argument("--journal", type=Path, help="save journal-first to this JSONL journal")
+    parser.add_argument(
+        "--on-damaged-journal", choices=("refuse", "salvage"), default="refuse",
+        help="restore's on_damaged_journal (D15)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     args.ledger_dir.mkdir(parents=True, exist_ok=True)
@@ -152,14 +159,26 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+REFUSED_EXIT = 3
+"""The exit code of a restore that refused with a typed error (D15): the error is the result."""
+
+
 async def main_or_not_found(args: argparse.Namespace) -> int:
-    """``main``, recording a restore that found nothing to restore (D12) as its result."""
+    """``main``, recording a restore that found nothing to restore (D12) as its result.
+
+    A restore refused for its journal (D15: unavailable, damaged, unreadable) records the
+    error's type and message as its result and exits ``REFUSED_EXIT``.
+    """
     try:
         return await main(args)
     except CheckpointNotFoundError as exc:
         record = {"error": type(exc).__name__, "key": exc.key, "tasks": {}}
         (args.ledger_dir / RESULT).write_text(json.dumps(record, indent=1, sort_keys=True))
         return 0
+    except (JournalUnavailableError, JournalDamagedError, StoreError) as exc:
+        record = {"error": type(exc).__name__, "message": str(exc), "tasks": {}}
+        (args.ledger_dir / RESULT).write_text(json.dumps(record, indent=1, sort_keys=True))
+        return REFUSED_EXIT
 
 
 async def run_or_restore(
@@ -175,8 +194,9 @@ async def run_or_restore(
         tasks = None if (args.no_tasks or team_mode) else tasks_for(args.scenario)
         try:
             return await orchestrator.restore(
-                team, tasks, checkpoint=options, coordinator=coordinator
-            )
+                team, tasks, checkpoint=options, coordinator=coordinator,
+                on_damaged_journal=args.on_damaged_journal,
+            )  # fmt: skip
         except CheckpointNotFoundError:
             if not team_mode or args.no_tasks:
                 raise

@@ -90,6 +90,7 @@ class Scenario:
     mode: str = "default"
     approval: str | None = None  # "tool" | "dispatch": the gate that suspends (every process)
     save: str = "snapshot"  # "journal": every process runs with --journal (journal-first, D10)
+    on_damaged: str | None = None  # a restore's --on-damaged-journal (D15)
     children: list[Child] = field(default_factory=list)
 
     @property
@@ -129,6 +130,8 @@ class Scenario:
             cmd += ["--journal", str(self.journal_path)]
         if resume:
             cmd.append("--resume")
+            if self.on_damaged is not None:
+                cmd += ["--on-damaged-journal", self.on_damaged]
         if no_tasks:
             cmd.append("--no-tasks")
         if crash is not None:

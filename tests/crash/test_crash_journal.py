@@ -7,18 +7,19 @@ unless a test says otherwise. The rows shared with the snapshot save path run in
 - C02 (tail): a task's *second* tool round, whose assistant turn is a journal-only save (the
   first boundary of a task compacts), so the tail alone carries it.
 - C12a: a torn trailing line counts as not written (no warning); a complete event that fails the
-  fold checks discards the whole tail (``JournalTailDiscarded``) and the run resumes from the
-  snapshot alone.
+  fold checks makes the restore refuse (``JournalDamagedError``, decision D15: journal-first, the
+  tail is saved state), or with ``on_damaged_journal="salvage"`` fold the sound part before it
+  (``JournalTailDiscarded``) without re-running any call the tail shows as started.
 - C12b: the journal holds a ``tool/result`` the snapshot lacks: restored with the journal, the
-  tool is not run again; without it, a default tool is. Seqs continue past P1's last one.
+  tool is not run again. Seqs continue past P1's last one.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crash_checks import (
@@ -32,6 +33,7 @@ from crash_checks import (
     replays_only,
     stored_entry,
 )
+from crash_child import REFUSED_EXIT
 from crash_harness import Child, Scenario
 from crash_wiring import append_bytes
 
@@ -138,37 +140,63 @@ def test_c12a_torn_last_line_is_not_written(
     assert_resumed(sc, p1, p2, base, before, same_results=mode == "default")
 
 
-@pytest.mark.parametrize("bad", ["duplicate_line", "result_twice"])
-def test_c12a_complete_bad_event_discards_the_whole_tail(
-    tmp_path: Path, baseline: GetBaseline, bad: str
-) -> None:
-    base = baseline("chain")
-    sc = Scenario(tmp_path, "chain", save="journal")
-    p1 = sc.run(crash="tool_commit:after@alpha", expect=CRASH_EXIT)
+def with_bad_event(sc: Scenario, bad: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """P1 dies right after alpha's commit; then one complete bad event goes into the journal.
+
+    duplicate_line: the same event again, its seq does not increase; result_twice: a second
+    result, with a fresh seq, for a call the tail already committed.
+    """
+    sc.run(crash="tool_commit:after@alpha", expect=CRASH_EXIT)
     lines = sc.journal_lines()
     result = lines[-1]
     assert result["type"] == "tool/result"
-    # duplicate_line: the same event again, its seq does not increase; result_twice: a second
-    # result, with a fresh seq, for a call the tail already committed.
     extra = dict(result) if bad == "duplicate_line" else {**result, "seq": result["seq"] + 1}
     append_bytes(sc.journal_path, (json.dumps(extra) + "\n").encode())
     assert isinstance(sc.fold(), Discarded)
-    before = sc.snapshot()  # the run resumes from the snapshot alone
-    assert before is not None
-    assert committed_calls(stored_entry(sc)) == []
+    assert committed_calls(stored_entry(sc)) == []  # the commit is in the tail only
+    return lines, extra
 
-    p1 = lost_crash_save(p1)
+
+@pytest.mark.parametrize("bad", ["duplicate_line", "result_twice"])
+def test_c12a_complete_bad_event_in_a_journal_first_tail_refuses_the_restore(
+    tmp_path: Path, bad: str
+) -> None:
+    # D15: journal-first, the tail is saved state; discarding it (OMA's rule, D6) would run the
+    # committed call again. The restore refuses, names the bad event and writes nothing.
+    sc = Scenario(tmp_path, "chain", save="journal")
+    _, extra = with_bad_event(sc, bad)
+    store, journal = sc.store_path.read_bytes(), sc.journal_path.read_bytes()
+    p2 = sc.run(resume=True, expect=REFUSED_EXIT)
+    outcome = sc.result()
+    assert outcome["error"] == "JournalDamagedError"
+    assert f"at seq {extra['seq']}" in outcome["message"]
+    assert (sc.store_path.read_bytes(), sc.journal_path.read_bytes()) == (store, journal)
+    assert sc.effects(p2.pid) == []
+    assert sc.model_calls(p2.pid) == []
+
+
+@pytest.mark.parametrize("bad", ["duplicate_line", "result_twice"])
+def test_c12a_complete_bad_event_salvaged_reruns_nothing(
+    tmp_path: Path, baseline: GetBaseline, bad: str
+) -> None:
+    base = baseline("chain")
+    sc = Scenario(tmp_path, "chain", save="journal", on_damaged="salvage")
+    lines, extra = with_bad_event(sc, bad)
+    p1 = sc.children[-1]
     p2 = sc.run(resume=True)
     reasons = discards(sc, p2.pid)
     assert len(reasons) == 1, reasons
     assert f"seq {extra['seq']}" in reasons[0]
-    # The whole tail is gone, the commit with it: the default tool runs again (no ToolCalled
-    # was published in P1, so no committed effect repeats); the model is not asked again.
-    assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
-    assert_resumed(sc, p1, p2, base, before)
-    assert_journal_continues(sc, len(lines) + 1)
+    # Salvage folds the sound part before the bad event: the commit replays, nothing re-runs.
+    assert effect_counts(sc.effects()) == {"alpha-t0-A": 1}
+    replays_only(sc.events(p2.pid), "alpha-t0-A")
+    assert [c["turn"] for c in sc.model_calls(p2.pid) if c["task"] == "alpha"] == [1]
+    assert_journal_continues(sc, len(lines) + 1)  # the bad event is kept, for audit
+    assert sc.journal_lines()[len(lines)] == extra
+    assert sc.result()["tasks"]["alpha"]["status"] == base.result["tasks"]["alpha"]["status"]
+    assert p1.returncode == CRASH_EXIT
 
-    # The discard is not sticky: the finished run's snapshot covers the bad event.
+    # The salvage is not sticky: the finished run's snapshot covers the bad event.
     p3 = sc.run(resume=True)
     assert discards(sc, p3.pid) == []
     assert sc.model_calls(p3.pid) == []
@@ -178,9 +206,10 @@ def test_c12a_complete_bad_event_discards_the_whole_tail(
 # -- C12b -----------------------------------------------------------------------------------------
 
 
-def test_c12b_tail_result_restored_with_the_journal_rerun_without(
-    tmp_path: Path, baseline: GetBaseline
-) -> None:
+def test_c12b_tail_result_restored_with_the_journal(tmp_path: Path, baseline: GetBaseline) -> None:
+    # Without the journal the snapshot alone would run the default tool again (JR-18, OMA's
+    # mode); a journal-first snapshot never restores without it (D15): it opens the journal it
+    # names or refuses (test_crash_journal_ref.py).
     base = baseline("chain")
     sc = Scenario(tmp_path / "with", "chain", save="journal")
     p1 = sc.run(crash="tool_commit:after@alpha", expect=CRASH_EXIT)
@@ -190,10 +219,6 @@ def test_c12b_tail_result_restored_with_the_journal_rerun_without(
     before = sc.state()
     assert before is not None
     assert committed_calls(in_flight(before) or {}) == ["alpha-t0-A"]
-    # The pair: the same P1 state, restored without the journal.
-    shutil.copytree(tmp_path / "with", tmp_path / "without")
-    bare = Scenario(tmp_path / "without", "chain", save="snapshot", children=[p1])
-    journal_bytes = bare.journal_path.read_bytes()
 
     # With the journal: the result is folded in, the tool is not run again.
     p2 = sc.run(resume=True)
@@ -202,14 +227,4 @@ def test_c12b_tail_result_restored_with_the_journal_rerun_without(
     replays_only(sc.events(p2.pid), "alpha-t0-A")
     assert effect_counts(sc.effects()) == {"alpha-t0-A": 1}
     assert_journal_continues(sc, len(lines))  # seq continues strictly past P1's last one
-
-    # Without the journal: the snapshot alone, so the default tool runs again (C03c).
-    alone = bare.state()
-    assert alone is not None
-    q2 = bare.run(resume=True)
-    assert effect_counts(bare.effects(q2.pid), "enter") == {"alpha-t0-A": 1}
-    assert effect_counts(bare.effects()) == {"alpha-t0-A": 2}
-    assert_resumed(bare, p1, q2, base, alone)
-    assert bare.journal_path.read_bytes() == journal_bytes  # never opened by that restore
-
-    assert_resumed(sc, p1, p2, base, before)  # last, so every check above runs first
+    assert_resumed(sc, p1, p2, base, before)

@@ -159,6 +159,9 @@ def as_written(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     raw: dict[str, Any] = json.loads(encode(replace(snapshot, raw={}, source=None)))
     for key in ("createdAt", "revision", "version", "journalWatermarkSeq"):
         raw.pop(key, None)
+    # How far the journal was known to hold the run when the snapshot was built (D15): a fact
+    # about the journal at that moment, not part of the state.
+    raw.get("journalRef", {}).pop("through", None)
     return raw
 
 
@@ -271,5 +274,11 @@ async def test_t98_each_durable_snapshot_is_recorded_as_checkpoint_saved(durable
         assert save.data["watermarkSeq"] < save.seq  # JR-08
     stored = json.loads((await store.get("__oma_checkpoint__/t98/latest")).value)  # type: ignore[union-attr]
     assert stored["version"] == 5
-    assert stored["journalRef"] == {"kind": "InMemoryRunJournal"}
+    # D15: a journal-first snapshot says it depends on its journal; OMA's mode writes OMA's ref.
+    ref = {"kind": "InMemoryRunJournal"}
+    if durable:  # with how far the journal was known to hold the run when it was built
+        assert stored["journalRef"] == {**ref, "durable": True, "through": ANY}
+        assert 1 <= stored["journalRef"]["through"] <= stored["journalWatermarkSeq"]
+    else:
+        assert stored["journalRef"] == ref
     assert saves[-1].data["watermarkSeq"] == stored["journalWatermarkSeq"]

@@ -1,0 +1,96 @@
+"""A snapshot's ``journalRef``: whether the snapshot depends on its journal, and opening it (D15).
+
+A run saving journal-first (D10) writes its per-turn boundaries, an ``unsafe`` tool's dispatch
+record among them, to the journal alone; its snapshot is a compaction point and is not the whole
+saved state. Restoring it without its journal would run a dispatched call again. Such a snapshot
+says so: its ``journalRef`` carries ``"durable": true`` next to the journal's ``describe()``.
+It also names the highest seq of its run the journal was known to hold when it was built
+(``"through"``): events a later restore must find there, or the journal lost some (emptied,
+truncated, replaced). A snapshot of OMA's mode (``durable=False``) or of a run whose snapshots
+stayed the save path (a leased run, an in-memory journal beside a persistent store) has no such
+member: its journal only extends it and a restore without it is OMA's (spec JR-11).
+
+``open_journal_ref`` opens the journal a ref names, or raises ``JournalUnavailableError``; it
+reads nothing, so a restore refusing here has written nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.errors import JournalUnavailableError
+from oma_actors.journal.jsonl import JsonlRunJournal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.base import RunJournal
+
+DURABLE_MEMBER = "durable"
+"""The ``journalRef`` member saying the snapshot depends on its journal (journal-first saves)."""
+
+DATABASE_KINDS = frozenset({"SqliteRunJournal", "PostgresRunJournal"})
+"""Journals kept in the store's own database (``{"store": "same-database", "table": ...}``)."""
+
+
+THROUGH_MEMBER = "through"
+"""The ``journalRef`` member naming the highest seq of the run the journal was known to hold when
+the snapshot was built: a journal holding no event of the run from there on lost events."""
+
+
+def durable_ref(described: Mapping[str, Any], *, through: int = 0) -> dict[str, Any]:
+    """The ``journalRef`` of a journal-first run: the journal's ``describe()``, marked durable,
+    with ``through`` (when known) the highest seq of the run the journal holds now."""
+    ref = {**described, DURABLE_MEMBER: True}
+    if through > 0:
+        ref[THROUGH_MEMBER] = through
+    return ref
+
+
+def journal_through(snapshot: CheckpointSnapshot) -> int:
+    """The ``through`` seq of a journal-first snapshot's ref (0: none, or not journal-first)."""
+    ref = adopt_journal_fields(snapshot).journal_ref
+    if ref is None or ref.get(DURABLE_MEMBER) is not True:
+        return 0
+    through = ref.get(THROUGH_MEMBER)
+    return through if isinstance(through, int) and not isinstance(through, bool) else 0
+
+
+def depends_on_journal(snapshot: CheckpointSnapshot) -> bool:
+    """Whether ``snapshot`` was saved journal-first, so that it restores only with its journal."""
+    ref = adopt_journal_fields(snapshot).journal_ref
+    return ref is not None and ref.get(DURABLE_MEMBER) is True
+
+
+def open_journal_ref(ref: Mapping[str, Any] | None) -> RunJournal:
+    """The journal ``ref`` names, opened without reading it (the caller closes it).
+
+    Raises:
+        JournalUnavailableError: ``ref`` is missing, names a JSONL file that does not exist, an
+            in-memory journal (it lived only in the process that wrote it), a database journal
+            (not wired yet), or a kind this build does not know.
+    """
+    if ref is None:
+        raise JournalUnavailableError(None, "the snapshot names no journal")
+    kind = ref.get("kind")
+    if kind == "JsonlRunJournal":
+        path = ref.get("path")
+        if not isinstance(path, str) or not path:
+            raise JournalUnavailableError(ref, "the JSONL journal's path is missing")
+        # A missing file would read as an empty journal (JR-04), which is exactly the silent
+        # restore without the journal this refuses: the dispatch records would be gone.
+        if not os.path.lexists(path):
+            raise JournalUnavailableError(ref, f"no file at {path}")
+        return JsonlRunJournal(path)
+    if kind in DATABASE_KINDS:
+        # LEAD: wire to oma_actors.journal.open (open_journal on the store's database) after the
+        # dbjournal merge; until then a database journal cannot be reopened from its ref.
+        raise JournalUnavailableError(ref, f"a {kind} cannot be reopened from its ref yet")
+    if kind == "InMemoryRunJournal":
+        raise JournalUnavailableError(
+            ref, "an in-memory journal lives only in the process that wrote it"
+        )
+    raise JournalUnavailableError(ref, f"unknown journal kind {kind!r}")

@@ -1,0 +1,242 @@
+"""A journal-first snapshot never restores without its journal (decision D15).
+
+The run charged a card with an ``unsafe`` tool and died before the charge was committed; the
+dispatch record of that call is a journal-only save (D10), the snapshot does not have it.
+Restored without ``journal=``, the restore opens the journal the snapshot names
+(``journalRef``) and the card is not charged again; when it cannot, it raises
+``JournalUnavailableError`` before writing anything. OMA's mode (``durable=False``) keeps OMA's
+behaviour: its snapshot is the save path, so a restore without the journal is allowed (JR-11).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from unittest.mock import ANY
+
+import pytest
+from journal_first import RUN_ID, Ledger, crash_image, restore_charging, the_task
+
+from oma_actors import (
+    CheckpointError,
+    CheckpointOptions,
+    ConfigurationError,
+    InMemoryStore,
+    JournalDamagedError,
+    JournalUnavailableError,
+    OpenMultiAgent,
+)
+from oma_actors.checkpoint.journal_ref import open_journal_ref
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+
+UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+
+
+def stored(state: Path) -> dict[str, Any]:
+    document = json.loads(state.read_bytes())
+    [entry] = [e for e in document["entries"] if e["key"] == f"__oma_checkpoint__/{RUN_ID}/latest"]
+    return dict(json.loads(entry["value"]))
+
+
+async def test_restore_without_journal_opens_the_named_one_and_charges_once(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    first = await crash_image(state, path)
+    assert first.charges == ["c0", "c1"]
+    ref = stored(state)["journalRef"]
+    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY}
+
+    result, again = await restore_charging(state)
+    assert again.charges == []  # c1 was dispatched: never run again, c0 committed: replayed
+    assert UNKNOWN in result.task_results["pay"].output
+    again_ref = stored(state)["journalRef"]  # the re-save still names its journal
+    assert again_ref == {**ref, "through": ANY}
+    assert again_ref["through"] > ref["through"]
+    attempts = {json.loads(line)["attempt"] for line in path.read_text().splitlines()}
+    assert attempts == {1, 2}  # the restore journaled into the journal it opened
+
+
+async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    path.unlink()
+    before = state.read_bytes()
+    with pytest.raises(JournalUnavailableError) as caught:
+        await restore_charging(state)
+    assert isinstance(caught.value, CheckpointError)
+    assert caught.value.journal_ref == {
+        "kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY
+    }  # fmt: skip
+    assert f"no file at {path}" in str(caught.value)
+    assert state.read_bytes() == before  # byte-identical: no lease, no attempt, no snapshot
+    assert not path.exists()  # nor was an empty journal created in its place
+
+
+async def test_a_journal_passed_explicitly_is_the_one_used(tmp_path: Path) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    moved = tmp_path / "moved.jsonl"
+    path.rename(moved)
+    journal = JsonlRunJournal(moved, flush_interval_ms=0)
+    result, again = await restore_charging(state, journal=journal)
+    await journal.close()
+    assert again.charges == []
+    assert UNKNOWN in result.task_results["pay"].output
+
+
+async def test_omas_mode_restores_without_its_journal(tmp_path: Path) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path, durable=False)
+    assert stored(state)["journalRef"] == {"kind": "JsonlRunJournal", "path": str(path)}
+    path.unlink()
+    # OMA's mode: the snapshot is the save path and holds the dispatched mark itself.
+    result, again = await restore_charging(state)
+    assert again.charges == []
+    assert UNKNOWN in result.task_results["pay"].output
+    assert "journalRef" not in stored(state)  # OMA's v4 re-save without a journal (JR-11)
+
+
+async def test_an_in_memory_journal_is_never_reopened() -> None:
+    store = InMemoryStore()
+    journal = InMemoryRunJournal()
+    ledger = Ledger()
+    result = await OpenMultiAgent().run_tasks(
+        ledger.team(), the_task(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID),
+        journal=JournalOptions(journal),
+    )  # fmt: skip
+    assert result.success
+    entry = await store.get(f"__oma_checkpoint__/{RUN_ID}/latest")
+    assert entry is not None
+    before = entry.value
+    with pytest.raises(JournalUnavailableError, match="only in the process that wrote it"):
+        await OpenMultiAgent().restore(
+            ledger.team(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID)
+        )
+    after = await store.get(f"__oma_checkpoint__/{RUN_ID}/latest")
+    assert after is not None
+    assert after.value == before
+    # Given the journal, it restores (a finished run is read back, D4).
+    done = await OpenMultiAgent().restore(
+        ledger.team(), checkpoint=CheckpointOptions(store=store, run_id=RUN_ID), journal=journal
+    )
+    assert done.success
+
+
+@pytest.mark.parametrize(
+    ("ref", "reason"),
+    [
+        (None, "names no journal"),
+        ({"kind": "JsonlRunJournal"}, "path is missing"),
+        ({"kind": "InMemoryRunJournal"}, "only in the process"),
+        (
+            {"kind": "SqliteRunJournal", "store": "same-database", "table": "j"},
+            "cannot be reopened",
+        ),
+        (
+            {"kind": "PostgresRunJournal", "store": "same-database", "table": "j"},
+            "cannot be reopened",
+        ),
+        ({"kind": "KafkaJournal"}, "unknown journal kind 'KafkaJournal'"),
+    ],
+)
+def test_a_ref_that_cannot_be_opened_is_named(ref: dict[str, Any] | None, reason: str) -> None:
+    with pytest.raises(JournalUnavailableError) as caught:
+        open_journal_ref(ref)
+    assert reason in caught.value.reason
+    assert caught.value.journal_ref == ref
+
+
+@pytest.mark.parametrize("on_damaged", ["refuse", "salvage"])
+async def test_an_emptied_journal_is_damaged_not_empty(tmp_path: Path, on_damaged: str) -> None:
+    # A missing file reads as an empty journal (JR-04); a journal-first snapshot names the seq
+    # the journal held when it was saved (journalRef.through), so an emptied one is told apart.
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    through = stored(state)["journalRef"]["through"]
+    assert through >= 1
+    path.write_bytes(b"")
+    before = state.read_bytes()
+    if on_damaged == "refuse":
+        with pytest.raises(JournalDamagedError) as caught:
+            await restore_charging(state)
+        assert caught.value.seq == through
+        assert "events were lost" in caught.value.reason
+        assert state.read_bytes() == before
+        assert path.read_bytes() == b""
+        return
+    result, again = await restore_charging(state, on_damaged="salvage")
+    # Salvaged: every call the snapshot holds uncommitted may have run, so none runs again: c0
+    # is outcome unknown. The turn that issued c1 was only in the lost events, so the restore
+    # cannot know of c1: asked again, this scripted model issues the same call, and it runs.
+    # (Why salvage is opt-in: lost events are exactly what no restore can account for.)
+    assert again.charges == ["c1"]
+    assert UNKNOWN in result.task_results["pay"].output
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+async def test_the_cli_follows_journal_ref_and_shows_the_started_call_dispatched(
+    tmp_path: Path,
+) -> None:
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path)
+    show = await asyncio.to_thread(
+        oma, "checkpoint", "show", "--store", str(state), "--run-id", RUN_ID
+    )
+    assert show.returncode == 0, show.stderr
+    assert f"from {path}" in show.stdout  # the journal the snapshot names
+    assert "call c1 charge: dispatched" in show.stdout  # its dispatch record is in the tail only
+    alone = await asyncio.to_thread(
+        oma, "checkpoint", "show", "--store", str(state), "--run-id", RUN_ID, "--no-journal"
+    )
+    assert "call c0 charge: not committed" in alone.stdout  # the stored snapshot is older
+    assert "call c1" not in alone.stdout
+
+    timeline = await asyncio.to_thread(oma, "runs", "show", RUN_ID, "--store", str(state))
+    assert timeline.returncode == 0, timeline.stderr
+    assert "from journal + snapshot" in timeline.stdout
+    [c1] = [line for line in timeline.stdout.splitlines() if "charge c1" in line]
+    assert "outcome unknown" in c1
+    assert "pending" not in c1
+
+
+async def test_salvage_never_reruns_a_committed_idempotent_call_it_cannot_fold(
+    tmp_path: Path,
+) -> None:
+    # c0 (an idempotent tool) committed in the tail only; its tool/result is edited to name a
+    # call nobody made, so the tail breaks there and c0's commit cannot fold. Salvaged, c0 is
+    # outcome unknown whatever its tool's effect.
+    state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    await crash_image(state, path, effect="idempotent")
+    lines = path.read_bytes().splitlines(keepends=True)
+    at = [json.loads(line)["type"] for line in lines].index("tool/result")
+    lines[at] = lines[at].replace(b'"toolCallId":"c0"', b'"toolCallId":"c9"')
+    assert b'"c9"' in lines[at]
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(JournalDamagedError):
+        await restore_charging(state, effect="idempotent")
+    result, again = await restore_charging(state, on_damaged="salvage", effect="idempotent")
+    # c1 never reached the journal (an idempotent call is recorded with its result): it runs
+    # again, the documented window for such tools (C03c); c0 never does.
+    assert again.charges == ["c1"]
+    assert UNKNOWN in result.task_results["pay"].output
+
+
+async def test_on_damaged_journal_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="on_damaged_journal"):
+        await restore_charging(tmp_path / "state.json", on_damaged="ignore")
+    assert not (tmp_path / "state.json").exists()
