@@ -24,6 +24,7 @@ from oma_actors import (
     render_timeline_html,
     render_timeline_text,
 )
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         return 1
     events = None
     if args.journal is not None:
-        journal = JsonlRunJournal(args.journal)
+        journal = sealed_journal(JsonlRunJournal(args.journal), keyring_from_env())
         try:
             events = await journal.read_from(0)
         finally:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import aiofiles.os
 
 from oma_actors import Discarded, JsonlRunJournal, fold_tail, read_journal_tail
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 
 if TYPE_CHECKING:
     import argparse
@@ -70,7 +71,7 @@ async def with_tail(
             return TailView(snapshot, f"journal: {kind or 'unknown'} journal, not a file: no tail")
     if not await aiofiles.os.path.isfile(path):
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
-    reader = JsonlRunJournal(path)
+    reader = sealed_journal(JsonlRunJournal(path), keyring_from_env())
     try:
         events = await read_journal_tail(reader, snapshot)
     finally:

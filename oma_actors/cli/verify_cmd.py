@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.journal import JournalCorruptError, JsonlRunJournal, verify_run
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if not await asyncio.to_thread(path.is_file):
         console.print(f"[red]no journal file at {path}[/]", markup=True, highlight=False)
         return 2
-    journal = JsonlRunJournal(path)
+    journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
     try:
         result = await verify_run(journal)
     except (JournalCorruptError, OSError) as exc:
