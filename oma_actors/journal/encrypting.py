@@ -61,6 +61,40 @@ def _context(event: JournalEvent) -> bytes:
     return b"journal\x00" + json.dumps(bound, separators=(",", ":")).encode("utf-8")
 
 
+def seal_event(event: JournalEvent, keyring: KeyRing) -> JournalEvent:
+    """``event`` with its payload replaced by the one sealed field, under the active key."""
+    payload = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    envelope = keyring.seal(payload.encode("utf-8"), _context(event))
+    return replace(event, data={SEALED_FIELD: envelope})
+
+
+def open_event(event: JournalEvent, keyring: KeyRing, *, journal: str) -> JournalEvent:
+    """``event`` as it was before ``seal_event``, its payload opened.
+
+    For a reader that parses journal lines itself (the sidecar's journal watch).
+
+    Args:
+        event: A sealed event, as the inner journal stores it.
+        keyring: The keys.
+        journal: The journal it came from (a path or kind), for the error.
+
+    Raises:
+        CorruptStoreError: The event is not sealed, names a key id not in the ring, or fails
+            authentication. The error names the journal, the run, the seq and the key id.
+    """
+    where = f"journal {journal} run {event.run_id!r} event seq {event.seq}"
+    envelope = event.data.get(SEALED_FIELD)
+    if len(event.data) != 1 or not isinstance(envelope, str):
+        raise CorruptStoreError(where, "the event is not sealed (plaintext in a sealed journal)")
+    try:
+        data = json.loads(keyring.open(envelope, _context(event)))
+    except UnsealError as exc:
+        raise CorruptStoreError(where, exc.reason) from None
+    if not isinstance(data, dict):  # authenticated, so only a writer with our key made it
+        raise CorruptStoreError(where, "the sealed payload is not a JSON object")
+    return replace(event, data=data)
+
+
 class EncryptingJournal:
     """Wraps a run journal so that every event's payload is sealed (see the module docstring).
 
@@ -93,30 +127,11 @@ class EncryptingJournal:
 
     def seal(self, event: JournalEvent) -> JournalEvent:
         """``event`` with its payload replaced by the one sealed field."""
-        payload = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
-        envelope = self.keyring.seal(payload.encode("utf-8"), _context(event))
-        return replace(event, data={SEALED_FIELD: envelope})
+        return seal_event(event, self.keyring)
 
     def open(self, event: JournalEvent) -> JournalEvent:
-        """``event`` as it was appended, its payload opened.
-
-        Raises:
-            CorruptStoreError: The event is not sealed, names a key id not in the ring, or fails
-                authentication. The error names the run, the seq and the key id.
-        """
-        where = f"journal {self._name()} run {event.run_id!r} event seq {event.seq}"
-        envelope = event.data.get(SEALED_FIELD)
-        if len(event.data) != 1 or not isinstance(envelope, str):
-            raise CorruptStoreError(
-                where, "the event is not sealed (plaintext in a sealed journal)"
-            )
-        try:
-            data = json.loads(self.keyring.open(envelope, _context(event)))
-        except UnsealError as exc:
-            raise CorruptStoreError(where, exc.reason) from None
-        if not isinstance(data, dict):  # authenticated, so only a writer with our key made it
-            raise CorruptStoreError(where, "the sealed payload is not a JSON object")
-        return replace(event, data=data)
+        """``event`` as it was appended, its payload opened (see ``open_event``)."""
+        return open_event(event, self.keyring, journal=self._name())
 
     async def append(self, events: Sequence[JournalEvent]) -> None:
         """Seal each event's payload and append them to the inner journal."""
@@ -149,4 +164,4 @@ class EncryptingJournal:
         return f"EncryptingJournal({self.inner!r}, {self.keyring!r})"
 
 
-__all__ = ["SEALED_FIELD", "AppendNow", "EncryptingJournal"]
+__all__ = ["SEALED_FIELD", "AppendNow", "EncryptingJournal", "open_event", "seal_event"]
