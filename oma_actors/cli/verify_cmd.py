@@ -12,8 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors.cli.encryption import keyring_from_env, sealed_journal
+from oma_actors.cli.encryption import KEYS_ENV, keyring_from_env, sealed_journal
 from oma_actors.journal import JournalCorruptError, JsonlRunJournal, verify_run
+from oma_actors.journal.encrypting import SEALED_FIELD
 
 if TYPE_CHECKING:
     import argparse
@@ -44,14 +45,24 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if not await asyncio.to_thread(path.is_file):
         console.print(f"[red]no journal file at {path}[/]", markup=True, highlight=False)
         return 2
-    journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
+    keyring = keyring_from_env()
+    journal = sealed_journal(JsonlRunJournal(path), keyring)
     try:
-        result = await verify_run(journal)
+        events = await journal.read_from(0)
     except (JournalCorruptError, OSError) as exc:
         console.print(f"[red]cannot read {path}: {exc}[/]", markup=False, highlight=False)
         return 2
     finally:
         await journal.close()
+    if keyring is None and any(SEALED_FIELD in event.data for event in events):
+        # Sealed payloads prove nothing about lineage: a pass here would be vacuous.
+        console.print(
+            f"[red]{path} is sealed (EncryptingJournal): set {KEYS_ENV} to its key file[/]",
+            markup=False,
+            highlight=False,
+        )
+        return 2
+    result = await verify_run(events)
     if args.json:
         console.out(json.dumps(_as_json(result), indent=2), highlight=False)
     else:

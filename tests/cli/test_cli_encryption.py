@@ -168,6 +168,9 @@ async def test_the_cli_reads_encrypted_stores_and_journals_with_the_env_keys(
     verified = await asyncio.to_thread(oma, "verify", str(path), "--json", keys=keys)
     assert verified.returncode == 0, verified.stderr
     assert json.loads(verified.stdout)["stats"]["events"] == 2
+    keyless = await asyncio.to_thread(oma, "verify", str(path))
+    assert keyless.returncode == 2
+    assert "is sealed" in keyless.stdout
     forged = path.read_text().replace('"attempt":1', '"attempt":2', 1)
     path.write_text(forged)
     refused = await asyncio.to_thread(oma, "verify", str(path), keys=keys)
