@@ -49,6 +49,19 @@ if TYPE_CHECKING:
     )
 
 
+MAX_ROUNDS = 64
+"""Reads + inner compare-and-sets one call makes before giving up: every refusal means another
+writer replaced a checked entry in between, so only a store that refuses a check that holds
+(a broken one) or a rewrite storm gets this far; it is an error, never a silent ``False``."""
+
+
+def _racing(keys: builtins.list[str]) -> StoreError:
+    return StoreError(
+        f"encrypted compare-and-set on {keys!r}: the inner store refused {MAX_ROUNDS} times "
+        "while every check held"
+    )
+
+
 def _context(key: str) -> bytes:
     # "store" keeps a store value from ever opening as a journal payload and vice versa.
     return b"store\x00" + key.encode("utf-8", "surrogatepass")
@@ -173,12 +186,13 @@ class EncryptingStore:
     ) -> bool:
         inner = cast("AtomicStore", self.inner)
         sealed = self.seal(key, value)
-        while True:
+        for _ in range(MAX_ROUNDS):
             current = await self._sealed_if_holds((Expect(key, expected),))
             if current is None:
                 return False
             if await inner.compare_and_set(key, current[0].value, sealed, metadata):
                 return True
+        raise _racing([key])
 
     async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         inner = cast("ConditionalStore", self.inner)
@@ -188,12 +202,13 @@ class EncryptingStore:
             else write
             for write in writes
         ]
-        while True:
+        for _ in range(MAX_ROUNDS):
             current = await self._sealed_if_holds(checks)
             if current is None:
                 return False
             if await inner.apply(current, sealed):
                 return True
+        raise _racing([check.key for check in checks])
 
     async def _sealed_if_holds(self, checks: Sequence[Expect]) -> builtins.list[Expect] | None:
         """The checks restated on the sealed values read now, or ``None`` if a plaintext differs.

@@ -201,3 +201,16 @@ async def test_a_lone_surrogate_is_a_store_error_and_nothing_is_written() -> Non
     with pytest.raises(StoreError, match=r"'b'.*not valid Unicode"):
         await store.apply([], [Put("a", "1"), Put("b", "lone \ud800")])
     assert await store.inner.list() == []
+
+
+class RefusingStore(ForwardingStore):
+    """An inner store whose ``apply`` refuses even when its checks hold (a broken backend)."""
+
+    async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        return False
+
+
+async def test_an_inner_store_that_keeps_refusing_is_an_error_not_a_loop() -> None:
+    store = EncryptingStore(RefusingStore(InMemoryStore()), ring())
+    with pytest.raises(StoreError, match=r"refused 64 times"):
+        await store.apply([Expect("k", None)], [Put("k", "v")])
