@@ -20,7 +20,11 @@ Compare-and-set cannot compare ciphertexts (two seals of one plaintext differ), 
 store the sealed strings they read as its expected values: the inner store's own atomic step
 then lands only if nothing changed in between. When it refuses, the entries are read again; the
 call returns ``False`` only after it has seen a plaintext that differs, so a concurrent rewrite
-of the same plaintext (a re-seal, ``oma keys rotate``) never fails a check that holds.
+of the same plaintext (a re-seal, ``oma keys rotate``) never fails a check that holds. To spare
+the read where it is a database round trip, a call's first round may guess the sealed string
+from the small values this instance last wrote or read (a fenced write checks the record its
+owner just wrote); the inner store's atomic check turns a wrong guess into a refusal, and the
+next round reads.
 
 Like the test kit's wrappers, it has exactly the inner store's capabilities: ``compare_and_set``,
 ``apply`` and ``set_with_expiry`` exist only when the inner store has them.
@@ -48,6 +52,12 @@ if TYPE_CHECKING:
         Write,
     )
 
+
+KNOWN_CHARS = 4096
+"""Values up to this many characters are remembered as a guess for the next check of their key
+(run records, approval rows, fencing tokens; never snapshots)."""
+KNOWN_KEYS = 1024
+"""At most this many keys are remembered (the oldest is dropped), so memory stays bounded."""
 
 MAX_ROUNDS = 64
 """Reads + inner compare-and-sets one call makes before giving up: every refusal means another
@@ -98,6 +108,9 @@ class EncryptingStore:
             raise ConfigurationError(f"EncryptingStore needs a KeyRing, got {keyring!r}")
         self.inner = inner
         self.keyring = keyring
+        # Small values this instance last wrote or read: key -> (sealed, plaintext). A guess
+        # only, never a source of truth (see _sealed_if_holds).
+        self._known: dict[str, tuple[str, str]] = {}
         if callable(getattr(inner, "compare_and_set", None)):
             self.compare_and_set = self._compare_and_set
         if callable(getattr(inner, "apply", None)):
@@ -138,6 +151,14 @@ class EncryptingStore:
     def _opened(self, entry: MemoryEntry) -> MemoryEntry:
         return replace(entry, value=self.open(entry.key, entry.value))
 
+    def _note(self, key: str, sealed: str, plaintext: str) -> None:
+        """Remember that ``key`` held ``sealed`` (``plaintext``), if it is small."""
+        self._known.pop(key, None)
+        if len(plaintext) <= KNOWN_CHARS:
+            self._known[key] = (sealed, plaintext)
+            if len(self._known) > KNOWN_KEYS:
+                del self._known[next(iter(self._known))]  # the oldest
+
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key`` with its value opened, or ``None``.
 
@@ -145,11 +166,18 @@ class EncryptingStore:
             CorruptStoreError: The stored value cannot be opened (see ``open``).
         """
         entry = await self.inner.get(key)
-        return None if entry is None else self._opened(entry)
+        if entry is None:
+            return None
+        opened = self._opened(entry)
+        self._note(key, entry.value, opened.value)
+        return opened
 
     async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
         """Seal ``value`` and write it at ``key``; the metadata is written as given (readable)."""
-        await self.inner.set(key, self.seal(key, value), metadata)
+        sealed = self.seal(key, value)
+        self._known.pop(key, None)
+        await self.inner.set(key, sealed, metadata)
+        self._note(key, sealed, value)
 
     async def list(self) -> builtins.list[MemoryEntry]:
         """Every entry with its value opened, in the inner store's order.
@@ -161,10 +189,12 @@ class EncryptingStore:
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the inner store."""
+        self._known.pop(key, None)
         await self.inner.delete(key)
 
     async def clear(self) -> None:
         """Remove every entry of the inner store."""
+        self._known.clear()
         await self.inner.clear()
 
     async def _set_with_expiry(
@@ -175,6 +205,7 @@ class EncryptingStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         inner = cast("ExpiringStore", self.inner)
+        self._known.pop(key, None)
         await inner.set_with_expiry(key, self.seal(key, value), expires_at_turn, metadata)
 
     async def _compare_and_set(
@@ -186,11 +217,12 @@ class EncryptingStore:
     ) -> bool:
         inner = cast("AtomicStore", self.inner)
         sealed = self.seal(key, value)
-        for _ in range(MAX_ROUNDS):
-            current = await self._sealed_if_holds((Expect(key, expected),))
+        for attempt in range(MAX_ROUNDS):
+            current = await self._sealed_if_holds((Expect(key, expected),), guess=attempt == 0)
             if current is None:
                 return False
             if await inner.compare_and_set(key, current[0].value, sealed, metadata):
+                self._note(key, sealed, value)
                 return True
         raise _racing([key])
 
@@ -202,23 +234,40 @@ class EncryptingStore:
             else write
             for write in writes
         ]
-        for _ in range(MAX_ROUNDS):
-            current = await self._sealed_if_holds(checks)
+        for attempt in range(MAX_ROUNDS):
+            current = await self._sealed_if_holds(checks, guess=attempt == 0)
             if current is None:
                 return False
             if await inner.apply(current, sealed):
+                for write, stored in zip(writes, sealed, strict=True):
+                    if isinstance(write, Put) and isinstance(stored, Put):
+                        self._note(write.key, stored.value, write.value)
+                    else:
+                        self._known.pop(write.key, None)
                 return True
         raise _racing([check.key for check in checks])
 
-    async def _sealed_if_holds(self, checks: Sequence[Expect]) -> builtins.list[Expect] | None:
+    async def _sealed_if_holds(
+        self, checks: Sequence[Expect], *, guess: bool
+    ) -> builtins.list[Expect] | None:
         """The checks restated on the sealed values read now, or ``None`` if a plaintext differs.
 
         The inner store compares the sealed strings atomically, so a value replaced after this
         read (even by one that opens to the same plaintext) fails the inner step, and the caller
         reads again rather than reporting a mismatch it never saw.
+
+        With ``guess`` (a call's first round), a check whose expected plaintext is the one this
+        instance last wrote or read at that key is restated on that sealed string without a
+        read: a fenced write checks the run record its owner just wrote, and on a database the
+        read is a round trip. A wrong guess is safe: the inner step refuses it, and the next
+        round reads. A guess is never used to report a mismatch.
         """
         restated: builtins.list[Expect] = []
         for check in checks:
+            known = self._known.get(check.key) if guess else None
+            if known is not None and check.value is not None and known[1] == check.value:
+                restated.append(Expect(check.key, known[0]))
+                continue
             entry = await self.inner.get(check.key)
             if entry is None:
                 if check.value is not None:
@@ -227,6 +276,7 @@ class EncryptingStore:
                 continue
             # A corrupt value raises here even when the check expects absence: fail closed.
             plaintext = self.open(check.key, entry.value)
+            self._note(check.key, entry.value, plaintext)
             if check.value is None or plaintext != check.value:
                 return None
             restated.append(Expect(check.key, entry.value))

@@ -214,3 +214,14 @@ async def test_an_inner_store_that_keeps_refusing_is_an_error_not_a_loop() -> No
     store = EncryptingStore(RefusingStore(InMemoryStore()), ring())
     with pytest.raises(StoreError, match=r"refused 64 times"):
         await store.apply([Expect("k", None)], [Put("k", "v")])
+
+
+async def test_a_stale_guess_is_refused_by_the_inner_store_and_read_again() -> None:
+    inner = InMemoryStore()
+    writer, other = EncryptingStore(inner, ring()), EncryptingStore(inner, ring())
+    await writer.set("record", "v1")  # the writer now guesses its own sealed string
+    await other.set("record", "v1")  # same plaintext, another seal: the guess is stale
+    assert await writer.apply([Expect("record", "v1")], [Put("record", "v2")])
+    await other.set("record", "v3")
+    assert not await writer.compare_and_set("record", "v2", "v4")
+    assert [entry.value for entry in await other.list()] == ["v3"]
