@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lease_overhead.py
 	$(BIN)/python bench/sidecar_retention.py
 	$(BIN)/python bench/sidecar_scaleout.py
+	$(BIN)/python bench/encryption.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

@@ -87,6 +87,7 @@ from oma_actors.events import (
     TurnCompleted,
 )
 from oma_actors.journal import (
+    EncryptingJournal,
     InMemoryRunJournal,
     JournalEvent,
     JournalOptions,
@@ -112,7 +113,9 @@ from oma_actors.runs import (
     list_runs,
 )
 from oma_actors.stores.base import AtomicStore, MemoryEntry, MemoryStore
+from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.file import FileStore
+from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
@@ -158,6 +161,8 @@ __all__ = [
     "Discarded",
     "DurableApprovalError",
     "DurableApprovalLedger",
+    "EncryptingJournal",
+    "EncryptingStore",
     "FileStore",
     "FoldResult",
     "Folded",
@@ -172,6 +177,7 @@ __all__ = [
     "JournalTailDiscarded",
     "JournalUnavailableError",
     "JsonlRunJournal",
+    "KeyRing",
     "LLMAdapter",
     "LLMResponse",
     "Lease",

@@ -147,6 +147,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "stores (sqlite, postgresql, redis) and memory:// keep no journal: every save rewrites "
         "the snapshot. A run that already has a journal keeps using it when restored",
     )
+    parser.add_argument(
+        "--encryption-keys",
+        type=Path,
+        metavar="FILE",
+        help="encrypt at rest: every store value and run journal payload is sealed with "
+        "AES-256-GCM under the first key of FILE (lines id:base64key, mode 0600; older keys "
+        "below it stay readable, see oma keys rotate)",
+    )
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
     parser.add_argument("--no-reflection", action="store_true", help="do not serve reflection")
@@ -156,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code (2 for bad settings)."""
-    from oma_actors import OmaError, parse_store_uri
+    from oma_actors import KeyRing, OmaError, parse_store_uri
     from sidecar.auth import Token, resolve_token
     from sidecar.principals import Principals, PrincipalsError
     from sidecar.server import ServerConfig, ServerConfigError, Sidecar
@@ -189,6 +197,11 @@ async def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             print(f"oma serve: token: {exc}", file=sys.stderr)
             return 2
+    try:
+        keyring = None if args.encryption_keys is None else KeyRing.from_file(args.encryption_keys)
+    except OmaError as exc:
+        print(f"oma serve: --encryption-keys: {exc}", file=sys.stderr)
+        return 2
     if args.host_call_timeout <= 0:
         print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
         return 2
@@ -217,6 +230,7 @@ async def run(args: argparse.Namespace) -> int:
         retain_runs=args.retain_runs,
         retain_seconds=args.retain_seconds,
         journal=not args.no_journal,
+        encryption_keys=keyring,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -239,6 +253,9 @@ async def run(args: argparse.Namespace) -> int:
             journals = sidecar.journals is not None and sidecar.journals.enabled
             shown = "beside file stores (<file>.journals/)" if journals else "off"
             print(f"oma-sidecar run journals: {shown}", flush=True)
+            if keyring is not None:
+                sealed = f"sealed under key {keyring.active!r} ({len(keyring.ids)} in the ring)"
+                print(f"oma-sidecar encryption at rest: {sealed}", flush=True)
             if sidecar.interrupted:
                 listed = ", ".join(sidecar.interrupted)
                 print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)

@@ -26,8 +26,8 @@ import asyncio
 import os
 from typing import TYPE_CHECKING
 
-from oma_actors import parse_store_uri
-from oma_actors.journal import EVENT_TYPES, JournalCorruptError, parse_line, peek_seq
+from oma_actors import CorruptStoreError, parse_store_uri
+from oma_actors.journal import EVENT_TYPES, open_event, parse_line, peek_seq
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
@@ -38,6 +38,7 @@ from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from oma_actors import KeyRing
     from oma_actors.journal import JournalEvent
     from sidecar.execution import RunExecutor
     from sidecar.record import RunRecordV1
@@ -63,11 +64,14 @@ class JournalTail:
         path: the journal file (a missing file is an empty journal: the run's first attempt
             creates it).
         run_id: the run; lines of another run are left out.
+        keyring: the sidecar's ``--encryption-keys``: each event's payload is opened with
+            them (``None``: the journal is not sealed).
     """
 
-    def __init__(self, path: str, run_id: str) -> None:
+    def __init__(self, path: str, run_id: str, keyring: KeyRing | None = None) -> None:
         self.path = path
         self.run_id = run_id
+        self.keyring = keyring
         self.offset = 0  # just past the last complete line read
         self._line = 0  # lines read so far, to name a damaged one
 
@@ -125,13 +129,22 @@ class JournalTail:
             return None
         try:
             event = parse_line(line.decode(), line=self._line, path=self.path)
-        except (UnicodeDecodeError, JournalCorruptError) as exc:
+        except (UnicodeDecodeError, CorruptStoreError) as exc:
             if torn_ok:
                 return None  # a torn trailing line: not written
             raise DataLoss(
                 "JOURNAL_CORRUPT", f"run {self.run_id!r}: journal line {self._line}: {exc}"
             ) from None
-        return event if event.run_id == self.run_id else None
+        if event.run_id != self.run_id:
+            return None
+        if self.keyring is None:
+            return event
+        try:
+            return open_event(event, self.keyring, journal=self.path)
+        except CorruptStoreError as exc:  # plaintext, a lost key or a forged line: never sent
+            raise DataLoss(
+                "JOURNAL_CORRUPT", f"run {self.run_id!r}: journal line {self._line}: {exc}"
+            ) from None
 
 
 def journal_message(event: JournalEvent) -> pb.RunEvent:
@@ -206,7 +219,8 @@ class JournalWatch:
             )
         record = await self._registry.get(request.run_id)
         path = await self._journal_path(record)
-        return self._follow(log, JournalTail(path, record.run_id), request)
+        keyring = self._executor.journals.keyring
+        return self._follow(log, JournalTail(path, record.run_id, keyring), request)
 
     async def _journal_path(self, record: RunRecordV1) -> str:
         journals = self._executor.journals

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from oma_actors import JournalOptions, JsonlRunJournal, parse_store_uri
+from oma_actors import EncryptingJournal, JournalOptions, JsonlRunJournal, parse_store_uri
 from sidecar.status import FailedPrecondition, InvalidArgument, SidecarError
 
 if TYPE_CHECKING:
+    from oma_actors import KeyRing, RunJournal
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 
 JOURNALS_SUFFIX = ".journals"
@@ -70,11 +71,21 @@ class RunJournals:
     Args:
         state_uri: the normalized ``--store``; journals are kept only when it is a file store.
         enabled: ``False`` (``--no-journal``): new runs keep none.
+        keyring: ``--encryption-keys``: every journal is an ``EncryptingJournal`` (payloads
+            sealed at rest) and every reader opens events with these keys.
     """
 
-    def __init__(self, *, state_uri: str, enabled: bool = True) -> None:
+    def __init__(
+        self, *, state_uri: str, enabled: bool = True, keyring: KeyRing | None = None
+    ) -> None:
         self._state_kind = parse_store_uri(state_uri).kind
         self.enabled = enabled and self._state_kind == "file"
+        self.keyring = keyring
+
+    def reader(self, path: str) -> RunJournal:
+        """A journal over ``path`` for reading: sealed when the sidecar has keys."""
+        journal = JsonlRunJournal(path)
+        return journal if self.keyring is None else EncryptingJournal(journal, self.keyring)
 
     def path_of(self, run_id: str, store_uri: str) -> str | None:
         """Where the journal of a run checkpointing to ``store_uri`` is (``None``: a store kept
@@ -120,7 +131,7 @@ class RunJournals:
                 reason=JOURNAL_UNAVAILABLE,
             )
 
-    async def open(self, run_id: str, store_uri: str) -> JsonlRunJournal | None:
+    async def open(self, run_id: str, store_uri: str) -> RunJournal | None:
         """The journal an attempt of the run writes (the caller closes it), or ``None``.
 
         A new run gets one when journals are on; a run whose journal file exists always gets it
@@ -135,7 +146,8 @@ class RunJournals:
             await asyncio.to_thread(_create_private, path)
         except OSError as exc:
             raise JournalFileError("JOURNAL_OPEN_FAILED", path, "create", exc) from None
-        return JsonlRunJournal(path, flush_interval_ms=0)
+        journal = JsonlRunJournal(path, flush_interval_ms=0)
+        return journal if self.keyring is None else EncryptingJournal(journal, self.keyring)
 
     async def existing(self, run_id: str, store_uri: str) -> str | None:
         """The run's journal file if it exists (for reading), else ``None``."""
@@ -162,7 +174,7 @@ class RunJournals:
         return True
 
 
-def journal_options(journal: JsonlRunJournal | None) -> JournalOptions | None:
+def journal_options(journal: RunJournal | None) -> JournalOptions | None:
     """The journal options of an attempt: journal-first (D10), or ``None`` for no journal."""
     return JournalOptions(journal, durable=True) if journal is not None else None
 

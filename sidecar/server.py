@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
-    from oma_actors import AtomicStore, Tool
+    from oma_actors import AtomicStore, KeyRing, Tool
     from sidecar.principals import Principals
 
 logger = logging.getLogger(__name__)
@@ -88,6 +88,9 @@ class ServerConfig:
         retention_interval_s: seconds between retention sweeps.
         journal: keep a durable journal per run beside a file store (``sidecar.journals``);
             ``False`` (``--no-journal``) or a database ``store_uri``: runs keep none.
+        encryption_keys: ``--encryption-keys``: every store the sidecar opens is an
+            ``EncryptingStore`` and every run journal an ``EncryptingJournal`` with these keys
+            (``None``: stores and journals are plaintext at rest).
     """
 
     token: str
@@ -108,6 +111,7 @@ class ServerConfig:
     retain_seconds: float | None = None
     retention_interval_s: float = DEFAULT_INTERVAL
     journal: bool = True
+    encryption_keys: KeyRing | None = field(default=None, compare=False)
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -200,7 +204,7 @@ class Sidecar:
         if roots is None:
             roots = default_store_roots(store_uri)
         self.store_roots = await asyncio.to_thread(_real_paths, roots)
-        stores = await self._stack.enter_async_context(StoreRegistry())
+        stores = await self._stack.enter_async_context(StoreRegistry(config.encryption_keys))
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
         state = await stores.atomic(store_uri)
@@ -218,7 +222,9 @@ class Sidecar:
         )
         host_events = HostCallEvents(registry)
         host_events.attach(tool_host)
-        self.journals = journals = RunJournals(state_uri=store_uri, enabled=config.journal)
+        self.journals = journals = RunJournals(
+            state_uri=store_uri, enabled=config.journal, keyring=config.encryption_keys
+        )
         executor = RunExecutor(
             registry=registry,
             tool_host=tool_host,

@@ -21,7 +21,13 @@ import stat
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
-from oma_actors import AtomicStore, ConfigurationError, open_store, parse_store_uri
+from oma_actors import (
+    AtomicStore,
+    ConfigurationError,
+    EncryptingStore,
+    open_store,
+    parse_store_uri,
+)
 from sidecar.journals import inside_journal_directory
 from sidecar.status import InvalidArgument
 
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from oma_actors import MemoryStore
+    from oma_actors import KeyRing, MemoryStore
 
 # What GetServerInfo advertises: the schemes ``open_store`` takes.
 SCHEMES = ("file", "memory", "sqlite", "postgresql", "redis")
@@ -152,9 +158,15 @@ def shown_uri(uri: str) -> str:
 
 
 class StoreRegistry:
-    """Opens each store URI once and closes every store on exit."""
+    """Opens each store URI once and closes every store on exit.
 
-    def __init__(self) -> None:
+    Args:
+        keyring: ``--encryption-keys``: every store is handed out wrapped in
+            ``EncryptingStore`` (values sealed at rest; ``None``: stores as they are).
+    """
+
+    def __init__(self, keyring: KeyRing | None = None) -> None:
+        self._keyring = keyring
         self._stores: dict[str, AtomicStore] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._stack = AsyncExitStack()
@@ -193,5 +205,7 @@ class StoreRegistry:
             store = self._stores.get(uri)
             if store is None:
                 store = await self._stack.enter_async_context(open_store(uri))
+                if self._keyring is not None:
+                    store = EncryptingStore(store, self._keyring)
                 self._stores[uri] = store
             return store

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING
 
 from oma_actors import (
     Checkpoint,
-    JsonlRunJournal,
+    CorruptStoreError,
     build_timeline,
     fold_tail,
     render_timeline_html,
     render_timeline_text,
     tail_read_from,
 )
-from oma_actors.journal import JournalCorruptError
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
@@ -34,7 +33,7 @@ from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors import CheckpointSnapshot, JournalEvent, Timeline
+    from oma_actors import CheckpointSnapshot, JournalEvent, RunJournal, Timeline
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1
     from sidecar.runs import RunRegistry
@@ -81,7 +80,7 @@ class RunTimelines:
         if self._journals is not None:
             path = await self._journals.existing(record.run_id, record.store_uri)
             if path is not None:
-                events = await _events(path, request.run_id)
+                events = await _events(self._journals.reader(path), request.run_id)
         return await asyncio.to_thread(_render, snapshot, events, width)
 
     async def _snapshot(self, record: RunRecordV1) -> CheckpointSnapshot:
@@ -96,12 +95,11 @@ class RunTimelines:
         return snapshot
 
 
-async def _events(path: str, run_id: str) -> list[JournalEvent]:
-    """Every event of ``run_id`` in the journal at ``path``."""
-    reader = JsonlRunJournal(path)
+async def _events(reader: RunJournal, run_id: str) -> list[JournalEvent]:
+    """Every event of ``run_id`` in the journal ``reader`` reads (which it closes)."""
     try:
         events = await reader.read_from(0)
-    except JournalCorruptError as exc:
+    except CorruptStoreError as exc:  # a damaged line, or (sealed) plaintext or a lost key
         raise DataLoss("JOURNAL_CORRUPT", f"run {run_id!r}: {exc}") from None
     finally:
         await reader.close()

@@ -26,6 +26,8 @@ API_NAMES = {
     "define_tool", "Tool", "ToolContext", "ToolResult",
     # Stores
     "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore", "RedactingStore",
+    # Encryption at rest
+    "KeyRing", "EncryptingStore", "EncryptingJournal",
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
@@ -129,6 +131,9 @@ def test_signatures_match_api_md() -> None:
     assert params(oma_actors.Checkpoint) == [("store", pos), ("run_id", kw), ("key", kw)]
     assert params(oma_actors.FileStore) == [("path", pos)]
     assert params(oma_actors.RedactingStore.__new__)[1:] == [("inner", pos), ("patterns", kw)]
+    assert params(oma_actors.KeyRing) == [("keys", pos), ("active", kw)]
+    assert params(oma_actors.EncryptingStore) == [("inner", pos), ("keyring", pos)]
+    assert params(oma_actors.EncryptingJournal) == [("inner", pos), ("keyring", pos)]
     assert params(oma_actors.LLMResponse)[0] == ("content", pos)
     assert params(oma_actors.ToolResultBlock) == [
         ("tool_use_id", pos), ("content", pos), ("is_error", pos)

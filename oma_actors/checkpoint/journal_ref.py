@@ -76,6 +76,12 @@ def open_journal_ref(ref: Mapping[str, Any] | None) -> RunJournal:
     if ref is None:
         raise JournalUnavailableError(None, "the snapshot names no journal")
     kind = ref.get("kind")
+    if ref.get("sealed") is True:
+        # Its payloads are sealed (EncryptingJournal): read without the keys, every event
+        # would fail the fold, and the keys are the caller's to give, never the snapshot's.
+        raise JournalUnavailableError(
+            ref, "the journal is sealed: pass journal=EncryptingJournal(<journal>, <keyring>)"
+        )
     if kind == "JsonlRunJournal":
         path = ref.get("path")
         if not isinstance(path, str) or not path:

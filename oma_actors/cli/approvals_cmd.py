@@ -22,9 +22,15 @@ import textwrap
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import DurableApprovalError, Reviewer, StoreError, open_store
+from oma_actors import DurableApprovalError, Reviewer, StoreError
 from oma_actors.approvals import DurableApprovalLedger, approval_hash_input
-from oma_actors.cli.store_option import add_store_option, held_elsewhere, missing_store, reading
+from oma_actors.cli.store_option import (
+    add_store_option,
+    held_elsewhere,
+    missing_store,
+    reading,
+    writing,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -120,7 +126,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 
 async def _decide_in(args: argparse.Namespace, console: Console) -> int:
     try:
-        async with open_store(args.store) as store:
+        async with writing(args.store) as store:
             return await _decide(DurableApprovalLedger(store), args, console)
     except StoreError as exc:
         if not held_elsewhere(exc):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import OmaError, event_loop_factory
-from oma_actors.cli import approvals_cmd, inspect, plugins, runs_cmd, verify_cmd
+from oma_actors.cli import approvals_cmd, inspect, keys_cmd, plugins, runs_cmd, verify_cmd
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Sequence
@@ -60,6 +60,7 @@ def build_parser(
     approvals_cmd.add_parser(commands)
     runs_cmd.add_parser(commands)
     verify_cmd.add_parser(commands)
+    keys_cmd.add_parser(commands)
     plugins.add_plugin_parsers(
         commands, plugins.discover() if extra_commands is None else extra_commands
     )
@@ -79,6 +80,8 @@ def command(args: argparse.Namespace, console: Console) -> Coroutine[Any, Any, i
         return runs_cmd.run(args, console)
     if args.command == "verify":
         return verify_cmd.run(args, console)
+    if args.command == "keys":
+        return keys_cmd.run(args, console)
     from oma_actors.cli import demo
 
     if args.child:

@@ -25,6 +25,7 @@ from oma_actors import (
     render_timeline_html,
     render_timeline_text,
 )
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import with_tail
 
@@ -106,7 +107,7 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
     path = args.journal or _named_file(view.snapshot)
     if not args.no_journal and path is not None and await aiofiles.os.path.exists(path):
-        journal = JsonlRunJournal(path)
+        journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
         try:
             events = await journal.read_from(0)
         finally:

@@ -12,6 +12,9 @@ still going may have moved on. ``approvals decide`` writes, so it opens the stor
 decision is refused rather than silently overwritten by that process's next write.
 
 A file or SQLite store that does not exist is reported, never created, by every command.
+
+With ``OMA_ENCRYPTION_KEYS`` set (``oma_actors.cli.encryption``), both hand out the store
+wrapped in ``EncryptingStore``: values are opened on read and sealed on write.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 import aiofiles.os
 
 from oma_actors import FileStore, open_store, parse_store_uri
+from oma_actors.cli.encryption import keyring_from_env, sealed_store
 
 if TYPE_CHECKING:
     import argparse
@@ -72,19 +76,35 @@ async def reading(uri: str) -> AsyncIterator[AtomicStore]:
     """The store ``uri`` names, opened to be read; a file store is not locked (see above).
 
     Raises:
-        ConfigurationError: An unknown scheme, a malformed URI, or a missing extra.
+        ConfigurationError: An unknown scheme, a malformed URI, a missing extra, or a bad
+            ``OMA_ENCRYPTION_KEYS`` key file.
         StoreError: The store could not be opened.
     """
+    keyring = keyring_from_env()
     target = parse_store_uri(uri)
     if target.kind != "file":
         async with open_store(uri) as store:
-            yield store
+            yield sealed_store(store, keyring)
         return
     unlocked = FileStore(target.location)
     try:
-        yield unlocked
+        yield sealed_store(unlocked, keyring)
     finally:
         await unlocked.aclose()
+
+
+@asynccontextmanager
+async def writing(uri: str) -> AsyncIterator[AtomicStore]:
+    """The store ``uri`` names, opened by ``open_store`` to be written (a file store is locked).
+
+    Raises:
+        ConfigurationError: An unknown scheme, a malformed URI, a missing extra, or a bad
+            ``OMA_ENCRYPTION_KEYS`` key file.
+        StoreError: The store could not be opened (a state file another process holds).
+    """
+    keyring = keyring_from_env()
+    async with open_store(uri) as store:
+        yield sealed_store(store, keyring)
 
 
 def held_elsewhere(exc: Exception) -> bool:

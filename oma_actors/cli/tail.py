@@ -20,6 +20,7 @@ from oma_actors import (
     mark_started_unsafe,
     read_journal_tail,
 )
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 
 if TYPE_CHECKING:
     import argparse
@@ -91,7 +92,7 @@ async def with_tail(
     # (one typed error, exit 2) rather than shown as a missing file.
     if not await aiofiles.os.path.exists(path):
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
-    reader = JsonlRunJournal(path)
+    reader = sealed_journal(JsonlRunJournal(path), keyring_from_env())
     try:
         events = await read_journal_tail(reader, snapshot)
     finally:

@@ -13,8 +13,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors import StoreError
+from oma_actors import ConfigurationError, StoreError
+from oma_actors.cli.encryption import KEYS_ENV, keyring_from_env, sealed_journal
 from oma_actors.journal import JsonlRunJournal, verify_run
+from oma_actors.journal.encrypting import SEALED_FIELD
 
 if TYPE_CHECKING:
     import argparse
@@ -51,11 +53,18 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if not await asyncio.to_thread(os.path.lexists, path):
         # A missing file reads as an empty journal (JR-04): "ok: 0 events" would be a lie here.
         raise StoreError(f"no journal file at {path}")
-    journal = JsonlRunJournal(path)
+    keyring = keyring_from_env()
+    journal = sealed_journal(JsonlRunJournal(path), keyring)
     try:
-        result = await verify_run(journal)
+        events = await journal.read_from(0)
     finally:
         await journal.close()
+    if keyring is None and any(SEALED_FIELD in event.data for event in events):
+        # Sealed payloads prove nothing about lineage: a pass here would be vacuous.
+        raise ConfigurationError(
+            f"{path} is sealed (EncryptingJournal): set {KEYS_ENV} to its key file"
+        )
+    result = await verify_run(events)
     if args.json:
         console.out(json.dumps(_as_json(result), indent=2), highlight=False)
     else:

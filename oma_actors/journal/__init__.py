@@ -8,6 +8,7 @@ events their seqs across attempts; the constructors of ``vocabulary`` build OMA'
 from oma_actors.journal import vocabulary
 from oma_actors.journal.base import InMemoryRunJournal, RunJournal
 from oma_actors.journal.codec import EVENT_TYPES, parse_line, peek_seq, to_json_line
+from oma_actors.journal.encrypting import EncryptingJournal, open_event, seal_event
 from oma_actors.journal.errors import (
     JournalAppendError,
     JournalClosedError,
@@ -23,6 +24,7 @@ from oma_actors.journal.vocabulary import EventDraft, canonical_content_hash
 
 __all__ = [
     "EVENT_TYPES",
+    "EncryptingJournal",
     "EventDraft",
     "InMemoryRunJournal",
     "JournalAppendError",
@@ -37,8 +39,10 @@ __all__ = [
     "VerifyFinding",
     "VerifyResult",
     "canonical_content_hash",
+    "open_event",
     "parse_line",
     "peek_seq",
+    "seal_event",
     "to_json_line",
     "verify_events",
     "verify_run",

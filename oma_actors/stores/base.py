@@ -140,6 +140,42 @@ class ExpiringStore(MemoryStore, Protocol):
         ...
 
 
+class CompareAndSet(Protocol):
+    """The signature of ``AtomicStore.compare_and_set``."""
+
+    async def __call__(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Write ``value`` only if the current value equals ``expected``."""
+        ...
+
+
+class Apply(Protocol):
+    """The signature of ``ConditionalStore.apply``."""
+
+    async def __call__(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        """Apply ``writes`` atomically only if every check holds."""
+        ...
+
+
+class SetWithExpiry(Protocol):
+    """The signature of ``ExpiringStore.set_with_expiry``."""
+
+    async def __call__(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn``."""
+        ...
+
+
 REQUIRED_STORE_METHODS = ("get", "set", "list", "delete", "clear")
 
 

@@ -10,7 +10,9 @@ required methods or the private ``_compare_and_set`` / ``_apply`` / ``_set_with_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
+
+from oma_actors.stores.base import Apply, CompareAndSet, SetWithExpiry
 
 if TYPE_CHECKING:
     import builtins
@@ -25,42 +27,6 @@ if TYPE_CHECKING:
         MemoryStore,
         Write,
     )
-
-
-class CompareAndSet(Protocol):
-    """The signature of ``AtomicStore.compare_and_set``."""
-
-    async def __call__(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        """Write ``value`` only if the current value equals ``expected``."""
-        ...
-
-
-class Apply(Protocol):
-    """The signature of ``ConditionalStore.apply``."""
-
-    async def __call__(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
-        """Apply ``writes`` atomically only if every check holds."""
-        ...
-
-
-class SetWithExpiry(Protocol):
-    """The signature of ``ExpiringStore.set_with_expiry``."""
-
-    async def __call__(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn``."""
-        ...
 
 
 class ForwardingStore:

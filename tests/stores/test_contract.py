@@ -23,6 +23,8 @@ from oma_actors.stores import (
     is_conditional_store,
     is_memory_store,
 )
+from oma_actors.stores.encrypting import EncryptingStore
+from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.testing._contract import made
 from oma_actors.testing.faults import CrashingStore, FailingStore, UnknownOutcomeStore
@@ -104,6 +106,29 @@ def _over(
     return build
 
 
+# Two keys, the older one active: values must open under whichever key sealed them.
+RING = KeyRing({"k1": bytes(range(32)), "k0": bytes(32)}, active="k1")
+
+
+def _encrypted(store: MemoryStore) -> MemoryStore:
+    return EncryptingStore(store, RING)
+
+
+def _encrypted_fresh(
+    make: Callable[[], Awaitable[MemoryStore]],
+) -> Callable[[], Awaitable[MemoryStore]]:
+    async def build() -> MemoryStore:
+        return EncryptingStore(await make(), RING)
+
+    return build
+
+
+async def _reopen_encrypted(stores: FreshStores, store: MemoryStore) -> MemoryStore:
+    """A second EncryptingStore, with the same keys, over a re-opened inner store."""
+    assert isinstance(store, EncryptingStore)
+    return EncryptingStore(await stores.reopen(store.inner), RING)
+
+
 BACKENDS: dict[str, Backend] = {
     "memory": Backend(_memory, EVERYTHING),
     "file": Backend(_files, EVERYTHING, _reopen_file),
@@ -137,6 +162,29 @@ BACKENDS: dict[str, Backend] = {
     ),
     "redis": Backend(
         None, EVERYTHING, fresh=lambda s: s.redis, reopen_fresh=lambda s, st: s.reopen(st)
+    ),
+    "encrypting(memory)": Backend(_over(_memory, _encrypted), EVERYTHING),
+    "encrypting(file)": Backend(
+        _over(_files, _encrypted), EVERYTHING, lambda store: _encrypted(_reopen_file(store))
+    ),
+    "encrypting(minimal)": Backend(_over(lambda tmp_path: MinimalStore, _encrypted), frozenset()),
+    "encrypting(sqlite)": Backend(
+        None,
+        EVERYTHING,
+        fresh=lambda s: _encrypted_fresh(s.sqlite),
+        reopen_fresh=_reopen_encrypted,
+    ),
+    "encrypting(postgres)": Backend(
+        None,
+        EVERYTHING,
+        fresh=lambda s: _encrypted_fresh(s.postgres),
+        reopen_fresh=_reopen_encrypted,
+    ),
+    "encrypting(redis)": Backend(
+        None,
+        EVERYTHING,
+        fresh=lambda s: _encrypted_fresh(s.redis),
+        reopen_fresh=_reopen_encrypted,
     ),
 }
 
@@ -198,5 +246,5 @@ async def test_run_ownership_contract(name: str, tmp_path: Path, fresh_stores: F
 def test_every_durable_backend_is_checked_against_a_reopened_instance() -> None:
     # Without a reopen, "a stale write never lands" is checked only against the writer's own
     # instance, which a store that caches writes locally would pass.
-    for name in ("file", "sqlite", "postgres", "redis"):
+    for name in ("file", "sqlite", "postgres", "redis", "encrypting(file)", "encrypting(sqlite)"):
         assert BACKENDS[name].reopener(cast("FreshStores", None)) is not None, name

@@ -1,0 +1,167 @@
+"""``EncryptingJournal``: a ``RunJournal`` decorator that seals each event's payload (at rest).
+
+::
+
+    journal = EncryptingJournal(JsonlRunJournal("run.jsonl"), KeyRing.from_file("keys"))
+
+What is sealed is the variant's own fields (``JournalEvent.data``: message content, tool input
+and output, goals, metadata, approval content): they become one field, ``sealed``, holding an
+AES-256-GCM envelope of their JSON (``oma_actors.stores.keyring``). OMA's base fields stay
+readable (``type``, ``seq``, ``runId``, ``attempt``, ``timestampUnixMs``, ``taskId``,
+``agentName``, ``sourceEventSeqs``): every backend orders and slices by ``seq``, the JSONL
+reader needs ``type`` and the base fields to accept a line, and none of them carries content.
+All of them are the associated data of the seal, so a line moved to another run or seq, or one
+whose type, attempt or attribution was edited, fails authentication like a flipped byte.
+
+Reads fail closed: an event without exactly one sealed field (plaintext), sealed under a key id
+not in the ring, or failing its tag raises ``CorruptStoreError`` naming the run, the seq and the
+key id; no event of that read is returned. The wrapper knows only the ``RunJournal`` protocol,
+so it works over any backend; ``append_now`` exists only when the inner journal has it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from oma_actors.errors import ConfigurationError, CorruptStoreError
+from oma_actors.journal.base import RunJournal
+from oma_actors.stores.keyring import KeyRing, UnsealError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from oma_actors.journal.event import JournalEvent
+
+SEALED_FIELD = "sealed"
+"""The one variant field an encrypted event carries: the envelope of all the others."""
+
+
+class AppendNow(Protocol):
+    """The signature of ``JsonlRunJournal.append_now``."""
+
+    async def __call__(self, events: Sequence[JournalEvent]) -> None:
+        """Append without waiting out the batching window."""
+        ...
+
+
+def _context(event: JournalEvent) -> bytes:
+    # Every readable field, in a fixed order, as JSON: unambiguous, so no two events share one.
+    bound = [
+        event.run_id,
+        event.seq,
+        event.type,
+        event.attempt,
+        event.timestamp_unix_ms,
+        event.task_id,
+        event.agent_name,
+        event.source_event_seqs,
+    ]
+    return b"journal\x00" + json.dumps(bound, separators=(",", ":")).encode("utf-8")
+
+
+def seal_event(event: JournalEvent, keyring: KeyRing) -> JournalEvent:
+    """``event`` with its payload replaced by the one sealed field, under the active key."""
+    payload = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    envelope = keyring.seal(payload.encode("utf-8"), _context(event))
+    return replace(event, data={SEALED_FIELD: envelope})
+
+
+def open_event(event: JournalEvent, keyring: KeyRing, *, journal: str) -> JournalEvent:
+    """``event`` as it was before ``seal_event``, its payload opened.
+
+    For a reader that parses journal lines itself (the sidecar's journal watch).
+
+    Args:
+        event: A sealed event, as the inner journal stores it.
+        keyring: The keys.
+        journal: The journal it came from (a path or kind), for the error.
+
+    Raises:
+        CorruptStoreError: The event is not sealed, names a key id not in the ring, or fails
+            authentication. The error names the journal, the run, the seq and the key id.
+    """
+    where = f"journal {journal} run {event.run_id!r} event seq {event.seq}"
+    envelope = event.data.get(SEALED_FIELD)
+    if len(event.data) != 1 or not isinstance(envelope, str):
+        raise CorruptStoreError(where, "the event is not sealed (plaintext in a sealed journal)")
+    try:
+        data = json.loads(keyring.open(envelope, _context(event)))
+    except UnsealError as exc:
+        raise CorruptStoreError(where, exc.reason) from None
+    if not isinstance(data, dict):  # authenticated, so only a writer with our key made it
+        raise CorruptStoreError(where, "the sealed payload is not a JSON object")
+    return replace(event, data=data)
+
+
+class EncryptingJournal:
+    """Wraps a run journal so that every event's payload is sealed (see the module docstring).
+
+    Args:
+        inner: Any ``RunJournal`` (JSONL, in-memory, or a database-backed one).
+        keyring: The keys; the active one seals, every one in the ring opens.
+
+    Attributes:
+        inner: The wrapped journal.
+        keyring: The keys.
+        append_now: Present only when ``inner`` has a callable ``append_now``.
+
+    Raises:
+        ConfigurationError: ``inner`` is not a ``RunJournal``, or ``keyring`` not a ``KeyRing``.
+    """
+
+    append_now: AppendNow
+
+    def __init__(self, inner: RunJournal, keyring: KeyRing) -> None:
+        if not isinstance(inner, RunJournal):
+            raise ConfigurationError(f"EncryptingJournal needs a RunJournal, got {inner!r}")
+        if not isinstance(keyring, KeyRing):
+            raise ConfigurationError(f"EncryptingJournal needs a KeyRing, got {keyring!r}")
+        self.inner = inner
+        self.keyring = keyring
+        urgent = getattr(inner, "append_now", None)
+        if callable(urgent):
+            self._urgent: AppendNow = urgent
+            self.append_now = self._append_now
+
+    def seal(self, event: JournalEvent) -> JournalEvent:
+        """``event`` with its payload replaced by the one sealed field."""
+        return seal_event(event, self.keyring)
+
+    def open(self, event: JournalEvent) -> JournalEvent:
+        """``event`` as it was appended, its payload opened (see ``open_event``)."""
+        return open_event(event, self.keyring, journal=self._name())
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Seal each event's payload and append them to the inner journal."""
+        await self.inner.append([self.seal(event) for event in events])
+
+    async def _append_now(self, events: Sequence[JournalEvent]) -> None:
+        await self._urgent([self.seal(event) for event in events])
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """Every event with ``seq >= seq``, payloads opened, in order.
+
+        Raises:
+            CorruptStoreError: Any event read cannot be opened (see ``open``).
+        """
+        return [self.open(event) for event in await self.inner.read_from(seq)]
+
+    async def close(self) -> None:
+        """Close the inner journal."""
+        await self.inner.close()
+
+    def describe(self) -> dict[str, Any]:
+        """The inner journal's description with ``"sealed": true`` (the snapshot's journalRef)."""
+        return {**self.inner.describe(), "sealed": True}
+
+    def _name(self) -> str:
+        described = self.inner.describe()
+        return str(described.get("path") or described.get("kind"))
+
+    def __repr__(self) -> str:
+        return f"EncryptingJournal({self.inner!r}, {self.keyring!r})"
+
+
+__all__ = ["SEALED_FIELD", "AppendNow", "EncryptingJournal", "open_event", "seal_event"]

@@ -1,0 +1,289 @@
+"""EncryptingStore: a store decorator that seals every value with AES-256-GCM (encryption at rest).
+
+::
+
+    store = EncryptingStore(SqliteStore("state.db"), KeyRing.from_file("keys"))
+
+Each value is sealed under the ring's active key with a random nonce and the entry key as
+associated data (``oma_actors.stores.keyring``), so the inner store only ever holds envelopes,
+and a value copied or moved to another entry fails authentication. Reads fail closed: a value
+that is plaintext, names a key id not in the ring, or fails its tag raises ``CorruptStoreError``
+naming the entry, from ``get`` and ``list`` alike; nothing unauthenticated is ever returned.
+
+Only the value is sealed. Keys and metadata stay readable: metadata is the bookkeeping index
+OMA's tools query without decoding an entry (namespace, schema version, run id, status, fencing
+token, request hash: CK-03, AP-12, RS-04), and the durable copy of every one of those facts is
+inside the sealed value. Do not put secrets in metadata.
+
+Compare-and-set cannot compare ciphertexts (two seals of one plaintext differ), so ``apply`` and
+``compare_and_set`` read each checked entry, open it and compare plaintexts, then hand the inner
+store the sealed strings they read as its expected values: the inner store's own atomic step
+then lands only if nothing changed in between. When it refuses, the entries are read again; the
+call returns ``False`` only after it has seen a plaintext that differs, so a concurrent rewrite
+of the same plaintext (a re-seal, ``oma keys rotate``) never fails a check that holds. To spare
+the read where it is a database round trip, a call's first round may guess the sealed string
+from the small values this instance last wrote or read (a fenced write checks the record its
+owner just wrote); the inner store's atomic check turns a wrong guess into a refusal, and the
+next round reads.
+
+Like the test kit's wrappers, it has exactly the inner store's capabilities: ``compare_and_set``,
+``apply`` and ``set_with_expiry`` exist only when the inner store has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
+from oma_actors.stores.base import Apply, CompareAndSet, Expect, Put, SetWithExpiry, is_memory_store
+from oma_actors.stores.keyring import KeyRing, UnsealError
+
+if TYPE_CHECKING:
+    import builtins
+    from collections.abc import Mapping, Sequence
+
+    from oma_actors.stores.base import (
+        AtomicStore,
+        ConditionalStore,
+        ExpiringStore,
+        MemoryEntry,
+        MemoryStore,
+        Write,
+    )
+
+
+KNOWN_CHARS = 4096
+"""Values up to this many characters are remembered as a guess for the next check of their key
+(run records, approval rows, fencing tokens; never snapshots)."""
+KNOWN_KEYS = 1024
+"""At most this many keys are remembered (the oldest is dropped), so memory stays bounded."""
+
+MAX_ROUNDS = 64
+"""Reads + inner compare-and-sets one call makes before giving up: every refusal means another
+writer replaced a checked entry in between, so only a store that refuses a check that holds
+(a broken one) or a rewrite storm gets this far; it is an error, never a silent ``False``."""
+
+
+def _racing(keys: builtins.list[str]) -> StoreError:
+    return StoreError(
+        f"encrypted compare-and-set on {keys!r}: the inner store refused {MAX_ROUNDS} times "
+        "while every check held"
+    )
+
+
+def _context(key: str) -> bytes:
+    # "store" keeps a store value from ever opening as a journal payload and vice versa.
+    return b"store\x00" + key.encode("utf-8", "surrogatepass")
+
+
+class EncryptingStore:
+    """Wraps a store so that every value it holds is sealed (see the module docstring).
+
+    Args:
+        inner: The store that receives the sealed values.
+        keyring: The keys; the active one seals, every one in the ring opens.
+
+    Attributes:
+        inner: The wrapped store.
+        keyring: The keys.
+        compare_and_set: Present only when ``inner`` has a callable ``compare_and_set``.
+        apply: Present only when ``inner`` has a callable ``apply``.
+        set_with_expiry: Present only when ``inner`` has a callable ``set_with_expiry``.
+
+    Raises:
+        ConfigurationError: ``inner`` is not a store, or ``keyring`` is not a ``KeyRing``.
+    """
+
+    compare_and_set: CompareAndSet
+    apply: Apply
+    set_with_expiry: SetWithExpiry
+
+    def __init__(self, inner: MemoryStore, keyring: KeyRing) -> None:
+        if not is_memory_store(inner):
+            raise ConfigurationError(
+                f"EncryptingStore needs a store with get/set/list/delete/clear, got {inner!r}"
+            )
+        if not isinstance(keyring, KeyRing):
+            raise ConfigurationError(f"EncryptingStore needs a KeyRing, got {keyring!r}")
+        self.inner = inner
+        self.keyring = keyring
+        # Small values this instance last wrote or read: key -> (sealed, plaintext). A guess
+        # only, never a source of truth (see _sealed_if_holds).
+        self._known: dict[str, tuple[str, str]] = {}
+        if callable(getattr(inner, "compare_and_set", None)):
+            self.compare_and_set = self._compare_and_set
+        if callable(getattr(inner, "apply", None)):
+            self.apply = self._apply
+        if callable(getattr(inner, "set_with_expiry", None)):
+            self.set_with_expiry = self._set_with_expiry
+
+    def seal(self, key: str, value: str) -> str:
+        """The envelope of ``value`` at ``key``, sealed under the active key.
+
+        Raises:
+            StoreError: ``value`` is not valid Unicode (a lone surrogate); nothing is written.
+        """
+        try:
+            plaintext = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise StoreError(
+                f"value of entry {key!r} is not valid Unicode ({exc.reason})"
+            ) from None
+        return self.keyring.seal(plaintext, _context(key))
+
+    def open(self, key: str, envelope: str) -> str:
+        """The plaintext of the envelope stored at ``key``.
+
+        Raises:
+            CorruptStoreError: The value is plaintext, sealed under a key id not in the ring, or
+                fails authentication (tampered, or moved from another entry). Names the entry.
+        """
+        try:
+            return self.keyring.open(envelope, _context(key)).decode("utf-8")
+        except UnsealError as exc:
+            raise CorruptStoreError(f"encrypted entry {key!r}", exc.reason) from None
+        except UnicodeDecodeError:  # authenticated, so only a writer with our key made this
+            raise CorruptStoreError(
+                f"encrypted entry {key!r}", "sealed bytes are not UTF-8"
+            ) from None
+
+    def _opened(self, entry: MemoryEntry) -> MemoryEntry:
+        return replace(entry, value=self.open(entry.key, entry.value))
+
+    def _note(self, key: str, sealed: str, plaintext: str) -> None:
+        """Remember that ``key`` held ``sealed`` (``plaintext``), if it is small."""
+        self._known.pop(key, None)
+        if len(plaintext) <= KNOWN_CHARS:
+            self._known[key] = (sealed, plaintext)
+            if len(self._known) > KNOWN_KEYS:
+                del self._known[next(iter(self._known))]  # the oldest
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        """Return the entry at ``key`` with its value opened, or ``None``.
+
+        Raises:
+            CorruptStoreError: The stored value cannot be opened (see ``open``).
+        """
+        entry = await self.inner.get(key)
+        if entry is None:
+            return None
+        opened = self._opened(entry)
+        self._note(key, entry.value, opened.value)
+        return opened
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Seal ``value`` and write it at ``key``; the metadata is written as given (readable)."""
+        sealed = self.seal(key, value)
+        self._known.pop(key, None)
+        await self.inner.set(key, sealed, metadata)
+        self._note(key, sealed, value)
+
+    async def list(self) -> builtins.list[MemoryEntry]:
+        """Every entry with its value opened, in the inner store's order.
+
+        Raises:
+            CorruptStoreError: Any stored value cannot be opened; no entry is returned then.
+        """
+        return [self._opened(entry) for entry in await self.inner.list()]
+
+    async def delete(self, key: str) -> None:
+        """Remove ``key`` from the inner store."""
+        self._known.pop(key, None)
+        await self.inner.delete(key)
+
+    async def clear(self) -> None:
+        """Remove every entry of the inner store."""
+        self._known.clear()
+        await self.inner.clear()
+
+    async def _set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        inner = cast("ExpiringStore", self.inner)
+        self._known.pop(key, None)
+        await inner.set_with_expiry(key, self.seal(key, value), expires_at_turn, metadata)
+
+    async def _compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        inner = cast("AtomicStore", self.inner)
+        sealed = self.seal(key, value)
+        for attempt in range(MAX_ROUNDS):
+            current = await self._sealed_if_holds((Expect(key, expected),), guess=attempt == 0)
+            if current is None:
+                return False
+            if await inner.compare_and_set(key, current[0].value, sealed, metadata):
+                self._note(key, sealed, value)
+                return True
+        raise _racing([key])
+
+    async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        inner = cast("ConditionalStore", self.inner)
+        sealed = [
+            Put(write.key, self.seal(write.key, write.value), write.metadata)
+            if isinstance(write, Put)
+            else write
+            for write in writes
+        ]
+        for attempt in range(MAX_ROUNDS):
+            current = await self._sealed_if_holds(checks, guess=attempt == 0)
+            if current is None:
+                return False
+            if await inner.apply(current, sealed):
+                for write, stored in zip(writes, sealed, strict=True):
+                    if isinstance(write, Put) and isinstance(stored, Put):
+                        self._note(write.key, stored.value, write.value)
+                    else:
+                        self._known.pop(write.key, None)
+                return True
+        raise _racing([check.key for check in checks])
+
+    async def _sealed_if_holds(
+        self, checks: Sequence[Expect], *, guess: bool
+    ) -> builtins.list[Expect] | None:
+        """The checks restated on the sealed values read now, or ``None`` if a plaintext differs.
+
+        The inner store compares the sealed strings atomically, so a value replaced after this
+        read (even by one that opens to the same plaintext) fails the inner step, and the caller
+        reads again rather than reporting a mismatch it never saw.
+
+        With ``guess`` (a call's first round), a check whose expected plaintext is the one this
+        instance last wrote or read at that key is restated on that sealed string without a
+        read: a fenced write checks the run record its owner just wrote, and on a database the
+        read is a round trip. A wrong guess is safe: the inner step refuses it, and the next
+        round reads. A guess is never used to report a mismatch.
+        """
+        restated: builtins.list[Expect] = []
+        for check in checks:
+            known = self._known.get(check.key) if guess else None
+            if known is not None and check.value is not None and known[1] == check.value:
+                restated.append(Expect(check.key, known[0]))
+                continue
+            entry = await self.inner.get(check.key)
+            if entry is None:
+                if check.value is not None:
+                    return None
+                restated.append(Expect(check.key, None))
+                continue
+            # A corrupt value raises here even when the check expects absence: fail closed.
+            plaintext = self.open(check.key, entry.value)
+            self._note(check.key, entry.value, plaintext)
+            if check.value is None or plaintext != check.value:
+                return None
+            restated.append(Expect(check.key, entry.value))
+        return restated
+
+    def __repr__(self) -> str:
+        return f"EncryptingStore({self.inner!r}, {self.keyring!r})"
+
+
+__all__ = ["EncryptingStore"]

@@ -1,0 +1,196 @@
+"""``oma keys rotate`` and ``OMA_ENCRYPTION_KEYS``: the CLI on encrypted stores and journals."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oma_actors import EncryptingJournal, EncryptingStore, FileStore, InMemoryStore, KeyRing
+from oma_actors.approvals import (
+    DurableApprovalLedger,
+    create_approval_request,
+    tool_call_content,
+)
+from oma_actors.cli.keys_cmd import rotate
+from oma_actors.journal import JournalEvent, JsonlRunJournal
+from oma_actors.stores.keyring import PREFIX
+from oma_actors.testing.forwarding import ForwardingStore
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors import ApprovalRequest
+
+OLD = bytes(range(32))
+NEW = bytes(range(32, 64))
+SECRET = "wire-to-DE89370400440532013000"
+
+
+def approval() -> ApprovalRequest:
+    content = tool_call_content(
+        tool_name="charge", raw_input={"iban": SECRET}, input={"iban": SECRET},
+        agent_name="worker", task_id="t1", tool_call_id="call-1",
+    )  # fmt: skip
+    return create_approval_request(
+        run_id="r", scope="tool_call", boundary="t1:call-1", content=content, reason="spend"
+    )
+
+
+def oma(*args: str, keys: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd())}
+    if keys is not None:
+        env["OMA_ENCRYPTION_KEYS"] = str(keys)
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=90, env=env, check=False,
+    )  # fmt: skip
+
+
+def key_file(path: Path, **keys: bytes) -> Path:
+    path.write_text("".join(f"{kid}:{base64.b64encode(k).decode()}\n" for kid, k in keys.items()))
+    os.chmod(path, 0o600)
+    return path
+
+
+async def seed(path: Path, ring: KeyRing, values: Mapping[str, str]) -> None:
+    store = FileStore(path)
+    try:
+        for key, value in values.items():
+            await EncryptingStore(store, ring).set(key, value, {"namespace": "test"})
+    finally:
+        await store.aclose()
+
+
+async def raw_values(path: Path) -> dict[str, Any]:
+    store = FileStore(path)
+    try:
+        return {entry.key: entry.value for entry in await store.list()}
+    finally:
+        await store.aclose()
+
+
+async def test_rotate_reseals_every_value_so_the_old_key_can_go(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    await seed(state, KeyRing({"old": OLD}, active="old"), {"a": SECRET, "b": "two"})
+    keys = key_file(tmp_path / "keys", new=NEW, old=OLD)
+
+    done = await asyncio.to_thread(
+        oma, "keys", "rotate", "--store", str(state), "--keys", str(keys)
+    )
+    assert done.returncode == 0, done.stderr
+    assert "re-sealed 2 under 'new'" in done.stdout
+    assert all(v.startswith(PREFIX + "new:") for v in (await raw_values(state)).values())
+
+    only_new = EncryptingStore(FileStore(state), KeyRing({"new": NEW}, active="new"))
+    assert {e.key: e.value for e in await only_new.list()} == {"a": SECRET, "b": "two"}
+    assert (await only_new.get("a")) is not None
+    assert (await only_new.inner.get("a")).metadata == {"namespace": "test"}  # type: ignore[union-attr]
+    again = await asyncio.to_thread(
+        oma, "keys", "rotate", "--store", str(state), "--keys", str(keys)
+    )
+    assert "re-sealed 0 under 'new'; already under it 2" in again.stdout
+
+
+async def test_rotate_leaves_what_it_cannot_open_and_exits_1(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    await seed(state, KeyRing({"lost": OLD}, active="lost"), {"a": SECRET})
+    store = FileStore(state)
+    await store.set("plain", "not sealed")
+    await store.aclose()
+    before = await raw_values(state)
+    keys = key_file(tmp_path / "keys", new=NEW)
+    done = await asyncio.to_thread(
+        oma, "keys", "rotate", "--store", str(state), "--keys", str(keys)
+    )
+    assert done.returncode == 1
+    assert "left 'a': sealed under key id 'lost'" in done.stdout
+    assert "left 'plain': the value is not sealed" in done.stdout
+    assert await raw_values(state) == before  # nothing durable touched
+
+
+class WriterRacing(ForwardingStore):
+    """A writer that changes ``key`` right before the rotation's first compare-and-set lands."""
+
+    def __init__(self, inner: InMemoryStore, writer: EncryptingStore, key: str) -> None:
+        super().__init__(inner)
+        self.writer, self.key, self.raced = writer, key, False
+
+    async def _compare_and_set(
+        self, key: str, expected: str | None, value: str, metadata: Mapping[str, Any] | None = None
+    ) -> bool:
+        if key == self.key and not self.raced:
+            self.raced = True
+            await self.writer.set(key, "written meanwhile")
+        return await super()._compare_and_set(key, expected, value, metadata)
+
+
+async def test_rotate_never_overwrites_a_concurrent_write() -> None:
+    inner = InMemoryStore()
+    old_ring = KeyRing({"old": OLD}, active="old")
+    await EncryptingStore(inner, old_ring).set("k", "before")
+    racing = WriterRacing(inner, EncryptingStore(inner, old_ring), "k")
+    ring = KeyRing({"new": NEW, "old": OLD}, active="new")
+    done = await rotate(racing, ring)  # type: ignore[arg-type]
+    assert (done.resealed, done.raced, done.left) == (1, 1, ())
+    entry = await EncryptingStore(inner, KeyRing({"new": NEW}, active="new")).get("k")
+    assert entry is not None
+    assert entry.value == "written meanwhile"
+
+
+async def test_the_cli_reads_encrypted_stores_and_journals_with_the_env_keys(
+    tmp_path: Path,
+) -> None:
+    ring = KeyRing({"k": OLD}, active="k")
+    keys = key_file(tmp_path / "keys", k=OLD)
+    path = tmp_path / "run.jsonl"
+    journal = EncryptingJournal(JsonlRunJournal(path), ring)
+    await journal.append(
+        [
+            JournalEvent(
+                seq=seq,
+                type="turn/start",
+                run_id="r",
+                attempt=1,
+                timestamp_unix_ms=seq,
+                data={"turn": seq, "note": SECRET},
+            )
+            for seq in (1, 2)
+        ]
+    )
+    await journal.close()
+    assert SECRET not in path.read_text()
+    verified = await asyncio.to_thread(oma, "verify", str(path), "--json", keys=keys)
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["stats"]["events"] == 2
+    keyless = await asyncio.to_thread(oma, "verify", str(path))
+    assert keyless.returncode == 2
+    assert "is sealed" in keyless.stderr
+    forged = path.read_text().replace('"attempt":1', '"attempt":2', 1)
+    path.write_text(forged)
+    refused = await asyncio.to_thread(oma, "verify", str(path), keys=keys)
+    assert refused.returncode == 2
+    assert "CorruptStoreError" in refused.stderr
+    assert "event seq 1" in refused.stderr
+
+    state = tmp_path / "state.json"
+    store = FileStore(state)
+    await DurableApprovalLedger(EncryptingStore(store, ring)).ensure_request(approval())
+    await store.aclose()
+    assert SECRET not in state.read_text()
+    listing = ("approvals", "list", "--store", str(state), "--json")
+    shown = await asyncio.to_thread(oma, *listing, keys=keys)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)[0]["run_id"] == "r"
+    unsealed = await asyncio.to_thread(oma, *listing)  # no keys: envelopes are not approvals
+    assert unsealed.returncode != 0
+    bad_keys = key_file(tmp_path / "bad", k=OLD)
+    os.chmod(bad_keys, 0o644)
+    refused = await asyncio.to_thread(oma, *listing, keys=bad_keys)
+    assert refused.returncode == 2
+    assert "accessible by other users" in refused.stderr
