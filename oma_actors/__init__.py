@@ -91,6 +91,7 @@ from oma_actors.journal import (
     RunJournal,
     VerifyFinding,
     VerifyResult,
+    open_journal,
     verify_run,
 )
 from oma_actors.llm.base import LLMAdapter
@@ -243,6 +244,7 @@ __all__ = [
     "is_checkpoint_key",
     "list_checkpoints",
     "list_runs",
+    "open_journal",
     "open_store",
     "parse_store_uri",
     "read_journal_tail",

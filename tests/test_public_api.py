@@ -26,6 +26,8 @@ API_NAMES = {
     "define_tool", "Tool", "ToolContext", "ToolResult",
     # Stores
     "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore", "RedactingStore",
+    # Run journals (D15)
+    "open_journal",
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
@@ -138,6 +140,7 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     assert params(oma_actors.get_approval_record) == [("store", pos), ("request_id", pos)]
     assert params(oma_actors.Reviewer) == [("id", pos), ("display_name", pos)]
+    assert params(oma_actors.open_journal) == [("uri", pos)]
 
 
 def test_every_event_is_a_frozen_progress_event_with_a_run_id() -> None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
     {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
@@ -65,6 +66,10 @@ class JournalTail(Protocol):
 
     def release(self, seq: int) -> None:
         """Let the events up to ``seq`` go to the journal (they were held until now)."""
+        ...
+
+    def fence_appends(self, fence: AppendFence) -> bool:
+        """Append every later batch under a run lease's fence, if the journal can (D15)."""
         ...
 
 
