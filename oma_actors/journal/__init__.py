@@ -1,8 +1,8 @@
 """Run journals (spec 17.1-17.4): OMA's append-only event log of a run, and ``verify_run``.
 
-``JsonlRunJournal`` writes the JSONL the TypeScript OMA writes; ``open_journal`` opens the journal a
-store URI names (a JSONL file, a table of a SQLite or PostgreSQL store's database, or memory); ``JournalRecorder`` gives one run's
-events their seqs across attempts; the constructors of ``vocabulary`` build OMA's event types;
+``JsonlRunJournal`` writes the JSONL the TypeScript OMA writes; ``open_journal`` opens the journal
+a store URI names (a JSONL file, a table in a SQLite or PostgreSQL store's database, or memory,
+D15); ``JournalRecorder`` gives one run's events their seqs across attempts; the constructors of ``vocabulary`` build OMA's event types;
 ``verify_run`` audits a journal offline. The tail fold lives in ``oma_actors.checkpoint.fold``.
 """
 

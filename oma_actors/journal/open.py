@@ -1,4 +1,4 @@
-"""``open_journal(uri)``: the run journal a URI names, in the same place ``open_store(uri)`` is (D15).
+"""``open_journal(uri)``: the run journal a URI names, where ``open_store(uri)`` is (D15).
 
 =====================================  ===========================================================
 ``file:///abs/run.jsonl``, a path      ``JsonlRunJournal`` of that file

@@ -229,9 +229,7 @@ class JournalRecorder:
             ``False`` (nothing changed) if the journal cannot carry the fence.
         """
         journal = self.journal
-        if not isinstance(journal, FencedJournal) or not journal.shares_database(
-            fence.fence_store
-        ):
+        if not isinstance(journal, FencedJournal) or not journal.shares_database(fence.fence_store):
             return False
         self._fence = fence
         return True

@@ -104,7 +104,7 @@ class SqliteRunJournal(SqlRunJournal):
                 ).fetchone()
                 if found is not None:
                     return self.duplicate(run_id, seq)
-            return self.duplicate(rows[0][0], rows[0][1])
+            raise  # not a stored key: the database refused for another reason, fail the batch
         connection.execute("RELEASE part")
         return True
 
