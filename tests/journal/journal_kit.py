@@ -6,6 +6,7 @@ transaction ids), never a timer: the contract counts, it does not time.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -42,7 +43,7 @@ def jsonl_hooks(monkeypatch: pytest.MonkeyPatch) -> JournalHooks:
     async def break_next(journal: RunJournal) -> None:
         state["break"] = True
 
-    async def corrupt(journal: RunJournal, run_id: str, seq: int) -> None:
+    def rewrite(journal: RunJournal, run_id: str, seq: int) -> None:
         assert isinstance(journal, JsonlRunJournal)
         path = Path(journal.path)
         needle = f'"seq":{seq},'
@@ -51,6 +52,9 @@ def jsonl_hooks(monkeypatch: pytest.MonkeyPatch) -> JournalHooks:
             for line in path.read_text(encoding="utf-8").splitlines()
         ]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    async def corrupt(journal: RunJournal, run_id: str, seq: int) -> None:
+        await asyncio.to_thread(rewrite, journal, run_id, seq)
 
     return JournalHooks(
         reopen=lambda j: JsonlRunJournal(j.path),  # type: ignore[attr-defined]
