@@ -3,7 +3,8 @@
 ``JsonlRunJournal`` writes the JSONL the TypeScript OMA writes; ``open_journal`` opens the journal
 a store URI names (a JSONL file, a table in a SQLite or PostgreSQL store's database, or memory,
 D15); ``JournalRecorder`` gives one run's events their seqs across attempts; the constructors
-of ``vocabulary`` build OMA's event types; ``verify_run`` audits a journal offline. The tail fold lives in ``oma_actors.checkpoint.fold``.
+of ``vocabulary`` build OMA's event types; ``verify_run`` audits a journal offline. The tail
+fold lives in ``oma_actors.checkpoint.fold``.
 """
 
 from oma_actors.journal import vocabulary
