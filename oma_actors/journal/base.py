@@ -97,7 +97,7 @@ class InMemoryRunJournal:
         return [event for event in self._events if event.seq >= seq]
 
     async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
-        """The retained events of ``run_id`` with ``seq >= seq``, in order (``read_from`` filtered)."""
+        """The retained events of ``run_id`` with ``seq >= seq`` (``read_from``, filtered)."""
         return [event for event in await self.read_from(seq) if event.run_id == run_id]
 
     async def close(self) -> None:

@@ -56,8 +56,8 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    JournalOptions,
     CheckpointOptions,
+    JournalOptions,
     LeaseError,
     MemoryStoreRunStore,
     OpenMultiAgent,

@@ -28,7 +28,7 @@ from service_kit import unique
 class PgWorld(World):
     """One run on a PostgreSQL table: workers, the lease clock, the store and its journal."""
 
-    def __init__(self, root: Path, dsn: str) -> None:  # noqa: D107 - World's, on PostgreSQL
+    def __init__(self, root: Path, dsn: str) -> None:
         self.root = root
         self.dsn = dsn
         self.table = unique("oma_lease_")
