@@ -66,7 +66,11 @@ async def wal_lsn(conn: Any) -> str:
 
 async def wal_since(conn: Any, start: str) -> int:
     """WAL bytes written since ``start``."""
-    return int(await conn.fetchval("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::bigint", start))
+    return int(
+        await conn.fetchval(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::bigint", start
+        )
+    )
 
 
 async def one_run(dsn: str, conn: Any, variant: str, turns: int) -> dict[str, Any]:
