@@ -35,8 +35,7 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
-from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, rotated, table
-from checkpoint_report import verdict
+from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, rotated, table, verdict
 from checkpoint_workload import RUN_ID, Trace, bench_agent, bench_task
 from store_postgres import DEFAULT_DSN, probe
 
