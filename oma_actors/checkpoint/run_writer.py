@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from oma_actors.checkpoint.boundaries import Boundary
-    from oma_actors.checkpoint.journal_path import JournalPath
+    from oma_actors.checkpoint.journal_path import JournalPath, JournalTail
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
@@ -181,10 +181,21 @@ class RunWriter:
         journal-only save (an unsafe tool's dispatch record, say) would still "succeed"; with a
         lease every boundary then stays a fenced snapshot and the journal only extends it.
         """
-        if self._fence is not None and not journal.tail.fence_appends(self._fence):
+        if not self.fence_journal(journal.tail):
             return False
         self._journal = journal
         return True
+
+    def fence_journal(self, tail: JournalTail) -> bool:
+        """Make ``tail``'s appends carry this writer's lease fence, when it has one (D15).
+
+        Returns:
+            ``True`` when no append of the run can land after a takeover: the writer has no
+            lease, or the journal carries its fence (a database journal in the run record's
+            database). ``False`` when the journal cannot (a JSONL file): its appends stay
+            unfenced, so it must not be the save path.
+        """
+        return self._fence is None or tail.fence_appends(self._fence)
 
     @property
     def journal(self) -> JournalPath | None:

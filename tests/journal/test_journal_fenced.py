@@ -210,8 +210,9 @@ async def test_a_leased_run_on_another_databases_journal_keeps_fenced_snapshots(
     assert modes(progress) == {"snapshot"}
 
 
+@pytest.mark.parametrize("durable", [True, False], ids=["journal-first", "oma-mode"])
 async def test_after_an_operator_cancel_no_event_of_the_run_lands(
-    tmp_path: Path, fresh_stores: FreshStores
+    tmp_path: Path, fresh_stores: FreshStores, durable: bool
 ) -> None:
     store: SqliteStore = await fresh_stores.sqlite(tmp_path / "state.db")
     journal = SqliteRunJournal(tmp_path / "state.db")
@@ -236,13 +237,13 @@ async def test_after_an_operator_cancel_no_event_of_the_run_lands(
         ).run_tasks(
             the_team, [Task("t", "x", assignee="w", id="t0")],
             checkpoint=CheckpointOptions(store=store, run_id="cut"),
-            journal=JournalOptions(journal, durable=True),
+            journal=JournalOptions(journal, durable=durable),
         )  # fmt: skip
         stored = await journal.read_run("cut")
     finally:
         await journal.close()
     assert result.status.code == "aborted"
-    assert "journal" in modes(progress)
+    assert ("journal" in modes(progress)) is durable
     assert cancelled_at
     assert max(e.seq for e in stored) == cancelled_at[0]  # not one event after the cancel
     # The refused append is a loss of the lease (Fenced), not an unknown outcome: the runner
