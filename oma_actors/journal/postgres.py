@@ -1,12 +1,15 @@
 """``PostgresRunJournal``: a run journal in the PostgreSQL database of a ``PostgresStore`` (D15).
 
-A batch is one transaction and, in the common case, one ``INSERT ... SELECT FROM unnest(...)``
-of every row of every append in it (one round trip however many runs share the batch). Fence
-checks first take the store's own advisory lock of each record key, in the store's global order,
-then read the records ``FOR UPDATE``: a ``PostgresStore.apply`` of a new owner (its takeover)
-serializes with the batch exactly as with another ``apply``. ``ON CONFLICT DO NOTHING RETURNING``
-shows which rows were already stored; then the transaction is rolled back, those appends get
-``JournalDuplicateError``, and the rest of the batch is committed again without them.
+A batch is one transaction, and in the common case ONE autocommit statement (one round trip
+however many runs share the batch): the rows of every append, from ``unnest(...)`` arrays. With
+fence checks the same statement first takes the store's own advisory lock of each record key,
+in the store's global order, then reads the records ``FOR UPDATE`` (which returns a record's
+newest committed version, a takeover that committed while the statement waited included), and
+inserts only the rows of the appends whose checks hold: a ``PostgresStore.apply`` of a new owner
+serializes with the batch exactly as with another ``apply``. A row already stored fails that
+statement whole (nothing of it is stored); the batch is then redone in a transaction whose
+``ON CONFLICT DO NOTHING RETURNING`` shows which appends conflict: the transaction is rolled
+back, those appends get ``JournalDuplicateError``, and the rest is committed without them.
 
 asyncpg is imported on first use (the ``postgres`` extra).
 """
@@ -92,6 +95,31 @@ class PostgresRunJournal(SqlRunJournal):
                 "ON CONFLICT DO NOTHING RETURNING run_id, seq"
             ),
             "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
+            "plain": (
+                f"INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])"
+            ),
+            # One autocommit statement (its own transaction). The store's advisory locks come
+            # first, in its global order (the sorted subquery feeds the aggregate in order), as a
+            # one-time filter gating the record read, so they are held before any row is read;
+            # FOR UPDATE then reads each record's newest committed version. An append whose
+            # checks fail inserts nothing; any stored row fails the statement whole.
+            "batch": (
+                "WITH locked AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(id)) AS n "
+                "FROM (SELECT unnest($5::bigint[]) AS id ORDER BY 1) AS ids), "
+                f"current AS MATERIALIZED (SELECT key, value FROM {store} "
+                "WHERE (SELECT n FROM locked) >= 0 AND key = ANY($6::text[]) FOR UPDATE), "
+                "failing AS MATERIALIZED (SELECT DISTINCT c.part FROM "
+                "unnest($7::int[], $8::text[], $9::text[]) AS c(part, key, value) "
+                "LEFT JOIN current ON current.key = c.key "
+                "WHERE current.value IS DISTINCT FROM c.value), "
+                f"inserted AS (INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT r.run_id, r.seq, r.payload FROM "
+                "unnest($1::text[], $2::bigint[], $3::text[], $4::int[]) "
+                "AS r(run_id, seq, payload, part) "
+                "WHERE r.part NOT IN (SELECT part FROM failing) RETURNING 1) "
+                "SELECT array_agg(part) FROM failing WHERE (SELECT count(*) FROM inserted) >= 0"
+            ),
             "all": (
                 f"SELECT run_id, seq, payload FROM {quoted} WHERE seq >= $1 ORDER BY seq, run_id"
             ),
@@ -109,12 +137,55 @@ class PostgresRunJournal(SqlRunJournal):
         self, parts: Sequence[AppendPart], results: list[PartResult | None]
     ) -> None:
         pool = await self._connected()
+        try:
+            await self._call(self._one_statement(pool, parts, results))
+            return
+        except _Conflict:
+            pass  # some row is stored already: find which append it is, in a transaction
         while True:
             try:
                 await self._call(self._attempt(pool, parts, results))
             except _Conflict:
                 continue  # the appends that conflicted now have their error: the rest again
             return
+
+    async def _one_statement(
+        self, pool: asyncpg.Pool, parts: Sequence[AppendPart], results: list[PartResult | None]
+    ) -> None:
+        """The common case in ONE round trip: lock, check and insert as one autocommit statement.
+
+        Raises ``_Conflict`` (nothing was stored: the statement failed whole) when a row exists.
+        """
+        pending = [i for i, result in enumerate(results) if result is None]
+        keys = checked_keys(parts, results)
+        locks = sorted({lock_id(self._store_table, key) for key in keys})
+        check_parts, check_keys, check_values = [], [], []
+        row_parts, run_ids, seqs, payloads = [], [], [], []
+        for index in pending:
+            for check in parts[index].checks:
+                check_parts.append(index)
+                check_keys.append(check.key)
+                check_values.append(check.value)
+            for row in parts[index].rows:
+                row_parts.append(index)
+                run_ids.append(row.run_id)
+                seqs.append(row.seq)
+                payloads.append(row.payload)
+        try:
+            async with pool.acquire() as connection:
+                if not keys:  # no fence: the rows alone (the store's table may not even exist)
+                    await connection.execute(self._sql["plain"], run_ids, seqs, payloads)
+                    failing = None
+                else:
+                    args = (run_ids, seqs, payloads, row_parts, locks, keys)
+                    failing = await connection.fetchval(
+                        self._sql["batch"], *args, check_parts, check_keys, check_values
+                    )
+        except asyncpg_module().UniqueViolationError:
+            raise _Conflict from None
+        refused = set(failing or ())
+        for index in pending:
+            results[index] = index not in refused
 
     async def _attempt(
         self, pool: asyncpg.Pool, parts: Sequence[AppendPart], results: list[PartResult | None]

@@ -253,3 +253,41 @@ async def test_after_an_operator_cancel_no_event_of_the_run_lands(
     failed = [e.error for e in progress if isinstance(e, CheckpointSaveFailed)]
     assert failed
     assert all(error.startswith("RUN_LEASE_LOST") for error in failed), failed
+
+
+class _Fence:
+    """A fence that hands the append its own checks and writes, and answers as the lease would."""
+
+    def __init__(self, store: ConditionalStore, checks: list[Any], writes: list[Any]) -> None:
+        self.fence_store = store
+        self._checks, self._writes = checks, writes
+
+    async def fenced(self, apply: Any) -> bool:
+        return bool(await apply(self._checks, self._writes))
+
+
+async def test_a_fenced_append_moves_no_store_key(pair: Pair) -> None:
+    from oma_actors.stores.base import Put
+
+    store, journal = pair
+    fence = _Fence(store, [], [Put("__oma_run__/run-1", "{}")])
+    with pytest.raises(JournalAppendError, match="writes no store keys"):
+        await journal.append_fenced(events("run-1", [1]), fence)
+    assert await journal.read_from(0) == []
+    assert await store.get("__oma_run__/run-1") is None
+
+
+async def test_a_refused_check_with_the_lease_still_held_is_an_error_not_a_success(
+    pair: Pair,
+) -> None:
+    from oma_actors.stores.base import Expect
+
+    store, journal = pair
+    await store.set("__oma_run__/run-1", "mine")
+    fence = _Fence(store, [Expect("__oma_run__/run-1", "someone else's")], [])
+    with pytest.raises(JournalAppendError, match="refused although the lease is held"):
+        await journal.append_fenced(events("run-1", [1]), fence)
+    assert await journal.read_from(0) == []
+    held = _Fence(store, [Expect("__oma_run__/run-1", "mine")], [])
+    await journal.append_fenced(events("run-1", [1]), held)
+    assert [e.seq for e in await journal.read_from(0)] == [1]
