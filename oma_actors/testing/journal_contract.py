@@ -184,7 +184,8 @@ async def _duplicate_is_refused_for_that_append_alone(
     await journal.append(events("a", [1, 2, 3]))
     original = await journal.read_from(3)
     results = await asyncio.gather(
-        journal.append([event("a", 3, changed=True), event("a", 4)]),  # 3 is stored already
+        # 3 is stored already; 4 is new and comes first: the append must leave no trace at all
+        journal.append([event("a", 4), event("a", 3, changed=True)]),
         journal.append(events("b", [1])),  # same batch, innocent
         journal.append(events("c", [1, 1])),  # repeated within one append
         return_exceptions=True,
