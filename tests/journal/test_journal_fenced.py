@@ -204,10 +204,13 @@ async def test_a_leased_run_on_another_databases_journal_keeps_fenced_snapshots(
     journal = SqliteRunJournal(tmp_path / "journal.db")  # cannot see the run record
     try:
         result, progress = await run_leased(store, journal, "leased")
+        recorded = await journal.read_run("leased")
     finally:
         await journal.close()
     assert result.success
     assert modes(progress) == {"snapshot"}
+    assert not [e for e in progress if isinstance(e, CheckpointSaveFailed)]
+    assert recorded[-1].type == "run/end"  # the journal extends the snapshots, unfenced
 
 
 @pytest.mark.parametrize("durable", [True, False], ids=["journal-first", "oma-mode"])
