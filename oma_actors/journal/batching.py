@@ -68,8 +68,10 @@ class GroupCommit(Generic[_I, _R]):
         self._futures.append(future)
         if now:
             self._window.set()
-        # Shielded: a cancelled appender must not cancel the batch other appenders wait on.
-        return await asyncio.shield(future)
+        # Each item has its own future: a cancelled appender cancels only its own wait (the
+        # CancelledError reaches it); its item stays in the batch, so its rows may still land,
+        # as an append whose outcome the caller did not wait to learn.
+        return await future
 
     async def drain(self) -> None:
         """Commit the open batch now and wait until every batch has finished."""

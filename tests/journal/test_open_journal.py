@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -148,4 +149,19 @@ async def test_a_snapshots_tail_is_read_by_the_indexed_run_query(tmp_path: Path)
     tail = await read_journal_tail(journal, snapshot)
     assert [(e.run_id, e.seq) for e in tail] == [("mine", 5), ("mine", 6)]
     assert journal.calls == ["read_run"]
+    await journal.close()
+
+
+async def test_a_cancelled_appender_is_cancelled_alone(tmp_path: Path) -> None:
+    journal = SqliteRunJournal(tmp_path / "state.db")
+    await journal.append(events("warm", [1]))
+    first = asyncio.create_task(journal.append(events("a", [1])))
+    second = asyncio.create_task(journal.append(events("b", [1])))
+    await asyncio.sleep(0)  # both are in the open batch
+    first.cancel()
+    await second  # its batch is not cancelled with the other appender
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    stored = {(e.run_id, e.seq) for e in await journal.read_from(0)}
+    assert ("b", 1) in stored
     await journal.close()
