@@ -46,6 +46,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/sidecar.py
 	$(BIN)/python bench/store_postgres.py
 	$(BIN)/python bench/lease_overhead.py
+	$(BIN)/python bench/journal_postgres.py
+	$(BIN)/python bench/journal_p13.py
 	$(BIN)/python bench/sidecar_retention.py
 	$(BIN)/python bench/sidecar_scaleout.py
 	$(BIN)/python bench/encryption.py

@@ -95,6 +95,7 @@ from oma_actors.journal import (
     RunJournal,
     VerifyFinding,
     VerifyResult,
+    open_journal,
     verify_run,
 )
 from oma_actors.llm.base import LLMAdapter
@@ -255,6 +256,7 @@ __all__ = [
     "list_checkpoints",
     "list_runs",
     "mark_started_unsafe",
+    "open_journal",
     "open_store",
     "parse_store_uri",
     "read_journal_tail",

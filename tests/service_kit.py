@@ -145,6 +145,13 @@ class FreshStores:
         path = path or self._tmp_path / unique("sqlite-") / "state.db"
         return await self._track(SqliteStore(path))
 
+    def postgres_table(self, table: str | None = None) -> tuple[str, str]:
+        """The DSN and a new (or the given) store table, dropped with its journal after the test."""
+        table = table or unique("oma_test_")
+        dsn = self._postgres_dsn()  # skips (or fails) here when PostgreSQL is down
+        self._tables.add(table)
+        return dsn, table
+
     async def postgres(self, table: str | None = None) -> PostgresStore:
         """A new PostgreSQL store (over ``table`` when given, else a new table)."""
         table = table or unique("oma_test_")
@@ -192,6 +199,8 @@ class FreshStores:
             try:
                 for table in self._tables:
                     await connection.execute(f'DROP TABLE IF EXISTS "{table}"')
+                    # and its run journal (open_journal's table beside the store's, D15)
+                    await connection.execute(f'DROP TABLE IF EXISTS "{table}_journal"')
             finally:
                 await connection.close()
         if self._prefixes:

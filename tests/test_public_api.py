@@ -28,6 +28,8 @@ API_NAMES = {
     "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore", "RedactingStore",
     # Encryption at rest
     "KeyRing", "EncryptingStore", "EncryptingJournal",
+    # Run journals (D15)
+    "open_journal",
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
@@ -144,6 +146,7 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     assert params(oma_actors.get_approval_record) == [("store", pos), ("request_id", pos)]
     assert params(oma_actors.Reviewer) == [("id", pos), ("display_name", pos)]
+    assert params(oma_actors.open_journal) == [("uri", pos)]
 
 
 def test_every_event_is_a_frozen_progress_event_with_a_run_id() -> None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
     {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
@@ -72,6 +73,10 @@ class JournalTail(Protocol):
     @property
     def appended_seq(self) -> int:
         """The highest seq of the run known to be in the journal (0: none yet)."""
+        ...
+
+    def fence_appends(self, fence: AppendFence) -> bool:
+        """Append every later batch under a run lease's fence, if the journal can (D15)."""
         ...
 
 

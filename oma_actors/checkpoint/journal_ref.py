@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.errors import JournalUnavailableError
 from oma_actors.journal.jsonl import JsonlRunJournal
+from oma_actors.journal.open import journal_beside
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -65,13 +66,19 @@ def depends_on_journal(snapshot: CheckpointSnapshot) -> bool:
     return ref is not None and ref.get(DURABLE_MEMBER) is True
 
 
-def open_journal_ref(ref: Mapping[str, Any] | None) -> RunJournal:
+def open_journal_ref(ref: Mapping[str, Any] | None, store: object = None) -> RunJournal:
     """The journal ``ref`` names, opened without reading it (the caller closes it).
+
+    Args:
+        ref: the snapshot's ``journalRef``.
+        store: the store the snapshot was read from: a database journal (``"store":
+            "same-database"``) is the one in that store's database.
 
     Raises:
         JournalUnavailableError: ``ref`` is missing, names a JSONL file that does not exist, an
             in-memory journal (it lived only in the process that wrote it), a database journal
-            (not wired yet), or a kind this build does not know.
+            whose database ``store`` is not, a sealed journal (the keys are the caller's), or a
+            kind this build does not know.
     """
     if ref is None:
         raise JournalUnavailableError(None, "the snapshot names no journal")
@@ -92,9 +99,16 @@ def open_journal_ref(ref: Mapping[str, Any] | None) -> RunJournal:
             raise JournalUnavailableError(ref, f"no file at {path}")
         return JsonlRunJournal(path)
     if kind in DATABASE_KINDS:
-        # LEAD: wire to oma_actors.journal.open (open_journal on the store's database) after the
-        # dbjournal merge; until then a database journal cannot be reopened from its ref.
-        raise JournalUnavailableError(ref, f"a {kind} cannot be reopened from its ref yet")
+        journal = journal_beside(store)
+        # The same kind and table in the snapshot's own database: a snapshot copied to another
+        # store must not fold another database's journal as its own.
+        if journal is None or journal.describe() != {
+            key: ref.get(key) for key in ("kind", "store", "table")
+        }:
+            raise JournalUnavailableError(
+                ref, f"its {kind} is not in the database of the store the snapshot was read from"
+            )
+        return journal
     if kind == "InMemoryRunJournal":
         raise JournalUnavailableError(
             ref, "an in-memory journal lives only in the process that wrote it"

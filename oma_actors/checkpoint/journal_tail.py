@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.fold import tail_read_from
+from oma_actors.journal.base import read_run
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
@@ -25,5 +26,7 @@ async def read_journal_tail(
     Raises:
         Exception: the journal's own read error (e.g. ``JournalCorruptError``).
     """
-    events = await journal.read_from(tail_read_from(snapshot))
-    return [event for event in events if event.run_id == snapshot.run_id or not snapshot.run_id]
+    if not snapshot.run_id:
+        return await journal.read_from(tail_read_from(snapshot))
+    # An indexed query on a database journal; a filtered read of a file.
+    return await read_run(journal, snapshot.run_id, tail_read_from(snapshot))

@@ -28,8 +28,11 @@ run has lost its lease and must stop.
 per-turn boundary whose journal events, folded into the restore view, give exactly the run's
 state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
 other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
-fenced writer (a run with a lease) refuses the journal path: an append to a journal file cannot
-carry the fence, so every boundary of a leased run stays a fenced snapshot (D11).
+fenced writer (a run with a lease) takes the journal path only when its appends can carry the
+fence (D15): a database journal in the database of the run record appends each batch in one
+transaction with the record check, so after a takeover no event of the old owner lands, and a
+refused append is ``Fenced`` like a refused snapshot. An append to a journal file cannot carry
+the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from oma_actors.checkpoint.boundaries import Boundary
-    from oma_actors.checkpoint.journal_path import JournalPath
+    from oma_actors.checkpoint.journal_path import JournalPath, JournalTail
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
@@ -172,15 +175,27 @@ class RunWriter:
     def attach_journal(self, journal: JournalPath) -> bool:
         """Make the run's durable journal its save path between snapshots (D10).
 
-        Refused (``False``) for a fenced writer: a journal file append cannot carry the lease's
-        fence, so after a takeover a stale owner's journal-only save (an unsafe tool's dispatch
-        record, say) would still "succeed"; with a lease every boundary stays a fenced snapshot
-        and the journal only extends it, as in OMA's mode.
+        A fenced writer accepts it only when the journal's appends carry the lease's fence
+        (``JournalTail.fence_appends``: a database journal in the run record's database, D15).
+        Otherwise (a journal file) it is refused (``False``): after a takeover a stale owner's
+        journal-only save (an unsafe tool's dispatch record, say) would still "succeed"; with a
+        lease every boundary then stays a fenced snapshot and the journal only extends it.
         """
-        if self._fence is not None:
+        if not self.fence_journal(journal.tail):
             return False
         self._journal = journal
         return True
+
+    def fence_journal(self, tail: JournalTail) -> bool:
+        """Make ``tail``'s appends carry this writer's lease fence, when it has one (D15).
+
+        Returns:
+            ``True`` when no append of the run can land after a takeover: the writer has no
+            lease, or the journal carries its fence (a database journal in the run record's
+            database). ``False`` when the journal cannot (a JSONL file): its appends stay
+            unfenced, so it must not be the save path.
+        """
+        return self._fence is None or tail.fence_appends(self._fence)
 
     @property
     def journal(self) -> JournalPath | None:
@@ -296,6 +311,9 @@ class RunWriter:
             try:
                 await journal.commit(view, snapshot.journal_watermark_seq or 0)
             except Exception as exc:  # the append failed: an outcome, never a crash of the run
+                lost = _lease_lost(exc)
+                if lost is not None:  # the fence refused the append: nothing of it landed
+                    return Fenced(str(lost)), "journal"
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
         snapshot = await journal.vouch(snapshot)
@@ -342,3 +360,13 @@ class RunWriter:
         await fence.record_checkpoint(ref)
         await self._checkpoint.write_encoded(text, snapshot)
         return True
+
+
+def _lease_lost(error: BaseException) -> LeaseError | None:
+    """The ``RUN_LEASE_LOST`` behind ``error`` (a failed append names it as its cause)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, LeaseError) and seen.code == "RUN_LEASE_LOST":
+            return seen
+        seen = seen.__cause__
+    return None

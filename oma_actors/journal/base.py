@@ -39,6 +39,27 @@ class RunJournal(Protocol):
         ...
 
 
+@runtime_checkable
+class RunReader(Protocol):
+    """A journal that reads one run's events itself (an indexed query on a database)."""
+
+    async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
+        """The events of ``run_id`` with ``seq >= seq``, in order."""
+        ...
+
+
+async def read_run(journal: RunJournal, run_id: str, seq: int = 0) -> list[JournalEvent]:
+    """The events of ``run_id`` with ``seq >= seq`` in ``journal``, by its own ``read_run``
+    when it has one (a journal may hold several runs), else by filtering ``read_from``.
+
+    Raises:
+        Exception: the journal's own read error (e.g. ``JournalCorruptError``).
+    """
+    if isinstance(journal, RunReader):
+        return await journal.read_run(run_id, seq)
+    return [event for event in await journal.read_from(seq) if event.run_id == run_id]
+
+
 class InMemoryRunJournal:
     """A bounded ring buffer of events for auditing a run inside one process (JR-03).
 
@@ -74,6 +95,10 @@ class InMemoryRunJournal:
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """The retained events with ``seq >= seq``, in order."""
         return [event for event in self._events if event.seq >= seq]
+
+    async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
+        """The retained events of ``run_id`` with ``seq >= seq`` (``read_from``, filtered)."""
+        return [event for event in await self.read_from(seq) if event.run_id == run_id]
 
     async def close(self) -> None:
         """Refuse further appends; the retained events stay readable."""

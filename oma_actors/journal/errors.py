@@ -6,6 +6,7 @@
     ├── CorruptStoreError
     │   └── JournalCorruptError   a journal line other than a torn trailing one is unreadable
     ├── JournalClosedError        an append after ``close()``
+    ├── JournalDuplicateError     a database journal already holds an event's (run_id, seq)
     └── JournalAppendError        durable mode: events a boundary needs were not appended
     OmaError
     └── JournalLineageError       ``enforce_lineage``: a model-visible block has no lineage (JR-09)
@@ -32,6 +33,22 @@ class JournalCorruptError(CorruptStoreError):
 
 class JournalClosedError(StoreError):
     """The journal was closed; an append after ``close()`` is refused, not dropped."""
+
+
+class JournalDuplicateError(StoreError):
+    """A database journal already holds ``(run_id, seq)``: the append is refused, never merged.
+
+    Nothing of the refused append is stored; other appends of the same batch are unaffected.
+
+    Attributes:
+        run_id: the run.
+        seq: the first seq of the append that is already stored (or repeated within it).
+    """
+
+    def __init__(self, journal: str, run_id: str, seq: int) -> None:
+        super().__init__(f"{journal}: run {run_id!r} already has an event with seq {seq}")
+        self.run_id = run_id
+        self.seq = seq
 
 
 class JournalAppendError(StoreError):

@@ -140,6 +140,16 @@ class JsonlRunJournal:
         events = await asyncio.to_thread(self._read_all, seq)
         return [event for event in events if event.seq >= seq]
 
+    async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
+        """The events of ``run_id`` on disk with ``seq >= seq``, in file order.
+
+        A file has no index: this is ``read_from`` filtered (other runs' lines are parsed too).
+
+        Raises:
+            JournalCorruptError: as ``read_from``.
+        """
+        return [event for event in await self.read_from(seq) if event.run_id == run_id]
+
     async def close(self) -> None:
         """Flush the open batch now, wait for every write, close the file; later appends raise."""
         self._closed = True

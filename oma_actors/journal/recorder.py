@@ -30,8 +30,10 @@ import time
 from typing import TYPE_CHECKING
 
 from oma_actors.events import JournalAppendFailed
+from oma_actors.journal.base import read_run
 from oma_actors.journal.errors import JournalAppendError, JournalLineageError
 from oma_actors.journal.event import FOLDED_TYPES, JournalEvent
+from oma_actors.journal.sql import FencedJournal
 from oma_actors.journal.vocabulary import canonical_content_hash, request_block
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
     from oma_actors.domain.messages import ContentBlock, Message
     from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.sql import AppendFence
     from oma_actors.journal.vocabulary import EventDraft, Json
 
 
@@ -82,6 +85,7 @@ class JournalRecorder:
         self._failed: list[tuple[int, int, BaseException]] = []
         self._covered = last_seq
         self._appended = 0
+        self._fence: AppendFence | None = None
 
     @classmethod
     async def open(
@@ -116,7 +120,7 @@ class JournalRecorder:
         last = watermark_seq
         found = 0
         try:
-            tail = await journal.read_from(watermark_seq + 1)
+            tail = await read_run(journal, run_id, watermark_seq + 1)
         except Exception as exc:
             if durable:
                 raise
@@ -229,6 +233,20 @@ class JournalRecorder:
         while self._drain is not None and not self._drain.done():
             await asyncio.shield(self._drain)
 
+    def fence_appends(self, fence: AppendFence) -> bool:
+        """Append every later batch under ``fence`` (a run lease), in one transaction with its
+        record check, when the journal can (a database journal sharing the record's database).
+
+        Returns:
+            ``True`` if from now on no batch lands without the fence's check holding;
+            ``False`` (nothing changed) if the journal cannot carry the fence.
+        """
+        journal = self.journal
+        if not isinstance(journal, FencedJournal) or not journal.shares_database(fence.fence_store):
+            return False
+        self._fence = fence
+        return True
+
     def stop_keeping(self) -> None:
         """No writer will take the events (its journal path was refused): keep and hold none."""
         self._for_writer = False
@@ -326,8 +344,12 @@ class JournalRecorder:
             try:
                 # A durable run waits on these events: skip the batching window when the
                 # backend allows it (JsonlRunJournal.append_now); batches are still shared.
-                urgent = getattr(self.journal, "append_now", None) if self.durable else None
-                await (urgent or self.journal.append)(events)
+                if self._fence is not None and isinstance(self.journal, FencedJournal):
+                    # The lease's record check and these rows in one transaction (D15).
+                    await self.journal.append_fenced(events, self._fence)
+                else:
+                    urgent = getattr(self.journal, "append_now", None) if self.durable else None
+                    await (urgent or self.journal.append)(events)
             except Exception as exc:
                 _report(self._on_error, self.run_id, f"{type(exc).__name__}: {exc}")
                 if self.durable:

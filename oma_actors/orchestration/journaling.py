@@ -104,9 +104,12 @@ class RunJournaling:
         )
         weaker = forgets_before(self.recorder.journal, writer.checkpoint.store)
         if not self.durable or weaker or not writer.attach_journal(path):
-            # OMA's mode; a journal that forgets what the store keeps; or a leased run (its
-            # saves stay fenced snapshots, D11): the snapshot stays the save path.
+            # OMA's mode; a journal that forgets what the store keeps; or a leased run on a
+            # journal that cannot carry the fence (D11): the snapshot stays the save path.
             self.recorder.stop_keeping()
+            # Even so, a leased run's best-effort events are fenced when the journal can carry
+            # it (D15): after a takeover none of them lands either.
+            writer.fence_journal(self.recorder)
             return
         # Journal-first: every snapshot from now on depends on this journal (D15), and says so
         # in its journalRef, so that no restore runs without it.

@@ -108,7 +108,7 @@ async def restore_run(
         # Decision D15: a journal-first snapshot is not the whole saved state (its dispatch and
         # commit records are in the journal), so it never restores without it. Opening it
         # reads and writes nothing: a refusal here leaves every store as it was.
-        opened = open_journal_ref(adopt_journal_fields(snapshot).journal_ref)
+        opened = open_journal_ref(adopt_journal_fields(snapshot).journal_ref, resolved.store)
         try:
             return await _continue(
                 team, snapshot, ctx=replace(ctx, journal=JournalOptions(opened)),

@@ -44,7 +44,12 @@ TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,54}")
 _CREATE_LOCK = 0x6F6D615F6B76
 
 
-def _asyncpg() -> ModuleType:
+def asyncpg_module() -> ModuleType:
+    """The asyncpg module, imported on first use.
+
+    Raises:
+        ConfigurationError: the ``postgres`` extra is not installed.
+    """
     try:
         import asyncpg  # the optional dependency is loaded only when used
     except ImportError as exc:
@@ -93,7 +98,7 @@ class PostgresStore(AppliesConditionally):
         self._clock = clock
         self._max_connections = max_connections
         self._connect_timeout = connect_timeout
-        self._name = f"{redact(dsn)} (table {table})"
+        self._name = store_name(dsn, table)
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         self._closed = False
@@ -103,6 +108,11 @@ class PostgresStore(AppliesConditionally):
     def table(self) -> str:
         """The name of the store's table."""
         return self._table
+
+    @property
+    def dsn(self) -> str:
+        """The DSN the store connects with (it may hold a password: never show it)."""
+        return self._dsn
 
     @property
     def name(self) -> str:
@@ -227,13 +237,13 @@ class PostgresStore(AppliesConditionally):
         # One autocommit statement: it takes the key's advisory lock before it writes and holds
         # it to its own commit, so it serializes with apply()'s checks like a transaction
         # would, in one round trip instead of four (bench/store_postgres.py, P12).
-        lock = _lock_id(self._table, key)
+        lock = lock_id(self._table, key)
         args = (key, value, encoded, now, expires, lock)
         await self._call(pool.execute(self._sql["locked_upsert"], *args))
 
     async def _lock(self, connection: _Connection, keys: Iterable[str]) -> None:
         # Sorted: every writer takes its locks in one global order, so none waits in a cycle.
-        ids = sorted({_lock_id(self._table, key) for key in keys})
+        ids = sorted({lock_id(self._table, key) for key in keys})
         await connection.executemany("SELECT pg_advisory_xact_lock($1)", [(i,) for i in ids])
 
     async def _transaction(
@@ -246,7 +256,7 @@ class PostgresStore(AppliesConditionally):
         return await self._call(run())
 
     async def _call(self, operation: Awaitable[_T]) -> _T:
-        driver = _asyncpg()
+        driver = asyncpg_module()
         try:
             return await operation
         except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
@@ -263,30 +273,53 @@ class PostgresStore(AppliesConditionally):
             return self._pool
 
     async def _create_pool(self) -> asyncpg.Pool:
-        driver = _asyncpg()
-        try:
-            pool: asyncpg.Pool = await driver.create_pool(
-                self._dsn,
-                min_size=1,
-                max_size=self._max_connections,
-                timeout=self._connect_timeout,
-                reset=_reset,
-            )
-        except driver.ClientConfigurationError as exc:
-            raise ConfigurationError(f"{self._name}: {exc}") from exc
-        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
-            raise StoreError(f"{self._name}: cannot connect ({exc})") from exc
-        try:
-            async with pool.acquire() as connection, connection.transaction():
-                await connection.execute("SELECT pg_advisory_xact_lock($1)", _CREATE_LOCK)
-                await connection.execute(self._sql["create"])
-                await connection.execute(self._sql["index"])
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, driver.PostgresError | driver.InterfaceError | OSError):
-                raise StoreError(f"{self._name}: cannot create the table ({exc})") from exc
-            raise
-        return pool
+        ddl = (self._sql["create"], self._sql["index"])
+        return await open_pool(
+            self._dsn,
+            self._name,
+            ddl,
+            max_size=self._max_connections,
+            connect_timeout=self._connect_timeout,
+        )
+
+
+def store_name(dsn: str, table: str) -> str:
+    """How a store (or its journal) names itself in errors: the DSN without password, the table.
+
+    Equal names mean the same database and table, as far as this process can tell.
+    """
+    return f"{redact(dsn)} (table {table})"
+
+
+async def open_pool(
+    dsn: str, name: str, ddl: Sequence[str], *, max_size: int, connect_timeout: float
+) -> asyncpg.Pool:
+    """An asyncpg pool on ``dsn``, after running ``ddl`` (``CREATE ... IF NOT EXISTS``) once.
+
+    Raises:
+        ConfigurationError: asyncpg is missing or the DSN is malformed.
+        StoreError: the server is unreachable, refused the credentials, or the DDL failed.
+    """
+    driver = asyncpg_module()
+    try:
+        pool: asyncpg.Pool = await driver.create_pool(
+            dsn, min_size=1, max_size=max_size, timeout=connect_timeout, reset=_reset
+        )
+    except driver.ClientConfigurationError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from exc
+    except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+        raise StoreError(f"{name}: cannot connect ({exc})") from exc
+    try:
+        async with pool.acquire() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock($1)", _CREATE_LOCK)
+            for statement in ddl:
+                await connection.execute(statement)
+    except BaseException as exc:
+        await pool.close()
+        if isinstance(exc, driver.PostgresError | driver.InterfaceError | OSError):
+            raise StoreError(f"{name}: cannot create the table ({exc})") from exc
+        raise
+    return pool
 
 
 async def _reset(connection: _Connection) -> None:
@@ -301,8 +334,8 @@ async def _reset(connection: _Connection) -> None:
         await connection.execute("ROLLBACK")
 
 
-def _lock_id(table: str, key: str) -> int:
-    """A signed 64-bit advisory lock id for ``key`` of ``table`` (collisions only serialize)."""
+def lock_id(table: str, key: str) -> int:
+    """The advisory lock id (signed 64-bit) of ``key`` of ``table``; collisions only serialize."""
     digest = hashlib.blake2b(f"{table}\0{key}".encode("utf-8", "surrogatepass"), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
 
@@ -339,4 +372,11 @@ def _statements(name: str) -> dict[str, str]:
     }
 
 
-__all__ = ["TABLE_NAME", "PostgresStore"]
+__all__ = [
+    "TABLE_NAME",
+    "PostgresStore",
+    "asyncpg_module",
+    "lock_id",
+    "open_pool",
+    "store_name",
+]

@@ -176,7 +176,7 @@ class SqliteStore(AppliesConditionally):
                     connection.execute("DELETE FROM oma_kv WHERE key = ?", (write.key,))
             return True
 
-        return await self._run(lambda connection: _transaction(connection, body))
+        return await self._run(lambda connection: immediate_transaction(connection, body))
 
     async def list(self) -> builtins.list[MemoryEntry]:
         """Return every entry in insertion order."""
@@ -235,7 +235,7 @@ class SqliteStore(AppliesConditionally):
         try:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
-            _transaction(connection, _migrate)
+            immediate_transaction(connection, _migrate)
         except BaseException:
             connection.close()
             raise
@@ -258,7 +258,10 @@ def _migrate(connection: sqlite3.Connection) -> None:
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def _transaction(connection: sqlite3.Connection, body: Callable[[sqlite3.Connection], _T]) -> _T:
+def immediate_transaction(
+    connection: sqlite3.Connection, body: Callable[[sqlite3.Connection], _T]
+) -> _T:
+    """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction: committed, or rolled back on error."""
     # IMMEDIATE takes the write lock now, before the checks read anything: a DEFERRED
     # transaction would read under a shared lock and could lose the upgrade race to a writer.
     connection.execute("BEGIN IMMEDIATE")
@@ -272,4 +275,4 @@ def _transaction(connection: sqlite3.Connection, body: Callable[[sqlite3.Connect
     return result
 
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "immediate_transaction"]

@@ -5,6 +5,7 @@ from oma_actors.testing.clock import FakeClock
 from oma_actors.testing.crash_points import CRASH_EXIT, CrashPoint, CrashPointError, crash_at
 from oma_actors.testing.faults import CrashingStore, FailingStore, UnknownOutcomeStore
 from oma_actors.testing.forwarding import ForwardingStore
+from oma_actors.testing.journal_contract import JournalHooks, check_run_journal
 from oma_actors.testing.store_contract import (
     check_atomic_store,
     check_conditional_store,
@@ -21,6 +22,7 @@ __all__ = [
     "CrashingStore",
     "FailingStore",
     "FakeClock",
+    "JournalHooks",
     "ForwardingStore",
     "MinimalStore",
     "RecordedCall",
@@ -33,6 +35,7 @@ __all__ = [
     "check_conditional_store",
     "check_expiring_store",
     "check_memory_store",
+    "check_run_journal",
     "check_run_ownership",
     "crash_at",
     "text_response",

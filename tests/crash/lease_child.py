@@ -23,6 +23,11 @@ The ledger tool is an "external system" that honours fencing tokens: it appends 
 than one it has already accepted. Exit codes: 0 the run returned (its result is the last stdout
 line, JSON), 3 the lease was refused (``{"error": code}``), 86 crashed, 87 the parent went away.
 
+``--store URI`` runs on another store than ``--db``'s SQLite file (a PostgreSQL table, for the
+takeover with the journal in the database); ``--journal`` makes the run journal-first on the
+journal in the store's own database (``open_journal(URI)``, D15): with a lease, its per-turn
+boundaries are fenced appends.
+
 ``python tests/crash/lease_child.py race --db F --clock C --owner NAME`` is a contender of the
 acquire race: after ``READY`` it reads ``go <run_id> <unix start>`` lines, sleeps until the start
 (so the contenders call ``acquire`` together) and answers each with one JSON line: the lease it
@@ -52,6 +57,7 @@ from pydantic import BaseModel
 from oma_actors import (
     AgentConfig,
     CheckpointOptions,
+    JournalOptions,
     LeaseError,
     MemoryStoreRunStore,
     OpenMultiAgent,
@@ -63,6 +69,8 @@ from oma_actors import (
     Tool,
     ToolContext,
     define_tool,
+    open_journal,
+    open_store,
 )
 from oma_actors.keyspace import RUN_KEY_PREFIX
 from oma_actors.runs.record import RunRecord
@@ -161,6 +169,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pause")
     parser.add_argument("--crash-acquire", choices=("before", "after"))
     parser.add_argument("--go", action="store_true", help="wait for the parent before the run")
+    parser.add_argument("--store", help="a store URI instead of --db's SQLite file")
+    parser.add_argument("--journal", action="store_true", help="journal-first, in the store's db")
     args = parser.parse_args(argv)
     if args.mode == "run":
         if args.ledger is None:
@@ -171,16 +181,30 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run_main(args: argparse.Namespace) -> int:
     """One worker's run (or restore) of the chain scenario; see the module docstring."""
+    async with contextlib.AsyncExitStack() as stack:
+        return await run_worker(args, stack)
+
+
+async def run_worker(args: argparse.Namespace, stack: contextlib.AsyncExitStack) -> int:
+    """``run_main`` with its store and journal closed by ``stack``."""
     ledger: Path = args.ledger
-    sqlite = SqliteStore(args.db)
-    await sqlite.open()
-    store: AtomicStore = sqlite
+    uri = args.store or f"sqlite://{args.db.resolve()}"
+    store: AtomicStore
+    if args.store is None:
+        sqlite = await stack.enter_async_context(SqliteStore(args.db))
+        store = sqlite
+    else:
+        store = await stack.enter_async_context(open_store(args.store))
+    journal = None
+    if args.journal:
+        journal = open_journal(uri)
+        stack.push_async_callback(journal.close)
     if args.crash_acquire is not None:
         # The run record's first compare-and-set is the acquisition (``RunStore.create``). The
         # wrapper forwards compare_and_set and apply because SQLite has them (a wrapper has
         # exactly its inner store's capabilities), which its static type cannot say.
         crashing = CrashingStore(
-            sqlite, prefix=RUN_KEY_PREFIX, op="compare_and_set", when=args.crash_acquire
+            store, prefix=RUN_KEY_PREFIX, op="compare_and_set", when=args.crash_acquire
         )
         store = cast("AtomicStore", crashing)
     in_tool = args.pause if args.pause in (TOOL_PAUSE, TOOL_HOLD) else None
@@ -195,11 +219,16 @@ async def run_main(args: argparse.Namespace) -> int:
         on_progress=make_sink(ledger, None), max_concurrency=1, run_store=options
     )
     checkpoint = CheckpointOptions(store=store, run_id=RUN_ID)
+    journaled = None if journal is None else JournalOptions(journal, durable=True)
 
     async def go() -> TeamRunResult:
         if args.resume:
-            return await orchestrator.restore(team, tasks_for("chain"), checkpoint=checkpoint)
-        return await orchestrator.run_tasks(team, tasks_for("chain"), checkpoint=checkpoint)
+            return await orchestrator.restore(
+                team, tasks_for("chain"), checkpoint=checkpoint, journal=journaled
+            )
+        return await orchestrator.run_tasks(
+            team, tasks_for("chain"), checkpoint=checkpoint, journal=journaled
+        )
 
     if args.go:
         wait_for_parent("go")
@@ -216,8 +245,6 @@ async def run_main(args: argparse.Namespace) -> int:
     except LeaseError as exc:
         say({"pid": os.getpid(), "owner": args.owner, "error": exc.code, "message": str(exc)})
         return REFUSED_EXIT
-    finally:
-        await sqlite.aclose()
     say({"owner": args.owner, **result_record(result)})
     return 0
 

@@ -138,11 +138,15 @@ async def test_an_in_memory_journal_is_never_reopened() -> None:
         ({"kind": "InMemoryRunJournal"}, "only in the process"),
         (
             {"kind": "SqliteRunJournal", "store": "same-database", "table": "j"},
-            "cannot be reopened",
+            "not in the database of the store",
         ),
         (
             {"kind": "PostgresRunJournal", "store": "same-database", "table": "j"},
-            "cannot be reopened",
+            "not in the database of the store",
+        ),
+        (
+            {"kind": "JsonlRunJournal", "path": "/x.jsonl", "sealed": True},
+            "the journal is sealed",
         ),
         ({"kind": "KafkaJournal"}, "unknown journal kind 'KafkaJournal'"),
     ],
@@ -240,3 +244,22 @@ async def test_on_damaged_journal_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="on_damaged_journal"):
         await restore_charging(tmp_path / "state.json", on_damaged="ignore")
     assert not (tmp_path / "state.json").exists()
+
+
+async def test_a_database_ref_opens_the_journal_of_the_snapshots_own_database(
+    tmp_path: Path,
+) -> None:
+    from oma_actors.journal import SqliteRunJournal
+    from oma_actors.stores import SqliteStore
+
+    ref = {"kind": "SqliteRunJournal", "store": "same-database", "table": "oma_kv_journal"}
+    async with SqliteStore(tmp_path / "a.db") as store:
+        opened = open_journal_ref({**ref, "durable": True}, store)
+        assert isinstance(opened, SqliteRunJournal)
+        assert opened.path == str(tmp_path / "a.db")
+        await opened.close()
+        # Another table than the store's own journal: not this database's journal.
+        with pytest.raises(JournalUnavailableError):
+            open_journal_ref({**ref, "table": "other_journal"}, store)
+    with pytest.raises(JournalUnavailableError):
+        open_journal_ref(ref, InMemoryStore())

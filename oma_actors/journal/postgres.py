@@ -1,0 +1,271 @@
+"""``PostgresRunJournal``: a run journal in the PostgreSQL database of a ``PostgresStore`` (D15).
+
+A batch is one transaction, and in the common case ONE autocommit statement (one round trip
+however many runs share the batch): the rows of every append, from ``unnest(...)`` arrays. With
+fence checks the same statement first takes the store's own advisory lock of each record key,
+in the store's global order, then reads the records ``FOR UPDATE`` (which returns a record's
+newest committed version, a takeover that committed while the statement waited included), and
+inserts only the rows of the appends whose checks hold: a ``PostgresStore.apply`` of a new owner
+serializes with the batch exactly as with another ``apply``. A row already stored fails that
+statement whole (nothing of it is stored); the batch is then redone in a transaction whose
+``ON CONFLICT DO NOTHING RETURNING`` shows which appends conflict: the transaction is rolled
+back, those appends get ``JournalDuplicateError``, and the rest is committed without them.
+
+asyncpg is imported on first use (the ``postgres`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.errors import ConfigurationError, StoreError
+from oma_actors.journal.sql import SqlRunJournal, checked_keys, fence_holds
+from oma_actors.stores.postgres import (
+    TABLE_NAME,
+    PostgresStore,
+    asyncpg_module,
+    lock_id,
+    open_pool,
+    store_name,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Sequence
+
+    import asyncpg
+
+    from oma_actors.journal.sql import AppendPart, PartResult
+
+JOURNAL_SUFFIX = "_journal"
+"""The journal of the store table ``T`` is the table ``T_journal``."""
+
+
+class _Conflict(Exception):
+    """Rows of some appends were already stored: roll the batch back and retry without them."""
+
+
+class PostgresRunJournal(SqlRunJournal):
+    """A run journal in a PostgreSQL table beside a store's table; see the module docstring.
+
+    Connects lazily, on the first append or read, and creates its table if it is missing.
+
+    Args:
+        dsn: a ``postgresql://user[:password]@host[:port]/database`` URI.
+        store_table: the store's table (``open_store``'s ``?table=``); the journal's table is
+            ``<store_table>_journal``, and fence checks read the run records in ``store_table``.
+        flush_interval_ms: the batching window opened by the first pending append.
+        max_connections: the most connections the pool opens.
+        connect_timeout: seconds to wait for the server before failing.
+    """
+
+    kind = "PostgresRunJournal"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        store_table: str = "oma_kv",
+        flush_interval_ms: float = 0,
+        max_connections: int = 4,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not TABLE_NAME.fullmatch(store_table):
+            raise ConfigurationError(
+                f"PostgresRunJournal store_table {store_table!r} is not a plain identifier"
+            )
+        table = f"{store_table}{JOURNAL_SUFFIX}"
+        super().__init__(store_name(dsn, table), table, flush_interval_ms=flush_interval_ms)
+        self._dsn = dsn
+        self._store_table = store_table
+        self._store_name = store_name(dsn, store_table)
+        self._max_connections = max_connections
+        self._connect_timeout = connect_timeout
+        self._pool: asyncpg.Pool | None = None
+        self._opening = asyncio.Lock()
+        quoted, store = f'"{table}"', f'"{store_table}"'
+        self._sql = {
+            "create": (
+                f"CREATE TABLE IF NOT EXISTS {quoted} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+                "payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+            ),
+            "insert": (
+                f"INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) "
+                "ON CONFLICT DO NOTHING RETURNING run_id, seq"
+            ),
+            "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
+            "plain": (
+                f"INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])"
+            ),
+            # One autocommit statement (its own transaction). The store's advisory locks come
+            # first, in its global order (the sorted subquery feeds the aggregate in order), as a
+            # one-time filter gating the record read, so they are held before any row is read;
+            # FOR UPDATE then reads each record's newest committed version. An append whose
+            # checks fail inserts nothing; any stored row fails the statement whole.
+            "batch": (
+                "WITH locked AS MATERIALIZED (SELECT count(pg_advisory_xact_lock(id)) AS n "
+                "FROM (SELECT unnest($5::bigint[]) AS id ORDER BY 1) AS ids), "
+                f"current AS MATERIALIZED (SELECT key, value FROM {store} "
+                "WHERE (SELECT n FROM locked) >= 0 AND key = ANY($6::text[]) FOR UPDATE), "
+                "failing AS MATERIALIZED (SELECT DISTINCT c.part FROM "
+                "unnest($7::int[], $8::text[], $9::text[]) AS c(part, key, value) "
+                "LEFT JOIN current ON current.key = c.key "
+                "WHERE current.value IS DISTINCT FROM c.value), "
+                f"inserted AS (INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT r.run_id, r.seq, r.payload FROM "
+                "unnest($1::text[], $2::bigint[], $3::text[], $4::int[]) "
+                "AS r(run_id, seq, payload, part) "
+                "WHERE r.part NOT IN (SELECT part FROM failing) RETURNING 1) "
+                "SELECT array_agg(part) FROM failing WHERE (SELECT count(*) FROM inserted) >= 0"
+            ),
+            "all": (
+                f"SELECT run_id, seq, payload FROM {quoted} WHERE seq >= $1 ORDER BY seq, run_id"
+            ),
+            "run": (
+                f"SELECT run_id, seq, payload FROM {quoted} WHERE run_id = $1 AND seq >= $2 "
+                "ORDER BY seq"
+            ),
+        }
+
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` is a ``PostgresStore`` of this DSN's database and this store table."""
+        return isinstance(store, PostgresStore) and store.name == self._store_name
+
+    async def _transact(
+        self, parts: Sequence[AppendPart], results: list[PartResult | None]
+    ) -> None:
+        pool = await self._connected()
+        try:
+            await self._call(self._one_statement(pool, parts, results))
+            return
+        except _Conflict:
+            pass  # some row is stored already: find which append it is, in a transaction
+        while True:
+            try:
+                await self._call(self._attempt(pool, parts, results))
+            except _Conflict:
+                continue  # the appends that conflicted now have their error: the rest again
+            return
+
+    async def _one_statement(
+        self, pool: asyncpg.Pool, parts: Sequence[AppendPart], results: list[PartResult | None]
+    ) -> None:
+        """The common case in ONE round trip: lock, check and insert as one autocommit statement.
+
+        Raises ``_Conflict`` (nothing was stored: the statement failed whole) when a row exists.
+        """
+        pending = [i for i, result in enumerate(results) if result is None]
+        keys = checked_keys(parts, results)
+        locks = sorted({lock_id(self._store_table, key) for key in keys})
+        check_parts, check_keys, check_values = [], [], []
+        row_parts, run_ids, seqs, payloads = [], [], [], []
+        for index in pending:
+            for check in parts[index].checks:
+                check_parts.append(index)
+                check_keys.append(check.key)
+                check_values.append(check.value)
+            for row in parts[index].rows:
+                row_parts.append(index)
+                run_ids.append(row.run_id)
+                seqs.append(row.seq)
+                payloads.append(row.payload)
+        try:
+            async with pool.acquire() as connection:
+                if not keys:  # no fence: the rows alone (the store's table may not even exist)
+                    await connection.execute(self._sql["plain"], run_ids, seqs, payloads)
+                    failing = None
+                else:
+                    args = (run_ids, seqs, payloads, row_parts, locks, keys)
+                    failing = await connection.fetchval(
+                        self._sql["batch"], *args, check_parts, check_keys, check_values
+                    )
+        except asyncpg_module().UniqueViolationError:
+            raise _Conflict from None
+        refused = set(failing or ())
+        for index in pending:
+            results[index] = index not in refused
+
+    async def _attempt(
+        self, pool: asyncpg.Pool, parts: Sequence[AppendPart], results: list[PartResult | None]
+    ) -> None:
+        answers = list(results)
+        async with pool.acquire() as connection, connection.transaction():
+            keys = checked_keys(parts, answers)
+            current: dict[str, str | None] = {}
+            if keys:
+                # The store's lock of each key, in its global (sorted) order: no deadlock with
+                # a store apply, and a takeover's record write waits for this transaction.
+                locks = sorted({lock_id(self._store_table, key) for key in keys})
+                await connection.executemany(
+                    "SELECT pg_advisory_xact_lock($1)", [(i,) for i in locks]
+                )
+                records = await connection.fetch(self._sql["check"], keys)
+                current = {record[0]: record[1] for record in records}
+            run_ids: list[str] = []
+            seqs: list[int] = []
+            payloads: list[str] = []
+            for index, part in enumerate(parts):
+                if answers[index] is not None:
+                    continue
+                if not fence_holds(part, current):
+                    answers[index] = False
+                    continue
+                answers[index] = True
+                for row in part.rows:
+                    run_ids.append(row.run_id)
+                    seqs.append(row.seq)
+                    payloads.append(row.payload)
+            if run_ids:
+                stored = await connection.fetch(self._sql["insert"], run_ids, seqs, payloads)
+                if len(stored) != len(run_ids):
+                    inserted = {(row[0], row[1]) for row in stored}
+                    for index, part in enumerate(parts):
+                        missing = [r for r in part.rows if (r.run_id, r.seq) not in inserted]
+                        if answers[index] is True and missing:
+                            results[index] = self.duplicate(missing[0].run_id, missing[0].seq)
+                    raise _Conflict  # rolls the transaction back
+        results[:] = answers
+
+    async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
+        self._check_open()
+        pool = await self._connected()
+        if run_id is None:
+            rows = await self._call(pool.fetch(self._sql["all"], seq))
+        else:
+            rows = await self._call(pool.fetch(self._sql["run"], run_id, seq))
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def _release(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                async with asyncio.timeout(10):
+                    await pool.close()  # waits for connections still in use
+            except TimeoutError:
+                pool.terminate()
+
+    async def _call(self, operation: Awaitable[Any]) -> Any:
+        driver = asyncpg_module()
+        try:
+            return await operation
+        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+            raise StoreError(f"{self._name}: {exc}") from exc
+
+    async def _connected(self) -> asyncpg.Pool:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                self._pool = await open_pool(
+                    self._dsn,
+                    self._name,
+                    (self._sql["create"],),
+                    max_size=self._max_connections,
+                    connect_timeout=self._connect_timeout,
+                )
+            return self._pool
+
+
+__all__ = ["JOURNAL_SUFFIX", "TABLE_NAME", "PostgresRunJournal"]

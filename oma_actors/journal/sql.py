@@ -1,0 +1,287 @@
+"""What the SQLite and PostgreSQL run journals share: rows, group commit, fencing, reading (D15).
+
+A database journal keeps one row per event, keyed ``(run_id, seq)``, whose ``payload`` is the
+event's OMA JSON object exactly as the JSONL journal writes its line (``to_json_line``), in a
+table beside the store's own table in the same database. Appends of every run of the process go
+through one ``GroupCommit``: a batch is one transaction.
+
+**Fenced appends.** When the run record (``__oma_run__/<id>``) lives in the same database, a
+leased run's append is made under its lease (``append_fenced``): the record check the lease
+hands out ("the record is exactly what this owner last wrote") is evaluated inside the batch's
+transaction, on the store's table, before the run's rows are inserted. A run whose check fails
+gets nothing inserted (its ``apply`` answers ``False`` and the lease decides whether it lost);
+the other runs of the batch are unaffected. After a takeover not one event of the old owner
+lands, exactly as none of its snapshots does.
+
+A duplicate ``(run_id, seq)`` is refused with ``JournalDuplicateError`` for that append alone,
+never overwritten; a row whose payload does not parse, or names another run or seq than its
+key, raises ``JournalCorruptError`` naming the run and the seq.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from oma_actors.journal.batching import GroupCommit
+from oma_actors.journal.codec import parse_line, to_json_line
+from oma_actors.journal.errors import (
+    JournalAppendError,
+    JournalClosedError,
+    JournalCorruptError,
+    JournalDuplicateError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+
+    from oma_actors.journal.event import JournalEvent
+    from oma_actors.stores.base import ConditionalStore, Expect, Write
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One event as a row: its key and its OMA JSON text."""
+
+    run_id: str
+    seq: int
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPart:
+    """One append's share of a batch: its rows, and the fence checks guarding them (if any)."""
+
+    rows: tuple[JournalRow, ...]
+    checks: tuple[Expect, ...] = ()
+
+
+PartResult = bool | BaseException
+"""Per part: ``True`` inserted, ``False`` a fence check failed (nothing inserted), or its error."""
+
+
+class AppendFence(Protocol):
+    """What a fenced append needs of a run lease (``oma_actors.runs.RunLeaseHandle`` is one)."""
+
+    @property
+    def fence_store(self) -> ConditionalStore | None:
+        """The store holding the run record, when it can apply atomic batches."""
+        ...
+
+    async def fenced(self, apply: Callable[[list[Expect], list[Write]], Awaitable[bool]]) -> bool:
+        """Run ``apply(checks, writes)`` under the lease; raise ``LeaseError`` when it is lost."""
+        ...
+
+
+@runtime_checkable
+class FencedJournal(Protocol):
+    """A journal that can carry a run lease's fence in its appends (the database journals)."""
+
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` is the store whose table this journal's fence checks read."""
+        ...
+
+    async def append_fenced(self, events: Sequence[JournalEvent], fence: AppendFence) -> None:
+        """Append one run's events in one transaction with the fence's record check."""
+        ...
+
+
+class SqlRunJournal(ABC):
+    """The backend-independent part of a database run journal; see the module docstring.
+
+    Args:
+        name: how errors name the journal (a path, or a DSN without its password, and table).
+        table: the journal's table.
+        flush_interval_ms: the batching window opened by the first pending append.
+    """
+
+    kind = "SqlRunJournal"
+    """``describe()["kind"]``, the snapshot's ``journalRef`` kind."""
+
+    def __init__(self, name: str, table: str, *, flush_interval_ms: float) -> None:
+        self._name = name
+        self._table = table
+        self._group: GroupCommit[AppendPart, PartResult] = GroupCommit(
+            self._commit, window_s=flush_interval_ms / 1000
+        )
+        self._closed = False
+
+    @property
+    def table(self) -> str:
+        """The journal's table."""
+        return self._table
+
+    @property
+    def batches(self) -> int:
+        """Transactions committed or attempted so far (one per batch)."""
+        return self._group.batches
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind", "store": "same-database", "table"}``: never a DSN (it may hold a password)."""
+        return {"kind": self.kind, "store": "same-database", "table": self._table}
+
+    async def append(self, events: Sequence[JournalEvent]) -> None:
+        """Append events; returns when the transaction of their batch committed.
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            JournalDuplicateError: a ``(run_id, seq)`` is already stored; nothing of this
+                append is.
+            StoreError: the transaction failed; nothing of the batch is stored.
+        """
+        await self._append(events, (), now=False)
+
+    async def append_now(self, events: Sequence[JournalEvent]) -> None:
+        """``append``, closing the open batch's window at once (journal-first durability)."""
+        await self._append(events, (), now=True)
+
+    async def append_fenced(self, events: Sequence[JournalEvent], fence: AppendFence) -> None:
+        """Append one run's events in one transaction with ``fence``'s run record check.
+
+        Raises:
+            LeaseError: the run's lease is lost (``RUN_LEASE_LOST``); nothing was inserted.
+            JournalAppendError: the events are of several runs, or the fence refused the
+                append although the lease is held; nothing was inserted.
+            JournalClosedError, JournalDuplicateError, StoreError: as ``append``.
+        """
+        if not events:
+            return
+        if len({event.run_id for event in events}) > 1:
+            raise JournalAppendError(f"{self._name}: a fenced append holds events of one run")
+
+        async def apply(checks: list[Expect], writes: list[Write]) -> bool:
+            if writes:  # the fence only moves the record for a snapshot's checkpoint_ref
+                raise JournalAppendError(f"{self._name}: a fenced append writes no store keys")
+            return await self._append(events, tuple(checks), now=True)
+
+        if not await fence.fenced(apply):
+            raise JournalAppendError(
+                f"{self._name}: the fenced append was refused although the lease is held"
+            )
+
+    async def read_from(self, seq: int) -> list[JournalEvent]:
+        """Every stored event (of every run) with ``seq >= seq``, by seq.
+
+        Raises:
+            JournalCorruptError: a row's payload does not parse or does not match its key.
+        """
+        return self._decode(await self._select(None, seq))
+
+    async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
+        """The stored events of ``run_id`` with ``seq >= seq``, in seq order (an indexed read).
+
+        Raises:
+            JournalCorruptError: a row's payload does not parse or does not match its key.
+        """
+        return self._decode(await self._select(run_id, seq))
+
+    async def close(self) -> None:
+        """Commit the open batch now, wait for every batch, release the connection.
+
+        Later appends and reads raise ``JournalClosedError``.
+        """
+        self._closed = True
+        await self._group.drain()
+        await self._release()
+
+    @abstractmethod
+    def shares_database(self, store: object) -> bool:
+        """Whether ``store`` is the store whose table this journal's fence checks read."""
+
+    @abstractmethod
+    async def _transact(
+        self, parts: Sequence[AppendPart], results: list[PartResult | None]
+    ) -> None:
+        """Commit the parts whose result is still ``None`` in ONE transaction.
+
+        Sets each such part's result: ``False`` when one of its checks fails against
+        ``current`` (see ``fence_holds``), a ``JournalDuplicateError`` when a row is already
+        stored, else ``True``. Raises when the transaction failed (nothing of it is stored).
+        """
+
+    @abstractmethod
+    async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
+        """``(run_id, seq, payload)`` rows with ``seq >= seq`` (of ``run_id`` when given)."""
+
+    @abstractmethod
+    async def _release(self) -> None:
+        """Close the connection or pool (called once, after the last batch)."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JournalClosedError(f"{self._name}: the journal is closed")
+
+    async def _append(
+        self, events: Sequence[JournalEvent], checks: tuple[Expect, ...], *, now: bool
+    ) -> bool:
+        self._check_open()
+        if not events:
+            return True
+        rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
+        result = await self._group.submit(AppendPart(rows, checks), now=now)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _commit(self, parts: Sequence[AppendPart]) -> list[PartResult]:
+        results: list[PartResult | None] = [None] * len(parts)
+        seen: set[tuple[str, int]] = set()
+        for index, part in enumerate(parts):
+            mine: set[tuple[str, int]] = set()
+            for row in part.rows:
+                key = (row.run_id, row.seq)
+                if key in seen or key in mine:
+                    # Twice in one batch: the database would keep only one of them.
+                    results[index] = self.duplicate(*key)
+                    break
+                mine.add(key)
+            else:
+                seen |= mine
+        await self._transact(parts, results)
+        return [False if result is None else result for result in results]
+
+    def duplicate(self, run_id: str, seq: int) -> JournalDuplicateError:
+        """The error of an append whose ``(run_id, seq)`` is already stored."""
+        return JournalDuplicateError(self._name, run_id, seq)
+
+    def _decode(self, rows: Iterable[tuple[str, int, str]]) -> list[JournalEvent]:
+        events = []
+        for run_id, seq, payload in rows:
+            where = f"{self._name}: run {run_id!r} seq {seq}"
+            event = parse_line(payload, line=seq, path=where)
+            if event.run_id != run_id or event.seq != seq:
+                raise JournalCorruptError(
+                    where, seq, "key", f"the payload is run {event.run_id!r} seq {event.seq}"
+                )
+            events.append(event)
+        return events
+
+
+def fence_holds(part: AppendPart, current: Mapping[str, str | None]) -> bool:
+    """Whether every fence check of ``part`` holds against the store's ``current`` values."""
+    return all(current.get(check.key) == check.value for check in part.checks)
+
+
+def checked_keys(parts: Sequence[AppendPart], results: Sequence[PartResult | None]) -> list[str]:
+    """The store keys the pending parts' fence checks read, each once, sorted (lock order)."""
+    return sorted(
+        {
+            check.key
+            for part, r in zip(parts, results, strict=True)
+            if r is None
+            for check in part.checks
+        }
+    )
+
+
+__all__ = [
+    "AppendFence",
+    "AppendPart",
+    "FencedJournal",
+    "JournalRow",
+    "PartResult",
+    "SqlRunJournal",
+    "checked_keys",
+    "fence_holds",
+]
