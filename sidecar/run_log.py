@@ -52,6 +52,11 @@ class RunLog:
         """The seq of the newest event (0 when none is retained)."""
         return self.events[-1].seq if self.events else 0
 
+    @property
+    def last_used(self) -> int:
+        """The last seq handed out (the seq before :attr:`next_seq`)."""
+        return self.next_seq - 1
+
     def add(self, event: pb.RunEvent) -> bool:
         """Append ``event`` (its seq is set here); ``False`` when it waits for a reservation."""
         if self._held or self.next_seq > self.reserved_until:

@@ -196,14 +196,17 @@ class Sidecar:
             roots = default_store_roots(store_uri)
         self.store_roots = await asyncio.to_thread(_real_paths, roots)
         stores = await self._stack.enter_async_context(StoreRegistry())
-        self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
-        self._stack.push_async_callback(self._cancel_tasks)
         state = await stores.atomic(store_uri)
         shared = shared_store(store_uri)
         registry = RunRegistry(
             state, owner_id=self.owner_id, spawn=self.spawn, durable_events=shared
         )
         self.registry, self.state = registry, state
+        # Entered before the task group, so it runs at a stop once every run's task has ended
+        # and before the stores close: the next process continues each log with no gap.
+        self._stack.push_async_callback(registry.close)
+        self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
+        self._stack.push_async_callback(self._cancel_tasks)
         self.interrupted = [record.run_id for record in await recover(registry)]
         _, unreadable = await registry.scan()
         self.unreadable = sorted(unreadable)
