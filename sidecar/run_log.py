@@ -105,8 +105,14 @@ class RunLog:
         return self.events[start:]
 
     def changed(self) -> asyncio.Event:
-        """An event set at the next append."""
+        """An event set at the next append (or :meth:`wake`)."""
         return self._changed
+
+    def wake(self) -> None:
+        """Wake the watchers without an event: something they read elsewhere changed (the
+        run's journal, sidecar.journal_watch)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def merge_history(self, events: list[pb.RunEvent]) -> None:
         """Append the events of ``events`` (another sidecar's saved history) newer than ours."""

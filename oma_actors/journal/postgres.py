@@ -14,6 +14,7 @@ asyncpg is imported on first use (the ``postgres`` extra).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import ConfigurationError, StoreError
@@ -28,7 +29,7 @@ from oma_actors.stores.postgres import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     import asyncpg
 
@@ -86,11 +87,16 @@ class PostgresRunJournal(SqlRunJournal):
                 f"CREATE TABLE IF NOT EXISTS {quoted} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
                 "payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
             ),
+            # The notification of each run with new rows is sent at the commit (PostgreSQL
+            # sends one per distinct payload in a transaction): a reader following a run
+            # (``listen``) wakes then, never before its rows are visible.
             "insert": (
-                f"INSERT INTO {quoted} (run_id, seq, payload) "
+                f"WITH stored AS (INSERT INTO {quoted} (run_id, seq, payload) "
                 "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) "
-                "ON CONFLICT DO NOTHING RETURNING run_id, seq"
+                "ON CONFLICT DO NOTHING RETURNING run_id, seq) "
+                "SELECT run_id, seq, pg_notify($4, run_id) FROM stored"
             ),
+            "delete": f"DELETE FROM {quoted} WHERE run_id = $1",
             "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
             "all": (
                 f"SELECT run_id, seq, payload FROM {quoted} WHERE seq >= $1 ORDER BY seq, run_id"
@@ -100,6 +106,46 @@ class PostgresRunJournal(SqlRunJournal):
                 "ORDER BY seq"
             ),
         }
+
+    @property
+    def channel(self) -> str:
+        """The notification channel: a run's id is sent on it when its rows commit."""
+        return self.table
+
+    async def listen(self, callback: Callable[[str], None]) -> Callable[[], Awaitable[None]]:
+        """Call ``callback(run_id)`` whenever rows of ``run_id`` commit (LISTEN/NOTIFY).
+
+        Holds one connection of its own (not the pool's) until the returned ``stop`` is
+        awaited. A notification is a wake-up, not data: the reader then reads the rows.
+
+        Raises:
+            StoreError: the server could not be reached.
+        """
+        driver = asyncpg_module()
+        connection = await self._call(driver.connect(self._dsn, timeout=self._connect_timeout))
+
+        def notified(_connection: object, _pid: int, _channel: str, payload: str) -> None:
+            callback(payload)
+
+        try:
+            await self._call(connection.add_listener(self.channel, notified))
+        except BaseException:
+            await connection.close()
+            raise
+
+        async def stop() -> None:
+            try:
+                with contextlib.suppress(driver.PostgresError, driver.InterfaceError, OSError):
+                    await connection.remove_listener(self.channel, notified)
+            finally:
+                await connection.close()
+
+        return stop
+
+    async def _delete(self, run_id: str) -> int:
+        pool = await self._connected()
+        status: str = await self._call(pool.execute(self._sql["delete"], run_id))
+        return int(status.rsplit(" ", 1)[-1])  # "DELETE <n>"
 
     def shares_database(self, store: object) -> bool:
         """Whether ``store`` is a ``PostgresStore`` of this DSN's database and this store table."""
@@ -147,7 +193,9 @@ class PostgresRunJournal(SqlRunJournal):
                     seqs.append(row.seq)
                     payloads.append(row.payload)
             if run_ids:
-                stored = await connection.fetch(self._sql["insert"], run_ids, seqs, payloads)
+                stored = await connection.fetch(
+                    self._sql["insert"], run_ids, seqs, payloads, self.channel
+                )
                 if len(stored) != len(run_ids):
                     inserted = {(row[0], row[1]) for row in stored}
                     for index, part in enumerate(parts):
