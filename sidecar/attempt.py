@@ -88,8 +88,8 @@ async def run_attempt(
             journal=journal_options(journal),
         )
     finally:
-        if journal is not None:
-            await journal.close()  # it holds a file descriptor
+        if journal is not None and journals is not None:
+            await journals.release(journal)  # a file's holds a descriptor
 
 
 async def _run(

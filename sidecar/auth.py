@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from sidecar.principals import Principals
 
 PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
-DRAIN_S = 0.5  # how long a refused stream's requests are read before the refusal
+DRAIN_S = 2.0  # how long a refused stream's requests are read before the refusal
 DRAIN_MESSAGES = 64
 
 

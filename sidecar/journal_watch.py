@@ -27,11 +27,11 @@ import os
 from typing import TYPE_CHECKING
 
 from oma_actors import CorruptStoreError, parse_store_uri
-from oma_actors.journal import EVENT_TYPES, open_event, parse_line, peek_seq
+from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, parse_line, peek_seq
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
-from sidecar.journals import JOURNAL_UNAVAILABLE
+from sidecar.journals import DATABASE_KINDS, FILE_KIND, JOURNAL_UNAVAILABLE, DatabaseTail
 from sidecar.record import FINISHED
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 
@@ -129,7 +129,7 @@ class JournalTail:
             return None
         try:
             event = parse_line(line.decode(), line=self._line, path=self.path)
-        except (UnicodeDecodeError, CorruptStoreError) as exc:
+        except (UnicodeDecodeError, JournalCorruptError) as exc:
             if torn_ok:
                 return None  # a torn trailing line: not written
             raise DataLoss(
@@ -218,42 +218,76 @@ class JournalWatch:
                 f"types are OMA's: {', '.join(sorted(EVENT_TYPES))})",
             )
         record = await self._registry.get(request.run_id)
-        path = await self._journal_path(record)
-        keyring = self._executor.journals.keyring
-        return self._follow(log, JournalTail(path, record.run_id, keyring), request)
+        tail = await self._tail(record)
+        return self._follow(log, tail, record, request)
 
-    async def _journal_path(self, record: RunRecordV1) -> str:
+    async def _tail(self, record: RunRecordV1) -> JournalTail | DatabaseTail:
         journals = self._executor.journals
-        path = journals.path_of(record.run_id, record.store_uri)
         why = ""
+        where: DatabaseTail | str | None = None
         if record.request.checkpoint.disabled:
             why = "it saves no checkpoints"
-        elif path is None:
+        else:
             kind = parse_store_uri(record.store_uri).kind
-            why = f"it checkpoints to a {kind} store (journals are kept beside file stores only)"
-        elif not journals.enabled and not await asyncio.to_thread(os.path.isfile, path):
-            why = "this sidecar keeps no journals (--no-journal, or a --store not a file store)"
-        if path is None or why:
+            if kind != FILE_KIND and kind not in DATABASE_KINDS:
+                why = (
+                    f"it checkpoints to a {kind} store (journals are kept beside file stores "
+                    "and in SQLite and PostgreSQL stores only)"
+                )
+            else:
+                where = await journals.reader(record.run_id, record.store_uri)
+                path = journals.path_of(record.run_id, record.store_uri)
+                if where is None and not journals.enabled:
+                    why = (
+                        "this sidecar keeps no journals (--no-journal, or a --store that keeps "
+                        "none)"
+                    )
+                elif where is None and path is not None:
+                    where = path  # journals are on: the run's first append creates the file
+        if where is None or why:
             raise FailedPrecondition(
                 JOURNAL_UNAVAILABLE,
                 f"{FIELD}: run {record.run_id!r} keeps no journal: {why}",
                 metadata={"field": FIELD},
             )
-        return path
+        if isinstance(where, DatabaseTail):
+            return where
+        return JournalTail(where, record.run_id, journals.keyring)
 
     async def _follow(
-        self, log: RunLog, tail: JournalTail, request: pb.WatchRunRequest
+        self,
+        log: RunLog,
+        tail: JournalTail | DatabaseTail,
+        record: RunRecordV1,
+        request: pb.WatchRunRequest,
     ) -> AsyncIterator[pb.RunEvent]:
+        journals = self._executor.journals
+        async with journals.woken(record.run_id, record.store_uri, log.wake) as pushed:
+            async for event in self._stream(log, tail, request, pushed=pushed):
+                yield event
+
+    async def _stream(
+        self,
+        log: RunLog,
+        tail: JournalTail | DatabaseTail,
+        request: pb.WatchRunRequest,
+        *,
+        pushed: bool,
+    ) -> AsyncIterator[pb.RunEvent]:
+        """The stream; ``pushed``: new events wake ``log`` (a PostgreSQL journal's
+        notifications), so the journal is not looked at on a timer."""
         types = set(request.types)
         cursor = request.after_seq
         # FINISHED is every status that ends a watch: the terminal ones and SUSPENDED.
         end = FINISHED - {pb.RUN_STATUS_SUSPENDED} if request.follow_suspended else FINISHED
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
+        ended = False  # the last event read is a run/end whose status ends the watch
         while True:
             changed = log.changed()
             # The status first: an attempt's journal is closed before its status is announced.
-            finished = log.last_status in end
+            # A run/end read already says the attempt ended, also of a run executing elsewhere.
+            finished = log.last_status in end or ended
             more = True
             while more:
                 events, more = await tail.read(cursor, final=finished)
@@ -261,17 +295,23 @@ class JournalWatch:
                     if event.seq <= cursor:
                         continue
                     cursor = event.seq
+                    message = journal_message(event)
+                    ended = event.type == "run/end" and message.run_status.status in end
                     if not types or event.type in types:
                         quiet_since = loop.time()
-                        yield journal_message(event)
+                        yield message
             if finished:
                 return
+            if ended:
+                continue  # one more read, as a finished run's (its torn last line counts)
+            remote = not self._executor.running(log.run_id)
+            wait = self._heartbeat_s if pushed else min(self._heartbeat_s, self._poll_s)
             try:
-                async with asyncio.timeout(min(self._heartbeat_s, self._poll_s)):
+                async with asyncio.timeout(wait):
                     await changed.wait()
             except TimeoutError:
                 # A run executing in another sidecar tells its status through the store.
-                if not self._executor.running(log.run_id):
+                if remote:
                     await self._registry.refresh(log.run_id)
             if loop.time() - quiet_since >= self._heartbeat_s:
                 quiet_since = loop.time()

@@ -1,25 +1,32 @@
-"""Run journals of the sidecar: a durable JSONL journal beside each run's file store (D10).
+"""Run journals of the sidecar: each run's durable journal where its store is (D10, D15).
 
-With ``--store`` a state file (``file://`` or a bare path), every checkpointed run whose
-checkpoint store is a file store keeps a journal at ``<store file>.journals/<name>.jsonl``,
-``<name>`` derived from the run id (:func:`journal_name`). Its attempts run journal-first
-(``JournalOptions(durable=True)``): each per-turn boundary is saved by an fsync'd journal append
+A checkpointed run whose checkpoint store is a file store keeps a JSONL journal at
+``<store file>.journals/<name>.jsonl``, ``<name>`` derived from the run id (:func:`journal_name`);
+a run on a SQLite or PostgreSQL store keeps its events in that database's journal table
+(``open_journal(store_uri)``, one journal per database shared by every run of the process, so
+their appends share transactions). Its attempts run journal-first
+(``JournalOptions(durable=True)``): each per-turn boundary is saved by a durable journal append
 and the snapshot in the store is rewritten only at compaction points; a restore folds the tail.
+A leased run on a database journal appends under its lease's fence (D15): after a takeover
+not one event of the old owner lands.
 
-Database stores (SQLite, PostgreSQL, Redis) and ``memory://`` keep no journal, nor does a
-sidecar started with ``--no-journal``: their runs save whole snapshots. A run that has a journal
-file keeps using it when restored, whatever the server's setting, because its newest tool
-commits may be in the journal alone: a restore without it would run them again.
+``memory://`` and Redis stores keep no journal, nor does a sidecar started with
+``--no-journal``: their runs save whole snapshots. A run that has a journal keeps using it when
+restored, whatever the server's setting, because its newest tool commits may be in the journal
+alone: a restore without it would run them again.
 
-The journal and its directory are private to the sidecar's user (0600 and 0700), like the
+A journal file and its directory are private to the sidecar's user (0600 and 0700), like the
 state and token files. One writer per file holds because the state file's lock admits one
-sidecar per store file.
+sidecar per store file. On PostgreSQL a reader following a run is woken by the journal's
+notifications (LISTEN/NOTIFY), not by polling.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import os
 import re
 import stat
@@ -28,11 +35,21 @@ from typing import TYPE_CHECKING
 import grpc
 
 from oma_actors import EncryptingJournal, JournalOptions, JsonlRunJournal, parse_store_uri
-from sidecar.status import FailedPrecondition, InvalidArgument, SidecarError
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.journal import JournalCorruptError, open_event, open_journal
+from oma_actors.journal.postgres import PostgresRunJournal
+from oma_actors.journal.sql import SqlRunJournal
+from oma_actors.stores.rows import redact
+from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument, SidecarError
 
 if TYPE_CHECKING:
-    from oma_actors import KeyRing, RunJournal
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from oma_actors import KeyRing
+    from oma_actors.journal import JournalEvent, RunJournal
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+
+logger = logging.getLogger(__name__)
 
 JOURNALS_SUFFIX = ".journals"
 JOURNAL_EXT = ".jsonl"
@@ -65,11 +82,45 @@ def journal_name(run_id: str) -> str:
     return f"{digest}-{readable}{JOURNAL_EXT}"
 
 
+FILE_KIND = "file"
+DATABASE_KINDS = frozenset({"sqlite", "postgresql"})
+"""Store kinds whose database holds its runs' journals (``open_journal``)."""
+
+
+class DatabaseTail:
+    """The events of one run appended to a database journal since the last read.
+
+    Reads by the ``(run_id, seq)`` key: nothing is ever half-written in a database journal, so
+    every row read is an event (``final`` changes nothing).
+    """
+
+    def __init__(self, journal: SqlRunJournal, run_id: str, keyring: KeyRing | None = None) -> None:
+        self.journal = journal
+        self.run_id = run_id
+        self.keyring = keyring
+
+    async def read(self, after_seq: int, *, final: bool = False) -> tuple[list[JournalEvent], bool]:
+        """The events of the run with seq above ``after_seq``; never more waiting.
+
+        Raises:
+            DataLoss: a row is not a journal event of the run (reason ``JOURNAL_CORRUPT``).
+        """
+        try:
+            events = await self.journal.read_run(self.run_id, after_seq + 1)
+            if self.keyring is not None:
+                where = self.journal.table
+                events = [open_event(event, self.keyring, journal=where) for event in events]
+        except (JournalCorruptError, CorruptStoreError) as exc:
+            raise DataLoss("JOURNAL_CORRUPT", f"run {self.run_id!r}: {exc}") from None
+        return events, False
+
+
 class RunJournals:
     """Which runs keep a journal, where it is, and opening, reading and removing it.
 
     Args:
-        state_uri: the normalized ``--store``; journals are kept only when it is a file store.
+        state_uri: the normalized ``--store``; journals are kept when it is a file, SQLite or
+            PostgreSQL store.
         enabled: ``False`` (``--no-journal``): new runs keep none.
         keyring: ``--encryption-keys``: every journal is an ``EncryptingJournal`` (payloads
             sealed at rest) and every reader opens events with these keys.
@@ -79,19 +130,21 @@ class RunJournals:
         self, *, state_uri: str, enabled: bool = True, keyring: KeyRing | None = None
     ) -> None:
         self._state_kind = parse_store_uri(state_uri).kind
-        self.enabled = enabled and self._state_kind == "file"
+        self.enabled = enabled and self._keeps(self._state_kind)
         self.keyring = keyring
+        self._databases: dict[str, SqlRunJournal] = {}
+        self._listeners: dict[str, _Listener] = {}
+        self._lock = asyncio.Lock()
 
-    def reader(self, path: str) -> RunJournal:
-        """A journal over ``path`` for reading: sealed when the sidecar has keys."""
-        journal = JsonlRunJournal(path)
-        return journal if self.keyring is None else EncryptingJournal(journal, self.keyring)
+    @staticmethod
+    def _keeps(kind: str) -> bool:
+        return kind == FILE_KIND or kind in DATABASE_KINDS
 
     def path_of(self, run_id: str, store_uri: str) -> str | None:
-        """Where the journal of a run checkpointing to ``store_uri`` is (``None``: a store kept
-        by no file, so no journal)."""
+        """Where the JSONL journal of a run checkpointing to ``store_uri`` is (``None``: a
+        store kept by no file, whose journal, if any, is in its database)."""
         target = parse_store_uri(store_uri)
-        if target.kind != "file":
+        if target.kind != FILE_KIND:
             return None
         return os.path.join(target.location + JOURNALS_SUFFIX, journal_name(run_id))
 
@@ -100,8 +153,8 @@ class RunJournals:
 
         Raises:
             FailedPrecondition: the server keeps no journals (``--no-journal``, or a
-                ``--store`` that is not a file store); reason ``JOURNAL_UNAVAILABLE``.
-            InvalidArgument: the run saves no checkpoint, or its store is not a file store.
+                ``--store`` that keeps none); reason ``JOURNAL_UNAVAILABLE``.
+            InvalidArgument: the run saves no checkpoint, or its store keeps no journal.
         """
         if not options.journal:
             return
@@ -109,9 +162,9 @@ class RunJournals:
         if not self.enabled:
             why = (
                 "this sidecar runs with --no-journal"
-                if self._state_kind == "file"
+                if self._keeps(self._state_kind)
                 else f"this sidecar's --store is a {self._state_kind} store, and journals are "
-                "kept beside file stores only"
+                "kept beside file stores and in SQLite and PostgreSQL stores only"
             )
             raise FailedPrecondition(
                 JOURNAL_UNAVAILABLE,
@@ -123,20 +176,30 @@ class RunJournals:
                 field, "a run without checkpoints keeps no journal", reason=JOURNAL_UNAVAILABLE
             )
         kind = parse_store_uri(store_uri).kind
-        if kind != "file":
+        if not self._keeps(kind):
             raise InvalidArgument(
                 field,
-                f"a {kind} checkpoint store keeps no journal (journals are kept beside "
-                "file:// stores only)",
+                f"a {kind} checkpoint store keeps no journal (journals are kept beside file:// "
+                "stores and in sqlite:// and postgresql:// stores)",
                 reason=JOURNAL_UNAVAILABLE,
             )
 
     async def open(self, run_id: str, store_uri: str) -> RunJournal | None:
-        """The journal an attempt of the run writes (the caller closes it), or ``None``.
+        """The journal an attempt of the run writes (give it back with :meth:`release`).
 
-        A new run gets one when journals are on; a run whose journal file exists always gets it
+        A new run gets one when journals are on; a run whose journal exists always gets it
         back (its tail may hold commits no snapshot has).
+
+        Raises:
+            JournalFileError: the run's journal file could not be created.
+            StoreError: the run's database journal could not be read.
         """
+        kind = parse_store_uri(store_uri).kind
+        if kind in DATABASE_KINDS:
+            journal = await self.database(store_uri)
+            if not self.enabled and not await journal.read_run(run_id):
+                return None
+            return self._sealed(journal)
         path = self.path_of(run_id, store_uri)
         if path is None:
             return None
@@ -146,8 +209,38 @@ class RunJournals:
             await asyncio.to_thread(_create_private, path)
         except OSError as exc:
             raise JournalFileError("JOURNAL_OPEN_FAILED", path, "create", exc) from None
-        journal = JsonlRunJournal(path, flush_interval_ms=0)
+        return self._sealed(JsonlRunJournal(path, flush_interval_ms=0))
+
+    def _sealed(self, journal: RunJournal) -> RunJournal:
+        """``journal`` as the runs use it: sealed when the sidecar has keys."""
         return journal if self.keyring is None else EncryptingJournal(journal, self.keyring)
+
+    async def release(self, journal: RunJournal) -> None:
+        """An attempt is done with ``journal``: a file's is closed, a database's stays open
+        for the other runs of that database (closed by :meth:`aclose`)."""
+        inner = journal.inner if isinstance(journal, EncryptingJournal) else journal
+        if inner not in self._databases.values():
+            await journal.close()
+
+    async def database(self, store_uri: str) -> SqlRunJournal:
+        """The journal of the database ``store_uri`` names, shared by every run of it."""
+        async with self._lock:
+            journal = self._databases.get(store_uri)
+            if journal is None:
+                opened = open_journal(store_uri)
+                assert isinstance(opened, SqlRunJournal)  # DATABASE_KINDS: the SQL journals
+                journal = self._databases[store_uri] = opened
+            return journal
+
+    async def reader(self, run_id: str, store_uri: str) -> DatabaseTail | str | None:
+        """Where to read the run's journal: its file's path, a database tail, or ``None``
+        when it keeps none (no file, or no event in its database)."""
+        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
+            journal = await self.database(store_uri)
+            if not self.enabled and not await journal.read_run(run_id):
+                return None
+            return DatabaseTail(journal, run_id, self.keyring)
+        return await self.existing(run_id, store_uri)
 
     async def existing(self, run_id: str, store_uri: str) -> str | None:
         """The run's journal file if it exists (for reading), else ``None``."""
@@ -156,12 +249,79 @@ class RunJournals:
             return None
         return path
 
+    async def events(self, run_id: str, store_uri: str) -> list[JournalEvent] | None:
+        """Every event of the run's journal, or ``None`` when it keeps none.
+
+        Raises:
+            DataLoss: the journal has a damaged line or row (reason ``JOURNAL_CORRUPT``).
+        """
+        where = await self.reader(run_id, store_uri)
+        if where is None:
+            return None
+        if isinstance(where, DatabaseTail):
+            events, _ = await where.read(0)
+            return events or None
+        reader = self._sealed(JsonlRunJournal(where))
+        try:
+            found = await reader.read_from(0)
+        except (JournalCorruptError, CorruptStoreError) as exc:
+            raise DataLoss("JOURNAL_CORRUPT", f"run {run_id!r}: {exc}") from None
+        finally:
+            await reader.close()
+        return [event for event in found if event.run_id == run_id]
+
+    @contextlib.asynccontextmanager
+    async def woken(
+        self, run_id: str, store_uri: str, wake: Callable[[], None]
+    ) -> AsyncIterator[bool]:
+        """Call ``wake()`` whenever rows of ``run_id`` commit, while inside.
+
+        Yields whether wake-ups are pushed (a PostgreSQL journal's notifications); ``False``:
+        the caller must look again by itself now and then.
+        """
+        if parse_store_uri(store_uri).kind != "postgresql":
+            yield False
+            return
+        listener = await self._listener(store_uri)
+        if listener is None:
+            yield False
+            return
+        listener.waiters.setdefault(run_id, set()).add(wake)
+        try:
+            yield True
+        finally:
+            waiters = listener.waiters.get(run_id, set())
+            waiters.discard(wake)
+            if not waiters:
+                listener.waiters.pop(run_id, None)
+
+    async def _listener(self, store_uri: str) -> _Listener | None:
+        journal = await self.database(store_uri)
+        if not isinstance(journal, PostgresRunJournal):
+            return None
+        async with self._lock:
+            listener = self._listeners.get(store_uri)
+            if listener is not None:
+                return listener
+            listener = _Listener()
+            try:
+                listener.stop = await journal.listen(listener.notified)
+            except StoreError as exc:
+                where = redact(store_uri)
+                logger.warning("journal notifications of %s unavailable: %s", where, exc)
+                return None
+            self._listeners[store_uri] = listener
+            return listener
+
     async def remove(self, run_id: str, store_uri: str) -> bool:
-        """Remove the run's journal file; whether there was one.
+        """Remove the run's journal (its file, or its rows); whether there was one.
 
         Raises:
             JournalFileError: the file exists and could not be removed.
+            StoreError: the database failed; nothing was removed.
         """
+        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
+            return await (await self.database(store_uri)).delete_run(run_id) > 0
         path = self.path_of(run_id, store_uri)
         if path is None:
             return False
@@ -172,6 +332,28 @@ class RunJournals:
         except OSError as exc:
             raise JournalFileError("JOURNAL_REMOVE_FAILED", path, "remove", exc) from None
         return True
+
+    async def aclose(self) -> None:
+        """Stop the notifications and close the database journals (at the sidecar's stop)."""
+        listeners, self._listeners = self._listeners, {}
+        for listener in listeners.values():
+            if listener.stop is not None:
+                await listener.stop()
+        databases, self._databases = self._databases, {}
+        for journal in databases.values():
+            await journal.close()
+
+
+class _Listener:
+    """One PostgreSQL journal's notifications, dispatched to the readers of each run."""
+
+    def __init__(self) -> None:
+        self.waiters: dict[str, set[Callable[[], None]]] = {}
+        self.stop: Callable[[], Awaitable[None]] | None = None
+
+    def notified(self, run_id: str) -> None:
+        for wake in tuple(self.waiters.get(run_id, ())):
+            wake()
 
 
 def journal_options(journal: RunJournal | None) -> JournalOptions | None:

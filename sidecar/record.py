@@ -152,6 +152,23 @@ def reserving_until(wanted: int) -> Callable[[RunRecordV1], RunRecordV1]:
     return reserve
 
 
+def releasing_reservation(held: int, used: int) -> Callable[[RunRecordV1], RunRecordV1]:
+    """The record change giving back the unused seqs of a reservation at a graceful stop.
+
+    ``held`` is the reservation this process holds and ``used`` the last seq it handed out.
+    Only when the stored reservation is still ``held`` (no other process reserved above it)
+    is it lowered to ``used``: the next process then continues right after the last event,
+    and a watcher is told of no gap, because no event was lost.
+    """
+
+    def release(record: RunRecordV1) -> RunRecordV1:
+        if record.seq_reserved_until != held or used >= held:
+            return record
+        return replace(record, seq_reserved_until=used)
+
+    return release
+
+
 def reserving_next_block(above: list[int]) -> Callable[[RunRecordV1], RunRecordV1]:
     """The record change reserving one more block of seqs above the stored reservation.
 

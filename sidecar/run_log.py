@@ -52,6 +52,11 @@ class RunLog:
         """The seq of the newest event (0 when none is retained)."""
         return self.events[-1].seq if self.events else 0
 
+    @property
+    def last_used(self) -> int:
+        """The last seq handed out (the seq before :attr:`next_seq`)."""
+        return self.next_seq - 1
+
     def add(self, event: pb.RunEvent) -> bool:
         """Append ``event`` (its seq is set here); ``False`` when it waits for a reservation."""
         if self._held or self.next_seq > self.reserved_until:
@@ -100,8 +105,14 @@ class RunLog:
         return self.events[start:]
 
     def changed(self) -> asyncio.Event:
-        """An event set at the next append."""
+        """An event set at the next append (or :meth:`wake`)."""
         return self._changed
+
+    def wake(self) -> None:
+        """Wake the watchers without an event: something they read elsewhere changed (the
+        run's journal, sidecar.journal_watch)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def merge_history(self, events: list[pb.RunEvent]) -> None:
         """Append the events of ``events`` (another sidecar's saved history) newer than ours."""

@@ -23,9 +23,10 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.errors import StoreError
 from oma_actors.keyspace import sidecar_key
 from sidecar.convert import now, timestamp
-from sidecar.event_pages import delete_key
+from sidecar.event_pages import PageConflictError, delete_key
 from sidecar.record import (
     FINISHED,
     SEQ_BLOCK,
@@ -34,6 +35,7 @@ from sidecar.record import (
     RunRecordV1,
     UnknownRunError,
     UnreadableRunError,
+    releasing_reservation,
     reserving_next_block,
     reserving_until,
 )
@@ -45,6 +47,7 @@ from sidecar.record_codec import (
 )
 from sidecar.run_history import RunHistory
 from sidecar.run_log import KnownRun, Progress, RunLog, known_run_message, status_event, tracks
+from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
@@ -394,6 +397,22 @@ class RunRegistry:
                 log.extend_reservation(record.seq_reserved_until)
         finally:
             self._reserving.discard(run_id)
+
+    async def close(self) -> None:
+        """A graceful stop: every event logged here made durable, unused seqs given back.
+
+        Called once the runs' tasks have ended. The next process continues each log right
+        after its last event, so a watcher resuming across the restart is told of no gap;
+        only a crash (no stop) leaves a reservation's unused seqs behind, reported as a gap.
+        A run whose history cannot be saved keeps its reservation: its events may be lost.
+        """
+        for run_id, known in list(self._runs.items()):
+            log = known.log
+            try:
+                await self._history.save(known)
+                await self.update(run_id, releasing_reservation(log.reserved_until, log.last_used))
+            except (StoreError, PageConflictError, SidecarError) as exc:
+                logger.warning("run %s: events not released at stop: %s", run_id, exc)
 
     def run_message(self, record: RunRecordV1, *, full: bool) -> pb.Run:
         """The wire form of a run, with this process's fresher progress when it has some."""

@@ -86,8 +86,8 @@ class ServerConfig:
         retain_runs, retain_seconds: delete finished runs beyond the newest ``retain_runs`` or
             older than ``retain_seconds`` (``sidecar.retention``); ``None``: no such limit.
         retention_interval_s: seconds between retention sweeps.
-        journal: keep a durable journal per run beside a file store (``sidecar.journals``);
-            ``False`` (``--no-journal``) or a database ``store_uri``: runs keep none.
+        journal: keep a durable journal per run where its store is (``sidecar.journals``);
+            ``False`` (``--no-journal``), or a memory or Redis ``store_uri``: runs keep none.
         encryption_keys: ``--encryption-keys``: every store the sidecar opens is an
             ``EncryptingStore`` and every run journal an ``EncryptingJournal`` with these keys
             (``None``: stores and journals are plaintext at rest).
@@ -205,14 +205,21 @@ class Sidecar:
             roots = default_store_roots(store_uri)
         self.store_roots = await asyncio.to_thread(_real_paths, roots)
         stores = await self._stack.enter_async_context(StoreRegistry(config.encryption_keys))
-        self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
-        self._stack.push_async_callback(self._cancel_tasks)
         state = await stores.atomic(store_uri)
         shared = shared_store(store_uri)
         registry = RunRegistry(
             state, owner_id=self.owner_id, spawn=self.spawn, durable_events=shared
         )
         self.registry, self.state = registry, state
+        # Entered before the task group, so it runs at a stop once every run's task has ended
+        # and before the stores close: the next process continues each log with no gap.
+        self._stack.push_async_callback(registry.close)
+        self.journals = journals = RunJournals(
+            state_uri=store_uri, enabled=config.journal, keyring=config.encryption_keys
+        )
+        self._stack.push_async_callback(journals.aclose)  # after the runs, before the stores
+        self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
+        self._stack.push_async_callback(self._cancel_tasks)
         self.interrupted = [record.run_id for record in await recover(registry)]
         _, unreadable = await registry.scan()
         self.unreadable = sorted(unreadable)
@@ -222,9 +229,6 @@ class Sidecar:
         )
         host_events = HostCallEvents(registry)
         host_events.attach(tool_host)
-        self.journals = journals = RunJournals(
-            state_uri=store_uri, enabled=config.journal, keyring=config.encryption_keys
-        )
         executor = RunExecutor(
             registry=registry,
             tool_host=tool_host,

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from oma_actors import (
     Checkpoint,
-    CorruptStoreError,
     build_timeline,
     fold_tail,
     render_timeline_html,
@@ -28,12 +27,12 @@ from oma_actors import (
 )
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
+from sidecar.status import FailedPrecondition, InvalidArgument
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors import CheckpointSnapshot, JournalEvent, RunJournal, Timeline
+    from oma_actors import CheckpointSnapshot, JournalEvent, Timeline
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1
     from sidecar.runs import RunRegistry
@@ -78,9 +77,7 @@ class RunTimelines:
         snapshot = await self._snapshot(record)
         events = None
         if self._journals is not None:
-            path = await self._journals.existing(record.run_id, record.store_uri)
-            if path is not None:
-                events = await _events(self._journals.reader(path), request.run_id)
+            events = await self._journals.events(record.run_id, record.store_uri)
         return await asyncio.to_thread(_render, snapshot, events, width)
 
     async def _snapshot(self, record: RunRecordV1) -> CheckpointSnapshot:
@@ -93,17 +90,6 @@ class RunTimelines:
         if snapshot is None:
             raise FailedPrecondition(NO_CHECKPOINT, f"run {run_id!r} has no checkpoint yet")
         return snapshot
-
-
-async def _events(reader: RunJournal, run_id: str) -> list[JournalEvent]:
-    """Every event of ``run_id`` in the journal ``reader`` reads (which it closes)."""
-    try:
-        events = await reader.read_from(0)
-    except CorruptStoreError as exc:  # a damaged line, or (sealed) plaintext or a lost key
-        raise DataLoss("JOURNAL_CORRUPT", f"run {run_id!r}: {exc}") from None
-    finally:
-        await reader.close()
-    return [event for event in events if event.run_id == run_id]
 
 
 def _render(

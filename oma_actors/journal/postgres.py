@@ -17,6 +17,7 @@ asyncpg is imported on first use (the ``postgres`` extra).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import ConfigurationError, StoreError
@@ -31,7 +32,7 @@ from oma_actors.stores.postgres import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     import asyncpg
 
@@ -89,15 +90,21 @@ class PostgresRunJournal(SqlRunJournal):
                 f"CREATE TABLE IF NOT EXISTS {quoted} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
                 "payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
             ),
+            # The notification of each run with new rows is sent at the commit (PostgreSQL
+            # sends one per distinct payload in a transaction): a reader following a run
+            # (``listen``) wakes then, never before its rows are visible.
             "insert": (
-                f"INSERT INTO {quoted} (run_id, seq, payload) "
+                f"WITH stored AS (INSERT INTO {quoted} (run_id, seq, payload) "
                 "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) "
-                "ON CONFLICT DO NOTHING RETURNING run_id, seq"
+                "ON CONFLICT DO NOTHING RETURNING run_id, seq) "
+                "SELECT run_id, seq, pg_notify($4, run_id) FROM stored"
             ),
+            "delete": f"DELETE FROM {quoted} WHERE run_id = $1",
             "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
             "plain": (
-                f"INSERT INTO {quoted} (run_id, seq, payload) "
-                "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])"
+                f"WITH stored AS (INSERT INTO {quoted} (run_id, seq, payload) "
+                "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) RETURNING run_id) "
+                "SELECT count(pg_notify($4, run_id)) FROM (SELECT DISTINCT run_id FROM stored) r"
             ),
             # One autocommit statement (its own transaction). The store's advisory locks come
             # first, in its global order (the sorted subquery feeds the aggregate in order), as a
@@ -117,8 +124,10 @@ class PostgresRunJournal(SqlRunJournal):
                 "SELECT r.run_id, r.seq, r.payload FROM "
                 "unnest($1::text[], $2::bigint[], $3::text[], $4::int[]) "
                 "AS r(run_id, seq, payload, part) "
-                "WHERE r.part NOT IN (SELECT part FROM failing) RETURNING 1) "
-                "SELECT array_agg(part) FROM failing WHERE (SELECT count(*) FROM inserted) >= 0"
+                "WHERE r.part NOT IN (SELECT part FROM failing) RETURNING run_id), "
+                "notified AS MATERIALIZED (SELECT count(pg_notify($10, run_id)) AS n "
+                "FROM (SELECT DISTINCT run_id FROM inserted) AS r) "
+                "SELECT array_agg(part) FROM failing WHERE (SELECT n FROM notified) >= 0"
             ),
             "all": (
                 f"SELECT run_id, seq, payload FROM {quoted} WHERE seq >= $1 ORDER BY seq, run_id"
@@ -128,6 +137,46 @@ class PostgresRunJournal(SqlRunJournal):
                 "ORDER BY seq"
             ),
         }
+
+    @property
+    def channel(self) -> str:
+        """The notification channel: a run's id is sent on it when its rows commit."""
+        return self.table
+
+    async def listen(self, callback: Callable[[str], None]) -> Callable[[], Awaitable[None]]:
+        """Call ``callback(run_id)`` whenever rows of ``run_id`` commit (LISTEN/NOTIFY).
+
+        Holds one connection of its own (not the pool's) until the returned ``stop`` is
+        awaited. A notification is a wake-up, not data: the reader then reads the rows.
+
+        Raises:
+            StoreError: the server could not be reached.
+        """
+        driver = asyncpg_module()
+        connection = await self._call(driver.connect(self._dsn, timeout=self._connect_timeout))
+
+        def notified(_connection: object, _pid: int, _channel: str, payload: str) -> None:
+            callback(payload)
+
+        try:
+            await self._call(connection.add_listener(self.channel, notified))
+        except BaseException:
+            await connection.close()
+            raise
+
+        async def stop() -> None:
+            try:
+                with contextlib.suppress(driver.PostgresError, driver.InterfaceError, OSError):
+                    await connection.remove_listener(self.channel, notified)
+            finally:
+                await connection.close()
+
+        return stop
+
+    async def _delete(self, run_id: str) -> int:
+        pool = await self._connected()
+        status: str = await self._call(pool.execute(self._sql["delete"], run_id))
+        return int(status.rsplit(" ", 1)[-1])  # "DELETE <n>"
 
     def shares_database(self, store: object) -> bool:
         """Whether ``store`` is a ``PostgresStore`` of this DSN's database and this store table."""
@@ -174,13 +223,16 @@ class PostgresRunJournal(SqlRunJournal):
         try:
             async with pool.acquire() as connection:
                 if not keys:  # no fence: the rows alone (the store's table may not even exist)
-                    await connection.execute(self._sql["plain"], run_ids, seqs, payloads)
+                    await connection.execute(
+                        self._sql["plain"], run_ids, seqs, payloads, self.channel
+                    )
                     failing = None
                 else:
                     args = (run_ids, seqs, payloads, row_parts, locks, keys)
                     failing = await connection.fetchval(
-                        self._sql["batch"], *args, check_parts, check_keys, check_values
-                    )
+                        self._sql["batch"], *args, check_parts, check_keys, check_values,
+                        self.channel,
+                    )  # fmt: skip
         except asyncpg_module().UniqueViolationError:
             raise _Conflict from None
         refused = set(failing or ())
@@ -218,7 +270,9 @@ class PostgresRunJournal(SqlRunJournal):
                     seqs.append(row.seq)
                     payloads.append(row.payload)
             if run_ids:
-                stored = await connection.fetch(self._sql["insert"], run_ids, seqs, payloads)
+                stored = await connection.fetch(
+                    self._sql["insert"], run_ids, seqs, payloads, self.channel
+                )
                 if len(stored) != len(run_ids):
                     inserted = {(row[0], row[1]) for row in stored}
                     for index, part in enumerate(parts):

@@ -176,6 +176,16 @@ class SqlRunJournal(ABC):
         """
         return self._decode(await self._select(run_id, seq))
 
+    async def delete_run(self, run_id: str) -> int:
+        """Delete every event of ``run_id`` (a deleted run's journal); how many there were.
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            StoreError: the database failed; nothing was deleted.
+        """
+        self._check_open()
+        return await self._delete(run_id)
+
     async def close(self) -> None:
         """Commit the open batch now, wait for every batch, release the connection.
 
@@ -203,6 +213,10 @@ class SqlRunJournal(ABC):
     @abstractmethod
     async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
         """``(run_id, seq, payload)`` rows with ``seq >= seq`` (of ``run_id`` when given)."""
+
+    @abstractmethod
+    async def _delete(self, run_id: str) -> int:
+        """Delete the rows of ``run_id`` in one transaction; how many there were."""
 
     @abstractmethod
     async def _release(self) -> None:

@@ -118,6 +118,10 @@ class SqliteRunJournal(SqlRunJournal):
             query, args = f"{columns} WHERE run_id = ? AND seq >= ? ORDER BY seq", (run_id, seq)
         return await self._run(lambda connection: connection.execute(query, args).fetchall())
 
+    async def _delete(self, run_id: str) -> int:
+        query = f"DELETE FROM {JOURNAL_TABLE} WHERE run_id = ?"
+        return await self._run(lambda connection: connection.execute(query, (run_id,)).rowcount)
+
     async def _release(self) -> None:
         worker, self._worker = self._worker, None
         if worker is None:

@@ -71,7 +71,8 @@ async def shared_store(postgres_dsn: str) -> AsyncIterator[str]:
     yield f"{postgres_dsn}?table={table}"
     connection = await asyncpg.connect(postgres_dsn)
     try:
-        await connection.execute(f'DROP TABLE IF EXISTS "{table}"')
+        for name in (table, f"{table}_journal"):  # the store's table and its runs' journal
+            await connection.execute(f'DROP TABLE IF EXISTS "{name}"')
     finally:
         await connection.close()
 
