@@ -1,7 +1,8 @@
 """``oma verify JOURNAL [--json]``: audit a run journal offline (spec JR-21..JR-23).
 
 Exit codes: 0 the journal verifies (inconclusive gaps alone are ok), 1 it has failures, 2 it
-cannot be read (missing file, or a bad line that is not a torn trailing one).
+cannot be read (missing file, a bad line that is not a torn trailing one, no valid event at
+all), with one line on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.journal import JournalCorruptError, JsonlRunJournal, verify_run
 
 if TYPE_CHECKING:
@@ -38,19 +40,25 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
-    """Carry out ``oma verify``; 0 ok, 1 failures, 2 unreadable."""
+    """Carry out ``oma verify``; 0 ok, 1 failures.
+
+    Raises:
+        CommandFailed: The journal is missing or unreadable, or holds no valid event (a file
+            of garbage alone proves nothing, so it is not "ok"); ``main`` prints it, exit 2.
+    """
     path: Path = args.journal
     if not await asyncio.to_thread(path.is_file):
-        console.print(f"[red]no journal file at {path}[/]", markup=True, highlight=False)
-        return 2
+        raise CommandFailed(f"no journal file at {path}")
     journal = JsonlRunJournal(path)
     try:
         result = await verify_run(journal)
     except (JournalCorruptError, OSError) as exc:
-        console.print(f"[red]cannot read {path}: {exc}[/]", markup=False, highlight=False)
-        return 2
+        raise CommandFailed(f"cannot read {path}: {exc}") from exc
     finally:
         await journal.close()
+    if result.stats["events"] == 0:
+        # Zero events is what an empty file, a wrong file or one torn line all read as.
+        raise CommandFailed(f"no valid event in {path}: it is not a run journal, or it is empty")
     if args.json:
         console.out(json.dumps(_as_json(result), indent=2), highlight=False)
     else:

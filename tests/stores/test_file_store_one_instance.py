@@ -1,0 +1,47 @@
+"""Two ``FileStore`` objects of one file in one process are one store (issue 24, item 4).
+
+Each object with its own mirror would rewrite the whole file from it, erasing what the other
+wrote (a checkpoint lost), and compare-and-set would hold in each mirror separately.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from oma_actors.stores import FileStore
+
+
+def keys_on_disk(path: Path) -> list[str]:
+    return sorted(entry["key"] for entry in json.loads(path.read_text())["entries"])
+
+
+async def test_two_filestores_of_one_file_lose_no_checkpoint(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "state.json"
+    first = FileStore(path)
+    second = FileStore(tmp_path / "sub" / ".." / "state.json")  # another spelling
+    await first.list()
+    await second.list()  # both read the (missing) file before either wrote
+    await first.set("__oma_checkpoint__/a/latest", "snapshot-a")
+    await second.set("__oma_checkpoint__/b/latest", "snapshot-b")
+    assert await asyncio.to_thread(keys_on_disk, path) == [
+        "__oma_checkpoint__/a/latest",
+        "__oma_checkpoint__/b/latest",
+    ]
+    await first.aclose()
+
+
+async def test_compare_and_set_is_atomic_across_filestore_objects(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    stores = [FileStore(path), FileStore(str(path))]
+    await stores[0].set("approval", "pending")
+    won = await asyncio.gather(
+        *(
+            store.compare_and_set("approval", "pending", f"d{n}")
+            for n, store in enumerate(stores * 3)
+        )
+    )
+    assert sum(won) == 1
+    await stores[0].aclose()
