@@ -26,10 +26,12 @@ async def test_two_filestores_of_one_file_lose_no_checkpoint(tmp_path: Path) -> 
     await second.list()  # both read the (missing) file before either wrote
     await first.set("__oma_checkpoint__/a/latest", "snapshot-a")
     await second.set("__oma_checkpoint__/b/latest", "snapshot-b")
+    await first.set("__oma_checkpoint__/a/latest", "snapshot-a2")  # a mirror without b's?
     assert await asyncio.to_thread(keys_on_disk, path) == [
         "__oma_checkpoint__/a/latest",
         "__oma_checkpoint__/b/latest",
     ]
+    assert first is second
     await first.aclose()
 
 
