@@ -24,7 +24,10 @@ MARK_STYLE: dict[str, tuple[str, str]] = {
     "executed": ("✓", "green"),
     "replayed": ("↺", "yellow"),
     "re-ran": ("⟳", "cyan"),
+    "settled": ("≡", "blue"),
     "outcome unknown": ("?", "bold red"),
+    "rejected": ("✗", "red"),
+    "running": ("▸", "cyan"),
     "awaiting approval": ("⏸", "magenta"),
     "pending": ("…", "dim"),
 }
