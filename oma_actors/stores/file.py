@@ -100,7 +100,7 @@ class FileStore(AppliesConditionally):
         self._durable = 0
         # This instance's claim on the file's flock, taken by the first write; the finalizer
         # gives it back on aclose() or when the instance is collected (never left locked).
-        self._release: weakref.finalize[[], None] | None = None
+        self._release: weakref.finalize[[], FileStore] | None = None
 
     @classmethod
     @asynccontextmanager
