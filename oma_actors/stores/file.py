@@ -28,7 +28,7 @@ from oma_actors.errors import StoreError
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
-from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
+from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
 from oma_actors.stores.file_lock import StateFileHold, hold_state_file
 
 if TYPE_CHECKING:
@@ -101,6 +101,9 @@ class FileStore(AppliesConditionally):
         # This instance's claim on the file's flock, taken by the first write; the finalizer
         # gives it back on aclose() or when the instance is collected (never left locked).
         self._release: weakref.finalize[[], FileStore] | None = None
+        # The file as the mirror last read it; an unlocked instance reads it again once it
+        # changed (another process wrote it), a locked one is the file's only writer.
+        self._stamp: tuple[int, int, int] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -245,6 +248,23 @@ class FileStore(AppliesConditionally):
             # Unlocked now, another process may write the file: the next use reads it again.
             self._entries = None
 
+    async def _stale(self) -> bool:
+        """Whether this unlocked instance's mirror is older than the file (then it is dropped).
+
+        Only a reader asks: while this process holds the lock nobody else writes the file, and
+        a mirror with changes not yet on disk is this process's newest state (FS-08).
+        """
+        if self._release is not None or self._durable != self._generation:
+            return False
+        if self._load_error is not None:
+            return False
+        stamp = await file_stamp(self._path)
+        # Checked again after the await: a write of this process may have begun meanwhile.
+        if stamp == self._stamp or self._release is not None or self._durable != self._generation:
+            return False
+        self._entries = None
+        return True
+
     async def _writable(self) -> dict[str, MemoryEntry]:
         """The mirror, once this process holds the file's lock (refused if another does)."""
         if self._release is None:
@@ -271,11 +291,12 @@ class FileStore(AppliesConditionally):
         del hold  # held by the caller for the whole reload; named to document the order
         if self._entries is None or self._durable != self._generation:
             return
+        self._stamp = await file_stamp(self._path)
         data = await read_state(self._path)
         self._entries = {} if data is None else decode_store(self._path, data)
 
     async def _mirror(self) -> dict[str, MemoryEntry]:
-        if self._entries is not None:
+        if self._entries is not None and not await self._stale():
             return self._entries
         async with self._load_lock:
             if self._load_error is not None:
@@ -285,6 +306,7 @@ class FileStore(AppliesConditionally):
             if self._entries is None:
                 try:
                     await sweep_stale_temps(self._path)
+                    self._stamp = await file_stamp(self._path)  # before the read: never newer
                     data = await read_state(self._path)
                     self._entries = {} if data is None else decode_store(self._path, data)
                 except StoreError as exc:

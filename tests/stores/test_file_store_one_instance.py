@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 from oma_actors.stores import FileStore
@@ -47,3 +48,25 @@ async def test_compare_and_set_is_atomic_across_filestore_objects(tmp_path: Path
     )
     assert sum(won) == 1
     await stores[0].aclose()
+
+
+async def test_a_reader_sees_what_another_process_wrote_since_it_read(tmp_path: Path) -> None:
+    # One instance per file must not turn into a stale cache: while this process holds no lock,
+    # another may write, and a read after that write returns it.
+    path = tmp_path / "state.json"
+    reader = FileStore(path)
+    assert await reader.get("k") is None
+    script = (
+        "import asyncio, sys\n"
+        "from oma_actors import FileStore\n"
+        "async def main():\n"
+        "    store = FileStore(sys.argv[1])\n"
+        "    await store.set('k', 'from the other process')\n"
+        "    await store.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", script, str(path))
+    assert await child.wait() == 0
+    entry = await reader.get("k")
+    assert entry is not None
+    assert entry.value == "from the other process"

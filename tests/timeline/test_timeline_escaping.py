@@ -119,3 +119,12 @@ def test_the_page_escapes_turn_text_and_approval_reasons() -> None:
 
 def _fields(value: object) -> dict[str, object]:
     return {name: getattr(value, name) for name in value.__slots__}  # type: ignore[attr-defined]
+
+
+def test_the_sidecars_timeline_text_passes_no_control_either() -> None:
+    # GetRunTimeline's text is this renderer printed without colour: nothing may survive.
+    from sidecar.timelines import timeline_text
+
+    text = timeline_text(hostile_timeline(HOSTILE), 200)
+    assert not UNSAFE.search(text.replace("\n", ""))
+    assert "\\x1b]0;owned\\x07" in text
