@@ -29,7 +29,7 @@ from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
-from oma_actors.stores.file_lock import StateFileHold, hold_state_file
+from oma_actors.stores.file_lock import hold_state_file
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -273,25 +273,28 @@ class FileStore(AppliesConditionally):
                 if self._release is None:
                     hold = await hold_state_file(self._path)
                     try:
-                        await self._reload_under(hold)
+                        await self._read_again()
                     except BaseException:
                         hold.release()
                         raise
                     self._release = weakref.finalize(self, hold.release)
         return await self._mirror()
 
-    async def _reload_under(self, hold: StateFileHold) -> None:
-        """Read the file again now that ``hold`` excludes other writers (called once per hold).
+    async def _read_again(self) -> None:
+        """Read the file again if it changed since the mirror read it; called just after the
+        lock was taken, so no other process writes it from here on.
 
         Another process may have written between our read and our lock (``oma approvals
         decide`` beside an app that had only read): writing our older mirror would erase that.
         A mirror with changes not yet on disk (a failed write) is kept: it is this process's
         newest state, and FS-08 promises the next write includes it.
         """
-        del hold  # held by the caller for the whole reload; named to document the order
         if self._entries is None or self._durable != self._generation:
             return
-        self._stamp = await file_stamp(self._path)
+        stamp = await file_stamp(self._path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
         data = await read_state(self._path)
         self._entries = {} if data is None else decode_store(self._path, data)
 
