@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from oma_actors.stores import FileStore
+from oma_actors.stores import file as file_module
+from oma_actors.stores.file_lock import StateFileHold
 
 
 def keys_on_disk(path: Path) -> list[str]:
@@ -70,3 +75,27 @@ async def test_a_reader_sees_what_another_process_wrote_since_it_read(tmp_path: 
     entry = await reader.get("k")
     assert entry is not None
     assert entry.value == "from the other process"
+
+
+async def test_a_write_made_just_before_this_process_locked_the_file_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window between the last read and the lock: another process writes the file there
+    # (played here by a rename inside the lock call, as the other process would do it).
+    path = tmp_path / "state.json"
+    store = FileStore(path)
+    assert await store.list() == []  # read, unlocked
+    real_hold = file_module.hold_state_file
+
+    async def written_elsewhere_then_held(at: str) -> StateFileHold:
+        other = {"version": 1, "entries": [{"key": "decided", "value": "by alice",
+                 "createdAt": "2026-01-01T00:00:00.000Z"}]}  # fmt: skip
+        temp = tmp_path / "other.tmp"
+        await asyncio.to_thread(temp.write_text, json.dumps(other))
+        await asyncio.to_thread(os.replace, temp, path)
+        return await real_hold(at)
+
+    monkeypatch.setattr(file_module, "hold_state_file", written_elsewhere_then_held)
+    await store.set("mine", "v")
+    assert await asyncio.to_thread(keys_on_disk, path) == ["decided", "mine"]
+    await store.aclose()
