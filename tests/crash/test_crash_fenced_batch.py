@@ -7,7 +7,7 @@ right after the first write that moved the record: the snapshot it names must be
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
 import sys
 from pathlib import Path
 
@@ -23,11 +23,12 @@ async def test_a_crash_right_after_the_record_moved_finds_the_snapshot_it_names(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "state.db"
-    done = subprocess.run(
-        [sys.executable, str(CHILD), str(path)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=Path.cwd(),
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, str(CHILD), str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=Path.cwd(),
     )  # fmt: skip
-    assert done.returncode == CRASH_EXIT, done.stdout + done.stderr
+    out, err = await asyncio.wait_for(child.communicate(), 120)
+    assert child.returncode == CRASH_EXIT, (out + err).decode()
     async with SqliteStore(path) as store:
         record = await RunLedger(MemoryStoreRunStore(store)).get("r1")
         snapshot = await Checkpoint(store, run_id="r1").load_latest()
