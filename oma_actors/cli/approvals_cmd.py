@@ -10,8 +10,10 @@ A reviewer decides on the exact content they were shown: ``show`` prints the can
 was hashed and its hash, and ``decide`` requires that hash back (``--hash``), so a request whose
 content changed since it was shown is refused as stale instead of being approved blind.
 
-Exit codes: 0 done; 1 not found or refused (the ``DurableApprovalError`` code is printed);
-2 usage (no store file, a malformed ``--hash``) or a store that cannot be opened.
+Exit codes: 0 done; 2 with one line on stderr for everything that could not be done: not found
+or refused (the ``DurableApprovalError`` code is printed; a request decided before is refused as
+"already decided: <decision> by <reviewer>"), usage (no store file, a malformed ``--hash``) or a
+store that cannot be opened. Stored text is printed through ``terminal_safe``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors import DurableApprovalError, Reviewer, StoreError
 from oma_actors.approvals import DurableApprovalLedger, approval_hash_input
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import (
     add_store_option,
     held_elsewhere,
@@ -31,6 +34,7 @@ from oma_actors.cli.store_option import (
     reading,
     writing,
 )
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
@@ -94,20 +98,19 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out an ``oma approvals`` command parsed by ``add_parser``'s parser.
 
     Returns:
-        The exit code: 0 done, 1 not found or refused, 2 usage.
+        The exit code: 0 done.
 
     Raises:
+        CommandFailed: Not found, refused (already decided, stale hash) or bad usage; exit 2.
         ConfigurationError: ``--store`` is not a store URI.
         StoreError: The store cannot be opened or read; for ``decide``, also when another
             process holds the state file (the message says to decide through it).
     """
     missing = await missing_store(args.store)
     if missing is not None:
-        _say(console, ("no store file at ", "red"), missing)
-        return 2
+        raise CommandFailed(f"no store file at {missing}")
     if args.action == "decide" and not _HASH.fullmatch(args.request_hash):
-        _say(console, ("--hash must be the 64 lowercase hex digits printed by `show`", "red"))
-        return 2
+        raise CommandFailed("--hash must be the 64 lowercase hex digits printed by `show`")
     try:
         if args.action == "decide":
             return await _decide_in(args, console)
@@ -118,10 +121,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             if args.action == "show":
                 return await _show(ledger, args, console)
     except DurableApprovalError as exc:
-        _say(console, ("refused: ", "red"), str(exc))
-        return 1
-    _say(console, ("unknown approvals action ", "red"), repr(args.action))
-    return 2
+        raise CommandFailed(f"refused: {exc}") from exc
+    raise CommandFailed(f"unknown approvals action {args.action!r}")
 
 
 async def _decide_in(args: argparse.Namespace, console: Console) -> int:
@@ -178,7 +179,7 @@ def _print_listed(console: Console, record: ApprovalRecord) -> None:
         subsequent_indent="    ",
     )
     # Text is never parsed for markup or emoji codes: stored data prints verbatim.
-    text = Text(f"{head}\n{details}")
+    text = Text(terminal_safe(f"{head}\n{details}", keep_newlines=True))
     text.stylize("bold", 0, len(request.id))
     console.print(text, soft_wrap=True)
 
@@ -211,8 +212,7 @@ def _as_json(record: ApprovalRecord) -> dict[str, Any]:
 async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:
     record = await ledger.get(args.request_id)
     if record is None:
-        _say(console, ("APPROVAL_NOT_FOUND: ", "red"), f"approval {args.request_id} was not found")
-        return 1
+        raise CommandFailed(f"APPROVAL_NOT_FOUND: approval {args.request_id} was not found")
     request = record.request
     _say(console, ("approval request ", "bold"), (request.id, "bold"))
     for label, value in (
@@ -227,7 +227,10 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
         if value is not None:
             _say(console, f"  {label:<10} ", value)
     _say(console, "content:")
-    console.print_json(data=request.content)
+    from rich.text import Text  # JSON escapes C0 controls but not C1 ones or bidi overrides
+
+    content = json.dumps(request.content, indent=2, ensure_ascii=False)
+    console.print(Text(terminal_safe(content, keep_newlines=True)), soft_wrap=True)
     _say(console, "hashed canonical JSON (exact text, one line):")
     _say(console, approval_hash_input(request.scope, request.boundary, request.content))
     _say(console, "request hash: ", request.request_hash)
@@ -269,10 +272,15 @@ async def _decide(ledger: DurableApprovalLedger, args: argparse.Namespace, conso
 
 
 def _say(console: Console, *parts: str | tuple[str, str]) -> None:
-    """Print ``parts`` verbatim (no markup, emoji codes or highlighting), on one soft line."""
+    """Print ``parts`` as plain text (no markup, emoji codes, highlighting or control
+    characters: each part passes ``terminal_safe``), on one soft line."""
     from rich.text import Text
 
-    console.print(Text.assemble(*parts), soft_wrap=True)
+    safe = [
+        (terminal_safe(part[0]), part[1]) if isinstance(part, tuple) else terminal_safe(part)
+        for part in parts
+    ]
+    console.print(Text.assemble(*safe), soft_wrap=True)
 
 
 def _status(decision: ApprovalDecision | None, *, when: bool = True) -> str:

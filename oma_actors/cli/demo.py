@@ -220,9 +220,12 @@ async def run_approval_demo(out_dir: Path, *, console: Console) -> int:
     orchestrator = OpenMultiAgent(
         on_progress=lambda e: show_event(console, e), max_concurrency=3, on_tool_call=gate
     )
-    first = await orchestrator.run_tasks(
-        demo_team(out_dir), demo_tasks(), checkpoint=checkpoint_options(out_dir)
-    )
+    options = checkpoint_options(out_dir)
+    first = await orchestrator.run_tasks(demo_team(out_dir), demo_tasks(), checkpoint=options)
+    # The store locked its file at its first write; give the lock back so the reviewer's
+    # process may write the decision (the next use here reads the file again).
+    assert isinstance(options.store, FileStore)
+    await options.store.aclose()
     console.print(f"status: [bold]{first.status.code}[/] ({first.status.message})")
     [request] = first.pending_approvals
     console.print(f"pending approval {request.id} (scope {request.scope})")

@@ -1,10 +1,17 @@
-"""Rendering events, results and snapshots for the terminal."""
+"""Rendering events, results and snapshots for the terminal.
+
+Every stored value (titles, results, ids, errors) goes through ``_v``: ``terminal_safe`` (no
+escape sequence, control or bidi override reaches the terminal) and rich's markup escape (a
+``[red]`` in a model's text is printed, not obeyed), because these lines are rich markup.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from oma_actors import (
     CheckpointSaveFailed,
@@ -16,6 +23,7 @@ from oma_actors import (
     ToolCalled,
     ToolOutcomeUnknown,
 )
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,38 +37,45 @@ def show_event(console: Console, event: ProgressEvent) -> None:
     """Print one progress line."""
     match event:
         case TaskStarted(title=title, agent=agent):
-            console.print(f"[cyan]▶ start[/]    {title} [dim]({agent})[/]")
+            console.print(f"[cyan]▶ start[/]    {_v(title)} [dim]({_v(agent)})[/]")
         case ToolCalled(agent=agent, tool_name=tool, is_error=is_error, replayed=replayed):
             mark = "[yellow]replayed[/]" if replayed else ("[red]error[/]" if is_error else "ok")
-            console.print(f"  [dim]tool[/]     {agent} → {tool} {mark}")
+            console.print(f"  [dim]tool[/]     {_v(agent)} → {_v(tool)} {mark}")
         case TaskCompleted(title=title, result=result):
             usage = result.token_usage
             console.print(
-                f"[green]✔ done[/]     {title} [dim]({result.turns} turns, "
+                f"[green]✔ done[/]     {_v(title)} [dim]({result.turns} turns, "
                 f"{usage.input_tokens}/{usage.output_tokens} tokens)[/]"
             )
         case TaskFailed(title=title, error=error):
-            console.print(f"[red]✘ failed[/]   {title}: {error}")
+            console.print(f"[red]✘ failed[/]   {_v(title)}: {_v(error)}")
         case TaskSkipped(title=title, reason=reason):
-            console.print(f"[yellow]↷ skipped[/]  {title}: {reason}")
+            console.print(f"[yellow]↷ skipped[/]  {_v(title)}: {_v(reason)}")
         case TaskRetry(task_id=task_id, attempt=attempt, next_delay_ms=delay):
-            console.print(f"[yellow]↻ retry[/]    {task_id} after attempt {attempt} in {delay} ms")
+            console.print(
+                f"[yellow]↻ retry[/]    {_v(task_id)} after attempt {attempt} in {delay} ms"
+            )
         case CheckpointSaveFailed(error=error):
-            console.print(f"[red]! checkpoint save failed[/]: {error}")
+            console.print(f"[red]! checkpoint save failed[/]: {_v(error)}")
         case ToolOutcomeUnknown(tool_call_id=call_id):
-            console.print(f"[red]? outcome unknown[/] {call_id}: not run again")
+            console.print(f"[red]? outcome unknown[/] {_v(call_id)}: not run again")
         case _:
             pass
 
 
 def show_result(console: Console, result: TeamRunResult, out_dir: Path | None = None) -> None:
     """Print the task table and, for the demo, the brief."""
-    table = Table(title=f"run {result.run_id} (attempt {result.attempt}): {result.status.code}")
+    table = Table(title=f"run {_v(result.run_id)} (attempt {result.attempt}): {result.status.code}")
     for column in ("task", "agent", "status", "result"):
         table.add_column(column)
     for task in result.tasks:
         text = (task.result or "").replace("\n", " ")
-        table.add_row(task.title, task.assignee or "", task.status, text[:60])
+        table.add_row(
+            *(
+                Text(terminal_safe(cell))
+                for cell in (task.title, task.assignee or "", task.status, text[:60])
+            )
+        )
     console.print(table)
     usage = result.token_usage
     console.print(f"tokens: {usage.input_tokens} in / {usage.output_tokens} out")
@@ -72,25 +87,28 @@ def show_result(console: Console, result: TeamRunResult, out_dir: Path | None = 
 def show_snapshot(console: Console, snapshot: CheckpointSnapshot) -> None:
     """Print a snapshot readably: identity, tasks, in-flight runners and their pending calls."""
     console.print(
-        f"run [bold]{snapshot.run_id}[/] · mode {snapshot.mode} · schema v{snapshot.version} · "
-        f"attempt {snapshot.attempt} · revision {snapshot.revision} · saved {snapshot.created_at}"
+        f"run [bold]{_v(snapshot.run_id)}[/] · mode {_v(snapshot.mode)} · "
+        f"schema v{snapshot.version} · attempt {snapshot.attempt} · "
+        f"revision {snapshot.revision} · saved {_v(snapshot.created_at)}"
     )
     if snapshot.goal:
-        console.print(f"goal: {snapshot.goal}")
+        console.print(f"goal: {_v(snapshot.goal)}")
     tasks = Table(title="tasks")
     for column in ("id", "title", "status", "assignee", "result"):
         tasks.add_column(column)
     for task in snapshot.tasks:
         result = (task.result or "").replace("\n", " ")
-        tasks.add_row(task.id[:8], task.title, task.status, task.assignee or "", result[:40])
+        cells = (task.id[:8], task.title, task.status, task.assignee or "", result[:40])
+        tasks.add_row(*(Text(terminal_safe(cell)) for cell in cells))
     console.print(tasks)
     titles = {task.id: task.title for task in snapshot.tasks}
     for entry in snapshot.in_flight:
         state = entry.state
         usage = state.token_usage
         console.print(
-            f"in flight: [bold]{titles.get(entry.task_id, entry.task_id)}[/] ({entry.assignee}) "
-            f"phase {state.phase}, {state.turns} turns, "
+            f"in flight: [bold]{_v(titles.get(entry.task_id, entry.task_id))}[/] "
+            f"({_v(entry.assignee)}) "
+            f"phase {_v(state.phase)}, {state.turns} turns, "
             f"{usage.input_tokens}/{usage.output_tokens} tokens"
         )
         for item in state.pending:
@@ -99,7 +117,12 @@ def show_snapshot(console: Console, snapshot: CheckpointSnapshot) -> None:
                 if item.commit
                 else ("dispatched" if item.dispatched else "not committed")
             )
-            console.print(f"  call {item.call.id} {item.call.name}: {status}")
+            console.print(f"  call {_v(item.call.id)} {_v(item.call.name)}: {status}")
     if snapshot.shared_memory is not None:
         count = len(snapshot.shared_memory.get("entries", []))
         console.print(f"shared memory: {count} entries, turn {snapshot.turn_count}")
+
+
+def _v(value: object) -> str:
+    """A stored value made safe inside a rich markup line."""
+    return escape(terminal_safe(str(value)))

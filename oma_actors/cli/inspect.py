@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 
 from oma_actors import Checkpoint, is_checkpoint_key, list_checkpoints
 from oma_actors.cli.display import show_snapshot
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import add_journal_options, with_tail
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
@@ -63,16 +65,17 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out an ``oma checkpoint`` command parsed by ``add_parser``'s parser.
 
     Returns:
-        The exit code: 0 done, 1 nothing to show, 2 usage (no store file, several runs).
+        The exit code: 0 done, 1 the journal tail was checked and does not fold.
 
     Raises:
+        CommandFailed: No store file, no checkpoint, or several runs and no ``--run-id``
+            (exit 2, on stderr).
         ConfigurationError: ``--store`` is not a store URI.
         StoreError: The store cannot be opened or read.
     """
     missing = await missing_store(args.store)
     if missing is not None:
-        console.print(f"[red]no store file at {missing}[/]", markup=True, highlight=False)
-        return 2
+        raise CommandFailed(f"no store file at {missing}")
     async with reading(args.store) as store:
         if args.action == "list":
             return _print_list(await list_checkpoints(store), json_out=args.json, console=console)
@@ -85,26 +88,18 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
         keys = [entry.key for entry in await store.list() if is_checkpoint_key(entry.key)]
         if len(keys) != 1:
             listed = ", ".join(keys) or "none"
-            console.print(
-                f"{len(keys)} checkpoints in the store ({listed}); pass --run-id",
-                style="yellow",
-                markup=False,
-            )
-            return 2 if not keys else 1
+            raise CommandFailed(f"{len(keys)} checkpoints in the store ({listed}); pass --run-id")
         key = keys[0]
     snapshot = await Checkpoint(store, run_id=args.run_id, key=key).load_latest()
     if snapshot is None:
-        console.print(
-            f"no checkpoint for run {args.run_id!r} in {args.store}", style="yellow", markup=False
-        )
-        return 1
+        raise CommandFailed(f"no checkpoint for run {args.run_id!r} in {args.store}")
     if args.raw:
         console.print_json(json.dumps(snapshot.raw))
         return 0
     view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
     show_snapshot(console, view.snapshot)
     if view.note is not None:
-        console.print(view.note, style=None if view.ok else "yellow", markup=False)
+        console.print(terminal_safe(view.note), style=None if view.ok else "yellow", markup=False)
     return 0 if view.ok else 1
 
 
@@ -124,9 +119,10 @@ def _print_list(found: list[CheckpointSummary], *, json_out: bool, console: Cons
         # An unreadable value has no run id: name it by its key, and print why below.
         name = summary.run_id or summary.key
         row = (name, summary.status, str(summary.attempt), str(summary.revision), summary.saved_at)
-        table.add_row(*(Text(cell) for cell in row))  # stored text never parsed as markup
+        table.add_row(*(Text(terminal_safe(cell)) for cell in row))  # never parsed as markup
     console.print(table)
     for summary in found:
         if summary.error is not None:
-            console.print(f"unreadable {summary.key}: {summary.error}", style="red", markup=False)
+            line = terminal_safe(f"unreadable {summary.key}: {summary.error}")
+            console.print(line, style="red", markup=False)
     return 0

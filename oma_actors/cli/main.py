@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors import OmaError, event_loop_factory
 from oma_actors.cli import approvals_cmd, inspect, keys_cmd, plugins, runs_cmd, verify_cmd
+from oma_actors.cli.failure import CommandFailed
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterable, Sequence
@@ -102,11 +104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(command(args, console))
-    except OmaError as exc:
-        # One line on stderr, no traceback: a bad --store URI, an unreachable or locked store,
-        # a corrupt file. Printed as plain text: a message may hold brackets or a stored key.
-        message = " ".join(str(exc).split())
-        print(f"oma {args.command}: {type(exc).__name__}: {message}", file=sys.stderr)
+    except (OmaError, CommandFailed) as exc:
+        # One line on stderr, no traceback, nothing on stdout (a --json consumer parses stdout):
+        # a bad --store URI, an unreachable or locked store, a corrupt file, a refused decision.
+        # Plain text made terminal-safe: a message may hold brackets, a stored key or an id.
+        message = terminal_safe(" ".join(str(exc).split()))
+        kind = "" if isinstance(exc, CommandFailed) else f"{type(exc).__name__}: "
+        print(f"oma {args.command}: {kind}{message}", file=sys.stderr)
         return 2
 
 

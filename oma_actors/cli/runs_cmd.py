@@ -26,8 +26,10 @@ from oma_actors import (
     render_timeline_text,
 )
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import with_tail
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
@@ -73,11 +75,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
-    """Carry out ``oma runs list|show``; 0 done, 1 no such run, 2 no store or journal file."""
+    """Carry out ``oma runs list|show``; 0 done.
+
+    Raises:
+        CommandFailed: No store file, no journal file or no such run (exit 2, on stderr).
+    """
     missing = await missing_store(args.store)
     if missing is not None:
-        console.print(f"[red]no store file at {missing}[/]", markup=True, highlight=False)
-        return 2
+        raise CommandFailed(f"no store file at {missing}")
     if args.action == "show":
         return await _show(args, console)
     async with reading(args.store) as store:
@@ -93,13 +98,11 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 
 async def _show(args: argparse.Namespace, console: Console) -> int:
     if args.journal is not None and not await aiofiles.os.path.exists(args.journal):
-        console.print(f"no journal file at {args.journal}", style="red", markup=False)
-        return 2
+        raise CommandFailed(f"no journal file at {args.journal}")
     async with reading(args.store) as store:
         snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
     if snapshot is None:
-        console.print(f"no checkpoint of run {args.run_id}", style="red", markup=False)
-        return 1
+        raise CommandFailed(f"no checkpoint of run {args.run_id}")
     events = None
     # Like a restore, follow the journal the snapshot names (journalRef) unless told otherwise,
     # and show the snapshot with its tail folded: after a journal-first crash the dispatch
@@ -119,7 +122,12 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     if args.html is not None:
         async with aiofiles.open(args.html, "w", encoding="utf-8") as page:
             await page.write(render_timeline_html(timeline))
-        console.print(f"timeline page: {args.html}", markup=False, highlight=False, soft_wrap=True)
+        console.print(
+            f"timeline page: {terminal_safe(args.html)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     return 0
 
 
@@ -162,7 +170,7 @@ def _print(rows: list[dict[str, object]], console: Console) -> None:
             _field(rec, "owner"),
             _field(rec, "fencing_token"),
         )
-        table.add_row(*(Text(cell) for cell in cells))  # stored text is never markup
+        table.add_row(*(Text(terminal_safe(cell)) for cell in cells))  # never markup
     console.print(table)
 
 

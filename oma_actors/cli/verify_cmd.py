@@ -1,7 +1,8 @@
 """``oma verify JOURNAL [--json]``: audit a run journal offline (spec JR-21..JR-23).
 
 Exit codes: 0 the journal verifies (inconclusive gaps alone are ok), 1 it has failures, 2 it
-cannot be read (missing file, or a bad line that is not a torn trailing one).
+cannot be read (missing file, a bad line that is not a torn trailing one, no valid event at
+all), with one line on stderr.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors import ConfigurationError, StoreError
 from oma_actors.cli.encryption import KEYS_ENV, keyring_from_env, sealed_journal
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.journal import JsonlRunJournal, verify_run
 from oma_actors.journal.encrypting import SEALED_FIELD
 
@@ -42,17 +43,20 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
-    """Carry out ``oma verify``; 0 ok, 1 failures, 2 unreadable.
+    """Carry out ``oma verify``; 0 ok, 1 failures.
 
-    An unreadable journal raises its typed error, which ``oma`` prints as one line on stderr
-    (exit 2): a missing file, a bad line, and a path that is not a regular file (a FIFO,
-    ``/dev/zero``, ``/proc/kmsg``, a directory) or is over the journal read limit, both refused
-    before anything is read, so none of them hangs or loads gigabytes.
+    Raises:
+        CommandFailed: The journal is missing, holds no valid event (a file of garbage alone
+            proves nothing, so it is not "ok"), or is sealed and no keys were given; ``main``
+            prints it as one line on stderr, exit 2. An unreadable journal raises its own typed
+            error, printed the same way: a bad line, and a path that is not a regular file (a
+            FIFO, ``/dev/zero``, ``/proc/kmsg``, a directory) or is over the journal read limit,
+            both refused before anything is read, so none of them hangs or loads gigabytes.
     """
     path: Path = args.journal
     if not await asyncio.to_thread(os.path.lexists, path):
         # A missing file reads as an empty journal (JR-04): "ok: 0 events" would be a lie here.
-        raise StoreError(f"no journal file at {path}")
+        raise CommandFailed(f"no journal file at {path}")
     keyring = keyring_from_env()
     journal = sealed_journal(JsonlRunJournal(path), keyring)
     try:
@@ -61,10 +65,11 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         await journal.close()
     if keyring is None and any(SEALED_FIELD in event.data for event in events):
         # Sealed payloads prove nothing about lineage: a pass here would be vacuous.
-        raise ConfigurationError(
-            f"{path} is sealed (EncryptingJournal): set {KEYS_ENV} to its key file"
-        )
+        raise CommandFailed(f"{path} is sealed (EncryptingJournal): set {KEYS_ENV} to its key file")
     result = await verify_run(events)
+    if result.stats["events"] == 0:
+        # Zero events is what an empty file, a wrong file or one torn line all read as.
+        raise CommandFailed(f"no valid event in {path}: it is not a run journal, or it is empty")
     if args.json:
         console.out(json.dumps(_as_json(result), indent=2), highlight=False)
     else:

@@ -22,7 +22,10 @@ class TaskJournal:
     messages: int = 0  # conversation messages recorded (or restored)
     lineage: list[Lineage] = field(default_factory=list)
     committed: set[str] = field(default_factory=set)  # call ids with a tool/result
-    calls: dict[str, int] = field(default_factory=dict)  # call id -> its tool/call seq
+    # call id -> its tool/call seq; None: an unsafe call an earlier attempt started (its
+    # tool/call is that attempt's). A restore settles such a call without running it, so its
+    # commit gets no tool/call of its own: the journal's fact that it did not run again.
+    calls: dict[str, int | None] = field(default_factory=dict)
     results: dict[str, int] = field(default_factory=dict)  # call id -> its tool/result seq
     answer: int | None = None  # the open round's assistant/message seq
     requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls

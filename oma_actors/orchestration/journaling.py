@@ -196,6 +196,7 @@ class RunJournaling:
             messages=len(state.conversation),
             lineage=lineage,
             committed={i.call.id for i in state.pending if i.commit is not None},
+            calls={i.call.id: None for i in state.pending if i.dispatched and i.commit is None},
             usage=state.token_usage,
             requested={i.call.id: i.call for i in state.pending},
             last_seq=entry.journal_seq,

@@ -7,6 +7,12 @@ from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import ConfigurationError
+from oma_actors.keyspace import (
+    CHECKPOINT_KEY_PREFIX,
+    RESERVED_PREFIXES,
+    is_checkpoint_key,
+    is_reserved_key,
+)
 from oma_actors.stores.base import is_memory_store
 
 if TYPE_CHECKING:
@@ -74,12 +80,15 @@ def resolve_checkpoint(
 
     Raises:
         ConfigurationError: no store, run id or key can identify the checkpoint, or the store
-            is not a ``MemoryStore``, or the run id is empty or longer than 128 characters.
+            is not a ``MemoryStore``, or the run id is empty or longer than 128 characters, or
+            the key names a record of the runtime or another run's checkpoint.
     """
     if options is None:
         return None
     if options.run_id is not None and not 1 <= len(options.run_id) <= 128:
         raise ConfigurationError("CheckpointOptions.run_id must be 1..128 characters")
+    if options.key:
+        _check_key(options.key, options.run_id)
     if options.store is not None and not is_memory_store(options.store):
         raise ConfigurationError(
             "CheckpointOptions.store must have async get, set, list, delete and clear"
@@ -97,6 +106,29 @@ def resolve_checkpoint(
         run_id=options.run_id,
         reuses_shared_store=shared is not None and store is shared,
     )
+
+
+def _check_key(key: str, run_id: str | None) -> None:
+    """Refuse a key whose saves would overwrite what is not this run's checkpoint.
+
+    Every save replaces the value at the key: under ``__oma_approval__/``, ``__oma_run__/`` or
+    ``__oma_sidecar__/`` it would erase an approval row, a run record (its lease and fencing
+    token) or the sidecar's registry; under another run's ``__oma_checkpoint__/<id>/`` it would
+    erase that run's checkpoint. A key outside the reserved prefixes is the caller's own.
+    """
+    if is_checkpoint_key(key):
+        own = f"{CHECKPOINT_KEY_PREFIX}{run_id}/"
+        if run_id is not None and not (key.startswith(own) and len(key) > len(own)):
+            raise ConfigurationError(
+                f"CheckpointOptions.key {key!r} is not run {run_id!r}'s: a checkpoint key "
+                f"of this run lies under {own!r}"
+            )
+        return
+    if is_reserved_key(key):
+        raise ConfigurationError(
+            f"CheckpointOptions.key {key!r} lies under a prefix the runtime reserves "
+            f"({', '.join(RESERVED_PREFIXES)}); choose a key outside them"
+        )
 
 
 def check_max_concurrency(value: int) -> int:

@@ -5,6 +5,13 @@ owned by the store: each flush waits for the one before it, so renames land in t
 mutations happened, and a caller that is cancelled cannot stop a flush half-way (the worker
 thread doing the rename cannot be stopped; if the chain moved on, an older snapshot could be
 renamed over a newer one).
+
+One file, one instance, one writer (item 4 of issue 24, DESIGN D13): ``FileStore(path)`` returns
+the instance this process already has for that file (any spelling), because compare-and-set is
+atomic only within an instance and two mirrors of one file would each rewrite it without the
+other's writes. The first write takes the file's ``flock`` (``file_lock``), so a second process
+writing the same file is refused instead of erasing what this one wrote; after taking it the
+mirror is read again, since another process may have written between our read and our lock.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
+import weakref
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +28,7 @@ from oma_actors.errors import StoreError
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
-from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomic
+from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
 from oma_actors.stores.file_lock import hold_state_file
 
 if TYPE_CHECKING:
@@ -33,30 +41,53 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
+# The live FileStore of each (class, real path) in this process: what makes FileStore(path) one
+# instance per file. Weak, so a store nobody uses is collected and its lock given back.
+_INSTANCES: weakref.WeakValueDictionary[tuple[type[FileStore], str], FileStore] = (
+    weakref.WeakValueDictionary()
+)
+
 
 class FileStore(AppliesConditionally):
-    """A store kept in one JSON file in OMA's format, for one process at a time.
+    """A store kept in one JSON file in OMA's format, written by one process at a time.
 
     The file is ``{"version":1,"entries":[...]}``, readable by the TypeScript OMA and vice versa. A
     missing file is an empty store and is created by the first mutation. A corrupt or unreadable
     file raises ``CorruptStoreError`` on first use, and keeps raising it on this instance.
 
-    ``apply`` and ``compare_and_set`` are atomic only among callers sharing this instance
-    (FS-11). Prefer ``open_store("file:///abs/state.json")``, which gives every spelling of one
-    file one shared instance, or ``async with FileStore.open(path) as store``; both load eagerly,
-    wait for pending writes on exit, and lock the file against other processes (D13). Every
-    write rewrites the whole file, so it suits the checkpoint store; keep chatty shared memory
-    on ``InMemoryStore`` (FS-12).
+    ``apply`` and ``compare_and_set`` are atomic among callers sharing this instance (FS-11),
+    and every ``FileStore`` of one file in a process IS one instance: while one is alive,
+    ``FileStore(path)`` under any spelling of that file returns it (keeping its first clock).
+    The first write locks the file against other processes (D13): a second process writing it
+    gets a ``StoreError`` naming this one's pid, and ``aclose()`` (or the instance being
+    garbage-collected) gives the lock back. Reading takes no lock, so ``oma approvals list``
+    works beside a live app. ``async with FileStore.open(path) as store`` also loads eagerly,
+    locks at once and waits for pending writes on exit. Every write rewrites the whole file,
+    so it suits the checkpoint store; keep chatty shared memory on ``InMemoryStore`` (FS-12).
 
     Args:
-        path: The state file; resolved to an absolute path now, so a later ``chdir`` is harmless.
-        clock: Stamps ``created_at`` of new keys (trimmed to the file's milliseconds).
+        path: The state file; resolved to its real absolute path now, so a later ``chdir`` is
+            harmless.
+        clock: Stamps ``created_at`` of new keys (trimmed to the file's milliseconds); ignored
+            when this process already has an instance of the file.
     """
 
+    _path: str
+
+    def __new__(cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> FileStore:
+        """The live instance of this file in this process, or a new one."""
+        real = os.path.realpath(os.fspath(path))
+        existing = _INSTANCES.get((cls, real))
+        if existing is not None:
+            return existing
+        store = super().__new__(cls)
+        store._path = real
+        _INSTANCES[(cls, real)] = store
+        return store
+
     def __init__(self, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> None:
-        raw = os.fspath(path)
-        # abspath reads the working directory (a syscall); an absolute path needs only normpath.
-        self._path = os.path.normpath(raw) if os.path.isabs(raw) else os.path.abspath(raw)
+        if hasattr(self, "_entries"):
+            return  # the shared instance of this file: its state is already set up
         self._entries: dict[str, MemoryEntry] | None = None
         self._load_error: StoreError | None = None
         self._load_traceback: TracebackType | None = None
@@ -67,6 +98,12 @@ class FileStore(AppliesConditionally):
         # A flush that finds its generation already durable writes nothing (group commit).
         self._generation = 0
         self._durable = 0
+        # This instance's claim on the file's flock, taken by the first write; the finalizer
+        # gives it back on aclose() or when the instance is collected (never left locked).
+        self._release: weakref.finalize[[], FileStore] | None = None
+        # The file as the mirror last read it; an unlocked instance reads it again once it
+        # changed (another process wrote it), a locked one is the file's only writer.
+        self._stamp: tuple[int, int, int] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -78,17 +115,18 @@ class FileStore(AppliesConditionally):
         While it is open, this process holds an advisory lock on ``<path>.lock`` (DESIGN D13),
         so another process opening the same file (under any spelling) is refused instead of
         silently overwriting this one's writes. Other opens in this process share the lock;
-        ``open_store`` also shares the instance, which is what keeps compare-and-set atomic.
-        A ``FileStore(path)`` built directly takes no lock.
+        A ``FileStore(path)`` built directly takes the same lock at its first write.
 
         Raises:
             StoreError: Another process has the file open.
             CorruptStoreError: The file exists but is unreadable or not a valid state file.
         """
         store = cls(path, clock=clock)
+        # A counted claim for this context (another open context of the same instance may
+        # close first), besides the one the store's writes take.
         hold = await hold_state_file(store.path)
         try:
-            await store._mirror()
+            await store._writable()
             yield store
         finally:
             try:
@@ -147,7 +185,7 @@ class FileStore(AppliesConditionally):
             StoreError: A ``Put``'s metadata is not JSON-serializable (then nothing changed),
                 or the write failed.
         """
-        await self._mirror()
+        await self._writable()
 
         async def attempt() -> bool:
             entries = await self._mirror()
@@ -173,14 +211,14 @@ class FileStore(AppliesConditionally):
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` and write the file; a missing key writes nothing (FS-10)."""
-        entries = await self._mirror()
+        entries = await self._writable()
         if entries.pop(key, None) is not None:
             self._generation += 1
             await self._flush_through(self._generation)
 
     async def clear(self) -> None:
         """Remove every entry and write the (empty) file, even if it was already empty."""
-        entries = await self._mirror()
+        entries = await self._writable()
         entries.clear()
         self._generation += 1
         await self._flush_through(self._generation)
@@ -191,17 +229,77 @@ class FileStore(AppliesConditionally):
         Raises:
             StoreError: The write failed.
         """
-        await self._mirror()
+        await self._writable()
         await self._flush_through(self._generation)
 
     async def aclose(self) -> None:
-        """Wait for pending writes. Their errors belong to their own callers and are not raised."""
+        """Wait for pending writes, then give back the file's lock if a write took it.
+
+        The pending writes' errors belong to their own callers and are not raised. The store
+        stays usable: its next use reads the file again and its next write locks it again.
+        """
         tail = self._tail
         if tail is not None and not tail.done():
             await asyncio.wait([tail])
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+        if self._durable == self._generation and self._load_error is None:
+            # Unlocked now, another process may write the file: the next use reads it again.
+            self._entries = None
+
+    async def _stale(self) -> bool:
+        """Whether this unlocked instance's mirror is older than the file (then it is dropped).
+
+        Only a reader asks: while this process holds the lock nobody else writes the file, and
+        a mirror with changes not yet on disk is this process's newest state (FS-08).
+        """
+        if self._release is not None or self._durable != self._generation:
+            return False
+        if self._load_error is not None:
+            return False
+        stamp = await file_stamp(self._path)
+        # Checked again after the await: a write of this process may have begun meanwhile.
+        if stamp == self._stamp or self._release is not None or self._durable != self._generation:
+            return False
+        self._entries = None
+        return True
+
+    async def _writable(self) -> dict[str, MemoryEntry]:
+        """The mirror, once this process holds the file's lock (refused if another does)."""
+        if self._release is None:
+            await self._mirror()  # a file that cannot be loaded is refused before locking it
+            async with self._load_lock:
+                if self._release is None:
+                    hold = await hold_state_file(self._path)
+                    try:
+                        await self._read_again()
+                    except BaseException:
+                        hold.release()
+                        raise
+                    self._release = weakref.finalize(self, hold.release)
+        return await self._mirror()
+
+    async def _read_again(self) -> None:
+        """Read the file again if it changed since the mirror read it; called just after the
+        lock was taken, so no other process writes it from here on.
+
+        Another process may have written between our read and our lock (``oma approvals
+        decide`` beside an app that had only read): writing our older mirror would erase that.
+        A mirror with changes not yet on disk (a failed write) is kept: it is this process's
+        newest state, and FS-08 promises the next write includes it.
+        """
+        if self._entries is None or self._durable != self._generation:
+            return
+        stamp = await file_stamp(self._path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        data = await read_state(self._path)
+        self._entries = {} if data is None else decode_store(self._path, data)
 
     async def _mirror(self) -> dict[str, MemoryEntry]:
-        if self._entries is not None:
+        if self._entries is not None and not await self._stale():
             return self._entries
         async with self._load_lock:
             if self._load_error is not None:
@@ -211,10 +309,14 @@ class FileStore(AppliesConditionally):
             if self._entries is None:
                 try:
                     await sweep_stale_temps(self._path)
+                    self._stamp = await file_stamp(self._path)  # before the read: never newer
                     data = await read_state(self._path)
                     self._entries = {} if data is None else decode_store(self._path, data)
                 except StoreError as exc:
                     self._load_error, self._load_traceback = exc, exc.__traceback__
+                    # Final for this instance, but the next FileStore(path) reads the file again.
+                    if _INSTANCES.get((type(self), self._path)) is self:
+                        del _INSTANCES[(type(self), self._path)]
                     raise
             return self._entries
 
@@ -225,7 +327,7 @@ class FileStore(AppliesConditionally):
         metadata: Mapping[str, Any] | None,
         expires_at_turn: int | None,
     ) -> None:
-        entries = await self._mirror()
+        entries = await self._writable()
         entry = make_entry(
             entries.get(key),
             key,

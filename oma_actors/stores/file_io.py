@@ -122,6 +122,20 @@ def _kind(mode: int) -> str:
 _made_dirs: set[str] = set()
 
 
+async def file_stamp(path: str) -> tuple[int, int, int] | None:
+    """The state file's identity and version: (inode, size, mtime in ns); ``None`` if missing.
+
+    Every write replaces the file by a rename, so a write by anyone changes the inode.
+    """
+    try:
+        found = await aiofiles.os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot stat the state file ({exc})") from exc
+    return found.st_ino, found.st_size, found.st_mtime_ns
+
+
 async def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file.
 

@@ -1,8 +1,10 @@
 """Turns and tool-call marks read from a run's journal (OMA's event vocabulary, spec 17.2).
 
-The journal records which attempt issued each call, which attempt committed its result and
-which attempt closed its turn (the ``user/message`` of origin ``tool_results``). That is what
-tells a replayed result from a call that ran again: see ``model`` for the marks.
+The journal records which attempt issued each call, which attempt started it (``tool/call``),
+which attempt committed its result, which attempt closed its turn (the ``user/message`` of
+origin ``tool_results``), and the approval a call waited on and its decision. Those facts tell a
+replayed result from a call that ran again, from one that was settled by ``reconcile`` or
+refused by a reviewer: see ``model`` for the marks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.timeline.text import summarize
 from oma_actors.timeline.values import (
-    OUTCOME_UNKNOWN_CODE,
     TimelineCall,
     TimelineTurn,
     call_from_state,
@@ -32,6 +33,9 @@ class _Call:
     attempt: int
     results: list[tuple[int, str, bool]] = field(default_factory=list)
     closed_in: int | None = None
+    # Attempts whose tool/call started this call (an unsafe call's durable dispatch, or the
+    # start recorded with a commit).
+    started: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,10 +54,18 @@ class JournalView:
         self._turns: dict[str, list[_Turn]] = {}
         self._attempts: dict[str, set[int]] = {}
         self._results: dict[str, dict[str, list[tuple[int, str, bool]]]] = {}
-        calls: dict[tuple[str, str], _Call] = {}
+        self._calls: dict[tuple[str, str], _Call] = {}
+        # tool call id -> its approval request id; request id -> "approved" / "rejected".
+        self._approval_of: dict[str, str] = {}
+        self._verdicts: dict[str, str] = {}
+        calls = self._calls
         for event in sorted(events, key=lambda e: e.seq):
             task = event.task_id
-            if event.run_id != run_id or task is None:
+            if event.run_id != run_id:
+                continue
+            if event.type.startswith("approval/"):
+                self._approval(event.type, event.data)  # decisions are run-scoped (no task)
+            if task is None:
                 continue
             self._attempts.setdefault(task, set()).add(event.attempt)
             turns = self._turns.setdefault(task, [])
@@ -68,7 +80,9 @@ class JournalView:
                     if isinstance(block, dict) and block.get("type") == "tool_use":
                         self._issue(calls, turns[-1], task, block, event.attempt)
             elif event.type == "tool/call" and turns:
-                self._issue(calls, turns[-1], task, data.get("call") or {}, event.attempt)
+                raw = data.get("call") or {}
+                self._issue(calls, turns[-1], task, raw, event.attempt)
+                calls[(task, str(raw.get("id", "")))].started.append(event.attempt)
             elif event.type == "tool/result":
                 call_id = str(data.get("toolCallId", ""))
                 result = data.get("result") or {}
@@ -85,6 +99,32 @@ class JournalView:
                 for call in turns[-1].calls:
                     if call.closed_in is None:
                         call.closed_in = event.attempt
+
+    def _approval(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "approval/request":
+            request = data.get("request") or {}
+            content = request.get("content") if isinstance(request, dict) else None
+            call_id = content.get("toolCallId") if isinstance(content, dict) else None
+            if isinstance(call_id, str) and isinstance(request.get("id"), str):
+                self._approval_of[call_id] = request["id"]
+        elif kind == "approval/decision":
+            decision = data.get("decision") or {}
+            if isinstance(decision, dict) and isinstance(decision.get("requestId"), str):
+                self._verdicts[decision["requestId"]] = str(decision.get("decision"))
+
+    def starts(self, task_id: str) -> dict[str, tuple[int, ...]]:
+        """The task's calls that a ``tool/call`` started: call id -> the attempts, in order."""
+        return {
+            call_id: tuple(call.started)
+            for (task, call_id), call in self._calls.items()
+            if task == task_id and call.started
+        }
+
+    def verdict(self, call_id: str) -> str | None:
+        """``approved``/``rejected`` when the call's approval was decided; ``""`` while
+        undecided; ``None`` when the call never waited on an approval."""
+        request = self._approval_of.get(call_id)
+        return None if request is None else self._verdicts.get(request, "")
 
     @staticmethod
     def _issue(
@@ -118,6 +158,7 @@ class JournalView:
     ) -> tuple[TimelineTurn, ...]:
         """The task's turns, each call marked (``pending`` is the snapshot's in-flight calls)."""
         later = max(self._attempts.get(task_id, {0}))
+        current = max(later, final_attempt)
         out: list[TimelineTurn] = []
         for index, turn in enumerate(self._turns.get(task_id, ()), start=1):
             usage = turn.usage or {}
@@ -128,21 +169,35 @@ class JournalView:
                     text=turn.text,
                     input_tokens=usage.get("input_tokens") if turn.usage else None,
                     output_tokens=usage.get("output_tokens") if turn.usage else None,
-                    calls=tuple(_mark(c, pending.get(c.call_id), later) for c in turn.calls),
+                    calls=tuple(
+                        _mark(c, pending.get(c.call_id), later, current, self.verdict(c.call_id))
+                        for c in turn.calls
+                    ),
                 )
             )
         return tuple(out)
 
 
-def _mark(call: _Call, item: PendingCall | None, last_attempt: int) -> TimelineCall:
+def _mark(
+    call: _Call, item: PendingCall | None, last_attempt: int, current: int, verdict: str | None
+) -> TimelineCall:
+    """The call's mark from its facts; ``current`` is the run's attempt (see ``model``)."""
+
     def made(mark: Any, attempt: int, text: str | None, error: bool) -> TimelineCall:
         return TimelineCall(call_id=call.call_id, tool_name=call.tool_name, mark=mark,
                             attempt=attempt, result=text, is_error=error)  # fmt: skip
 
     if call.results:
         attempt, text, error = call.results[-1]
-        if OUTCOME_UNKNOWN_CODE in text:
-            return made("outcome unknown", attempt, text, error)
+        if verdict == "rejected":
+            return made("rejected", attempt, text, error)  # answered with the refusal, not run
+        if attempt not in call.started and any(start < attempt for start in call.started):
+            # Started by an earlier attempt, committed by one that did not start it: an unsafe
+            # call is never run twice (D1); the restore settled it through reconcile, or told
+            # the model its outcome is unknown (an error result).
+            return made("outcome unknown" if error else "settled", attempt, text, error)
+        if verdict is not None:
+            return made("executed", attempt, text, error)  # ran once, after its approval
         if attempt > call.attempt:
             return made("re-ran", attempt, text, error)
         if call.closed_in is not None and call.closed_in > call.attempt:
@@ -154,4 +209,9 @@ def _mark(call: _Call, item: PendingCall | None, last_attempt: int) -> TimelineC
         # Its commit reached the snapshot but not the journal (a best-effort append lost in the
         # crash); the later attempt closed the turn without running it: the result was replayed.
         return made("replayed", call.closed_in, None, False)
+    if call.started and item is not None and item.commit is None:
+        # Started, no result: still running in the attempt that started it (a host call waiting
+        # for a host), or its attempt ended and the outcome is unknown until a restore settles it.
+        start = call.started[-1]
+        return made("running" if start == current else "outcome unknown", start, None, False)
     return call_from_state(call.call_id, call.tool_name, None, item, attempt=call.attempt)

@@ -7,8 +7,10 @@ replaced by the journal's turn with the same tool calls (or the same text) when 
 
 A snapshot turn the journal lost, just before a turn of a later attempt, was in flight when that
 attempt ended: its calls with a result journaled by the later attempt ran again (``re-ran``),
-the others were committed before the crash and reused (``replayed``). Earlier lost turns had
-closed before the crash, so their calls keep ``executed``.
+the others were committed before the crash and reused (``replayed``); a call a ``tool/call``
+started before that later attempt was an unsafe call settled without running again
+(``settled``, or ``outcome unknown`` for an error commit). Earlier lost turns had closed before
+the crash, so their calls keep ``executed``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.timeline.values import OUTCOME_UNKNOWN_CODE
-
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.timeline.values import CallMark, TimelineCall, TimelineTurn
 
@@ -27,9 +27,15 @@ Results = dict[str, list[tuple[int, str, bool]]]
 
 
 def merge_turns(
-    snapshot: Sequence[TimelineTurn], journal: Sequence[TimelineTurn], results: Results
+    snapshot: Sequence[TimelineTurn],
+    journal: Sequence[TimelineTurn],
+    results: Results,
+    starts: Mapping[str, tuple[int, ...]],
 ) -> tuple[TimelineTurn, ...]:
-    """The task's turns: the snapshot's, each replaced by its journal turn when found."""
+    """The task's turns: the snapshot's, each replaced by its journal turn when found.
+
+    ``results`` and ``starts`` are the journal's commits and ``tool/call`` starts by call id.
+    """
     if not snapshot:
         return tuple(journal)
     merged: list[TimelineTurn] = []
@@ -45,7 +51,7 @@ def merge_turns(
         next_journal = found + 1
     merged.extend(journal[next_journal:])
     for index in lost:
-        merged[index] = _recover(merged, index, results)
+        merged[index] = _recover(merged, index, results, starts)
     return tuple(replace(turn, index=number) for number, turn in enumerate(merged, start=1))
 
 
@@ -60,23 +66,37 @@ def _find(turn: TimelineTurn, journal: Sequence[TimelineTurn], start: int) -> in
     return None
 
 
-def _recover(merged: list[TimelineTurn], index: int, results: Results) -> TimelineTurn:
+def _recover(
+    merged: list[TimelineTurn],
+    index: int,
+    results: Results,
+    starts: Mapping[str, tuple[int, ...]],
+) -> TimelineTurn:
     later = next((t.attempt for t in merged[index + 1 :] if t.attempt is not None), None)
     if later is None or later <= 1:
         return merged[index]
     following = merged[index + 1] if index + 1 < len(merged) else None
     in_flight = following is not None and following.attempt is not None
-    calls = tuple(_recover_call(call, later, in_flight, results) for call in merged[index].calls)
+    calls = tuple(
+        _recover_call(call, later, in_flight, results, starts.get(call.call_id, ()))
+        for call in merged[index].calls
+    )
     return replace(merged[index], attempt=later - 1, calls=calls)
 
 
 def _recover_call(
-    call: TimelineCall, later: int, in_flight: bool, results: Results
+    call: TimelineCall,
+    later: int,
+    in_flight: bool,
+    results: Results,
+    started: tuple[int, ...],
 ) -> TimelineCall:
     rows = [row for row in results.get(call.call_id, []) if row[0] >= later]
     if rows:
         attempt, text, error = rows[-1]
-        mark: CallMark = "outcome unknown" if OUTCOME_UNKNOWN_CODE in text else "re-ran"
+        mark: CallMark = "re-ran"
+        if attempt not in started and any(start < attempt for start in started):
+            mark = "outcome unknown" if error else "settled"
         return replace(call, mark=mark, attempt=attempt, result=text, is_error=error)
     if in_flight and call.mark == "executed":
         return replace(call, mark="replayed", attempt=later)

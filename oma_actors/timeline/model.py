@@ -10,12 +10,22 @@ A tool call's mark (``CallMark``):
 - ``executed``: it ran, and its result was committed in the attempt that issued it.
 - ``replayed``: committed in one attempt, the attempt ended before the turn closed, and a later
   attempt reused the committed result without running the tool (spec RN-06).
-- ``re-ran``: it had no commit when its attempt ended, and a later attempt ran it again with the
-  same ``tool_call_id``.
-- ``outcome unknown``: an ``unsafe`` call started and never committed; it is never re-run, the
-  model gets ``TOOL_OUTCOME_UNKNOWN`` (or the snapshot still holds it dispatched).
+- ``re-ran``: it had no commit when its attempt ended, was neither started as an ``unsafe``
+  call (``tool/call`` before that attempt ended) nor held by an approval, and a later attempt
+  committed it: it ran again with the same ``tool_call_id``.
+- ``settled``: an ``unsafe`` call started in one attempt (its ``tool/call``) and committed by a
+  later one: it was never run again, the tool's ``reconcile`` reported what happened.
+- ``outcome unknown``: the same, but the commit is an error (``reconcile`` could not say, the
+  model was told ``TOOL_OUTCOME_UNKNOWN``), or started in an attempt that ended without a
+  result and not settled yet (or a snapshot alone holds it dispatched).
+- ``rejected``: its approval was rejected (``approval/decision``); it never ran.
+- ``running``: started in the current attempt, no result yet (a host call waiting for a host).
 - ``awaiting approval``: suspended on an undecided approval.
 - ``pending``: issued, not run yet (it runs on the next restore).
+
+The marks come from the journal's facts (a call's ``tool/call`` dispatch, its ``tool/result``
+commit, the ``approval/request`` and ``approval/decision`` of its approval, the
+``user/message`` that closed its turn), never from a result's text.
 """
 
 from __future__ import annotations
@@ -87,7 +97,7 @@ def _lane(snapshot: CheckpointSnapshot, task: TaskState, view: JournalView | Non
     attempts: tuple[int, ...] = ()
     if view is not None and view.has_task(task.id):
         journaled = view.turns(task.id, pending, snapshot.attempt)
-        turns = merge_turns(turns, journaled, view.results(task.id))
+        turns = merge_turns(turns, journaled, view.results(task.id), view.starts(task.id))
         known = {t.attempt for t in turns if t.attempt is not None}
         attempts = tuple(sorted(known | set(view.attempts(task.id))))
     in_tok = usage.input_tokens if usage else sum(t.input_tokens or 0 for t in turns)

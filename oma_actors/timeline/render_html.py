@@ -19,7 +19,10 @@ MARK_COLOR = {
     "executed": "#2e7d32",
     "replayed": "#b8860b",
     "re-ran": "#00838f",
+    "settled": "#1565c0",
     "outcome unknown": "#c62828",
+    "rejected": "#6d4c41",
+    "running": "#0277bd",
     "awaiting approval": "#8e24aa",
     "pending": "#757575",
 }

@@ -1,13 +1,17 @@
 """The timeline in the terminal: one lane per task, rich text that wraps at any width (>= 60).
 
 rich is imported when a timeline is drawn, never by ``import oma_actors`` (P6). Every line is
-a ``rich.text.Text`` built from stored values (never parsed as markup), so a model's text cannot
-style or break the output; rich wraps long lines at the console's width.
+a ``rich.text.Text`` built from stored values (never parsed as markup), and every stored value
+passes ``terminal_safe`` first (rich passes ESC sequences and bidi overrides through), so a
+model's text, a tool's output or a title cannot style, move or forge the output; rich wraps long
+lines at the console's width.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -20,7 +24,10 @@ MARK_STYLE: dict[str, tuple[str, str]] = {
     "executed": ("✓", "green"),
     "replayed": ("↺", "yellow"),
     "re-ran": ("⟳", "cyan"),
+    "settled": ("≡", "blue"),
     "outcome unknown": ("?", "bold red"),
+    "rejected": ("✗", "red"),
+    "running": ("▸", "cyan"),
     "awaiting approval": ("⏸", "magenta"),
     "pending": ("…", "dim"),
 }
@@ -49,9 +56,12 @@ def _header(timeline: Timeline) -> Text:
     from rich.text import Text
 
     text = Text()
-    text.append(f"run {timeline.run_id}", style="bold")
+    text.append(f"run {terminal_safe(timeline.run_id)}", style="bold")
     text.append(f"  attempt {timeline.attempt}  revision {timeline.revision}  ")
-    text.append(timeline.status, style=STATUS_STYLE.get(timeline.status.replace(" ", "_"), ""))
+    text.append(
+        terminal_safe(timeline.status),
+        style=STATUS_STYLE.get(timeline.status.replace(" ", "_"), ""),
+    )
     source = "journal + snapshot" if timeline.from_journal else "snapshot only (no journal)"
     text.append(f"\n{len(timeline.lanes)} tasks, {len(timeline.calls)} tool calls, from {source}",
                 style="dim")  # fmt: skip
@@ -62,9 +72,9 @@ def _lane(lane: TimelineLane) -> list[RenderableType]:
     from rich.text import Text
 
     head = Text()
-    head.append(f"■ {lane.title}", style="bold")
-    head.append(f"  {lane.assignee or '-'}  ")
-    head.append(lane.status, style=STATUS_STYLE.get(lane.status, ""))
+    head.append(f"■ {terminal_safe(lane.title)}", style="bold")
+    head.append(f"  {terminal_safe(lane.assignee or '-')}  ")
+    head.append(terminal_safe(lane.status), style=STATUS_STYLE.get(lane.status, ""))
     tokens = f"{lane.input_tokens} in / {lane.output_tokens} out tokens"
     attempts = ", ".join(map(str, lane.attempts)) or "?"
     head.append(f"\n  {len(lane.turns)} turns  {tokens}  attempts {attempts}", style="dim")
@@ -92,14 +102,14 @@ def _turn(turn: TimelineTurn) -> list[Text]:
         symbol, style = MARK_STYLE[call.mark]
         row = Text("    ")
         row.append(f"{symbol} {call.mark}", style=style)
-        row.append(f"  {call.tool_name} ", style="bold")
-        row.append(call.call_id, style="dim")
+        row.append(f"  {terminal_safe(call.tool_name)} ", style="bold")
+        row.append(terminal_safe(call.call_id), style="dim")
         if call.attempt is not None and call.mark in ("replayed", "re-ran"):
             row.append(f" (attempt {call.attempt})", style="dim")
         if call.result:
             row.append(f"\n      → {_short(call.result)}", style="red" if call.is_error else "")
         if call.approval_id:
-            row.append(f"\n      approval {call.approval_id}", style="magenta")
+            row.append(f"\n      approval {terminal_safe(call.approval_id)}", style="magenta")
         out.append(row)
     return out
 
@@ -107,12 +117,17 @@ def _turn(turn: TimelineTurn) -> list[Text]:
 def _approval(row: TimelineApproval) -> Text:
     from rich.text import Text
 
-    text = Text(f"{row.request_id} ({row.scope})", style="bold")
+    text = Text(f"{terminal_safe(row.request_id)} ({terminal_safe(row.scope)})", style="bold")
     if row.decision is None:
         text.append("  pending", style="magenta")
     else:
-        text.append(f"  {row.decision}", style="green" if row.decision == "approve" else "red")
-        text.append(f" by {row.reviewer} at {row.decided_at}")
+        text.append(
+            f"  {terminal_safe(row.decision)}",
+            style="green" if row.decision == "approve" else "red",
+        )
+        text.append(
+            f" by {terminal_safe(str(row.reviewer))} at {terminal_safe(str(row.decided_at))}"
+        )
     if row.reason:
         text.append(f"\n  {_short(row.reason)}", style="dim")
     return text
@@ -128,4 +143,5 @@ def _legend() -> Text:
 
 
 def _short(text: str) -> str:
+    text = terminal_safe(text)
     return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"

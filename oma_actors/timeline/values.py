@@ -14,9 +14,16 @@ if TYPE_CHECKING:
     from oma_actors.domain.inflight import PendingCall
 
 CallMark = Literal[
-    "executed", "replayed", "re-ran", "outcome unknown", "awaiting approval", "pending"
+    "executed",
+    "replayed",
+    "re-ran",
+    "settled",
+    "outcome unknown",
+    "rejected",
+    "running",
+    "awaiting approval",
+    "pending",
 ]
-OUTCOME_UNKNOWN_CODE = "TOOL_OUTCOME_UNKNOWN"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +111,9 @@ def call_from_state(
         result = (summarize(item.commit.block.content), item.commit.block.is_error)
     mark: CallMark
     if result is not None:
-        mark = "outcome unknown" if OUTCOME_UNKNOWN_CODE in result[0] else "executed"
+        # A snapshot alone cannot say how a result came about (run, reconciled or refused):
+        # that takes the journal's facts (journal_view); here it is the committed result.
+        mark = "executed"
     elif item is not None and item.awaiting_approval:
         mark = "awaiting approval"
     elif item is not None and item.dispatched:

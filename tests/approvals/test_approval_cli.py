@@ -18,6 +18,7 @@ from oma_actors.approvals import (
     tool_call_content,
 )
 from oma_actors.cli import approvals_cmd
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.domain.approvals import Reviewer
 from oma_actors.stores import FileStore
 
@@ -32,7 +33,10 @@ def _parse(*argv: str) -> argparse.Namespace:
 async def _run(*argv: str) -> tuple[int, str]:
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, no_color=True)
-    code = await approvals_cmd.run(_parse("approvals", *argv), console)
+    try:
+        code = await approvals_cmd.run(_parse("approvals", *argv), console)
+    except CommandFailed as exc:  # what ``main`` prints on stderr, with exit 2
+        return 2, exc.message
     return code, buffer.getvalue()
 
 
@@ -96,7 +100,7 @@ async def test_show_a_decided_request_prints_the_decision(path: Path) -> None:
 
 async def test_show_unknown_id_is_not_found(path: Path) -> None:
     code, out = await _run("show", "apr_" + "0" * 32, "--store", str(path))
-    assert code == 1
+    assert code == 2
     assert "APPROVAL_NOT_FOUND" in out
 
 
@@ -128,8 +132,9 @@ async def test_decide_records_the_decision_durably(path: Path) -> None:
         "--hash",
         request.request_hash,
     )
-    assert code == 1
+    assert code == 2  # a refusal is an error, not a finding
     assert "APPROVAL_CONFLICT" in out
+    assert "already decided: approved by finance" in out
 
 
 @pytest.mark.parametrize(
@@ -139,11 +144,11 @@ async def test_decide_records_the_decision_durably(path: Path) -> None:
         (("--reviewer", "  ", "--hash", tool_request().request_hash), "APPROVAL_VALIDATION_ERROR"),
     ],
 )
-async def test_decide_refusals_exit_1_with_the_code(
+async def test_decide_refusals_exit_2_with_the_code(
     path: Path, extra: tuple[str, ...], expected: str
 ) -> None:
     code, out = await _run("decide", tool_request().id, "--store", str(path), "--approve", *extra)
-    assert code == 1
+    assert code == 2
     assert expected in out
     async with FileStore.open(path) as fresh:
         record = await get_approval_record(fresh, tool_request().id)
@@ -163,7 +168,7 @@ async def test_decide_unknown_id_is_not_found(path: Path) -> None:
         "--hash",
         "0" * 64,
     )
-    assert code == 1
+    assert code == 2
     assert "APPROVAL_NOT_FOUND" in out
 
 

@@ -146,16 +146,6 @@ def test_re_encoding_keeps_what_the_typed_model_holds() -> None:
     ]
 
 
-NON_FINITE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG checkpoint/codec.py encode: json.dumps(allow_nan=True) writes NaN/Infinity, which "
-        "is not JSON (OMA's JSON.parse refuses the whole checkpoint); it should raise "
-        "CheckpointError so the writer reports NotSaved"
-    ),
-)
-
-
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_encode_refuses_non_finite_numbers(value: float) -> None:
     snapshot = make_snapshot(metadata={"score": value})

@@ -28,19 +28,7 @@ from oma_actors.domain.messages import (
     TextBlock,
     TokenUsage,
 )
-from oma_actors.errors import CheckpointError
 from oma_actors.stores.file import FileStore
-
-V1_ROUND_TRIP_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=CheckpointError,
-    reason=(
-        "BUG codec.to_json_object: a snapshot without identity (every decoded v1) is written as "
-        "version 4 with no identity and no runId, which decode() itself refuses "
-        "('identity is not an object'); the v1 runId is lost"
-    ),
-)
-
 
 # -- round trip --------------------------------------------------------------------------------
 
@@ -72,7 +60,7 @@ def test_round_trip_re_decodes_equal(name: str) -> None:
 
 
 def test_round_trip_keeps_the_v1_content_it_writes() -> None:
-    """What survives re-encoding a v1 even while its identity is lost (see V1_ROUND_TRIP_BUG)."""
+    """What survives re-encoding a v1: its content, written as version 4."""
     raw = golden_json("v1_with_run_id.json")
     written = json.loads(encode(_decode_golden("v1_with_run_id.json")))
     assert written["version"] == 4

@@ -1,5 +1,5 @@
-"""What the load-time validator does not catch yet: values the decoder cannot map, spec rules
-not enforced. Each case is a strict xfail, so closing a gap turns it into a failure to update.
+"""Gaps the load-time validator once had, now closed: values the decoder could not map, spec
+rules it did not enforce. Each case must be refused with a ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -22,17 +22,7 @@ from validator_support import (
 from oma_actors.checkpoint import decode
 from oma_actors.errors import CheckpointError
 
-# -- values the validator passes but the decoder cannot map ------------------------------------
-
-DECODER_LEAKS = pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason=(
-        "BUG domain/jsonforms.py (usage_from_json, record_from_json, block_from_json image "
-        "source) call .get() on non-objects and codec.decode only wraps KeyError/TypeError/"
-        "ValueError, so AttributeError escapes decode() instead of CheckpointError"
-    ),
-)
+# -- values the decoder could not map: refused as CheckpointError ----------------------------
 
 
 def _agent_result(raw: Raw) -> Raw:
@@ -92,19 +82,7 @@ def test_malformed_inner_values_raise_checkpoint_error(mutate: Mutation) -> None
         decode(json.dumps(raw), key=KEY)
 
 
-# -- rules of the spec the validator does not implement yet ------------------------------------
-
-
-def _gap(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"BUG checkpoint/validate.py: {reason}")
-
-
-METADATA_GAP = _gap(
-    "CK-11 says metadata must pass run-metadata validation (ID-05); only 'is a dict'"
-)
-APPROVAL_GAP = _gap("CK-15/CK-16 approvalRequest/approvalDecision contents are not validated")
-JOURNAL_GAP = _gap("CK-17 journalRef (optional object with string kind) is not checked")
-LINEAGE_GAP = _gap("CK-14 newer: journalSeq / conversationLineage are not checked")
+# -- rules of the spec the validator enforces -------------------------------------------------
 
 
 def _request(raw: Raw) -> Raw:

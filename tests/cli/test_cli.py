@@ -79,11 +79,14 @@ def test_approval_demo_suspends_decides_in_another_process_and_resumes(tmp_path:
 def test_checkpoint_show_reports_missing_things(tmp_path: Path, args: tuple[str, ...]) -> None:
     missing = oma("checkpoint", "show", "--store", str(tmp_path / "absent.json"))
     assert missing.returncode == 2
-    assert "no store file" in missing.stdout
+    assert "no store file" in missing.stderr
+    assert missing.stdout == ""
     (tmp_path / "state.json").write_text('{"version":1,"entries":[]}')
     none = oma("checkpoint", "show", "--store", str(tmp_path / "state.json"), *args)
-    assert none.returncode == 1
-    assert "no checkpoint" in none.stdout
+    assert none.returncode == 2  # an error (nothing to show), not a finding
+    assert "no checkpoint" in none.stderr
+    assert len(none.stderr.strip().splitlines()) == 1
+    assert none.stdout == ""
 
 
 def test_corrupt_store_is_a_typed_error_not_an_empty_store(tmp_path: Path) -> None:

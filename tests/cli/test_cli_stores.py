@@ -28,6 +28,7 @@ from oma_actors.approvals import (
     tool_call_content,
 )
 from oma_actors.cli import approvals_cmd
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.main import build_parser, main
 
 if TYPE_CHECKING:
@@ -138,8 +139,8 @@ def test_a_bad_or_unreachable_store_is_one_line_on_stderr(argv: tuple[str, ...],
 
 async def test_a_missing_store_is_reported_never_created(tmp_path: Path) -> None:
     for uri in (f"sqlite://{tmp_path}/no/state.db", str(tmp_path / "no" / "state.json")):
-        code, out = await run_approvals("list", "--store", uri)
-        assert (code, "no store file at" in out) == (2, True)
+        with pytest.raises(CommandFailed, match="no store file at"):
+            await run_approvals("list", "--store", uri)
         assert not (tmp_path / "no").exists()
 
 
@@ -218,12 +219,16 @@ def test_decide_is_refused_while_another_process_holds_the_state_file(
 
 
 async def _seed_unlocked(path: Path) -> tuple[ApprovalRequest, ApprovalRequest]:
-    # The holder has the lock: write the fixture as a plain FileStore, which takes none.
-    store = FileStore(path)
+    # The holder has the lock (and any FileStore write would be refused): seed a copy
+    # elsewhere and put its bytes in place behind the holder, as an earlier run would have.
+    scratch = path.with_name("seed.json")
+    store = FileStore(scratch)
     try:
-        return await seed(store)
+        seeded = await seed(store)
     finally:
         await store.aclose()
+    await asyncio.to_thread(path.write_bytes, await asyncio.to_thread(scratch.read_bytes))
+    return seeded
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,10 @@ def test_runs_show_follows_journal_ref_or_not_and_refuses_missing_things(tmp_pat
     assert bare.returncode == 0
     assert "snapshot only (no journal)" in bare.stdout
     assert "replayed  search_corpus" not in bare.stdout
-    assert oma("runs", "show", "nope", "--store", store).returncode == 1
+    nope = oma("runs", "show", "nope", "--store", store)
+    assert nope.returncode == 2
+    assert nope.stdout == ""
+    assert nope.stderr.strip() == "oma runs: no checkpoint of run nope"
     missing = oma("runs", "show", "demo-run", "--store", store, "--journal", str(tmp_path / "x"))
     assert missing.returncode == 2
     assert "no journal file" in missing.stdout + missing.stderr

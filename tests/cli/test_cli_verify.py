@@ -70,3 +70,25 @@ def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
     absent = oma("verify", str(tmp_path / "absent.jsonl"))
     assert absent.returncode == 2
     assert "no journal file at" in absent.stderr
+
+
+def test_verify_errors_are_one_plain_line_on_stderr_and_stdout_stays_clean(tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt.jsonl"
+    corrupt.write_text(f"not json\n{line(2)}\n")
+    for argv in (("verify", str(corrupt), "--json"), ("verify", str(tmp_path / "absent.jsonl"))):
+        done = oma(*argv)
+        assert done.returncode == 2
+        assert done.stdout == ""  # a --json consumer never parses an error
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "[red]" not in done.stderr
+        assert "[/]" not in done.stderr
+
+
+def test_a_journal_of_garbage_alone_is_an_error_not_ok(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_text("this is not a journal at all")  # one torn-looking line, no event
+    for argv in (("verify", str(garbage)), ("verify", str(garbage), "--json")):
+        done = oma(*argv)
+        assert done.returncode == 2, done.stdout
+        assert "ok" not in done.stdout
+        assert "no valid event" in done.stderr

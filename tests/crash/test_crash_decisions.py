@@ -240,8 +240,10 @@ def test_c11c_reviewer_crashes_after_its_decision_landed(
     # A blind retry with a different decision is refused: the first decision wins ...
     _, said = sc.decide(*request, "reject", expect=1)
     assert said["error"] == "APPROVAL_CONFLICT"
-    cli = sc.decide_with_cli(*request, "reject", reviewer="reviewer-1", expect=1)
-    assert "APPROVAL_CONFLICT" in cli.stdout
+    cli = sc.decide_with_cli(*request, "reject", reviewer="reviewer-1", expect=2)
+    assert cli.stdout == ""  # a refusal is one line on stderr (exit 2), never on stdout
+    assert "APPROVAL_CONFLICT" in cli.stderr
+    assert "already decided: approved by reviewer-1" in cli.stderr
     # ... while repeating the decision that landed is answered from the row, unchanged.
     _, said = sc.decide(*request, "approve")
     assert (said["decision"], said["reviewer"]) == ("approved", "reviewer-1")

@@ -121,3 +121,19 @@ async def test_forward_gaps_are_legal_and_an_empty_journal_verifies() -> None:
     empty = await verify_run([])
     assert empty.ok
     assert empty.stats == {"events": 0, "requests": 0, "blocksChecked": 0}
+
+
+async def test_an_event_citing_its_own_seq_is_a_broken_link() -> None:
+    # Guards the ``>=`` of verify_events' forward check: an event cannot be its own source (it
+    # did not exist when it was derived), so a self-citation is a failure, not a valid link.
+    first, second, third = fixture(SUMMARY, [1])[:3]
+    self_cited = await verify_run(
+        [first, second, dataclasses.replace(third, source_event_seqs=[3])]
+    )
+    assert not self_cited.ok
+    assert codes(self_cited.failures) == [("BROKEN_LINK", "forward-reference", 3)]
+
+    replaced = ev(4, "context/replace", dropped={"sourceEventSeqs": [4]}, replacements=[])
+    assert codes((await verify_run([first, second, third, replaced])).failures) == [
+        ("BROKEN_LINK", "forward-reference", 4)
+    ]

@@ -8,7 +8,6 @@ exactly the same bytes. See golden/README.md for where the lines come from.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from run_helpers import START, ledger
+from service_kit import require_executable
 
 from oma_actors.keyspace import run_record_key
 from oma_actors.runs import MemoryStoreRunStore, RunLeaseHandle, RunRecord
@@ -42,8 +42,8 @@ def test_a_golden_record_reads_and_writes_back_byte_identical(name: str, n: int,
     assert json.loads(parsed.to_json()) == json.loads(line)
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_golden_lines_are_what_json_stringify_writes() -> None:
+    node = require_executable("node")  # skipped locally without node, FAILS under CI=true
     script = (
         "const lines = require('fs').readFileSync(0, 'utf8').split('\\n').filter(Boolean);"
         "const bad = lines.filter((l) => JSON.stringify(JSON.parse(l)) !== l);"
@@ -51,7 +51,7 @@ def test_golden_lines_are_what_json_stringify_writes() -> None:
     )
     text = "\n".join(line for _, _, line in ALL_LINES)
     out = subprocess.run(
-        ["node", "-e", script], input=text, capture_output=True, text=True, check=True, timeout=60
+        [node, "-e", script], input=text, capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout) == []
 

@@ -1,12 +1,19 @@
-"""RS-11 (the heartbeat) and the handle's lifetime, with real time and short leases (< 2 s)."""
+"""RS-11 (the heartbeat) and the handle's lifetime, with real time and short leases (< 2 s).
+
+No assertion rests on a sleep being long enough: a test that says "no beat happened" first
+waits until a control run's heartbeat (same interval) beat twice, counted by ``Beats``, so a
+slow machine makes it wait longer, never pass vacuously.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import pytest
 
 from oma_actors.errors import LeaseError
+from oma_actors.keyspace import run_record_key
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
 from oma_actors.runs.heartbeat import heartbeat_interval
 from oma_actors.stores import InMemoryStore
@@ -27,29 +34,61 @@ async def _version(run_store: MemoryStoreRunStore) -> int:
     return record.version
 
 
+class Beats(ForwardingStore):
+    """Counts the successful compare-and-sets of each key; a test waits for the n-th one."""
+
+    def __init__(self, inner: ConditionalStore) -> None:
+        super().__init__(inner)
+        self.writes: Counter[str] = Counter()
+        self._changed = asyncio.Condition()
+
+    async def _compare_and_set(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        written = await super()._compare_and_set(*args, **kwargs)
+        if written:
+            async with self._changed:
+                self.writes[args[0]] += 1
+                self._changed.notify_all()
+        return written
+
+    async def wait_for(self, run_id: str, count: int) -> None:
+        """Until ``run_id``'s record was written ``count`` times (the deadline only stops a
+        hang; no assertion depends on it)."""
+        key = run_record_key(run_id)
+        async with asyncio.timeout(30), self._changed:
+            await self._changed.wait_for(lambda: self.writes[key] >= count)
+
+
 async def test_the_heartbeat_renews_while_the_handle_is_open(store: ConditionalStore) -> None:
-    run_store = MemoryStoreRunStore(store)
-    handle = await RunLedger(run_store, owner="a", lease_ttl=0.3).acquire("run-1")
+    beats = Beats(store)
+    run_store = MemoryStoreRunStore(beats)
+    ledger = RunLedger(run_store, owner="a", lease_ttl=0.3)
+    handle = await ledger.acquire("run-1")
     try:
         assert handle.heartbeat_running
-        await asyncio.sleep(0.6)  # two beats at 250 ms
-        assert await _version(run_store) >= 2
+        await beats.wait_for("run-1", 3)  # the acquisition, then two beats
+        assert await _version(run_store) >= 3
         assert handle.held
     finally:
         await handle.complete()
     assert not handle.heartbeat_running
-    done = await _version(run_store)
-    await asyncio.sleep(0.3)
-    assert await _version(run_store) == done, "the heartbeat wrote after the run completed"
+    done = beats.writes[run_record_key("run-1")]
+    control = await ledger.acquire("control")  # beats at the same interval
+    await beats.wait_for("control", 3)
+    await control.complete()
+    assert beats.writes[run_record_key("run-1")] == done, "the heartbeat wrote after completion"
 
 
 async def test_without_heartbeat_nothing_renews(store: ConditionalStore) -> None:
-    run_store = MemoryStoreRunStore(store)
-    handle = await RunLedger(run_store, owner="a", lease_ttl=0.3).acquire("run-1", heartbeat=False)
-    await asyncio.sleep(0.3)
+    beats = Beats(store)
+    run_store = MemoryStoreRunStore(beats)
+    ledger = RunLedger(run_store, owner="a", lease_ttl=0.3)
+    handle = await ledger.acquire("run-1", heartbeat=False)
+    control = await ledger.acquire("control")
+    await beats.wait_for("control", 3)  # two beats of the same interval have happened
     assert not handle.heartbeat_running
     assert await _version(run_store) == 1
     await handle.release()
+    await control.complete()
 
 
 async def test_a_loss_found_by_the_heartbeat_latches_and_is_reported(
@@ -107,9 +146,12 @@ class SlowRenewals(ForwardingStore):
         super().__init__(inner)
         self.delay = delay
         self.cancelled = 0
+        self.held = asyncio.Event()  # a compare-and-set is inside its delay
 
     async def _compare_and_set(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         try:
+            if self.delay:
+                self.held.set()
             await asyncio.sleep(self.delay)
         except asyncio.CancelledError:
             self.cancelled += 1
@@ -122,7 +164,8 @@ async def test_closing_waits_for_a_renewal_in_flight_instead_of_cancelling_it() 
     run_store = MemoryStoreRunStore(slow)
     handle = await RunLedger(run_store, owner="a", lease_ttl=0.3).acquire("run-1")
     slow.delay = 0.2
-    await asyncio.sleep(0.3)  # the first beat is now inside its compare-and-set
+    async with asyncio.timeout(30):  # only against a hang
+        await slow.held.wait()  # the first beat is now inside its compare-and-set
     slow.delay = 0.0
     closed = await handle.complete()
     assert closed.status == "completed"

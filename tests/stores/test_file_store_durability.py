@@ -142,7 +142,10 @@ async def test_failed_flush_fails_its_caller_only(
     with pytest.raises(StoreError, match="injected rename failure") as caught:
         await store.set("b", "2")
     assert isinstance(caught.value.__cause__, PermissionError)
-    assert await _listdir(path.parent) == ["state.json"]  # the temp file was removed
+    assert await _listdir(path.parent) == [
+        "state.json",
+        "state.json.lock",
+    ]  # the temp file was removed
     assert await _read(path) == before  # the previous revision is intact
     assert await _keys(store) == ["a", "b"]  # FS-08: the mirror already holds "b"
     await store.set("c", "3")
@@ -163,7 +166,7 @@ async def test_failed_flush_does_not_poison_concurrent_writers(
     assert isinstance(results[0], StoreError)
     assert results[1:] == [None] * 4
     assert await _keys(FileStore(path)) == [f"k{i}" for i in range(5)]
-    assert await _listdir(path.parent) == ["state.json"]
+    assert await _listdir(path.parent) == ["state.json", "state.json.lock"]
 
 
 async def test_concurrent_writes_share_flushes(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,15 +197,15 @@ async def test_cas_mismatch_does_not_touch_disk(
 
 async def test_cancelled_caller_does_not_cancel_its_write(path: Path) -> None:
     store = FileStore(path)
-    await store.list()
+    await store.flush()  # loaded and locked: the set below mutates at once, then flushes
     task = asyncio.get_running_loop().create_task(store.set("k", "v"))
     await asyncio.sleep(0)  # let set() mutate the mirror and enqueue its flush
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await store.aclose()
-    assert await _keys(FileStore(path)) == ["k"]
-    assert await _listdir(path.parent) == ["state.json"]
+    assert await _keys(FileStore(path)) == ["k"]  # aclose dropped the mirror: read from disk
+    assert await _listdir(path.parent) == ["state.json", "state.json.lock"]
 
 
 async def test_unserializable_metadata_is_rejected_before_the_mirror(path: Path) -> None:

@@ -68,7 +68,7 @@ async def test_concurrent_opens_share_the_instance_being_opened(tmp_path: Path) 
     await asyncio.gather(*(user(n) for n in range(5)))
     assert len({id(store) for store in seen}) == 1
     async with open_store(uri) as store:
-        assert store is not seen[0], "a store whose users all left is closed, not reused"
+        # One instance per file while it lives (FileStore(path) too); closed, it re-reads.
         assert sorted(entry.key for entry in await store.list()) == [f"k{n}" for n in range(5)]
 
 
@@ -108,15 +108,21 @@ async def test_a_failed_open_fails_every_waiter_and_leaves_nothing_open(tmp_path
         await store.set("k", "v")
 
 
-async def test_file_store_open_locks_and_plain_construction_does_not(tmp_path: Path) -> None:
+async def test_file_store_open_locks_and_plain_construction_locks_at_its_first_write(
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "state.json"
     plain = FileStore(state)
+    await plain.list()
+    assert not locked_by_someone(state), "reading takes no lock (oma approvals list beside it)"
     await plain.set("k", "v")
-    assert not locked_by_someone(state), "FileStore(path) alone takes no lock"
+    assert locked_by_someone(state), "FileStore(path) locks like FileStore.open() once it writes"
+    await plain.aclose()
+    assert not locked_by_someone(state), "aclose() gives the lock back"
     async with FileStore.open(state) as one:
         assert locked_by_someone(state)
-        async with FileStore.open(state) as two:  # the same process shares the lock
-            assert two is not one
+        async with FileStore.open(state) as two:  # the same process shares lock and instance
+            assert two is one
         assert locked_by_someone(state), "the lock is held until this process's last open exits"
     assert not locked_by_someone(state)
 

@@ -52,8 +52,10 @@ def call(seq: int, attempt: int, call_id: str) -> JournalEvent:
     return ev(seq, attempt, "tool/call", call={"type": "tool_use", "id": call_id, "name": "tool"})
 
 
-def result(seq: int, attempt: int, call_id: str, text: str = "ok") -> JournalEvent:
-    block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+def result(
+    seq: int, attempt: int, call_id: str, text: str = "ok", *, error: bool = False
+) -> JournalEvent:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": text, "is_error": error}
     return ev(seq, attempt, "tool/result", toolCallId=call_id, result=block)
 
 
@@ -74,7 +76,7 @@ def test_a_call_committed_and_closed_in_its_attempt_is_executed() -> None:
 def test_committed_before_the_crash_is_replayed_uncommitted_re_ran() -> None:
     events = [
         assistant(1, 1, "c1", "c2"), call(2, 1, "c1"), call(3, 1, "c2"), result(4, 1, "c1"),
-        result(5, 2, "c2"), closed(6, 2), assistant(7, 2, text="done"),
+        call(5, 2, "c2"), result(5, 2, "c2"), closed(6, 2), assistant(7, 2, text="done"),
     ]  # fmt: skip
     assert marks(events) == {"c1": ("replayed", 2), "c2": ("re-ran", 2)}
     lane = build_timeline(snapshot(), events).lanes[0]
@@ -90,7 +92,10 @@ def test_a_committed_call_whose_result_the_journal_lost_is_replayed() -> None:
 
 def test_a_started_unsafe_call_resolved_as_unknown_is_outcome_unknown() -> None:
     unknown = "TOOL_OUTCOME_UNKNOWN: the tool may have run"
-    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 2, "c1", unknown), closed(4, 2)]
+    events = [
+        assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 2, "c1", unknown, error=True),
+        closed(4, 2),
+    ]  # fmt: skip
     assert marks(events) == {"c1": ("outcome unknown", 2)}
 
 
@@ -173,3 +178,67 @@ def test_the_restored_demo_run_marks_replayed_and_re_ran_calls(tmp_path: Path) -
     bare = demo_marks(snap, None)
     assert bare["analyse"] == dict.fromkeys(expected, "executed")
     assert bare["attempts"] == ()
+
+
+# --- marks from the journal's facts, never from result text (issue 24, item 6) --------------
+
+
+def approval_request(seq: int, attempt: int, call_id: str) -> JournalEvent:
+    request = {"id": f"apr-{call_id}", "content": {"taskId": "t1", "toolCallId": call_id}}
+    return ev(seq, attempt, "approval/request", request=request)
+
+
+def approval_decision(seq: int, attempt: int, call_id: str, verdict: str) -> JournalEvent:
+    # Run-scoped in the journal: no task id.
+    decision = {"requestId": f"apr-{call_id}", "decision": verdict, "reviewer": {"id": "rev"}}
+    return JournalEvent(seq=seq, type="approval/decision", run_id="r", attempt=attempt,
+                        timestamp_unix_ms=0, data={"decision": decision})  # fmt: skip
+
+
+def test_an_unsafe_call_settled_by_reconcile_did_not_re_run() -> None:
+    # Started in attempt 1 (its durable dispatch), committed by attempt 2 without a start of
+    # its own: the restore's reconcile reported what happened; nothing ran again.
+    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 2, "c1", "charged: ok"),
+              closed(4, 2)]  # fmt: skip
+    assert marks(events) == {"c1": ("settled", 2)}
+
+
+def test_a_result_quoting_the_unknown_code_is_not_outcome_unknown() -> None:
+    quoted = "the log says TOOL_OUTCOME_UNKNOWN somewhere"
+    events = [assistant(1, 1, "c1"), call(2, 1, "c1"), result(3, 1, "c1", quoted), closed(4, 1)]
+    assert marks(events) == {"c1": ("executed", 1)}
+
+
+def test_a_call_that_ran_once_after_its_approval_is_executed_not_re_ran() -> None:
+    events = [
+        assistant(1, 1, "c1"), approval_request(2, 1, "c1"),
+        approval_decision(3, 2, "c1", "approved"), call(4, 2, "c1"), result(5, 2, "c1"),
+        closed(6, 2),
+    ]  # fmt: skip
+    assert marks(events) == {"c1": ("executed", 2)}
+
+
+def test_a_call_rejected_by_approval_is_rejected_and_never_ran() -> None:
+    refusal = 'Tool "tool" denied by durable approval.'
+    events = [
+        assistant(1, 1, "c1"), approval_request(2, 1, "c1"),
+        approval_decision(3, 2, "c1", "rejected"), call(4, 2, "c1"),
+        result(5, 2, "c1", refusal, error=True), closed(6, 2),
+    ]  # fmt: skip
+    assert marks(events) == {"c1": ("rejected", 2)}
+
+
+def test_a_started_call_waiting_for_its_host_is_running_not_outcome_unknown() -> None:
+    # A consequential host call: dispatched in the run's current attempt, no result yet.
+    use = ToolUseBlock("c1", "tool", {})
+    state = RunnerState(
+        phase="executing_tools",
+        conversation=(Message("user", [TextBlock("go")]), Message("assistant", [use])),
+        messages=(Message("assistant", [use]),), turns=1, token_usage=TokenUsage(1, 1),
+        pending=(PendingCall(call=use, dispatched=True),),
+    )  # fmt: skip
+    flight = (InFlightTask(task_id="t1", assignee="a", state=state),)
+    events = [assistant(1, 2, "c1"), call(2, 2, "c1")]
+    assert marks(events, in_flight=flight) == {"c1": ("running", 2)}
+    # The same start in an attempt that has ended (the run is in attempt 3 now): unknown.
+    assert marks(events, in_flight=flight, attempt=3) == {"c1": ("outcome unknown", 2)}
