@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import StoreError
+from oma_actors.stores import file_io
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
@@ -24,7 +25,14 @@ from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomi
 from oma_actors.stores.file_lock import hold_state_file
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+    from collections.abc import (
+        AsyncIterator,
+        Awaitable,
+        Callable,
+        Iterable,
+        Mapping,
+        Sequence,
+    )
     from datetime import datetime
     from types import TracebackType
 
@@ -67,6 +75,9 @@ class FileStore(AppliesConditionally):
         # A flush that finds its generation already durable writes nothing (group commit).
         self._generation = 0
         self._durable = 0
+        # The bytes a mutation already encoded to check them against MAX_STATE_BYTES, with
+        # their generation: the flush of that generation writes them instead of encoding again.
+        self._encoded: tuple[int, bytes] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -112,7 +123,8 @@ class FileStore(AppliesConditionally):
         later reads, and the next successful write, include the new value.
 
         Raises:
-            StoreError: The metadata is not JSON-serializable (then nothing changed), or the
+            StoreError: The metadata is not JSON-serializable, or the file would grow over
+                ``MAX_STATE_BYTES``, the most it reads back (then nothing changed), or the
                 write failed.
             CorruptStoreError: The file could not be loaded.
         """
@@ -144,7 +156,8 @@ class FileStore(AppliesConditionally):
             (nothing changed, the file is not touched).
 
         Raises:
-            StoreError: A ``Put``'s metadata is not JSON-serializable (then nothing changed),
+            StoreError: A ``Put``'s metadata is not JSON-serializable or the file would grow
+                over ``MAX_STATE_BYTES`` (then nothing changed),
                 or the write failed.
         """
         await self._mirror()
@@ -160,8 +173,12 @@ class FileStore(AppliesConditionally):
                 if entry is not None:
                     check_encodable(entry)  # before the mirror changes: all or nothing
             if changes:
+                after = dict(entries)
+                commit(after, changes)
+                data = self._within_limit(after.values())
                 commit(entries, changes)
                 self._generation += 1
+                self._encoded = (self._generation, data)
             await self._write_through(self._generation)
             return True
 
@@ -235,8 +252,10 @@ class FileStore(AppliesConditionally):
             expires_at_turn=expires_at_turn,
         )
         check_encodable(entry)  # before the mirror changes, or every later flush would fail
+        data = self._within_limit({**entries, key: entry}.values())
         entries[key] = entry
         self._generation += 1
+        self._encoded = (self._generation, data)
         await self._flush_through(self._generation)
 
     def _now(self) -> datetime:
@@ -252,8 +271,25 @@ class FileStore(AppliesConditionally):
         if self._durable >= generation or self._entries is None:
             return  # an earlier flush already wrote a mirror that contained this change
         target = self._generation
-        await write_atomic(self._path, encode_store(self._entries.values()))
+        encoded, self._encoded = self._encoded, None
+        if encoded is not None and encoded[0] == target:
+            data = encoded[1]
+        else:
+            data = self._within_limit(self._entries.values())
+        await write_atomic(self._path, data)
         self._durable = target
+
+    def _within_limit(self, entries: Iterable[MemoryEntry]) -> bytes:
+        # A file the store could write but not read back would make it (and a sidecar booting
+        # on it) unopenable: one limit, MAX_STATE_BYTES, bounds both.
+        data = encode_store(entries)
+        limit = file_io.MAX_STATE_BYTES  # looked up now, like read_state's default
+        if len(data) > limit:
+            raise StoreError(
+                f"{self._path}: the state file would be {len(data)} bytes, over the "
+                f"{limit}-byte limit of what the store reads back; nothing was written"
+            )
+        return data
 
     async def _in_chain(self, step: Callable[[], Awaitable[_T]]) -> _T:
         task = asyncio.get_running_loop().create_task(_after(self._tail, step))
