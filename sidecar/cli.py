@@ -47,7 +47,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``serve``."""
-    from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE, DEFAULT_TOKEN_FILE
+    from sidecar.defaults import (
+        DEFAULT_LISTEN,
+        DEFAULT_MAX_INPUT_BYTES,
+        DEFAULT_STORE,
+        DEFAULT_TOKEN_FILE,
+    )
 
     parser.add_argument(
         "--listen",
@@ -137,6 +142,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "stores (sqlite, postgresql, redis) and memory:// keep no journal: every save rewrites "
         "the snapshot. A run that already has a journal keeps using it when restored",
     )
+    parser.add_argument(
+        "--max-input-bytes",
+        type=int,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="N",
+        help="the largest request a client may send, e.g. a StartRun with its descriptions and "
+        "tool schemas, a host tool's result or an approval's edits (default 4 MiB); a larger "
+        "one is refused with RESOURCE_EXHAUSTED naming its largest field, before anything of "
+        "it is stored",
+    )
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
     parser.add_argument("--no-reflection", action="store_true", help="do not serve reflection")
@@ -167,10 +182,7 @@ async def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"oma serve: token: {exc}", file=sys.stderr)
         return 2
-    if args.host_call_timeout <= 0:
-        print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
-        return 2
-    if not 0 < args.lease_ttl <= 3600:
+    if not args.lease_ttl <= 3600:  # positive and finite: checked by the server
         print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
         return 2
     if (args.retain_runs is not None and args.retain_runs < 0) or (
@@ -194,6 +206,7 @@ async def run(args: argparse.Namespace) -> int:
         retain_runs=args.retain_runs,
         retain_seconds=args.retain_seconds,
         journal=not args.no_journal,
+        max_input_bytes=args.max_input_bytes,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from sidecar.approvals import ApprovalDesk
 from sidecar.auth import BearerAuthInterceptor
 from sidecar.boot import recover
 from sidecar.decoding import DecodingInterceptor
-from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
+from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
 from sidecar.host_events import HostCallEvents
@@ -51,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 SERVICES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
 MAX_MESSAGE = 16 * 1024 * 1024
+MIN_INPUT_BYTES = 64 * 1024
+"""The smallest ``max_input_bytes``: below it ordinary requests (a team spec) would not fit."""
 
 
 class ServerConfigError(ValueError):
@@ -84,6 +87,8 @@ class ServerConfig:
         retention_interval_s: seconds between retention sweeps.
         journal: keep a durable journal per run beside a file store (``sidecar.journals``);
             ``False`` (``--no-journal``) or a database ``store_uri``: runs keep none.
+        max_input_bytes: the largest request a client may send (``sidecar.quotas``), from
+            ``MIN_INPUT_BYTES`` to ``MAX_MESSAGE``.
     """
 
     token: str
@@ -103,6 +108,29 @@ class ServerConfig:
     retain_seconds: float | None = None
     retention_interval_s: float = DEFAULT_INTERVAL
     journal: bool = True
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+
+
+def check_limits(config: ServerConfig) -> None:
+    """Refuse durations and sizes no server can run with (``nan``, zero, negative, too big).
+
+    Raises:
+        ServerConfigError: naming the option.
+    """
+    durations = (
+        ("--heartbeat", config.heartbeat_s),
+        ("--host-call-timeout", config.host_call_timeout_s),
+        ("--lease-ttl", config.lease_ttl_s),
+    )
+    for option, value in durations:
+        # math.isfinite: nan compares false with everything, so "<= 0" alone lets it through.
+        if not (math.isfinite(value) and value > 0):
+            raise ServerConfigError(f"{option} must be a positive number of seconds, got {value}")
+    if not MIN_INPUT_BYTES <= config.max_input_bytes <= MAX_MESSAGE:
+        raise ServerConfigError(
+            f"--max-input-bytes must be in [{MIN_INPUT_BYTES}, {MAX_MESSAGE}], "
+            f"got {config.max_input_bytes}"
+        )
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -182,6 +210,7 @@ class Sidecar:
 
     async def _start(self) -> None:
         config = self.config
+        check_limits(config)
         host, port = split_address(config.listen)
         credentials = self._credentials(host)
         store_uri = normalize_uri(config.store_uri, field="--store")
@@ -252,7 +281,10 @@ class Sidecar:
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
         server = grpc.aio.server(
-            interceptors=[BearerAuthInterceptor(config.token), DecodingInterceptor()],
+            interceptors=[
+                BearerAuthInterceptor(config.token),
+                DecodingInterceptor(max_input_bytes=config.max_input_bytes),
+            ],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE),
                 ("grpc.max_send_message_length", MAX_MESSAGE),

@@ -28,6 +28,7 @@ from oma_actors import (
     TaskGraphError,
     UnsupportedSchemaError,
 )
+from oma_actors.errors import StoreLimitError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -120,6 +121,8 @@ _OMA_TABLE: tuple[tuple[type[OmaError], grpc.StatusCode, str], ...] = (
     (UnsupportedSchemaError, grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_SCHEMA"),
     (CheckpointError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
     (CorruptStoreError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
+    # Not UNAVAILABLE: retrying the same write can never fit.
+    (StoreLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED, "STORE_FULL"),
     (StoreError, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
     (TaskGraphError, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_TASK_DEPENDENCIES"),
     (ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION, "CONFIGURATION"),

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from oma_actors.clock import SYSTEM_CLOCK
-from oma_actors.errors import StoreError
+from oma_actors.errors import StoreError, StoreLimitError
 from oma_actors.stores import file_io
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
@@ -285,10 +285,7 @@ class FileStore(AppliesConditionally):
         data = encode_store(entries)
         limit = file_io.MAX_STATE_BYTES  # looked up now, like read_state's default
         if len(data) > limit:
-            raise StoreError(
-                f"{self._path}: the state file would be {len(data)} bytes, over the "
-                f"{limit}-byte limit of what the store reads back; nothing was written"
-            )
+            raise StoreLimitError(self._path, len(data), limit)
         return data
 
     async def _in_chain(self, step: Callable[[], Awaitable[_T]]) -> _T:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.errors import CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores import FileStore, file_io
 from oma_actors.stores.base import Put
 
@@ -108,8 +108,10 @@ async def test_a_write_over_the_read_limit_fails_and_leaves_file_and_mirror(
         if how == "set"
         else store.apply([], [Put("huge", "y" * 2000)])
     )
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(StoreLimitError) as caught:
         await write
+    assert isinstance(caught.value, StoreError)
+    assert caught.value.limit == 1024 < caught.value.size
     assert "1024-byte limit" in str(caught.value)
     assert await asyncio.to_thread(state.read_bytes) == before
     assert await store.get("huge") is None  # not kept in the mirror: the next write succeeds
