@@ -36,7 +36,7 @@ from sidecar.host_calls import (
     call_message,
     sort_registration,
 )
-from sidecar.schema import input_model
+from sidecar.schema import TooCostlyError, check_off_loop, input_model, unchecked
 from sidecar.status import InvalidArgument
 from sidecar.tool_acks import CommitAcks
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from oma_actors import Tool, ToolContext
+    from sidecar.schema import CompiledSchema
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,13 @@ class ToolHost:
         )
 
         async def execute(args: BaseModel, ctx: ToolContext) -> ToolResult:
-            payload = json.dumps(args.model_dump(mode="json"), separators=(",", ":"))
+            data = args.model_dump(mode="json")
+            pending = unchecked(args)
+            if pending is not None:  # too costly to check on the event loop: check it here
+                problem = await _off_loop_problem(definition.name, pending, data)
+                if problem is not None:
+                    return problem
+            payload = json.dumps(data, separators=(",", ":"))
             return await self.call(
                 ctx,
                 definition.name,
@@ -367,6 +374,20 @@ class ToolHost:
     def outstanding(self) -> int:
         """Calls waiting for a result."""
         return len(self._pending)
+
+
+async def _off_loop_problem(
+    tool_name: str, compiled: CompiledSchema, data: object
+) -> ToolResult | None:
+    """The error result for the model if ``data`` fails its schema (checked in a thread)."""
+    try:
+        problems = await check_off_loop(compiled, data)
+    except TooCostlyError as exc:
+        return ToolResult(f"Error: invalid input for tool {tool_name!r}: {exc}", is_error=True)
+    if problems:
+        listed = "; ".join(problems)
+        return ToolResult(f"Error: invalid input for tool {tool_name!r}: {listed}", is_error=True)
+    return None
 
 
 def _tool_result(result: pb.ToolResult) -> ToolResult:
