@@ -79,6 +79,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or SQLite store)",
     )
     parser.add_argument(
+        "--allow-store",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a postgresql:// or redis:// store URI a run's checkpoint.store_uri may name, "
+        "shell-style (* ? [..]) and matched with the password masked, e.g. "
+        "'postgresql://app:***@db:5432/runs*' (repeatable). Without it, clients may name no "
+        "database server but --store itself",
+    )
+    parser.add_argument(
         "--host-call-timeout",
         type=float,
         default=300.0,
@@ -207,6 +217,7 @@ async def run(args: argparse.Namespace) -> int:
         retain_seconds=args.retain_seconds,
         journal=not args.no_journal,
         max_input_bytes=args.max_input_bytes,
+        allowed_stores=tuple(args.allow_store),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -62,6 +62,8 @@ class RunExecutor:
         spawn: starts a coroutine as a task of the server's task group.
         default_store_uri: the store of runs that name none (normalized).
         store_roots: the directories (real paths) a request's file or SQLite store may be in.
+        allowed_stores: the patterns a request's PostgreSQL or Redis store must match
+            (``sidecar.stores.store_allowed``).
         host_events: announces host tool calls; the calls that timed out go into the outcome.
         run_store: this sidecar's lease terms (owner id, TTL) on a store shared by several
             sidecars; ``None``: runs are not leased.
@@ -78,6 +80,7 @@ class RunExecutor:
         spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
         default_store_uri: str,
         store_roots: Sequence[str] = (),
+        allowed_stores: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
         run_store: RunStoreOptions | None = None,
         journals: RunJournals | None = None,
@@ -90,6 +93,7 @@ class RunExecutor:
         self._spawn = spawn
         self._default_store_uri = default_store_uri
         self._store_roots = tuple(store_roots)
+        self._allowed_stores = tuple(allowed_stores)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self.run_store = run_store
@@ -135,7 +139,11 @@ class RunExecutor:
         uri = normalize_uri(request.checkpoint.store_uri or self._default_store_uri, field=field)
         if request.checkpoint.store_uri:
             await check_request_store(
-                uri, roots=self._store_roots, default_uri=self._default_store_uri, field=field
+                uri,
+                roots=self._store_roots,
+                default_uri=self._default_store_uri,
+                field=field,
+                allowed=self._allowed_stores,
             )
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)

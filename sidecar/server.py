@@ -89,6 +89,8 @@ class ServerConfig:
             ``False`` (``--no-journal``) or a database ``store_uri``: runs keep none.
         max_input_bytes: the largest request a client may send (``sidecar.quotas``), from
             ``MIN_INPUT_BYTES`` to ``MAX_MESSAGE``.
+        allowed_stores: shell-style patterns of the PostgreSQL and Redis store URIs (password
+            masked) a request may name (``--allow-store``); ``store_uri`` is always allowed.
     """
 
     token: str
@@ -109,6 +111,7 @@ class ServerConfig:
     retention_interval_s: float = DEFAULT_INTERVAL
     journal: bool = True
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    allowed_stores: tuple[str, ...] = ()
 
 
 def check_limits(config: ServerConfig) -> None:
@@ -251,6 +254,7 @@ class Sidecar:
             spawn=self.spawn,
             default_store_uri=store_uri,
             store_roots=self.store_roots,
+            allowed_stores=config.allowed_stores,
             host_events=host_events,
             run_store=(
                 lease_terms(state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s)
