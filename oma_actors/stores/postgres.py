@@ -54,6 +54,15 @@ def _asyncpg() -> ModuleType:
     return asyncpg
 
 
+def _driver_errors(driver: ModuleType, *more: type[Exception]) -> tuple[type[Exception], ...]:
+    """Every asyncpg failure a store call can meet, reported as a ``StoreError``.
+
+    ``InternalClientError`` is no ``InterfaceError``: asyncpg raises it when a connection breaks
+    mid-protocol (a PostgreSQL restart), and it escaped as an untyped error (issue 24, item 8).
+    """
+    return (driver.PostgresError, driver.InterfaceError, driver.InternalClientError, *more)
+
+
 class PostgresStore(AppliesConditionally):
     """A store in one PostgreSQL table, on an asyncpg connection pool.
 
@@ -249,7 +258,7 @@ class PostgresStore(AppliesConditionally):
         driver = _asyncpg()
         try:
             return await operation
-        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+        except _driver_errors(driver, OSError, ValueError) as exc:
             raise StoreError(f"{self._name}: {exc}") from exc
 
     async def _connected(self) -> asyncpg.Pool:
@@ -274,7 +283,7 @@ class PostgresStore(AppliesConditionally):
             )
         except driver.ClientConfigurationError as exc:
             raise ConfigurationError(f"{self._name}: {exc}") from exc
-        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+        except _driver_errors(driver, OSError, ValueError) as exc:
             raise StoreError(f"{self._name}: cannot connect ({exc})") from exc
         try:
             async with pool.acquire() as connection, connection.transaction():
@@ -283,7 +292,7 @@ class PostgresStore(AppliesConditionally):
                 await connection.execute(self._sql["index"])
         except BaseException as exc:
             await pool.close()
-            if isinstance(exc, driver.PostgresError | driver.InterfaceError | OSError):
+            if isinstance(exc, _driver_errors(driver, OSError)):
                 raise StoreError(f"{self._name}: cannot create the table ({exc})") from exc
             raise
         return pool

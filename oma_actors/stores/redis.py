@@ -112,7 +112,7 @@ def _bounded_parser() -> type[Any]:
     from redis._parsers.resp2 import _AsyncRESP2Parser  # no public hook bounds a reply
     from redis.exceptions import InvalidResponse
 
-    class BoundedParser(_AsyncRESP2Parser):  # type: ignore[misc]
+    class BoundedParser(_AsyncRESP2Parser):
         _bulk_bytes = 0
         _items = 0
 
