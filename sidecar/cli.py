@@ -192,6 +192,11 @@ async def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"oma serve: token: {exc}", file=sys.stderr)
         return 2
+    if token.source == "file" and token.path is not None:
+        problem = _token_file_problem(token.path)
+        if problem is not None:
+            print(f"oma serve: token: {problem}", file=sys.stderr)
+            return 2
     if not args.lease_ttl <= 3600:  # positive and finite: checked by the server
         print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
         return 2
@@ -253,6 +258,21 @@ async def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     return 0
+
+
+def _token_file_problem(path: Path) -> str | None:
+    """Why the token in ``path`` may not be used: every local user can read (or write) it.
+
+    Whoever reads the token controls the sidecar: runs, approvals, tool results. A group may be
+    meant to share it (the hosts' group); other users never are.
+    """
+    mode = path.stat().st_mode
+    if mode & 0o006:
+        return (
+            f"token file {path} is readable or writable by every user (mode {mode & 0o777:o}); "
+            f"restrict it (chmod 600 {path}, or 640 to share it with a group)"
+        )
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -323,7 +323,11 @@ class Sidecar:
         if config.reflection:
             names = (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, server)
-        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        # gRPC binds "localhost" to 127.0.0.1 and ::1, and succeeds with ::1 alone when another
+        # process has 127.0.0.1:P: a second sidecar started beside the first. Binding the
+        # address "localhost" means to clients first makes that an "address in use".
+        bound = "127.0.0.1" if host == "localhost" else host
+        bind = f"[{bound}]:{port}" if ":" in bound else f"{bound}:{port}"
         try:
             if credentials is None:
                 self.port = server.add_insecure_port(bind)
