@@ -46,6 +46,7 @@ class PendingCall:
     future: asyncio.Future[pb.ToolResult]
     deadline_s: float
     durable: bool = True
+    issued_before: bool = False  # an earlier attempt may have delivered it (sidecar.redelivery)
     delivery_attempt: int = 0
     call_ids: list[str] = field(default_factory=list)
     call_id: str | None = None
@@ -99,5 +100,5 @@ def call_message(pending: PendingCall, call_id: str) -> pb.ToolCall:
         run_attempt=pending.run_attempt,
         delivery_attempt=pending.delivery_attempt,
         deadline=timestamp(now() + timedelta(seconds=pending.deadline_s)),
-        redelivery=pending.delivery_attempt > 1 or pending.run_attempt > 1,
+        redelivery=pending.delivery_attempt > 1 or pending.issued_before,
     )

@@ -143,7 +143,12 @@ class ToolHost:
     # -- calls -----------------------------------------------------------------------------
 
     def make_tool(
-        self, definition: pb.ToolDefinition, *, run_attempt: int, durable: bool = True
+        self,
+        definition: pb.ToolDefinition,
+        *,
+        run_attempt: int,
+        durable: bool = True,
+        redelivered: frozenset[str] | None = frozenset(),
     ) -> Tool:
         """An OMA tool whose calls are delivered to the hosts offering ``definition.name``.
 
@@ -151,6 +156,8 @@ class ToolHost:
             definition: the tool as declared or registered.
             run_attempt: the attempt of the run the tool serves (told to the host).
             durable: whether the run saves checkpoints; without them no result is ever durable.
+            redelivered: idempotency keys of the calls an earlier attempt may have delivered
+                (``sidecar.redelivery``); ``None``: unknown, so every call may have been.
         """
         schema = json.loads(definition.input_schema_json or '{"type": "object"}')
         timeout = (
@@ -172,6 +179,7 @@ class ToolHost:
                 run_attempt=run_attempt,
                 limit_s=timeout,
                 durable=durable,
+                issued_before=redelivered is None or ctx.idempotency_key in redelivered,
             )
 
         # One model class per (name, schema): building a pydantic class per run is not free.
@@ -198,8 +206,13 @@ class ToolHost:
         run_attempt: int,
         limit_s: float,
         durable: bool = True,
+        issued_before: bool = False,
     ) -> ToolResult:
-        """Deliver a call and wait for its first result (an error result on timeout)."""
+        """Deliver a call and wait for its first result (an error result on timeout).
+
+        ``issued_before``: an earlier attempt of the run may have delivered this call, so
+        every delivery is flagged ``redelivery``.
+        """
         key = ctx.idempotency_key
         existing = self._pending.get(key)
         if existing is not None:  # the same call again while it is outstanding: join it
@@ -217,6 +230,7 @@ class ToolHost:
             future=loop.create_future(),
             deadline_s=limit_s,
             durable=durable,
+            issued_before=issued_before,
         )
         self._pending[key] = pending
         self._waiting.append(key)
