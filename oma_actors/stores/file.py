@@ -25,14 +25,7 @@ from oma_actors.stores.file_io import read_state, sweep_stale_temps, write_atomi
 from oma_actors.stores.file_lock import hold_state_file
 
 if TYPE_CHECKING:
-    from collections.abc import (
-        AsyncIterator,
-        Awaitable,
-        Callable,
-        Iterable,
-        Mapping,
-        Sequence,
-    )
+    from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from datetime import datetime
     from types import TracebackType
 
@@ -75,9 +68,12 @@ class FileStore(AppliesConditionally):
         # A flush that finds its generation already durable writes nothing (group commit).
         self._generation = 0
         self._durable = 0
-        # The bytes a mutation already encoded to check them against MAX_STATE_BYTES, with
-        # their generation: the flush of that generation writes them instead of encoding again.
-        self._encoded: tuple[int, bytes] | None = None
+        # The mirror as last written (or loaded), and the refusal of a write over the read
+        # limit: a refused flush puts the mirror back to what is on disk, and every flush of a
+        # change it dropped (a generation up to _refused_through) fails with that refusal.
+        self._durable_entries: dict[str, MemoryEntry] = {}
+        self._refused: StoreLimitError | None = None
+        self._refused_through = 0
 
     @classmethod
     @asynccontextmanager
@@ -123,9 +119,11 @@ class FileStore(AppliesConditionally):
         later reads, and the next successful write, include the new value.
 
         Raises:
-            StoreError: The metadata is not JSON-serializable, or the file would grow over
-                ``MAX_STATE_BYTES``, the most it reads back (then nothing changed), or the
+            StoreError: The metadata is not JSON-serializable (then nothing changed), or the
                 write failed.
+            StoreLimitError: The file would grow over ``MAX_STATE_BYTES``, the most the
+                store reads back: nothing was written, and the mirror is back to the file's
+                content (changes of other callers in the same write are refused with it).
             CorruptStoreError: The file could not be loaded.
         """
         await self._put(key, value, metadata, None)
@@ -156,9 +154,9 @@ class FileStore(AppliesConditionally):
             (nothing changed, the file is not touched).
 
         Raises:
-            StoreError: A ``Put``'s metadata is not JSON-serializable or the file would grow
-                over ``MAX_STATE_BYTES`` (then nothing changed),
+            StoreError: A ``Put``'s metadata is not JSON-serializable (then nothing changed),
                 or the write failed.
+            StoreLimitError: The file would grow over ``MAX_STATE_BYTES`` (as for ``set``).
         """
         await self._mirror()
 
@@ -173,12 +171,8 @@ class FileStore(AppliesConditionally):
                 if entry is not None:
                     check_encodable(entry)  # before the mirror changes: all or nothing
             if changes:
-                after = dict(entries)
-                commit(after, changes)
-                data = self._within_limit(after.values())
                 commit(entries, changes)
                 self._generation += 1
-                self._encoded = (self._generation, data)
             await self._write_through(self._generation)
             return True
 
@@ -230,6 +224,7 @@ class FileStore(AppliesConditionally):
                     await sweep_stale_temps(self._path)
                     data = await read_state(self._path)
                     self._entries = {} if data is None else decode_store(self._path, data)
+                    self._durable_entries = dict(self._entries)
                 except StoreError as exc:
                     self._load_error, self._load_traceback = exc, exc.__traceback__
                     raise
@@ -252,10 +247,8 @@ class FileStore(AppliesConditionally):
             expires_at_turn=expires_at_turn,
         )
         check_encodable(entry)  # before the mirror changes, or every later flush would fail
-        data = self._within_limit({**entries, key: entry}.values())
         entries[key] = entry
         self._generation += 1
-        self._encoded = (self._generation, data)
         await self._flush_through(self._generation)
 
     def _now(self) -> datetime:
@@ -270,23 +263,24 @@ class FileStore(AppliesConditionally):
         # Runs only inside the chain, so flushes never overlap and _durable only grows.
         if self._durable >= generation or self._entries is None:
             return  # an earlier flush already wrote a mirror that contained this change
+        if generation <= self._refused_through and self._refused is not None:
+            raise self._refused  # the refused flush dropped this change from the mirror
         target = self._generation
-        encoded, self._encoded = self._encoded, None
-        if encoded is not None and encoded[0] == target:
-            data = encoded[1]
-        else:
-            data = self._within_limit(self._entries.values())
-        await write_atomic(self._path, data)
-        self._durable = target
-
-    def _within_limit(self, entries: Iterable[MemoryEntry]) -> bytes:
-        # A file the store could write but not read back would make it (and a sidecar booting
-        # on it) unopenable: one limit, MAX_STATE_BYTES, bounds both.
-        data = encode_store(entries)
+        data = encode_store(self._entries.values())
         limit = file_io.MAX_STATE_BYTES  # looked up now, like read_state's default
         if len(data) > limit:
-            raise StoreLimitError(self._path, len(data), limit)
-        return data
+            # A file the store could write but not read back would leave it (and a sidecar
+            # booting on it) unopenable: one limit bounds both. Retrying cannot help, so unlike
+            # a failed write (FS-08) the mirror does not keep the changes.
+            self._refused = StoreLimitError(self._path, len(data), limit)
+            self._refused_through = target
+            self._entries.clear()
+            self._entries.update(self._durable_entries)
+            raise self._refused
+        written = dict(self._entries)  # before the await: the mirror may change meanwhile
+        await write_atomic(self._path, data)
+        self._durable = target
+        self._durable_entries = written
 
     async def _in_chain(self, step: Callable[[], Awaitable[_T]]) -> _T:
         task = asyncio.get_running_loop().create_task(_after(self._tail, step))

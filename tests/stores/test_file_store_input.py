@@ -130,3 +130,22 @@ async def test_a_write_exactly_at_the_read_limit_is_read_back(
     monkeypatch.setattr(file_io, "MAX_STATE_BYTES", size)
     await FileStore(state).set("k", "v")  # timestamps have a fixed width: same size
     assert [entry.key for entry in await FileStore(state).list()] == ["k"]
+
+
+async def test_a_change_written_together_with_a_refused_one_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One flush writes every pending change (group commit): when it is refused, the changes
+    # that rode along are gone from the mirror too, so their callers must not hear "written".
+    state = tmp_path / "state.json"
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", 1024)
+    store = FileStore(state)
+    await store.set("small", "x")
+    huge, rider = await asyncio.gather(
+        store.set("huge", "y" * 2000), store.set("rider", "z"), return_exceptions=True
+    )
+    assert isinstance(huge, StoreLimitError)
+    assert isinstance(rider, StoreLimitError)
+    assert [entry.key for entry in await store.list()] == ["small"]
+    await store.set("after", "w")
+    assert [entry.key for entry in await FileStore(state).list()] == ["small", "after"]
