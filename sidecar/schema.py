@@ -287,13 +287,17 @@ def _keywords(
         if not any(validator.is_type(instance, name) for name in names):
             yield ValidationError(f"expected {' or '.join(map(str, names))}")
 
-    def enum(validator: Any, enums: Any, instance: Any, schema: Any) -> Errors:
-        if not any(_equal(instance, option) for option in enums):
-            yield ValidationError(f"must be one of {enums!r}")
+    def reworded(keyword: str, message: Callable[[Any], str]) -> Keyword:
+        # jsonschema's own check (JSON equality: true is not 1, also inside arrays), with
+        # the message this module has always given.
+        check = Draft202012Validator.VALIDATORS[keyword]
 
-    def const(validator: Any, value: Any, instance: Any, schema: Any) -> Errors:
-        if not _equal(instance, value):
-            yield ValidationError(f"must be {value!r}")
+        def checked(validator: Any, value: Any, instance: Any, schema: Any) -> Errors:
+            for _ in check(validator, value, instance, schema):
+                yield ValidationError(message(value))
+                return
+
+        return checked
 
     def any_of(validator: Any, options: Any, instance: Any, schema: Any) -> Errors:
         # is_valid stops at a branch's first error; jsonschema's anyOf collects all of them.
@@ -362,8 +366,8 @@ def _keywords(
 
     return {
         "type": type_,
-        "enum": enum,
-        "const": const,
+        "enum": reworded("enum", lambda options: f"must be one of {options!r}"),
+        "const": reworded("const", lambda value: f"must be {value!r}"),
         "anyOf": any_of,
         "oneOf": one_of,
         "required": required,
@@ -379,13 +383,6 @@ def _keywords(
         "minLength": length("shorter than", lambda n, lim: n < lim, "string", " characters"),
         "maxLength": length("longer than", lambda n, lim: n > lim, "string", " characters"),
     }
-
-
-def _equal(one: Any, other: Any) -> bool:
-    # JSON equality: true is not 1 (Python's == says it is).
-    if isinstance(one, bool) or isinstance(other, bool):
-        return type(one) is type(other) and one == other
-    return bool(one == other)
 
 
 _META = Draft202012Validator(Draft202012Validator.META_SCHEMA)  # no format checks: no Python re
