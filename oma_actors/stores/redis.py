@@ -13,7 +13,10 @@ A reply is bounded (``MAX_REPLY_BYTES`` of bulk data, ``MAX_REPLY_ITEMS`` array 
 redis-py allocates whatever length a server announces and reads on, so a hostile server named
 by a store URI answering with an endless reply grew the process to gigabytes (issue 24,
 item 3). redis-py has no option for this; the store's connections use a parser that refuses
-such a reply before reading it, which the store reports as a ``StoreError``.
+such a reply before reading it, which the store reports as a ``StoreError``. A write of an
+entry larger than that limit is refused before it is sent (``StoreLimitError``), so every
+entry written can be read back with ``get``; ``list`` reads the whole store in one reply, so a
+store holding more than the limit in total lists with an error (not bounded at write time).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import json
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
-from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
@@ -245,6 +248,8 @@ class RedisStore(AppliesConditionally):
 
         Raises:
             StoreError: The metadata is not JSON-serializable, or the write failed.
+            StoreLimitError: The entry is larger than a reply the store reads
+                (``MAX_REPLY_BYTES``); nothing was sent.
         """
         await self._write([], [("put", key, value, _meta(encode_metadata(metadata, key), None))])
 
@@ -295,6 +300,11 @@ class RedisStore(AppliesConditionally):
     async def _write(
         self, checks: Sequence[Expect], ops: builtins.list[tuple[str, str, str, str]]
     ) -> bool:
+        for _, key, value, meta in ops:
+            # An entry whose reply the store would refuse to read could never be read back.
+            size = sum(len(text.encode("utf-8", "surrogatepass")) for text in (key, value, meta))
+            if size > MAX_REPLY_BYTES:
+                raise StoreLimitError(self._name, size, MAX_REPLY_BYTES)
         args: builtins.list[str] = [encode_time(self._clock.now()), str(len(checks))]
         for check in checks:
             present = check.value is not None

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from oma_actors.errors import StoreError
+from oma_actors.errors import StoreError, StoreLimitError
 from oma_actors.stores import redis as redis_store
 from oma_actors.stores.redis import RedisStore
 
@@ -108,5 +108,28 @@ async def test_many_replies_within_the_bulk_limit_add_up(monkeypatch: pytest.Mon
         try:
             with pytest.raises(StoreError, match="over 1000 bytes"):
                 await asyncio.wait_for(store.get("k"), 30)
+        finally:
+            await store.aclose()
+
+
+async def test_an_entry_larger_than_a_readable_reply_is_refused_before_it_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redis_store, "MAX_REPLY_BYTES", 1000)
+    scripts: list[int] = []
+
+    def count(writer: asyncio.StreamWriter) -> None:
+        scripts.append(1)  # a script reached the server
+        writer.write(b"$-1\r\n")
+
+    async with hostile_server(count) as (url, _):
+        store = RedisStore(url, connect_timeout=5)
+        try:
+            with pytest.raises(StoreLimitError) as caught:
+                await store.set("k", "v" * 2000)
+            assert caught.value.limit == 1000 < caught.value.size
+            assert scripts == []
+            assert await store.get("k") is None  # a small call still reaches the server
+            assert scripts == [1]
         finally:
             await store.aclose()
