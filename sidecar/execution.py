@@ -34,6 +34,7 @@ from sidecar.plugins import approval_gates_available
 from sidecar.record import ACTIVE, TERMINAL, Outcome, RunExistsError, RunRecordV1
 from sidecar.run_ledger import cancel_record, check_resumable
 from sidecar.run_view import initial_tasks
+from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
@@ -133,6 +134,8 @@ class RunExecutor:
             if existing is not None:
                 return attach(request, existing), False
         declared = {definition.name for definition in request.team.host_tools}
+        # The schema checks take up to seconds: done in a thread, found cached by check_start.
+        await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
         convert.check_start(request, self._tool_known(declared))
         self._check_gates(request.approval_gates)
         field = "checkpoint.store_uri"
@@ -212,6 +215,7 @@ class RunExecutor:
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
+            await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
             self._override_team(spec, request.team)
         if request.HasField("coordinator"):
             if spec.WhichOneof("mode") != "goal":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import functools
 import json
 import time
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
     from typing import TypeAlias
 
     Errors: TypeAlias = Iterator[ValidationError]
@@ -97,6 +98,33 @@ class _Budget:
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
     "oma_schema_budget", default=None
 )
+
+
+@functools.lru_cache(maxsize=256)
+def schema_text_problem(text: str) -> str | None:
+    """Why the JSON ``text`` cannot be a tool's input schema, or ``None`` if it can.
+
+    The verdict is cached per text: checking a schema against the draft 2020-12 meta-schema
+    takes up to seconds for a large one, so the RPCs that register schemas compute it in a
+    worker thread first (``check_off_loop_schemas``) and the check on the event loop finds it
+    here. Texts over twice ``MAX_SCHEMA_BYTES`` are refused unparsed (and not cached).
+    """
+    if len(text) > 2 * MAX_SCHEMA_BYTES:
+        return f"input schema is {len(text)} characters of JSON, over the limit"
+    try:
+        schema = json.loads(text)
+    except RecursionError:
+        return "input_schema_json is not JSON: nested too deeply"
+    except ValueError as exc:
+        return f"input_schema_json is not JSON: {exc}"
+    return schema_problem(schema)
+
+
+async def check_off_loop_schemas(texts: Iterable[str]) -> None:
+    """Compute (and cache) ``schema_text_problem`` of ``texts`` in a worker thread."""
+    pending = [text for text in texts if text]
+    if pending:
+        await asyncio.to_thread(lambda: [schema_text_problem(text) for text in pending])
 
 
 def schema_problem(schema: object) -> str | None:

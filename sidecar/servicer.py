@@ -18,6 +18,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
+from sidecar.schema import check_off_loop_schemas
 from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
 
@@ -261,6 +262,7 @@ class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
                 raise InvalidArgument(
                     "register", "the first message must be Register", reason="REGISTER_REQUIRED"
                 )
+            await check_off_loop_schemas(d.input_schema_json for d in first.register.tools)
             session, ack = self._host.open_session(first.register)
         except (grpc.aio.AbortError, asyncio.CancelledError):
             raise

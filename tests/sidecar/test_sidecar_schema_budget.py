@@ -147,3 +147,38 @@ async def test_other_rpcs_answer_while_a_costly_input_is_checked(
             await client.start_run(costly_request("refused", 1500, 3000))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_reason(caught.value) in ("VALIDATION", "INVALID_TOOL_SCHEMA")
+
+
+async def test_registered_schemas_are_checked_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The meta-schema check of a large schema takes seconds: StartRun computes it in a worker
+    # thread, and the check on the event loop finds the verdict cached.
+    started, release = threading.Event(), threading.Event()
+    on_loop: list[str] = []
+    original = schema_module.schema_problem
+
+    def held(schema: object) -> str | None:
+        if threading.current_thread() is threading.main_thread():
+            on_loop.append("schema_problem")
+        else:
+            started.set()
+            release.wait(30)
+        return original(schema)
+
+    monkeypatch.setattr(schema_module, "schema_problem", held)
+    request = costly_request("registering", MAX_PATTERNS, 1)
+    schema = branches_schema(MAX_PATTERNS)
+    schema["title"] = str(uuid.uuid4())  # a text no earlier test had cached
+    request.team.host_tools[0].input_schema_json = json.dumps(schema)
+    server_config = ServerConfig(token=TOKEN, listen="127.0.0.1:0", store_uri="memory://")
+    async with Sidecar(server_config) as server, SidecarClient(server.address, TOKEN) as client:
+        start = asyncio.create_task(client.start_run(request))
+        assert await asyncio.to_thread(started.wait, 30)
+        try:
+            assert await client.server_info()  # answered while the schema is being checked
+            assert not start.done()
+        finally:
+            release.set()
+        assert (await start).created
+    assert on_loop == []
