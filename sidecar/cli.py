@@ -197,7 +197,7 @@ async def run(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"oma serve: token: {problem}", file=sys.stderr)
             return 2
-    if not args.lease_ttl <= 3600:  # positive and finite: checked by the server
+    if not 0 < args.lease_ttl <= 3600:  # nan too: every comparison with it is false
         print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
         return 2
     if (args.retain_runs is not None and args.retain_runs < 0) or (
