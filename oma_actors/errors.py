@@ -76,6 +76,23 @@ class CorruptStoreError(StoreError):
         self.reason = reason
 
 
+class StoreLimitError(StoreError):
+    """A write would make the store hold more than it reads back; nothing was written.
+
+    A file store refuses a state file over its read limit when it loads, so a write past that
+    limit would leave a store (and a sidecar booting on it) that cannot be opened again.
+    """
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{path}: the state file would be {size} bytes, over the {limit}-byte limit of "
+            "what the store reads back; nothing was written"
+        )
+        self.path = path
+        self.size = size
+        self.limit = limit
+
+
 class CheckpointError(OmaError):
     """A stored checkpoint value is invalid."""
 
@@ -295,6 +312,7 @@ __all__ = [
     "RateLimitError",
     "RunIdMismatchError",
     "StoreError",
+    "StoreLimitError",
     "TaskGraphError",
     "ToolInputError",
     "UnsupportedSchemaError",

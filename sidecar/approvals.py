@@ -11,10 +11,11 @@ principal: a request naming another reviewer id is refused with PERMISSION_DENIE
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from oma_actors import ApprovalDecision, Reviewer
+from oma_actors import ApprovalDecision, ConfigurationError, Reviewer, StoreError
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import timestamp
 from sidecar.events import approval_pb, canonical_json
@@ -26,6 +27,7 @@ from sidecar.status import (
     PermissionDenied,
     Unavailable,
 )
+from sidecar.stores import shown_uri
 from sidecar.tenancy import check_visible, sees
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
 
+logger = logging.getLogger(__name__)
 HASH = re.compile(r"[0-9a-f]{64}")
 STATE_OF = {"approved": pb.APPROVAL_STATE_APPROVED, "rejected": pb.APPROVAL_STATE_REJECTED}
 DECISION_OF: dict[int, Literal["approve", "reject"]] = {
@@ -81,13 +84,29 @@ class ApprovalDesk:
             raise Unavailable("APPROVALS_UNAVAILABLE", "this build has no approval ledger")
         return module
 
-    async def _stores_of(self, run_id: str, caller: Principal | None) -> list[MemoryStore]:
+    async def _stores_of(
+        self, run_id: str, caller: Principal | None
+    ) -> tuple[list[MemoryStore], list[str]]:
+        """The stores to read, and (without ``run_id``) those that could not be opened.
+
+        A listing across every run must not fail for everyone because one run's store is
+        unreachable (issue 24, item 3): that store is left out, logged and reported back
+        with its password masked.
+        """
         if run_id:
             record = check_visible(caller, await self._registry.get(run_id))
-            return [await self._stores.get(record.store_uri)]
+            return [await self._stores.get(record.store_uri)], []
         runs = await self._registry.query()
         uris = {self._default_store_uri} | {record.store_uri for record in runs}
-        return [await self._stores.get(uri) for uri in sorted(uris)]
+        stores: list[MemoryStore] = []
+        unreachable: list[str] = []
+        for uri in sorted(uris):
+            try:
+                stores.append(await self._stores.get(uri))
+            except (StoreError, ConfigurationError) as exc:
+                logger.warning("approvals: skipping store %s: %s", shown_uri(uri), exc)
+                unreachable.append(shown_uri(uri))
+        return stores, unreachable
 
     def message(self, record: Any) -> pb.Approval:
         """The wire form of a ledger record, with its canonical JSON."""
@@ -119,13 +138,21 @@ class ApprovalDesk:
 
     async def _find(self, request_id: str, caller: Principal | None) -> tuple[Any, MemoryStore]:
         module = self._module()
-        for store in await self._stores_of("", None):
+        stores, unreachable = await self._stores_of("", None)
+        for store in stores:
             record = await module.get_approval_record(store, request_id)
             if record is not None:
                 visible = await self._visible_runs(caller)
                 if visible is None or record.request.run_id in visible:
                     return record, store
-                break  # another tenant's: answered as one that does not exist
+                unreachable = []  # another tenant's: answered as one that does not exist
+                break
+        if unreachable:  # it may be in a store that could not be read: not "no such approval"
+            raise Unavailable(
+                "STORE_UNAVAILABLE",
+                f"approval {request_id!r} is in no reachable store; unreachable: "
+                + ", ".join(unreachable),
+            )
         raise NotFound(
             "APPROVAL_NOT_FOUND", f"no approval {request_id!r}", metadata={"id": request_id}
         )
@@ -140,12 +167,18 @@ class ApprovalDesk:
             raise InvalidArgument("page_size", "must be 0..500")
         offset = _offset(request.page_token)
         found: list[pb.Approval] = []
-        stores = await self._stores_of(request.run_id, caller)
+        stores, _ = await self._stores_of(request.run_id, caller)
         visible = await self._visible_runs(caller)
         for store in stores:
-            ledger_rows = await module.DurableApprovalLedger(store).list(
-                run_id=request.run_id or None
-            )
+            try:
+                ledger_rows = await module.DurableApprovalLedger(store).list(
+                    run_id=request.run_id or None
+                )
+            except StoreError as exc:
+                if request.run_id:
+                    raise
+                logger.warning("approvals: skipping a store that failed to list: %s", exc)
+                continue
             found.extend(
                 self.message(row)
                 for row in ledger_rows

@@ -20,6 +20,7 @@ from sidecar.events import event_message
 from sidecar.journals import journal_options
 from sidecar.plugins import gates_of
 from sidecar.record import Outcome
+from sidecar.redelivery import issued_before
 from sidecar.run_view import attempt_result_from, task_row_from_state
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         JournalOptions,
         MemoryStore,
         ProgressEvent,
+        RunJournal,
         RunStoreOptions,
         TeamRunResult,
         Tool,
@@ -81,6 +83,7 @@ async def run_attempt(
             record,
             store,
             restoring=restoring,
+            redelivered=await _redelivered(record, store, journal, restoring=restoring),
             python_tools=python_tools,
             tool_host=tool_host,
             on_progress=on_progress,
@@ -92,11 +95,24 @@ async def run_attempt(
             await journals.release(journal)  # a file's holds a descriptor
 
 
+async def _redelivered(
+    record: RunRecordV1, store: MemoryStore, journal: RunJournal | None, *, restoring: bool
+) -> frozenset[str] | None:
+    """The calls of this attempt a host may have seen already (``None``: any of them)."""
+    if record.attempt == 1:
+        return frozenset()
+    if restoring and not record.request.checkpoint.disabled:
+        # Read before the restore reads the same checkpoint and journal.
+        return await issued_before(record, store, journal)
+    return None  # a later attempt started over: its calls may repeat an earlier one's
+
+
 async def _run(
     record: RunRecordV1,
     store: MemoryStore,
     *,
     restoring: bool,
+    redelivered: frozenset[str] | None,
     python_tools: Mapping[str, Tool],
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
@@ -115,6 +131,7 @@ async def _run(
                 run_attempt=record.attempt,
                 durable=durable,
                 tenant=record.tenant,
+                redelivered=redelivered,
             )
             for name in agent.tools
         ]

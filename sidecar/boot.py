@@ -12,15 +12,19 @@ and its write wins, and this sidecar leaves that run alone.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from oma_actors import StoreError
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.record import Outcome
 
 if TYPE_CHECKING:
     from sidecar.record import RunRecordV1
     from sidecar.runs import RunRegistry
+
+logger = logging.getLogger(__name__)
 
 INTERRUPTED = Outcome(code="interrupted", message="the sidecar stopped while the run ran")
 
@@ -61,4 +65,8 @@ async def recover(registry: RunRegistry) -> list[RunRecordV1]:
                 )
         except _NotOurs:
             continue
+        except StoreError as exc:
+            # A store that refuses the write (full, say) must not keep the sidecar from
+            # booting: the run stays as recorded, readable, and RestoreRun resumes it later.
+            logger.warning("run %s: not marked interrupted at boot: %s", record.run_id, exc)
     return interrupted

@@ -48,7 +48,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``serve``."""
-    from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE, DEFAULT_TOKEN_FILE
+    from sidecar.defaults import (
+        DEFAULT_LISTEN,
+        DEFAULT_MAX_INPUT_BYTES,
+        DEFAULT_STORE,
+        DEFAULT_TOKEN_FILE,
+    )
 
     parser.add_argument(
         "--listen",
@@ -73,6 +78,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "stores (repeatable). A client can name no file outside these directories: without "
         "this option, only files in the directory of --store (none when --store is not a file "
         "or SQLite store)",
+    )
+    parser.add_argument(
+        "--allow-store",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a postgresql:// or redis:// store URI a run's checkpoint.store_uri may name, "
+        "shell-style (* ? [..]) and matched with the password masked, e.g. "
+        "'postgresql://app:***@db:5432/runs*' (repeatable). Without it, clients may name no "
+        "database server but --store itself",
     )
     parser.add_argument(
         "--host-call-timeout",
@@ -143,9 +158,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "<state file>.journals/<run>.jsonl (mode 0600): each turn is saved by an fsync'd "
         "journal append, the state file is rewritten at compaction points (task start and "
         "end, suspension, run end, or when the journal alone would not restore the exact "
-        "state), and a restore folds the journal in. Database "
-        "stores (sqlite, postgresql, redis) and memory:// keep no journal: every save rewrites "
-        "the snapshot. A run that already has a journal keeps using it when restored",
+        "state), and a restore folds the journal in. A run on a SQLite or PostgreSQL store "
+        "keeps its journal in that database (one row per event; a leased run's appends are "
+        "fenced). Redis and memory:// keep no journal: every save rewrites the snapshot. A run "
+        "that already has a journal keeps using it when restored",
     )
     parser.add_argument(
         "--encryption-keys",
@@ -154,6 +170,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="encrypt at rest: every store value and run journal payload is sealed with "
         "AES-256-GCM under the first key of FILE (lines id:base64key, mode 0600; older keys "
         "below it stay readable, see oma keys rotate)",
+    )
+    parser.add_argument(
+        "--max-input-bytes",
+        type=int,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="N",
+        help="the largest request a client may send, e.g. a StartRun with its descriptions and "
+        "tool schemas, a host tool's result or an approval's edits (default 4 MiB); a larger "
+        "one is refused with RESOURCE_EXHAUSTED naming its largest field, before anything of "
+        "it is stored",
     )
     parser.add_argument("--tls-cert", type=Path, help="PEM certificate (needed off loopback)")
     parser.add_argument("--tls-key", type=Path, help="PEM private key (with --tls-cert)")
@@ -202,10 +228,12 @@ async def run(args: argparse.Namespace) -> int:
     except OmaError as exc:
         print(f"oma serve: --encryption-keys: {exc}", file=sys.stderr)
         return 2
-    if args.host_call_timeout <= 0:
-        print("oma serve: --host-call-timeout must be positive", file=sys.stderr)
-        return 2
-    if not 0 < args.lease_ttl <= 3600:
+    if token.source == "file" and token.path is not None:
+        problem = _token_file_problem(token.path)
+        if problem is not None:
+            print(f"oma serve: token: {problem}", file=sys.stderr)
+            return 2
+    if not 0 < args.lease_ttl <= 3600:  # nan too: every comparison with it is false
         print("oma serve: --lease-ttl must be in (0, 3600] seconds", file=sys.stderr)
         return 2
     if (args.retain_runs is not None and args.retain_runs < 0) or (
@@ -231,6 +259,8 @@ async def run(args: argparse.Namespace) -> int:
         retain_seconds=args.retain_seconds,
         journal=not args.no_journal,
         encryption_keys=keyring,
+        max_input_bytes=args.max_input_bytes,
+        allowed_stores=tuple(args.allow_store),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -272,6 +302,21 @@ async def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     return 0
+
+
+def _token_file_problem(path: Path) -> str | None:
+    """Why the token in ``path`` may not be used: every local user can read (or write) it.
+
+    Whoever reads the token controls the sidecar: runs, approvals, tool results. A group may be
+    meant to share it (the hosts' group); other users never are.
+    """
+    mode = path.stat().st_mode
+    if mode & 0o006:
+        return (
+            f"token file {path} is readable or writable by every user (mode {mode & 0o777:o}); "
+            f"restrict it (chmod 600 {path}, or 640 to share it with a group)"
+        )
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from oma_actors import AgentConfig, PlanArtifact, PlanTask, Task, TaskGraphError, Team
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.schema import schema_problem
+from sidecar.schema import schema_text_problem
 from sidecar.scripted import scripted_adapter
 from sidecar.status import InvalidArgument
 
@@ -66,11 +66,7 @@ def tool_definition_problem(definition: pb.ToolDefinition) -> str | None:
     """Why a host tool definition is unusable, or ``None``."""
     if not TOOL_NAME.fullmatch(definition.name):
         return "name must be 1-64 of [A-Za-z0-9_-]"
-    try:
-        schema = parse_json(definition.input_schema_json or '{"type": "object"}')
-    except ValueError as exc:
-        return f"input_schema_json is not JSON: {exc}"
-    problem = schema_problem(schema)
+    problem = schema_text_problem(definition.input_schema_json or '{"type": "object"}')
     if problem is not None:
         return problem
     if definition.timeout.seconds < 0 or definition.timeout.nanos < 0:

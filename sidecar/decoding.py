@@ -4,7 +4,8 @@ grpc decodes a request before the handler runs, and reports a failure to decode 
 with no detail. This interceptor takes the decoding over for the ``oma.v1`` services: the
 handler gets the raw bytes and decodes them itself, so bytes that are not the request message
 end the call like any other malformed request, through ``status.abort``: INVALID_ARGUMENT,
-reason ``VALIDATION``, field ``request``.
+reason ``VALIDATION``, field ``request``. Decoding here is also where every request meets the
+input quota (``sidecar.quotas``), before a handler can store any of it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from sidecar.status import InvalidArgument, abort
+from sidecar.defaults import DEFAULT_MAX_INPUT_BYTES
+from sidecar.quotas import check_input_size
+from sidecar.status import InvalidArgument, SidecarError, abort
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,7 +27,14 @@ OMA_PREFIX = "/oma.v1."
 
 
 class DecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Lets the ``oma.v1`` handlers decode their own requests (see the module docstring)."""
+    """Lets the ``oma.v1`` handlers decode their own requests (see the module docstring).
+
+    Args:
+        max_input_bytes: the largest request (each message of a stream) a handler gets.
+    """
+
+    def __init__(self, *, max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
+        self._max_input_bytes = max_input_bytes
 
     async def intercept_service(
         self,
@@ -38,52 +48,55 @@ class DecodingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return handler
         if not method.startswith(OMA_PREFIX):
             return handler
-        return _decoding(handler)
+        return _decoding(handler, self._max_input_bytes)
 
 
-def decode(deserialize: Callable[[bytes], Any], raw: bytes) -> Any:
-    """The request message in ``raw``.
+def decode(deserialize: Callable[[bytes], Any], raw: bytes, limit: int) -> Any:
+    """The request message in ``raw``, if it is at most ``limit`` bytes.
 
     Raises:
         InvalidArgument: ``raw`` is not a serialized request message (field ``request``).
+        InputTooLargeError: ``raw`` is over ``limit`` (naming its largest field).
     """
     try:
-        return deserialize(raw)
+        message = deserialize(raw)
     except (DecodeError, ValueError, RecursionError) as exc:
         raise InvalidArgument(
             "request", f"does not decode as the request message ({exc})"
         ) from None
+    check_input_size(message, len(raw), limit)
+    return message
 
 
 async def _decoded_stream(
-    deserialize: Callable[[bytes], Any], raw: AsyncIterator[bytes]
+    deserialize: Callable[[bytes], Any], raw: AsyncIterator[bytes], limit: int
 ) -> AsyncIterator[Any]:
     async for item in raw:
-        yield decode(deserialize, item)
+        yield decode(deserialize, item, limit)
 
 
-def _decoding(handler: Any) -> Any:
-    """``handler`` with its request decoding moved into the call."""
+def _decoding(handler: Any, limit: int) -> Any:
+    """``handler`` with its request decoding (and input quota) moved into the call."""
     deserialize = handler.request_deserializer
     serialize = handler.response_serializer
     if handler.request_streaming:
         behavior = handler.stream_stream or handler.stream_unary
 
         def requests(raw: Any) -> Any:
-            return _decoded_stream(deserialize, raw)
+            return _decoded_stream(deserialize, raw, limit)
 
     else:
         behavior = handler.unary_unary or handler.unary_stream
 
         def requests(raw: Any) -> Any:
-            return decode(deserialize, raw)
+            return decode(deserialize, raw, limit)
 
     if inspect.isasyncgenfunction(behavior):
 
         async def streaming(raw: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
                 request = requests(raw)
-            except InvalidArgument as exc:
+            except SidecarError as exc:
                 await abort(context, exc)
             async for response in behavior(request, context):
                 yield response
@@ -94,7 +107,7 @@ def _decoding(handler: Any) -> Any:
         async def plain(raw: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
                 request = requests(raw)
-            except InvalidArgument as exc:
+            except SidecarError as exc:
                 await abort(context, exc)
             return await behavior(request, context)
 

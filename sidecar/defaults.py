@@ -8,3 +8,5 @@ DEFAULT_LISTEN = "127.0.0.1:50051"
 DEFAULT_STORE = f"file://{Path.home() / '.oma' / 'sidecar' / 'state.json'}"
 DEFAULT_TOKEN_FILE = Path.home() / ".oma" / "sidecar.token"
 TOKEN_ENV = "OMA_SIDECAR_TOKEN"
+DEFAULT_MAX_INPUT_BYTES = 4 << 20
+"""``oma serve --max-input-bytes``: the largest request a client may send (4 MiB)."""

@@ -41,6 +41,7 @@ from sidecar.record import (
 )
 from sidecar.run_ledger import cancel_record, check_resumable
 from sidecar.run_view import initial_tasks
+from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
@@ -69,6 +70,8 @@ class RunExecutor:
         spawn: starts a coroutine as a task of the server's task group.
         default_store_uri: the store of runs that name none (normalized).
         store_roots: the directories (real paths) a request's file or SQLite store may be in.
+        allowed_stores: the patterns a request's PostgreSQL or Redis store must match
+            (``sidecar.stores.store_allowed``).
         host_events: announces host tool calls; the calls that timed out go into the outcome.
         run_store: this sidecar's lease terms (owner id, TTL) on a store shared by several
             sidecars; ``None``: runs are not leased.
@@ -85,6 +88,7 @@ class RunExecutor:
         spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]],
         default_store_uri: str,
         store_roots: Sequence[str] = (),
+        allowed_stores: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
         run_store: RunStoreOptions | None = None,
         journals: RunJournals | None = None,
@@ -97,6 +101,7 @@ class RunExecutor:
         self._spawn = spawn
         self._default_store_uri = default_store_uri
         self._store_roots = tuple(store_roots)
+        self._allowed_stores = tuple(allowed_stores)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self.run_store = run_store
@@ -140,13 +145,19 @@ class RunExecutor:
             if existing is not None:
                 return attach_own(request, existing, tenant), False
         declared = {definition.name for definition in request.team.host_tools}
+        # The schema checks take up to seconds: done in a thread, found cached by check_start.
+        await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
         convert.check_start(request, self._tool_known(declared, tenant))
         self._check_gates(request.approval_gates)
         field = "checkpoint.store_uri"
         uri = normalize_uri(request.checkpoint.store_uri or self._default_store_uri, field=field)
         if request.checkpoint.store_uri:
             await check_request_store(
-                uri, roots=self._store_roots, default_uri=self._default_store_uri, field=field
+                uri,
+                roots=self._store_roots,
+                default_uri=self._default_store_uri,
+                field=field,
+                allowed=self._allowed_stores,
             )
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)
@@ -216,6 +227,7 @@ class RunExecutor:
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
+            await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
             self._override_team(spec, request.team, record.tenant)
         if request.HasField("coordinator"):
             if spec.WhichOneof("mode") != "goal":

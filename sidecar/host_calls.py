@@ -48,6 +48,7 @@ class PendingCall:
     deadline_s: float
     durable: bool = True
     tenant: str = ""  # of the run that made the call: only that tenant's hosts get it
+    issued_before: bool = False  # an earlier attempt may have delivered it (sidecar.redelivery)
     delivery_attempt: int = 0
     call_ids: list[str] = field(default_factory=list)
     call_id: str | None = None
@@ -101,5 +102,5 @@ def call_message(pending: PendingCall, call_id: str) -> pb.ToolCall:
         run_attempt=pending.run_attempt,
         delivery_attempt=pending.delivery_attempt,
         deadline=timestamp(now() + timedelta(seconds=pending.deadline_s)),
-        redelivery=pending.delivery_attempt > 1 or pending.run_attempt > 1,
+        redelivery=pending.delivery_attempt > 1 or pending.issued_before,
     )

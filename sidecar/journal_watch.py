@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from sidecar.runs import RunRegistry
 
 FIELD = "journal"
+JOURNAL_MISSING = "JOURNAL_MISSING"
 READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
 TASK_STATUSES: dict[str, pb.TaskStatus] = {
     "pending": pb.TASK_STATUS_PENDING,
@@ -79,10 +80,12 @@ class JournalTail:
         """The next events with seq above ``after_seq``, and whether more complete lines wait.
 
         ``final``: the run has ended, so a trailing line without its newline counts if it
-        parses (a crash can leave one; the journal's reader counts it too).
+        parses (a crash can leave one; the journal's reader counts it too), and a missing file
+        is a lost journal, no longer one not yet created.
 
         Raises:
             DataLoss: a complete line is not a journal event (reason ``JOURNAL_CORRUPT``).
+            FailedPrecondition: ``final`` and the file is missing (reason ``JOURNAL_MISSING``).
         """
         return await asyncio.to_thread(self._read, after_seq, final)
 
@@ -104,6 +107,14 @@ class JournalTail:
                     data += more
                     end = data.rfind(b"\n")
         except FileNotFoundError:
+            if final:
+                # The run has ended, so its journal was written and is gone now: telling the
+                # client "no events" would pass off a lost history as an empty one.
+                raise FailedPrecondition(
+                    JOURNAL_MISSING,
+                    f"{FIELD}: the journal of run {self.run_id!r} is missing ({self.path})",
+                    metadata={"field": FIELD},
+                ) from None
             return [], False
         at_end = self.offset + len(data) >= size
         complete, rest = data[: end + 1], data[end + 1 :]

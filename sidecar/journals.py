@@ -39,7 +39,6 @@ from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal import JournalCorruptError, open_event, open_journal
 from oma_actors.journal.postgres import PostgresRunJournal
 from oma_actors.journal.sql import SqlRunJournal
-from oma_actors.stores.rows import redact
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument, SidecarError
 
 if TYPE_CHECKING:
@@ -307,7 +306,7 @@ class RunJournals:
             try:
                 listener.stop = await journal.listen(listener.notified)
             except StoreError as exc:
-                where = redact(store_uri)
+                where = parse_store_uri(store_uri).uri  # its password masked
                 logger.warning("journal notifications of %s unavailable: %s", where, exc)
                 return None
             self._listeners[store_uri] = listener

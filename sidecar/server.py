@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from sidecar.approvals import ApprovalDesk
 from sidecar.auth import BearerAuthInterceptor
 from sidecar.boot import recover
 from sidecar.decoding import DecodingInterceptor
-from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
+from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
 from sidecar.host_events import HostCallEvents
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 SERVICES = tuple(service.full_name for service in pb.DESCRIPTOR.services_by_name.values())
 MAX_MESSAGE = 16 * 1024 * 1024
+MIN_INPUT_BYTES = 64 * 1024
+"""The smallest ``max_input_bytes``: below it ordinary requests (a team spec) would not fit."""
 
 
 class ServerConfigError(ValueError):
@@ -91,6 +94,10 @@ class ServerConfig:
         encryption_keys: ``--encryption-keys``: every store the sidecar opens is an
             ``EncryptingStore`` and every run journal an ``EncryptingJournal`` with these keys
             (``None``: stores and journals are plaintext at rest).
+        max_input_bytes: the largest request a client may send (``sidecar.quotas``), from
+            ``MIN_INPUT_BYTES`` to ``MAX_MESSAGE``.
+        allowed_stores: shell-style patterns of the PostgreSQL and Redis store URIs (password
+            masked) a request may name (``--allow-store``); ``store_uri`` is always allowed.
     """
 
     token: str
@@ -112,6 +119,30 @@ class ServerConfig:
     retention_interval_s: float = DEFAULT_INTERVAL
     journal: bool = True
     encryption_keys: KeyRing | None = field(default=None, compare=False)
+    max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
+    allowed_stores: tuple[str, ...] = ()
+
+
+def check_limits(config: ServerConfig) -> None:
+    """Refuse durations and sizes no server can run with (``nan``, zero, negative, too big).
+
+    Raises:
+        ServerConfigError: naming the option.
+    """
+    durations = (
+        ("--heartbeat", config.heartbeat_s),
+        ("--host-call-timeout", config.host_call_timeout_s),
+        ("--lease-ttl", config.lease_ttl_s),
+    )
+    for option, value in durations:
+        # math.isfinite: nan compares false with everything, so "<= 0" alone lets it through.
+        if not (math.isfinite(value) and value > 0):
+            raise ServerConfigError(f"{option} must be a positive number of seconds, got {value}")
+    if not MIN_INPUT_BYTES <= config.max_input_bytes <= MAX_MESSAGE:
+        raise ServerConfigError(
+            f"--max-input-bytes must be in [{MIN_INPUT_BYTES}, {MAX_MESSAGE}], "
+            f"got {config.max_input_bytes}"
+        )
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -191,6 +222,7 @@ class Sidecar:
 
     async def _start(self) -> None:
         config = self.config
+        check_limits(config)
         host, port = split_address(config.listen)
         credentials = self._credentials(host)
         store_uri = normalize_uri(config.store_uri, field="--store")
@@ -237,6 +269,7 @@ class Sidecar:
             spawn=self.spawn,
             default_store_uri=store_uri,
             store_roots=self.store_roots,
+            allowed_stores=config.allowed_stores,
             host_events=host_events,
             run_store=(
                 lease_terms(state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s)
@@ -269,7 +302,7 @@ class Sidecar:
         server = grpc.aio.server(
             interceptors=[
                 BearerAuthInterceptor(config.token, principals=config.principals),
-                DecodingInterceptor(),
+                DecodingInterceptor(max_input_bytes=config.max_input_bytes),
             ],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE),
@@ -307,7 +340,11 @@ class Sidecar:
         if config.reflection:
             names = (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME)
             reflection.enable_server_reflection(names, server)
-        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        # gRPC binds "localhost" to 127.0.0.1 and ::1, and succeeds with ::1 alone when another
+        # process has 127.0.0.1:P: a second sidecar started beside the first. Binding the
+        # address "localhost" means to clients first makes that an "address in use".
+        bound = "127.0.0.1" if host == "localhost" else host
+        bind = f"[{bound}]:{port}" if ":" in bound else f"{bound}:{port}"
         try:
             if credentials is None:
                 self.port = server.add_insecure_port(bind)

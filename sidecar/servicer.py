@@ -19,6 +19,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
+from sidecar.schema import check_off_loop_schemas
 from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
 from sidecar.tenancy import Tenancy, check_visible, sees, tenant_of
@@ -286,6 +287,7 @@ class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
                 raise InvalidArgument(
                     "register", "the first message must be Register", reason="REGISTER_REQUIRED"
                 )
+            await check_off_loop_schemas(d.input_schema_json for d in first.register.tools)
             tenant = tenant_of(self._tenancy.caller(context))
             session, ack = self._host.open_session(first.register, tenant=tenant)
         except (grpc.aio.AbortError, asyncio.CancelledError):

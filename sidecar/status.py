@@ -28,6 +28,7 @@ from oma_actors import (
     TaskGraphError,
     UnsupportedSchemaError,
 )
+from oma_actors.errors import StoreLimitError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -126,6 +127,8 @@ _OMA_TABLE: tuple[tuple[type[OmaError], grpc.StatusCode, str], ...] = (
     (UnsupportedSchemaError, grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_SCHEMA"),
     (CheckpointError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
     (CorruptStoreError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
+    # Not UNAVAILABLE: retrying the same write can never fit.
+    (StoreLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED, "STORE_FULL"),
     (StoreError, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
     (TaskGraphError, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_TASK_DEPENDENCIES"),
     (ConfigurationError, grpc.StatusCode.FAILED_PRECONDITION, "CONFIGURATION"),
@@ -157,8 +160,36 @@ _APPROVAL_CODES: dict[str, grpc.StatusCode] = {
 }
 
 
+MAX_MESSAGE_CHARS = 2000
+"""The longest error message sent; a longer one is cut (it may quote a client's input)."""
+MAX_METADATA_CHARS = 200
+"""The longest ErrorInfo metadata value sent (ids a client chose, paths, ...)."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out.
+
+    An error quoting a client's 1 MB id would otherwise be echoed whole into the trailers,
+    which then exceed gRPC's metadata limit: the client saw RESOURCE_EXHAUSTED instead of the
+    error (issue 24, item 8).
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 def map_error(exc: Exception) -> Mapped:
-    """The code, reason and message of ``exc`` (anything unexpected is INTERNAL)."""
+    """The code, reason and message of ``exc``, clipped (anything unexpected is INTERNAL)."""
+    mapped = _mapped(exc)
+    return Mapped(
+        mapped.code,
+        mapped.reason,
+        clip(mapped.message, MAX_MESSAGE_CHARS),
+        {key: clip(value, MAX_METADATA_CHARS) for key, value in mapped.metadata.items()},
+    )
+
+
+def _mapped(exc: Exception) -> Mapped:
     if isinstance(exc, SidecarError):
         return Mapped(exc.code, exc.reason, exc.message, exc.metadata)
     if isinstance(exc, DurableApprovalError):

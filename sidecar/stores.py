@@ -10,16 +10,22 @@ A store URI in a request comes from a token holder, not from the operator, so be
 opened :func:`check_request_store` confines file and SQLite stores to the operator's store roots
 (``--store-root``, by default the directory of ``--store``) and refuses anything that is not a
 regular file: a token holder must not create files anywhere the sidecar can write, nor make it
-read ``/dev/zero``.
+read ``/dev/zero``. A PostgreSQL or Redis store names a server the sidecar connects to, so it
+must match one of the operator's allow-list patterns (``--allow-store``; by default only
+``--store`` itself): otherwise a token holder could make the sidecar create tables in another
+database of a shared server, or talk to a hostile server of its choosing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import os
 import stat
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
+
+import grpc
 
 from oma_actors import (
     AtomicStore,
@@ -29,7 +35,7 @@ from oma_actors import (
     parse_store_uri,
 )
 from sidecar.journals import inside_journal_directory
-from sidecar.status import InvalidArgument
+from sidecar.status import InvalidArgument, SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,6 +48,20 @@ SCHEMES = ("file", "memory", "sqlite", "postgresql", "redis")
 MAX_PATH = 4096  # bytes of a path (Linux PATH_MAX)
 MAX_NAME = 255  # bytes of one path component (NAME_MAX)
 _LOCAL = ("file", "sqlite")
+_NETWORK = ("postgresql", "redis")
+
+
+class StoreNotAllowedError(SidecarError):
+    """A request names a database server the operator did not allow (``--allow-store``)."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+    def __init__(self, field: str, shown: str) -> None:
+        super().__init__(
+            "STORE_NOT_ALLOWED",
+            f"{field}: {shown} matches no --allow-store pattern of this sidecar",
+            metadata={"field": field, "store_uri": shown},
+        )
 
 
 def normalize_uri(uri: str, *, field: str) -> str:
@@ -96,24 +116,47 @@ def default_store_roots(store_uri: str) -> tuple[str, ...]:
     return (os.path.dirname(target.location),) if target.kind in _LOCAL else ()
 
 
+def store_allowed(uri: str, patterns: Sequence[str]) -> bool:
+    """Whether a PostgreSQL or Redis ``uri`` matches one of the operator's ``patterns``.
+
+    Patterns are shell-style (``fnmatch``: ``*``, ``?``, ``[...]``) and are matched against
+    the URI with its password masked (``shown_uri``), so an operator never writes a password
+    into a pattern and a password cannot be guessed through one.
+    """
+    shown = shown_uri(uri)
+    return any(fnmatch.fnmatchcase(shown, pattern) for pattern in patterns)
+
+
 async def check_request_store(
-    uri: str, *, roots: Sequence[str], default_uri: str, field: str
+    uri: str,
+    *,
+    roots: Sequence[str],
+    default_uri: str,
+    field: str,
+    allowed: Sequence[str] = (),
 ) -> None:
     """Refuse a request's (normalized) store URI that the operator did not allow.
 
     A file or SQLite store must lie in one of ``roots`` (real paths) and, if it exists, be a
     regular file, and not in a run journal directory (``sidecar.journals``): a store there
-    would read or overwrite a run's journal. ``default_uri`` (the operator's own ``--store``) is
-    always allowed.
+    would read or overwrite a run's journal. A PostgreSQL or Redis store must match one of the
+    ``allowed`` patterns (``store_allowed``). ``default_uri`` (the operator's own ``--store``)
+    is always allowed.
 
     Raises:
         InvalidArgument: the path is outside the roots (reason ``STORE_OUTSIDE_ROOT``), or
             names a directory, device, FIFO, a journal directory's file or a path that cannot
             be a file.
+        StoreNotAllowedError: a database URI matches none of ``allowed`` (the error shows it
+            with its password masked).
     """
     if uri == default_uri:
         return
     target = parse_store_uri(uri)
+    if target.kind in _NETWORK:
+        if not store_allowed(uri, allowed):
+            raise StoreNotAllowedError(field, shown_uri(uri))
+        return
     if target.kind not in _LOCAL:
         return
     path = target.location

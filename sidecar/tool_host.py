@@ -41,7 +41,7 @@ from sidecar.host_calls import (
     sort_registration,
 )
 from sidecar.record import NO_TENANT
-from sidecar.schema import input_model
+from sidecar.schema import TooCostlyError, check_off_loop, input_model, unchecked
 from sidecar.status import InvalidArgument
 from sidecar.tool_acks import CommitAcks
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from oma_actors import Tool, ToolContext
+    from sidecar.schema import CompiledSchema
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class ToolHost:
         run_attempt: int,
         durable: bool = True,
         tenant: str = NO_TENANT,
+        redelivered: frozenset[str] | None = frozenset(),
     ) -> Tool:
         """An OMA tool whose calls are delivered to the hosts offering ``definition.name``.
 
@@ -164,6 +166,8 @@ class ToolHost:
             run_attempt: the attempt of the run the tool serves (told to the host).
             durable: whether the run saves checkpoints; without them no result is ever durable.
             tenant: the run's tenant: only its hosts get the calls.
+            redelivered: idempotency keys of the calls an earlier attempt may have delivered
+                (``sidecar.redelivery``); ``None``: unknown, so every call may have been.
         """
         schema = json.loads(definition.input_schema_json or '{"type": "object"}')
         timeout = (
@@ -171,7 +175,13 @@ class ToolHost:
         )
 
         async def execute(args: BaseModel, ctx: ToolContext) -> ToolResult:
-            payload = json.dumps(args.model_dump(mode="json"), separators=(",", ":"))
+            data = args.model_dump(mode="json")
+            pending = unchecked(args)
+            if pending is not None:  # too costly to check on the event loop: check it here
+                problem = await _off_loop_problem(definition.name, pending, data)
+                if problem is not None:
+                    return problem
+            payload = json.dumps(data, separators=(",", ":"))
             return await self.call(
                 ctx,
                 definition.name,
@@ -180,6 +190,7 @@ class ToolHost:
                 limit_s=timeout,
                 durable=durable,
                 tenant=tenant,
+                issued_before=redelivered is None or ctx.idempotency_key in redelivered,
             )
 
         # One model class per (name, schema): building a pydantic class per run is not free.
@@ -207,8 +218,13 @@ class ToolHost:
         limit_s: float,
         durable: bool = True,
         tenant: str = NO_TENANT,
+        issued_before: bool = False,
     ) -> ToolResult:
-        """Deliver a call and wait for its first result (an error result on timeout)."""
+        """Deliver a call and wait for its first result (an error result on timeout).
+
+        ``issued_before``: an earlier attempt of the run may have delivered this call, so
+        every delivery is flagged ``redelivery``.
+        """
         key = ctx.idempotency_key
         existing = self._pending.get(key)
         if existing is not None:  # the same call again while it is outstanding: join it
@@ -227,6 +243,7 @@ class ToolHost:
             deadline_s=limit_s,
             durable=durable,
             tenant=tenant,
+            issued_before=issued_before,
         )
         self._pending[key] = pending
         self._waiting.append(key)
@@ -395,6 +412,20 @@ class ToolHost:
     def outstanding(self) -> int:
         """Calls waiting for a result."""
         return len(self._pending)
+
+
+async def _off_loop_problem(
+    tool_name: str, compiled: CompiledSchema, data: object
+) -> ToolResult | None:
+    """The error result for the model if ``data`` fails its schema (checked in a thread)."""
+    try:
+        problems = await check_off_loop(compiled, data)
+    except TooCostlyError as exc:
+        return ToolResult(f"Error: invalid input for tool {tool_name!r}: {exc}", is_error=True)
+    if problems:
+        listed = "; ".join(problems)
+        return ToolResult(f"Error: invalid input for tool {tool_name!r}: {listed}", is_error=True)
+    return None
 
 
 def _tool_result(result: pb.ToolResult) -> ToolResult:

@@ -26,6 +26,7 @@ from oma_actors.stores.postgres import (
     TABLE_NAME,
     PostgresStore,
     asyncpg_module,
+    driver_errors,
     lock_id,
     open_pool,
     store_name,
@@ -166,7 +167,7 @@ class PostgresRunJournal(SqlRunJournal):
 
         async def stop() -> None:
             try:
-                with contextlib.suppress(driver.PostgresError, driver.InterfaceError, OSError):
+                with contextlib.suppress(*driver_errors(driver, OSError)):
                     await connection.remove_listener(self.channel, notified)
             finally:
                 await connection.close()
@@ -304,7 +305,7 @@ class PostgresRunJournal(SqlRunJournal):
         driver = asyncpg_module()
         try:
             return await operation
-        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+        except driver_errors(driver, OSError, ValueError) as exc:
             raise StoreError(f"{self._name}: {exc}") from exc
 
     async def _connected(self) -> asyncpg.Pool:

@@ -24,7 +24,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from oma_actors.clock import SYSTEM_CLOCK
-from oma_actors.errors import StoreError
+from oma_actors.errors import StoreError, StoreLimitError
+from oma_actors.stores import file_io
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
@@ -104,6 +105,16 @@ class FileStore(AppliesConditionally):
         # The file as the mirror last read it; an unlocked instance reads it again once it
         # changed (another process wrote it), a locked one is the file's only writer.
         self._stamp: tuple[int, int, int] | None = None
+        # The mirror as last written (or loaded), and the refusal of a write over the read
+        # limit: a refused flush puts the mirror back to what is on disk, and every flush of a
+        # change it dropped (a generation up to _refused_through) fails with that refusal.
+        self._durable_entries: dict[str, MemoryEntry] = {}
+        # Changes reach the mirror in call order: getting the mirror may await (the file's
+        # lock, a stat), and without a FIFO lock concurrent writers would resume, and so
+        # change it, in any order, and the last write would not win.
+        self._order = asyncio.Lock()
+        self._refused: StoreLimitError | None = None
+        self._refused_through = 0
 
     @classmethod
     @asynccontextmanager
@@ -152,6 +163,9 @@ class FileStore(AppliesConditionally):
         Raises:
             StoreError: The metadata is not JSON-serializable (then nothing changed), or the
                 write failed.
+            StoreLimitError: The file would grow over ``MAX_STATE_BYTES``, the most the
+                store reads back: nothing was written, and the mirror is back to the file's
+                content (changes of other callers in the same write are refused with it).
             CorruptStoreError: The file could not be loaded.
         """
         await self._put(key, value, metadata, None)
@@ -184,8 +198,8 @@ class FileStore(AppliesConditionally):
         Raises:
             StoreError: A ``Put``'s metadata is not JSON-serializable (then nothing changed),
                 or the write failed.
+            StoreLimitError: The file would grow over ``MAX_STATE_BYTES`` (as for ``set``).
         """
-        await self._writable()
 
         async def attempt() -> bool:
             entries = await self._mirror()
@@ -203,7 +217,10 @@ class FileStore(AppliesConditionally):
             await self._write_through(self._generation)
             return True
 
-        return await self._in_chain(attempt)
+        async with self._order:
+            await self._writable()
+            task = self._chained(attempt)
+        return await asyncio.shield(task)
 
     async def list(self) -> builtins.list[MemoryEntry]:
         """Return every entry in insertion order."""
@@ -211,17 +228,22 @@ class FileStore(AppliesConditionally):
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` and write the file; a missing key writes nothing (FS-10)."""
-        entries = await self._writable()
-        if entries.pop(key, None) is not None:
+        async with self._order:
+            entries = await self._writable()
+            if entries.pop(key, None) is None:
+                return
             self._generation += 1
-            await self._flush_through(self._generation)
+            generation = self._generation
+        await self._flush_through(generation)
 
     async def clear(self) -> None:
         """Remove every entry and write the (empty) file, even if it was already empty."""
-        entries = await self._writable()
-        entries.clear()
-        self._generation += 1
-        await self._flush_through(self._generation)
+        async with self._order:
+            entries = await self._writable()
+            entries.clear()
+            self._generation += 1
+            generation = self._generation
+        await self._flush_through(generation)
 
     async def flush(self) -> None:
         """Make everything in the mirror durable, retrying the write if an earlier one failed.
@@ -312,6 +334,7 @@ class FileStore(AppliesConditionally):
                     self._stamp = await file_stamp(self._path)  # before the read: never newer
                     data = await read_state(self._path)
                     self._entries = {} if data is None else decode_store(self._path, data)
+                    self._durable_entries = dict(self._entries)
                 except StoreError as exc:
                     self._load_error, self._load_traceback = exc, exc.__traceback__
                     # Final for this instance, but the next FileStore(path) reads the file again.
@@ -321,6 +344,18 @@ class FileStore(AppliesConditionally):
             return self._entries
 
     async def _put(
+        self,
+        key: str,
+        value: str,
+        metadata: Mapping[str, Any] | None,
+        expires_at_turn: int | None,
+    ) -> None:
+        async with self._order:
+            await self._change(key, value, metadata, expires_at_turn)
+            generation = self._generation
+        await self._flush_through(generation)
+
+    async def _change(
         self,
         key: str,
         value: str,
@@ -339,7 +374,6 @@ class FileStore(AppliesConditionally):
         check_encodable(entry)  # before the mirror changes, or every later flush would fail
         entries[key] = entry
         self._generation += 1
-        await self._flush_through(self._generation)
 
     def _now(self) -> datetime:
         # The file keeps milliseconds (toISOString); trimming now makes the mirror equal a reload.
@@ -353,16 +387,37 @@ class FileStore(AppliesConditionally):
         # Runs only inside the chain, so flushes never overlap and _durable only grows.
         if self._durable >= generation or self._entries is None:
             return  # an earlier flush already wrote a mirror that contained this change
+        if generation <= self._refused_through and self._refused is not None:
+            # The refused flush dropped this change from the mirror. A new error each time:
+            # one instance raised by many callers would chain every raise into its traceback.
+            refused = self._refused
+            raise StoreLimitError(refused.path, refused.size, refused.limit)
         target = self._generation
-        await write_atomic(self._path, encode_store(self._entries.values()))
+        data = encode_store(self._entries.values())
+        limit = file_io.MAX_STATE_BYTES  # looked up now, like read_state's default
+        if len(data) > limit:
+            # A file the store could write but not read back would leave it (and a sidecar
+            # booting on it) unopenable: one limit bounds both. Retrying cannot help, so unlike
+            # a failed write (FS-08) the mirror does not keep the changes.
+            self._refused = StoreLimitError(self._path, len(data), limit)
+            self._refused_through = target
+            self._entries.clear()
+            self._entries.update(self._durable_entries)
+            raise StoreLimitError(self._path, len(data), limit)
+        written = dict(self._entries)  # before the await: the mirror may change meanwhile
+        await write_atomic(self._path, data)
         self._durable = target
+        self._durable_entries = written
 
     async def _in_chain(self, step: Callable[[], Awaitable[_T]]) -> _T:
-        task = asyncio.get_running_loop().create_task(_after(self._tail, step))
-        self._tail = task  # owned by the store: the next link and aclose() wait for it
         # shield: cancelling the caller must not cancel the write (see the module docstring).
         # shield also marks the task's exception as retrieved if the caller has gone.
-        return await asyncio.shield(task)
+        return await asyncio.shield(self._chained(step))
+
+    def _chained(self, step: Callable[[], Awaitable[_T]]) -> asyncio.Task[_T]:
+        task = asyncio.get_running_loop().create_task(_after(self._tail, step))
+        self._tail = task  # owned by the store: the next link and aclose() wait for it
+        return task
 
 
 async def _after(previous: asyncio.Task[Any] | None, step: Callable[[], Awaitable[_T]]) -> _T:

@@ -59,6 +59,15 @@ def asyncpg_module() -> ModuleType:
     return asyncpg
 
 
+def driver_errors(driver: ModuleType, *more: type[Exception]) -> tuple[type[Exception], ...]:
+    """Every asyncpg failure a store call can meet, reported as a ``StoreError``.
+
+    ``InternalClientError`` is no ``InterfaceError``: asyncpg raises it when a connection breaks
+    mid-protocol (a PostgreSQL restart), and it escaped as an untyped error (issue 24, item 8).
+    """
+    return (driver.PostgresError, driver.InterfaceError, driver.InternalClientError, *more)
+
+
 class PostgresStore(AppliesConditionally):
     """A store in one PostgreSQL table, on an asyncpg connection pool.
 
@@ -259,7 +268,7 @@ class PostgresStore(AppliesConditionally):
         driver = asyncpg_module()
         try:
             return await operation
-        except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+        except driver_errors(driver, OSError, ValueError) as exc:
             raise StoreError(f"{self._name}: {exc}") from exc
 
     async def _connected(self) -> asyncpg.Pool:
@@ -307,7 +316,7 @@ async def open_pool(
         )
     except driver.ClientConfigurationError as exc:
         raise ConfigurationError(f"{name}: {exc}") from exc
-    except (driver.PostgresError, driver.InterfaceError, OSError, ValueError) as exc:
+    except driver_errors(driver, OSError, ValueError) as exc:
         raise StoreError(f"{name}: cannot connect ({exc})") from exc
     try:
         async with pool.acquire() as connection, connection.transaction():
@@ -316,7 +325,7 @@ async def open_pool(
                 await connection.execute(statement)
     except BaseException as exc:
         await pool.close()
-        if isinstance(exc, driver.PostgresError | driver.InterfaceError | OSError):
+        if isinstance(exc, driver_errors(driver, OSError)):
             raise StoreError(f"{name}: cannot create the table ({exc})") from exc
         raise
     return pool
@@ -376,6 +385,7 @@ __all__ = [
     "TABLE_NAME",
     "PostgresStore",
     "asyncpg_module",
+    "driver_errors",
     "lock_id",
     "open_pool",
     "store_name",

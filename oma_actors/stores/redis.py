@@ -8,16 +8,26 @@ the order and the entries as one consistent snapshot. Durability is the server's
 AOF (``appendonly yes``) where losing the last second of writes matters.
 
 redis-py is imported on first use, so the base install does not need the ``redis`` extra.
+
+A reply is bounded (``MAX_REPLY_BYTES`` of bulk data, ``MAX_REPLY_ITEMS`` array elements):
+redis-py allocates whatever length a server announces and reads on, so a hostile server named
+by a store URI answering with an endless reply grew the process to gigabytes (issue 24,
+item 3). redis-py has no option for this; the store's connections use a parser that refuses
+such a reply before reading it, which the store reports as a ``StoreError``. A write of an
+entry larger than that limit is refused before it is sent (``StoreLimitError``), so every
+entry written can be read back with ``get``; ``list`` reads the whole store in one reply, so a
+store holding more than the limit in total lists with an error (not bounded at write time).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import TYPE_CHECKING, Any, Self, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
-from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
@@ -91,6 +101,52 @@ for _, key in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
 end
 return out
 """
+
+
+MAX_REPLY_BYTES = 256 << 20
+"""The most bulk data one reply may carry (the file store's read limit, 256 MiB)."""
+MAX_REPLY_ITEMS = 1 << 20
+"""The most elements one reply's arrays may announce, all nesting levels together."""
+
+
+@functools.cache
+def _bounded_parser() -> type[Any]:
+    """redis-py's RESP2 parser refusing a reply over ``MAX_REPLY_BYTES`` or ``MAX_REPLY_ITEMS``."""
+    from redis._parsers.resp2 import _AsyncRESP2Parser  # no public hook bounds a reply
+    from redis.exceptions import InvalidResponse
+
+    class BoundedParser(_AsyncRESP2Parser):
+        _bulk_bytes = 0
+        _items = 0
+
+        async def read_response(self, disable_decoding: bool = False) -> Any:
+            self._bulk_bytes = self._items = 0
+            return await super().read_response(disable_decoding=disable_decoding)
+
+        async def _readline(self) -> bytes:
+            line: bytes = await super()._readline()
+            # Every header is checked before what it announces is read or allocated.
+            if line[:1] == b"$" and line[1:].isdigit():
+                self._bulk_bytes += int(line[1:])
+                if self._bulk_bytes > MAX_REPLY_BYTES:
+                    raise InvalidResponse(
+                        f"the server's reply is over {MAX_REPLY_BYTES} bytes; refused unread"
+                    )
+            elif line[:1] == b"*" and line[1:].isdigit():
+                self._items += int(line[1:])
+                if self._items > MAX_REPLY_ITEMS:
+                    raise InvalidResponse(
+                        f"the server's reply has over {MAX_REPLY_ITEMS} items; refused unread"
+                    )
+            return line
+
+    return BoundedParser
+
+
+def _maintenance_off() -> Any:
+    from redis.maint_notifications import MaintNotificationsConfig
+
+    return MaintNotificationsConfig(enabled=False)
 
 
 def _redis() -> ModuleType:
@@ -192,6 +248,8 @@ class RedisStore(AppliesConditionally):
 
         Raises:
             StoreError: The metadata is not JSON-serializable, or the write failed.
+            StoreLimitError: The entry is larger than a reply the store reads
+                (``MAX_REPLY_BYTES``); nothing was sent.
         """
         await self._write([], [("put", key, value, _meta(encode_metadata(metadata, key), None))])
 
@@ -242,6 +300,11 @@ class RedisStore(AppliesConditionally):
     async def _write(
         self, checks: Sequence[Expect], ops: builtins.list[tuple[str, str, str, str]]
     ) -> bool:
+        for _, key, value, meta in ops:
+            # An entry whose reply the store would refuse to read could never be read back.
+            size = sum(len(text.encode("utf-8", "surrogatepass")) for text in (key, value, meta))
+            if size > MAX_REPLY_BYTES:
+                raise StoreLimitError(self._name, size, MAX_REPLY_BYTES)
         args: builtins.list[str] = [encode_time(self._clock.now()), str(len(checks))]
         for check in checks:
             present = check.value is not None
@@ -302,6 +365,10 @@ class RedisStore(AppliesConditionally):
                     self._url,
                     decode_responses=True,
                     socket_connect_timeout=self._connect_timeout,
+                    parser_class=_bounded_parser(),
+                    protocol=2,  # the bounded parser speaks RESP2, as every Redis does
+                    # RESP3-only push notifications would refuse the bounded RESP2 parser.
+                    maint_notifications_config=_maintenance_off(),
                 ),
             )
         except ValueError as exc:

@@ -13,6 +13,8 @@ from test_sidecar_auth import error_info
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
 from sidecar.plugins import approval_gates_available
+from sidecar.record import RunRecordV1
+from sidecar.server import Sidecar
 
 Decision = pb.DecideApprovalRequest
 
@@ -113,3 +115,34 @@ async def test_unknown_approvals_are_not_found(client: SidecarClient) -> None:
         await client.approvals.DecideApproval(request, metadata=client.metadata)
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert error_reason(caught.value) == "APPROVAL_NOT_FOUND"
+
+
+async def test_listing_every_runs_approvals_skips_an_unreachable_store(
+    sidecar: Sidecar, client: SidecarClient
+) -> None:
+    # Issue 24, item 3: one run whose store cannot be reached made ListApprovals without a
+    # run_id fail for everyone. Nothing listens on port 1: opening that store fails.
+    registry = sidecar.registry
+    assert registry is not None
+    dead = RunRecordV1(
+        run_id="dead-store",
+        request_id="q",
+        owner_id=registry.owner_id,
+        request=run_request("dead-store"),
+        status=pb.RUN_STATUS_SUSPENDED,
+        store_uri="redis://127.0.0.1:1/0",
+    )
+    await registry.create(dead)
+    await asyncio.wait_for(suspended_run(client, "apr-live"), 10)
+    listed = await client.list_approvals()
+    assert [approval.run_id for approval in listed] == ["apr-live"]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # that run's own listing does fail
+        await client.list_approvals("dead-store")
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    get = client.approvals.GetApproval(
+        pb.GetApprovalRequest(id="no-such-approval"), metadata=client.metadata
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # not found, or in the dead store?
+        await get
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "127.0.0.1:1" in (caught.value.details() or "")

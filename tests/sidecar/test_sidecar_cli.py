@@ -187,3 +187,51 @@ def test_a_nul_byte_in_the_store_path_exits_2_with_one_line() -> None:
     _, err = process.communicate(timeout=30)
     assert process.returncode == 2, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_localhost_is_refused_when_127_0_0_1_has_the_port(tmp_path: Path) -> None:
+    # Issue 24, item 8: "localhost:P" started beside a sidecar on 127.0.0.1:P (on ::1 alone).
+    first = serve("--listen", "127.0.0.1:0", "--store", "memory://", env=TOKEN_ENV)
+    try:
+        port = first_lines(first, 1)[0].strip().rsplit(":", 1)[1]
+        second = serve("--listen", f"localhost:{port}", "--store", "memory://", env=TOKEN_ENV)
+        out, err = second.communicate(timeout=30)
+        assert second.returncode == 2, out + err
+        assert "address in use" in err
+    finally:
+        stop(first)
+
+
+def test_a_token_file_every_user_can_read_is_refused(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("a-token-of-sufficient-length\n")
+    token.chmod(0o644)
+    process = serve("--listen", "127.0.0.1:0", "--store", "memory://", "--token-file", str(token))
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2, out + err
+    assert "readable or writable by every user" in err
+    assert "a-token-of" not in out + err
+    token.chmod(0o640)  # shared with a group: accepted
+    process = serve("--listen", "127.0.0.1:0", "--store", "memory://", "--token-file", str(token))
+    try:
+        assert first_lines(process, 1)[0].startswith(LISTEN_LINE)
+    finally:
+        stop(process)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ("--heartbeat", "0"),
+        ("--heartbeat", "-5"),
+        ("--heartbeat", "nan"),
+        ("--host-call-timeout", "nan"),
+        ("--max-input-bytes", "10"),
+    ],
+)
+def test_nonsense_numbers_exit_2_naming_the_option(option: tuple[str, str]) -> None:
+    process = serve("--listen", "127.0.0.1:0", "--store", "memory://", *option, env=TOKEN_ENV)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 2, out + err
+    assert option[0] in err
+    assert "Traceback" not in err

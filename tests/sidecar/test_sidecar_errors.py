@@ -12,6 +12,7 @@ from test_sidecar_auth import error_info
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import error_reason
+from sidecar.status import MAX_MESSAGE_CHARS, MAX_METADATA_CHARS
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -270,3 +271,20 @@ async def test_a_lookup_of_a_run_id_with_a_newline_is_invalid(client: SidecarCli
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await client.runs.GetRun(pb.GetRunRequest(run_id="ab\n"), metadata=client.metadata)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_huge_id_is_not_echoed_whole_into_the_error(client: SidecarClient) -> None:
+    # Issue 24, item 8: a 1 MB approval id quoted in the message and the ErrorInfo metadata
+    # made the trailers exceed gRPC's limit: the client saw RESOURCE_EXHAUSTED, not the error.
+    huge = "a" * 1_000_000
+    get = client.approvals.GetApproval(pb.GetApprovalRequest(id=huge), metadata=client.metadata)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await get
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert error_reason(caught.value) == "APPROVAL_NOT_FOUND"
+    details = caught.value.details() or ""
+    assert len(details) <= MAX_MESSAGE_CHARS + 100
+    assert "more characters" in details
+    shown = error_info(caught.value).metadata["id"]
+    assert shown.startswith("a" * MAX_METADATA_CHARS)
+    assert len(shown) <= MAX_METADATA_CHARS + 100

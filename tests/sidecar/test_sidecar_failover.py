@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -115,3 +116,24 @@ async def test_a_fenced_sidecar_marks_nothing(stores: StoreRegistry) -> None:
         )
     stored = await old.get("run-2")
     assert (stored.owner_id, stored.attempt, stored.status) == ("b", 2, pb.RUN_STATUS_QUEUED)
+
+
+async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegistry) -> None:
+    # The fence compares attempts too: a restore on the same sidecar keeps the owner but starts
+    # a new attempt, and the old attempt's late "completed" must not overwrite the new one's.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-3", owner="a")
+    registry = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    await registry.set_status(
+        "run-3",
+        pb.RUN_STATUS_QUEUED,
+        Outcome(),
+        change=lambda record: replace(record, attempt=record.attempt + 1),  # RestoreRun's claim
+    )
+    with pytest.raises(NotMine):
+        await registry.set_status(
+            "run-3", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)
+        )
+    stored = await registry.get("run-3")
+    assert (stored.owner_id, stored.attempt, stored.status) == ("a", 2, pb.RUN_STATUS_QUEUED)

@@ -206,6 +206,21 @@ async def test_a_run_without_a_journal_is_refused(tmp_path: Path) -> None:
         assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+async def test_an_ended_run_whose_journal_is_gone_ends_the_watch_with_an_error(
+    tmp_path: Path,
+) -> None:
+    # Issue 24, item 9: the watch ended OK with 0 events, passing a lost history off as empty.
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client:
+        await run_to_end(client, echo_run("jw-gone"))
+        journal_of(state, "jw-gone").unlink()
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await watch_journal(client, "jw-gone")
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_reason(caught.value) == "JOURNAL_MISSING"
+        assert "jw-gone" in (caught.value.details() or "")
+
+
 def line(seq: int, kind: str = "turn/start", run_id: str = "r") -> str:
     event = JournalEvent(
         seq=seq, type=kind, run_id=run_id, attempt=1, timestamp_unix_ms=1000 + seq, data={"turn": 1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -105,3 +106,58 @@ async def test_retention_keeps_store_and_memory_flat_over_waves_of_runs(
     assert sizes[0][1] == 3
     listed = await client.list_runs()
     assert sorted(run.run_id for run in listed) == ["w2-5", "w2-6", "w2-7"]
+
+
+async def test_delete_run_refuses_a_run_another_sidecar_executes(tmp_path: Path) -> None:
+    # Sidecar b does not execute the run itself: only the stored status tells it a sibling does.
+    uri = f"sqlite://{tmp_path / 'shared.db'}"
+
+    def config(owner: str) -> ServerConfig:
+        return ServerConfig(
+            token=TOKEN, listen="127.0.0.1:0", store_uri=uri, owner_id=owner, grace_s=0.1
+        )
+
+    async with (
+        Sidecar(config("a")) as a,
+        SidecarClient(a.address, TOKEN) as client_a,
+        Sidecar(config("b")) as b,
+        SidecarClient(b.address, TOKEN) as client_b,
+    ):
+        request = run_request("busy", task_ids=("t1",))
+        request.team.host_tools.add(name="lookup", input_schema_json='{"type": "object"}')
+        await client_a.start_run(request)  # no host: the call waits, the run stays running
+        await eventually(lambda: a.registry is not None and "busy" in a.registry.cached())
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client_b.delete_run("busy")
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_reason(caught.value) == "RUN_ACTIVE"
+        assert (await client_b.get_run("busy")).status in (
+            pb.RUN_STATUS_QUEUED,
+            pb.RUN_STATUS_RUNNING,
+        )
+        await client_a.cancel_run("busy")
+
+
+async def test_retention_keeps_suspended_runs(tmp_path: Path) -> None:
+    config = ServerConfig(
+        token=TOKEN,
+        listen="127.0.0.1:0",
+        store_uri="memory://",
+        python_tools={"echo": ECHO},
+        grace_s=0.1,
+        retain_runs=0,
+        retention_interval_s=0.05,
+    )
+    async with Sidecar(config) as server, SidecarClient(server.address, TOKEN) as client:
+        held = echo_run("held")
+        held.approval_gates.tool_calls.append("echo")
+        await client.start_run(held)
+        events = await asyncio.wait_for(events_of(client, "held"), 10)
+        assert events[-1].run_status.status == pb.RUN_STATUS_SUSPENDED
+        await run_to_end(client, "done")
+        registry = server.registry
+        assert registry is not None
+        # "done" finished after "held" suspended: the sweep that deletes it has seen both.
+        await eventually(lambda: "done" not in registry.cached(), within=5)
+        assert (await client.get_run("held")).status == pb.RUN_STATUS_SUSPENDED
+        assert len(await client.list_approvals("held")) == 1

@@ -202,3 +202,38 @@ async def test_two_spellings_of_one_state_file_are_one_store(tmp_path: Path) -> 
         "state.json.journals",  # every spelling's runs keep their journals in one directory
         "state.json.lock",
     ]
+
+
+async def test_database_stores_must_match_an_allow_store_pattern(served: SidecarClient) -> None:
+    # Issue 24, item 3: a client's store_uri could name any PostgreSQL or Redis server. Nothing
+    # listens on these ports: a refusal must come before any connection attempt.
+    for uri in (
+        "postgresql://oma:hunter2@127.0.0.1:1/other?table=t",
+        "redis://:hunter2@127.0.0.1:1/0",
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await asyncio.wait_for(served.start_run(echo_run("db-1", uri)), 2)
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, uri
+        info = error_info(caught.value)
+        assert info.reason == "STORE_NOT_ALLOWED"
+        assert info.metadata["field"] == "checkpoint.store_uri"
+        assert "127.0.0.1:1" in (caught.value.details() or "")
+        assert "hunter2" not in (caught.value.details() or "")
+        assert "hunter2" not in str(dict(info.metadata))
+    assert await served.list_runs() == []
+
+
+async def test_an_allowed_database_store_passes_the_policy(tmp_path: Path) -> None:
+    # Allowed, so the sidecar does try to connect: nothing listens there, the store is
+    # unavailable (not refused by the policy).
+    allowed = ("redis://127.0.0.1:1/*",)
+    async with (
+        Sidecar(config("memory://", allowed_stores=allowed)) as server,
+        SidecarClient(server.address, TOKEN) as client,
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client.start_run(echo_run("db-2", "redis://127.0.0.1:1/0"))
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client.start_run(echo_run("db-3", "redis://127.0.0.2:1/0"))
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.errors import CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores import FileStore, file_io
+from oma_actors.stores.base import Put
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="devices and FIFOs are POSIX")
 
@@ -90,3 +91,61 @@ async def test_a_symlink_to_a_regular_file_still_loads(tmp_path: Path) -> None:
 
 async def test_a_missing_file_is_still_an_empty_store(tmp_path: Path) -> None:
     assert await FileStore(tmp_path / "missing.json").get("k") is None
+
+
+@pytest.mark.parametrize("how", ["set", "apply"])
+async def test_a_write_over_the_read_limit_fails_and_leaves_file_and_mirror(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    # Issue 24, item 1: writing a file the store cannot read back made the sidecar unbootable.
+    state = tmp_path / "state.json"
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", 1024)
+    store = FileStore(state)
+    await store.set("small", "x" * 100)
+    before = await asyncio.to_thread(state.read_bytes)
+    write = (
+        store.set("huge", "y" * 2000)
+        if how == "set"
+        else store.apply([], [Put("huge", "y" * 2000)])
+    )
+    with pytest.raises(StoreLimitError) as caught:
+        await write
+    assert isinstance(caught.value, StoreError)
+    assert caught.value.limit == 1024 < caught.value.size
+    assert "1024-byte limit" in str(caught.value)
+    assert await asyncio.to_thread(state.read_bytes) == before
+    assert await store.get("huge") is None  # not kept in the mirror: the next write succeeds
+    await store.set("next", "z")
+    reopened = FileStore(state)
+    assert [entry.key for entry in await reopened.list()] == ["small", "next"]
+
+
+async def test_a_write_exactly_at_the_read_limit_is_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    probe = FileStore(tmp_path / "probe.json")
+    await probe.set("k", "v")
+    size = len(await asyncio.to_thread((tmp_path / "probe.json").read_bytes))
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", size)
+    await FileStore(state).set("k", "v")  # timestamps have a fixed width: same size
+    assert [entry.key for entry in await FileStore(state).list()] == ["k"]
+
+
+async def test_a_change_written_together_with_a_refused_one_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One flush writes every pending change (group commit): when it is refused, the changes
+    # that rode along are gone from the mirror too, so their callers must not hear "written".
+    state = tmp_path / "state.json"
+    monkeypatch.setattr(file_io, "MAX_STATE_BYTES", 1024)
+    store = FileStore(state)
+    await store.set("small", "x")
+    huge, rider = await asyncio.gather(
+        store.set("huge", "y" * 2000), store.set("rider", "z"), return_exceptions=True
+    )
+    assert isinstance(huge, StoreLimitError)
+    assert isinstance(rider, StoreLimitError)
+    assert [entry.key for entry in await store.list()] == ["small"]
+    await store.set("after", "w")
+    assert [entry.key for entry in await FileStore(state).list()] == ["small", "after"]

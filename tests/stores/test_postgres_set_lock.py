@@ -13,7 +13,7 @@ import asyncio
 import asyncpg
 from service_kit import FreshStores
 
-from oma_actors.stores.postgres import _lock_id
+from oma_actors.stores.postgres import lock_id
 
 
 def _lock_parts(lock: int) -> tuple[int, int]:
@@ -27,12 +27,12 @@ async def test_set_waits_for_a_compare_and_set_holding_the_keys_lock(
 ) -> None:
     store = await fresh_stores.postgres()
     key = "__oma_approval__/apr_race"
-    high, low = _lock_parts(_lock_id(store.table, key))
+    high, low = _lock_parts(lock_id(store.table, key))
     rival = await asyncpg.connect(postgres_dsn)
     try:
         async with rival.transaction():
             # A compare-and-set(key, None, ...) in flight: locked, and found the key absent.
-            await rival.execute("SELECT pg_advisory_xact_lock($1)", _lock_id(store.table, key))
+            await rival.execute("SELECT pg_advisory_xact_lock($1)", lock_id(store.table, key))
             table = f'"{store.table}"'
             assert await rival.fetchval(f"SELECT value FROM {table} WHERE key = $1", key) is None
             writer = asyncio.get_running_loop().create_task(store.set(key, "set"))
