@@ -23,6 +23,8 @@ from oma_actors.checkpoint import (
 )
 from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
 from oma_actors.checkpoint.journal_tail import read_journal_tail
+from oma_actors.checkpoint.fork import ForkInfo, fork_run
+from oma_actors.checkpoint.history import HistoryPoint, run_history, state_at
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
     AgentRunResult,
@@ -158,7 +160,9 @@ __all__ = [
     "FileStore",
     "FoldResult",
     "Folded",
+    "ForkInfo",
     "Gate",
+    "HistoryPoint",
     "ImageBlock",
     "InMemoryRunJournal",
     "InMemoryStore",
@@ -239,6 +243,7 @@ __all__ = [
     "define_tool",
     "event_loop_factory",
     "fold_tail",
+    "fork_run",
     "get_approval_record",
     "is_checkpoint_key",
     "list_checkpoints",
@@ -248,6 +253,8 @@ __all__ = [
     "read_journal_tail",
     "render_timeline_html",
     "render_timeline_text",
+    "run_history",
+    "state_at",
     "tail_read_from",
     "text_response",
     "verify_run",

@@ -29,6 +29,8 @@ API_NAMES = {
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
+    # History and fork (D17)
+    "run_history", "state_at", "fork_run", "HistoryPoint", "ForkInfo",
     # Durable approvals
     "decide_approval", "get_approval_record", "DurableApprovalLedger", "ApprovalRecord", "Reviewer",
     "ApprovalRequest", "ApprovalDecision", "ToolCallRequest",

@@ -50,7 +50,7 @@ ROOT = _shape(
     "version", "mode", "createdAt", "revision", "metadata", "identity", "goal", "queue",
     "sharedMemory", "messageBus", "turnCount", "completedTaskResults", "inFlightTasks",
     "pendingApprovals", "approvalDecisions", "synthesisResult", "planningTokenUsage",
-    "announcedTaskIds",
+    "announcedTaskIds", "forkedFrom",
     "runId",  # v1's top-level run id: written as identity.runId
     "journalWatermarkSeq", "journalRef",  # v5 only; we write v4
 )  # fmt: skip

@@ -29,7 +29,9 @@ per-turn boundary whose journal events, folded into the restore view, give exact
 state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
 other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
 fenced writer (a run with a lease) refuses the journal path: an append to a journal file cannot
-carry the fence, so every boundary of a leased run stays a fenced snapshot (D11).
+carry the fence, so every boundary of a leased run stays a fenced snapshot (D11). Each
+compaction also keeps a copy under ``history_key`` (D17): the anchors ``run_history`` and
+``state_at`` fold the journal from.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
+from oma_actors.keyspace import history_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -298,20 +301,31 @@ class RunWriter:
             except Exception as exc:  # the append failed: an outcome, never a crash of the run
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
-        outcome = await self._store(snapshot)
+        outcome = await self._store(snapshot, anchor=boundary)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)
         else:
             journal.lost()
         return outcome, "snapshot"
 
-    async def _store(self, snapshot: CheckpointSnapshot) -> SaveOutcome:
+    async def _store(
+        self, snapshot: CheckpointSnapshot, *, anchor: Boundary | None = None
+    ) -> SaveOutcome:
         try:
             text = encode(snapshot, self._cache)
         except CheckpointError as exc:
             return NotSaved(str(exc))
         self._last_size = len(text)
         try:
+            if anchor is not None:
+                # A journal-first compaction overwrites the run's latest snapshot, and the
+                # journal alone cannot rebuild what it held (task states, shared memory): the
+                # copy is the anchor its history folds from (D17). Written first, so a
+                # history never names a point whose anchor is missing.
+                put = self._checkpoint.put(text, snapshot)
+                key = history_key(snapshot.run_id, snapshot.journal_watermark_seq or 0)
+                metadata = {**(put.metadata or {}), "boundary": anchor}
+                await self._checkpoint.store.set(key, put.value, metadata)
             if self._fence is None:
                 await self._checkpoint.write_encoded(text, snapshot)
             elif not await self._write_fenced(self._fence, text, snapshot):

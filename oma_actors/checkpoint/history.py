@@ -1,0 +1,288 @@
+"""A journal-first run's history: every restorable point, and the state at each (decision D17).
+
+Journal-first (D10) saves a per-turn boundary by its journal events alone and writes the whole
+snapshot only at compaction points; each compaction also keeps a copy, the run's **anchors**
+(``history_key``). So every boundary of every attempt can be rebuilt: the anchor at or below it,
+folded with the run's journal events up to it by the very fold a restore runs (``fold_tail``).
+
+The points, oldest first:
+
+- each anchor, at its watermark (its boundary is the one the writer named when it compacted);
+- between two anchors, each event that closes a per-turn boundary of a task the earlier anchor
+  holds in flight: an ``assistant/message`` asking for tools (``assistant_tool_turn``), a
+  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``) and a ``turn/end`` of a
+  tool round (``tool_results``: the results message and the turn's end are one boundary).
+
+A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
+journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state
+is the one before it (a fold of ``tool/call`` changes nothing).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from oma_actors.checkpoint.codec import decode
+from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.clock import from_iso
+from oma_actors.errors import CheckpointError
+from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
+from oma_actors.journal.jsonl import JsonlRunJournal
+from oma_actors.keyspace import history_prefix
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.event import JournalEvent
+    from oma_actors.stores.base import MemoryStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryPoint:
+    """One restorable point of a run (``state_at(seq)`` rebuilds it, ``fork_run`` starts there).
+
+    Attributes:
+        seq: the journal watermark of the point: every event of the run up to it is in it.
+        attempt: the attempt that reached it.
+        boundary: the boundary's name (``tool_commit``, ``task_completed``, ...).
+        task_id: the task whose state the boundary records, if one.
+        at: when it was reached (the event's time, or the anchor's ``createdAt``).
+        label: one line for people, e.g. ``"t2 turn 3: tool search committed"``.
+    """
+
+    seq: int
+    attempt: int
+    boundary: str
+    task_id: str | None
+    at: datetime
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Anchor:
+    snapshot: CheckpointSnapshot
+    boundary: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunTimeline:
+    """A run's anchors (by watermark), its journal events, and the points they make."""
+
+    run_id: str
+    anchors: tuple[_Anchor, ...]
+    events: tuple[JournalEvent, ...]
+    points: tuple[HistoryPoint, ...]
+
+    def point(self, seq: int) -> HistoryPoint:
+        """The point at ``seq``.
+
+        Raises:
+            CheckpointError: ``seq`` is not a point; the message names the nearest ones.
+        """
+        seqs = [point.seq for point in self.points]
+        index = bisect_right(seqs, seq)
+        if index and seqs[index - 1] == seq:
+            return self.points[index - 1]
+        near = [str(s) for s in seqs[max(index - 1, 0) : index + 1]]
+        raise CheckpointError(
+            f"seq {seq} is not a history point of run {self.run_id!r}; the nearest points are "
+            f"{' and '.join(near) if near else 'none'} (see run_history)"
+        )
+
+    def fold_at(self, seq: int) -> tuple[CheckpointSnapshot, tuple[StartedCall, ...]]:
+        """The state at the point ``seq``, and the calls its fold shows as started.
+
+        Raises:
+            CheckpointError: ``seq`` is not a point, or the journal does not fold up to it.
+        """
+        self.point(seq)
+        marks = [anchor.snapshot.journal_watermark_seq or 0 for anchor in self.anchors]
+        base = self.anchors[bisect_right(marks, seq) - 1].snapshot
+        if base.journal_watermark_seq == seq:
+            return base, ()
+        start = tail_read_from(base)
+        events = [event for event in self.events if start <= event.seq <= seq]
+        result = fold_tail(base, events)
+        if isinstance(result, Discarded):
+            raise CheckpointError(
+                f"the journal of run {self.run_id!r} does not fold up to seq {seq}: {result.reason}"
+            )
+        return replace(result.snapshot, journal_watermark_seq=seq), result.started_calls
+
+
+async def run_history(
+    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None
+) -> list[HistoryPoint]:
+    """Every restorable point of a journal-first run, oldest first (decision D17).
+
+    Args:
+        store: the run's checkpoint store (its anchors live there).
+        run_id: the run.
+        journal: the run's journal; ``None``: the one its snapshots name (``journalRef``).
+
+    Raises:
+        CheckpointError: the run has no anchors (unknown, or not run journal-first), an anchor
+            does not decode, or its journal cannot be opened.
+    """
+    return list((await load_timeline(store, run_id, journal=journal)).points)
+
+
+async def state_at(
+    store: MemoryStore, run_id: str, seq: int, *, journal: RunJournal | None = None
+) -> CheckpointSnapshot:
+    """The run's state at the history point ``seq``: the snapshot it would have saved there.
+
+    The anchor at or below ``seq`` folded with the run's journal events up to ``seq``; its
+    ``journal_watermark_seq`` is ``seq``. Nothing is written.
+
+    Raises:
+        CheckpointError: ``seq`` is not a history point (the nearest are named), or as
+            ``run_history``.
+    """
+    timeline = await load_timeline(store, run_id, journal=journal)
+    return timeline.fold_at(seq)[0]
+
+
+async def load_timeline(
+    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None
+) -> RunTimeline:
+    """Read a run's anchors and journal events and list its points (see the module docstring).
+
+    Raises:
+        CheckpointError: as ``run_history``.
+    """
+    anchors = await _anchors(store, run_id)
+    opened = journal is None
+    source = _journal_for(anchors[-1].snapshot) if journal is None else journal
+    try:
+        events = await source.read_from(tail_read_from(anchors[0].snapshot))
+    finally:
+        if opened:
+            await source.close()
+    mine = tuple(event for event in events if event.run_id == run_id)
+    return RunTimeline(
+        run_id=run_id, anchors=anchors, events=mine, points=tuple(_points(anchors, mine))
+    )
+
+
+def _journal_for(snapshot: CheckpointSnapshot) -> RunJournal:
+    """The journal ``snapshot`` names (``journalRef``): a JSONL file is opened from its path.
+
+    Raises:
+        CheckpointError: the snapshot names no journal, or one this function cannot open.
+    """
+    ref = snapshot.journal_ref
+    if ref is not None and ref.get("kind") == "JsonlRunJournal" and ref.get("path"):
+        return JsonlRunJournal(str(ref["path"]), flush_interval_ms=0)
+    raise CheckpointError(
+        f"run {snapshot.run_id!r} names journal {ref!r}, which cannot be opened here: pass journal="
+    )
+
+
+async def _anchors(store: MemoryStore, run_id: str) -> tuple[_Anchor, ...]:
+    prefix = history_prefix(run_id)
+    found = []
+    for entry in await store.list():
+        if not entry.key.startswith(prefix):
+            continue
+        snapshot = adopt_journal_fields(decode(entry.value, key=entry.key))
+        if snapshot.run_id != run_id:
+            raise CheckpointError(
+                f"history anchor {entry.key!r} holds run {snapshot.run_id!r}, not {run_id!r}"
+            )
+        boundary = (entry.metadata or {}).get("boundary")
+        found.append(_Anchor(snapshot=snapshot, boundary=str(boundary or "snapshot")))
+    if not found:
+        raise CheckpointError(
+            f"run {run_id!r} has no history in this store: only a run saved journal-first "
+            "(a durable journal) keeps one"
+        )
+    found.sort(key=lambda anchor: anchor.snapshot.journal_watermark_seq or 0)
+    return tuple(found)
+
+
+def _points(anchors: tuple[_Anchor, ...], events: tuple[JournalEvent, ...]) -> list[HistoryPoint]:
+    points: list[HistoryPoint] = []
+    position = 0
+    for index, anchor in enumerate(anchors):
+        snapshot = anchor.snapshot
+        mark = snapshot.journal_watermark_seq or 0
+        points.append(_anchor_point(anchor))
+        end = (
+            anchors[index + 1].snapshot.journal_watermark_seq or 0
+            if index + 1 < len(anchors)
+            else None
+        )
+        turns = {(e.task_id, e.assignee): e.state.turns for e in snapshot.in_flight}
+        names = {p.call.id: p.call.name for e in snapshot.in_flight for p in e.state.pending}
+        while position < len(events) and events[position].seq <= mark:
+            position += 1
+        while position < len(events) and (end is None or events[position].seq < end):
+            event = events[position]
+            position += 1
+            key = (event.task_id or "", event.agent_name or "")
+            if key in turns:
+                point = _event_point(event, turns, names)
+                if point is not None:
+                    points.append(point)
+    return points
+
+
+def _anchor_point(anchor: _Anchor) -> HistoryPoint:
+    snapshot = anchor.snapshot
+    done = sum(task.status == "completed" for task in snapshot.tasks)
+    running = (
+        ", ".join(f"{e.task_id} turn {e.state.turns}" for e in snapshot.in_flight)
+        or "no task running"
+    )
+    return HistoryPoint(
+        seq=snapshot.journal_watermark_seq or 0,
+        attempt=snapshot.attempt,
+        boundary=anchor.boundary,
+        task_id=snapshot.in_flight[0].task_id if len(snapshot.in_flight) == 1 else None,
+        at=from_iso(snapshot.created_at),
+        label=(
+            f"{anchor.boundary} (snapshot): {running}; {done}/{len(snapshot.tasks)} tasks "
+            f"completed, {snapshot.status}"
+        ),
+    )
+
+
+def _event_point(
+    event: JournalEvent, turns: dict[tuple[str, str], int], names: dict[str, str]
+) -> HistoryPoint | None:
+    key = (event.task_id or "", event.agent_name or "")
+    data = event.data
+    what: str | None = None
+    boundary = ""
+    if event.type == ASSISTANT_MESSAGE:
+        turns[key] += 1
+        content = (data.get("message") or {}).get("content") or []
+        calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+        for block in calls:
+            names[str(block.get("id"))] = str(block.get("name"))
+        if calls:
+            boundary = "assistant_tool_turn"
+            what = "asks for " + ", ".join(str(block.get("name")) for block in calls)
+    elif event.type == TOOL_CALL:
+        call = data.get("call") or {}
+        boundary, what = "tool_dispatch", f"tool {call.get('name')} dispatched"
+    elif event.type == TOOL_RESULT:
+        name = names.get(str(data.get("toolCallId")), "?")
+        boundary, what = "tool_commit", f"tool {name} committed"
+    elif event.type == TURN_END and data.get("outcome") == "tool_use":
+        boundary, what = "tool_results", "results sent to the model"
+    if what is None:
+        return None
+    return HistoryPoint(
+        seq=event.seq,
+        attempt=event.attempt,
+        boundary=boundary,
+        task_id=event.task_id,
+        at=datetime.fromtimestamp(event.timestamp_unix_ms / 1000, UTC),
+        label=f"{event.task_id} turn {turns[key]}: {what}",
+    )
