@@ -22,9 +22,9 @@ from oma_actors.checkpoint import (
     is_checkpoint_key,
 )
 from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
-from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.fork import ForkInfo, fork_run
 from oma_actors.checkpoint.history import HistoryPoint, run_history, state_at
+from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.domain import (
     AgentRunResult,

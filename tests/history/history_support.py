@@ -78,9 +78,11 @@ def make_team(
         "t",
         [
             AgentConfig(
-                name, adapter=ScriptedAdapter(script(turns, calls)), tools=[tool],
+                name,
+                adapter=ScriptedAdapter(script(turns, calls)),
+                tools=[tool],
                 max_turns=turns + 5,
-            )  # fmt: skip
+            )
             for name in agents
         ],
     )

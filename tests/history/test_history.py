@@ -9,6 +9,7 @@ stored JSON, less ``history_support.IGNORED_ROOT`` and the ``dispatched`` marks 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,7 @@ async def test_points_have_labels_attempts_and_boundaries(
     assert commit.label == "t0 turn 1: tool note committed"
     asks = next(p for p in points if p.boundary == "assistant_tool_turn" and p.seq > commit.seq)
     assert asks.label == "t0 turn 2: asks for note, note"
-    assert all(a.at <= b.at for a, b in zip(points, points[1:], strict=False))
+    assert all(a.at <= b.at for a, b in itertools.pairwise(points))
 
 
 async def test_a_seq_that_is_no_point_is_refused_naming_the_nearest(
@@ -107,7 +108,7 @@ async def test_a_seq_that_is_no_point_is_refused_naming_the_nearest(
     space = Workspace(tmp_path)
     await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
     seqs = [p.seq for p in await run_history(space.store(), "r1")]
-    gap = next(s + 1 for s, t in zip(seqs, seqs[1:], strict=False) if t > s + 1)
+    gap = next(s + 1 for s, t in itertools.pairwise(seqs) if t > s + 1)
     with pytest.raises(CheckpointError) as caught:
         await state_at(space.store(), "r1", gap)
     below, above = max(s for s in seqs if s < gap), min(s for s in seqs if s > gap)
