@@ -13,6 +13,10 @@ A known member we leave out when it holds its default (``loopWarned: false``, ``
 copied too when the source spelled that very default out, so even its presence is kept. A known
 member the source holds with another value is never copied: our typed state is the truth.
 
+``forkedFrom`` (decision D17) is modelled (``forked_from``) yet deliberately left out of
+``ROOT``: a run's later snapshots are built afresh from its live state, and its origin never
+changes, so a forked run keeps it through every re-save by carrying it from its source.
+
 Members deliberately not carried: v5's journal fields (``journalWatermarkSeq``, ``journalRef``,
 an in-flight entry's ``journalSeq`` and ``conversationLineage``), because we write v4 and a
 lineage describes a conversation we may have changed since. Members inside messages and content
@@ -50,7 +54,7 @@ ROOT = _shape(
     "version", "mode", "createdAt", "revision", "metadata", "identity", "goal", "queue",
     "sharedMemory", "messageBus", "turnCount", "completedTaskResults", "inFlightTasks",
     "pendingApprovals", "approvalDecisions", "synthesisResult", "planningTokenUsage",
-    "announcedTaskIds", "forkedFrom",
+    "announcedTaskIds",
     "runId",  # v1's top-level run id: written as identity.runId
     "journalWatermarkSeq", "journalRef",  # v5 only; we write v4
 )  # fmt: skip
