@@ -7,6 +7,7 @@ parent's stored entries (its snapshot, its anchors) and its journal lines stay b
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,8 @@ async def test_fork_after_a_commit_replays_it_and_never_reruns_the_dispatched_ca
     assert (info.run_id, info.parent_run_id, info.parent_seq) == ("r1-fork", "r1", at.seq)
     assert parent_bytes(space, "r1") == before
     child = await Checkpoint(space.store(), run_id="r1-fork").load_latest()
-    assert child is not None and child.forked_from is not None
+    assert child is not None
+    assert child.forked_from is not None
     assert (child.forked_from.run_id, child.forked_from.seq) == ("r1", at.seq)
     assert child.raw["forkedFrom"] == {"runId": "r1", "seq": at.seq}
 
@@ -64,7 +66,8 @@ async def test_fork_after_a_commit_replays_it_and_never_reruns_the_dispatched_ca
     assert effects.of("r1").count("c1-0") == 1
     assert parent_bytes(space, "r1") == before
     final = await Checkpoint(space.store(), run_id="r1-fork").load_latest()
-    assert final is not None and final.forked_from == child.forked_from, "kept on re-save"
+    assert final is not None
+    assert final.forked_from == child.forked_from, "kept on re-save"
 
 
 async def test_fork_before_a_call_runs_it_fresh_and_a_fork_of_a_fork_reruns_nothing(
@@ -83,13 +86,15 @@ async def test_fork_before_a_call_runs_it_fresh_and_a_fork_of_a_fork_reruns_noth
     assert effects.of("child") == ["c1-0", "c2-0"]
 
     child_points = await run_history(space.store(), "child")
-    assert child_points[0].seq == asks.seq and child_points[0].boundary == "fork"
+    assert child_points[0].seq == asks.seq
+    assert child_points[0].boundary == "fork"
     commit = next(p for p in child_points if p.label == "t0 turn 3: tool note committed")
     await fork_run(space.store(), "child", at_seq=commit.seq, new_run_id="grandchild")
     assert (await restore_run(space, team, "grandchild")).success
     assert effects.of("grandchild") == [], "every call was committed at the point"
     grand = await state_at(space.store(), "grandchild", commit.seq)
-    assert grand.forked_from is not None and grand.forked_from.run_id == "child"
+    assert grand.forked_from is not None
+    assert grand.forked_from.run_id == "child"
 
 
 async def test_a_fork_at_a_safe_calls_tool_call_never_reruns_it(tmp_path: Path) -> None:
@@ -132,9 +137,11 @@ async def test_a_fork_at_a_suspension_keeps_the_decision_bound(tmp_path: Path) -
     child = await Checkpoint(space.store(), run_id="child").load_latest()
     assert child is not None
     [mine] = child.pending_approvals
-    assert mine.run_id == "child" and mine.request_hash == request.request_hash
+    assert mine.run_id == "child"
+    assert mine.request_hash == request.request_hash
     record = await get_approval_record(space.store(), mine.id)
-    assert record is not None and record.decision is not None
+    assert record is not None
+    assert record.decision is not None
     assert (record.decision.decision, record.decision.reviewer.id) == ("approved", "alice")
     result = await restore_run(space, team, "child", on_tool_call=gate)
     assert result.success
@@ -149,7 +156,7 @@ async def test_a_bad_fork_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     assert (await run_journal_first(space, team, 1)).success
     points = await run_history(space.store(), "r1")
     seqs = [p.seq for p in points]
-    gap = next(s + 1 for s, t in zip(seqs, seqs[1:], strict=False) if t > s + 1)
+    gap = next(s + 1 for s, t in itertools.pairwise(seqs) if t > s + 1)
     everything = space.store_path.read_bytes()
     with pytest.raises(CheckpointError, match="nearest points are"):
         await fork_run(space.store(), "r1", at_seq=gap, new_run_id="child")
