@@ -43,7 +43,7 @@ from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 if TYPE_CHECKING:
     from oma_actors.checkpoint.fold import StartedCall
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
-    from oma_actors.domain.approvals import ApprovalRequest
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.journal.base import RunJournal
     from oma_actors.stores.base import MemoryStore
 
@@ -147,48 +147,98 @@ def _child(
 async def _rebind_approvals(
     store: MemoryStore, child: CheckpointSnapshot, parent_id: str
 ) -> CheckpointSnapshot:
-    """The child's own pending requests, decided as the parent's ledger decided them."""
-    if not child.pending_approvals:
+    """The child's own copy of every approval of the parent it holds, decided as the parent's.
+
+    A snapshot refuses a request or decision of another run, so each one the point holds (a
+    pending request, a decision, a call's request or decision) is re-created for the child.
+    """
+    requests = await _parent_requests(store, child, parent_id)
+    if not requests:
         return child
     ledger = DurableApprovalLedger(require_atomic_store(store))
-    rebound: dict[str, ApprovalRequest] = {}
-    for request in child.pending_approvals:
-        if request.run_id != parent_id:
-            rebound[request.id] = request
-            continue
-        mine = create_approval_request(
-            run_id=child.run_id,
-            scope=request.scope,
-            boundary=request.boundary,
-            content=request.content,
-            reason=request.reason,
-            requested_at=request.requested_at,
-        )
-        await ledger.ensure_request(mine)
-        parent = await get_approval_record(store, request.id)
-        decided = None if parent is None else parent.decision
-        if decided is not None:
-            value: Literal["approve", "reject"] = (
-                "approve" if decided.decision == "approved" else "reject"
+    bound: dict[str, tuple[ApprovalRequest, ApprovalDecision | None]] = {}
+    for request in requests.values():
+        bound[request.id] = await _rebind(ledger, store, request, child.run_id)
+
+    def request_of(request: ApprovalRequest) -> ApprovalRequest:
+        return bound[request.id][0] if request.id in bound else request
+
+    def decision_of(decision: ApprovalDecision) -> ApprovalDecision:
+        mine = bound.get(decision.request_id, (None, None))[1]
+        if decision.request_id in bound and mine is None:
+            raise CheckpointError(
+                f"approval {decision.request_id} is decided in the run's snapshot but not in "
+                "its ledger: the fork cannot bind that decision"
             )
-            await ledger.decide(
-                request_id=mine.id,
-                request_hash=mine.request_hash,
-                decision=value,
-                reviewer=decided.reviewer,
-            )
-        rebound[request.id] = mine
+        return decision if mine is None else mine
+
     entries = []
     for entry in child.in_flight:
         pending = tuple(
-            replace(item, approval_request=rebound[item.approval_request.id])
-            if item.approval_request is not None and item.approval_request.id in rebound
-            else item
+            replace(
+                item,
+                approval_request=None
+                if item.approval_request is None
+                else request_of(item.approval_request),
+                approval_decision=None
+                if item.approval_decision is None
+                else decision_of(item.approval_decision),
+            )
             for item in entry.state.pending
         )
         entries.append(replace(entry, state=replace(entry.state, pending=pending)))
     return replace(
         child,
-        pending_approvals=tuple(rebound[r.id] for r in child.pending_approvals),
+        pending_approvals=tuple(request_of(r) for r in child.pending_approvals),
+        approval_decisions=tuple(decision_of(d) for d in child.approval_decisions),
         in_flight=tuple(entries),
     )
+
+
+async def _parent_requests(
+    store: MemoryStore, child: CheckpointSnapshot, parent_id: str
+) -> dict[str, ApprovalRequest]:
+    found = {r.id: r for r in child.pending_approvals if r.run_id == parent_id}
+    for entry in child.in_flight:
+        for item in entry.state.pending:
+            request = item.approval_request
+            if request is not None and request.run_id == parent_id:
+                found.setdefault(request.id, request)
+    for decision in child.approval_decisions:
+        if decision.run_id != parent_id or decision.request_id in found:
+            continue
+        record = await get_approval_record(store, decision.request_id)
+        if record is None:
+            raise CheckpointError(
+                f"approval {decision.request_id} is decided in the run's snapshot but has no "
+                "ledger row: the fork cannot bind that decision"
+            )
+        found[record.request.id] = record.request
+    return found
+
+
+async def _rebind(
+    ledger: DurableApprovalLedger, store: MemoryStore, request: ApprovalRequest, child_id: str
+) -> tuple[ApprovalRequest, ApprovalDecision | None]:
+    """``request`` re-created for the child, decided there as the parent's ledger holds it."""
+    mine = create_approval_request(
+        run_id=child_id,
+        scope=request.scope,
+        boundary=request.boundary,
+        content=request.content,
+        reason=request.reason,
+        requested_at=request.requested_at,
+    )
+    await ledger.ensure_request(mine)
+    parent = await get_approval_record(store, request.id)
+    decided = None if parent is None else parent.decision
+    if decided is None:
+        return mine, None
+    value: Literal["approve", "reject"] = "approve" if decided.decision == "approved" else "reject"
+    record = await ledger.decide(
+        request_id=mine.id,
+        request_hash=mine.request_hash,
+        decision=value,
+        reviewer=decided.reviewer,
+    )
+    return mine, record.decision

@@ -149,6 +149,18 @@ async def test_a_fork_at_a_suspension_keeps_the_decision_bound(tmp_path: Path) -
     assert effects.of("r1") == []
     assert parent_bytes(space, "r1") == before
 
+    # The parent resumes and runs the approved call; a fork after its commit binds the
+    # decision to its own request and replays the result.
+    assert (await restore_run(space, team, "r1", on_tool_call=gate)).success
+    assert effects.of("r1") == ["c0-0"]
+    after = [p for p in await run_history(space.store(), "r1") if p.boundary == "tool_commit"]
+    await fork_run(space.store(), "r1", at_seq=after[-1].seq, new_run_id="late")
+    late = await state_at(space.store(), "late", after[-1].seq)
+    [decided] = late.approval_decisions
+    assert (decided.run_id, decided.decision, decided.reviewer.id) == ("late", "approved", "alice")
+    assert (await restore_run(space, team, "late", on_tool_call=gate)).success
+    assert effects.of("late") == []
+
 
 async def test_a_bad_fork_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     space = Workspace(tmp_path)
