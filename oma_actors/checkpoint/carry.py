@@ -79,7 +79,16 @@ REQUEST = _shape(
     "version", "id", "runId", "scope", "boundary", "requestHash", "requestedAt", "reason", "content"
 )
 DECISION = _shape(
-    "version", "requestId", "runId", "scope", "requestHash", "decision", "reviewer", "decidedAt"
+    "version",
+    "requestId",
+    "runId",
+    "scope",
+    "requestHash",
+    "decision",
+    "reviewer",
+    "decidedAt",
+    "editedInput",
+    "editHash",
 )
 
 
