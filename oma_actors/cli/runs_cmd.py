@@ -1,5 +1,7 @@
 """``oma runs list|show``: every run in a store; one run's timeline in the terminal or a page.
 
+(``history``, ``fork``, ``cancel`` and ``delete`` live in ``history_cmd``.)
+
 The checkpoint says where a run can continue; the run record (when runs are owned through a run
 store) says who may advance it. An operator deciding whether to restore, wait for a lease or
 cancel needs both on one line. ``runs show`` draws one run's timeline (``build_timeline``) from
@@ -24,6 +26,7 @@ from oma_actors import (
     render_timeline_html,
     render_timeline_text,
 )
+from oma_actors.cli import history_cmd
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 
 if TYPE_CHECKING:
@@ -63,6 +66,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_store_option(show, read_only=True)
     show.add_argument("--journal", metavar="PATH", help="the run's JSONL journal")
     show.add_argument("--html", metavar="OUT", help="also write the timeline as an HTML page")
+    show.add_argument(
+        "--json", action="store_true", help="print the timeline model (and fork lineage) as JSON"
+    )
+    history_cmd.add_actions(actions)
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
@@ -73,6 +80,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         return 2
     if args.action == "show":
         return await _show(args, console)
+    if args.action in history_cmd.ACTIONS:
+        return await history_cmd.run(args, console)
     async with reading(args.store) as store:
         checkpoints = await list_checkpoints(store)
         records = await list_runs(store)
@@ -101,6 +110,14 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         finally:
             await journal.close()
     timeline = build_timeline(snapshot, events)
+    origin = snapshot.forked_from
+    lineage = None if origin is None else {"run_id": origin.run_id, "seq": origin.seq}
+    if args.json:
+        model = {"forked_from": lineage, **asdict(timeline)}
+        console.out(json.dumps(model, indent=2, default=str), highlight=False)
+        return 0
+    if origin is not None:
+        console.out(f"forked from run {origin.run_id} at seq {origin.seq}", highlight=False)
     console.print(render_timeline_text(timeline))
     if args.html is not None:
         async with aiofiles.open(args.html, "w", encoding="utf-8") as page:
