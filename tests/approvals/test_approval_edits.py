@@ -8,6 +8,10 @@ an edit is stored exactly as before (OMA's row).
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +236,35 @@ async def test_an_edit_tampered_before_the_restore_is_refused(tmp_path: Path) ->
         await resume(store, charged)
     assert caught.value.code == "APPROVAL_INTEGRITY_ERROR"
     assert charged == []
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_the_cli_approves_with_an_edit_and_shows_both_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    request = tool_request()
+
+    async def pending() -> None:
+        await _ledger(FileStore(path)).ensure_request(request)
+
+    asyncio.run(pending())
+    common = [request.id, "--store", str(path), "--approve", "--reviewer", "alice"]
+    bad = oma("approvals", "decide", *common, "--hash", request.request_hash, "--edit-input", "{")
+    assert bad.returncode == 2
+    assert "--edit-input is not JSON" in bad.stderr
+    done = oma(
+        "approvals", "decide", *common, "--hash", request.request_hash,
+        "--edit-input", '{"amount": 5}',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = oma("approvals", "show", request.id, "--store", str(path))
+    assert "approved with this input instead (editedInput)" in shown.stdout
+    assert '"amount": 7' in shown.stdout
+    assert '"amount": 5' in shown.stdout
+    listed = json.loads(oma("approvals", "list", "--store", str(path), "--json").stdout)
+    assert listed[0]["decision"]["edited_input"] == {"amount": 5}
