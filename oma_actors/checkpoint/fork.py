@@ -23,7 +23,7 @@ bound; an undecided one waits for its own decision.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from oma_actors.approvals import (
     DurableApprovalLedger,
@@ -31,6 +31,7 @@ from oma_actors.approvals import (
     get_approval_record,
     require_atomic_store,
 )
+from oma_actors.checkpoint.anchors import anchor_put
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
@@ -38,14 +39,15 @@ from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.snapshot import ForkedFrom
 from oma_actors.clock import to_iso, utcnow
 from oma_actors.errors import CheckpointError
-from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
+from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.stores.base import Expect, is_conditional_store
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.fold import StartedCall
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.journal.base import RunJournal
-    from oma_actors.stores.base import MemoryStore
+    from oma_actors.stores.base import ConditionalStore, MemoryStore
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,12 +100,19 @@ async def fork_run(
     state, started = timeline.fold_at(at_seq)
     child = _child(_mark_started(state, started), child_id, run_id, at_seq)
     child = await _rebind_approvals(store, child, run_id)
-    put = Checkpoint(store, run_id=child_id).put(encode(child), child)
-    # The anchor first: the child's history then always holds its fork point.
-    await store.set(
-        history_key(child_id, at_seq), put.value, {**(put.metadata or {}), "boundary": "fork"}
-    )
-    await store.set(put.key, put.value, put.metadata)
+    checkpoint = Checkpoint(store, run_id=child_id)
+    text = encode(child)
+    anchor = anchor_put(checkpoint, text, child, "fork")
+    latest = checkpoint.put(text, child)
+    if is_conditional_store(store):
+        # One atomic write, refused if another fork took the id meanwhile: never overwrites.
+        checks = [Expect(anchor.key, None), Expect(latest.key, None)]
+        if not await cast("ConditionalStore", store).apply(checks, [anchor, latest]):
+            raise CheckpointError(f"run {child_id!r} was created concurrently: not overwritten")
+    else:
+        # The anchor first: the child's history then always holds its fork point.
+        await store.set(anchor.key, anchor.value, anchor.metadata)
+        await store.set(latest.key, latest.value, latest.metadata)
     return ForkInfo(run_id=child_id, parent_run_id=run_id, parent_seq=at_seq)
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, summarize
 from oma_actors.checkpoint.codec import decode
 from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail, tail_read_from
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
@@ -35,6 +36,8 @@ from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.keyspace import history_prefix
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
@@ -63,17 +66,20 @@ class HistoryPoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Anchor:
-    snapshot: CheckpointSnapshot
-    boundary: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class RunTimeline:
-    """A run's anchors (by watermark), its journal events, and the points they make."""
+    """A run's anchors from one on, the run's journal events above them, and their points.
+
+    Attributes:
+        run_id: the run.
+        anchors: the anchors' summaries, by watermark.
+        values: each anchor's stored snapshot text, by key (decoded only to fold from it).
+        events: the run's own events from the first anchor's ``read_from`` on.
+        points: the history points they make, oldest first.
+    """
 
     run_id: str
-    anchors: tuple[_Anchor, ...]
+    anchors: tuple[AnchorSummary, ...]
+    values: dict[str, str]
     events: tuple[JournalEvent, ...]
     points: tuple[HistoryPoint, ...]
 
@@ -100,9 +106,10 @@ class RunTimeline:
             CheckpointError: ``seq`` is not a point, or the journal does not fold up to it.
         """
         self.point(seq)
-        marks = [anchor.snapshot.journal_watermark_seq or 0 for anchor in self.anchors]
-        base = self.anchors[bisect_right(marks, seq) - 1].snapshot
-        if base.journal_watermark_seq == seq:
+        marks = [anchor.watermark for anchor in self.anchors]
+        anchor = self.anchors[bisect_right(marks, seq) - 1]
+        base = adopt_journal_fields(decode(self.values[anchor.key], key=anchor.key))
+        if anchor.watermark == seq:
             return base, ()
         start = tail_read_from(base)
         events = [event for event in self.events if start <= event.seq <= seq]
@@ -119,14 +126,16 @@ async def run_history(
 ) -> list[HistoryPoint]:
     """Every restorable point of a journal-first run, oldest first (decision D17).
 
+    Reads the anchors' summaries and the run's journal; no snapshot is decoded.
+
     Args:
         store: the run's checkpoint store (its anchors live there).
         run_id: the run.
         journal: the run's journal; ``None``: the one its snapshots name (``journalRef``).
 
     Raises:
-        CheckpointError: the run has no anchors (unknown, or not run journal-first), an anchor
-            does not decode, or its journal cannot be opened.
+        CheckpointError: the run has no anchors (unknown, or not run journal-first), or its
+            journal cannot be opened.
     """
     return list((await load_timeline(store, run_id, journal=journal)).points)
 
@@ -140,114 +149,132 @@ async def state_at(
     ``journal_watermark_seq`` is ``seq``. Nothing is written.
 
     Raises:
-        CheckpointError: ``seq`` is not a history point (the nearest are named), or as
-            ``run_history``.
+        CheckpointError: ``seq`` is not a history point (the nearest are named), an anchor does
+            not decode, or as ``run_history``.
     """
-    timeline = await load_timeline(store, run_id, journal=journal)
+    timeline = await load_timeline(store, run_id, journal=journal, at=seq)
     return timeline.fold_at(seq)[0]
 
 
 async def load_timeline(
-    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None
+    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None, at: int | None = None
 ) -> RunTimeline:
     """Read a run's anchors and journal events and list its points (see the module docstring).
+
+    Args:
+        at: only what a fold to the point ``at`` needs: the anchors from the one at or below
+            it, the events above that one. A seq that is no point there gets the whole history
+            read, so that the error names the nearest points of all.
 
     Raises:
         CheckpointError: as ``run_history``.
     """
-    anchors = await _anchors(store, run_id)
+    anchors, values = await _anchors(store, run_id)
+    first = 0
+    if at is not None:
+        first = max(bisect_right([a.watermark for a in anchors], at) - 1, 0)
     opened = journal is None
-    source = _journal_for(anchors[-1].snapshot) if journal is None else journal
+    source = _journal_for(run_id, anchors[-1].journal_ref) if journal is None else journal
     try:
-        events = await source.read_from(tail_read_from(anchors[0].snapshot))
+        events = await source.read_from(min(a.read_from for a in anchors[first:]))
     finally:
         if opened:
             await source.close()
     mine = tuple(event for event in events if event.run_id == run_id)
-    return RunTimeline(
-        run_id=run_id, anchors=anchors, events=mine, points=tuple(_points(anchors, mine))
+    timeline = RunTimeline(
+        run_id=run_id,
+        anchors=anchors,
+        values=values,
+        events=mine,
+        points=tuple(_points(anchors[first:], mine)),
     )
+    if at is not None and first and at not in {p.seq for p in timeline.points}:
+        return await load_timeline(store, run_id, journal=journal)
+    return timeline
 
 
-def _journal_for(snapshot: CheckpointSnapshot) -> RunJournal:
-    """The journal ``snapshot`` names (``journalRef``): a JSONL file is opened from its path.
+def _journal_for(run_id: str, ref: Mapping[str, Any] | None) -> RunJournal:
+    """The journal a run's snapshots name (``journalRef``): a JSONL file, opened by its path.
 
     Raises:
-        CheckpointError: the snapshot names no journal, or one this function cannot open.
+        CheckpointError: the snapshots name no journal, or one this function cannot open.
     """
-    ref = snapshot.journal_ref
     if ref is not None and ref.get("kind") == "JsonlRunJournal" and ref.get("path"):
         return JsonlRunJournal(str(ref["path"]), flush_interval_ms=0)
     raise CheckpointError(
-        f"run {snapshot.run_id!r} names journal {ref!r}, which cannot be opened here: pass journal="
+        f"run {run_id!r} names journal {ref!r}, which cannot be opened here: pass journal="
     )
 
 
-async def _anchors(store: MemoryStore, run_id: str) -> tuple[_Anchor, ...]:
+async def _anchors(
+    store: MemoryStore, run_id: str
+) -> tuple[tuple[AnchorSummary, ...], dict[str, str]]:
     prefix = history_prefix(run_id)
-    found = []
+    found: list[AnchorSummary] = []
+    values: dict[str, str] = {}
     for entry in await store.list():
         if not entry.key.startswith(prefix):
             continue
-        snapshot = adopt_journal_fields(decode(entry.value, key=entry.key))
-        if snapshot.run_id != run_id:
-            raise CheckpointError(
-                f"history anchor {entry.key!r} holds run {snapshot.run_id!r}, not {run_id!r}"
-            )
-        boundary = (entry.metadata or {}).get("boundary")
-        found.append(_Anchor(snapshot=snapshot, boundary=str(boundary or "snapshot")))
+        values[entry.key] = entry.value
+        found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
     if not found:
         raise CheckpointError(
             f"run {run_id!r} has no history in this store: only a run saved journal-first "
             "(a durable journal) keeps one"
         )
-    found.sort(key=lambda anchor: anchor.snapshot.journal_watermark_seq or 0)
-    return tuple(found)
+    found.sort(key=lambda anchor: anchor.watermark)
+    return tuple(found), values
 
 
-def _points(anchors: tuple[_Anchor, ...], events: tuple[JournalEvent, ...]) -> list[HistoryPoint]:
+def _summary(
+    key: str, value: str, metadata: Mapping[str, Any] | None, run_id: str
+) -> AnchorSummary:
+    raw = (metadata or {}).get(SUMMARY)
+    if isinstance(raw, dict):
+        try:
+            return AnchorSummary.from_json(key, raw)
+        except (KeyError, TypeError, ValueError):
+            pass  # a store that mangled the metadata: the snapshot itself says the same
+    snapshot = adopt_journal_fields(decode(value, key=key))
+    if snapshot.run_id != run_id:
+        raise CheckpointError(f"history anchor {key!r} holds run {snapshot.run_id!r}")
+    boundary = str((metadata or {}).get("boundary") or "snapshot")
+    return replace(summarize(snapshot, boundary), key=key)
+
+
+def _points(
+    anchors: tuple[AnchorSummary, ...], events: tuple[JournalEvent, ...]
+) -> list[HistoryPoint]:
     points: list[HistoryPoint] = []
     position = 0
     for index, anchor in enumerate(anchors):
-        snapshot = anchor.snapshot
-        mark = snapshot.journal_watermark_seq or 0
         points.append(_anchor_point(anchor))
-        end = (
-            anchors[index + 1].snapshot.journal_watermark_seq or 0
-            if index + 1 < len(anchors)
-            else None
-        )
-        turns = {(e.task_id, e.assignee): e.state.turns for e in snapshot.in_flight}
-        names = {p.call.id: p.call.name for e in snapshot.in_flight for p in e.state.pending}
-        while position < len(events) and events[position].seq <= mark:
+        end = anchors[index + 1].watermark if index + 1 < len(anchors) else None
+        turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
+        names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
+        while position < len(events) and events[position].seq <= anchor.watermark:
             position += 1
         while position < len(events) and (end is None or events[position].seq < end):
             event = events[position]
             position += 1
-            key = (event.task_id or "", event.agent_name or "")
-            if key in turns:
+            if (event.task_id or "", event.agent_name or "") in turns:
                 point = _event_point(event, turns, names)
                 if point is not None:
                     points.append(point)
     return points
 
 
-def _anchor_point(anchor: _Anchor) -> HistoryPoint:
-    snapshot = anchor.snapshot
-    done = sum(task.status == "completed" for task in snapshot.tasks)
-    running = (
-        ", ".join(f"{e.task_id} turn {e.state.turns}" for e in snapshot.in_flight)
-        or "no task running"
-    )
+def _anchor_point(anchor: AnchorSummary) -> HistoryPoint:
+    running = ", ".join(f"{e.task_id} turn {e.turns}" for e in anchor.in_flight)
     return HistoryPoint(
-        seq=snapshot.journal_watermark_seq or 0,
-        attempt=snapshot.attempt,
+        seq=anchor.watermark,
+        attempt=anchor.attempt,
         boundary=anchor.boundary,
-        task_id=snapshot.in_flight[0].task_id if len(snapshot.in_flight) == 1 else None,
-        at=from_iso(snapshot.created_at),
+        task_id=anchor.in_flight[0].task_id if len(anchor.in_flight) == 1 else None,
+        at=from_iso(anchor.created_at),
         label=(
-            f"{anchor.boundary} (snapshot): {running}; {done}/{len(snapshot.tasks)} tasks "
-            f"completed, {snapshot.status}"
+            f"{anchor.boundary} (snapshot): {running or 'no task running'}; "
+            f"{anchor.completed}/{anchor.tasks} tasks completed, {anchor.status}"
         ),
     )
 

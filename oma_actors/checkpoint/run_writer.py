@@ -30,7 +30,7 @@ state is saved by making those events durable (``CheckpointSaved.mode == "journa
 other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
 fenced writer (a run with a lease) refuses the journal path: an append to a journal file cannot
 carry the fence, so every boundary of a leased run stays a fenced snapshot (D11). Each
-compaction also keeps a copy under ``history_key`` (D17): the anchors ``run_history`` and
+compaction also keeps a copy, its history anchor (``anchors``, D17), which ``run_history`` and
 ``state_at`` fold the journal from.
 """
 
@@ -41,12 +41,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from oma_actors.checkpoint.anchors import anchor_put
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
-from oma_actors.keyspace import history_key
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -318,14 +318,11 @@ class RunWriter:
         self._last_size = len(text)
         try:
             if anchor is not None:
-                # A journal-first compaction overwrites the run's latest snapshot, and the
-                # journal alone cannot rebuild what it held (task states, shared memory): the
-                # copy is the anchor its history folds from (D17). Written first, so a
-                # history never names a point whose anchor is missing.
-                put = self._checkpoint.put(text, snapshot)
-                key = history_key(snapshot.run_id, snapshot.journal_watermark_seq or 0)
-                metadata = {**(put.metadata or {}), "boundary": anchor}
-                await self._checkpoint.store.set(key, put.value, metadata)
+                # A journal-first compaction overwrites the run's latest snapshot and the journal
+                # alone cannot rebuild what it held: the copy is the anchor its history folds
+                # from (D17). Written first, so a history never names a missing anchor.
+                put = anchor_put(self._checkpoint, text, snapshot, anchor)
+                await self._checkpoint.store.set(put.key, put.value, put.metadata)
             if self._fence is None:
                 await self._checkpoint.write_encoded(text, snapshot)
             elif not await self._write_fenced(self._fence, text, snapshot):
