@@ -10,6 +10,8 @@
     ├── CheckpointError           a checkpoint value is invalid
     │   ├── UnsupportedSchemaError
     │   ├── RunIdMismatchError
+    │   ├── NoHistoryError        a run keeps no history (not journal-first, D17)
+    │   ├── NotAHistoryPointError a fork or state_at seq that is no history point (D17)
     │   └── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
     ├── DurableApprovalError      approval ledger failures, carrying a code
     ├── LeaseError                a run record refused a command (lease held or lost, ...)
@@ -76,6 +78,31 @@ class CorruptStoreError(StoreError):
 
 class CheckpointError(OmaError):
     """A stored checkpoint value is invalid."""
+
+
+class NoHistoryError(CheckpointError):
+    """A run keeps no history in this store: unknown, or not saved journal-first (D17)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} has no history in this store: only a run saved journal-first "
+            "(a durable journal) keeps one"
+        )
+        self.run_id = run_id
+
+
+class NotAHistoryPointError(CheckpointError):
+    """A seq that is no history point of the run; ``nearest`` are the points around it."""
+
+    def __init__(self, run_id: str, seq: int, nearest: Sequence[int]) -> None:
+        near = " and ".join(str(s) for s in nearest) or "none"
+        super().__init__(
+            f"seq {seq} is not a history point of run {run_id!r}; the nearest points are "
+            f"{near} (see run_history)"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.nearest = tuple(nearest)
 
 
 class UnsupportedSchemaError(CheckpointError):

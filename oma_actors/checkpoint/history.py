@@ -30,7 +30,7 @@ from oma_actors.checkpoint.codec import decode
 from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail, tail_read_from
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.clock import from_iso
-from oma_actors.errors import CheckpointError
+from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
 from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.keyspace import history_prefix
@@ -87,17 +87,13 @@ class RunTimeline:
         """The point at ``seq``.
 
         Raises:
-            CheckpointError: ``seq`` is not a point; the message names the nearest ones.
+            NotAHistoryPointError: ``seq`` is not a point; it names the nearest ones.
         """
         seqs = [point.seq for point in self.points]
         index = bisect_right(seqs, seq)
         if index and seqs[index - 1] == seq:
             return self.points[index - 1]
-        near = [str(s) for s in seqs[max(index - 1, 0) : index + 1]]
-        raise CheckpointError(
-            f"seq {seq} is not a history point of run {self.run_id!r}; the nearest points are "
-            f"{' and '.join(near) if near else 'none'} (see run_history)"
-        )
+        raise NotAHistoryPointError(self.run_id, seq, seqs[max(index - 1, 0) : index + 1])
 
     def fold_at(self, seq: int) -> tuple[CheckpointSnapshot, tuple[StartedCall, ...]]:
         """The state at the point ``seq``, and the calls its fold shows as started.
@@ -134,8 +130,8 @@ async def run_history(
         journal: the run's journal; ``None``: the one its snapshots name (``journalRef``).
 
     Raises:
-        CheckpointError: the run has no anchors (unknown, or not run journal-first), or its
-            journal cannot be opened.
+        NoHistoryError: the run has no anchors (unknown, or not run journal-first).
+        CheckpointError: its journal cannot be opened.
     """
     return list((await load_timeline(store, run_id, journal=journal)).points)
 
@@ -218,10 +214,7 @@ async def _anchors(
         values[entry.key] = entry.value
         found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
     if not found:
-        raise CheckpointError(
-            f"run {run_id!r} has no history in this store: only a run saved journal-first "
-            "(a durable journal) keeps one"
-        )
+        raise NoHistoryError(run_id)
     found.sort(key=lambda anchor: anchor.watermark)
     return tuple(found), values
 
