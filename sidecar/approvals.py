@@ -7,6 +7,7 @@ check ``sha256(canonical_json) == request_hash`` and render exactly what gets ap
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -94,6 +95,9 @@ class ApprovalDesk:
                         display_name=decision.reviewer.display_name or "",
                     ),
                     decided_at=timestamp(decision.decided_at),
+                    edited_input_json=""
+                    if decision.edited_input is None
+                    else json.dumps(decision.edited_input, sort_keys=True),
                 )
             )
         return approval
@@ -148,6 +152,7 @@ class ApprovalDesk:
             raise InvalidArgument("reviewer.id", "is required")
         if request.resume not in pb.DecideApprovalRequest.ResumePolicy.values():
             raise InvalidArgument("resume", f"unknown value {request.resume}")
+        edited = _edited_input(request.edited_input_json)
         existing, store = await self._find(request.id)
         reviewer = Reviewer(request.reviewer.id, request.reviewer.display_name or None)
         decided = await module.decide_approval(
@@ -156,6 +161,7 @@ class ApprovalDesk:
             request_hash=request.request_hash,
             decision=decision,
             reviewer=reviewer,
+            edited_input=edited,
         )
         response = pb.DecideApprovalResponse(
             approval=self.message(decided), recorded=existing.decision is None
@@ -183,6 +189,19 @@ class ApprovalDesk:
         except FailedPrecondition:
             return None  # restored concurrently by another decision
         return self._registry.run_message(restored, full=False)
+
+
+def _edited_input(text: str) -> dict[str, Any] | None:
+    """``edited_input_json`` as an object (``None`` when empty), or refused."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument("edited_input_json", f"is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("edited_input_json", "must be a JSON object")
+    return value
 
 
 def _offset(token: str) -> int:

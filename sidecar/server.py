@@ -29,6 +29,7 @@ from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_STORE
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
+from sidecar.forks import RunForks
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
 from sidecar.owner import check_owner_id, default_owner_id
@@ -271,6 +272,7 @@ class Sidecar:
                 registry=registry,
                 deleter=deleter,
                 timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
+                forks=RunForks(registry=registry, stores=stores, journals=journals),
                 heartbeat_s=heartbeat,
             ),
             server,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from sidecar.approvals import ApprovalDesk
     from sidecar.execution import RunExecutor
+    from sidecar.forks import RunForks
     from sidecar.host_calls import HostSession
     from sidecar.retention import RunDeleter
     from sidecar.run_log import RunLog
@@ -75,6 +76,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         registry: RunRegistry,
         deleter: RunDeleter,
         timelines: RunTimelines,
+        forks: RunForks,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
     ) -> None:
@@ -82,6 +84,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         self._registry = registry
         self._deleter = deleter
         self._timelines = timelines
+        self._forks = forks
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
         self._journal = JournalWatch(
@@ -147,6 +150,16 @@ class RunServicer(pb_grpc.RunServiceServicer):
         self, request: pb.GetRunTimelineRequest, context: Any
     ) -> pb.GetRunTimelineResponse:
         return await self._timelines.get(request)
+
+    @unary
+    async def GetRunHistory(
+        self, request: pb.GetRunHistoryRequest, context: Any
+    ) -> pb.GetRunHistoryResponse:
+        return await self._forks.history(request)
+
+    @unary
+    async def ForkRun(self, request: pb.ForkRunRequest, context: Any) -> pb.ForkRunResponse:
+        return await self._forks.fork(request)
 
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any

@@ -119,6 +119,8 @@ async def fork_run(
 async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
     if await store.get(checkpoint_key(child_id)) is not None:
         raise CheckpointError(f"run {child_id!r} already exists: a fork never overwrites a run")
+    if is_conditional_store(store):
+        return  # the write itself checks (``apply``), without scanning every key here
     prefix = history_prefix(child_id)
     if any(entry.key.startswith(prefix) for entry in await store.list()):
         raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
