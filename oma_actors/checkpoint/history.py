@@ -2,7 +2,7 @@
 
 Journal-first (D10) saves a per-turn boundary by its journal events alone and writes the whole
 snapshot only at compaction points; each compaction also keeps a copy, the run's **anchors**
-(``history_key``). So every boundary of every attempt can be rebuilt: the anchor at or below it,
+(``checkpoint.anchors``). So every boundary of every attempt can be rebuilt: the anchor at or below it,
 folded with the run's journal events up to it by the very fold a restore runs (``fold_tail``).
 
 The points, oldest first:
@@ -16,6 +16,9 @@ The points, oldest first:
 A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
 journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state
 is the one before it (a fold of ``tool/call`` changes nothing).
+
+The journal is the one passed, or the one the anchors name (``_journal_for``: a JSONL path from
+``journalRef``); a database journal needs ``journal=`` until one resolver opens every kind.
 """
 
 from __future__ import annotations
