@@ -65,6 +65,10 @@ async def test_history_then_fork_then_restore_the_child(tmp_path: Path) -> None:
         child_points = await history(client, "h-1-fork")
         assert child_points[0].seq == at.seq
         assert child_points[0].boundary == "fork"
+        # DeleteRun removes a run's history anchors with its checkpoint.
+        await client.delete_run("h-1")
+    assert "__oma_history__/h-1/" not in (tmp_path / "state.json").read_text()
+    assert "__oma_history__/h-1-fork/" in (tmp_path / "state.json").read_text()
 
 
 async def test_bad_forks_are_refused_with_their_reasons(tmp_path: Path) -> None:
