@@ -10,7 +10,8 @@ stored JSON, less ``history_support.IGNORED_ROOT`` and the ``dispatched`` marks 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ import pytest
 from history_support import Effects, Workspace, comparable, make_team, run_journal_first
 
 from oma_actors import CheckpointError, InMemoryStore, run_history, state_at
+from oma_actors.checkpoint import Checkpoint, decode, encode
 from oma_actors.checkpoint.history import _journal_for, load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
-from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
 from oma_actors.journal import InMemoryRunJournal
 
 
@@ -139,3 +141,26 @@ def test_a_journal_that_cannot_be_opened_is_named() -> None:
         _journal_for("r1", {"kind": "Elsewhere", "path": "x"})
     with pytest.raises(CheckpointError, match="None"):
         _journal_for("r1", None)
+
+
+@pytest.mark.parametrize(
+    ("origin", "problem"),
+    [
+        ("r0", "forkedFrom is not an object"),
+        ({"runId": "", "seq": 3}, "forkedFrom.runId"),
+        ({"runId": "r0", "seq": -1}, "forkedFrom.seq"),
+        ({"runId": "r0"}, "forkedFrom.seq"),
+    ],
+)
+async def test_a_malformed_forked_from_is_refused_on_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, origin: object, problem: str
+) -> None:
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    latest = await Checkpoint(space.store(), run_id="r1").load_latest()
+    assert latest is not None
+    raw = json.loads(encode(replace(latest, forked_from=ForkedFrom(run_id="r0", seq=3))))
+    assert decode(json.dumps(raw), key="k").forked_from == ForkedFrom(run_id="r0", seq=3)
+    raw["forkedFrom"] = origin
+    with pytest.raises(CheckpointError, match=problem):
+        decode(json.dumps(raw), key="k")
