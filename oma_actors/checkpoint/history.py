@@ -2,8 +2,9 @@
 
 Journal-first (D10) saves a per-turn boundary by its journal events alone and writes the whole
 snapshot only at compaction points; each compaction also keeps a copy, the run's **anchors**
-(``checkpoint.anchors``). So every boundary of every attempt can be rebuilt: the anchor at or below it,
-folded with the run's journal events up to it by the very fold a restore runs (``fold_tail``).
+(``checkpoint.anchors``). So every boundary of every attempt can be rebuilt: the anchor at or
+below it, folded with the run's journal events up to it by the fold a restore runs
+(``fold_tail``).
 
 The points, oldest first:
 
