@@ -105,6 +105,7 @@ class RunForks:
         spec = pb.StartRunRequest()
         spec.CopyFrom(parent.request)
         spec.run_id = info.run_id
+        spec.checkpoint.key = ""  # fork_run wrote the child at its run id's own key
         child = await self._registry.create(
             RunRecordV1(
                 run_id=info.run_id,
