@@ -170,25 +170,31 @@ async def load_timeline(
         CheckpointError: as ``run_history``.
     """
     anchors, values = await _anchors(store, run_id)
-    first = 0
+    first, last = 0, len(anchors)
     if at is not None:
+        # The segment holding ``at``: its anchor and the next one (which ends the segment).
         first = max(bisect_right([a.watermark for a in anchors], at) - 1, 0)
+        last = min(first + 2, len(anchors))
+    segment = anchors[first:last]
+    end = segment[-1].watermark if last < len(anchors) else None
     opened = journal is None
     source = _journal_for(run_id, anchors[-1].journal_ref) if journal is None else journal
     try:
-        events = await source.read_from(min(a.read_from for a in anchors[first:]))
+        events = await source.read_from(min(a.read_from for a in segment))
     finally:
         if opened:
             await source.close()
-    mine = tuple(event for event in events if event.run_id == run_id)
+    mine = tuple(
+        event for event in events if event.run_id == run_id and (end is None or event.seq <= end)
+    )
     timeline = RunTimeline(
         run_id=run_id,
         anchors=anchors,
         values=values,
         events=mine,
-        points=tuple(_points(anchors[first:], mine)),
+        points=tuple(_points(segment, mine)),
     )
-    if at is not None and first and at not in {p.seq for p in timeline.points}:
+    if at is not None and (first or end is not None) and at not in {p.seq for p in timeline.points}:
         return await load_timeline(store, run_id, journal=journal)
     return timeline
 
