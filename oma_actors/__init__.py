@@ -22,6 +22,8 @@ from oma_actors.checkpoint import (
     is_checkpoint_key,
 )
 from oma_actors.checkpoint.fold import Discarded, Folded, FoldResult, fold_tail, tail_read_from
+from oma_actors.checkpoint.fork import ForkInfo, fork_run
+from oma_actors.checkpoint.history import HistoryPoint, run_history, state_at
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
@@ -57,6 +59,8 @@ from oma_actors.errors import (
     JournalDamagedError,
     JournalUnavailableError,
     LeaseError,
+    NoHistoryError,
+    NotAHistoryPointError,
     OmaError,
     RunExistsError,
     RunIdMismatchError,
@@ -167,7 +171,9 @@ __all__ = [
     "FileStore",
     "FoldResult",
     "Folded",
+    "ForkInfo",
     "Gate",
+    "HistoryPoint",
     "ImageBlock",
     "InMemoryRunJournal",
     "InMemoryStore",
@@ -188,6 +194,8 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreRunStore",
     "Message",
+    "NoHistoryError",
+    "NotAHistoryPointError",
     "OmaError",
     "OpenMultiAgent",
     "PlanArtifact",
@@ -251,6 +259,7 @@ __all__ = [
     "define_tool",
     "event_loop_factory",
     "fold_tail",
+    "fork_run",
     "get_approval_record",
     "is_checkpoint_key",
     "list_checkpoints",
@@ -262,6 +271,8 @@ __all__ = [
     "read_journal_tail",
     "render_timeline_html",
     "render_timeline_text",
+    "run_history",
+    "state_at",
     "tail_read_from",
     "text_response",
     "verify_run",

@@ -12,7 +12,9 @@
     │   ├── RunIdMismatchError
     │   ├── CheckpointNotFoundError  restore() found no snapshot and was given no tasks (D12)
     │   ├── JournalUnavailableError  a durable snapshot's journal is absent and cannot be opened
-    │   └── JournalDamagedError      a durable snapshot's journal tail fails a fold check
+    │   ├── JournalDamagedError      a durable snapshot's journal tail fails a fold check
+    │   ├── NoHistoryError        a run keeps no history (not journal-first, D17)
+    │   └── NotAHistoryPointError a fork or state_at seq that is no history point (D17)
     ├── DurableApprovalError      approval ledger failures, carrying a code
     ├── LeaseError                a run record refused a command (lease held or lost, ...)
     ├── TaskGraphError            cycles, unknown dependencies, bad plans
@@ -135,6 +137,31 @@ class JournalDamagedError(CheckpointError):
         )
         self.seq = seq
         self.reason = reason
+
+
+class NoHistoryError(CheckpointError):
+    """A run keeps no history in this store: unknown, or not saved journal-first (D17)."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} has no history in this store: only a run saved journal-first "
+            "(a durable journal) keeps one"
+        )
+        self.run_id = run_id
+
+
+class NotAHistoryPointError(CheckpointError):
+    """A seq that is no history point of the run; ``nearest`` are the points around it."""
+
+    def __init__(self, run_id: str, seq: int, nearest: Sequence[int]) -> None:
+        near = " and ".join(str(s) for s in nearest) or "none"
+        super().__init__(
+            f"seq {seq} is not a history point of run {run_id!r}; the nearest points are "
+            f"{near} (see run_history)"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.nearest = tuple(nearest)
 
 
 class UnsupportedSchemaError(CheckpointError):

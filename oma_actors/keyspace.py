@@ -23,7 +23,18 @@ RUN_KEY_PREFIX = "__oma_run__/"
 SIDECAR_KEY_PREFIX = "__oma_sidecar__/"
 """The sidecar's own records (its run registry and event log)."""
 
-RESERVED_PREFIXES = (CHECKPOINT_KEY_PREFIX, APPROVAL_KEY_PREFIX, RUN_KEY_PREFIX, SIDECAR_KEY_PREFIX)
+HISTORY_KEY_PREFIX = "__oma_history__/"
+"""A journal-first run's compaction snapshots, kept as its history's anchors (decision D17):
+``__oma_history__/<runId>/<watermark, 12 digits>``. Outside the checkpoint namespace, so a
+listing of checkpoints shows each run once."""
+
+RESERVED_PREFIXES = (
+    CHECKPOINT_KEY_PREFIX,
+    APPROVAL_KEY_PREFIX,
+    RUN_KEY_PREFIX,
+    SIDECAR_KEY_PREFIX,
+    HISTORY_KEY_PREFIX,
+)
 """Every prefix the runtime owns; shared memory must never read or write under one."""
 
 
@@ -60,3 +71,16 @@ def run_record_key(run_id: str) -> str:
 def sidecar_key(kind: str, name: str) -> str:
     """A sidecar record: ``__oma_sidecar__/<kind>/<name>`` (e.g. ``run``, ``events``)."""
     return f"{SIDECAR_KEY_PREFIX}{kind}/{name}"
+
+
+def history_prefix(run_id: str) -> str:
+    """The prefix of every history anchor of ``run_id``: ``__oma_history__/<run_id>/``."""
+    return f"{HISTORY_KEY_PREFIX}{run_id}/"
+
+
+def history_key(run_id: str, watermark: int) -> str:
+    """The history anchor of ``run_id`` whose journal watermark is ``watermark``.
+
+    Zero-padded, so a store's key order is the history's order.
+    """
+    return f"{history_prefix(run_id)}{watermark:012d}"

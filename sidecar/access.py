@@ -30,6 +30,8 @@ METHOD_ROLES = MappingProxyType(
         "/oma.v1.RunService/CancelRun": RUNS,
         "/oma.v1.RunService/DeleteRun": RUNS,
         "/oma.v1.RunService/GetRunTimeline": RUNS,
+        "/oma.v1.RunService/GetRunHistory": RUNS,
+        "/oma.v1.RunService/ForkRun": RUNS,
         "/oma.v1.ApprovalService/ListApprovals": SEE_APPROVALS,
         "/oma.v1.ApprovalService/GetApproval": SEE_APPROVALS,
         "/oma.v1.ApprovalService/DecideApproval": REVIEW,

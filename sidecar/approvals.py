@@ -11,6 +11,7 @@ principal: a request naming another reviewer id is refused with PERMISSION_DENIE
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any, Literal
@@ -126,6 +127,9 @@ class ApprovalDesk:
                         display_name=decision.reviewer.display_name or "",
                     ),
                     decided_at=timestamp(decision.decided_at),
+                    edited_input_json=""
+                    if decision.edited_input is None
+                    else json.dumps(decision.edited_input, sort_keys=True),
                 )
             )
         return approval
@@ -218,6 +222,7 @@ class ApprovalDesk:
         reviewer_id = _reviewer_id(request.reviewer.id, caller)
         if request.resume not in pb.DecideApprovalRequest.ResumePolicy.values():
             raise InvalidArgument("resume", f"unknown value {request.resume}")
+        edited = _edited_input(request.edited_input_json)
         existing, store = await self._find(request.id, caller)
         reviewer = Reviewer(reviewer_id, request.reviewer.display_name or None)
         decided = await module.decide_approval(
@@ -226,6 +231,7 @@ class ApprovalDesk:
             request_hash=request.request_hash,
             decision=decision,
             reviewer=reviewer,
+            edited_input=edited,
         )
         response = pb.DecideApprovalResponse(
             approval=self.message(decided), recorded=existing.decision is None
@@ -272,6 +278,19 @@ def _reviewer_id(given: str, caller: Principal | None) -> str:
             f"reviewer.id {given!r} is not the authenticated principal {caller.principal!r}",
         )
     return caller.principal
+
+
+def _edited_input(text: str) -> dict[str, Any] | None:
+    """``edited_input_json`` as an object (``None`` when empty), or refused."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InvalidArgument("edited_input_json", f"is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument("edited_input_json", "must be a JSON object")
+    return value
 
 
 def _offset(token: str) -> int:

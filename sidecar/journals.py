@@ -198,7 +198,7 @@ class RunJournals:
             journal = await self.database(store_uri)
             if not self.enabled and not await journal.read_run(run_id):
                 return None
-            return self._sealed(journal)
+            return self.sealed(journal)
         path = self.path_of(run_id, store_uri)
         if path is None:
             return None
@@ -208,9 +208,9 @@ class RunJournals:
             await asyncio.to_thread(_create_private, path)
         except OSError as exc:
             raise JournalFileError("JOURNAL_OPEN_FAILED", path, "create", exc) from None
-        return self._sealed(JsonlRunJournal(path, flush_interval_ms=0))
+        return self.sealed(JsonlRunJournal(path, flush_interval_ms=0))
 
-    def _sealed(self, journal: RunJournal) -> RunJournal:
+    def sealed(self, journal: RunJournal) -> RunJournal:
         """``journal`` as the runs use it: sealed when the sidecar has keys."""
         return journal if self.keyring is None else EncryptingJournal(journal, self.keyring)
 
@@ -260,7 +260,7 @@ class RunJournals:
         if isinstance(where, DatabaseTail):
             events, _ = await where.read(0)
             return events or None
-        reader = self._sealed(JsonlRunJournal(where))
+        reader = self.sealed(JsonlRunJournal(where))
         try:
             found = await reader.read_from(0)
         except (JournalCorruptError, CorruptStoreError) as exc:

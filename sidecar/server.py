@@ -30,6 +30,7 @@ from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
+from sidecar.forks import RunForks
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
 from sidecar.owner import check_owner_id, default_owner_id
@@ -324,6 +325,7 @@ class Sidecar:
                 deleter=deleter,
                 timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
                 tenancy=tenancy,
+                forks=RunForks(registry=registry, stores=stores, journals=journals),
                 heartbeat_s=heartbeat,
             ),
             server,

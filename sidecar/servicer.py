@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from sidecar.approvals import ApprovalDesk
     from sidecar.execution import RunExecutor
+    from sidecar.forks import RunForks
     from sidecar.host_calls import HostSession
     from sidecar.principals import Principal
     from sidecar.record import RunRecordV1
@@ -80,6 +81,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         registry: RunRegistry,
         deleter: RunDeleter,
         timelines: RunTimelines,
+        forks: RunForks,
         tenancy: Tenancy | None = None,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
@@ -89,6 +91,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         self._registry = registry
         self._deleter = deleter
         self._timelines = timelines
+        self._forks = forks
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
         self._journal = JournalWatch(
@@ -168,6 +171,20 @@ class RunServicer(pb_grpc.RunServiceServicer):
     ) -> pb.GetRunTimelineResponse:
         await self._visible(request.run_id, context)
         return await self._timelines.get(request)
+
+    @unary
+    async def GetRunHistory(
+        self, request: pb.GetRunHistoryRequest, context: Any
+    ) -> pb.GetRunHistoryResponse:
+        convert.check_run_id(request.run_id)
+        await self._visible(request.run_id, context)  # another tenant's run: NOT_FOUND
+        return await self._forks.history(request)
+
+    @unary
+    async def ForkRun(self, request: pb.ForkRunRequest, context: Any) -> pb.ForkRunResponse:
+        convert.check_run_id(request.run_id)
+        await self._visible(request.run_id, context)  # another tenant's run: NOT_FOUND
+        return await self._forks.fork(request)
 
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any

@@ -33,6 +33,8 @@ API_NAMES = {
     # Checkpoints
     "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
     "Checkpoint", "CheckpointSnapshot",
+    # History and fork (D17)
+    "run_history", "state_at", "fork_run", "HistoryPoint", "ForkInfo",
     # Durable approvals
     "decide_approval", "get_approval_record", "DurableApprovalLedger", "ApprovalRecord", "Reviewer",
     "ApprovalRequest", "ApprovalDecision", "ToolCallRequest",
@@ -142,7 +144,16 @@ def test_signatures_match_api_md() -> None:
     ]  # fmt: skip
     assert oma_actors.TokenUsage(1, 2).output_tokens == 2
     assert params(oma_actors.decide_approval) == [
-        ("store", pos), ("request_id", kw), ("request_hash", kw), ("decision", kw), ("reviewer", kw)
+        ("store", pos), ("request_id", kw), ("request_hash", kw), ("decision", kw), ("reviewer", kw),
+        ("edited_input", kw),
+    ]  # fmt: skip
+    # API.md "Journals on every store; history and fork" (D17).
+    assert params(oma_actors.run_history) == [("store", pos), ("run_id", pos), ("journal", kw)]
+    assert params(oma_actors.state_at) == [
+        ("store", pos), ("run_id", pos), ("seq", pos), ("journal", kw)
+    ]  # fmt: skip
+    assert params(oma_actors.fork_run) == [
+        ("store", pos), ("run_id", pos), ("at_seq", kw), ("new_run_id", kw), ("journal", kw)
     ]  # fmt: skip
     assert params(oma_actors.get_approval_record) == [("store", pos), ("request_id", pos)]
     assert params(oma_actors.Reviewer) == [("id", pos), ("display_name", pos)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.agents.tool_calls import (
@@ -152,6 +152,7 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
         )
         plan = await plan_call(item, ctx.tools, tool_ctx, ctx.policy)
         outcome: ToolOutcome | None = None
+        call = item.call
         match plan:
             case Park(request=request):
                 if item.approval_request is None:
@@ -169,7 +170,10 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 outcome = answer
                 if unknown and ctx.on_unknown is not None:
                     ctx.on_unknown(item.call.id)
-            case Execute():
+            case Execute(input=edited):
+                if edited is not None:
+                    # An approval with edits: the call runs once, on the reviewer's input.
+                    call = replace(call, input=edited)
                 tool = ctx.tools.get(item.call.name)
                 if tool is not None and tool.effect == "unsafe":
                     # The dispatch record must be durable before the effect can happen.
@@ -185,7 +189,7 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             case _:
                 assert_never(plan)
         if outcome is None:
-            outcome = await execute_tool_call(item.call, ctx.tools, tool_ctx)
+            outcome = await execute_tool_call(call, ctx.tools, tool_ctx)
         async with commit_lock:
             current = with_commit(current, outcome)
             await _boundary(ctx, current, "tool_commit")

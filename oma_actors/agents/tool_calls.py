@@ -8,7 +8,7 @@ an approval request). Committed calls never reach it: they are replayed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from oma_actors.approvals import (
     create_approval_request,
@@ -34,11 +34,14 @@ if TYPE_CHECKING:
 
 OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 STALE = "APPROVAL_STALE_DECISION"
+VALIDATION = "APPROVAL_VALIDATION_ERROR"
 
 
 @dataclass(frozen=True, slots=True)
 class Execute:
-    """Run the tool."""
+    """Run the tool; with ``input``, on that input (a reviewer's edit) instead of the model's."""
+
+    input: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +98,7 @@ async def plan_call(
         if item.approval_decision.decision == "rejected":
             return Answer(error_outcome(item, f'Tool "{name}" denied by durable approval.'))
         verify_approved(item, tools, ctx)
-        return Execute()
+        return Execute(edited_input(item, tools))
     if item.approval_request is not None:
         return Park(item.approval_request)
     if policy.gate is None or tool is None:
@@ -192,6 +195,29 @@ def verify_approved(item: PendingCall, tools: Mapping[str, Tool], ctx: ToolConte
         raise DurableApprovalError(
             STALE, f"tool call {item.call.id!r} differs from the reviewed content"
         )
+
+
+def edited_input(item: PendingCall, tools: Mapping[str, Tool]) -> dict[str, Any] | None:
+    """The reviewer's edited input of an approved call, checked by the tool's schema (D17).
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` when the current tool's schema
+            refuses the edit: the call fails rather than run on the model's input.
+    """
+    decision = item.approval_decision
+    edit = None if decision is None else decision.edited_input
+    tool = tools.get(item.call.name)
+    if edit is None or tool is None:  # no tool: verify_approved refused it already
+        return edit
+    try:
+        parse_tool_input(tool.input_model, tool.name, edit)
+    except ToolInputError as exc:
+        raise DurableApprovalError(
+            VALIDATION,
+            f"the edited input approved for tool call {item.call.id!r} does not fit tool "
+            f"{tool.name!r}: {exc}",
+        ) from None
+    return edit
 
 
 async def reconcile(item: PendingCall, tool: Tool | None, ctx: ToolContext) -> Answer:

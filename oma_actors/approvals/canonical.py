@@ -85,6 +85,16 @@ def hash_approval_request(scope: str, boundary: str, content: Mapping[str, Any])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def hash_approval_edit(request_hash: str, edited_input: Mapping[str, Any]) -> str:
+    """The hash binding an edited tool input to the request it approves (decision D17).
+
+    SHA-256 hex of ``stable_json({"editedInput", "requestHash"})``: a stored edit changed after
+    the decision no longer matches it, and neither does the edit moved onto another request.
+    """
+    text = stable_json({"editedInput": edited_input, "requestHash": request_hash})
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def approval_request_id(run_id: str, scope: str, boundary: str, request_hash: str) -> str:
     """The deterministic request id (AP-09).
 

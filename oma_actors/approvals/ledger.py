@@ -8,7 +8,8 @@ lost a race is told so rather than silently overwriting (AP-16).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+import json
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from oma_actors.approvals.canonical import VALIDATION, stable_json
 from oma_actors.approvals.records import (
@@ -116,6 +117,7 @@ class DurableApprovalLedger:
         request_hash: str,
         decision: Literal["approve", "reject"],
         reviewer: Reviewer,
+        edited_input: dict[str, Any] | None = None,
     ) -> ApprovalRecord:
         """Record the first decision on a request (AP-16).
 
@@ -129,6 +131,9 @@ class DurableApprovalLedger:
             request_hash: The hash the reviewer saw.
             decision: ``"approve"`` or ``"reject"``.
             reviewer: Who decides; the id is trimmed.
+            edited_input: approve a tool call with this input instead of the model's (D17):
+                bound into the decision by its ``editHash``, stored beside the request, and
+                validated against the tool's schema when the call is about to run.
 
         Returns:
             The record carrying the decision.
@@ -148,6 +153,7 @@ class DurableApprovalLedger:
         if record is None:
             raise DurableApprovalError(NOT_FOUND, f"approval {request_id} was not found")
         request = record.request
+        edit = _checked_edit(edited_input, request, decision)
         if request_hash != request.request_hash:
             raise DurableApprovalError(
                 STALE_DECISION,
@@ -156,7 +162,7 @@ class DurableApprovalLedger:
             )
         value: Literal["approved", "rejected"] = "approved" if decision == "approve" else "rejected"
         if record.decision is not None:
-            return _repeat_or_conflict(record, value, reviewer, "already decided")
+            return _repeat_or_conflict(record, value, reviewer, "already decided", edit)
         decided = ApprovalDecision(
             request_id=request.id,
             run_id=request.run_id,
@@ -165,6 +171,7 @@ class DurableApprovalLedger:
             decision=value,
             reviewer=reviewer,
             decided_at=from_iso(to_iso(self._now())),
+            edited_input=edit,
         )
         text = record_text(request, decided)
         at = to_iso(decided.decided_at)
@@ -176,7 +183,7 @@ class DurableApprovalLedger:
         winner = await _read(self._store, request_id)
         if winner is None or winner.decision is None:
             raise DurableApprovalError(CONFLICT, f"approval {request_id} changed concurrently")
-        return _repeat_or_conflict(winner, value, reviewer, "was decided concurrently")
+        return _repeat_or_conflict(winner, value, reviewer, "was decided concurrently", edit)
 
     async def list(self, *, run_id: str | None = None) -> builtins.list[ApprovalRecord]:
         """Every approval row in store order, optionally only those of ``run_id``.
@@ -203,6 +210,7 @@ async def decide_approval(
     request_hash: str,
     decision: Literal["approve", "reject"],
     reviewer: Reviewer,
+    edited_input: dict[str, Any] | None = None,
 ) -> ApprovalRecord:
     """Record a reviewer's decision in ``store`` (``DurableApprovalLedger(store).decide``).
 
@@ -212,7 +220,11 @@ async def decide_approval(
     """
     ledger = DurableApprovalLedger(require_atomic_store(store))
     return await ledger.decide(
-        request_id=request_id, request_hash=request_hash, decision=decision, reviewer=reviewer
+        request_id=request_id,
+        request_hash=request_hash,
+        decision=decision,
+        reviewer=reviewer,
+        edited_input=edited_input,
     )
 
 
@@ -242,12 +254,43 @@ def _metadata(request: ApprovalRequest, **extra: str) -> dict[str, object]:
     }
 
 
+def _checked_edit(
+    edited_input: object, request: ApprovalRequest, decision: str
+) -> dict[str, Any] | None:
+    """``edited_input`` as canonical JSON, or refused (D17); ``None`` stays ``None``.
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` when it is not a JSON object, or
+            edits anything but the approval of a tool call.
+    """
+    if edited_input is None:
+        return None
+    if not isinstance(edited_input, dict):
+        raise DurableApprovalError(VALIDATION, "edited_input must be a JSON object (a dict)")
+    if request.scope != "tool_call" or decision != "approve":
+        raise DurableApprovalError(
+            VALIDATION,
+            f"edited_input applies only to approving a tool call; approval {request.id} is "
+            f"a {request.scope} request and the decision is {decision!r}",
+        )
+    plain: dict[str, Any] = json.loads(stable_json(edited_input))
+    return plain
+
+
 def _repeat_or_conflict(
-    record: ApprovalRecord, value: str, reviewer: Reviewer, what: str
+    record: ApprovalRecord,
+    value: str,
+    reviewer: Reviewer,
+    what: str,
+    edit: dict[str, Any] | None = None,
 ) -> ApprovalRecord:
     existing = record.decision
     assert existing is not None
-    if existing.decision == value and existing.reviewer.id == reviewer.id:
+    if (
+        existing.decision == value
+        and existing.reviewer.id == reviewer.id
+        and existing.edited_input == edit
+    ):
         return record
     raise DurableApprovalError(
         CONFLICT,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from oma_actors.approvals.canonical import (
     VALIDATION,
     approval_request_id,
+    hash_approval_edit,
     hash_approval_request,
     stable_json,
 )
@@ -105,11 +106,14 @@ def request_from_json(raw: object) -> ApprovalRequest:
 
 
 def decision_to_json(decision: ApprovalDecision) -> dict[str, Any]:
-    """The OMA JSON of a decision: ``{version: 1, requestId, ..., reviewer, decidedAt}``."""
+    """The OMA JSON of a decision: ``{version: 1, requestId, ..., reviewer, decidedAt}``.
+
+    An approval with an edited input adds ``editedInput`` and its ``editHash`` (D17).
+    """
     reviewer: dict[str, Any] = {"id": decision.reviewer.id}
     if decision.reviewer.display_name is not None:
         reviewer["displayName"] = decision.reviewer.display_name
-    return {
+    out: dict[str, Any] = {
         "version": 1,
         "requestId": decision.request_id,
         "runId": decision.run_id,
@@ -119,6 +123,11 @@ def decision_to_json(decision: ApprovalDecision) -> dict[str, Any]:
         "reviewer": reviewer,
         "decidedAt": to_iso(decision.decided_at),
     }
+    if decision.edited_input is not None:
+        # Only an edited approval has these members: every other row stays OMA's, byte for byte.
+        out["editedInput"] = decision.edited_input
+        out["editHash"] = hash_approval_edit(decision.request_hash, decision.edited_input)
+    return out
 
 
 def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -> ApprovalDecision:
@@ -160,6 +169,7 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
         decision=value,
         reviewer=check_reviewer(Reviewer(cast("str", reviewer.get("id")), display_name)),
         decided_at=_moment(raw.get("decidedAt"), f"{where} decidedAt"),
+        edited_input=_edit(raw, where, scope, value, request_hash),
     )
     if request is not None and (
         (request.id, request.run_id, request.scope, request.request_hash)
@@ -167,6 +177,31 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
     ):
         raise _integrity(f"{where} does not bind the pending request {request.id}")
     return decision
+
+
+def _edit(
+    raw: dict[str, Any], where: str, scope: object, value: object, request_hash: str
+) -> dict[str, Any] | None:
+    """The verified ``editedInput`` of a stored decision, or ``None`` when it has none (D17).
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_INTEGRITY_ERROR`` when the edit or its hash is
+            malformed, on anything but an approved tool call, or changed after the decision.
+    """
+    if "editedInput" not in raw and "editHash" not in raw:
+        return None
+    edited = raw.get("editedInput")
+    if not isinstance(edited, dict):
+        raise _integrity(f"{where} has an editHash but no editedInput object")
+    if scope != "tool_call" or value != "approved":
+        raise _integrity(f"{where} edits the input of something other than an approved tool call")
+    try:
+        plain: dict[str, Any] = json.loads(stable_json(edited))
+    except DurableApprovalError as exc:
+        raise _integrity(f"{where} editedInput is not canonical JSON ({exc})") from None
+    if raw.get("editHash") != hash_approval_edit(request_hash, plain):
+        raise _integrity(f"{where} editedInput does not match its editHash: changed after review")
+    return plain
 
 
 def check_reviewer(reviewer: object) -> Reviewer:

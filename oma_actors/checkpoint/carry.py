@@ -13,6 +13,10 @@ A known member we leave out when it holds its default (``loopWarned: false``, ``
 copied too when the source spelled that very default out, so even its presence is kept. A known
 member the source holds with another value is never copied: our typed state is the truth.
 
+``forkedFrom`` (decision D17) is modelled (``forked_from``) yet deliberately left out of
+``ROOT``: a run's later snapshots are built afresh from its live state, and its origin never
+changes, so a forked run keeps it through every re-save by carrying it from its source.
+
 Members deliberately not carried: v5's journal fields (``journalWatermarkSeq``, ``journalRef``,
 an in-flight entry's ``journalSeq`` and ``conversationLineage``), because we write v4 and a
 lineage describes a conversation we may have changed since. Members inside messages and content
@@ -75,7 +79,16 @@ REQUEST = _shape(
     "version", "id", "runId", "scope", "boundary", "requestHash", "requestedAt", "reason", "content"
 )
 DECISION = _shape(
-    "version", "requestId", "runId", "scope", "requestHash", "decision", "reviewer", "decidedAt"
+    "version",
+    "requestId",
+    "runId",
+    "scope",
+    "requestHash",
+    "decision",
+    "reviewer",
+    "decidedAt",
+    "editedInput",
+    "editHash",
 )
 
 

@@ -26,6 +26,7 @@ from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
     CheckpointSnapshot,
     CompletedTask,
+    ForkedFrom,
     InFlightTask,
     RunIdentity,
 )
@@ -106,6 +107,9 @@ def to_json_object(
         out["planningTokenUsage"] = usage_to_json(snapshot.planning_usage)
     if snapshot.announced is not None:
         out["announcedTaskIds"] = list(snapshot.announced)
+    if snapshot.forked_from is not None:
+        origin = snapshot.forked_from
+        out["forkedFrom"] = {"runId": origin.run_id, "seq": origin.seq}
     carry_snapshot(out, snapshot.source)
     return out
 
@@ -269,6 +273,11 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
             else None
         ),
         plan=queue_plan_from_json(raw["queue"]),
+        forked_from=(
+            ForkedFrom(run_id=raw["forkedFrom"]["runId"], seq=raw["forkedFrom"]["seq"])
+            if "forkedFrom" in raw
+            else None
+        ),
         raw=raw,
         source=raw,
     )

@@ -32,7 +32,9 @@ fenced writer (a run with a lease) takes the journal path only when its appends 
 fence (D15): a database journal in the database of the run record appends each batch in one
 transaction with the record check, so after a takeover no event of the old owner lands, and a
 refused append is ``Fenced`` like a refused snapshot. An append to a journal file cannot carry
-the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11).
+the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11). Each
+compaction also keeps a copy, its history anchor (``anchors``, D17), which ``run_history`` and
+``state_at`` fold the journal from.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from oma_actors.checkpoint.anchors import anchor_put
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
@@ -317,20 +320,28 @@ class RunWriter:
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
         snapshot = await journal.vouch(snapshot)
-        outcome = await self._store(snapshot)
+        outcome = await self._store(snapshot, anchor=boundary)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)
         else:
             journal.lost()
         return outcome, "snapshot"
 
-    async def _store(self, snapshot: CheckpointSnapshot) -> SaveOutcome:
+    async def _store(
+        self, snapshot: CheckpointSnapshot, *, anchor: Boundary | None = None
+    ) -> SaveOutcome:
         try:
             text = encode(snapshot, self._cache)
         except CheckpointError as exc:
             return NotSaved(str(exc))
         self._last_size = len(text)
         try:
+            if anchor is not None:
+                # A journal-first compaction overwrites the run's latest snapshot and the journal
+                # alone cannot rebuild what it held: the copy is the anchor its history folds
+                # from (D17). Written first, so a history never names a missing anchor.
+                put = anchor_put(self._checkpoint, text, snapshot, anchor)
+                await self._checkpoint.store.set(put.key, put.value, put.metadata)
             if self._fence is None:
                 await self._checkpoint.write_encoded(text, snapshot)
             elif not await self._write_fenced(self._fence, text, snapshot):

@@ -40,6 +40,17 @@ class RunIdentity:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ForkedFrom:
+    """Where a forked run started (decision D17): its parent and the parent's history point.
+
+    Written as ``forkedFrom: {"runId", "seq"}``; a run that was not forked has none.
+    """
+
+    run_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompletedTask:
     """A completed task's output and, when it could be stored, its full result (CK-09, CK-10)."""
 
@@ -105,6 +116,8 @@ class CheckpointSnapshot:
             restore without a journal is a v4 restore, JR-11); ``adopt_journal_fields`` reads
             the v5 members of ``source`` into the typed fields.
         journal_ref: OMA's ``journalRef`` (the journal's ``describe()``; informational).
+        forked_from: the parent run and history point this run was forked from (our field,
+            decision D17; ``None`` for a run that was not forked).
     """
 
     version: int
@@ -130,6 +143,7 @@ class CheckpointSnapshot:
     plan: QueuePlan = field(default_factory=QueuePlan)
     journal_watermark_seq: int | None = None
     journal_ref: dict[str, Any] | None = None
+    forked_from: ForkedFrom | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 

@@ -89,6 +89,21 @@ def problem(raw: Any) -> str | None:
             and isinstance(ref.get("path", ""), str)
         ):
             return "journalRef must be an object with a string kind and an optional string path"
+    return _forked_from_problem(raw)
+
+
+def _forked_from_problem(raw: dict[str, Any]) -> str | None:
+    """Our ``forkedFrom`` (decision D17): ``{"runId": non-empty string, "seq": int >= 0}``."""
+    if "forkedFrom" not in raw:
+        return None
+    origin = raw["forkedFrom"]
+    if not isinstance(origin, dict):
+        return "forkedFrom is not an object"
+    run_id = origin.get("runId")
+    if not isinstance(run_id, str) or not run_id:
+        return "forkedFrom.runId is not a non-empty string"
+    if not _is_int(origin.get("seq")):
+        return "forkedFrom.seq is not a non-negative integer"
     return None
 
 

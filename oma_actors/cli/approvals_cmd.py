@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="request_hash",
         required=True,
         help="the request hash you reviewed, as printed by `show`",
+    )
+    decide.add_argument(
+        "--edit-input",
+        metavar="JSON",
+        help="approve a tool call with this input (a JSON object) instead of the model's",
     )
 
 
@@ -205,6 +211,7 @@ def _as_json(record: ApprovalRecord) -> dict[str, Any]:
                 "display_name": decision.reviewer.display_name,
             },
             "decided_at": _when(decision.decided_at),
+            "edited_input": decision.edited_input,
         },
     }
 
@@ -234,6 +241,9 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
     _say(console, "hashed canonical JSON (exact text, one line):")
     _say(console, approval_hash_input(request.scope, request.boundary, request.content))
     _say(console, "request hash: ", request.request_hash)
+    if record.decision is not None and record.decision.edited_input is not None:
+        _say(console, "approved with this input instead (editedInput):")
+        console.print_json(data=record.decision.edited_input)
     if record.decision is None:
         _say(
             console,
@@ -261,11 +271,19 @@ def _tool_lines(content: dict[str, Any]) -> list[tuple[str, str | None]]:
 
 
 async def _decide(ledger: DurableApprovalLedger, args: argparse.Namespace, console: Console) -> int:
+    edited = None
+    if args.edit_input is not None:
+        try:
+            edited = json.loads(args.edit_input)
+        except ValueError as exc:
+            print(f"oma approvals: --edit-input is not JSON: {exc}", file=sys.stderr)
+            return 2
     record = await ledger.decide(
         request_id=args.request_id,
         request_hash=args.request_hash,
         decision=args.decision,
         reviewer=Reviewer(args.reviewer, args.reviewer_name),
+        edited_input=edited,
     )
     _say(console, f"{record.request.id}: ", _status(record.decision))
     return 0

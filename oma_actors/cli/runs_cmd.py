@@ -1,5 +1,7 @@
 """``oma runs list|show``: every run in a store; one run's timeline in the terminal or a page.
 
+(``history``, ``fork``, ``cancel`` and ``delete`` live in ``history_cmd``.)
+
 The checkpoint says where a run can continue; the run record (when runs are owned through a run
 store) says who may advance it. An operator deciding whether to restore, wait for a lease or
 cancel needs both on one line. ``runs show`` draws one run's timeline (``build_timeline``) from
@@ -25,6 +27,7 @@ from oma_actors import (
     render_timeline_html,
     render_timeline_text,
 )
+from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
@@ -72,6 +75,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     show.add_argument("--no-journal", action="store_true", help="draw the stored snapshot alone")
     show.add_argument("--html", metavar="OUT", help="also write the timeline as an HTML page")
+    show.add_argument(
+        "--json", action="store_true", help="print the timeline model (and fork lineage) as JSON"
+    )
+    history_cmd.add_actions(actions)
 
 
 async def run(args: argparse.Namespace, console: Console) -> int:
@@ -85,6 +92,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         raise CommandFailed(f"no store file at {missing}")
     if args.action == "show":
         return await _show(args, console)
+    if args.action in history_cmd.ACTIONS:
+        return await history_cmd.run(args, console)
     async with reading(args.store) as store:
         checkpoints = await list_checkpoints(store)
         records = await list_runs(store)
@@ -116,6 +125,14 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         finally:
             await journal.close()
     timeline = build_timeline(view.snapshot, events)
+    origin = view.snapshot.forked_from
+    lineage = None if origin is None else {"run_id": origin.run_id, "seq": origin.seq}
+    if args.json:
+        model = {"forked_from": lineage, **asdict(timeline)}
+        console.out(json.dumps(model, indent=2, default=str), highlight=False)
+        return 0
+    if origin is not None:
+        console.out(f"forked from run {origin.run_id} at seq {origin.seq}", highlight=False)
     console.print(render_timeline_text(timeline))
     if view.note is not None and not view.ok:
         console.print(view.note, style="yellow", markup=False)

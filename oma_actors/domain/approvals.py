@@ -40,7 +40,12 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalDecision:
-    """A recorded decision on an approval request (first decision wins; immutable)."""
+    """A recorded decision on an approval request (first decision wins; immutable).
+
+    ``edited_input``: an approval of a tool call with the reviewer's input instead of the
+    model's (decision D17's "approve with edits"); ``None`` for every other decision, whose
+    stored form stays OMA's.
+    """
 
     request_id: str
     run_id: str
@@ -49,3 +54,4 @@ class ApprovalDecision:
     decision: DecisionValue
     reviewer: Reviewer
     decided_at: datetime
+    edited_input: dict[str, Any] | None = None

@@ -44,7 +44,11 @@ def test_demo_crashes_a_child_and_restores_it(tmp_path: Path) -> None:
     assert "attempt 2, status ok" in text
     assert (out / "brief.md").exists()
     state = json.loads((out / "state.json").read_text())
-    [entry] = state["entries"]
+    # The checkpoint, and the journal-first run's history anchors (D17) beside it.
+    [entry] = [e for e in state["entries"] if e["key"].startswith("__oma_checkpoint__/")]
+    assert all(
+        e["key"].startswith("__oma_history__/demo-run/") for e in state["entries"] if e is not entry
+    )
     snapshot = json.loads(entry["value"])
     assert snapshot["identity"]["attempt"] == 2
     assert all(task["status"] == "completed" for task in snapshot["queue"]["tasks"])

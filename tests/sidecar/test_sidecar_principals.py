@@ -180,6 +180,20 @@ async def case_timeline(c: dict[str, SidecarClient], approval: pb.Approval) -> N
     await not_found(bob.runs.GetRunTimeline(request, metadata=bob.metadata))
 
 
+async def case_history(c: dict[str, SidecarClient], approval: pb.Approval) -> None:
+    bob = c["bob"]
+    request = pb.GetRunHistoryRequest(run_id=RUN)
+    await not_found(bob.runs.GetRunHistory(request, metadata=bob.metadata))
+
+
+async def case_fork(c: dict[str, SidecarClient], approval: pb.Approval) -> None:
+    bob = c["bob"]
+    request = pb.ForkRunRequest(run_id=RUN, at_seq=1, new_run_id="bob-fork")
+    await not_found(bob.runs.ForkRun(request, metadata=bob.metadata))
+    # Nothing was created: a child would belong to the parent's tenant, so alice would see it.
+    assert "bob-fork" not in {run.run_id for run in await c["alice"].list_runs()}
+
+
 async def case_list_approvals(c: dict[str, SidecarClient], approval: pb.Approval) -> None:
     await not_found(c["bob"].list_approvals(RUN))
     assert await c["bob"].list_approvals() == []
@@ -259,6 +273,8 @@ CASES: dict[str, Callable[[dict[str, SidecarClient], pb.Approval], Awaitable[Non
     "/oma.v1.RunService/CancelRun": case_cancel,
     "/oma.v1.RunService/DeleteRun": case_delete,
     "/oma.v1.RunService/GetRunTimeline": case_timeline,
+    "/oma.v1.RunService/GetRunHistory": case_history,
+    "/oma.v1.RunService/ForkRun": case_fork,
     "/oma.v1.ApprovalService/ListApprovals": case_list_approvals,
     "/oma.v1.ApprovalService/GetApproval": case_get_approval,
     "/oma.v1.ApprovalService/DecideApproval": case_decide,

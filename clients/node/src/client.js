@@ -193,6 +193,29 @@ export class SidecarClient {
     return { ...response, timeline: JSON.parse(response.timeline_json) };
   }
 
+  /**
+   * Every restorable point of a journal-first run, oldest first: `[{ seq, attempt, boundary,
+   * task_id, at, label }]` (decision D17). FAILED_PRECONDITION/NO_HISTORY for a run that keeps
+   * no history.
+   */
+  async getRunHistory(runId) {
+    const response = await this.#unary(this.runs, "GetRunHistory", { run_id: runId });
+    return response.points;
+  }
+
+  /**
+   * Start run `newRunId` at the history point `atSeq` of `runId`, without re-running effects;
+   * the child is registered INTERRUPTED: continue it with restoreRun(newRunId). Returns
+   * `{ run_id, parent_run_id, parent_seq, run }`.
+   */
+  forkRun(runId, { atSeq, newRunId }) {
+    return this.#unary(this.runs, "ForkRun", {
+      run_id: runId,
+      at_seq: atSeq,
+      new_run_id: newRunId,
+    });
+  }
+
   listApprovals(runId = "", states = []) {
     return this.#unary(this.approvals, "ListApprovals", { run_id: runId, states });
   }
@@ -202,12 +225,17 @@ export class SidecarClient {
   }
 
   /** Decide on the hash of the content that was shown (approval.request_hash). */
-  decideApproval(approval, { approve, reviewer }) {
+  /**
+   * Approve or reject `approval`; `editedInput` (an object) approves a tool call with that
+   * input instead of the model's (checked by the tool's schema when the call runs).
+   */
+  decideApproval(approval, { approve, reviewer, editedInput = undefined }) {
     return this.#unary(this.approvals, "DecideApproval", {
       id: approval.id,
       request_hash: approval.request_hash,
       decision: approve ? "DECISION_APPROVE" : "DECISION_REJECT",
       reviewer: { id: reviewer },
+      edited_input_json: editedInput === undefined ? "" : JSON.stringify(editedInput),
     });
   }
 

@@ -258,6 +258,23 @@ test("node drives a run with Node tools through a sidecar kill -9 and RestoreRun
     assert.ok(html.includes(`Task ${id}`), `the page shows Task ${id}`);
   }
   assert.ok(text.split("\n").every((line) => line.length <= 80), "the text fits 80 columns");
+
+  // History and fork (D17): the run's points; a fork at its last tool commit, restored to the
+  // end, delivers no call to the host again (every call was committed at that point).
+  const points = await client.getRunHistory(runId);
+  assert.equal(points[0].boundary, "admission");
+  const commit = points.filter((point) => point.boundary === "tool_commit").at(-1);
+  assert.ok(commit, "the history holds the tool commits");
+  const forkId = `${runId}-fork`;
+  const fork = await client.forkRun(runId, { atSeq: commit.seq, newRunId: forkId });
+  assert.equal(fork.parent_seq, commit.seq);
+  assert.equal(fork.run.status, "RUN_STATUS_INTERRUPTED");
+  const delivered = host.ledger.deliveries.length;
+  await client.restoreRun(forkId);
+  const forked = await withTimeout(collect(client.watch(forkId)), 10000, "fork");
+  assert.equal(forked.at(-1).run_status.status, "RUN_STATUS_COMPLETED");
+  assert.equal(host.ledger.deliveries.length, delivered, "no call delivered again");
+
   await assert.rejects(client.getRunTimeline("no-such-run"), (error) => {
     assert.equal(error.code, grpc.status.NOT_FOUND);
     assert.equal(errorReason(error), "RUN_NOT_FOUND");

@@ -435,6 +435,56 @@ class GetRunTimelineResponse(_message.Message):
     timeline_json: str
     def __init__(self, text: _Optional[str] = ..., html: _Optional[str] = ..., timeline_json: _Optional[str] = ...) -> None: ...
 
+class GetRunHistoryRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class HistoryPoint(_message.Message):
+    __slots__ = ("seq", "attempt", "boundary", "task_id", "at", "label")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    BOUNDARY_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    attempt: int
+    boundary: str
+    task_id: str
+    at: _timestamp_pb2.Timestamp
+    label: str
+    def __init__(self, seq: _Optional[int] = ..., attempt: _Optional[int] = ..., boundary: _Optional[str] = ..., task_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., label: _Optional[str] = ...) -> None: ...
+
+class GetRunHistoryResponse(_message.Message):
+    __slots__ = ("points",)
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    points: _containers.RepeatedCompositeFieldContainer[HistoryPoint]
+    def __init__(self, points: _Optional[_Iterable[_Union[HistoryPoint, _Mapping]]] = ...) -> None: ...
+
+class ForkRunRequest(_message.Message):
+    __slots__ = ("run_id", "at_seq", "new_run_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NEW_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    at_seq: int
+    new_run_id: str
+    def __init__(self, run_id: _Optional[str] = ..., at_seq: _Optional[int] = ..., new_run_id: _Optional[str] = ...) -> None: ...
+
+class ForkRunResponse(_message.Message):
+    __slots__ = ("run_id", "parent_run_id", "parent_seq", "run")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    parent_run_id: str
+    parent_seq: int
+    run: Run
+    def __init__(self, run_id: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., parent_seq: _Optional[int] = ..., run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
 class RestoreRunRequest(_message.Message):
     __slots__ = ("run_id", "team", "coordinator")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -560,7 +610,7 @@ class Approval(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., scope: _Optional[_Union[ApprovalScope, str]] = ..., boundary: _Optional[str] = ..., request_hash: _Optional[str] = ..., canonical_json: _Optional[str] = ..., reason: _Optional[str] = ..., requested_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[ApprovalState, str]] = ..., decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ...) -> None: ...
 
 class ApprovalDecision(_message.Message):
-    __slots__ = ("request_id", "run_id", "scope", "request_hash", "decision", "reviewer", "decided_at")
+    __slots__ = ("request_id", "run_id", "scope", "request_hash", "decision", "reviewer", "decided_at", "edited_input_json")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
@@ -568,6 +618,7 @@ class ApprovalDecision(_message.Message):
     DECISION_FIELD_NUMBER: _ClassVar[int]
     REVIEWER_FIELD_NUMBER: _ClassVar[int]
     DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    EDITED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     run_id: str
     scope: ApprovalScope
@@ -575,7 +626,8 @@ class ApprovalDecision(_message.Message):
     decision: ApprovalState
     reviewer: Reviewer
     decided_at: _timestamp_pb2.Timestamp
-    def __init__(self, request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., scope: _Optional[_Union[ApprovalScope, str]] = ..., request_hash: _Optional[str] = ..., decision: _Optional[_Union[ApprovalState, str]] = ..., reviewer: _Optional[_Union[Reviewer, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    edited_input_json: str
+    def __init__(self, request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., scope: _Optional[_Union[ApprovalScope, str]] = ..., request_hash: _Optional[str] = ..., decision: _Optional[_Union[ApprovalState, str]] = ..., reviewer: _Optional[_Union[Reviewer, _Mapping]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., edited_input_json: _Optional[str] = ...) -> None: ...
 
 class Reviewer(_message.Message):
     __slots__ = ("id", "display_name")
@@ -612,7 +664,7 @@ class GetApprovalRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class DecideApprovalRequest(_message.Message):
-    __slots__ = ("id", "request_hash", "decision", "reviewer", "resume")
+    __slots__ = ("id", "request_hash", "decision", "reviewer", "resume", "edited_input_json")
     class Decision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         DECISION_UNSPECIFIED: _ClassVar[DecideApprovalRequest.Decision]
@@ -634,12 +686,14 @@ class DecideApprovalRequest(_message.Message):
     DECISION_FIELD_NUMBER: _ClassVar[int]
     REVIEWER_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
+    EDITED_INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     request_hash: str
     decision: DecideApprovalRequest.Decision
     reviewer: Reviewer
     resume: DecideApprovalRequest.ResumePolicy
-    def __init__(self, id: _Optional[str] = ..., request_hash: _Optional[str] = ..., decision: _Optional[_Union[DecideApprovalRequest.Decision, str]] = ..., reviewer: _Optional[_Union[Reviewer, _Mapping]] = ..., resume: _Optional[_Union[DecideApprovalRequest.ResumePolicy, str]] = ...) -> None: ...
+    edited_input_json: str
+    def __init__(self, id: _Optional[str] = ..., request_hash: _Optional[str] = ..., decision: _Optional[_Union[DecideApprovalRequest.Decision, str]] = ..., reviewer: _Optional[_Union[Reviewer, _Mapping]] = ..., resume: _Optional[_Union[DecideApprovalRequest.ResumePolicy, str]] = ..., edited_input_json: _Optional[str] = ...) -> None: ...
 
 class DecideApprovalResponse(_message.Message):
     __slots__ = ("approval", "recorded", "run")

@@ -79,6 +79,16 @@ class RunServiceStub:
                 request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.SerializeToString,
                 response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.FromString,
                 _registered_method=True)
+        self.GetRunHistory = channel.unary_unary(
+                '/oma.v1.RunService/GetRunHistory',
+                request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryRequest.SerializeToString,
+                response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryResponse.FromString,
+                _registered_method=True)
+        self.ForkRun = channel.unary_unary(
+                '/oma.v1.RunService/ForkRun',
+                request_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunRequest.SerializeToString,
+                response_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -169,6 +179,27 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRunHistory(self, request, context):
+        """Every restorable point of a journal-first run, oldest first (decision D17): each boundary
+        of each attempt, with a one-line label. FAILED_PRECONDITION/NO_HISTORY for a run that keeps
+        no history (not journal-first); NOT_FOUND/RUN_NOT_FOUND for an unknown run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ForkRun(self, request, context):
+        """Starts a new run at a history point of a finished, suspended or interrupted run, without
+        re-running effects: committed tool results replay, a call started but not committed there
+        is never run again. Writes only the child (registered, INTERRUPTED: RestoreRun continues
+        it); the parent is untouched and no model is called. A seq that is no history point is
+        FAILED_PRECONDITION/NOT_A_HISTORY_POINT naming the nearest; an existing new_run_id
+        ALREADY_EXISTS.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -211,6 +242,16 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.GetRunTimeline,
                     request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.FromString,
                     response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.SerializeToString,
+            ),
+            'GetRunHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunHistory,
+                    request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryRequest.FromString,
+                    response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryResponse.SerializeToString,
+            ),
+            'ForkRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkRun,
+                    request_deserializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunRequest.FromString,
+                    response_serializer=sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +475,60 @@ class RunService:
             '/oma.v1.RunService/GetRunTimeline',
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineRequest.SerializeToString,
             sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunTimelineResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oma.v1.RunService/GetRunHistory',
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryRequest.SerializeToString,
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.GetRunHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForkRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/oma.v1.RunService/ForkRun',
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunRequest.SerializeToString,
+            sidecar_dot___pb_dot_oma_dot_v1_dot_sidecar__pb2.ForkRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,176 @@
+"""D17 goals: `run_history` of a 1000-turn run; `state_at` and `fork_run` against a restore.
+
+One journal-first run (FileStore + durable JSONL journal, one tool call per turn on the scripted
+model) is made once; then each repeat measures every variant once, in an order that rotates
+between repeats, and the table reports medians:
+
+* ``restore``: what a restore reads before it runs anything: the latest snapshot
+  (``Checkpoint.load_latest``), the run's journal tail (``read_journal_tail``) and its fold
+  (``fold_tail``). This is the baseline of every ratio.
+* ``run_history``: every point of the run (goal: at most 50 ms for 1000 turns).
+* ``state_at mid`` / ``state_at last``: the state at the middle point and at the last journal
+  point (goal: at most 2x a restore).
+* ``fork_run mid``: a fork at the middle point, a fresh child id per repeat, deleted again
+  (untimed) so the store keeps the run's size (goal: at most 2x).
+
+Run: ``.venv/bin/python bench/history.py [--turns 1000] [--repeats 5] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    ChatOptions,
+    Checkpoint,
+    CheckpointOptions,
+    FileStore,
+    JournalOptions,
+    JsonlRunJournal,
+    LLMResponse,
+    Message,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TextBlock,
+    ToolContext,
+    ToolUseBlock,
+    define_tool,
+    fold_tail,
+    fork_run,
+    read_journal_tail,
+    run_history,
+    state_at,
+)
+from oma_actors.testing import ScriptedAdapter
+
+HISTORY_GOAL_MS = 50.0
+RATIO_GOAL = 2.0
+
+
+class Note(BaseModel):
+    text: str
+
+
+def make_team(turns: int) -> Team:
+    async def note(args: Note, ctx: ToolContext) -> str:
+        return "noted " + args.text * 20
+
+    def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        n = sum(1 for m in messages if m.role == "assistant")
+        if n < turns:
+            return LLMResponse(
+                [ToolUseBlock(f"c{n}", "note", {"text": f"t{n}"})], stop_reason="tool_use"
+            )
+        return LLMResponse([TextBlock("done")])
+
+    tool = define_tool(name="note", description="n", input_model=Note, execute=note)
+    return Team(
+        "t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool], max_turns=turns + 5)]
+    )
+
+
+async def make_run(root: Path, turns: int) -> None:
+    journal = JsonlRunJournal(root / "run.jsonl", flush_interval_ms=0)
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            make_team(turns),
+            [Task("long", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=FileStore(root / "state.json"), run_id="r1"),
+            journal=JournalOptions(journal),
+        )
+    finally:
+        await journal.close()
+    assert result.success, result.status
+
+
+async def restore_read(root: Path) -> None:
+    snapshot = await Checkpoint(FileStore(root / "state.json"), run_id="r1").load_latest()
+    assert snapshot is not None
+    journal = JsonlRunJournal(root / "run.jsonl")
+    try:
+        fold_tail(snapshot, await read_journal_tail(journal, snapshot))
+    finally:
+        await journal.close()
+
+
+async def forget_forks(store: FileStore) -> None:
+    """Delete the children ``fork_run`` wrote (untimed), so the store stays the run's size."""
+    for entry in await store.list():
+        if "/r1/" not in entry.key and entry.key.startswith(
+            ("__oma_checkpoint__/", "__oma_history__/")
+        ):
+            await store.delete(entry.key)
+
+
+async def timed(action: Callable[[], Coroutine[Any, Any, object]]) -> float:
+    started = time.perf_counter()
+    await action()
+    return (time.perf_counter() - started) * 1000
+
+
+async def main(turns: int, repeats: int) -> int:
+    root = Path(tempfile.mkdtemp(prefix="oma-history-bench-"))
+    print(f"making a {turns}-turn journal-first run in {root} ...", flush=True)
+    await make_run(root, turns)
+    points = await run_history(FileStore(root / "state.json"), "r1")
+    mid = points[len(points) // 2].seq
+    last = max(p.seq for p in points if p.boundary == "tool_results")
+    print(f"{len(points)} history points; mid seq {mid}, last journal point {last}")
+
+    def store() -> FileStore:  # a fresh store per call: no cache carried between variants
+        return FileStore(root / "state.json")
+
+    forks = iter(range(10_000))
+
+    async def fork_once() -> None:
+        child = f"f{next(forks)}"
+        await fork_run(store(), "r1", at_seq=mid, new_run_id=child)
+
+    variants: dict[str, Callable[[], Coroutine[Any, Any, object]]] = {
+        "restore": lambda: restore_read(root),
+        "run_history": lambda: run_history(store(), "r1"),
+        "state_at mid": lambda: state_at(store(), "r1", mid),
+        "state_at last": lambda: state_at(store(), "r1", last),
+        "fork_run mid": fork_once,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for repeat in range(repeats):
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]
+        for name in order:
+            samples[name].append(await timed(variants[name]))
+            if name == "fork_run mid":
+                await forget_forks(store())
+    base = statistics.median(samples["restore"])
+    print(f"\n{'variant':<16}{'median ms':>11}{'x restore':>11}  goal")
+    for name in names:
+        ms = statistics.median(samples[name])
+        goal = ""
+        if name == "run_history":
+            goal = f"<= {HISTORY_GOAL_MS:.0f} ms: {'met' if ms <= HISTORY_GOAL_MS else 'MISSED'}"
+        elif name != "restore":
+            goal = f"<= {RATIO_GOAL}x: {'met' if ms / base <= RATIO_GOAL else 'MISSED'}"
+        print(f"{name:<16}{ms:>11.1f}{ms / base:>11.2f}  {goal}")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="100 turns, 3 repeats")
+    args = parser.parse_args()
+    turns, repeats = (100, 3) if args.quick else (args.turns, args.repeats)
+    sys.exit(asyncio.run(main(turns, repeats)))

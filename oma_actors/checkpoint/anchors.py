@@ -1,0 +1,143 @@
+"""History anchors (decision D17): the compaction snapshots a journal-first run keeps.
+
+A journal-first run overwrites its latest snapshot at each compaction, and the journal alone
+cannot rebuild what a snapshot holds (task states, shared memory); so each compaction is also
+kept under ``history_key(run_id, watermark)``. Its store metadata carries a small summary
+(``AnchorSummary``: the boundary, the attempt, what was in flight) so that listing a run's
+history reads no snapshot; ``state_at`` decodes only the one anchor it folds from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.checkpoint.fold import tail_read_from
+from oma_actors.keyspace import history_key
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.checkpoint.manager import Checkpoint
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.stores.base import Put
+
+SUMMARY = "history"
+"""The metadata member holding the summary."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InFlightSummary:
+    """One in-flight entry of an anchor: its task, agent, turns and open calls' tool names."""
+
+    task_id: str
+    agent: str
+    turns: int
+    calls: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnchorSummary:
+    """What listing a history needs of one anchor (see the module docstring).
+
+    ``read_from``: the first journal seq a fold of the anchor reads (``tail_read_from``);
+    ``journal_ref``: the journal the anchor names (its ``journalRef``).
+    """
+
+    key: str
+    boundary: str
+    watermark: int
+    read_from: int
+    attempt: int
+    created_at: str
+    status: str
+    completed: int
+    tasks: int
+    in_flight: tuple[InFlightSummary, ...]
+    journal_ref: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The metadata form (the key is the entry's own)."""
+        return {
+            "boundary": self.boundary,
+            "watermark": self.watermark,
+            "readFrom": self.read_from,
+            "attempt": self.attempt,
+            "createdAt": self.created_at,
+            "status": self.status,
+            "completed": self.completed,
+            "tasks": self.tasks,
+            "inFlight": [
+                {"taskId": e.task_id, "agent": e.agent, "turns": e.turns, "calls": e.calls}
+                for e in self.in_flight
+            ],
+            "journalRef": self.journal_ref,
+        }
+
+    @classmethod
+    def from_json(cls, key: str, raw: Mapping[str, Any]) -> AnchorSummary:
+        """Read the metadata form back.
+
+        Raises:
+            KeyError, TypeError, ValueError: a malformed summary.
+        """
+        return cls(
+            key=key,
+            boundary=str(raw["boundary"]),
+            watermark=int(raw["watermark"]),
+            read_from=int(raw["readFrom"]),
+            attempt=int(raw["attempt"]),
+            created_at=str(raw["createdAt"]),
+            status=str(raw["status"]),
+            completed=int(raw["completed"]),
+            tasks=int(raw["tasks"]),
+            in_flight=tuple(
+                InFlightSummary(
+                    task_id=str(e["taskId"]),
+                    agent=str(e["agent"]),
+                    turns=int(e["turns"]),
+                    calls={str(k): str(v) for k, v in dict(e["calls"]).items()},
+                )
+                for e in raw["inFlight"]
+            ),
+            journal_ref=dict(raw["journalRef"]) if raw.get("journalRef") is not None else None,
+        )
+
+
+def summarize(snapshot: CheckpointSnapshot, boundary: str) -> AnchorSummary:
+    """The summary of ``snapshot`` kept as the anchor of ``boundary``."""
+    watermark = snapshot.journal_watermark_seq or 0
+    return AnchorSummary(
+        key=history_key(snapshot.run_id, watermark),
+        boundary=boundary,
+        watermark=watermark,
+        read_from=tail_read_from(snapshot),
+        attempt=snapshot.attempt,
+        created_at=snapshot.created_at,
+        status=snapshot.status,
+        completed=sum(task.status == "completed" for task in snapshot.tasks),
+        tasks=len(snapshot.tasks),
+        in_flight=tuple(
+            InFlightSummary(
+                task_id=e.task_id,
+                agent=e.assignee,
+                turns=e.state.turns,
+                calls={p.call.id: p.call.name for p in e.state.pending},
+            )
+            for e in snapshot.in_flight
+        ),
+        journal_ref=snapshot.journal_ref,
+    )
+
+
+def anchor_put(
+    checkpoint: Checkpoint, text: str, snapshot: CheckpointSnapshot, boundary: str
+) -> Put:
+    """The store write keeping ``text`` (the encoding of ``snapshot``) as a history anchor.
+
+    The entry metadata is the checkpoint's (CK-03) plus the summary under ``SUMMARY``.
+    """
+    put = checkpoint.put(text, snapshot)
+    summary = summarize(snapshot, boundary)
+    metadata = {**(put.metadata or {}), SUMMARY: summary.to_json()}
+    return replace(put, key=summary.key, metadata=metadata)

@@ -1,0 +1,262 @@
+"""``fork_run``: a new run from any history point, without re-running effects (decision D17).
+
+The child is the parent's state at the point (``state_at``) under the child's run id, with
+``forkedFrom`` naming the parent and the point. Written: the child's snapshot (its latest and its
+first history anchor) and, when it is suspended on approvals, the child's own ledger rows. Never
+touched: the parent's snapshot, anchors, ledger rows and journal events. No model is called.
+
+Effects. Tool results committed up to the point are in the child's state: a restore replays
+them. A call the journal shows started but not committed at the point may have had its effect;
+``fork_run`` has no team to ask whether its tool is ``unsafe`` (and a safe call's ``tool/call``
+looks like an unsafe dispatch record), so it marks every such call dispatched
+(``mark_started_unsafe``): a restore of the child never runs it again, it asks the tool's
+``reconcile`` or answers ``TOOL_OUTCOME_UNKNOWN`` (decision D1). Everything after the point runs
+fresh in the child.
+
+Approvals. A pending request binds its run id (its id is derived from it), and a restore refuses
+a request of another run; so each pending request is re-created for the child with the same
+scope, boundary and content (hence the same hash). A request the parent's ledger holds decided
+is decided the same way on the child's row, by the same reviewer, so a decided approval stays
+bound; an undecided one waits for its own decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal, cast
+
+from oma_actors.approvals import (
+    DurableApprovalLedger,
+    create_approval_request,
+    get_approval_record,
+    require_atomic_store,
+)
+from oma_actors.checkpoint.anchors import anchor_put
+from oma_actors.checkpoint.codec import encode
+from oma_actors.checkpoint.history import load_timeline
+from oma_actors.checkpoint.journal_path import mark_started_unsafe
+from oma_actors.checkpoint.journal_ref import THROUGH_MEMBER
+from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.checkpoint.snapshot import ForkedFrom
+from oma_actors.clock import to_iso, utcnow
+from oma_actors.errors import CheckpointError
+from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.stores.base import Expect, is_conditional_store
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.fold import StartedCall
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.stores.base import ConditionalStore, MemoryStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForkInfo:
+    """A fork ``fork_run`` wrote.
+
+    Attributes:
+        run_id: the child run (restore it with ``CheckpointOptions(store, run_id=run_id)``).
+        parent_run_id: the run it was forked from.
+        parent_seq: the parent's history point it starts at.
+    """
+
+    run_id: str
+    parent_run_id: str
+    parent_seq: int
+
+
+async def fork_run(
+    store: MemoryStore,
+    run_id: str,
+    *,
+    at_seq: int,
+    new_run_id: str,
+    journal: RunJournal | None = None,
+) -> ForkInfo:
+    """Start run ``new_run_id`` from ``run_id``'s history point ``at_seq`` (see the module doc).
+
+    Args:
+        store: the parent's checkpoint store; the child is written there.
+        run_id: the parent.
+        at_seq: a ``HistoryPoint.seq`` of the parent.
+        new_run_id: the child's id; no run of that id may exist in ``store``.
+        journal: the parent's journal (``None``: the one its snapshots name). The child's
+            events continue in it under the child's run id unless it is restored with another.
+
+    Raises:
+        CheckpointError: ``new_run_id`` is blank, the parent's, or already in ``store``;
+            ``at_seq`` is not a history point (the nearest are named); or as ``run_history``.
+        DurableApprovalError: the child is suspended on approvals and ``store`` has no
+            ``compare_and_set``.
+    """
+    child_id = new_run_id.strip()
+    if not child_id or child_id != new_run_id or child_id == run_id:
+        raise CheckpointError(
+            f"new_run_id {new_run_id!r} must be a non-blank id without surrounding spaces, "
+            f"other than the parent's {run_id!r}"
+        )
+    await _refuse_existing(store, child_id)
+    timeline = await load_timeline(store, run_id, journal=journal)
+    state, started = timeline.fold_at(at_seq)
+    child = _child(_mark_started(state, started), child_id, run_id, at_seq)
+    child = await _rebind_approvals(store, child, run_id)
+    checkpoint = Checkpoint(store, run_id=child_id)
+    text = encode(child)
+    anchor = anchor_put(checkpoint, text, child, "fork")
+    latest = checkpoint.put(text, child)
+    if is_conditional_store(store):
+        # One atomic write, refused if another fork took the id meanwhile: never overwrites.
+        checks = [Expect(anchor.key, None), Expect(latest.key, None)]
+        if not await cast("ConditionalStore", store).apply(checks, [anchor, latest]):
+            raise CheckpointError(f"run {child_id!r} was created concurrently: not overwritten")
+    else:
+        # The anchor first: the child's history then always holds its fork point.
+        await store.set(anchor.key, anchor.value, anchor.metadata)
+        await store.set(latest.key, latest.value, latest.metadata)
+    return ForkInfo(run_id=child_id, parent_run_id=run_id, parent_seq=at_seq)
+
+
+async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
+    if await store.get(checkpoint_key(child_id)) is not None:
+        raise CheckpointError(f"run {child_id!r} already exists: a fork never overwrites a run")
+    if is_conditional_store(store):
+        return  # the write itself checks (``apply``), without scanning every key here
+    prefix = history_prefix(child_id)
+    if any(entry.key.startswith(prefix) for entry in await store.list()):
+        raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
+
+
+def _mark_started(
+    state: CheckpointSnapshot, started: tuple[StartedCall, ...]
+) -> CheckpointSnapshot:
+    """Every call started and uncommitted at the point marked dispatched (never re-run, D1)."""
+    open_calls = [call for call in started if not call.has_result]
+    names: dict[str, set[str]] = {}
+    for entry in state.in_flight:
+        scope = (entry.task_id, entry.assignee)
+        ids = {call.call_id for call in open_calls if (call.task_id, call.agent_name) == scope}
+        names.setdefault(entry.assignee, set()).update(
+            item.call.name for item in entry.state.pending if item.call.id in ids
+        )
+    return mark_started_unsafe(state, open_calls, names)
+
+
+def _child(
+    state: CheckpointSnapshot, child_id: str, parent_id: str, at_seq: int
+) -> CheckpointSnapshot:
+    identity = state.identity
+    ref = state.journal_ref
+    if ref is not None:
+        # The journal held the parent's events through ``through``; none of the child's yet:
+        # its events start above the fork point, so a restore must not look for lost ones.
+        ref = {key: value for key, value in ref.items() if key != THROUGH_MEMBER}
+    return replace(
+        state,
+        journal_ref=ref,
+        run_id=child_id,
+        identity=None if identity is None else replace(identity, run_id=child_id),
+        revision=1,
+        created_at=to_iso(utcnow()),
+        forked_from=ForkedFrom(run_id=parent_id, seq=at_seq),
+    )
+
+
+async def _rebind_approvals(
+    store: MemoryStore, child: CheckpointSnapshot, parent_id: str
+) -> CheckpointSnapshot:
+    """The child's own copy of every approval of the parent it holds, decided as the parent's.
+
+    A snapshot refuses a request or decision of another run, so each one the point holds (a
+    pending request, a decision, a call's request or decision) is re-created for the child.
+    """
+    requests = await _parent_requests(store, child, parent_id)
+    if not requests:
+        return child
+    ledger = DurableApprovalLedger(require_atomic_store(store))
+    bound: dict[str, tuple[ApprovalRequest, ApprovalDecision | None]] = {}
+    for request in requests.values():
+        bound[request.id] = await _rebind(ledger, store, request, child.run_id)
+
+    def request_of(request: ApprovalRequest) -> ApprovalRequest:
+        return bound[request.id][0] if request.id in bound else request
+
+    def decision_of(decision: ApprovalDecision) -> ApprovalDecision:
+        mine = bound.get(decision.request_id, (None, None))[1]
+        if decision.request_id in bound and mine is None:
+            raise CheckpointError(
+                f"approval {decision.request_id} is decided in the run's snapshot but not in "
+                "its ledger: the fork cannot bind that decision"
+            )
+        return decision if mine is None else mine
+
+    entries = []
+    for entry in child.in_flight:
+        pending = tuple(
+            replace(
+                item,
+                approval_request=None
+                if item.approval_request is None
+                else request_of(item.approval_request),
+                approval_decision=None
+                if item.approval_decision is None
+                else decision_of(item.approval_decision),
+            )
+            for item in entry.state.pending
+        )
+        entries.append(replace(entry, state=replace(entry.state, pending=pending)))
+    return replace(
+        child,
+        pending_approvals=tuple(request_of(r) for r in child.pending_approvals),
+        approval_decisions=tuple(decision_of(d) for d in child.approval_decisions),
+        in_flight=tuple(entries),
+    )
+
+
+async def _parent_requests(
+    store: MemoryStore, child: CheckpointSnapshot, parent_id: str
+) -> dict[str, ApprovalRequest]:
+    found = {r.id: r for r in child.pending_approvals if r.run_id == parent_id}
+    for entry in child.in_flight:
+        for item in entry.state.pending:
+            request = item.approval_request
+            if request is not None and request.run_id == parent_id:
+                found.setdefault(request.id, request)
+    for decision in child.approval_decisions:
+        if decision.run_id != parent_id or decision.request_id in found:
+            continue
+        record = await get_approval_record(store, decision.request_id)
+        if record is None:
+            raise CheckpointError(
+                f"approval {decision.request_id} is decided in the run's snapshot but has no "
+                "ledger row: the fork cannot bind that decision"
+            )
+        found[record.request.id] = record.request
+    return found
+
+
+async def _rebind(
+    ledger: DurableApprovalLedger, store: MemoryStore, request: ApprovalRequest, child_id: str
+) -> tuple[ApprovalRequest, ApprovalDecision | None]:
+    """``request`` re-created for the child, decided there as the parent's ledger holds it."""
+    mine = create_approval_request(
+        run_id=child_id,
+        scope=request.scope,
+        boundary=request.boundary,
+        content=request.content,
+        reason=request.reason,
+        requested_at=request.requested_at,
+    )
+    await ledger.ensure_request(mine)
+    parent = await get_approval_record(store, request.id)
+    decided = None if parent is None else parent.decision
+    if decided is None:
+        return mine, None
+    value: Literal["approve", "reject"] = "approve" if decided.decision == "approved" else "reject"
+    record = await ledger.decide(
+        request_id=mine.id,
+        request_hash=mine.request_hash,
+        decision=value,
+        reviewer=decided.reviewer,
+    )
+    return mine, record.decision

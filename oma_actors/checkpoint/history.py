@@ -1,0 +1,306 @@
+"""A journal-first run's history: every restorable point, and the state at each (decision D17).
+
+Journal-first (D10) saves a per-turn boundary by its journal events alone and writes the whole
+snapshot only at compaction points; each compaction also keeps a copy, the run's **anchors**
+(``checkpoint.anchors``). So every boundary of every attempt can be rebuilt: the anchor at or
+below it, folded with the run's journal events up to it by the fold a restore runs
+(``fold_tail``).
+
+The points, oldest first:
+
+- each anchor, at its watermark (its boundary is the one the writer named when it compacted);
+- between two anchors, each event that closes a per-turn boundary of a task the earlier anchor
+  holds in flight: an ``assistant/message`` asking for tools (``assistant_tool_turn``), a
+  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``) and a ``turn/end`` of a
+  tool round (``tool_results``: the results message and the turn's end are one boundary).
+
+A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
+journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state
+is the one before it (a fold of ``tool/call`` changes nothing).
+
+The journal is the one passed, or the one the anchors name (``journalRef``, opened as a restore
+opens it: ``open_journal_ref``, a JSONL file or the store's own database journal).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, summarize
+from oma_actors.checkpoint.codec import decode
+from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail, tail_read_from
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_ref import open_journal_ref
+from oma_actors.clock import from_iso
+from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
+from oma_actors.journal.base import read_run
+from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
+from oma_actors.keyspace import history_prefix
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.event import JournalEvent
+    from oma_actors.stores.base import MemoryStore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryPoint:
+    """One restorable point of a run (``state_at(seq)`` rebuilds it, ``fork_run`` starts there).
+
+    Attributes:
+        seq: the journal watermark of the point: every event of the run up to it is in it.
+        attempt: the attempt that reached it.
+        boundary: the boundary's name (``tool_commit``, ``task_completed``, ...).
+        task_id: the task whose state the boundary records, if one.
+        at: when it was reached (the event's time, or the anchor's ``createdAt``).
+        label: one line for people, e.g. ``"t2 turn 3: tool search committed"``.
+    """
+
+    seq: int
+    attempt: int
+    boundary: str
+    task_id: str | None
+    at: datetime
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunTimeline:
+    """A run's anchors from one on, the run's journal events above them, and their points.
+
+    Attributes:
+        run_id: the run.
+        anchors: the anchors' summaries, by watermark.
+        values: each anchor's stored snapshot text, by key (decoded only to fold from it).
+        events: the run's own events from the first anchor's ``read_from`` on.
+        points: the history points they make, oldest first.
+    """
+
+    run_id: str
+    anchors: tuple[AnchorSummary, ...]
+    values: dict[str, str]
+    events: tuple[JournalEvent, ...]
+    points: tuple[HistoryPoint, ...]
+
+    def point(self, seq: int) -> HistoryPoint:
+        """The point at ``seq``.
+
+        Raises:
+            NotAHistoryPointError: ``seq`` is not a point; it names the nearest ones.
+        """
+        seqs = [point.seq for point in self.points]
+        index = bisect_right(seqs, seq)
+        if index and seqs[index - 1] == seq:
+            return self.points[index - 1]
+        raise NotAHistoryPointError(self.run_id, seq, seqs[max(index - 1, 0) : index + 1])
+
+    def fold_at(self, seq: int) -> tuple[CheckpointSnapshot, tuple[StartedCall, ...]]:
+        """The state at the point ``seq``, and the calls its fold shows as started.
+
+        Raises:
+            CheckpointError: ``seq`` is not a point, or the journal does not fold up to it.
+        """
+        self.point(seq)
+        marks = [anchor.watermark for anchor in self.anchors]
+        anchor = self.anchors[bisect_right(marks, seq) - 1]
+        base = adopt_journal_fields(decode(self.values[anchor.key], key=anchor.key))
+        if anchor.watermark == seq:
+            return base, ()
+        start = tail_read_from(base)
+        events = [event for event in self.events if start <= event.seq <= seq]
+        result = fold_tail(base, events)
+        if isinstance(result, Discarded):
+            raise CheckpointError(
+                f"the journal of run {self.run_id!r} does not fold up to seq {seq}: {result.reason}"
+            )
+        return replace(result.snapshot, journal_watermark_seq=seq), result.started_calls
+
+
+async def run_history(
+    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None
+) -> list[HistoryPoint]:
+    """Every restorable point of a journal-first run, oldest first (decision D17).
+
+    Reads the anchors' summaries and the run's journal; no snapshot is decoded.
+
+    Args:
+        store: the run's checkpoint store (its anchors live there).
+        run_id: the run.
+        journal: the run's journal; ``None``: the one its snapshots name (``journalRef``).
+
+    Raises:
+        NoHistoryError: the run has no anchors (unknown, or not run journal-first).
+        CheckpointError: its journal cannot be opened.
+    """
+    return list((await load_timeline(store, run_id, journal=journal)).points)
+
+
+async def state_at(
+    store: MemoryStore, run_id: str, seq: int, *, journal: RunJournal | None = None
+) -> CheckpointSnapshot:
+    """The run's state at the history point ``seq``: the snapshot it would have saved there.
+
+    The anchor at or below ``seq`` folded with the run's journal events up to ``seq``; its
+    ``journal_watermark_seq`` is ``seq``. Nothing is written.
+
+    Raises:
+        CheckpointError: ``seq`` is not a history point (the nearest are named), an anchor does
+            not decode, or as ``run_history``.
+    """
+    timeline = await load_timeline(store, run_id, journal=journal, at=seq)
+    return timeline.fold_at(seq)[0]
+
+
+async def load_timeline(
+    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None, at: int | None = None
+) -> RunTimeline:
+    """Read a run's anchors and journal events and list its points (see the module docstring).
+
+    Args:
+        at: only what a fold to the point ``at`` needs: the anchors from the one at or below
+            it, the events above that one. A seq that is no point there gets the whole history
+            read, so that the error names the nearest points of all.
+
+    Raises:
+        CheckpointError: as ``run_history``.
+    """
+    anchors, values = await _anchors(store, run_id)
+    first, last = 0, len(anchors)
+    if at is not None:
+        # The segment holding ``at``: its anchor and the next one (which ends the segment).
+        first = max(bisect_right([a.watermark for a in anchors], at) - 1, 0)
+        last = min(first + 2, len(anchors))
+    segment = anchors[first:last]
+    end = segment[-1].watermark if last < len(anchors) else None
+    opened = journal is None
+    source = open_journal_ref(anchors[-1].journal_ref, store) if journal is None else journal
+    try:
+        events = await read_run(source, run_id, min(a.read_from for a in segment))
+    finally:
+        if opened:
+            await source.close()
+    mine = tuple(
+        event for event in events if event.run_id == run_id and (end is None or event.seq <= end)
+    )
+    timeline = RunTimeline(
+        run_id=run_id,
+        anchors=anchors,
+        values=values,
+        events=mine,
+        points=tuple(_points(segment, mine)),
+    )
+    if at is not None and (first or end is not None) and at not in {p.seq for p in timeline.points}:
+        return await load_timeline(store, run_id, journal=journal)
+    return timeline
+
+
+async def _anchors(
+    store: MemoryStore, run_id: str
+) -> tuple[tuple[AnchorSummary, ...], dict[str, str]]:
+    prefix = history_prefix(run_id)
+    found: list[AnchorSummary] = []
+    values: dict[str, str] = {}
+    for entry in await store.list():
+        if not entry.key.startswith(prefix):
+            continue
+        values[entry.key] = entry.value
+        found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
+    if not found:
+        raise NoHistoryError(run_id)
+    found.sort(key=lambda anchor: anchor.watermark)
+    return tuple(found), values
+
+
+def _summary(
+    key: str, value: str, metadata: Mapping[str, Any] | None, run_id: str
+) -> AnchorSummary:
+    raw = (metadata or {}).get(SUMMARY)
+    if isinstance(raw, dict):
+        try:
+            return AnchorSummary.from_json(key, raw)
+        except (KeyError, TypeError, ValueError):
+            pass  # a store that mangled the metadata: the snapshot itself says the same
+    snapshot = adopt_journal_fields(decode(value, key=key))
+    if snapshot.run_id != run_id:
+        raise CheckpointError(f"history anchor {key!r} holds run {snapshot.run_id!r}")
+    boundary = str((metadata or {}).get("boundary") or "snapshot")
+    return replace(summarize(snapshot, boundary), key=key)
+
+
+def _points(
+    anchors: tuple[AnchorSummary, ...], events: tuple[JournalEvent, ...]
+) -> list[HistoryPoint]:
+    points: list[HistoryPoint] = []
+    position = 0
+    for index, anchor in enumerate(anchors):
+        points.append(_anchor_point(anchor))
+        end = anchors[index + 1].watermark if index + 1 < len(anchors) else None
+        turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
+        names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
+        while position < len(events) and events[position].seq <= anchor.watermark:
+            position += 1
+        while position < len(events) and (end is None or events[position].seq < end):
+            event = events[position]
+            position += 1
+            if (event.task_id or "", event.agent_name or "") in turns:
+                point = _event_point(event, turns, names)
+                if point is not None:
+                    points.append(point)
+    return points
+
+
+def _anchor_point(anchor: AnchorSummary) -> HistoryPoint:
+    running = ", ".join(f"{e.task_id} turn {e.turns}" for e in anchor.in_flight)
+    return HistoryPoint(
+        seq=anchor.watermark,
+        attempt=anchor.attempt,
+        boundary=anchor.boundary,
+        task_id=anchor.in_flight[0].task_id if len(anchor.in_flight) == 1 else None,
+        at=from_iso(anchor.created_at),
+        label=(
+            f"{anchor.boundary} (snapshot): {running or 'no task running'}; "
+            f"{anchor.completed}/{anchor.tasks} tasks completed, {anchor.status}"
+        ),
+    )
+
+
+def _event_point(
+    event: JournalEvent, turns: dict[tuple[str, str], int], names: dict[str, str]
+) -> HistoryPoint | None:
+    key = (event.task_id or "", event.agent_name or "")
+    data = event.data
+    what: str | None = None
+    boundary = ""
+    if event.type == ASSISTANT_MESSAGE:
+        turns[key] += 1
+        content = (data.get("message") or {}).get("content") or []
+        calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+        for block in calls:
+            names[str(block.get("id"))] = str(block.get("name"))
+        if calls:
+            boundary = "assistant_tool_turn"
+            what = "asks for " + ", ".join(str(block.get("name")) for block in calls)
+    elif event.type == TOOL_CALL:
+        call = data.get("call") or {}
+        boundary, what = "tool_dispatch", f"tool {call.get('name')} dispatched"
+    elif event.type == TOOL_RESULT:
+        name = names.get(str(data.get("toolCallId")), "?")
+        boundary, what = "tool_commit", f"tool {name} committed"
+    elif event.type == TURN_END and data.get("outcome") == "tool_use":
+        boundary, what = "tool_results", "results sent to the model"
+    if what is None:
+        return None
+    return HistoryPoint(
+        seq=event.seq,
+        attempt=event.attempt,
+        boundary=boundary,
+        task_id=event.task_id,
+        at=datetime.fromtimestamp(event.timestamp_unix_ms / 1000, UTC),
+        label=f"{event.task_id} turn {turns[key]}: {what}",
+    )

@@ -1,0 +1,161 @@
+"""``oma runs history|fork|cancel|delete``: the operator's verbs over a run (decision D17).
+
+``history`` lists every restorable point of a journal-first run (``run_history``); ``fork``
+starts a new run at one of them (``fork_run``: no model call, the parent untouched); ``cancel``
+cancels through the run record (``RunLedger.cancel``: the live owner is fenced out, a later
+restore is refused); ``delete`` removes a run's checkpoint, history anchors and run record, and
+refuses a live run (its record running under a lease that has not expired), whose owner would
+write them again. Errors are one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from oma_actors import (
+    JsonlRunJournal,
+    MemoryStoreRunStore,
+    RunLedger,
+    checkpoint_key,
+    fork_run,
+    open_store,
+    run_history,
+)
+from oma_actors.cli.store_option import add_store_option, reading
+
+if TYPE_CHECKING:
+    import argparse
+
+    from rich.console import Console
+
+    from oma_actors import AtomicStore, RunJournal
+
+ACTIONS = ("history", "fork", "cancel", "delete")
+# Spelled as the keyspace spells them; the CLI reads the store as a third party.
+_HISTORY_PREFIX = "__oma_history__/"
+
+
+def add_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``history``, ``fork``, ``cancel`` and ``delete`` to ``oma runs``."""
+    history = actions.add_parser(
+        "history",
+        help="list every restorable point of a journal-first run, oldest first",
+        description="List a journal-first run's history points: seq, attempt, boundary, label.",
+    )
+    history.add_argument("run_id", metavar="RUN", help="the run id")
+    add_store_option(history, read_only=True)
+    _journal_option(history)
+    history.add_argument("--json", action="store_true", help="print a JSON array")
+    fork = actions.add_parser(
+        "fork",
+        help="start a new run at a history point, without re-running effects",
+        description=(
+            "Write a new run that starts at the history point SEQ of RUN: committed tool "
+            "results replay, a call started but not committed there is never run again. No "
+            "model is called and RUN is not changed. Continue it with restore(run_id=NEW)."
+        ),
+    )
+    fork.add_argument("run_id", metavar="RUN", help="the run to fork")
+    fork.add_argument("--at", dest="seq", type=int, required=True, metavar="SEQ")
+    fork.add_argument("--as", dest="new_run_id", required=True, metavar="NEW")
+    add_store_option(fork, read_only=False)
+    _journal_option(fork)
+    for name, text in (
+        ("cancel", "cancel a run through its run record: its owner is fenced out"),
+        ("delete", "delete a run's checkpoint, history and record; refuses a live run"),
+    ):
+        verb = actions.add_parser(name, help=text, description=text)
+        verb.add_argument("run_id", metavar="RUN", help="the run id")
+        add_store_option(verb, read_only=False)
+
+
+def _journal_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--journal",
+        metavar="URI",
+        help="the run's JSONL journal (a path or file:///abs/path); default: its journalRef",
+    )
+
+
+async def run(args: argparse.Namespace, console: Console) -> int:
+    """Carry out one of ``ACTIONS``; 0 done, 2 refused or failed (one line on stderr).
+
+    Raises:
+        OmaError: the store or journal cannot be opened or read (``main`` prints it).
+    """
+    if args.action == "history":
+        return await _history(args, console)
+    async with open_store(args.store) as store:
+        if args.action == "fork":
+            journal = _journal(args.journal)
+            info = await fork_run(
+                store, args.run_id, at_seq=args.seq, new_run_id=args.new_run_id, journal=journal
+            )
+            console.out(f"forked {info.parent_run_id} at seq {info.parent_seq} as {info.run_id}")
+            return 0
+        if args.action == "cancel":
+            record = await RunLedger(MemoryStoreRunStore(store)).cancel(args.run_id)
+            console.out(f"{record.run_id}: {record.status} (fencing token {record.fencing_token})")
+            return 0
+        return await _delete(store, args.run_id, console)
+
+
+async def _history(args: argparse.Namespace, console: Console) -> int:
+    async with reading(args.store) as store:
+        points = await run_history(store, args.run_id, journal=_journal(args.journal))
+    if args.json:
+        rows = [
+            {
+                "seq": p.seq,
+                "attempt": p.attempt,
+                "boundary": p.boundary,
+                "task_id": p.task_id,
+                "at": p.at.isoformat(),
+                "label": p.label,
+            }
+            for p in points
+        ]
+        console.out(json.dumps(rows, indent=2), highlight=False)
+        return 0
+    for p in points:
+        console.out(f"{p.seq:>6}  a{p.attempt}  {p.boundary:<20} {p.label}", highlight=False)
+    return 0
+
+
+async def _delete(store: AtomicStore, run_id: str, console: Console) -> int:
+    runs = MemoryStoreRunStore(store)
+    record = await runs.get(run_id)
+    now = datetime.now(UTC)
+    lease = record.lease if record is not None and record.status == "running" else None
+    if lease is not None and lease.is_live(now):
+        _fail(
+            f"run {run_id!r} is live (running, leased to {lease.owner} until "
+            f"{lease.expires_at.isoformat()}): cancel it first"
+        )
+        return 2
+    keys = [checkpoint_key(run_id)]
+    prefix = f"{_HISTORY_PREFIX}{run_id}/"
+    keys += [entry.key for entry in await store.list() if entry.key.startswith(prefix)]
+    found = [key for key in keys if await store.get(key) is not None]
+    if not found and record is None:
+        _fail(f"no run {run_id!r} in this store")
+        return 2
+    for key in found:
+        await store.delete(key)
+    if record is not None:
+        await runs.delete(run_id)
+    console.out(f"deleted run {run_id}: {len(found)} snapshot(s), record: {record is not None}")
+    return 0
+
+
+def _journal(uri: str | None) -> RunJournal | None:
+    if uri is None:
+        return None
+    return JsonlRunJournal(uri.removeprefix("file://"), flush_interval_ms=0)
+
+
+def _fail(message: str) -> None:
+    print(f"oma runs: {message}", file=sys.stderr)

@@ -1,0 +1,138 @@
+"""``oma runs history|fork|cancel|delete`` and ``runs show --json`` end to end (decision D17)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    ChatOptions,
+    CheckpointOptions,
+    FileStore,
+    JournalOptions,
+    JsonlRunJournal,
+    LLMResponse,
+    MemoryStoreRunStore,
+    Message,
+    OpenMultiAgent,
+    RunLedger,
+    Task,
+    Team,
+    TextBlock,
+    ToolContext,
+    ToolUseBlock,
+    define_tool,
+)
+from oma_actors.testing import ScriptedAdapter
+
+
+class Empty(BaseModel):
+    pass
+
+
+def oma(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oma_actors.cli.main", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def answer(messages: list[Message], options: ChatOptions) -> LLMResponse:
+    turn = sum(1 for m in messages if m.role == "assistant")
+    if turn < 2:
+        return LLMResponse([ToolUseBlock(f"c{turn}", "echo", {})], stop_reason="tool_use")
+    return LLMResponse([TextBlock("done")])
+
+
+async def journal_first_run(root: Path) -> None:
+    async def echo(args: Empty, ctx: ToolContext) -> str:
+        return "ok"
+
+    tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
+    journal = JsonlRunJournal(root / "run.jsonl", flush_interval_ms=0)
+    store = FileStore(root / "state.json")
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            team, [Task("a", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=store, run_id="r1"),
+            journal=JournalOptions(journal),
+        )  # fmt: skip
+    finally:
+        await journal.close()
+        await store.aclose()  # gives the file's lock back: the CLI below writes it
+    assert result.success
+
+
+async def live_record(path: Path, run_id: str) -> None:
+    store = FileStore(path)
+    ledger = RunLedger(MemoryStoreRunStore(store), lease_ttl=3600)
+    await ledger.acquire(run_id, heartbeat=False)  # held: never released
+    await store.aclose()  # the file's lock (not the run's lease) goes back to the CLI
+
+
+def test_history_then_fork_then_show_the_lineage(tmp_path: Path) -> None:
+    asyncio.run(journal_first_run(tmp_path))
+    store = str(tmp_path / "state.json")
+    listed = oma("runs", "history", "r1", "--store", store, "--json")
+    assert listed.returncode == 0, listed.stderr
+    points = json.loads(listed.stdout)
+    assert points[0]["boundary"] == "admission"
+    commit = next(p for p in points if p["boundary"] == "tool_commit")
+    assert commit["label"] == "t0 turn 1: tool echo committed"
+    text = oma("runs", "history", "r1", "--store", store, "--journal", str(tmp_path / "run.jsonl"))
+    assert text.returncode == 0, text.stderr
+    assert "t0 turn 1: tool echo committed" in text.stdout
+
+    forked = oma("runs", "fork", "r1", "--at", str(commit["seq"]), "--as", "r2", "--store", store)
+    assert forked.returncode == 0, forked.stderr
+    assert forked.stdout.strip() == f"forked r1 at seq {commit['seq']} as r2"
+    shown = oma("runs", "show", "r2", "--store", store, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["forked_from"] == {"run_id": "r1", "seq": commit["seq"]}
+    drawn = oma("runs", "show", "r2", "--store", store)
+    assert f"forked from run r1 at seq {commit['seq']}" in drawn.stdout
+
+
+def test_a_bad_fork_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> None:
+    asyncio.run(journal_first_run(tmp_path))
+    store = str(tmp_path / "state.json")
+    before = (tmp_path / "state.json").read_bytes()
+    bad = oma("runs", "fork", "r1", "--at", "99999", "--as", "r2", "--store", store)
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "nearest points are" in bad.stderr
+    assert (tmp_path / "state.json").read_bytes() == before
+    unknown = oma("runs", "history", "nope", "--store", store)
+    assert unknown.returncode == 2
+    assert "'nope' has no history" in unknown.stderr
+
+
+def test_delete_refuses_a_live_run_and_cancel_then_delete_removes_it(tmp_path: Path) -> None:
+    asyncio.run(journal_first_run(tmp_path))
+    path = tmp_path / "state.json"
+    asyncio.run(live_record(path, "r1"))
+    refused = oma("runs", "delete", "r1", "--store", str(path))
+    assert refused.returncode == 2
+    assert "is live" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert "__oma_checkpoint__/r1/latest" in path.read_text()
+
+    cancelled = oma("runs", "cancel", "r1", "--store", str(path))
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.startswith("r1: cancelled")
+    deleted = oma("runs", "delete", "r1", "--store", str(path))
+    assert deleted.returncode == 0, deleted.stderr
+    text = path.read_text()
+    assert "__oma_checkpoint__/r1/" not in text
+    assert "__oma_history__/r1/" not in text
+    assert "__oma_run__/r1" not in text
+    again = oma("runs", "delete", "r1", "--store", str(path))
+    assert again.returncode == 2
+    assert "no run 'r1'" in again.stderr

@@ -1,0 +1,183 @@
+"""``fork_run`` (decision D17): a new run from a history point, effects never re-run.
+
+Each test counts the tool's executions per run (``Effects``): a committed call replays, a call
+dispatched but not committed at the point is never run again, everything after runs fresh. The
+parent's stored entries (its snapshot, its anchors) and its journal lines stay byte-identical.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from history_support import Effects, Workspace, make_team, restore_run, run_journal_first
+
+from oma_actors import (
+    Allow,
+    CheckpointError,
+    ProgressEvent,
+    Reviewer,
+    Suspend,
+    ToolCallRequest,
+    ToolOutcomeUnknown,
+    decide_approval,
+    fork_run,
+    get_approval_record,
+    run_history,
+    state_at,
+)
+from oma_actors.checkpoint import Checkpoint
+
+
+def parent_bytes(space: Workspace, run_id: str) -> tuple[dict[str, object], list[str]]:
+    return space.entries(f"/{run_id}/"), space.journal_lines(run_id)
+
+
+async def test_fork_after_a_commit_replays_it_and_never_reruns_the_dispatched_call(
+    tmp_path: Path,
+) -> None:
+    space = Workspace(tmp_path)
+    effects = Effects()
+    team = make_team(3, 2, "unsafe", effects)
+    assert (await run_journal_first(space, team, 1)).success
+    points = await run_history(space.store(), "r1")
+    # Turn 2: both unsafe calls dispatched, the first committed, the second not yet.
+    at = next(p for p in points if p.label == "t0 turn 2: tool note committed")
+    before = parent_bytes(space, "r1")
+
+    info = await fork_run(space.store(), "r1", at_seq=at.seq, new_run_id="r1-fork")
+
+    assert (info.run_id, info.parent_run_id, info.parent_seq) == ("r1-fork", "r1", at.seq)
+    assert parent_bytes(space, "r1") == before
+    child = await Checkpoint(space.store(), run_id="r1-fork").load_latest()
+    assert child is not None
+    assert child.forked_from is not None
+    assert (child.forked_from.run_id, child.forked_from.seq) == ("r1", at.seq)
+    assert child.raw["forkedFrom"] == {"runId": "r1", "seq": at.seq}
+
+    events: list[ProgressEvent] = []
+    result = await restore_run(space, team, "r1-fork", on_progress=events.append)
+
+    assert result.success
+    # c1-0 committed at the point: replayed; c1-1 dispatched there: never run again.
+    assert effects.of("r1-fork") == ["c2-0", "c2-1"]
+    assert [e.tool_call_id for e in events if isinstance(e, ToolOutcomeUnknown)] == ["c1-1"]
+    assert effects.of("r1").count("c1-0") == 1
+    assert parent_bytes(space, "r1") == before
+    final = await Checkpoint(space.store(), run_id="r1-fork").load_latest()
+    assert final is not None
+    assert final.forked_from == child.forked_from, "kept on re-save"
+
+
+async def test_fork_before_a_call_runs_it_fresh_and_a_fork_of_a_fork_reruns_nothing(
+    tmp_path: Path,
+) -> None:
+    space = Workspace(tmp_path)
+    effects = Effects()
+    team = make_team(3, 1, "idempotent", effects)
+    assert (await run_journal_first(space, team, 1)).success
+    points = await run_history(space.store(), "r1")
+    asks = next(p for p in points if p.label == "t0 turn 2: asks for note")
+
+    await fork_run(space.store(), "r1", at_seq=asks.seq, new_run_id="child")
+    assert (await restore_run(space, team, "child")).success
+    # The call of turn 2 had not started at the point: it runs (once), as does turn 3's.
+    assert effects.of("child") == ["c1-0", "c2-0"]
+
+    child_points = await run_history(space.store(), "child")
+    assert child_points[0].seq == asks.seq
+    assert child_points[0].boundary == "fork"
+    commit = next(p for p in child_points if p.label == "t0 turn 3: tool note committed")
+    await fork_run(space.store(), "child", at_seq=commit.seq, new_run_id="grandchild")
+    assert (await restore_run(space, team, "grandchild")).success
+    assert effects.of("grandchild") == [], "every call was committed at the point"
+    grand = await state_at(space.store(), "grandchild", commit.seq)
+    assert grand.forked_from is not None
+    assert grand.forked_from.run_id == "child"
+
+
+async def test_a_fork_at_a_safe_calls_tool_call_never_reruns_it(tmp_path: Path) -> None:
+    # The journal cannot tell a safe call's tool/call from an unsafe dispatch record: the
+    # child treats it as possibly done (reconcile, or TOOL_OUTCOME_UNKNOWN), never runs it.
+    space = Workspace(tmp_path)
+    effects = Effects()
+    team = make_team(2, 1, "idempotent", effects)
+    assert (await run_journal_first(space, team, 1)).success
+    points = await run_history(space.store(), "r1")
+    dispatch = next(p for p in points if p.boundary == "tool_dispatch")
+    await fork_run(space.store(), "r1", at_seq=dispatch.seq, new_run_id="child")
+    events: list[ProgressEvent] = []
+    assert (await restore_run(space, team, "child", on_progress=events.append)).success
+    assert "c0-0" not in effects.of("child")
+    assert [e.tool_call_id for e in events if isinstance(e, ToolOutcomeUnknown)] == ["c0-0"]
+
+
+async def test_a_fork_at_a_suspension_keeps_the_decision_bound(tmp_path: Path) -> None:
+    space = Workspace(tmp_path)
+    effects = Effects()
+    team = make_team(1, 1, "unsafe", effects)
+
+    def gate(call: ToolCallRequest) -> Suspend | Allow:
+        return Suspend("review") if call.run_id == "r1" else Allow()
+
+    first = await run_journal_first(space, team, 1, on_tool_call=gate)
+    [request] = first.pending_approvals
+    points = await run_history(space.store(), "r1")
+    suspended = points[-1]
+    assert suspended.boundary == "run_suspended"
+    await decide_approval(
+        space.store(), request_id=request.id, request_hash=request.request_hash,
+        decision="approve", reviewer=Reviewer("alice"),
+    )  # fmt: skip
+    before = parent_bytes(space, "r1")
+
+    await fork_run(space.store(), "r1", at_seq=suspended.seq, new_run_id="child")
+
+    child = await Checkpoint(space.store(), run_id="child").load_latest()
+    assert child is not None
+    [mine] = child.pending_approvals
+    assert mine.run_id == "child"
+    assert mine.request_hash == request.request_hash
+    record = await get_approval_record(space.store(), mine.id)
+    assert record is not None
+    assert record.decision is not None
+    assert (record.decision.decision, record.decision.reviewer.id) == ("approved", "alice")
+    result = await restore_run(space, team, "child", on_tool_call=gate)
+    assert result.success
+    assert effects.of("child") == ["c0-0"], "the approved call runs once, in the child"
+    assert effects.of("r1") == []
+    assert parent_bytes(space, "r1") == before
+
+    # The parent resumes and runs the approved call; a fork after its commit binds the
+    # decision to its own request and replays the result.
+    assert (await restore_run(space, team, "r1", on_tool_call=gate)).success
+    assert effects.of("r1") == ["c0-0"]
+    after = [p for p in await run_history(space.store(), "r1") if p.boundary == "tool_commit"]
+    await fork_run(space.store(), "r1", at_seq=after[-1].seq, new_run_id="late")
+    late = await state_at(space.store(), "late", after[-1].seq)
+    [decided] = late.approval_decisions
+    assert (decided.run_id, decided.decision, decided.reviewer.id) == ("late", "approved", "alice")
+    assert (await restore_run(space, team, "late", on_tool_call=gate)).success
+    assert effects.of("late") == []
+
+
+async def test_a_bad_fork_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    space = Workspace(tmp_path)
+    team = make_team(2, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1)).success
+    points = await run_history(space.store(), "r1")
+    seqs = [p.seq for p in points]
+    gap = next(s + 1 for s, t in itertools.pairwise(seqs) if t > s + 1)
+    everything = space.store_path.read_bytes()
+    with pytest.raises(CheckpointError, match="nearest points are"):
+        await fork_run(space.store(), "r1", at_seq=gap, new_run_id="child")
+    for bad in ("", " child", "r1"):
+        with pytest.raises(CheckpointError, match="new_run_id"):
+            await fork_run(space.store(), "r1", at_seq=seqs[1], new_run_id=bad)
+    assert space.store_path.read_bytes() == everything
+    await fork_run(space.store(), "r1", at_seq=seqs[1], new_run_id="child")
+    taken = space.store_path.read_bytes()
+    with pytest.raises(CheckpointError, match="already exists"):
+        await fork_run(space.store(), "r1", at_seq=seqs[2], new_run_id="child")
+    assert space.store_path.read_bytes() == taken

@@ -1,0 +1,159 @@
+"""``run_history`` and ``state_at`` (decision D17): every boundary of a journal-first run.
+
+The central check: the same deterministic run, captured at every boundary its writer reported
+saved (the whole snapshot it was asked to save, as OMA's mode writes at every boundary), against
+``state_at`` of the journal-first run at that boundary's watermark. They must be equal in their
+stored JSON, less ``history_support.IGNORED_ROOT`` and the ``dispatched`` marks (see
+``comparable`` for why), and the history must name every such boundary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from history_support import Effects, Workspace, comparable, make_team, run_journal_first
+
+from oma_actors import CheckpointError, InMemoryStore, run_history, state_at
+from oma_actors.checkpoint import Checkpoint, decode, encode
+from oma_actors.checkpoint.history import load_timeline
+from oma_actors.checkpoint.run_writer import RunWriter, Saved
+from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
+from oma_actors.journal import InMemoryRunJournal
+
+
+@dataclass
+class Workload:
+    turns: int
+    calls: int
+    effect: str
+    tasks: int
+
+
+WORKLOADS = {
+    "one_call_per_turn": Workload(turns=4, calls=1, effect="idempotent", tasks=1),
+    "parallel_unsafe": Workload(turns=3, calls=2, effect="unsafe", tasks=1),
+    "two_tasks_one_journal": Workload(turns=3, calls=1, effect="idempotent", tasks=2),
+}
+
+
+async def capture_run(
+    space: Workspace, work: Workload, monkeypatch: pytest.MonkeyPatch
+) -> dict[int, tuple[str, CheckpointSnapshot]]:
+    """Run ``work`` journal-first; every saved boundary's snapshot by its watermark."""
+    saved: dict[int, tuple[str, CheckpointSnapshot]] = {}
+    original = RunWriter._save_by_path
+
+    async def capturing(self: RunWriter, snapshot: CheckpointSnapshot, boundary: Any) -> Any:
+        outcome, mode = await original(self, snapshot, boundary)
+        if isinstance(outcome, Saved):
+            # Two boundaries at one watermark: the later one is the state at that seq.
+            saved[snapshot.journal_watermark_seq or 0] = (boundary, snapshot)
+        return outcome, mode
+
+    monkeypatch.setattr(RunWriter, "_save_by_path", capturing)
+    team = make_team(work.turns, work.calls, work.effect, Effects())
+    result = await run_journal_first(space, team, work.tasks)
+    assert result.success
+    return saved
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+async def test_state_at_every_boundary_is_the_snapshot_saved_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    space = Workspace(tmp_path)
+    saved = await capture_run(space, WORKLOADS[name], monkeypatch)
+    points = await run_history(space.store(), "r1")
+    seqs = [point.seq for point in points]
+    assert seqs == sorted(set(seqs)), "oldest first, one point per seq"
+    assert set(saved) <= set(seqs), f"boundaries missing from the history: {set(saved) - set(seqs)}"
+    # The only extra points: a safe call's tool/call, recorded in its commit's boundary.
+    extra = [p for p in points if p.seq not in saved]
+    assert all(p.boundary == "tool_dispatch" for p in extra), extra
+    assert WORKLOADS[name].effect == "unsafe" or extra, "a safe call's tool/call is a point too"
+    journal_only = 0
+    for point in points:
+        state = await state_at(space.store(), "r1", point.seq)
+        assert state.journal_watermark_seq == point.seq
+        if point.seq in saved:
+            boundary, snapshot = saved[point.seq]
+            assert comparable(state) == comparable(snapshot), (point, boundary)
+            journal_only += point.boundary in ("tool_commit", "tool_results")
+    assert journal_only >= 2, "the history must reach journal-only boundaries, not just anchors"
+
+
+async def test_points_have_labels_attempts_and_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
+    points = await run_history(space.store(), "r1")
+    assert points[0].boundary == "admission"
+    assert points[-1].boundary == "task_completed"
+    assert {p.attempt for p in points} == {1}
+    commit = next(p for p in points if p.boundary == "tool_commit")
+    assert commit.task_id == "t0"
+    assert commit.label == "t0 turn 1: tool note committed"
+    asks = next(p for p in points if p.boundary == "assistant_tool_turn" and p.seq > commit.seq)
+    assert asks.label == "t0 turn 2: asks for note, note"
+    assert all(a.at <= b.at for a, b in itertools.pairwise(points))
+
+
+async def test_a_seq_that_is_no_point_is_refused_naming_the_nearest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    seqs = [p.seq for p in await run_history(space.store(), "r1")]
+    gap = next(s + 1 for s, t in itertools.pairwise(seqs) if t > s + 1)
+    with pytest.raises(CheckpointError) as caught:
+        await state_at(space.store(), "r1", gap)
+    below, above = max(s for s in seqs if s < gap), min(s for s in seqs if s > gap)
+    assert f"nearest points are {below} and {above}" in str(caught.value)
+
+
+async def test_only_the_runs_own_events_are_folded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two runs share one journal file: each history holds only its run's events.
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    team = make_team(2, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1, run_id="r2")).success
+    timeline = await load_timeline(space.store(), "r1")
+    assert {event.run_id for event in timeline.events} == {"r1"}
+    for point in await run_history(space.store(), "r2"):
+        assert (await state_at(space.store(), "r2", point.seq)).run_id == "r2"
+
+
+async def test_a_run_without_anchors_has_no_history() -> None:
+    with pytest.raises(CheckpointError, match="'nope' has no history"):
+        await run_history(InMemoryStore(), "nope", journal=InMemoryRunJournal())
+
+
+@pytest.mark.parametrize(
+    ("origin", "problem"),
+    [
+        ("r0", "forkedFrom is not an object"),
+        ({"runId": "", "seq": 3}, "forkedFrom.runId"),
+        ({"runId": "r0", "seq": -1}, "forkedFrom.seq"),
+        ({"runId": "r0"}, "forkedFrom.seq"),
+    ],
+)
+async def test_a_malformed_forked_from_is_refused_on_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, origin: object, problem: str
+) -> None:
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    latest = await Checkpoint(space.store(), run_id="r1").load_latest()
+    assert latest is not None
+    raw = json.loads(encode(replace(latest, forked_from=ForkedFrom(run_id="r0", seq=3))))
+    assert decode(json.dumps(raw), key="k").forked_from == ForkedFrom(run_id="r0", seq=3)
+    raw["forkedFrom"] = origin
+    with pytest.raises(CheckpointError, match=problem):
+        decode(json.dumps(raw), key="k")
