@@ -230,7 +230,9 @@ def runner_to_json(
             out["pendingToolResultText"] = state.pending_tool_result_text
     if state.phase == "completed":
         out["finalOutput"] = state.final_output
-        if not state.success:
+        # OMA's entry has no ``success``: a spent budget says it through ``budgetExceeded``
+        # alone. Only a failure OMA never persists (max turns, a model error) needs the member.
+        if not state.success and not state.budget_exceeded:
             out["success"] = False
     # Written only when set, as OMA writes them (spec 7.2).
     if state.loop_warned:
@@ -245,6 +247,9 @@ def runner_to_json(
 def runner_from_json(raw: Json) -> RunnerState:
     """Parse an in-flight entry into runner state."""
     phase = raw["phase"]
+    budget_exceeded = raw.get("budgetExceeded") is True
+    # A runner that completed over its budget did not succeed (RN-04 #7), whatever else it says.
+    ended_over_budget = phase == "completed" and budget_exceeded
     return RunnerState(
         phase=phase,
         conversation=tuple(message_from_json(m) for m in raw["conversationMessages"]),
@@ -254,8 +259,8 @@ def runner_from_json(raw: Json) -> RunnerState:
         tool_calls=tuple(record_from_json(r) for r in raw["toolCalls"]),
         pending=tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ()),
         final_output=str(raw.get("finalOutput", "")),
-        success=bool(raw.get("success", True)),
-        budget_exceeded=raw.get("budgetExceeded") is True,
+        success=bool(raw.get("success", True)) and not ended_over_budget,
+        budget_exceeded=budget_exceeded,
         loop_warned=raw.get("loopWarned") is True,
         loop_detected=raw.get("loopDetected") is True,
         pending_tool_result_text=(

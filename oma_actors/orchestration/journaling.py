@@ -245,10 +245,9 @@ class RunJournaling:
         if task.turn is None:
             return
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": task.agent}
-        # The failed call counted no turn in the state: ``turn`` is the state's count, so a
-        # fold of this event changes nothing (the turn/start before it said ``turn + 1``).
-        turn = task.turn - 1
-        event = self.recorder.emit(v.turn_ended(turn=turn, outcome="error", **scope))
+        # OMA closes the turn it opened (turn/start said ``task.turn``). The failed call
+        # counted no turn in the state, so the fold skips an ``error`` turn/end's number.
+        event = self.recorder.emit(v.turn_ended(turn=task.turn, outcome="error", **scope))
         task.last_seq = event.seq
         task.request = task.turn = None
 
