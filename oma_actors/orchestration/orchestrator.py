@@ -18,10 +18,16 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
+from oma_actors.ids import new_id
 from oma_actors.journal import JournalOptions, RunJournal
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
 from oma_actors.orchestration.goal_flow import run_goal
+from oma_actors.orchestration.journal_calls import (
+    abort_run_agent_journal,
+    finish_run_agent_journal,
+    open_run_agent_journal,
+)
 from oma_actors.orchestration.journaling import resolve_journal
 from oma_actors.orchestration.options import (
     CheckpointArg,
@@ -130,8 +136,22 @@ class OpenMultiAgent:
         options = checkpoint_options(per_call, default)
         return resolve_checkpoint(options, team=team, fallback=self._fallback_store)
 
-    async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
-        """Run one agent on one prompt (never checkpointed)."""
+    async def run_agent(
+        self, agent: AgentConfig, prompt: str, *, journal: JournalArg = None
+    ) -> AgentRunResult:
+        """Run one agent on one prompt (never checkpointed).
+
+        Args:
+            agent: the agent.
+            prompt: its prompt.
+            journal: this call's journal (replaces the orchestrator's; ``False``: none). With
+                one, the call is journaled as OMA journals ``runAgent``: ``run/start`` (mode
+                ``runAgent``), the conversation under the agent's name, ``run/end``.
+
+        Raises:
+            ConfigurationError: ``journal`` is neither a journal nor ``JournalOptions``.
+        """
+        options = resolve_journal(journal, self._journal)
         gate, guard = self._ctx.on_tool_call, None
         guarded = consequential_tools([agent]) if self._confirm_consequential else None
         if guarded:
@@ -139,10 +159,24 @@ class OpenMultiAgent:
             gate = guard_tool_gate(gate, guarded, guard)
         # Never checkpointed, so a tool gate's Suspend fails closed here (spec AP-26).
         policy = CallPolicy(gate=gate, can_suspend=False)
-        outcome = await run_task(
-            resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy
-        )
+        recording = None
+        if options is not None:
+            recording = await open_run_agent_journal(
+                options, run_id=new_id(), agent=agent.name, emit=self._emit
+            )
+        try:
+            outcome = await run_task(
+                resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy,
+                on_boundary=recording.boundary if recording is not None else None,
+                on_request=recording.request if recording is not None else None,
+            )  # fmt: skip
+        except BaseException as exc:
+            if recording is not None:
+                abort_run_agent_journal(recording, exc)
+            raise
         result = confirmed(outcome.result, guard)
+        if recording is not None:
+            await finish_run_agent_journal(recording, result)
         self._emit(AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=result))
         return result
 
