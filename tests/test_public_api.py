@@ -92,7 +92,7 @@ def test_signatures_match_api_md() -> None:
         ("require_consequential_confirmation", kw), ("journal", kw), ("run_store", kw),
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
-    assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
+    assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos), ("journal", kw)]
     # API.md "Checkpoints": the fresh-run methods take on_existing (decision D12).
     assert params(orch.run_tasks)[1:] == [
         ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw), ("journal", kw), ("run_store", kw)
