@@ -14,6 +14,7 @@ from oma_actors.domain.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     TokenUsage,
     ToolResultBlock,
@@ -47,6 +48,11 @@ def block_to_json(block: ContentBlock) -> Json:
             if is_error:
                 out["is_error"] = True
             return out
+        case ReasoningBlock(text=text, signature=signature):
+            reasoning: Json = {"type": "reasoning", "text": text}
+            if signature is not None:
+                reasoning["signature"] = signature
+            return reasoning
         case ImageBlock(media_type=media_type, data=data, url=url):
             source: Json = (
                 {"type": "url", "url": url}
@@ -71,12 +77,25 @@ def block_from_json(raw: Any) -> ContentBlock:
             content if isinstance(content, str) else [block_from_json(b) for b in content]
         )
         return ToolResultBlock(str(raw["tool_use_id"]), parsed, is_error=bool(raw.get("is_error")))
+    if kind == "reasoning":
+        return _reasoning(raw)
     if kind == "image":
         source = raw.get("source") or {}
         if source.get("type") == "url":
             return ImageBlock(str(source.get("media_type", "")), url=str(source["url"]))
         return ImageBlock(str(source.get("media_type", "")), data=str(source.get("data", "")))
     raise CheckpointError(f"unknown content block type {kind!r}")
+
+
+def _reasoning(raw: Json) -> ReasoningBlock:
+    # The thinking and its signature are re-sent verbatim: a wrong type is corruption, never
+    # something to coerce (a provider would refuse the altered thinking anyway).
+    text, signature = raw.get("text"), raw.get("signature")
+    if not isinstance(text, str):
+        raise CheckpointError(f"reasoning block text is not a string: {text!r}"[:200])
+    if signature is not None and not isinstance(signature, str):
+        raise CheckpointError(f"reasoning block signature is not a string: {signature!r}"[:200])
+    return ReasoningBlock(text, signature=signature)
 
 
 def message_to_json(message: Message) -> Json:

@@ -13,7 +13,6 @@ from oma_actors.approvals import (
     approval_key,
     get_approval_record,
     request_to_json,
-    stable_json,
 )
 from oma_actors.approvals.canonical import ordered_json
 from oma_actors.domain.approvals import Reviewer
