@@ -65,6 +65,7 @@ from oma_actors.errors import (
 from oma_actors.events import (
     AgentCompleted,
     ApprovalPending,
+    BudgetExceeded,
     CheckpointSaved,
     CheckpointSaveFailed,
     CoordinatorFailed,
@@ -137,6 +138,7 @@ __all__ = [
     "ApprovalRecord",
     "ApprovalRequest",
     "AtomicStore",
+    "BudgetExceeded",
     "CHECKPOINT_KEY_PREFIX",
     "ChatOptions",
     "Checkpoint",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.journal import JournalOptions
+    from oma_actors.orchestration.budget import RunBudget
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.run import RunState
@@ -55,6 +56,7 @@ class FlowContext:
     clock: Clock = SYSTEM_CLOCK
     run_store: RunStoreOptions | None = None
     journal: JournalOptions | None = None
+    budget: RunBudget | None = None
 
     def approvals(self) -> RunApprovals:
         """The gates of a fresh run."""
@@ -168,6 +170,7 @@ async def run_queue(
         approvals=ctx.approvals(),
         clock=ctx.clock,
         lease=lease,
+        budget=ctx.budget,
     )
     if owned:
         await finish_journal(journaling, state)

@@ -20,6 +20,7 @@ from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
 from oma_actors.ids import new_id
 from oma_actors.journal import JournalOptions, RunJournal
+from oma_actors.orchestration.budget import CostEstimator, RunBudget
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
 from oma_actors.orchestration.goal_flow import run_goal
@@ -69,6 +70,12 @@ class OpenMultiAgent:
             every call of a ``consequential`` tool must be confirmed by ``on_tool_call`` (or,
             in ``run_team``, by an allowed ``on_plan_ready``); an unconfirmed call is denied
             and the run ends ``rejected`` (``oma_actors.agents.consequential``).
+        max_token_budget: OMA's run-level ``maxTokenBudget``: input + output tokens of every
+            task of a run (restored results included); once a finished task takes the run
+            above it, the run drains, skips the rest and ends ``budget_exhausted``
+            (``BudgetExceeded`` is reported). An agent's own budget is ``AgentConfig``'s.
+        max_cost_budget: OMA's ``maxCostBudget``, the same for cost as priced by
+            ``estimate_cost(usage, model)`` (required with it).
         clock: the time source of snapshots and task updates (the test kit's ``FakeClock``
             makes them deterministic); the system clock by default.
         run_store: run ownership (spec RS-12): each run acquires its lease before any work and
@@ -86,6 +93,9 @@ class OpenMultiAgent:
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
         require_consequential_confirmation: bool = False,
+        max_token_budget: int | None = None,
+        max_cost_budget: float | None = None,
+        estimate_cost: CostEstimator | None = None,
         clock: Clock | None = None,
         journal: JournalArg = None,
         run_store: RunStoreArg = None,
@@ -114,6 +124,7 @@ class OpenMultiAgent:
             on_plan_ready=on_plan_ready,
             on_tool_call=on_tool_call,
             clock=clock or SYSTEM_CLOCK,
+            budget=RunBudget.of(max_token_budget, max_cost_budget, estimate_cost),
         )
         # Spec CO-05: the last-resort checkpoint store, used when neither the call nor the team
         # gives one; shared by this instance's runs.
