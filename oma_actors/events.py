@@ -226,3 +226,20 @@ class LeaseLost(ProgressEvent):
     """This process lost the run lease and stopped writing."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceeded(ProgressEvent):
+    """OMA's ``budget_exceeded``: the run's token or cost budget was passed, so it stops.
+
+    Attributes:
+        kind: ``"tokens"`` or ``"cost"``.
+        used: tokens (input + output) or the estimated cost spent by the run so far.
+        budget: the ``max_token_budget`` or ``max_cost_budget`` passed.
+        message: the run's status message.
+    """
+
+    kind: str
+    used: float
+    budget: float
+    message: str

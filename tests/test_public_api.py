@@ -95,10 +95,11 @@ def test_signatures_match_api_md() -> None:
     assert params(oma_actors.OpenMultiAgent) == [
         ("checkpoint", kw), ("on_progress", kw), ("max_concurrency", kw),
         ("on_task_dispatch", kw), ("on_plan_ready", kw), ("on_tool_call", kw),
-        ("require_consequential_confirmation", kw), ("journal", kw), ("run_store", kw),
+        ("require_consequential_confirmation", kw), ("max_token_budget", kw),
+        ("max_cost_budget", kw), ("estimate_cost", kw), ("journal", kw), ("run_store", kw),
     ]  # fmt: skip
     orch = oma_actors.OpenMultiAgent
-    assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos)]
+    assert params(orch.run_agent)[1:] == [("agent", pos), ("prompt", pos), ("journal", kw)]
     # API.md "Checkpoints": the fresh-run methods take on_existing (decision D12).
     assert params(orch.run_tasks)[1:] == [
         ("team", pos), ("tasks", pos), ("checkpoint", kw), ("on_existing", kw), ("journal", kw), ("run_store", kw)

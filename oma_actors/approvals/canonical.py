@@ -55,9 +55,26 @@ def stable_json(value: object) -> str:
             the first value that is not canonical JSON: a non-finite number (or an int too large
             for a double), a cycle, a non-string key or an unsupported type.
     """
+    return _serialise(value, sort_keys=True)
+
+
+def ordered_json(value: object) -> str:
+    """Serialise ``value`` as ``JSON.stringify`` does: ``stable_json`` with keys in given order.
+
+    A ledger row is stored in this form: OMA writes its rows with ``JSON.stringify``, so the
+    members keep the order they were built (or read) in, and a row re-written with a decision
+    keeps the order of the row it was read from. Only hashes use the sorted ``stable_json``.
+
+    Raises:
+        DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` as ``stable_json`` does.
+    """
+    return _serialise(value, sort_keys=False)
+
+
+def _serialise(value: object, *, sort_keys: bool) -> str:
     parts: list[str] = []
     try:
-        _write(value, "$", parts, set())
+        _write(value, "$", parts, set(), sort_keys)
     except RecursionError:
         raise DurableApprovalError(VALIDATION, "value is nested too deeply for JSON") from None
     return "".join(parts)
@@ -106,7 +123,7 @@ def approval_request_id(run_id: str, scope: str, boundary: str, request_hash: st
     return "apr_" + hashlib.sha256(joined.encode("utf-8")).hexdigest()[:32]
 
 
-def _write(value: object, path: str, out: list[str], active: set[int]) -> None:
+def _write(value: object, path: str, out: list[str], active: set[int], sort_keys: bool) -> None:
     # Exact types on purpose: an IntEnum or a str subclass would print differently from the
     # JSON a reader gets back, and a class's own JSON form is not canonical.
     if type(value) not in _PLAIN_TYPES:
@@ -129,29 +146,32 @@ def _write(value: object, path: str, out: list[str], active: set[int]) -> None:
         for index, item in enumerate(value):
             if index:
                 out.append(",")
-            _write(item, f"{path}[{index}]", out, active)
+            _write(item, f"{path}[{index}]", out, active, sort_keys)
         out.append("]")
         active.discard(id(value))
     else:
         assert isinstance(value, dict | MappingProxyType)
-        _write_object(value, path, out, active)
+        _write_object(value, path, out, active, sort_keys)
 
 
-def _write_object(value: Mapping[object, Any], path: str, out: list[str], active: set[int]) -> None:
+def _write_object(
+    value: Mapping[object, Any], path: str, out: list[str], active: set[int], sort_keys: bool
+) -> None:
     _enter(value, path, active)
     for key in value:
         if type(key) is not str:
             raise DurableApprovalError(
                 VALIDATION, f"object at {path} has a non-string key {key!r}"[:300]
             )
-    keys = sorted(cast("Mapping[str, Any]", value), key=_utf16_units)
+    members = cast("Mapping[str, Any]", value)
+    keys = sorted(members, key=_utf16_units) if sort_keys else list(members)
     out.append("{")
     for index, key in enumerate(keys):
         if index:
             out.append(",")
         out.append(_string(key))
         out.append(":")
-        _write(value[key], _member_path(path, key), out, active)
+        _write(value[key], _member_path(path, key), out, active, sort_keys)
     out.append("}")
     active.discard(id(value))
 

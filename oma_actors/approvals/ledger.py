@@ -15,6 +15,7 @@ from oma_actors.approvals.canonical import VALIDATION, stable_json
 from oma_actors.approvals.records import (
     ApprovalRecord,
     check_reviewer,
+    decided_record_text,
     parse_record,
     record_text,
     request_from_json,
@@ -173,7 +174,7 @@ class DurableApprovalLedger:
             decided_at=from_iso(to_iso(self._now())),
             edited_input=edit,
         )
-        text = record_text(request, decided)
+        text = decided_record_text(record, decided)
         at = to_iso(decided.decided_at)
         metadata = _metadata(request, decision=value, reviewerId=reviewer.id, decidedAt=at)
         # Compare against the exact text we verified: any write in between (another decision,

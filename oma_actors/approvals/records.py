@@ -16,6 +16,7 @@ from oma_actors.approvals.canonical import (
     approval_request_id,
     hash_approval_edit,
     hash_approval_request,
+    ordered_json,
     stable_json,
 )
 from oma_actors.approvals.content import SCOPES, content_problem
@@ -236,11 +237,22 @@ class ApprovalRecord:
 
 
 def record_text(request: ApprovalRequest, decision: ApprovalDecision | None = None) -> str:
-    """The stored text of a row: canonical ``{version: 1, request, decision?}`` (AP-11)."""
+    """The stored text of a new row: ``{version: 1, request, decision?}`` in OMA's order (AP-11)."""
     body: dict[str, Any] = {"version": 1, "request": request_to_json(request)}
     if decision is not None:
         body["decision"] = decision_to_json(decision)
-    return stable_json(body)
+    return ordered_json(body)
+
+
+def decided_record_text(record: ApprovalRecord, decision: ApprovalDecision) -> str:
+    """The text of ``record``'s row with ``decision`` added, as OMA re-writes a row.
+
+    The row's members, and the request's, keep the order of the text that was read (``raw``),
+    so a row OMA wrote comes back byte for byte apart from the appended ``decision``.
+    """
+    body: dict[str, Any] = json.loads(record.raw)
+    body["decision"] = decision_to_json(decision)
+    return ordered_json(body)
 
 
 def parse_record(text: str, request_id: str) -> ApprovalRecord:

@@ -65,6 +65,9 @@ def apply_event(item: InFlightTask, event: JournalEvent, *, enforce_lineage: boo
         turn = event.data["turn"]
         if not isinstance(turn, int) or isinstance(turn, bool):
             raise TypeError(f"turn {turn!r} is not an integer")
+        if event.data.get("outcome") == "error":
+            # The model call failed: the turn it names was opened, never counted (RN-05).
+            return item
         return replace(item, state=replace(item.state, turns=max(item.state.turns, turn)))
     except (KeyError, TypeError, ValueError, AttributeError, CheckpointError) as exc:
         where = f"{event.type} at seq {event.seq}"

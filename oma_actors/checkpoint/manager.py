@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode, encode
+from oma_actors.checkpoint.journal_fields import write_version
 from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import StoreError
 from oma_actors.stores.base import Put
@@ -53,7 +54,7 @@ class Checkpoint:
         return decode(entry.value, key=self.key)
 
     async def save(self, snapshot: CheckpointSnapshot) -> str:
-        """Write ``snapshot`` (schema v4) and return the exact text written.
+        """Write ``snapshot`` (schema v4, v5 with a journal) and return the exact text written.
 
         A snapshot without a run id takes this manager's (spec CK-03).
         """
@@ -72,11 +73,12 @@ class Checkpoint:
         """The store write of ``text`` (the encoding of ``snapshot``), for an atomic batch.
 
         Spec CK-03: the entry carries OMA's metadata (namespace, schema version, run id and
-        creation time) so OMA's own tools recognise it.
+        creation time) so OMA's own tools recognise it. The version is the one ``encode`` wrote
+        into ``text`` (5 for a journaled run), never a fixed 4.
         """
         metadata = {
             "namespace": "checkpoint",
-            "version": 4,
+            "version": write_version(snapshot),
             "runId": snapshot.run_id,
             "createdAt": snapshot.created_at,
         }

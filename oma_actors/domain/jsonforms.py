@@ -14,6 +14,7 @@ from oma_actors.domain.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     TokenUsage,
     ToolResultBlock,
@@ -47,6 +48,11 @@ def block_to_json(block: ContentBlock) -> Json:
             if is_error:
                 out["is_error"] = True
             return out
+        case ReasoningBlock(text=text, signature=signature):
+            reasoning: Json = {"type": "reasoning", "text": text}
+            if signature is not None:
+                reasoning["signature"] = signature
+            return reasoning
         case ImageBlock(media_type=media_type, data=data, url=url):
             source: Json = (
                 {"type": "url", "url": url}
@@ -71,12 +77,25 @@ def block_from_json(raw: Any) -> ContentBlock:
             content if isinstance(content, str) else [block_from_json(b) for b in content]
         )
         return ToolResultBlock(str(raw["tool_use_id"]), parsed, is_error=bool(raw.get("is_error")))
+    if kind == "reasoning":
+        return _reasoning(raw)
     if kind == "image":
         source = raw.get("source") or {}
         if source.get("type") == "url":
             return ImageBlock(str(source.get("media_type", "")), url=str(source["url"]))
         return ImageBlock(str(source.get("media_type", "")), data=str(source.get("data", "")))
     raise CheckpointError(f"unknown content block type {kind!r}")
+
+
+def _reasoning(raw: Json) -> ReasoningBlock:
+    # The thinking and its signature are re-sent verbatim: a wrong type is corruption, never
+    # something to coerce (a provider would refuse the altered thinking anyway).
+    text, signature = raw.get("text"), raw.get("signature")
+    if not isinstance(text, str):
+        raise CheckpointError(f"reasoning block text is not a string: {text!r}"[:200])
+    if signature is not None and not isinstance(signature, str):
+        raise CheckpointError(f"reasoning block signature is not a string: {signature!r}"[:200])
+    return ReasoningBlock(text, signature=signature)
 
 
 def message_to_json(message: Message) -> Json:
@@ -230,7 +249,9 @@ def runner_to_json(
             out["pendingToolResultText"] = state.pending_tool_result_text
     if state.phase == "completed":
         out["finalOutput"] = state.final_output
-        if not state.success:
+        # OMA's entry has no ``success``: a spent budget says it through ``budgetExceeded``
+        # alone. Only a failure OMA never persists (max turns, a model error) needs the member.
+        if not state.success and not state.budget_exceeded:
             out["success"] = False
     # Written only when set, as OMA writes them (spec 7.2).
     if state.loop_warned:
@@ -245,6 +266,9 @@ def runner_to_json(
 def runner_from_json(raw: Json) -> RunnerState:
     """Parse an in-flight entry into runner state."""
     phase = raw["phase"]
+    budget_exceeded = raw.get("budgetExceeded") is True
+    # A runner that completed over its budget did not succeed (RN-04 #7), whatever else it says.
+    ended_over_budget = phase == "completed" and budget_exceeded
     return RunnerState(
         phase=phase,
         conversation=tuple(message_from_json(m) for m in raw["conversationMessages"]),
@@ -254,8 +278,8 @@ def runner_from_json(raw: Json) -> RunnerState:
         tool_calls=tuple(record_from_json(r) for r in raw["toolCalls"]),
         pending=tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ()),
         final_output=str(raw.get("finalOutput", "")),
-        success=bool(raw.get("success", True)),
-        budget_exceeded=raw.get("budgetExceeded") is True,
+        success=bool(raw.get("success", True)) and not ended_over_budget,
+        budget_exceeded=budget_exceeded,
         loop_warned=raw.get("loopWarned") is True,
         loop_detected=raw.get("loopDetected") is True,
         pending_tool_result_text=(

@@ -29,6 +29,19 @@ class ImageBlock:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningBlock:
+    """The model's thinking, kept in the conversation as OMA keeps it (its ``reasoning`` block).
+
+    ``signature`` is the provider's proof of the thinking (Anthropic's thinking ``signature``):
+    an adapter that re-sends thinking must send it unchanged, or the provider refuses the turn.
+    """
+
+    text: str
+    signature: str | None = field(default=None, kw_only=True)
+    type: Literal["reasoning"] = field(default="reasoning", init=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolUseBlock:
     """A tool call issued by the model; ``id`` is the model-issued tool call id."""
 
@@ -48,7 +61,7 @@ class ToolResultBlock:
     type: Literal["tool_result"] = field(default="tool_result", init=False, repr=False)
 
 
-ContentBlock = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+ContentBlock = TextBlock | ImageBlock | ReasoningBlock | ToolUseBlock | ToolResultBlock
 
 
 @dataclass(frozen=True, slots=True)

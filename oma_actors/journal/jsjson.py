@@ -24,7 +24,8 @@ def js_dumps(value: Any, *, sort_keys: bool = False) -> str:
 
     Args:
         value: the value; dict keys must be strings.
-        sort_keys: sort object keys recursively (the canonical form of content hashes).
+        sort_keys: sort object keys recursively by UTF-16 code units, as JavaScript's default
+            ``Array.prototype.sort`` does (the canonical form of content hashes).
 
     Raises:
         TypeError: the value holds something that is not a JSON value.
@@ -67,6 +68,16 @@ def _string(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
 
 
+def _utf16_key(item: tuple[str, Any]) -> bytes:
+    # JavaScript compares strings by UTF-16 code unit, Python by code point: they disagree once a
+    # key holds a character past U+FFFF (a surrogate pair, 0xD8xx) next to one in U+E000..U+FFFF.
+    # Big-endian UTF-16 bytes compare exactly as code units do.
+    key = item[0]
+    if not isinstance(key, str):
+        raise TypeError(f"object key {key!r} is not a string")
+    return key.encode("utf-16-be", "surrogatepass")
+
+
 def _write(value: Any, parts: list[str], sort_keys: bool) -> None:
     if value is None:
         parts.append("null")
@@ -83,7 +94,7 @@ def _write(value: Any, parts: list[str], sort_keys: bool) -> None:
     elif isinstance(value, float):
         parts.append(js_number(value))
     elif isinstance(value, dict):
-        items = sorted(value.items()) if sort_keys else value.items()
+        items = sorted(value.items(), key=_utf16_key) if sort_keys else value.items()
         parts.append("{")
         first = True
         for key, item in items:

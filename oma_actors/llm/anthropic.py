@@ -15,6 +15,7 @@ from oma_actors.domain.messages import (
     ImageBlock,
     LLMResponse,
     Message,
+    ReasoningBlock,
     TextBlock,
     TokenUsage,
     ToolResultBlock,
@@ -160,10 +161,16 @@ def _new_client(api_key: str | None, base_url: str | None, timeout: float) -> As
 
 
 def _to_param(message: Message) -> MessageParam:
-    content = [_block_param(block) for block in message.content]
+    content = [_block_param(block) for block in message.content if _sendable(block)]
     if message.role == "user":
         return {"role": "user", "content": content}
     return {"role": "assistant", "content": content}
+
+
+def _sendable(block: ContentBlock) -> bool:
+    # Thinking goes back with its signature, which the API checks; thinking without one (another
+    # provider's) cannot be verified, and the API refuses the whole request for it.
+    return not isinstance(block, ReasoningBlock) or block.signature is not None
 
 
 def _block_param(block: ContentBlock) -> Any:
@@ -171,6 +178,9 @@ def _block_param(block: ContentBlock) -> Any:
     match block:
         case TextBlock(text=text):
             return _text_param(text)
+        case ReasoningBlock(text=text, signature=signature):
+            # Re-sent exactly as received: a tool turn's thinking must accompany its results.
+            return {"type": "thinking", "thinking": text, "signature": signature}
         case ImageBlock():
             return _image_param(block)
         case ToolUseBlock(id=id_, name=name, input=input_):
@@ -227,8 +237,10 @@ def _from_message(message: AnthropicMessage, options: ChatOptions) -> LLMRespons
                 content.append(TextBlock(text))
         elif kind == "tool_use":
             content.append(_tool_use(raw))
-        # thinking, redacted_thinking, server-tool and future blocks carry nothing the runner
-        # acts on, so they are dropped.
+        elif kind == "thinking":
+            content.append(_thinking(raw))
+        # redacted_thinking, server-tool and future blocks carry nothing the runner acts on,
+        # so they are dropped.
     stop_reason = getattr(message, "stop_reason", None)
     if not isinstance(stop_reason, str):
         has_calls = any(isinstance(block, ToolUseBlock) for block in content)
@@ -250,6 +262,13 @@ def _tool_use(raw: object) -> ToolUseBlock:
         # Hand the tool layer something it can reject with a message the model will see.
         input_ = {"_raw_input": input_}
     return ToolUseBlock(id_, name, input_)
+
+
+def _thinking(raw: object) -> ReasoningBlock:
+    thinking, signature = getattr(raw, "thinking", None), getattr(raw, "signature", None)
+    if not isinstance(thinking, str):
+        raise ProviderError(PROVIDER, "thinking block without text", status=200)
+    return ReasoningBlock(thinking, signature=signature if isinstance(signature, str) else None)
 
 
 def _usage(usage: object) -> TokenUsage:

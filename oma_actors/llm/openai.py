@@ -19,6 +19,7 @@ from oma_actors.domain.messages import (
     ImageBlock,
     LLMResponse,
     Message,
+    ReasoningBlock,
     TextBlock,
     TokenUsage,
     ToolResultBlock,
@@ -199,6 +200,9 @@ def _assistant_param(message: Message) -> ChatCompletionMessageParam:
             case ToolUseBlock(id=id_, name=name, input=input_):
                 function: Function = {"name": name, "arguments": json.dumps(input_)}
                 calls.append({"id": id_, "type": "function", "function": function})
+            case ReasoningBlock():
+                # Chat Completions takes no thinking back; it stays in our conversation only.
+                continue
             case _:
                 raise ConfigurationError(
                     f"an assistant message can hold only text and tool calls, not {block!r}"

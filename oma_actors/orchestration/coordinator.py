@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import Task, TaskState
+    from oma_actors.orchestration.journal_calls import ConversationJournal
 
 COORDINATOR_NAME = "coordinator"
 COORDINATOR_SYSTEM_PROMPT = (
@@ -52,9 +53,34 @@ class Decomposition:
 
 
 async def decompose(
-    coordinator: ResolvedAgent, team: Team, goal: str, *, run_id: str, emit: Emit
+    coordinator: ResolvedAgent,
+    team: Team,
+    goal: str,
+    *,
+    run_id: str,
+    emit: Emit,
+    journal: ConversationJournal | None = None,
 ) -> Decomposition:
-    """Ask for a task list, validate it, and ask once more with the errors if it is invalid."""
+    """Ask for a task list, validate it, and ask once more with the errors if it is invalid.
+
+    ``journal`` records the calls (the repair request included) under the coordinator's name.
+    """
+    try:
+        return await _decompose(coordinator, team, goal, run_id=run_id, emit=emit, journal=journal)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+async def _decompose(
+    coordinator: ResolvedAgent,
+    team: Team,
+    goal: str,
+    *,
+    run_id: str,
+    emit: Emit,
+    journal: ConversationJournal | None,
+) -> Decomposition:
     config = coordinator.config
     ctx = LoopContext(
         agent_name=config.name,
@@ -63,6 +89,8 @@ async def decompose(
         tools={},
         max_turns=config.max_turns,
         run_id=run_id,
+        on_boundary=journal.boundary if journal is not None else None,
+        on_request=journal.request if journal is not None else None,
     )
     roster = [agent.name for agent in team.agents]
     state = await drive(initial_state(decomposition_prompt(goal, team.agents)), ctx)
@@ -95,10 +123,21 @@ async def synthesize(
     *,
     run_id: str,
     emit: Emit,
+    journal: ConversationJournal | None = None,
 ) -> TaskOutcome:
-    """Ask the coordinator for the final answer from the finished tasks (spec CD-07)."""
-    outcome = await run_task(
-        coordinator, None, synthesis_prompt(goal, tasks, memory_summary), run_id=run_id, emit=emit
-    )
+    """Ask the coordinator for the final answer from the finished tasks (spec CD-07).
+
+    ``journal`` records the call under the coordinator's name.
+    """
+    prompt = synthesis_prompt(goal, tasks, memory_summary)
+    try:
+        outcome = await run_task(
+            coordinator, None, prompt, run_id=run_id, emit=emit,
+            on_boundary=journal.boundary if journal is not None else None,
+            on_request=journal.request if journal is not None else None,
+        )  # fmt: skip
+    finally:
+        if journal is not None:
+            journal.close()
     emit(AgentCompleted(run_id=run_id, agent=COORDINATOR_NAME, task_id=None, result=outcome.result))
     return outcome

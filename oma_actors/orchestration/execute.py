@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.errors import LeaseError
+    from oma_actors.orchestration.budget import RunBudget
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.messages import AgentMessage
     from oma_actors.orchestration.queue import TaskQueue
@@ -81,8 +82,11 @@ async def execute_queue(
     announced: Collection[str] | None = (),
     clock: Clock = SYSTEM_CLOCK,
     lease: RunLeaseHandle | None = None,
+    budget: RunBudget | None = None,
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
+
+    ``budget`` is charged with every task result, ``restored_results`` included.
 
     One ``ActorSystem`` per run: no actor outlives it, and leaving it (normally, by error or by
     cancellation) stops every agent, runner and the checkpoint writer. With ``lease``, a loss of
@@ -139,6 +143,8 @@ async def execute_queue(
             writer=writer,
             ledger=ledger,
             gate=gate,
+            budget=budget,
+            models={config.name: config.model for config in team.agents},
         )
         run = RunActor(wiring, queue, state, resume, approvals.pending, announced)
         run_ref = system.spawn(run, name=f"run:{run_id}")

@@ -16,6 +16,7 @@ from oma_actors.orchestration.execute import RunApprovals, execute_queue
 from oma_actors.orchestration.journal_events import (
     finish_journal,
     observing,
+    record_plan,
     start_fresh,
     watch_memory,
 )
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.journal import JournalOptions
+    from oma_actors.orchestration.budget import RunBudget
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.run import RunState
@@ -54,6 +56,7 @@ class FlowContext:
     clock: Clock = SYSTEM_CLOCK
     run_store: RunStoreOptions | None = None
     journal: JournalOptions | None = None
+    budget: RunBudget | None = None
 
     def approvals(self) -> RunApprovals:
         """The gates of a fresh run."""
@@ -123,18 +126,21 @@ async def run_queue(
     goal: str | None = None,
     planning_usage: TokenUsage | None = None,
     lease: RunLeaseHandle | None = None,
+    journaling: RunJournaling | None = None,
 ) -> tuple[RunState, SharedMemory | None, RunCheckpointing | None]:
     """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set.
 
-    With ``lease`` every write is fenced by it and the run stops if it is lost.
+    With ``lease`` every write is fenced by it and the run stops if it is lost. ``journaling``:
+    the run's journal opened by the caller (``run_team``, which records ``run/start`` and the
+    coordinator's calls first, and ``run/end`` after its synthesis); without it the journal in
+    ``ctx`` is opened and finished here.
     """
     checkpointing = None
-    journaling = None
-    if resolved is not None and ctx.journal is not None:
-        attempt = lease.attempt if lease is not None else 1
-        journaling = await RunJournaling.open(
-            ctx.journal, run_id=run_id, attempt=attempt, emit=ctx.emit
-        )
+    owned = journaling is None
+    if journaling is not None:
+        record_plan(journaling, queue)
+    elif resolved is not None and ctx.journal is not None:
+        journaling = await open_journaling(ctx.journal, ctx, run_id=run_id, lease=lease)
         start_fresh(journaling, mode=mode, goal=goal, queue=queue)
     if resolved is not None:
         checkpointing = new_checkpointing(
@@ -164,9 +170,19 @@ async def run_queue(
         approvals=ctx.approvals(),
         clock=ctx.clock,
         lease=lease,
+        budget=ctx.budget,
     )
-    await finish_journal(journaling, state)
+    if owned:
+        await finish_journal(journaling, state)
     return state, memory, checkpointing
+
+
+async def open_journaling(
+    options: JournalOptions, ctx: FlowContext, *, run_id: str, lease: RunLeaseHandle | None
+) -> RunJournaling:
+    """Open the journal ``options`` for a fresh attempt of ``run_id`` (the lease's attempt)."""
+    attempt = lease.attempt if lease is not None else 1
+    return await RunJournaling.open(options, run_id=run_id, attempt=attempt, emit=ctx.emit)
 
 
 async def run_task_list(

@@ -21,11 +21,14 @@ from oma_actors.orchestration.coordinator import (
 )
 from oma_actors.orchestration.flows import (
     claim_if,
+    open_journaling,
     plan_view,
     run_queue,
     save_synthesis,
     team_memory,
 )
+from oma_actors.orchestration.journal_calls import ConversationJournal
+from oma_actors.orchestration.journal_events import finish_journal, record_start
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.plan_gate import plan_gate
 from oma_actors.orchestration.queue import TaskQueue
@@ -34,8 +37,10 @@ from oma_actors.orchestration.run import RunState
 
 if TYPE_CHECKING:
     from oma_actors.agents.config import AgentConfig, Team
+    from oma_actors.agents.runner import ResolvedAgent
     from oma_actors.domain.results import TeamRunResult
     from oma_actors.orchestration.flows import FlowContext
+    from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.runs import RunLeaseHandle
 
@@ -75,9 +80,37 @@ async def _owned_goal(
     run_id: str,
     lease: RunLeaseHandle | None,
 ) -> TeamRunResult:
+    journaling = None
+    if resolved is not None and ctx.journal is not None:
+        # OMA's order: run/start, the coordinator's calls, then the plan (plan/set).
+        journaling = await open_journaling(ctx.journal, ctx, run_id=run_id, lease=lease)
+        record_start(journaling, mode="runTeam", goal=goal)
+    result = await _journaled_goal(
+        team, goal, coordinator, plan_only, ctx, resolved, run_id, lease, journaling
+    )
+    if journaling is not None:
+        ended = RunState()
+        ended.status = result.status
+        await finish_journal(journaling, ended)
+    return result
+
+
+async def _journaled_goal(
+    team: Team,
+    goal: str,
+    coordinator: AgentConfig | None,
+    plan_only: bool,
+    ctx: FlowContext,
+    resolved: ResolvedCheckpoint | None,
+    run_id: str,
+    lease: RunLeaseHandle | None,
+    journaling: RunJournaling | None,
+) -> TeamRunResult:
     attempt = lease.attempt if lease is not None else 1
     lead = resolve_agent(coordinator or default_coordinator(team))
-    plan = await decompose(lead, team, goal, run_id=run_id, emit=ctx.emit)
+    plan = await decompose(
+        lead, team, goal, run_id=run_id, emit=ctx.emit, journal=_calls(journaling, lead)
+    )
     planning = {COORDINATOR_NAME: plan.result}
     if plan.tasks is None:
         problem = plan.problem
@@ -106,7 +139,7 @@ async def _owned_goal(
     with claim_if(resolved):
         state, memory, checkpointing = await run_queue(
             team, queue, ctx=ctx, resolved=resolved, mode="runTeam", run_id=run_id, goal=goal,
-            planning_usage=plan.result.token_usage, lease=lease,
+            planning_usage=plan.result.token_usage, lease=lease, journaling=journaling,
         )  # fmt: skip
         if state.status is not None:
             # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).
@@ -115,7 +148,10 @@ async def _owned_goal(
                 extra_agent_results=planning,
             )  # fmt: skip
         summary = await memory.summary() if memory is not None else ""
-        synthesis = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
+        synthesis = await synthesize(
+            lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit,
+            journal=_calls(journaling, lead),
+        )  # fmt: skip
         await save_synthesis(
             checkpointing, queue=queue, memory=memory, state=state, synthesis=synthesis.result
         )
@@ -126,3 +162,8 @@ async def _owned_goal(
         run_id=run_id, attempt=attempt, queue=queue, state=state,
         extra_agent_results={COORDINATOR_NAME: merged},
     )  # fmt: skip
+
+
+def _calls(journaling: RunJournaling | None, lead: ResolvedAgent) -> ConversationJournal | None:
+    """The journal of one coordinator conversation, under the coordinator's name."""
+    return ConversationJournal(journaling, lead.config.name) if journaling is not None else None

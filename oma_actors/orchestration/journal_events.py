@@ -51,10 +51,21 @@ def start_fresh(
     journaling: RunJournaling, *, mode: str, goal: str | None, queue: TaskQueue
 ) -> None:
     """``run/start`` and the initial ``plan/set`` of a fresh run (revision: the queue's)."""
-    recorder = journaling.recorder
-    recorder.emit(v.run_started(mode=mode, goal=goal))
+    record_start(journaling, mode=mode, goal=goal)
+    record_plan(journaling, queue)
+
+
+def record_start(journaling: RunJournaling, *, mode: str, goal: str | None) -> None:
+    """``run/start`` of a fresh run (``run_team`` records it before asking its coordinator)."""
+    journaling.recorder.emit(v.run_started(mode=mode, goal=goal))
+
+
+def record_plan(journaling: RunJournaling, queue: TaskQueue) -> None:
+    """The initial ``plan/set`` (revision: the queue's), once the run's plan is known."""
     tasks = [_plan_task(task) for task in queue.tasks]
-    recorder.emit(v.plan_set(revision=queue.plan.revision, source="initial", tasks=tasks))
+    journaling.recorder.emit(
+        v.plan_set(revision=queue.plan.revision, source="initial", tasks=tasks)
+    )
 
 
 def start_restore(

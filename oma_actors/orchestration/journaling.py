@@ -84,7 +84,9 @@ class RunJournaling:
         self.recorder = recorder
         self._described = ref
         self._journal_first = False
-        self._tasks: dict[str, TaskJournal] = {}
+        # By task id; ``None`` is a conversation outside the queue (the coordinator's, or the
+        # one of ``run_agent``): its events carry no taskId, so a fold never reads them.
+        self._tasks: dict[str | None, TaskJournal] = {}
         # (task, agent) -> turns of each entry of the last durable snapshot: what a restore
         # would fold this attempt's events into (JR-13); the others' events it ignores.
         self._durable: dict[tuple[str, str], int] = {}
@@ -206,7 +208,7 @@ class RunJournaling:
             closed=state.turns if state.phase == "awaiting_model" else state.turns - 1,
         )
 
-    def request_hook(self, task_id: str, agent: str) -> RequestHook:
+    def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
         def hook(state: RunnerState, options: ChatOptions) -> None:
@@ -214,7 +216,9 @@ class RunJournaling:
 
         return hook
 
-    def request(self, task_id: str, agent: str, state: RunnerState, options: ChatOptions) -> None:
+    def request(
+        self, task_id: str | None, agent: str, state: RunnerState, options: ChatOptions
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
@@ -254,7 +258,7 @@ class RunJournaling:
         )
         task.request, task.turn, task.model = event.seq, turn, options.model
 
-    def turn_failed(self, task_id: str) -> None:
+    def turn_failed(self, task_id: str | None) -> None:
         """The task's model call failed (no answer): close its open turn with ``error``."""
         task = self._tasks.get(task_id)
         if task is None:
@@ -263,14 +267,13 @@ class RunJournaling:
         if task.turn is None:
             return
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": task.agent}
-        # The failed call counted no turn in the state: ``turn`` is the state's count, so a
-        # fold of this event changes nothing (the turn/start before it said ``turn + 1``).
-        turn = task.turn - 1
-        event = self.recorder.emit(v.turn_ended(turn=turn, outcome="error", **scope))
+        # OMA closes the turn it opened (turn/start said ``task.turn``). The failed call
+        # counted no turn in the state, so the fold skips an ``error`` turn/end's number.
+        event = self.recorder.emit(v.turn_ended(turn=task.turn, outcome="error", **scope))
         task.last_seq = event.seq
         task.request = task.turn = None
 
-    def observe(self, task_id: str, agent: str, state: RunnerState) -> None:
+    def observe(self, task_id: str | None, agent: str, state: RunnerState) -> None:
         """Record what ``state`` holds that the journal does not yet (never raises)."""
         task = self._tasks.get(task_id)
         if task is None or task.agent != agent:
@@ -301,7 +304,7 @@ class RunJournaling:
             self.observe(task_id, agent, state)
             self._tasks[task_id].pinned = False
 
-    def forget(self, task_id: str) -> None:
+    def forget(self, task_id: str | None) -> None:
         """A task finished or restarts afresh: its next state starts a new conversation."""
         self._tasks.pop(task_id, None)
 

@@ -18,10 +18,17 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import AgentCompleted, ProgressEvent
+from oma_actors.ids import new_id
 from oma_actors.journal import JournalOptions, RunJournal
+from oma_actors.orchestration.budget import CostEstimator, RunBudget
 from oma_actors.orchestration.existing import OnExisting, check_on_existing, continue_existing
 from oma_actors.orchestration.flows import FlowContext, plan_tasks, run_task_list
 from oma_actors.orchestration.goal_flow import run_goal
+from oma_actors.orchestration.journal_calls import (
+    abort_run_agent_journal,
+    finish_run_agent_journal,
+    open_run_agent_journal,
+)
 from oma_actors.orchestration.journal_setup import OnDamagedJournal, check_on_damaged
 from oma_actors.orchestration.journaling import resolve_journal
 from oma_actors.orchestration.options import (
@@ -64,6 +71,12 @@ class OpenMultiAgent:
             every call of a ``consequential`` tool must be confirmed by ``on_tool_call`` (or,
             in ``run_team``, by an allowed ``on_plan_ready``); an unconfirmed call is denied
             and the run ends ``rejected`` (``oma_actors.agents.consequential``).
+        max_token_budget: OMA's run-level ``maxTokenBudget``: input + output tokens of every
+            task of a run (restored results included); once a finished task takes the run
+            above it, the run drains, skips the rest and ends ``budget_exhausted``
+            (``BudgetExceeded`` is reported). An agent's own budget is ``AgentConfig``'s.
+        max_cost_budget: OMA's ``maxCostBudget``, the same for cost as priced by
+            ``estimate_cost(usage, model)`` (required with it).
         clock: the time source of snapshots and task updates (the test kit's ``FakeClock``
             makes them deterministic); the system clock by default.
         run_store: run ownership (spec RS-12): each run acquires its lease before any work and
@@ -81,6 +94,9 @@ class OpenMultiAgent:
         on_plan_ready: Gate | None = None,
         on_tool_call: Gate | None = None,
         require_consequential_confirmation: bool = False,
+        max_token_budget: int | None = None,
+        max_cost_budget: float | None = None,
+        estimate_cost: CostEstimator | None = None,
         clock: Clock | None = None,
         journal: JournalArg = None,
         run_store: RunStoreArg = None,
@@ -109,6 +125,7 @@ class OpenMultiAgent:
             on_plan_ready=on_plan_ready,
             on_tool_call=on_tool_call,
             clock=clock or SYSTEM_CLOCK,
+            budget=RunBudget.of(max_token_budget, max_cost_budget, estimate_cost),
         )
         # Spec CO-05: the last-resort checkpoint store, used when neither the call nor the team
         # gives one; shared by this instance's runs.
@@ -131,8 +148,22 @@ class OpenMultiAgent:
         options = checkpoint_options(per_call, default)
         return resolve_checkpoint(options, team=team, fallback=self._fallback_store)
 
-    async def run_agent(self, agent: AgentConfig, prompt: str) -> AgentRunResult:
-        """Run one agent on one prompt (never checkpointed)."""
+    async def run_agent(
+        self, agent: AgentConfig, prompt: str, *, journal: JournalArg = None
+    ) -> AgentRunResult:
+        """Run one agent on one prompt (never checkpointed).
+
+        Args:
+            agent: the agent.
+            prompt: its prompt.
+            journal: this call's journal (replaces the orchestrator's; ``False``: none). With
+                one, the call is journaled as OMA journals ``runAgent``: ``run/start`` (mode
+                ``runAgent``), the conversation under the agent's name, ``run/end``.
+
+        Raises:
+            ConfigurationError: ``journal`` is neither a journal nor ``JournalOptions``.
+        """
+        options = resolve_journal(journal, self._journal)
         gate, guard = self._ctx.on_tool_call, None
         guarded = consequential_tools([agent]) if self._confirm_consequential else None
         if guarded:
@@ -140,10 +171,24 @@ class OpenMultiAgent:
             gate = guard_tool_gate(gate, guarded, guard)
         # Never checkpointed, so a tool gate's Suspend fails closed here (spec AP-26).
         policy = CallPolicy(gate=gate, can_suspend=False)
-        outcome = await run_task(
-            resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy
-        )
+        recording = None
+        if options is not None:
+            recording = await open_run_agent_journal(
+                options, run_id=new_id(), agent=agent.name, emit=self._emit
+            )
+        try:
+            outcome = await run_task(
+                resolve_agent(agent), None, prompt, run_id=None, emit=self._emit, policy=policy,
+                on_boundary=recording.boundary if recording is not None else None,
+                on_request=recording.request if recording is not None else None,
+            )  # fmt: skip
+        except BaseException as exc:
+            if recording is not None:
+                abort_run_agent_journal(recording, exc)
+            raise
         result = confirmed(outcome.result, guard)
+        if recording is not None:
+            await finish_run_agent_journal(recording, result)
         self._emit(AgentCompleted(run_id=None, agent=agent.name, task_id=None, result=result))
         return result
 

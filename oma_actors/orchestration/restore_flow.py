@@ -234,6 +234,7 @@ async def _continue_owned(
         checkpointing=checkpointing,
         resume=reconciled.resume,
         restored_results=plan.results,
+        budget=ctx.budget,  # charged with the restored results too: it continues (not LM-16)
         approvals=RunApprovals(
             dispatch_gate=ctx.on_task_dispatch,
             tool_gate=ctx.on_tool_call,

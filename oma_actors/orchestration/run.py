@@ -28,6 +28,7 @@ from oma_actors.events import (
     TaskSkipped,
     TaskStarted,
 )
+from oma_actors.orchestration.budget import RunBudget, exhausted
 from oma_actors.orchestration.checkpointing import build_snapshot
 from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
 from oma_actors.orchestration.messages import (
@@ -89,6 +90,8 @@ class RunWiring:
     writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
     ledger: DurableApprovalLedger | None = None
     gate: DispatchGate | None = None
+    budget: RunBudget | None = None
+    models: Mapping[str, str] = field(default_factory=dict)  # agent name -> model, for costs
 
 
 class RunActor(Actor[RunMessage, bool | None]):
@@ -361,6 +364,7 @@ class RunActor(Actor[RunMessage, bool | None]):
                     )
                 )
             self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
+            self._charge()
             return
         # Spec SV-01 / EV-01: shared memory, turn, queue, save, and only then the events, so a
         # dependent never starts (and no observer hears of the completion) before it is durable.
@@ -377,6 +381,23 @@ class RunActor(Actor[RunMessage, bool | None]):
         )
         self._announced.add(task_id)
         self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
+        self._charge()
+
+    def _charge(self) -> None:
+        """Stop the run once its results spent more than its budget (drain, then skip the rest)."""
+        budget = self._w.budget
+        if budget is None or self._stop is not None:
+            return
+        charges = [
+            (result.token_usage, self._w.models.get(self._queue.get(task_id).assignee or "", ""))
+            for task_id, result in self._state.task_results.items()
+        ]
+        exceeded = budget.check(charges, run_id=self._w.run_id)
+        if exceeded is None:
+            return
+        self._w.emit(exceeded)
+        reason, status = exhausted(exceeded)
+        self._stop = Halt(reason=reason, status=status)
 
 
 def _committed_calls(state: RunnerState) -> tuple[str, ...]:

@@ -150,6 +150,7 @@ async def test_usage_carried_across_a_restore_reaches_the_budget() -> None:
     saved = json.loads((await store.get(checkpoint_key(RUN))).value)  # type: ignore[union-attr]
     [entry] = [e for e in saved["inFlightTasks"] if e["assignee"] == "worker"]
     assert (entry["phase"], entry.get("budgetExceeded")) == ("completed", True)
+    assert "success" not in entry  # OMA's entry says it through budgetExceeded alone
     again = await OpenMultiAgent().restore(squad, checkpoint=options(store))
     assert adapter.call_count == 2
     assert again.status.code == "budget_exhausted"

@@ -13,8 +13,8 @@ from oma_actors.approvals import (
     approval_key,
     get_approval_record,
     request_to_json,
-    stable_json,
 )
+from oma_actors.approvals.canonical import ordered_json
 from oma_actors.domain.approvals import Reviewer
 from oma_actors.errors import DurableApprovalError
 from oma_actors.stores.base import AtomicStore
@@ -32,7 +32,7 @@ async def test_t51_ensure_request_is_idempotent_but_refuses_a_different_request(
     assert first.decision is None
     row = await stored(store, request.id)
     assert row == {"version": 1, "request": request_to_json(request)}
-    assert first.raw == stable_json(row)
+    assert first.raw == ordered_json(row)  # JSON.stringify order, as OMA writes rows
     other_reason = replace(request, reason="Another reason")
     assert await _code(ledger.ensure_request(other_reason)) == "APPROVAL_CONFLICT"
     later = replace(request, requested_at=DECIDED_AT)
@@ -167,6 +167,7 @@ async def test_non_json_number_literals_are_not_json(store: AtomicStore, constan
     await _ledger(store).ensure_request(request)
     entry = await store.get(approval_key(request.id))
     assert entry is not None
-    await store.set(entry.key, entry.value.replace('"version":1}', f'"version":1,"x":{constant}}}'))
+    assert entry.value.startswith('{"version":1,')
+    await store.set(entry.key, entry.value.replace('{"version":1,', f'{{"x":{constant},', 1))
     with pytest.raises(DurableApprovalError, match="is not valid JSON"):
         await get_approval_record(store, request.id)

@@ -9,10 +9,11 @@ import pytest
 from checkpoint_support import KEY, golden_json, golden_text, make_snapshot
 from fold_support import entry, executing, journaled
 
-from oma_actors.checkpoint import InFlightTask, decode, encode
+from oma_actors.checkpoint import Checkpoint, InFlightTask, decode, encode
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.validate import problem
 from oma_actors.errors import CheckpointError
+from oma_actors.stores import InMemoryStore
 
 
 def _v4_keys(snapshot_json: dict[str, object]) -> set[str]:
@@ -52,6 +53,18 @@ def test_the_journal_members_follow_the_v4_members_and_precede_ours() -> None:
     assert keys.index("approvalDecisions") + 1 == keys.index("journalWatermarkSeq")
     assert keys.index("journalWatermarkSeq") + 1 == keys.index("journalRef")
     assert keys.index("journalRef") + 1 == keys.index("announcedTaskIds")
+
+
+async def test_the_store_entry_metadata_says_the_version_the_snapshot_was_written_in() -> None:
+    """CK-03: OMA's tools read the entry's ``metadata.version``; a v5 value must say 5."""
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-v5")
+    for snapshot, version in ((journaled(executing()), 5), (make_snapshot(), 4)):
+        text = await checkpoint.save(snapshot)
+        stored = await store.get(checkpoint.key)
+        assert stored is not None
+        assert stored.metadata is not None
+        assert json.loads(text)["version"] == stored.metadata["version"] == version
 
 
 def test_a_journaled_snapshot_without_a_ref_or_marks_writes_only_the_watermark() -> None:

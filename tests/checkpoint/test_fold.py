@@ -199,6 +199,14 @@ def test_turn_end_sets_the_turn_counter() -> None:
     assert result.snapshot.in_flight[0].state.turns == 5
 
 
+def test_an_error_turn_end_names_the_opened_turn_but_counts_none() -> None:
+    """OMA's turn/end after a provider error says the turn it opened; no turn was completed."""
+    snapshot = journaled(entry(turns=1))
+    result = _folded(fold_tail(snapshot, [event(101, "turn/end", turn=2, outcome="error")]))
+    assert result.snapshot.in_flight[0].state.turns == 1
+    assert result.snapshot.in_flight[0].journal_seq == 101
+
+
 def test_a_plain_user_message_after_an_answer_is_resumable() -> None:
     """An answer followed by a user message (a repair request) ends on the user: resumable."""
     repair = event(

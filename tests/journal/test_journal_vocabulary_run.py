@@ -190,10 +190,10 @@ async def test_a_failed_model_call_closes_its_turn_and_a_failure_cascades() -> N
     assert kinds(events, "a") == [
         "task/status", "user/message", "turn/start", "llm/request", "turn/end", "task/status",
     ]  # fmt: skip
-    # The failed call counted no turn: turn/end carries the state's count (0), which a fold
-    # of it leaves as it was; the turn/start before it opened turn 1.
+    # As OMA: turn/end closes the turn its turn/start opened (1), although the failed call
+    # counted no turn in the state (a fold skips an error turn/end's number).
     assert [e.data["turn"] for e in of_type(events, "turn/start")] == [1]
-    assert of_type(events, "turn/end")[0].data == {"turn": 0, "outcome": "error"}
+    assert of_type(events, "turn/end")[0].data == {"turn": 1, "outcome": "error"}
     # From the queue, so the cascade appears: b never ran, it failed with a.
     statuses = [(e.task_id, e.data) for e in of_type(events, "task/status")]
     assert statuses == [

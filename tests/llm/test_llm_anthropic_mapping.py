@@ -11,6 +11,7 @@ from oma_actors.domain.messages import (
     ChatOptions,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     TokenUsage,
     ToolResultBlock,
@@ -157,7 +158,7 @@ async def test_defaults_omit_system_and_tools_and_use_default_max_tokens(
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
 
-async def test_tool_use_response_skips_thinking_and_unknown_blocks(
+async def test_tool_use_response_keeps_thinking_and_skips_unknown_blocks(
     adapter: AnthropicAdapter, fake_server: FakeServer
 ) -> None:
     fake_server.reply(
@@ -176,6 +177,7 @@ async def test_tool_use_response_skips_thinking_and_unknown_blocks(
     response = await adapter.chat(HELLO, OPTIONS)
 
     assert response.content == [
+        ReasoningBlock("hmm", signature="sig"),
         TextBlock("let me look"),
         ToolUseBlock("toolu_9", "search", {"q": "cats"}),
     ]

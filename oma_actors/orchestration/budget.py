@@ -1,0 +1,106 @@
+"""The run-level budget: OMA's ``maxTokenBudget`` and ``maxCostBudget`` with ``estimateCost``.
+
+What a run has spent is what its task results say (a restored run's completed results included,
+so the count continues across restores, where OMA's restarts at zero, LM-16) plus the
+coordinator's planning usage. Each finished task is charged to the budget; once the spend is
+above it, the run stops dispatching, drains what runs, skips the rest (``Skipped: token budget
+exceeded.``) and ends ``budget_exhausted``. An agent's own ``max_token_budget`` is separate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from oma_actors.domain.messages import TokenUsage
+from oma_actors.domain.results import RunStatus
+from oma_actors.errors import ConfigurationError
+from oma_actors.events import BudgetExceeded
+
+CostEstimator = Callable[[TokenUsage, str], float]
+"""``estimate_cost(usage, model)``: the cost of ``usage`` on ``model``, in the caller's unit."""
+
+TOKEN_SKIP_REASON = "Skipped: token budget exceeded."
+COST_SKIP_REASON = "Skipped: cost budget exceeded."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunBudget:
+    """A run's budget; ``None`` limits are not enforced.
+
+    Attributes:
+        max_tokens: input + output tokens the whole run may spend.
+        max_cost: what the run may spend as ``estimate_cost`` prices it.
+        estimate_cost: prices each charge; required with ``max_cost``.
+    """
+
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    estimate_cost: CostEstimator | None = None
+
+    @classmethod
+    def of(
+        cls,
+        max_tokens: int | None,
+        max_cost: float | None,
+        estimate_cost: CostEstimator | None,
+    ) -> RunBudget | None:
+        """The budget of ``OpenMultiAgent(...)``'s arguments, or ``None`` when none is set.
+
+        Raises:
+            ConfigurationError: a limit is not positive (or not finite), ``max_cost`` comes
+                without ``estimate_cost``, or ``estimate_cost`` is not callable.
+        """
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0
+        ):
+            raise ConfigurationError(f"max_token_budget must be a positive int, not {max_tokens!r}")
+        if max_cost is not None and (
+            isinstance(max_cost, bool)
+            or not isinstance(max_cost, int | float)
+            or not math.isfinite(max_cost)
+            or max_cost <= 0
+        ):
+            raise ConfigurationError(f"max_cost_budget must be a positive number, not {max_cost!r}")
+        if estimate_cost is not None and not callable(estimate_cost):
+            raise ConfigurationError("estimate_cost must be callable (usage, model) -> cost")
+        if max_cost is not None and estimate_cost is None:
+            raise ConfigurationError("max_cost_budget needs estimate_cost=(usage, model) -> cost")
+        if max_tokens is None and max_cost is None:
+            return None
+        return cls(max_tokens=max_tokens, max_cost=max_cost, estimate_cost=estimate_cost)
+
+    def check(
+        self, charges: Iterable[tuple[TokenUsage, str]], *, run_id: str | None
+    ) -> BudgetExceeded | None:
+        """The event to report when ``charges`` (usage, model) pass the budget, else ``None``.
+
+        Raises:
+            Exception: whatever ``estimate_cost`` raises (the run fails with it).
+        """
+        spent = list(charges)
+        if self.max_tokens is not None:
+            tokens = sum(usage.input_tokens + usage.output_tokens for usage, _ in spent)
+            if tokens > self.max_tokens:
+                message = (
+                    f"Run exceeded token budget: {tokens} tokens used (budget: {self.max_tokens})"
+                )
+                return BudgetExceeded(
+                    run_id=run_id, kind="tokens", used=tokens, budget=self.max_tokens,
+                    message=message,
+                )  # fmt: skip
+        if self.max_cost is not None and self.estimate_cost is not None:
+            cost = sum(self.estimate_cost(usage, model) for usage, model in spent)
+            if cost > self.max_cost:
+                message = f"Run exceeded cost budget: {cost:g} used (budget: {self.max_cost:g})"
+                return BudgetExceeded(
+                    run_id=run_id, kind="cost", used=cost, budget=self.max_cost, message=message
+                )
+        return None
+
+
+def exhausted(event: BudgetExceeded) -> tuple[str, RunStatus]:
+    """The skip reason and the run status of a run stopped by ``event``."""
+    reason = TOKEN_SKIP_REASON if event.kind == "tokens" else COST_SKIP_REASON
+    return reason, RunStatus("budget_exhausted", event.message)
