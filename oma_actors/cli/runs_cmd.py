@@ -125,14 +125,9 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         finally:
             await journal.close()
     timeline = build_timeline(view.snapshot, events)
-    origin = view.snapshot.forked_from
-    lineage = None if origin is None else {"run_id": origin.run_id, "seq": origin.seq}
-    if args.json:
-        model = {"forked_from": lineage, **asdict(timeline)}
-        console.out(json.dumps(model, indent=2, default=str), highlight=False)
+    if args.json:  # the timeline model, fork lineage included (forked_from)
+        console.out(json.dumps(asdict(timeline), indent=2, default=str), highlight=False)
         return 0
-    if origin is not None:
-        console.out(f"forked from run {origin.run_id} at seq {origin.seq}", highlight=False)
     console.print(render_timeline_text(timeline))
     if view.note is not None and not view.ok:
         console.print(view.note, style="yellow", markup=False)

@@ -12,6 +12,7 @@ from oma_actors.timeline.values import (
     Timeline,
     TimelineApproval,
     TimelineCall,
+    TimelineFork,
     TimelineLane,
     TimelineTurn,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "Timeline",
     "TimelineApproval",
     "TimelineCall",
+    "TimelineFork",
     "TimelineLane",
     "TimelineTurn",
     "build_timeline",

@@ -38,6 +38,7 @@ from oma_actors.timeline.text import summarize
 from oma_actors.timeline.values import (
     Timeline,
     TimelineApproval,
+    TimelineFork,
     TimelineLane,
     TimelineTurn,
     call_from_state,
@@ -71,6 +72,11 @@ def build_timeline(
         from_journal=view is not None,
         lanes=lanes,
         approvals=_approvals(snapshot),
+        forked_from=(
+            None
+            if snapshot.forked_from is None
+            else TimelineFork(run_id=snapshot.forked_from.run_id, seq=snapshot.forked_from.seq)
+        ),
     )
 
 

@@ -31,6 +31,7 @@ _CSS = """
 body{font:14px system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{padding:12px 16px;background:#263238;color:#fff}
 header .sub{color:#b0bec5;font-size:12px}
+header .fork{color:#ce93d8;font-size:12px}
 #bar{padding:6px 16px;display:flex;gap:8px;align-items:center;flex-wrap:wrap}
 #bar button{font-size:14px;width:32px}
 .legend span{display:inline-block;padding:1px 6px;border-radius:8px;color:#fff;font-size:12px}
@@ -70,6 +71,18 @@ setZoom(1);})();
 """
 
 
+def _fork(timeline: Timeline) -> str:
+    """The fork point and the parent of a forked run (D17), or nothing."""
+    fork = timeline.forked_from
+    if fork is None:
+        return ""
+    return (
+        f'<div class="fork" data-parent="{escape(fork.run_id)}" data-fork-seq="{fork.seq}">'
+        f"forked from run <b>{escape(fork.run_id)}</b> at seq {fork.seq}: what came before is "
+        "the parent's (replayed, never run again)</div>"
+    )
+
+
 def render_timeline_html(timeline: Timeline) -> str:
     """The whole page as a string; write it to a ``.html`` file."""
     title = f"oma run {timeline.run_id}"
@@ -86,6 +99,7 @@ def render_timeline_html(timeline: Timeline) -> str:
         f'<body data-run="{escape(timeline.run_id)}" data-status="{escape(timeline.status)}">'
         f"<header><b>{escape(title)}</b> · attempt {timeline.attempt} · revision "
         f"{timeline.revision} · {escape(timeline.status)}"
+        f"{_fork(timeline)}"
         f'<div class="sub">{len(timeline.lanes)} tasks, {len(timeline.calls)} tool calls, '
         f"from {source}. Click a turn or a call for details; ctrl + wheel zooms.</div></header>"
         f'<div id="bar"><button id="zout" title="zoom out">−</button><span id="zoom">'

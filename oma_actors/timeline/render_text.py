@@ -62,6 +62,13 @@ def _header(timeline: Timeline) -> Text:
         terminal_safe(timeline.status),
         style=STATUS_STYLE.get(timeline.status.replace(" ", "_"), ""),
     )
+    fork = timeline.forked_from
+    if fork is not None:
+        text.append(
+            f"\nforked from run {terminal_safe(fork.run_id)} at seq {fork.seq}: "
+            "what came before is the parent's (replayed, never run again)",
+            style="magenta",
+        )
     source = "journal + snapshot" if timeline.from_journal else "snapshot only (no journal)"
     text.append(f"\n{len(timeline.lanes)} tasks, {len(timeline.calls)} tool calls, from {source}",
                 style="dim")  # fmt: skip

@@ -81,8 +81,18 @@ class TimelineApproval:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TimelineFork:
+    """Where a forked run starts (D17): its parent and the parent's history point. Everything
+    up to that point is the parent's: its committed results replay, nothing of it runs again."""
+
+    run_id: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:
-    """A whole run: identity, status, lanes in task order, approvals; whether a journal fed it."""
+    """A whole run: identity, status, lanes in task order, approvals; whether a journal fed it;
+    its parent when it is a fork."""
 
     run_id: str
     attempt: int
@@ -91,6 +101,7 @@ class Timeline:
     from_journal: bool
     lanes: tuple[TimelineLane, ...]
     approvals: tuple[TimelineApproval, ...] = ()
+    forked_from: TimelineFork | None = None
 
     @property
     def calls(self) -> tuple[TimelineCall, ...]:

@@ -96,8 +96,14 @@ def test_history_then_fork_then_show_the_lineage(tmp_path: Path) -> None:
     shown = oma("runs", "show", "r2", "--store", store, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["forked_from"] == {"run_id": "r1", "seq": commit["seq"]}
-    drawn = oma("runs", "show", "r2", "--store", store)
+    page = tmp_path / "r2.html"
+    drawn = oma("runs", "show", "r2", "--store", store, "--html", str(page))
     assert f"forked from run r1 at seq {commit['seq']}" in drawn.stdout
+    # The page marks the fork point and names the parent (issue 21 item 5).
+    html = page.read_text(encoding="utf-8")
+    assert f'data-parent="r1" data-fork-seq="{commit["seq"]}"' in html
+    parent = oma("runs", "show", "r1", "--store", store, "--json")
+    assert json.loads(parent.stdout)["forked_from"] is None  # the parent is no fork
 
 
 def test_a_bad_fork_is_one_line_on_stderr_and_exit_2(tmp_path: Path) -> None:
