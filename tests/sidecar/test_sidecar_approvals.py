@@ -146,3 +146,42 @@ async def test_listing_every_runs_approvals_skips_an_unreachable_store(
         await get
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "127.0.0.1:1" in (caught.value.details() or "")
+
+
+def edited(approval: pb.Approval, text: str) -> pb.DecideApprovalRequest:
+    return pb.DecideApprovalRequest(
+        id=approval.id,
+        request_hash=approval.request_hash,
+        decision=Decision.DECISION_APPROVE,
+        reviewer=pb.Reviewer(id="ann"),
+        edited_input_json=text,
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "result"),
+    [
+        ('{"text": "edited"}', "done: echo:edited"),  # runs once, on the edited input
+        ('{"text": 5}', "APPROVAL_VALIDATION_ERROR"),  # the tool's schema refuses it: no run
+    ],
+    ids=["valid", "refused-by-schema"],
+)
+async def test_approve_with_an_edited_input_over_the_wire(
+    client: SidecarClient, edit: str, result: str
+) -> None:
+    events = await asyncio.wait_for(suspended_run(client, "apr-edit"), 10)
+    [approval] = await client.list_approvals("apr-edit")
+    decided = await client.approvals.DecideApproval(edited(approval, edit), metadata=client.metadata)
+    assert decided.recorded
+    last = max(event.seq for event in events)
+    resumed = [event async for event in client.watch("apr-edit", after_seq=last)]
+    assert resumed[-1].run_status.status in (pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_FAILED)
+    done = await client.get_run("apr-edit", full=True)
+    assert result in done.tasks[0].result
+    assert "echo:hi" not in done.tasks[0].result  # never on the original input
+    # Deciding again with another edit is a conflict: the recorded edit is the one bound.
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.approvals.DecideApproval(
+            edited(approval, '{"text": "other"}'), metadata=client.metadata
+        )
+    assert error_reason(caught.value) == "APPROVAL_CONFLICT"
