@@ -171,7 +171,9 @@ async def test_approve_with_an_edited_input_over_the_wire(
 ) -> None:
     events = await asyncio.wait_for(suspended_run(client, "apr-edit"), 10)
     [approval] = await client.list_approvals("apr-edit")
-    decided = await client.approvals.DecideApproval(edited(approval, edit), metadata=client.metadata)
+    decided = await client.approvals.DecideApproval(
+        edited(approval, edit), metadata=client.metadata
+    )
     assert decided.recorded
     last = max(event.seq for event in events)
     resumed = [event async for event in client.watch("apr-edit", after_seq=last)]
