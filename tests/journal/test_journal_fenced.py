@@ -219,7 +219,7 @@ async def test_after_an_operator_cancel_no_event_of_the_run_lands(
 ) -> None:
     store: SqliteStore = await fresh_stores.sqlite(tmp_path / "state.db")
     journal = SqliteRunJournal(tmp_path / "state.db")
-    cancelled_at: list[int] = []
+    reads: list[asyncio.Future[list[Any]]] = []
     work = WORKLOADS["one_call_per_turn"]
     effects: list[str] = []
     the_team = team(work.turns, work.calls, work.effect, effects)
@@ -229,7 +229,9 @@ async def test_after_an_operator_cancel_no_event_of_the_run_lands(
     async def cancelling(args: Any, ctx: Any) -> Any:
         if ctx.tool_call_id == "c3-0":  # mid-run: an operator cancels, the holder is fenced
             await RunLedger(MemoryStoreRunStore(store), owner="op").cancel("cut", "stop")
-            cancelled_at.append(max(e.seq for e in await journal.read_run("cut")))
+            # Read at once, in a task of its own: the run, fenced out, may cancel this tool
+            # call before an awaited read here would return.
+            reads.append(asyncio.ensure_future(journal.read_run("cut")))
         return await inner(args, ctx)
 
     object.__setattr__(note, "execute", cancelling)
@@ -242,6 +244,7 @@ async def test_after_an_operator_cancel_no_event_of_the_run_lands(
             checkpoint=CheckpointOptions(store=store, run_id="cut"),
             journal=JournalOptions(journal, durable=durable),
         )  # fmt: skip
+        cancelled_at = [max(e.seq for e in await read) for read in reads]
         stored = await journal.read_run("cut")
     finally:
         await journal.close()
