@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,8 @@ from oma_actors.testing import FailingStore, ScriptedAdapter
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
+
+    from service_kit import FreshStores
 
 SECRET = "acct-4111-1111-1111-1111"
 RING = KeyRing({"k1": bytes(range(32))}, active="k1")
@@ -225,3 +228,33 @@ def test_it_refuses_what_is_not_a_journal_or_a_ring() -> None:
         EncryptingJournal(InMemoryStore(), RING)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="needs a KeyRing"):
         EncryptingJournal(InMemoryRunJournal(), b"key")  # type: ignore[arg-type]
+
+
+async def test_the_journal_contract_holds_through_the_seal_on_every_backend(
+    tmp_path: Path, fresh_stores: FreshStores
+) -> None:
+    # Issue 22 item 2: the wrapper keeps the journal contract over the database journals too
+    # (order, per-run reads, duplicates refused, close), and the rows hold no plaintext.
+    from oma_actors.journal import PostgresRunJournal, SqliteRunJournal
+    from oma_actors.testing.journal_contract import JournalHooks, check_run_journal
+
+    def reopen(journal: RunJournal) -> RunJournal:
+        assert isinstance(journal, EncryptingJournal)
+        assert isinstance(journal.inner, SqliteRunJournal)
+        return EncryptingJournal(SqliteRunJournal(journal.inner.path), RING)
+
+    await check_run_journal(lambda: EncryptingJournal(InMemoryRunJournal(), RING))
+    await check_run_journal(
+        lambda: EncryptingJournal(SqliteRunJournal(tmp_path / f"{uuid.uuid4().hex}.db"), RING),
+        JournalHooks(keyed=True, reopen=reopen),
+    )
+    dsn, table = fresh_stores.postgres_table()
+    sealed = EncryptingJournal(PostgresRunJournal(dsn, store_table=table), RING)
+    try:
+        await sealed.append([event(1, secret=SECRET)])
+        [back] = await sealed.read_from(0)
+        assert back.data["secret"] == SECRET
+        raw = await sealed.inner.read_from(0)
+        assert SECRET not in json.dumps([e.data for e in raw])
+    finally:
+        await sealed.close()
