@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
     from service_kit import FreshStores
 
+    from oma_actors.journal import RunJournal
+
 SECRET = "acct-4111-1111-1111-1111"
 RING = KeyRing({"k1": bytes(range(32))}, active="k1")
 
