@@ -20,7 +20,7 @@ from crash_ledger import result_record
 from crash_scenarios import CHECKPOINT_KEY, tasks_for
 from fault_harness import AtBoundary, Harness, Recorder
 
-from oma_actors import CheckpointSaved, CheckpointSaveFailed, FileStore, Task
+from oma_actors import CheckpointSaved, CheckpointSaveFailed, FileStore, Task, TaskGraphError
 from oma_actors.testing.faults import FailingStore, UnknownOutcomeStore
 
 # -- F01 / F02 ----------------------------------------------------------------------------------
@@ -135,25 +135,28 @@ def cyclic() -> dict[str, Any]:
     return loop
 
 
-@pytest.mark.parametrize("bad", [object, cyclic], ids=["object", "cyclic"])
+def test_f04_unserializable_metadata_is_refused_before_the_run() -> None:
+    for bad in (object(), cyclic()):
+        with pytest.raises(TaskGraphError):
+            Task("t", "x", id="alpha", metadata={"bad": bad})
+
+
 async def test_f04_unserializable_snapshot_is_not_saved_and_never_reaches_the_store(
-    tmp_path: Path, bad: Any
+    tmp_path: Path,
 ) -> None:
+    bad = object
     h = Harness(tmp_path)
     recorder = Recorder(FileStore(h.path))
     tasks = [
-        Task(
-            t.title,
-            t.description,
-            id=t.id,
-            assignee=t.assignee,
-            depends_on=t.depends_on,
-            metadata={"bad": bad()},
-        )
+        Task(t.title, t.description, id=t.id, assignee=t.assignee, depends_on=t.depends_on)
         if t.id == "alpha"
         else t
         for t in tasks_for("chain")
     ]
+    # Task refuses such metadata up front (TaskGraphError, issue 22); planted past that check,
+    # as a bug elsewhere could, the codec must still refuse the snapshot before any write.
+    assert tasks[0].id == "alpha"
+    object.__setattr__(tasks[0], "metadata", {"bad": bad()})
     result = await h.run(recorder, tasks=tasks)
     assert result.success  # best-effort saves: the run finishes
     failures = h.of(CheckpointSaveFailed)
