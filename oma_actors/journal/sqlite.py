@@ -16,9 +16,8 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal.sql import SqlRunJournal, checked_keys, fence_holds
-from oma_actors.stores.sqlite import SqliteStore, immediate_transaction
+from oma_actors.stores.sqlite import SqliteStore, connect, immediate_transaction, store_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -140,36 +139,24 @@ class SqliteRunJournal(SqlRunJournal):
     def _on_worker(self, call: Callable[[sqlite3.Connection], _T]) -> _T:
         try:
             return call(self._connection or self._connect())
-        except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorname", None) in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
-                reason = f"not a usable SQLite database ({exc})"
-                raise CorruptStoreError(self._path, reason) from exc
-            raise StoreError(f"{self._path}: journal: {exc}") from exc
         except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
-            raise StoreError(f"{self._path}: journal: {exc}") from exc
+            raise store_error(self._path, exc, "journal: ") from exc
 
     def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self._path), exist_ok=True)
-        # 0600 as the store creates it: the journal holds conversations and tool results.
-        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
-        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
-            connection.execute(
-                f"CREATE TABLE IF NOT EXISTS {JOURNAL_TABLE} (run_id TEXT NOT NULL, "
-                "seq INTEGER NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
-            )
-        except BaseException:
-            connection.close()
-            raise
-        self._connection = connection
-        return connection
+        self._connection = connect(self._path, self._busy_timeout, _create_table)
+        return self._connection
 
     def _close_connection(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _create_table(connection: sqlite3.Connection) -> None:
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {JOURNAL_TABLE} (run_id TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+    )
 
 
 __all__ = ["JOURNAL_TABLE", "STORE_TABLE", "SqliteRunJournal"]

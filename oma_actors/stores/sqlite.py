@@ -217,30 +217,14 @@ class SqliteStore(AppliesConditionally):
         try:
             connection = self._connection or self._connect()
             return call(connection)
-        except sqlite3.DatabaseError as exc:
-            if getattr(exc, "sqlite_errorname", None) in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
-                reason = f"not a usable SQLite database ({exc})"
-                raise CorruptStoreError(self._path, reason) from exc
-            raise StoreError(f"{self._path}: {exc}") from exc
         except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
-            raise StoreError(f"{self._path}: {exc}") from exc
+            raise store_error(self._path, exc) from exc
 
     def _connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self._path), exist_ok=True)
-        # Create the database 0600 (it holds conversations and tool results); SQLite gives its
-        # -wal and -shm files the database file's permissions.
-        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
-        # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE is ours to issue.
-        connection = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
-            immediate_transaction(connection, _migrate)
-        except BaseException:
-            connection.close()
-            raise
-        self._connection = connection
-        return connection
+        self._connection = connect(
+            self._path, self._busy_timeout, lambda c: immediate_transaction(c, _migrate)
+        )
+        return self._connection
 
     def _close_connection(self) -> None:
         if self._connection is not None:
@@ -256,6 +240,37 @@ def _migrate(connection: sqlite3.Connection) -> None:
         )
     connection.execute(_SCHEMA)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def store_error(path: str, exc: Exception, what: str = "") -> StoreError:
+    """The typed error of a failed SQLite call on ``path`` (``what``: which table, if any)."""
+    if isinstance(exc, sqlite3.DatabaseError) and getattr(exc, "sqlite_errorname", None) in (
+        "SQLITE_NOTADB",
+        "SQLITE_CORRUPT",
+    ):
+        return CorruptStoreError(path, f"not a usable SQLite database ({exc})")
+    return StoreError(f"{path}: {what}{exc}")
+
+
+def connect(
+    path: str, busy_timeout: float, prepare: Callable[[sqlite3.Connection], object]
+) -> sqlite3.Connection:
+    """A connection to the database file ``path`` (created 0600), in WAL mode with full sync,
+    after ``prepare`` (its tables) ran on it; closed again if anything failed."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Create the database 0600 (it holds conversations and tool results); SQLite gives its
+    # -wal and -shm files the database file's permissions.
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE is ours to issue.
+    connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = FULL")  # a commit survives a power cut
+        prepare(connection)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def immediate_transaction(
@@ -275,4 +290,4 @@ def immediate_transaction(
     return result
 
 
-__all__ = ["SCHEMA_VERSION", "SqliteStore", "immediate_transaction"]
+__all__ = ["SCHEMA_VERSION", "SqliteStore", "connect", "immediate_transaction", "store_error"]
