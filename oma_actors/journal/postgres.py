@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.errors import ConfigurationError, StoreError
+from oma_actors.errors import ConfigurationError
 from oma_actors.journal.sql import SqlRunJournal, checked_keys, fence_holds
 from oma_actors.stores.postgres import (
     TABLE_NAME,
@@ -29,6 +29,7 @@ from oma_actors.stores.postgres import (
     driver_errors,
     lock_id,
     open_pool,
+    store_call,
     store_name,
 )
 
@@ -302,11 +303,7 @@ class PostgresRunJournal(SqlRunJournal):
                 pool.terminate()
 
     async def _call(self, operation: Awaitable[Any]) -> Any:
-        driver = asyncpg_module()
-        try:
-            return await operation
-        except driver_errors(driver, OSError, ValueError) as exc:
-            raise StoreError(f"{self._name}: {exc}") from exc
+        return await store_call(self._name, operation)
 
     async def _connected(self) -> asyncpg.Pool:
         if self._pool is not None:

@@ -265,11 +265,7 @@ class PostgresStore(AppliesConditionally):
         return await self._call(run())
 
     async def _call(self, operation: Awaitable[_T]) -> _T:
-        driver = asyncpg_module()
-        try:
-            return await operation
-        except driver_errors(driver, OSError, ValueError) as exc:
-            raise StoreError(f"{self._name}: {exc}") from exc
+        return await store_call(self._name, operation)
 
     async def _connected(self) -> asyncpg.Pool:
         if self._pool is not None:
@@ -290,6 +286,15 @@ class PostgresStore(AppliesConditionally):
             max_size=self._max_connections,
             connect_timeout=self._connect_timeout,
         )
+
+
+async def store_call(name: str, operation: Awaitable[_T]) -> _T:
+    """``await operation``, every asyncpg failure raised as a ``StoreError`` naming ``name``."""
+    driver = asyncpg_module()
+    try:
+        return await operation
+    except driver_errors(driver, OSError, ValueError) as exc:
+        raise StoreError(f"{name}: {exc}") from exc
 
 
 def store_name(dsn: str, table: str) -> str:
@@ -388,5 +393,6 @@ __all__ = [
     "driver_errors",
     "lock_id",
     "open_pool",
+    "store_call",
     "store_name",
 ]
