@@ -131,6 +131,9 @@ class JournalPath:
     _compacted_through: int = 0
     divergence: str | None = None
     """Why the last boundary that could have been journal-only compacted (for diagnostics)."""
+    outgrown: bool = False
+    """The last boundary compacted only because the tail outgrew the snapshot: the journal
+    alone folds to it exactly, so it needs no history anchor (D17)."""
 
     def fold(self, snapshot: CheckpointSnapshot, boundary: str) -> CheckpointSnapshot | None:
         """The restore view after this boundary if it is exactly ``snapshot``; else ``None``.
@@ -142,25 +145,37 @@ class JournalPath:
         events = self.tail.take_through(watermark)
         view = self._view
         self.divergence = None
+        self.outgrown = False
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
+        exact = self._exact(view, events, snapshot)
         if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
+            self.outgrown = exact
             self.divergence = (
                 f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "
                 f"({self._snapshot_bytes} bytes)"
             )
             return None
-        result = fold_tail(view, events, enforce_lineage=self.enforce_lineage)
-        if isinstance(result, Discarded):
-            self.divergence = f"the fold refused the tail: {result.reason}"
-            return None
-        restored = mark_started_unsafe(result.snapshot, result.started_calls, self.unsafe)
-        self.divergence = difference(restored, snapshot)
-        if self.divergence is not None:
+        if not exact:
             return None
         # Equal: keep the run's own objects, so the next comparison is by identity (cheap).
         return replace(snapshot, journal_watermark_seq=view.journal_watermark_seq)
+
+    def _exact(
+        self,
+        view: CheckpointSnapshot,
+        events: Sequence[JournalEvent],
+        snapshot: CheckpointSnapshot,
+    ) -> bool:
+        """Whether folding ``events`` into ``view`` gives ``snapshot`` (else ``divergence``)."""
+        result = fold_tail(view, events, enforce_lineage=self.enforce_lineage)
+        if isinstance(result, Discarded):
+            self.divergence = f"the fold refused the tail: {result.reason}"
+            return False
+        restored = mark_started_unsafe(result.snapshot, result.started_calls, self.unsafe)
+        self.divergence = difference(restored, snapshot)
+        return self.divergence is None
 
     async def commit(self, view: CheckpointSnapshot, watermark: int) -> None:
         """Wait until the boundary's events are durable, then adopt ``view``.

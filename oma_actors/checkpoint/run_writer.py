@@ -320,7 +320,10 @@ class RunWriter:
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
         snapshot = await journal.vouch(snapshot)
-        outcome = await self._store(snapshot, anchor=boundary)
+        # A compaction only because the tail outgrew the snapshot is exactly what the journal
+        # folds to: its history point needs no anchor (a full copy in the store, D17).
+        anchor = None if journal.outgrown else boundary
+        outcome = await self._store(snapshot, anchor=anchor)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)
         else:

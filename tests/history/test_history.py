@@ -157,3 +157,38 @@ async def test_a_malformed_forked_from_is_refused_on_decode(
     raw["forkedFrom"] = origin
     with pytest.raises(CheckpointError, match=problem):
         decode(json.dumps(raw), key="k")
+
+
+async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_folds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tail that outgrew its snapshot compacts (restore speed), but the journal folds to that
+    # snapshot exactly: no full copy is stored for it, and its point's state still equals the
+    # snapshot saved there (the fold from the anchor before it reaches it).
+    from oma_actors.checkpoint import journal_path
+    from oma_actors.keyspace import history_prefix
+
+    monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)  # every outgrown tail compacts
+    space = Workspace(tmp_path)
+    outgrown: list[int] = []
+    real_fold = journal_path.JournalPath.fold
+
+    def fold(self: journal_path.JournalPath, snapshot: Any, boundary: str) -> Any:
+        result = real_fold(self, snapshot, boundary)
+        if self.outgrown:
+            outgrown.append(snapshot.journal_watermark_seq or 0)
+        return result
+
+    monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
+    saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
+    assert outgrown, "the workload must outgrow a snapshot at least once"
+    anchors = {
+        int(entry.key.rsplit("/", 1)[1])
+        for entry in await space.store().list()
+        if entry.key.startswith(history_prefix("r1"))
+    }
+    assert not anchors & set(outgrown)  # no copy for a compaction the journal folds to
+    for seq in outgrown:
+        boundary, snapshot = saved[seq]
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(snapshot), boundary
