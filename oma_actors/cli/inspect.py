@@ -96,7 +96,9 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
     if args.raw:
         console.print_json(json.dumps(snapshot.raw))
         return 0
-    view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
+    view = await with_tail(
+        snapshot, journal=args.journal, skip=args.no_journal, store_uri=args.store
+    )
     show_snapshot(console, view.snapshot)
     if view.note is not None:
         console.print(terminal_safe(view.note), style=None if view.ok else "yellow", markup=False)

@@ -31,7 +31,7 @@ from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
-from oma_actors.cli.tail import with_tail
+from oma_actors.cli.tail import database_journal, with_tail
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -116,12 +116,18 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     # Like a restore, follow the journal the snapshot names (journalRef) unless told otherwise,
     # and show the snapshot with its tail folded: after a journal-first crash the dispatch
     # record of a started call is in the tail only, and the call must not read "pending".
-    view = await with_tail(snapshot, journal=args.journal, skip=args.no_journal)
+    view = await with_tail(
+        snapshot, journal=args.journal, skip=args.no_journal, store_uri=args.store
+    )
     path = args.journal or _named_file(view.snapshot)
+    journal = None
     if not args.no_journal and path is not None and await aiofiles.os.path.exists(path):
         journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
+    elif not args.no_journal and args.journal is None:
+        journal = database_journal(view.snapshot, args.store)  # D15: in the store's database
+    if journal is not None:
         try:
-            events = await journal.read_from(0)
+            events = [e for e in await journal.read_from(0) if e.run_id == snapshot.run_id]
         finally:
             await journal.close()
     timeline = build_timeline(view.snapshot, events)

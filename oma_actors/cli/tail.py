@@ -2,8 +2,9 @@
 
 With journal-first durability (D10) the snapshot in the store is a compaction point and the
 journal holds what happened since; a restore folds the two, so a view of "where the run stands"
-must fold them too. The journal is the one the snapshot names (``journalRef``, a JSONL file)
-unless ``--journal`` names another; ``--no-journal`` shows the snapshot alone.
+must fold them too. The journal is the one the snapshot names (``journalRef``: a JSONL file, or
+the journal in the database of ``--store``, D15) unless ``--journal`` names another;
+``--no-journal`` shows the snapshot alone.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from oma_actors import (
     JsonlRunJournal,
     fold_tail,
     mark_started_unsafe,
+    open_journal,
     read_journal_tail,
 )
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
@@ -25,7 +27,10 @@ from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 if TYPE_CHECKING:
     import argparse
 
-    from oma_actors import CheckpointSnapshot
+    from oma_actors import CheckpointSnapshot, RunJournal
+
+DATABASE_KINDS = frozenset({"SqliteRunJournal", "PostgresRunJournal"})
+"""Journals kept in the store's own database (``journalRef.store == "same-database"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +61,25 @@ def add_journal_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def database_journal(snapshot: CheckpointSnapshot, store_uri: str | None) -> RunJournal | None:
+    """The journal in the database of ``store_uri`` when the snapshot names that one (the
+    caller closes it); ``None`` when it names a file, or a journal of another database."""
+    ref = snapshot.raw.get("journalRef")
+    if store_uri is None or not isinstance(ref, dict) or ref.get("kind") not in DATABASE_KINDS:
+        return None
+    journal = open_journal(store_uri)  # opens nothing yet: connects on the first read
+    described = journal.describe()
+    if any(described.get(key) != ref.get(key) for key in ("kind", "store", "table")):
+        return None
+    return sealed_journal(journal, keyring_from_env())
+
+
 async def with_tail(
-    snapshot: CheckpointSnapshot, *, journal: str | None = None, skip: bool = False
+    snapshot: CheckpointSnapshot,
+    *,
+    journal: str | None = None,
+    skip: bool = False,
+    store_uri: str | None = None,
 ) -> TailView:
     """``snapshot`` with its journal tail folded in, as a restore would see it.
 
@@ -69,6 +91,8 @@ async def with_tail(
         snapshot: the stored snapshot.
         journal: the JSONL journal to read (default: the one the snapshot names).
         skip: show the snapshot alone.
+        store_uri: the store the snapshot was read from: a journal in its database is read
+            when the snapshot names that one.
 
     Raises:
         CorruptStoreError: the journal is not a regular file or is over the read limit.
@@ -79,20 +103,25 @@ async def with_tail(
         return TailView(snapshot, None)
     durable = isinstance(ref, dict) and ref.get("durable") is True
     path = journal
+    reader: RunJournal | None = None
     if path is None:
         path = ref.get("path") if isinstance(ref, dict) else None
         if not isinstance(path, str):
             kind = ref.get("kind") if isinstance(ref, dict) else None
-            return TailView(
-                snapshot,
-                f"journal: {kind or 'unknown'} journal, not a file: no tail",
-                ok=not durable,
-            )
+            reader = database_journal(snapshot, store_uri)
+            if reader is None:
+                return TailView(
+                    snapshot,
+                    f"journal: {kind or 'unknown'} journal, not in this store's database: no tail",
+                    ok=not durable,
+                )
+            path = f"the {kind} of this store's database"
     # exists, not isfile: a FIFO or a device named as the journal is refused by the reader
     # (one typed error, exit 2) rather than shown as a missing file.
-    if not await aiofiles.os.path.exists(path):
+    if reader is None and not await aiofiles.os.path.exists(path):
         return TailView(snapshot, f"journal: no file at {path}: the snapshot alone", ok=False)
-    reader = sealed_journal(JsonlRunJournal(path), keyring_from_env())
+    if reader is None:
+        reader = sealed_journal(JsonlRunJournal(path), keyring_from_env())
     try:
         events = await read_journal_tail(reader, snapshot)
     finally:

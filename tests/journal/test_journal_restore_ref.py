@@ -11,10 +11,13 @@ behaviour: its snapshot is the save path, so a restore without the journal is al
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
@@ -265,3 +268,43 @@ async def test_a_database_ref_opens_the_journal_of_the_snapshots_own_database(
             open_journal_ref({**ref, "table": "other_journal"}, store)
     with pytest.raises(JournalUnavailableError):
         open_journal_ref(ref, InMemoryStore())
+
+
+@pytest.mark.crash
+def test_the_cli_follows_a_database_journal_ref_after_a_kill(tmp_path: Path) -> None:
+    # D15: a journal-first run on SQLite keeps its journal in the store's own database. Killed
+    # (SIGKILL) inside its second unsafe charge, the dispatch record is in the journal alone:
+    # `oma checkpoint show` and `oma runs show` on the store URI fold it from there, so the
+    # call reads dispatched / running, never "not committed" / pending.
+    db, ready = tmp_path / "state.db", tmp_path / "ready"
+    here = Path(__file__).parent
+    child = subprocess.Popen(
+        [sys.executable, str(here / "sqlite_crash_child.py"), str(db), str(ready)],
+        cwd=here, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(here), *sys.path])},
+    )  # fmt: skip
+    try:
+        for _ in range(600):
+            if ready.exists() or child.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert ready.exists(), f"the child exited {child.returncode} before charging"
+    finally:
+        child.kill()
+        child.wait()
+    store = f"sqlite://{db}"
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        [(value,)] = connection.execute(
+            "SELECT value FROM oma_kv WHERE key = ?", (f"__oma_checkpoint__/{RUN_ID}/latest",)
+        ).fetchall()
+    ref = json.loads(value)["journalRef"]
+    assert (ref["kind"], ref["durable"]) == ("SqliteRunJournal", True)
+    show = oma("checkpoint", "show", "--store", store, "--run-id", RUN_ID)
+    assert show.returncode == 0, show.stderr
+    assert "call c1 charge: dispatched" in show.stdout
+    assert "SqliteRunJournal of this store's database" in show.stdout
+    timeline = oma("runs", "show", RUN_ID, "--store", store)
+    assert timeline.returncode == 0, timeline.stderr
+    assert "from journal + snapshot" in timeline.stdout
+    [c1] = [line for line in timeline.stdout.splitlines() if "charge c1" in line]
+    assert "running" in c1
+    assert "pending" not in c1
