@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from oma_actors import CorruptStoreError, parse_store_uri
 from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, parse_line, peek_seq
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
-from sidecar.journals import DATABASE_KINDS, FILE_KIND, JOURNAL_UNAVAILABLE, DatabaseTail
+from sidecar.journals import JOURNAL_UNAVAILABLE, DatabaseTail
 from sidecar.record import FINISHED
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 
@@ -234,32 +234,23 @@ class JournalWatch:
 
     async def _tail(self, record: RunRecordV1) -> JournalTail | DatabaseTail:
         journals = self._executor.journals
-        why = ""
-        where: DatabaseTail | str | None = None
+        kind = parse_store_uri(record.store_uri).kind
         if record.request.checkpoint.disabled:
-            why = "it saves no checkpoints"
-        else:
-            kind = parse_store_uri(record.store_uri).kind
-            if kind != FILE_KIND and kind not in DATABASE_KINDS:
-                why = (
-                    f"it checkpoints to a {kind} store (journals are kept beside file stores "
-                    "and in SQLite and PostgreSQL stores only)"
-                )
-            else:
-                where = await journals.reader(record.run_id, record.store_uri)
-                path = journals.path_of(record.run_id, record.store_uri)
-                if where is None and not journals.enabled:
-                    why = (
-                        "this sidecar keeps no journals (--no-journal, or a --store that keeps "
-                        "none)"
-                    )
-                elif where is None and path is not None:
-                    where = path  # journals are on: the run's first append creates the file
-        if where is None or why:
-            raise FailedPrecondition(
-                JOURNAL_UNAVAILABLE,
-                f"{FIELD}: run {record.run_id!r} keeps no journal: {why}",
-                metadata={"field": FIELD},
+            _refuse(record, "it saves no checkpoints")
+        if not journals.keeps(kind):
+            _refuse(
+                record,
+                f"it checkpoints to a {kind} store (journals are kept beside file stores and "
+                "in SQLite and PostgreSQL stores only)",
+            )
+        where = await journals.reader(record.run_id, record.store_uri)
+        if where is None and journals.enabled:
+            # Journals are on: the run's first append creates its file.
+            where = journals.path_of(record.run_id, record.store_uri)
+        if where is None:
+            _refuse(
+                record,
+                "this sidecar keeps no journals (--no-journal, or a --store that keeps none)",
             )
         if isinstance(where, DatabaseTail):
             return where
@@ -329,3 +320,11 @@ class JournalWatch:
                 yield pb.RunEvent(
                     run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
                 )
+
+
+def _refuse(record: RunRecordV1, why: str) -> NoReturn:
+    raise FailedPrecondition(
+        JOURNAL_UNAVAILABLE,
+        f"{FIELD}: run {record.run_id!r} keeps no journal: {why}",
+        metadata={"field": FIELD},
+    )

@@ -129,14 +129,16 @@ class RunJournals:
         self, *, state_uri: str, enabled: bool = True, keyring: KeyRing | None = None
     ) -> None:
         self._state_kind = parse_store_uri(state_uri).kind
-        self.enabled = enabled and self._keeps(self._state_kind)
+        self.enabled = enabled and self.keeps(self._state_kind)
         self.keyring = keyring
         self._databases: dict[str, SqlRunJournal] = {}
         self._listeners: dict[str, _Listener] = {}
         self._lock = asyncio.Lock()
 
     @staticmethod
-    def _keeps(kind: str) -> bool:
+    def keeps(kind: str) -> bool:
+        """Whether a store of ``kind`` keeps run journals (a file store beside it, a database
+        in it)."""
         return kind == FILE_KIND or kind in DATABASE_KINDS
 
     def path_of(self, run_id: str, store_uri: str) -> str | None:
@@ -161,7 +163,7 @@ class RunJournals:
         if not self.enabled:
             why = (
                 "this sidecar runs with --no-journal"
-                if self._keeps(self._state_kind)
+                if self.keeps(self._state_kind)
                 else f"this sidecar's --store is a {self._state_kind} store, and journals are "
                 "kept beside file stores and in SQLite and PostgreSQL stores only"
             )
@@ -175,7 +177,7 @@ class RunJournals:
                 field, "a run without checkpoints keeps no journal", reason=JOURNAL_UNAVAILABLE
             )
         kind = parse_store_uri(store_uri).kind
-        if not self._keeps(kind):
+        if not self.keeps(kind):
             raise InvalidArgument(
                 field,
                 f"a {kind} checkpoint store keeps no journal (journals are kept beside file:// "

@@ -46,6 +46,7 @@ class RunLog:
         self._held: list[pb.RunEvent] = []
         self._changed = asyncio.Event()
         self.last_status: RunStatus = pb.RUN_STATUS_UNSPECIFIED
+        self.published = 0  # events this process gave a seq (not history read from the store)
 
     @property
     def last_seq(self) -> int:
@@ -86,6 +87,7 @@ class RunLog:
     def _publish(self, event: pb.RunEvent) -> None:
         event.seq = self.next_seq
         self.next_seq += 1
+        self.published += 1
         if event.type == "run_status":
             self.last_status = event.run_status.status
         self.events.append(event)

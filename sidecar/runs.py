@@ -408,6 +408,8 @@ class RunRegistry:
         """
         for run_id, known in list(self._runs.items()):
             log = known.log
+            if not log.published:
+                continue  # only read here: its history and reservation are as stored
             try:
                 await self._history.save(known)
                 await self.update(run_id, releasing_reservation(log.reserved_until, log.last_used))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import aiofiles.os
 
 from oma_actors import (
+    ConfigurationError,
     Discarded,
     JsonlRunJournal,
     fold_tail,
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
     import argparse
 
     from oma_actors import CheckpointSnapshot, RunJournal
-
-DATABASE_KINDS = frozenset({"SqliteRunJournal", "PostgresRunJournal"})
-"""Journals kept in the store's own database (``journalRef.store == "same-database"``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +63,12 @@ def database_journal(snapshot: CheckpointSnapshot, store_uri: str | None) -> Run
     """The journal in the database of ``store_uri`` when the snapshot names that one (the
     caller closes it); ``None`` when it names a file, or a journal of another database."""
     ref = snapshot.raw.get("journalRef")
-    if store_uri is None or not isinstance(ref, dict) or ref.get("kind") not in DATABASE_KINDS:
+    if store_uri is None or not isinstance(ref, dict) or ref.get("store") != "same-database":
         return None
-    journal = open_journal(store_uri)  # opens nothing yet: connects on the first read
+    try:
+        journal = open_journal(store_uri)  # opens nothing yet: connects on the first read
+    except ConfigurationError:
+        return None  # a store that keeps no journal (Redis): not the database the ref names
     described = journal.describe()
     if any(described.get(key) != ref.get(key) for key in ("kind", "store", "table")):
         return None

@@ -26,6 +26,7 @@ from oma_actors.stores.postgres import (
     TABLE_NAME,
     PostgresStore,
     asyncpg_module,
+    close_pool,
     driver_errors,
     lock_id,
     open_pool,
@@ -296,11 +297,7 @@ class PostgresRunJournal(SqlRunJournal):
     async def _release(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            try:
-                async with asyncio.timeout(10):
-                    await pool.close()  # waits for connections still in use
-            except TimeoutError:
-                pool.terminate()
+            await close_pool(pool)
 
     async def _call(self, operation: Awaitable[Any]) -> Any:
         return await store_call(self._name, operation)

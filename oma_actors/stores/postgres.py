@@ -154,11 +154,7 @@ class PostgresStore(AppliesConditionally):
         self._closed = True
         pool, self._pool = self._pool, None
         if pool is not None:
-            try:
-                async with asyncio.timeout(10):
-                    await pool.close()  # waits for connections still in use
-            except TimeoutError:
-                pool.terminate()
+            await close_pool(pool)
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key``, or ``None`` when there is none."""
@@ -288,6 +284,15 @@ class PostgresStore(AppliesConditionally):
         )
 
 
+async def close_pool(pool: asyncpg.Pool) -> None:
+    """Close ``pool``, waiting up to 10 s for connections still in use, then terminate it."""
+    try:
+        async with asyncio.timeout(10):
+            await pool.close()
+    except TimeoutError:
+        pool.terminate()
+
+
 async def store_call(name: str, operation: Awaitable[_T]) -> _T:
     """``await operation``, every asyncpg failure raised as a ``StoreError`` naming ``name``."""
     driver = asyncpg_module()
@@ -390,6 +395,7 @@ __all__ = [
     "TABLE_NAME",
     "PostgresStore",
     "asyncpg_module",
+    "close_pool",
     "driver_errors",
     "lock_id",
     "open_pool",
