@@ -10,9 +10,9 @@ On start it prints two lines a supervisor or test can parse::
     oma-sidecar token file: /root/.oma/sidecar.token      (or: token from OMA_SIDECAR_TOKEN,
                                                            or: principals from FILE (N))
 
-then the store and the owner id (``--owner-id``, by default derived from ``--store`` and
-``--listen``; see ``sidecar.owner``): the runs this sidecar finds active at start are marked
-interrupted only when they carry its owner id.
+then the store and the owner id: ``<label>/<uuid4>``, fresh on every start (``--owner-id`` is
+the label; see ``sidecar.owner``). Runs whose lease a previous incarnation left to expire are
+adopted by any live sidecar, this one included (``sidecar.failover``).
 """
 
 from __future__ import annotations
@@ -103,9 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="with a postgresql:// --store shared by several sidecars: how long a run's lease "
-        "lasts without renewal (default 10); a live sidecar adopts a dead one's runs (attempt "
-        "+ 1) once their leases expired",
+        help="how long a run's lease lasts without renewal (default 10), on every --store: "
+        "a live sidecar (a sibling sharing a postgresql:// store, or this one restarted) "
+        "adopts the runs of a dead or stalled one (attempt + 1) once their leases expired",
     )
     parser.add_argument(
         "--retain-runs",
@@ -145,10 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--owner-id",
-        help="this sidecar's owner id, stamped on the runs it creates or restores; at start it "
-        "marks interrupted only its own runs left active, never a sibling's on a shared store "
-        "(default: derived from --store and --listen as given, so stable across restarts; "
-        "set it when sidecars share a store with the same --listen, e.g. on port 0)",
+        help="a label for this sidecar, shown in listings and logs: its owner id (the holder "
+        "of its runs' leases) is <label>/<uuid4>, fresh on every start, so sidecars started "
+        "with identical flags are distinct owners and a restarted one adopts the runs its "
+        "previous start left like any sibling does (default: sidecar)",
     )
     parser.add_argument(
         "--no-journal",
@@ -286,9 +286,6 @@ async def run(args: argparse.Namespace) -> int:
             if keyring is not None:
                 sealed = f"sealed under key {keyring.active!r} ({len(keyring.ids)} in the ring)"
                 print(f"oma-sidecar encryption at rest: {sealed}", flush=True)
-            if sidecar.interrupted:
-                listed = ", ".join(sidecar.interrupted)
-                print(f"oma-sidecar interrupted runs (RestoreRun resumes): {listed}", flush=True)
             if sidecar.unreadable:
                 listed = ", ".join(sidecar.unreadable)
                 print(f"oma-sidecar unreadable run records (see ListRuns): {listed}", flush=True)

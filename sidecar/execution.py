@@ -16,9 +16,11 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import Checkpoint, LeaseError
+from oma_actors import Checkpoint, LeaseError, StoreError
 from sidecar import convert
+from sidecar.convert import now
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.authority import shown
 from sidecar.attempt import (
     cancel_outcome,
     cancelled_tasks,
@@ -30,6 +32,7 @@ from sidecar.attempt import (
 from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
+from sidecar.owner import label_of
 from sidecar.plugins import approval_gates_available
 from sidecar.record import (
     ACTIVE,
@@ -47,7 +50,14 @@ from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Coroutine, Mapping, Sequence
+    from collections.abc import (
+        Awaitable,
+        Callable,
+        Collection,
+        Coroutine,
+        Mapping,
+        Sequence,
+    )
 
     from oma_actors import RunStoreOptions, TeamRunResult, Tool
     from sidecar.runs import RunRegistry
@@ -57,6 +67,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 LEASE_HELD = "RUN_LEASE_HELD"
 LEASE_LOST = "RUN_LEASE_LOST"
+MIN_BACKOFF = 0.1
+MAX_BACKOFF = 2.0
+LEASE_ABORTED = "aborted"
+"""The status code of an attempt that stopped because it lost its run's lease."""
 
 
 class RunExecutor:
@@ -116,6 +130,18 @@ class RunExecutor:
     def running(self, run_id: str) -> bool:
         """Whether the run executes in this process now."""
         return run_id in self._tasks
+
+    async def viewed(self, record: RunRecordV1) -> RunRecordV1:
+        """``record`` with the status its run record decides (``sidecar.authority``)."""
+        if not record.active or self.running(record.run_id) or self.run_store is None:
+            return record
+        lease = await self.run_store.store.get(record.run_id)
+        return shown(record, lease, now=now(), ttl=self.run_store.lease_ttl)
+
+    async def current(self, run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+        """The stored record of ``run_id`` and it :meth:`viewed` (``UnknownRunError``)."""
+        stored = await self._registry.get(run_id)
+        return stored, await self.viewed(stored)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -221,7 +247,7 @@ class RunExecutor:
         The restoring sidecar becomes the run's owner.
         """
         convert.check_run_id(request.run_id)
-        record = await self._registry.get(request.run_id)
+        stored, record = await self.current(request.run_id)
         self._check_restorable(record)
         await check_resumable(self.run_store, record.run_id)
         spec = pb.StartRunRequest()
@@ -240,7 +266,8 @@ class RunExecutor:
         owner = self._registry.owner_id
 
         def claim(current: RunRecordV1) -> RunRecordV1:
-            self._check_restorable(current)  # a concurrent restore may have claimed it
+            # A concurrent restore or adoption may have claimed it meanwhile.
+            _check_unchanged(current, stored)
             return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
 
         # Announce QUEUED before returning, so a watch started now follows the new attempt.
@@ -251,34 +278,40 @@ class RunExecutor:
         self._launch(claimed, restoring=resumed)
         return claimed, resumed
 
-    async def adopt(self, run_id: str, dead_owner: str) -> RunRecordV1 | None:
-        """Take over an active run of ``dead_owner`` whose lease expired (``sidecar.failover``).
+    async def adopt(self, run_id: str) -> RunRecordV1 | None:
+        """Take over an active run nobody holds the lease of (``sidecar.failover``).
 
-        The claim is a compare-and-set of the record that requires ``dead_owner`` to still own
-        the active run, so of two sidecars adopting at once only one claims it; the run's lease
+        The run shows ``INTERRUPTED`` (``sidecar.authority``): its lease expired, or was given
+        up unfinished, or never taken, and nobody took it for a TTL. Its last holder may be
+        this very sidecar: an attempt that lost its lease (its store was unreachable for longer
+        than the TTL) stopped and wrote nothing, and the run is adopted again like any other.
+
+        The claim is a compare-and-set of the record that requires it unchanged since it was
+        read, so of two sidecars adopting at once only one claims it; the run's lease
         (acquired when the attempt starts) then decides against any other holder. ``None``:
-        another sidecar was first, or the run is no longer active.
+        another sidecar was first, or the run is not interrupted.
         """
-        owner = self._registry.owner_id
-        if self.running(run_id) or dead_owner == owner:
+        if self.running(run_id):
             return None
+        owner = self._registry.owner_id
+        stored, record = await self.current(run_id)
+        if record.status != pb.RUN_STATUS_INTERRUPTED or not stored.active:
+            return None
+        resumed = await self._has_checkpoint(record)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
-            if not current.active or current.owner_id != dead_owner:
-                raise _NotAdoptable
+            _check_unchanged(current, stored)
             return replace(current, attempt=current.attempt + 1, owner_id=owner)
 
         try:
-            record = await self._registry.get(run_id)
-            if not record.active or record.owner_id != dead_owner:
-                return None
-            resumed = await self._has_checkpoint(record)
             claimed = await self._registry.set_status(
                 run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
-        except _NotAdoptable:
-            return None
-        logger.warning("adopted run %s of %s (attempt %d)", run_id, dead_owner, claimed.attempt)
+        except FailedPrecondition:
+            return None  # claimed or ended meanwhile
+        logger.warning(
+            "adopted run %s of %s (attempt %d)", run_id, stored.owner_id, claimed.attempt
+        )
         self._launch(claimed, restoring=resumed)
         return claimed
 
@@ -314,7 +347,7 @@ class RunExecutor:
         convert.check_run_id(run_id)
         if len(reason) > convert.MAX_REASON:
             raise InvalidArgument("reason", f"is longer than {convert.MAX_REASON} characters")
-        record = await self._registry.get(run_id)
+        stored, record = await self.current(run_id)
         if record.status == pb.RUN_STATUS_CANCELLED:
             return record
         _check_cancellable(record)
@@ -324,18 +357,19 @@ class RunExecutor:
             task.cancel()
             await cancel_record(self.run_store, run_id, reason)
             return record
-        owner = self._registry.owner_id
         stop_tasks = cancelled_tasks(reason)
 
+        if record.active and not self.running(run_id):
+            # Marking it cancelled here would not stop it: its owner runs it.
+            raise FailedPrecondition(
+                "RUN_OWNED_ELSEWHERE",
+                f"run {run_id!r} runs in another sidecar ({label_of(record.owner_id)})",
+                metadata={"owner_id": record.owner_id},
+            )
+
         def cancelled(current: RunRecordV1) -> RunRecordV1:
-            _check_cancellable(current)
-            if current.active and current.owner_id != owner:
-                # Marking it cancelled here would not stop it: its owner runs it.
-                raise FailedPrecondition(
-                    "RUN_OWNED_ELSEWHERE",
-                    f"run {run_id!r} runs in another sidecar ({current.owner_id})",
-                    metadata={"owner_id": current.owner_id},
-                )
+            # Adopted, restored or ended meanwhile.
+            _check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
             return stop_tasks(current)
 
         record = await self._registry.set_status(
@@ -366,33 +400,50 @@ class RunExecutor:
                 journals=self.journals,
             )
         except asyncio.CancelledError:
-            if run_id in self._cancel_requested:
-                reason = self._cancel_requested[run_id]
-                with contextlib.suppress(NotMine):
-                    await self._registry.set_status(
-                        run_id,
-                        pb.RUN_STATUS_CANCELLED,
-                        cancel_outcome(reason),
-                        change=both(mine, cancelled_tasks(reason)),
-                    )
+            await self._cancelled(run_id, mine)
             raise
         except NotMine:
             logger.warning("run %s: another sidecar owns it now; this attempt stops", run_id)
         except LeaseError as exc:
             if exc.code in (LEASE_HELD, LEASE_LOST):  # a sibling runs it: write nothing
                 logger.warning("run %s: %s", run_id, exc)
+                await self._cancelled(run_id, mine)  # lost to this sidecar's own CancelRun
                 return
             await self._fail(run_id, exc, mine)
         except Exception as exc:
+            if unreachable(exc):
+                # The store did not answer: the run did not fail. Its lease lapses (or was
+                # released) and a live sidecar, this one included, adopts it once it answers.
+                logger.warning("run %s: store unreachable, the run waits: %s", run_id, exc)
+                return
             await self._fail(run_id, exc, mine)
         else:
-            with contextlib.suppress(NotMine):
-                await self._finish(run_id, result, mine)
+            if result.status.code == LEASE_ABORTED:
+                # The lease was lost (another owner took the run, or it expired while the
+                # store was unreachable): the run is not ours to settle. Its record stays as
+                # it is; whoever holds the lease next (maybe this sidecar again) finishes it.
+                logger.warning("run %s: lease lost; this attempt stops", run_id)
+                await self._cancelled(run_id, mine)
+                return
+            await _until_stored(lambda: self._finish(run_id, result, mine))
         finally:
             self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
+
+    async def _cancelled(self, run_id: str, mine: Change) -> None:
+        """Record the cancel asked by ``CancelRun`` here, if one was (else write nothing)."""
+        if run_id not in self._cancel_requested:
+            return
+        reason = self._cancel_requested[run_id]
+        with contextlib.suppress(NotMine):
+            await self._registry.set_status(
+                run_id,
+                pb.RUN_STATUS_CANCELLED,
+                cancel_outcome(reason),
+                change=both(mine, cancelled_tasks(reason)),
+            )
 
     async def _fail(self, run_id: str, exc: Exception, mine: Change) -> None:
         mapped = map_error(exc)
@@ -403,11 +454,48 @@ class RunExecutor:
     async def _finish(self, run_id: str, result: TeamRunResult, mine: Change) -> None:
         status, outcome = finished(result)
         outcome = self._host_events.annotate(run_id, outcome)
-        await self._registry.set_status(run_id, status, outcome, change=both(mine, settled(result)))
+        with contextlib.suppress(NotMine):
+            await self._registry.set_status(
+                run_id, status, outcome, change=both(mine, settled(result))
+            )
 
 
-class _NotAdoptable(Exception):
-    """Raised inside an adoption claim: the run is no longer the dead owner's active run."""
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a store did not answer (an outage), not that it refused."""
+    return type(exc) is StoreError and not isinstance(exc.__cause__, ValueError)
+
+
+async def _until_stored(write: Callable[[], Awaitable[None]]) -> None:
+    """``write()``, again while its store is unreachable (backing off up to ``MAX_BACKOFF``).
+
+    A finished attempt's result is written once the store answers, however long the outage:
+    the run never stays running after its tasks finished. Cancelled at shutdown.
+    """
+    delay = MIN_BACKOFF
+    while True:
+        try:
+            await write()
+            return
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            logger.warning("store unreachable, retrying in %.1f s: %s", delay, exc)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF)
+
+
+def _check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RUN_ACTIVE") -> None:
+    """Refuse a claim on a run another request changed after it was ``seen``: a restore or an
+    adoption claimed it (``claimed``), or it ended (``RUN_ALREADY_TERMINAL``)."""
+    if (current.owner_id, current.attempt) != (seen.owner_id, seen.attempt):
+        raise FailedPrecondition(
+            claimed,
+            f"run {current.run_id!r} runs in another sidecar ({label_of(current.owner_id)})",
+            metadata={"owner_id": current.owner_id},
+        )
+    if current.status != seen.status:
+        _check_cancellable(current)
+        raise FailedPrecondition("RUN_ACTIVE", f"run {current.run_id!r} is running")
 
 
 def _check_cancellable(record: RunRecordV1) -> None:

@@ -1,36 +1,35 @@
-"""Failover: a live sidecar adopts the runs of a sibling whose leases expired.
+"""Failover: a live sidecar adopts the runs nobody holds the lease of.
 
-Several sidecars sharing one PostgreSQL store each run their runs under a lease in the store
-(``oma_actors.RunStoreOptions``, owner = the sidecar's owner id), renewed by heartbeat while the
-run executes. A sidecar that dies stops renewing; once a lease has expired, every live sidecar
-sees the run ``running`` with a dead lease in :func:`oma_actors.list_runs`, and each one's
-:class:`Failover` sweep (every quarter TTL) tries to adopt it: ``RunExecutor.adopt`` claims the
-sidecar's run record with a compare-and-set that requires the dead owner to still hold it, so
-one sidecar wins, and the winner's attempt then acquires the lease (fencing token + 1, attempt
-+ 1) before any work. The loser of either race does nothing. No membership, no consensus: the
-store's compare-and-set is the only arbiter (shared/DESIGN.md "Scale-out").
+Every sidecar runs its runs under a lease in its state store (``oma_actors.RunStoreOptions``,
+owner = the sidecar's owner id, one per process start: ``sidecar.owner``), renewed by heartbeat
+while the run executes, on every store kind: a lone sidecar on a file store simply never meets
+a rival. A sidecar that dies (or stalls, or loses its store for longer than the TTL) stops
+renewing; once the lease has expired the run shows ``INTERRUPTED`` (``sidecar.authority``), and
+each live sidecar's :class:`Failover` sweep (at start, then every quarter TTL) tries to adopt
+it: a sibling, a restarted sidecar (a new owner), or the very sidecar whose lease lapsed (its
+attempt stopped writing once the lease was lost). ``RunExecutor.adopt`` claims the sidecar's
+run record with a compare-and-set that requires it unchanged since read, so one sidecar wins,
+and the winner's attempt then acquires the lease (fencing token + 1, attempt + 1) before any
+work. The loser of either race does nothing. No membership, no consensus: the store's
+compare-and-set is the only arbiter (shared/DESIGN.md "Scale-out").
 
-Cost: a sweep reads the whole state table (``list_runs`` over ``AtomicStore.list``; the store
-API has no prefix listing), i.e. every run's record, checkpoint and event pages, once per half
-TTL per sidecar. Retention (``--retain-runs`` / ``--retain-seconds``) keeps that table bounded;
-reading only ``__oma_run__/`` keys needs a prefix ``list`` in the store API (oma_actors).
+Cost: a sweep lists the registry's records (``RunRegistry.query``: one ``AtomicStore.list``) and
+reads the run record of each active one that does not execute here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from datetime import datetime
 from typing import TYPE_CHECKING
 
-from oma_actors import MemoryStoreRunStore, RunStoreOptions, list_runs, parse_store_uri
+from oma_actors import MemoryStoreRunStore, RunStoreOptions, parse_store_uri
+from sidecar.record import ACTIVE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from oma_actors import AtomicStore
     from sidecar.execution import RunExecutor
+    from sidecar.runs import RunRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -44,63 +43,53 @@ def shared_store(store_uri: str) -> bool:
     return parse_store_uri(store_uri).kind in SHARED_SCHEMES
 
 
-def lease_terms(store: AtomicStore, *, owner_id: str, lease_ttl: float) -> RunStoreOptions:
-    """The lease terms of a sidecar on a shared store: its owner id and TTL."""
-    run_store = MemoryStoreRunStore(store, atomicity="cross-process")
+def lease_terms(
+    store: AtomicStore, *, owner_id: str, lease_ttl: float, shared: bool
+) -> RunStoreOptions:
+    """The lease terms of a sidecar: its owner id and TTL, on its state store.
+
+    ``shared``: the store's compare-and-set holds across processes (several sidecars may
+    share it); otherwise it holds within this process, the only one using the store.
+    """
+    run_store = MemoryStoreRunStore(store, atomicity="cross-process" if shared else "process")
     return RunStoreOptions(run_store, owner=owner_id, lease_ttl=lease_ttl)
 
 
 class Failover:
-    """Sweeps the shared store for runs whose lease expired and adopts them.
+    """Sweeps the registry for runs nobody holds the lease of and adopts them.
 
     Args:
-        executor: runs what is adopted.
-        store: the shared state store (run records and leases).
-        owner_id: this sidecar's owner id (its own runs are never adopted).
+        executor: tells what shows interrupted, and runs what is adopted.
+        registry: the run registry.
         lease_ttl: the lease TTL; the sweep runs every quarter of it, so a dead sidecar's
             runs are adopted within 1.25 TTL of its last renewal (P10).
-        clock: Unix time in seconds (tests).
     """
 
-    def __init__(
-        self,
-        *,
-        executor: RunExecutor,
-        store: AtomicStore,
-        owner_id: str,
-        lease_ttl: float,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, *, executor: RunExecutor, registry: RunRegistry, lease_ttl: float) -> None:
         self._executor = executor
-        self._store = store
-        self._owner_id = owner_id
+        self._registry = registry
         self._interval = lease_ttl / 4
-        self._clock = clock
 
     async def run(self) -> None:
-        """Sweep forever (a task of the server, cancelled at shutdown)."""
+        """Sweep at once, then forever (a task of the server, cancelled at shutdown)."""
         while True:
-            await asyncio.sleep(self._interval)
             try:
                 await self.sweep()
             except Exception:  # a store hiccup: the next sweep tries again
                 logger.exception("failover sweep failed")
+            await asyncio.sleep(self._interval)
 
     async def sweep(self) -> list[str]:
-        """Adopt every run of another owner whose lease expired; the ids adopted."""
+        """Adopt every active run that shows interrupted (``sidecar.authority``); the ids."""
         adopted: list[str] = []
-        now = self._clock()
-        for summary in await list_runs(self._store):
-            owner, expires = summary.owner, summary.lease_expires_at
-            if summary.status != "running" or owner is None or expires is None:
-                continue
-            if owner == self._owner_id or datetime.fromisoformat(expires).timestamp() > now:
+        for record in await self._registry.query(statuses=ACTIVE):
+            if self._executor.running(record.run_id):
                 continue
             try:
-                record = await self._executor.adopt(summary.run_id, owner)
+                claimed = await self._executor.adopt(record.run_id)
             except Exception:
-                logger.exception("adopting run %s failed", summary.run_id)
+                logger.exception("adopting run %s failed", record.run_id)
                 continue
-            if record is not None:
-                adopted.append(summary.run_id)
+            if claimed is not None:
+                adopted.append(record.run_id)
         return adopted

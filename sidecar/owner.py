@@ -1,39 +1,46 @@
-"""The owner id of a sidecar: which runs in a state store are this sidecar's own.
+"""The owner id of a sidecar: one process incarnation, the holder of its runs' leases.
 
-Every run record names the sidecar that created or last restored it. At boot a sidecar marks
-interrupted only the active runs it owns: only those can have been running in a previous
-incarnation of this same sidecar. A sibling sharing the store keeps its live runs untouched.
-
-The id must therefore stay the same across restarts of one sidecar and differ between siblings.
-By default it is derived from the two settings that identify a sidecar deployment: the state
-store (``--store``, normalized) and the listen address exactly as given (``--listen``, not the
-bound port, so ``HOST:0`` gives the same owner on every start). Give ``--owner-id`` when that
-is not enough: sidecars on different machines with the same ``--listen`` sharing one store, two
-sidecars on ``HOST:0`` sharing one store, or a sidecar that changes address but keeps its runs.
+Every process start gets a fresh owner id, ``<label>/<uuid4>``: two sidecars started with
+identical flags (identical pods or containers) are still two owners, and a sidecar restarted
+after a crash is a new owner too, so the leases its previous incarnation left expire and any
+live sidecar, itself included, adopts those runs (``sidecar.failover``). The label
+(``--owner-id``) is for people: it is shown in listings and logs, never compared.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
+import uuid
 
-OWNER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
-
-
-def default_owner_id(store_uri: str, listen: str) -> str:
-    """The owner id of the sidecar serving ``listen`` on the state store ``store_uri``."""
-    digest = hashlib.sha256(f"{store_uri}\n{listen}".encode()).hexdigest()
-    return f"sidecar-{digest[:16]}"
+DEFAULT_LABEL = "sidecar"
+MAX_LABEL = 90
+"""128 (the longest owner id) minus ``/`` and a uuid4's 36 characters, with room to spare."""
+LABEL = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:@-]{{0,{MAX_LABEL - 1}}}")
 
 
-def check_owner_id(owner_id: str) -> str:
-    """``owner_id`` if it is 1-128 of ``[A-Za-z0-9._:@/-]``, starting alphanumeric.
+def check_label(label: str) -> str:
+    """``label`` if it is 1-90 of ``[A-Za-z0-9._:@-]``, starting alphanumeric.
 
     Raises:
         ValueError: it is not.
     """
-    if not OWNER_ID.fullmatch(owner_id):
+    if not LABEL.fullmatch(label):
         raise ValueError(
-            f"owner id {owner_id!r} must be 1-128 of [A-Za-z0-9._:@/-], starting alphanumeric"
+            f"owner label {label!r} must be 1-{MAX_LABEL} of [A-Za-z0-9._:@-], "
+            "starting alphanumeric"
         )
-    return owner_id
+    return label
+
+
+def incarnation_id(label: str | None = None) -> str:
+    """A fresh owner id for this process start: ``<label>/<uuid4>``.
+
+    Raises:
+        ValueError: ``label`` is malformed (``check_label``).
+    """
+    return f"{check_label(label or DEFAULT_LABEL)}/{uuid.uuid4()}"
+
+
+def label_of(owner_id: str) -> str:
+    """The human label of an owner id (the id itself when it carries none)."""
+    return owner_id.rpartition("/")[0] or owner_id

@@ -83,7 +83,7 @@ class RunDeleter:
                 listed; its checkpoint is gone).
         """
         convert.check_run_id(run_id)
-        record = await self._registry.get(run_id)
+        _, record = await self._executor.current(run_id)
         if self._executor.running(run_id) or record.status in ACTIVE:
             raise FailedPrecondition(
                 "RUN_ACTIVE",

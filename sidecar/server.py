@@ -1,8 +1,9 @@
 """The sidecar server: wiring, listening address, TLS, health, reflection and shutdown.
 
 ``Sidecar`` is an async context manager owning everything a server runs: the store registry,
-a task group for the runs, the run registry (loaded from the state store, this owner's runs that
-a previous incarnation left active marked interrupted), the tool host and the grpc.aio server.
+a task group for the runs, the run registry (in the state store), the failover sweep adopting
+runs whose lease expired (a previous incarnation's included), the tool host and the grpc.aio
+server.
 Leaving it stops the server with a grace period, cancels what still runs and closes the stores.
 """
 
@@ -25,7 +26,6 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.approvals import ApprovalDesk
 from sidecar.auth import BearerAuthInterceptor
-from sidecar.boot import recover
 from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
 from sidecar.execution import RunExecutor
@@ -33,7 +33,7 @@ from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_st
 from sidecar.forks import RunForks
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
-from sidecar.owner import check_owner_id, default_owner_id
+from sidecar.owner import incarnation_id
 from sidecar.plugins import load_python_tools
 from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
 from sidecar.runs import RunRegistry
@@ -79,14 +79,15 @@ class ServerConfig:
         heartbeat_s: idle interval after which watch streams get a heartbeat and tool streams a
             ping.
         grace_s: how long in-flight RPCs may finish at shutdown.
-        owner_id: the owner id stamped on the runs this sidecar creates or restores; ``None``
-            derives it from ``store_uri`` and ``listen`` (see ``sidecar.owner``).
+        owner_id: the label of this sidecar's owner id (``<label>/<uuid4>``, fresh per start,
+            see ``sidecar.owner``); ``None``: the default label.
         store_roots: the directories a request's ``file://`` or ``sqlite://`` store may be in;
             ``None``: the directory of a file or SQLite ``store_uri`` (none for other stores).
         host_call_timeout_s: how long a host tool call waits for a result when its tool
             definition sets no timeout.
-        lease_ttl_s: on a store several sidecars share (PostgreSQL), the TTL of this sidecar's
-            run leases; a sibling adopts its runs this long after it dies (``sidecar.failover``).
+        lease_ttl_s: the TTL of this sidecar's run leases (every store kind); a live sidecar
+            (a sibling, or this one restarted) adopts its runs this long after it dies
+            (``sidecar.failover``).
         retain_runs, retain_seconds: delete finished runs beyond the newest ``retain_runs`` or
             older than ``retain_seconds`` (``sidecar.retention``); ``None``: no such limit.
         retention_interval_s: seconds between retention sweeps.
@@ -178,7 +179,6 @@ class Sidecar:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: Any = None
         self._group: asyncio.TaskGroup | None = None
-        self.interrupted: list[str] = []
         self.unreadable: list[str] = []
         self.owner_id = ""
         self.store_roots: tuple[str, ...] = ()
@@ -228,9 +228,7 @@ class Sidecar:
         credentials = self._credentials(host)
         store_uri = normalize_uri(config.store_uri, field="--store")
         try:
-            self.owner_id = check_owner_id(
-                config.owner_id or default_owner_id(store_uri, config.listen)
-            )
+            self.owner_id = incarnation_id(config.owner_id)
         except ValueError as exc:
             raise ServerConfigError(f"--owner-id: {exc}") from None
         roots = config.store_roots
@@ -253,7 +251,6 @@ class Sidecar:
         self._stack.push_async_callback(journals.aclose)  # after the runs, before the stores
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)
-        self.interrupted = [record.run_id for record in await recover(registry)]
         _, unreadable = await registry.scan()
         self.unreadable = sorted(unreadable)
         tools = load_python_tools() if config.python_tools is None else dict(config.python_tools)
@@ -272,21 +269,13 @@ class Sidecar:
             store_roots=self.store_roots,
             allowed_stores=config.allowed_stores,
             host_events=host_events,
-            run_store=(
-                lease_terms(state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s)
-                if shared
-                else None
+            run_store=lease_terms(
+                state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s, shared=shared
             ),
             journals=journals,
         )
-        if executor.run_store is not None:
-            failover = Failover(
-                executor=executor,
-                store=state,
-                owner_id=self.owner_id,
-                lease_ttl=config.lease_ttl_s,
-            )
-            self.spawn(failover.run())
+        failover = Failover(executor=executor, registry=registry, lease_ttl=config.lease_ttl_s)
+        self.spawn(failover.run())
         deleter = RunDeleter(registry=registry, executor=executor, stores=stores)
         if config.retain_runs is not None or config.retain_seconds is not None:
             retention = Retention(

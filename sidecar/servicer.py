@@ -115,7 +115,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         convert.check_run_id(request.run_id)
         if request.view not in pb.RunView.values():
             raise InvalidArgument("view", f"unknown value {request.view}")
-        record = await self._visible(request.run_id, context)
+        record = await self._executor.viewed(await self._visible(request.run_id, context))
         return self._registry.run_message(record, full=request.view == pb.RUN_VIEW_FULL)
 
     @unary
@@ -129,8 +129,10 @@ class RunServicer(pb_grpc.RunServiceServicer):
             offset = int(request.page_token)
         statuses = set(request.statuses)
         caller = self._tenancy.caller(context)
-        found, unreadable = await self._registry.scan(statuses=statuses - {UNREADABLE})
-        found = [record for record in found if sees(caller, record.tenant)]
+        found, unreadable = await self._registry.scan()
+        found = [await self._executor.viewed(r) for r in found if sees(caller, r.tenant)]
+        if statuses:
+            found = [record for record in found if record.status in statuses]
         if not _sees_unreadable(caller):
             unreadable = {}
         records = sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True)

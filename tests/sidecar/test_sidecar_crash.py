@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.crash
 
 
+SHORT_LEASE = ("--lease-ttl", "2")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -68,7 +71,7 @@ async def finished(client: SidecarClient, run_id: str) -> list[pb.RunEvent]:
     return [event async for event in client.watch(run_id, allow_gap=True)]
 
 
-async def test_kill_9_then_restore_completes_without_repeating_committed_calls(
+async def test_kill_9_then_restart_adopts_without_repeating_committed_calls(
     tmp_path: Path,
 ) -> None:
     port = free_port()
@@ -87,7 +90,7 @@ async def test_kill_9_then_restore_completes_without_repeating_committed_calls(
         host = HostTools(client, "crash-host", [lookup_tool(lookup)])
         serving = group.create_task(host.run(reconnect_delay=0.05))
         try:
-            async with sidecar_process(port, store) as first:
+            async with sidecar_process(port, store, *SHORT_LEASE) as first:
                 await client.ready()
                 await asyncio.wait_for(host.registered.wait(), 10)
                 started = await client.start_run(
@@ -101,15 +104,11 @@ async def test_kill_9_then_restore_completes_without_repeating_committed_calls(
             committed_before = host.ledger.committed_keys()
             assert committed_before == {"crash-1:t1:toolu_0_0"}
 
-            async with sidecar_process(port, store):
+            # The restarted sidecar is a new owner: once the dead one's lease expired, it
+            # adopts the run from its checkpoint (attempt 2), no RestoreRun needed.
+            async with sidecar_process(port, store, *SHORT_LEASE):
                 await client.ready()
-                run = await client.get_run("crash-1")
-                assert run.status == pb.RUN_STATUS_INTERRUPTED
-                assert run.outcome.code == "interrupted"
                 await asyncio.wait_for(host.registered.wait(), 10)
-                restored = await client.restore_run("crash-1")
-                assert restored.resumed_from_checkpoint
-                assert restored.run.attempt == 2
                 events = await asyncio.wait_for(finished(client, "crash-1"), 20)
                 run = await client.get_run("crash-1", full=True)
         finally:
@@ -117,6 +116,7 @@ async def test_kill_9_then_restore_completes_without_repeating_committed_calls(
             serving.cancel()
 
     assert run.status == pb.RUN_STATUS_COMPLETED, run
+    assert run.attempt == 2, run
     assert [task.status for task in run.tasks] == [pb.TASK_STATUS_COMPLETED] * 3
     assert run.tasks[1].result == "done: result of crash-1:t2:toolu_0_0"
     keys = [call.idempotency_key for call in host.ledger.deliveries]

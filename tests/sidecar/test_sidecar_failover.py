@@ -1,15 +1,16 @@
-"""Failover in one process: the sweep adopts expired leases only, one adopter wins, fencing."""
+"""Failover in one process: the sweep adopts interrupted runs only, one adopter wins, fencing."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from sidecar_helpers import run_request
 
-from oma_actors import InMemoryStore, MemoryStoreRunStore, RunLedger
+from oma_actors import InMemoryStore, MemoryStoreRunStore, RunLedger, RunStoreOptions
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
 from sidecar.failover import Failover
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine
 
 URI = "memory://failover"
+TTL = 5.0
 
 
 @pytest.fixture
@@ -32,8 +34,10 @@ async def stores() -> AsyncIterator[StoreRegistry]:
 
 
 def executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> RunExecutor:
+    """An executor leasing on ``store`` whose attempts never run: only who claims a run."""
+
     def spawn(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        coro.close()  # the attempt itself is not run here: only who claims it
+        coro.close()
         done = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return cast("asyncio.Task[None]", done)
@@ -46,6 +50,7 @@ def executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> RunExec
         python_tools={},
         spawn=spawn,
         default_store_uri=URI,
+        run_store=RunStoreOptions(MemoryStoreRunStore(store), owner=owner, lease_ttl=TTL),
     )
 
 
@@ -60,13 +65,22 @@ async def dead_run(store: InMemoryStore, run_id: str, owner: str = "dead") -> No
     await dead.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome())
 
 
+async def leased(store: InMemoryStore, run_id: str, owner: str, *, ago: float) -> None:
+    """``owner`` acquired ``run_id``'s lease ``ago`` seconds ago (expired when > TTL)."""
+    ledger = RunLedger(
+        MemoryStoreRunStore(store), owner=owner, lease_ttl=TTL, clock=lambda: time.time() - ago
+    )
+    await ledger.acquire(run_id, heartbeat=False)
+
+
 async def test_only_one_of_two_survivors_adopts(stores: StoreRegistry) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     await dead_run(store, "run-1")
+    await leased(store, "run-1", "dead", ago=2 * TTL)
     b, c = executor(store, stores, "b"), executor(store, stores, "c")
     stale = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-1")
-    assert await b.adopt("run-1", "dead") is not None
+    assert await b.adopt("run-1") is not None
 
     fresh_read = c._registry.get
 
@@ -75,41 +89,47 @@ async def test_only_one_of_two_survivors_adopts(stores: StoreRegistry) -> None:
         return stale  # as if c read the run before b's claim landed
 
     c._registry.get = stale_read  # type: ignore[method-assign]
-    assert await c.adopt("run-1", "dead") is None  # the claim's compare-and-set decides
+    assert await c.adopt("run-1") is None  # the claim's compare-and-set decides
     stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-1")
     assert (stored.owner_id, stored.attempt) == ("b", 2)
 
 
-async def test_the_sweep_adopts_expired_leases_only(stores: StoreRegistry) -> None:
+async def test_the_sweep_adopts_lapsed_leases_only(stores: StoreRegistry) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    now = [1_000_000.0]
-    ledger = RunLedger(MemoryStoreRunStore(store), owner="dead", lease_ttl=5, clock=lambda: now[0])
-    for run_id in ("expired", "live"):
+    for run_id, ago in (("expired", 2 * TTL), ("live", 0.0)):
         await dead_run(store, run_id)
-        await ledger.acquire(run_id, heartbeat=False)
-    now[0] += 3
-    live_ledger = RunLedger(
-        MemoryStoreRunStore(store), owner="dead", lease_ttl=5, clock=lambda: now[0]
-    )
-    await (await live_ledger.acquire("live", heartbeat=False)).renew()
+        await leased(store, run_id, "dead", ago=ago)
     survivor = executor(store, stores, "b")
-    sweep = Failover(
-        executor=survivor, store=store, owner_id="b", lease_ttl=5, clock=lambda: now[0] + 3
-    )
+    sweep = Failover(executor=survivor, registry=survivor._registry, lease_ttl=TTL)
     assert await sweep.sweep() == ["expired"]
-    mine = Failover(
-        executor=survivor, store=store, owner_id="dead", lease_ttl=5, clock=lambda: now[0] + 99
-    )
-    assert await mine.sweep() == []  # a sidecar never adopts runs leased in its own name
+    # "expired" executes in this process now (its lease, not yet acquired, still lapsed):
+    # never adopted twice; "live" is held.
+    assert await sweep.sweep() == []
+
+
+async def test_a_run_whose_lease_lapsed_in_this_sidecar_is_adopted_by_it(
+    stores: StoreRegistry,
+) -> None:
+    # Its attempt lost the lease (the store was away longer than the TTL) and stopped: the run
+    # runs nowhere, and its own sidecar adopts it like any other once the store answers.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-own", owner="b")
+    await leased(store, "run-own", "b", ago=2 * TTL)
+    own = executor(store, stores, "b")
+    claimed = await own.adopt("run-own")
+    assert claimed is not None
+    assert (claimed.owner_id, claimed.attempt) == ("b", 2)
 
 
 async def test_a_fenced_sidecar_marks_nothing(stores: StoreRegistry) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     await dead_run(store, "run-2", owner="a")
+    await leased(store, "run-2", "a", ago=2 * TTL)
     old = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
-    assert await executor(store, stores, "b").adopt("run-2", "a") is not None
+    assert await executor(store, stores, "b").adopt("run-2") is not None
     with pytest.raises(NotMine):
         await old.set_status(
             "run-2", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)

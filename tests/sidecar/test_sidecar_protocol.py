@@ -100,18 +100,20 @@ async def test_the_gap_event_has_the_last_missing_seq_and_a_true_range(tmp_path:
         [status_event(1, pb.RUN_STATUS_QUEUED)],
     )
     async with (
-        Sidecar(config(state, owner_id="me")) as server,
+        Sidecar(config(state, lease_ttl_s=1.0)) as server,
         SidecarClient(server.address, TOKEN) as client,
     ):
         events = await asyncio.wait_for(_all(client.watch("r-1")), 5)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await _all(client.watch("r-1", allow_gap=False))
-    assert [event.type for event in events] == ["run_status", "gap", "run_status"]
-    first, gap, interrupted = events
+    assert [event.type for event in events[:3]] == ["run_status", "gap", "run_status"]
+    first, gap, adopted = events[:3]
     assert (gap.gap.from_seq, gap.gap.to_seq) == (2, 1024)
     assert gap.seq == 1024  # not 0, the heartbeat's seq: resuming after it skips the gap
-    assert first.seq < gap.seq < interrupted.seq
-    assert interrupted.run_status.status == pb.RUN_STATUS_INTERRUPTED
+    assert first.seq < gap.seq < adopted.seq
+    # Nobody took its lease for a TTL: this sidecar (a new owner) adopts it.
+    assert (adopted.run_status.status, adopted.attempt) == (pb.RUN_STATUS_QUEUED, 2)
+    assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED
     assert caught.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
 

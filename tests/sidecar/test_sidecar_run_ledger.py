@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from test_sidecar_cli import serve
-from test_sidecar_failover import URI, dead_run
+from test_sidecar_failover import URI, dead_run, leased
 
 from oma_actors import InMemoryStore, MemoryStoreRunStore, RunLedger, RunStoreOptions
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -72,21 +72,16 @@ async def test_cancel_also_cancels_the_run_record_so_no_sidecar_adopts_it(
 ) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    now = [1_000_000.0]
     await dead_run(store, "r-cancel", owner="dead")
-    ledger = RunLedger(MemoryStoreRunStore(store), owner="dead", lease_ttl=5, clock=lambda: now[0])
-    await ledger.acquire("r-cancel", heartbeat=False)  # the dead sidecar's lease, expiring
-    registry = RunRegistry(store, owner_id="dead", spawn=lambda coro: coro.close())
-    await registry.set_status("r-cancel", pb.RUN_STATUS_INTERRUPTED, Outcome())
+    await leased(store, "r-cancel", "dead", ago=60)  # the dead sidecar's lease, expired
     survivor = leased_executor(store, stores, "b")
+    assert (await survivor.current("r-cancel"))[1].status == pb.RUN_STATUS_INTERRUPTED
     cancelled = await survivor.cancel("r-cancel", "not wanted")
     assert cancelled.status == pb.RUN_STATUS_CANCELLED
-    record = await ledger.get("r-cancel")
+    record = await RunLedger(MemoryStoreRunStore(store)).get("r-cancel")
     assert record is not None
     assert record.status == "cancelled"
-    sweep = Failover(
-        executor=survivor, store=store, owner_id="b", lease_ttl=5, clock=lambda: now[0] + 60
-    )
+    sweep = Failover(executor=survivor, registry=survivor._registry, lease_ttl=5)
     assert await sweep.sweep() == []
 
 

@@ -1,7 +1,8 @@
 """Three sidecars on one PostgreSQL: kill -9 one mid-run, a survivor adopts its runs.
 
 Each sidecar is a real child process (``python -m sidecar``) on a fresh table of the test
-database, with its own owner id and a 2 s lease TTL. One Python host per sidecar serves the
+database, all three started with identical flags (``--listen 127.0.0.1:0``, no ``--owner-id``,
+the way identical pods are deployed) and a 2 s lease TTL: each process start is its own owner. One Python host per sidecar serves the
 tool ``lookup`` (hosts connect to every sidecar); together their ledgers are the external
 ledger keyed by idempotency key, which must never see a committed call delivered again.
 """
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import pytest
 from sidecar_helpers import TOKEN, lookup_tool, run_request
-from test_sidecar_crash import finished, free_port
+from test_sidecar_crash import finished
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.cli import LISTEN_LINE
@@ -37,14 +38,14 @@ LEASE_TTL = 2.0
 
 @contextlib.asynccontextmanager
 async def sidecar_process(
-    port: int, store_uri: str, owner: str
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """``python -m sidecar`` on ``port`` sharing ``store_uri``; killed (-9) on exit."""
+    store_uri: str, *flags: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """``python -m sidecar`` on a free port sharing ``store_uri``, and the address it bound;
+    killed (-9) on exit. Every process gets the same flags."""
     env = {**os.environ, "OMA_SIDECAR_TOKEN": TOKEN}
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}",
-        "--store", store_uri, "--owner-id", owner, "--lease-ttl", str(LEASE_TTL),
-        "--heartbeat", "0.5",
+        sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0",
+        "--store", store_uri, "--lease-ttl", str(LEASE_TTL), "--heartbeat", "0.5", *flags,
         cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert process.stdout is not None
@@ -54,8 +55,9 @@ async def sidecar_process(
                 line = (await process.stdout.readline()).decode()
                 assert line, "the sidecar exited before listening"
                 if line.startswith(LISTEN_LINE):
+                    address = line.removeprefix(LISTEN_LINE).strip()
                     break
-        yield process
+        yield process, address
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGKILL)
@@ -90,8 +92,6 @@ async def watch_live(client: SidecarClient, run_id: str, seen: asyncio.Event) ->
 async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
     shared_store: str,
 ) -> None:
-    ports = [free_port() for _ in range(3)]
-    owners = ["side-a", "side-b", "side-c"]
     killed = asyncio.Event()
     stalled: set[str] = set()
     all_stalled = asyncio.Event()
@@ -117,13 +117,13 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
     victims = ["victim-1", "victim-2"]
     others = ["calm-b", "calm-c"]
     async with contextlib.AsyncExitStack() as stack:
-        clients = [
-            await stack.enter_async_context(SidecarClient(f"127.0.0.1:{port}", TOKEN))
-            for port in ports
+        started = [
+            await stack.enter_async_context(sidecar_process(shared_store)) for _ in range(3)
         ]
-        processes = [
-            await stack.enter_async_context(sidecar_process(port, shared_store, owner))
-            for port, owner in zip(ports, owners, strict=True)
+        processes = [process for process, _ in started]
+        clients = [
+            await stack.enter_async_context(SidecarClient(address, TOKEN))
+            for _, address in started
         ]
         group = await stack.enter_async_context(asyncio.TaskGroup())
         for index, client in enumerate(clients):
