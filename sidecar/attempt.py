@@ -10,6 +10,7 @@ folds the journal's tail into the snapshot. The attempt closes the journal when 
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -24,13 +25,14 @@ from sidecar.redelivery import issued_before
 from sidecar.run_view import attempt_result_from, task_row_from_state
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
     from oma_actors import (
         JournalOptions,
         MemoryStore,
         ProgressEvent,
         RunJournal,
+        RunLeaseHandle,
         RunStoreOptions,
         TeamRunResult,
         Tool,
@@ -56,9 +58,18 @@ async def run_attempt(
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
     run_store: RunStoreOptions | None = None,
+    fenced: bool = True,
     journals: RunJournals | None = None,
 ) -> TeamRunResult:
-    """Run ``record``'s spec once (from its checkpoint when ``restoring``).
+    """Run ``record``'s spec once (from its checkpoint when ``restoring``), under its lease.
+
+    With ``fenced`` (a store several sidecars share) a durable run's lease is the
+    orchestrator's: every checkpoint and journal write is fenced by it. Otherwise (a store one
+    process holds, or a run that saves nothing) the lease is held here around the attempt and
+    settled from its result, so the run record is the run's authority all the same; the
+    writes go unfenced, which keeps a file store's journal appends journal-first (an append
+    to a journal file cannot carry a fence, D15) and costs nothing a rival could exploit:
+    there is none.
 
     Args:
         record: the run as claimed for this attempt.
@@ -69,8 +80,76 @@ async def run_attempt(
         on_progress: receives the orchestrator's progress events.
         run_store: the lease terms of this sidecar (``None``: runs are not leased). A run
             suspended on approvals is made eligible for a lease again before it is restored.
+        fenced: the orchestrator holds a durable run's lease and fences its writes.
         journals: where the run's journal is (``None``: the run keeps none).
+
+    Raises:
+        LeaseError: the lease could not be acquired, or was lost (``RUN_LEASE_LOST``).
     """
+    durable = not record.request.checkpoint.disabled
+    if run_store is None or (fenced and durable):
+        return await _journaled(
+            record, store, restoring=restoring, python_tools=python_tools,
+            tool_host=tool_host, on_progress=on_progress, run_store=run_store, journals=journals,
+        )  # fmt: skip
+    async with held_lease(run_store, record.run_id) as lease:
+        result = await _journaled(
+            record, store, restoring=restoring, python_tools=python_tools,
+            tool_host=tool_host, on_progress=on_progress, run_store=None, journals=journals,
+        )  # fmt: skip
+        await settle(lease, result)
+        return result
+
+
+@asynccontextmanager
+async def held_lease(terms: RunStoreOptions, run_id: str) -> AsyncIterator[RunLeaseHandle]:
+    """Hold ``run_id``'s lease for the block (a suspended record is queued first); a block
+    left unsettled (an error, cancellation) releases it, so another owner may take it."""
+    await _resumable(terms, run_id)
+    lease = await terms.ledger().acquire(run_id, heartbeat=terms.heartbeat)
+    try:
+        yield lease
+    finally:
+        if not lease.closed and lease.lost is None:
+            await lease.release()
+
+
+async def settle(lease: RunLeaseHandle, result: TeamRunResult) -> None:
+    """Record how the attempt ended in the run record, as the orchestrator does with a lease.
+
+    Raises:
+        LeaseError: ``RUN_LEASE_LOST``: the lease was lost meanwhile; the record is left to
+            whoever holds it now.
+    """
+    if lease.lost is not None:
+        raise lease.lost
+    status = result.status
+    outcome: dict[str, object] = {"code": status.code}
+    if status.message:
+        outcome["message"] = status.message
+    match status.code:
+        case "ok":
+            await lease.complete(outcome)
+        case "suspended":
+            await lease.suspend([request.id for request in result.pending_approvals])
+        case "aborted":
+            return
+        case _:
+            await lease.fail(outcome)
+
+
+async def _journaled(
+    record: RunRecordV1,
+    store: MemoryStore,
+    *,
+    restoring: bool,
+    python_tools: Mapping[str, Tool],
+    tool_host: ToolHost,
+    on_progress: Callable[[ProgressEvent], None],
+    run_store: RunStoreOptions | None,
+    journals: RunJournals | None,
+) -> TeamRunResult:
+    """The attempt with the run's journal open (``run_store``: the orchestrator's lease)."""
     request = record.request
     durable = not request.checkpoint.disabled
     journal = (

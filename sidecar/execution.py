@@ -87,8 +87,10 @@ class RunExecutor:
         allowed_stores: the patterns a request's PostgreSQL or Redis store must match
             (``sidecar.stores.store_allowed``).
         host_events: announces host tool calls; the calls that timed out go into the outcome.
-        run_store: this sidecar's lease terms (owner id, TTL) on a store shared by several
-            sidecars; ``None``: runs are not leased.
+        run_store: this sidecar's lease terms (owner id, TTL) on its state store; ``None``:
+            runs are not leased (tests).
+        fenced: the orchestrator fences a durable run's writes with its lease (a store several
+            sidecars share); otherwise the attempt holds the lease (``sidecar.attempt``).
         journals: where runs keep their journals; ``None``: new runs keep none.
     """
 
@@ -105,6 +107,7 @@ class RunExecutor:
         allowed_stores: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
         run_store: RunStoreOptions | None = None,
+        fenced: bool = True,
         journals: RunJournals | None = None,
     ) -> None:
         self._registry = registry
@@ -119,6 +122,7 @@ class RunExecutor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self.run_store = run_store
+        self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
         self.gates_available = approval_gates_available()
 
@@ -397,6 +401,7 @@ class RunExecutor:
                 tool_host=self._tool_host,
                 on_progress=observer(self._registry, self._tool_host, run_id),
                 run_store=self.run_store,
+                fenced=self.fenced,
                 journals=self.journals,
             )
         except asyncio.CancelledError:

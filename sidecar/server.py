@@ -272,6 +272,7 @@ class Sidecar:
             run_store=lease_terms(
                 state, owner_id=self.owner_id, lease_ttl=config.lease_ttl_s, shared=shared
             ),
+            fenced=shared,
             journals=journals,
         )
         failover = Failover(executor=executor, registry=registry, lease_ttl=config.lease_ttl_s)
