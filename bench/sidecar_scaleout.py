@@ -1,6 +1,7 @@
 """BENCH.md P10 (failover time) and P8 across three sidecars sharing one PostgreSQL.
 
-Real ``python -m sidecar`` children with own ``--owner-id``s on one fresh random table.
+Real ``python -m sidecar`` children started with identical flags (``--listen 127.0.0.1:0``, no
+``--owner-id``: each process start is its own owner) on one fresh random table.
 
 * **P10**: three sidecars (lease TTL ``--ttl``); ``--victims`` runs on sidecar A hold a host call
   (``stall``), then A gets ``kill -9``. Timed from just before the signal: the adopted run's
@@ -20,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import time
@@ -52,20 +52,14 @@ Handler = Callable[[dict[str, Any], pb.ToolCall], Awaitable[str]]
 # -- processes and hosts ---------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A TCP port free on loopback now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+async def start_sidecar(store: str, ttl: float) -> tuple[Any, str]:
+    """``python -m sidecar`` on a free port sharing ``store``; (process, address) once listening.
 
-
-async def start_sidecar(store: str, owner: str, ttl: float) -> tuple[Any, str]:
-    """``python -m sidecar`` on a free port sharing ``store``; (process, address) once listening."""
-    port = free_port()
+    Every sidecar gets the same flags, the way identical pods are deployed.
+    """
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sidecar", "--listen", f"127.0.0.1:{port}", "--store", store,
-        "--owner-id", owner, "--lease-ttl", str(ttl), "--heartbeat", "0.5",
+        sys.executable, "-m", "sidecar", "--listen", "127.0.0.1:0", "--store", store,
+        "--lease-ttl", str(ttl), "--heartbeat", "0.5",
         cwd=ROOT, env={**os.environ, "OMA_SIDECAR_TOKEN": TOKEN},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
@@ -75,8 +69,9 @@ async def start_sidecar(store: str, owner: str, ttl: float) -> tuple[Any, str]:
             while True:
                 line = (await process.stdout.readline()).decode()
                 if not line:
-                    raise RuntimeError(f"sidecar {owner} exited before listening")
+                    raise RuntimeError("a sidecar exited before listening")
                 if line.startswith(LISTEN_LINE):
+                    address = line.removeprefix(LISTEN_LINE).strip()
                     break
     except BaseException:
         process.kill()
@@ -84,7 +79,7 @@ async def start_sidecar(store: str, owner: str, ttl: float) -> tuple[Any, str]:
         raise
     # Keep draining its stdout so a chatty sidecar never blocks on a full pipe.
     DRAINS.add(asyncio.get_running_loop().create_task(_drain(process.stdout)))
-    return process, f"127.0.0.1:{port}"
+    return process, address
 
 
 async def _drain(stream: asyncio.StreamReader) -> None:
@@ -97,9 +92,8 @@ async def cluster(
     store: str, ttl: float, tools: list[HostTool], tag: str
 ) -> AsyncIterator[tuple[list[Any], list[SidecarClient], list[HostTools]]]:
     """Three sidecars on ``store`` with one host each; every process killed (-9) on exit."""
-    owners = [f"{tag}-{name}-{uuid.uuid4().hex[:6]}" for name in "abc"]
     started = await asyncio.gather(
-        *(start_sidecar(store, owner, ttl) for owner in owners), return_exceptions=True
+        *(start_sidecar(store, ttl) for _ in range(3)), return_exceptions=True
     )
     processes = [item[0] for item in started if not isinstance(item, BaseException)]
     async with contextlib.AsyncExitStack() as stack:

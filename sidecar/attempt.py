@@ -178,11 +178,12 @@ async def _redelivered(
     record: RunRecordV1, store: MemoryStore, journal: RunJournal | None, *, restoring: bool
 ) -> frozenset[str] | None:
     """The calls of this attempt a host may have seen already (``None``: any of them)."""
+    if restoring and not record.request.checkpoint.disabled:
+        # Read before the restore reads the same checkpoint and journal. A first attempt
+        # restores too: relaunched after its store came back (``RunExecutor``).
+        return await issued_before(record, store, journal)
     if record.attempt == 1:
         return frozenset()
-    if restoring and not record.request.checkpoint.disabled:
-        # Read before the restore reads the same checkpoint and journal.
-        return await issued_before(record, store, journal)
     return None  # a later attempt started over: its calls may repeat an earlier one's
 
 

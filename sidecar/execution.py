@@ -14,13 +14,11 @@ import contextlib
 import logging
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from oma_actors import Checkpoint, LeaseError, StoreError
 from sidecar import convert
-from sidecar.convert import now
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.authority import shown
 from sidecar.attempt import (
     cancel_outcome,
     cancelled_tasks,
@@ -29,6 +27,8 @@ from sidecar.attempt import (
     run_attempt,
     settled,
 )
+from sidecar.authority import shown
+from sidecar.convert import now
 from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 LEASE_HELD = "RUN_LEASE_HELD"
 LEASE_LOST = "RUN_LEASE_LOST"
+T = TypeVar("T")
 MIN_BACKOFF = 0.1
 MAX_BACKOFF = 2.0
 LEASE_ABORTED = "aborted"
@@ -417,9 +418,10 @@ class RunExecutor:
             await self._fail(run_id, exc, mine)
         except Exception as exc:
             if unreachable(exc):
-                # The store did not answer: the run did not fail. Its lease lapses (or was
-                # released) and a live sidecar, this one included, adopts it once it answers.
+                # The store did not answer: the run did not fail. It goes on from its last
+                # checkpoint once the store answers (``_resume``).
                 logger.warning("run %s: store unreachable, the run waits: %s", run_id, exc)
+                self._spawn(self._resume(record))
                 return
             await self._fail(run_id, exc, mine)
         else:
@@ -436,6 +438,25 @@ class RunExecutor:
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
+
+    async def _resume(self, record: RunRecordV1) -> None:
+        """Go on with an attempt its store's outage stopped, once the store answers.
+
+        Within the lease nothing visible changes: the same attempt goes on from its last
+        checkpoint (this owner re-acquires its own lease). A lease that lapsed meanwhile makes
+        the run interrupted, and it is adopted (attempt + 1), here if nowhere else first.
+        """
+        run_id = record.run_id
+        stored, shown_now = await _until_stored(lambda: self.current(run_id))
+        if self.running(run_id) or (stored.owner_id, stored.attempt) != (
+            record.owner_id,
+            record.attempt,
+        ):
+            return  # adopted, restored or cancelled meanwhile
+        if shown_now.status == pb.RUN_STATUS_INTERRUPTED:
+            await self.adopt(run_id)
+        elif stored.active:
+            self._launch(stored, restoring=await self._has_checkpoint(stored))
 
     async def _cancelled(self, run_id: str, mine: Change) -> None:
         """Record the cancel asked by ``CancelRun`` here, if one was (else write nothing)."""
@@ -470,8 +491,9 @@ def unreachable(exc: BaseException) -> bool:
     return type(exc) is StoreError and not isinstance(exc.__cause__, ValueError)
 
 
-async def _until_stored(write: Callable[[], Awaitable[None]]) -> None:
-    """``write()``, again while its store is unreachable (backing off up to ``MAX_BACKOFF``).
+async def _until_stored(operation: Callable[[], Awaitable[T]]) -> T:
+    """``operation()``, again while its store is unreachable (backing off up to
+    ``MAX_BACKOFF``).
 
     A finished attempt's result is written once the store answers, however long the outage:
     the run never stays running after its tasks finished. Cancelled at shutdown.
@@ -479,8 +501,7 @@ async def _until_stored(write: Callable[[], Awaitable[None]]) -> None:
     delay = MIN_BACKOFF
     while True:
         try:
-            await write()
-            return
+            return await operation()
         except Exception as exc:
             if not unreachable(exc):
                 raise

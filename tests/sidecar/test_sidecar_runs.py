@@ -222,12 +222,15 @@ async def test_a_restarted_sidecar_adopts_the_run_from_the_checkpoint(tmp_path: 
         await asyncio.wait_for(stalled.wait(), 5)
     assert calls == ["run-x:t1:toolu_0_0", "run-x:t2:toolu_0_0"]
 
-    async with Sidecar(config) as second, SidecarClient(second.address, TOKEN) as client:
-        # The first start released the lease when it stopped: the second (a new owner) adopts
-        # the run on its own once the record has been still for a lease TTL.
-        async with hosting(client, HostTools(client, "host-2", [lookup_tool(stall_t2)])):
-            events = await asyncio.wait_for(events_of(client, "run-x"), 10)
-            run = await client.get_run("run-x", full=True)
+    # The first start released the lease when it stopped: the second (a new owner) adopts
+    # the run on its own once the record has been still for a lease TTL.
+    async with (
+        Sidecar(config) as second,
+        SidecarClient(second.address, TOKEN) as client,
+        hosting(client, HostTools(client, "host-2", [lookup_tool(stall_t2)])),
+    ):
+        events = await asyncio.wait_for(events_of(client, "run-x"), 10)
+        run = await client.get_run("run-x", full=True)
     assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED
     assert run.status == pb.RUN_STATUS_COMPLETED
     assert run.attempt == 2

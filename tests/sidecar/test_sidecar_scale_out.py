@@ -117,13 +117,10 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
     victims = ["victim-1", "victim-2"]
     others = ["calm-b", "calm-c"]
     async with contextlib.AsyncExitStack() as stack:
-        started = [
-            await stack.enter_async_context(sidecar_process(shared_store)) for _ in range(3)
-        ]
+        started = [await stack.enter_async_context(sidecar_process(shared_store)) for _ in range(3)]
         processes = [process for process, _ in started]
         clients = [
-            await stack.enter_async_context(SidecarClient(address, TOKEN))
-            for _, address in started
+            await stack.enter_async_context(SidecarClient(address, TOKEN)) for _, address in started
         ]
         group = await stack.enter_async_context(asyncio.TaskGroup())
         for index, client in enumerate(clients):
