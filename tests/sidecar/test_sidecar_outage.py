@@ -68,10 +68,16 @@ async def statuses_until_ended(client: SidecarClient, run_id: str, seen: list[in
         await asyncio.sleep(0.1)
 
 
-@pytest.mark.parametrize(("ttl", "outage"), [(6.0, 1.0), (2.0, 6.0)], ids=["short", "3x-ttl"])
+@pytest.mark.parametrize(
+    ("ttl", "outage", "answered_during"),
+    [(6.0, 1.0, True), (2.0, 6.0, True), (2.0, 6.0, False)],
+    ids=["short", "3x-ttl", "3x-ttl-lease-lost-mid-call"],
+)
 async def test_a_store_outage_neither_cancels_nor_fails_nor_strands_a_run(
-    proxied: tuple[CuttableProxy, str], ttl: float, outage: float
+    proxied: tuple[CuttableProxy, str], ttl: float, outage: float, answered_during: bool
 ) -> None:
+    # answered_during: the held call's result comes back during the outage (the attempt's
+    # saves fail), or only after it (the attempt waits and loses its lease: "aborted").
     proxy, store_uri = proxied
     held, release = asyncio.Event(), asyncio.Event()
 
@@ -97,9 +103,11 @@ async def test_a_store_outage_neither_cancels_nor_fails_nor_strands_a_run(
             await asyncio.wait_for(held.wait(), 15)
             proxy.cut()
             await asyncio.sleep(0.2)
-            release.set()  # the attempt goes on and finds its store away
+            if answered_during:
+                release.set()  # the attempt goes on and finds its store away
             await asyncio.sleep(outage)
             proxy.mend()
+            release.set()
             run = await asyncio.wait_for(statuses_until_ended(client, "o-1", seen), 60)
             deliveries = list(host.ledger.deliveries)
             committed = host.ledger.committed_keys()
