@@ -40,7 +40,7 @@ from oma_actors.domain import (
     PlanTask,
     ReasoningBlock,
     Reviewer,
-    RunStatus,
+    RunOutcome,
     Task,
     TaskState,
     TeamRunResult,
@@ -214,9 +214,9 @@ __all__ = [
     "RunJournal",
     "RunLeaseHandle",
     "RunLedger",
+    "RunOutcome",
     "RunRecord",
     "RunStarted",
-    "RunStatus",
     "RunStore",
     "RunStoreOptions",
     "RunSummary",
@@ -281,3 +281,21 @@ __all__ = [
     "text_response",
     "verify_run",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``RunStatus``: the old name of :class:`RunOutcome`, deprecated.
+
+    Renamed so that no two types share a name: ``oma_actors.runs.RunStatus`` is the run
+    record's status vocabulary (D16).
+    """
+    if name == "RunStatus":
+        import warnings
+
+        warnings.warn(
+            "oma_actors.RunStatus is deprecated: use oma_actors.RunOutcome",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return RunOutcome
+    raise AttributeError(f"module 'oma_actors' has no attribute {name!r}")

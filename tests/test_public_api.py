@@ -18,7 +18,7 @@ API_NAMES = {
     # The orchestrator
     "OpenMultiAgent", "CheckpointOptions", "Allow", "Deny", "Suspend", "Gate",
     # Results
-    "TeamRunResult", "RunStatus", "TaskState", "AgentRunResult", "ToolCallRecord",
+    "TeamRunResult", "RunOutcome", "TaskState", "AgentRunResult", "ToolCallRecord",
     # Model adapters
     "LLMAdapter", "ChatOptions", "ToolSpec", "LLMResponse", "Message", "TextBlock",
     "ToolUseBlock", "ToolResultBlock", "TokenUsage",
@@ -60,6 +60,15 @@ def test_all_is_sorted_and_exactly_the_public_names() -> None:
 def test_api_md_names_import_from_the_package(name: str) -> None:
     assert name in oma_actors.__all__
     assert getattr(oma_actors, name) is not None
+
+
+def test_run_status_is_the_deprecated_name_of_run_outcome() -> None:
+    # Renamed so no two types share a name (oma_actors.runs.RunStatus is the record's, D16).
+    with pytest.warns(DeprecationWarning, match="RunOutcome"):
+        assert oma_actors.RunStatus is oma_actors.RunOutcome
+    from oma_actors.runs import RunStatus
+
+    assert RunStatus is not oma_actors.RunOutcome
 
 
 # Seams added after API.md was written: keyword-only with a default, so no caller breaks.

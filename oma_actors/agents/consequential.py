@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from oma_actors.approvals.gates import Allow, Deny
-from oma_actors.domain.results import AgentRunResult, RunStatus, TeamRunResult
+from oma_actors.domain.results import AgentRunResult, RunOutcome, TeamRunResult
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
@@ -122,10 +122,10 @@ def confirmed(result: Result, state: ConfirmationState | None) -> Result:
     if state is None:
         return result
     if state.confirmation_required:
-        status = RunStatus("rejected", CONFIRMATION_REQUIRED)
+        status = RunOutcome("rejected", CONFIRMATION_REQUIRED)
         return replace(result, success=False, status=status, confirmation_required=True)
     if state.confirmation_rejected:
-        return replace(result, success=False, status=RunStatus("rejected", CONFIRMATION_REJECTED))
+        return replace(result, success=False, status=RunOutcome("rejected", CONFIRMATION_REJECTED))
     return result
 
 

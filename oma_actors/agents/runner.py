@@ -19,7 +19,7 @@ from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
-from oma_actors.domain.results import AgentRunResult, RunStatus
+from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.errors import DurableApprovalError
 from oma_actors.events import (
     ProgressEvent,
@@ -96,7 +96,7 @@ def result_of(state: RunnerState, usage: TokenUsage) -> AgentRunResult:
     )
 
 
-def budget_status(config: AgentConfig, usage: TokenUsage) -> RunStatus:
+def budget_status(config: AgentConfig, usage: TokenUsage) -> RunOutcome:
     """OMA's status of a runner stopped by its token budget, with OMA's message.
 
     ``usage`` is the runner's own count, restored usage included; a state restored with the
@@ -105,7 +105,7 @@ def budget_status(config: AgentConfig, usage: TokenUsage) -> RunStatus:
     used = usage.input_tokens + usage.output_tokens
     budget = config.max_token_budget or 0
     message = f'Agent "{config.name}" exceeded token budget: {used} tokens used (budget: {budget})'
-    return RunStatus("budget_exhausted", message)
+    return RunOutcome("budget_exhausted", message)
 
 
 def retry_delay_ms(task: TaskState, attempt: int) -> int:

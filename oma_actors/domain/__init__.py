@@ -17,7 +17,7 @@ from oma_actors.domain.messages import (
 )
 from oma_actors.domain.results import (
     AgentRunResult,
-    RunStatus,
+    RunOutcome,
     RunStatusCode,
     TeamRunResult,
     ToolCallRecord,
@@ -45,7 +45,7 @@ __all__ = [
     "PlanTask",
     "ReasoningBlock",
     "Reviewer",
-    "RunStatus",
+    "RunOutcome",
     "RunStatusCode",
     "Task",
     "TaskState",

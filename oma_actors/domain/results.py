@@ -46,13 +46,17 @@ class AgentRunResult:
     token_usage: TokenUsage = field(default_factory=TokenUsage)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     turns: int = 0
-    status: RunStatus | None = None
+    status: RunOutcome | None = None
     confirmation_required: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class RunStatus:
-    """The overall status of a run and, when it is not ``ok``, why."""
+class RunOutcome:
+    """How a run ended (its status code) and, when it is not ``ok``, why.
+
+    Formerly ``RunStatus`` (still importable from ``oma_actors``, deprecated): renamed so no
+    two types share a name with the run record's ``oma_actors.runs.RunStatus`` (D16).
+    """
 
     code: RunStatusCode
     message: str | None = None
@@ -70,7 +74,7 @@ class TeamRunResult:
     """
 
     success: bool
-    status: RunStatus
+    status: RunOutcome
     run_id: str
     attempt: int
     tasks: list[TaskState]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from oma_actors.domain.messages import TokenUsage
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import BudgetExceeded
 
@@ -100,7 +100,7 @@ class RunBudget:
         return None
 
 
-def exhausted(event: BudgetExceeded) -> tuple[str, RunStatus]:
+def exhausted(event: BudgetExceeded) -> tuple[str, RunOutcome]:
     """The skip reason and the run status of a run stopped by ``event``."""
     reason = TOKEN_SKIP_REASON if event.kind == "tokens" else COST_SKIP_REASON
-    return reason, RunStatus("budget_exhausted", event.message)
+    return reason, RunOutcome("budget_exhausted", event.message)

@@ -17,7 +17,7 @@ from oma_actors.approvals import (
 )
 from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, consult
 from oma_actors.domain.jsonforms import task_to_json
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 
 if TYPE_CHECKING:
     from oma_actors.approvals.gates import Gate
@@ -39,14 +39,14 @@ class Halt:
     """Stop dispatching; once in-flight work drains, skip the rest with ``reason``."""
 
     reason: str
-    status: RunStatus
+    status: RunOutcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wait:
     """Stop dispatching and leave the rest pending: the run is suspended for a reviewer."""
 
-    status: RunStatus
+    status: RunOutcome
 
 
 class DispatchGate:
@@ -91,7 +91,7 @@ class DispatchGate:
             case Deny():
                 return Halt(
                     reason="Skipped: task dispatch approval rejected.",
-                    status=RunStatus("rejected", "Task dispatch approval rejected."),
+                    status=RunOutcome("rejected", "Task dispatch approval rejected."),
                 )
             case GateFailed(error=error):
                 return _callback_error(error)
@@ -112,11 +112,11 @@ class DispatchGate:
                     return _callback_error(
                         "APPROVAL_INTEGRITY_ERROR: the suspension could not be checkpointed"
                     )
-                return Wait(status=RunStatus("suspended", "Task dispatch approval pending."))
+                return Wait(status=RunOutcome("suspended", "Task dispatch approval pending."))
 
 
 def _callback_error(error: str) -> Halt:
     return Halt(
         reason=f"Skipped: task dispatch callback error — {error}",
-        status=RunStatus("error", f"task dispatch callback error: {error}"),
+        status=RunOutcome("error", f"task dispatch callback error: {error}"),
     )

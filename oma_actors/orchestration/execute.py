@@ -13,7 +13,7 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.approvals import DurableApprovalLedger
 from oma_actors.checkpoint.writer import CheckpointActor
 from oma_actors.clock import SYSTEM_CLOCK, Clock
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 from oma_actors.events import RunFinished, RunStarted
 from oma_actors.orchestration.agent_actor import AgentActor
 from oma_actors.orchestration.dispatch_gate import DispatchGate
@@ -155,7 +155,7 @@ async def execute_queue(
         run_ref.tell(StartRun(done=done))
         lost = await _until_done_or_lost(done, lease)
         if lost is not None:
-            state.status = RunStatus("aborted", str(lost))
+            state.status = RunOutcome("aborted", str(lost))
             # Another owner holds the run: stop every actor now, mid-turn included. Nothing
             # they could still do would be durable (every write is fenced).
             await system.shutdown(grace=0)

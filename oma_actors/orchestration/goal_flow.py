@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 from oma_actors.ids import new_id
 from oma_actors.orchestration.coordinator import (
     COORDINATOR_NAME,
@@ -117,7 +117,7 @@ async def _journaled_goal(
         message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
         return team_result(
             run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
-            extra_agent_results=planning, status=RunStatus("error", message),
+            extra_agent_results=planning, status=RunOutcome("error", message),
         )  # fmt: skip
     queue = TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
     if ctx.on_plan_ready is not None:

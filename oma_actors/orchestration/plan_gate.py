@@ -13,7 +13,7 @@ from oma_actors.approvals import (
 from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, consult
 from oma_actors.checkpoint.run_writer import Saved
 from oma_actors.domain.jsonforms import task_to_json
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 from oma_actors.events import ApprovalPending
 from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
 from oma_actors.orchestration.run import RunState
@@ -51,12 +51,12 @@ async def plan_gate(
         case Deny() | GateFailed():
             detail = verdict.error if isinstance(verdict, GateFailed) else verdict.reason
             message = "Plan approval rejected." + (f" ({detail})" if detail else "")
-            return RunState(status=RunStatus("rejected", message))
+            return RunState(status=RunOutcome("rejected", message))
         case Suspend(reason=reason):
             pass
     if resolved is None or not is_atomic_store(resolved.store):
         return RunState(
-            status=RunStatus(
+            status=RunOutcome(
                 "error",
                 "APPROVAL_ATOMIC_STORE_REQUIRED: plan suspension needs a checkpoint store with "
                 "compare_and_set",
@@ -92,11 +92,11 @@ async def plan_gate(
         message = (
             f"APPROVAL_INTEGRITY_ERROR: the plan suspension could not be saved: {outcome.error}"
         )
-        return RunState(status=RunStatus("error", message))
+        return RunState(status=RunOutcome("error", message))
     await DurableApprovalLedger(resolved.store).ensure_request(request)  # type: ignore[arg-type]
     ctx.emit(ApprovalPending(run_id=run_id, request=request))
     return RunState(
-        status=RunStatus("suspended", "Plan approval pending."),
+        status=RunOutcome("suspended", "Plan approval pending."),
         pending_approvals=[request],
         revision=outcome.revision,
     )

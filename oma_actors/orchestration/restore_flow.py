@@ -13,7 +13,7 @@ from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
-from oma_actors.domain.results import RunStatus, TeamRunResult
+from oma_actors.domain.results import RunOutcome, TeamRunResult
 from oma_actors.domain.tasks import PlanArtifact
 from oma_actors.errors import (
     CheckpointNotFoundError,
@@ -252,7 +252,7 @@ async def _continue_owned(
     )
     await finish_journal(journaling, state)
     extra: dict[str, AgentRunResult] = {}
-    status: RunStatus | None = None
+    status: RunOutcome | None = None
     if snapshot.mode == "runTeam" and state.status is None:
         if plan.finished and snapshot.synthesis is not None:
             extra[COORDINATOR_NAME] = snapshot.synthesis  # decision D4: no model call
@@ -261,7 +261,7 @@ async def _continue_owned(
                 team, snapshot.goal or "", plan.queue, coordinator, ctx, plan.run_id
             )
             if synthesis is None:
-                status = RunStatus("error", "synthesis failed on restore")
+                status = RunOutcome("error", "synthesis failed on restore")
             else:
                 extra[COORDINATOR_NAME] = synthesis
                 await save_synthesis(
@@ -305,7 +305,7 @@ async def _settle_approvals(
         for request in reconciled.unresolved:
             ctx.emit(ApprovalPending(run_id=plan.run_id, request=request))
         state.pending_approvals = list(reconciled.unresolved)
-        state.status = RunStatus("suspended", "Durable approval decision pending.")
+        state.status = RunOutcome("suspended", "Durable approval decision pending.")
         return team_result(
             run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
         )
@@ -327,10 +327,10 @@ async def _settle_approvals(
         if not isinstance(outcome, Saved):
             # Strict: a rejection reported as final must be what a later restore reads.
             raise StoreError(f"the approval rejection could not be saved: {outcome.error}")
-        state.status = RunStatus("rejected", "Durable approval rejected.")
+        state.status = RunOutcome("rejected", "Durable approval rejected.")
         return team_result(run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state)
     if reconciled.already_rejected:
-        state.status = RunStatus("rejected", "Durable approval rejected.")
+        state.status = RunOutcome("rejected", "Durable approval rejected.")
         return team_result(
             run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from oma_actors.domain.messages import TokenUsage
-from oma_actors.domain.results import AgentRunResult, RunStatus, TeamRunResult
+from oma_actors.domain.results import AgentRunResult, RunOutcome, TeamRunResult
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.run import RunState
 
 
-def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = None) -> RunStatus:
+def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = None) -> RunOutcome:
     """``ok`` iff no task failed and none is left unfinished; skipped tasks alone do not fail.
 
     Spec TQ-07 (OMA's ``buildTeamRunResult``): a task result whose status is
@@ -29,11 +29,11 @@ def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = 
     failed = queue.failures()  # a failure recovered by a plan revision does not count
     if failed:
         names = ", ".join(repr(task.title) for task in failed)
-        return RunStatus("error", f"{len(failed)} task(s) failed: {names}")
+        return RunOutcome("error", f"{len(failed)} task(s) failed: {names}")
     unfinished = [task for task in queue.tasks if not task.is_terminal]
     if unfinished:
-        return RunStatus("error", f"{len(unfinished)} task(s) did not finish")
-    return RunStatus("ok")
+        return RunOutcome("error", f"{len(unfinished)} task(s) did not finish")
+    return RunOutcome("ok")
 
 
 def team_result(
@@ -43,7 +43,7 @@ def team_result(
     queue: TaskQueue,
     state: RunState,
     extra_agent_results: Mapping[str, AgentRunResult] | None = None,
-    status: RunStatus | None = None,
+    status: RunOutcome | None = None,
     plan_only: bool = False,
 ) -> TeamRunResult:
     """Assemble the run result; token usage sums every task result and extra results."""
@@ -57,11 +57,11 @@ def team_result(
     final = (
         status
         or state.status
-        or (RunStatus("ok") if plan_only else run_status(queue, state.task_results))
+        or (RunOutcome("ok") if plan_only else run_status(queue, state.task_results))
     )
     saves, failures = (state.writer.saved, state.writer.failed) if state.writer else (0, 0)
     if failures and final.code == "ok":
-        final = RunStatus("ok", _durability_note(saves, failures, state.revision))
+        final = RunOutcome("ok", _durability_note(saves, failures, state.revision))
     return TeamRunResult(
         success=final.code == "ok",
         status=final,

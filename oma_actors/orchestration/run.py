@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, assert_never
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.writer import Fenced, Save, Saved
 from oma_actors.domain.messages import ToolResultBlock
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import RunOutcome
 from oma_actors.events import (
     AgentCompleted,
     ApprovalPending,
@@ -70,7 +70,7 @@ class RunState:
     task_results: dict[str, AgentRunResult] = field(default_factory=dict)
     agent_results: dict[str, AgentRunResult] = field(default_factory=dict)
     revision: int = 0
-    status: RunStatus | None = None
+    status: RunOutcome | None = None
     pending_approvals: list[ApprovalRequest] = field(default_factory=list)
     decisions: list[ApprovalDecision] = field(default_factory=list)
     fatal: Exception | None = None
@@ -333,13 +333,13 @@ class RunActor(Actor[RunMessage, bool | None]):
             self._state.fatal = self._state.fatal or outcome.fatal
             self._stop = Halt(
                 reason=f"Skipped: run failed — {outcome.fatal}",
-                status=RunStatus("error", str(outcome.fatal)),
+                status=RunOutcome("error", str(outcome.fatal)),
             )
             return
         if outcome.suspended:
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
             if not isinstance(self._stop, Halt):
-                self._stop = Wait(status=RunStatus("suspended", "Tool approval pending."))
+                self._stop = Wait(status=RunOutcome("suspended", "Tool approval pending."))
             return
         task = self._queue.get(task_id)
         result = outcome.result

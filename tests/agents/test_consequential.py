@@ -42,7 +42,7 @@ from oma_actors.approvals.gates import (
 from oma_actors.domain.approvals import ApprovalDecision, Reviewer
 from oma_actors.domain.inflight import PendingCall
 from oma_actors.domain.messages import ToolUseBlock
-from oma_actors.domain.results import AgentRunResult, RunStatus
+from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.errors import DurableApprovalError
 from oma_actors.tools.base import Tool, ToolContext, define_tool
 
@@ -227,12 +227,12 @@ def test_confirmed_rejects_the_run_as_oma_does() -> None:
     assert confirmed(result, ConfirmationState(plan_approved=True)) is result
     required = confirmed(result, ConfirmationState(confirmation_required=True))
     assert (required.success, required.confirmation_required) == (False, True)
-    assert required.status == RunStatus("rejected", CONFIRMATION_REQUIRED)
+    assert required.status == RunOutcome("rejected", CONFIRMATION_REQUIRED)
     both = ConfirmationState(confirmation_required=True, confirmation_rejected=True)
-    assert confirmed(result, both).status == RunStatus("rejected", CONFIRMATION_REQUIRED)
+    assert confirmed(result, both).status == RunOutcome("rejected", CONFIRMATION_REQUIRED)
     rejected = confirmed(result, ConfirmationState(confirmation_rejected=True))
     assert (rejected.success, rejected.confirmation_required) == (False, False)
-    assert rejected.status == RunStatus("rejected", CONFIRMATION_REJECTED)
+    assert rejected.status == RunOutcome("rejected", CONFIRMATION_REJECTED)
 
 
 async def test_the_guard_works_inside_plan_call() -> None:
