@@ -16,7 +16,7 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from oma_actors import Checkpoint, LeaseError, StoreError
+from oma_actors import Checkpoint, LeaseError, OmaError, StoreError
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -41,9 +41,11 @@ from sidecar.record import (
     Outcome,
     RunExistsError,
     RunRecordV1,
+    TaskRow,
 )
-from sidecar.run_ledger import cancel_record, check_resumable
-from sidecar.run_view import initial_tasks
+from sidecar.redelivery import latest_state
+from sidecar.run_ledger import cancel_record, fail_record
+from sidecar.run_view import initial_tasks, task_row_from_state
 from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
@@ -136,12 +138,34 @@ class RunExecutor:
         """Whether the run executes in this process now."""
         return run_id in self._tasks
 
-    async def viewed(self, record: RunRecordV1) -> RunRecordV1:
-        """``record`` with the status its run record decides (``sidecar.authority``)."""
+    async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunRecordV1:
+        """``record`` with the status its run record decides (``sidecar.authority``) and,
+        with ``tasks``, the task statuses of its latest state, when it is active and does not
+        execute here (the registry's tasks are written when an attempt settles)."""
         if not record.active or self.running(record.run_id) or self.run_store is None:
             return record
         lease = await self.run_store.store.get(record.run_id)
-        return shown(record, lease, now=now(), ttl=self.run_store.lease_ttl)
+        view = shown(record, lease, now=now(), ttl=self.run_store.lease_ttl)
+        return replace(view, tasks=await self._current_tasks(record)) if tasks else view
+
+    async def _current_tasks(self, record: RunRecordV1) -> tuple[TaskRow, ...]:
+        """The tasks of ``record``'s latest state (checkpoint and journal tail), else the
+        registry's."""
+        if record.request.checkpoint.disabled:
+            return record.tasks
+        store = await self._stores.get(record.store_uri)
+        journal = await self.journals.open(record.run_id, record.store_uri)
+        try:
+            snapshot = await latest_state(record, store, journal)
+        except (OmaError, OSError, ValueError) as exc:
+            logger.warning("run %s: its latest state cannot be read: %s", record.run_id, exc)
+            return record.tasks
+        finally:
+            if journal is not None:
+                await self.journals.release(journal)
+        if snapshot is None or not snapshot.tasks:
+            return record.tasks
+        return tuple(task_row_from_state(task) for task in snapshot.tasks)
 
     async def current(self, run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
         """The stored record of ``run_id`` and it :meth:`viewed` (``UnknownRunError``)."""
@@ -238,13 +262,11 @@ class RunExecutor:
     # -- restore and cancel ----------------------------------------------------------------
 
     def _check_restorable(self, record: RunRecordV1) -> None:
+        if record.deleting:
+            raise _deleting(record)
         if self.running(record.run_id) or record.status in ACTIVE:
             raise FailedPrecondition("RUN_ACTIVE", f"run {record.run_id!r} is running")
-        if record.status in TERMINAL:
-            raise FailedPrecondition(
-                "RUN_ALREADY_TERMINAL",
-                f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
-            )
+        _check_cancellable(record)  # a failed run's record is failed too: start a new run
 
     async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
         """Resume a run from its checkpoint with its persisted spec; ``(record, resumed)``.
@@ -254,7 +276,6 @@ class RunExecutor:
         convert.check_run_id(request.run_id)
         stored, record = await self.current(request.run_id)
         self._check_restorable(record)
-        await check_resumable(self.run_store, record.run_id)
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
@@ -458,6 +479,33 @@ class RunExecutor:
         elif stored.active:
             self._launch(stored, restoring=await self._has_checkpoint(stored))
 
+    async def claim_deletion(self, run_id: str) -> RunRecordV1:
+        """Mark ``run_id`` as being deleted, in a compare-and-set against every other claim:
+        of a ``DeleteRun`` and a ``RestoreRun`` (or a cancel, an adoption) racing, exactly one
+        wins. A run that just finished here is waited for (its attempt is writing its end).
+
+        Raises:
+            FailedPrecondition: ``RUN_ACTIVE``: a sidecar executes the run (or claimed it).
+        """
+        stored, record = await self.current(run_id)
+        task = self._tasks.get(run_id)
+        if task is not None and record.status not in ACTIVE:
+            await asyncio.wait({task})  # settled: only its bookkeeping is left
+            stored, record = await self.current(run_id)
+        if self.running(run_id) or record.status in ACTIVE:
+            raise FailedPrecondition(
+                "RUN_ACTIVE",
+                f"run {run_id!r} is {pb.RunStatus.Name(record.status)}: cancel it first",
+            )
+
+        def deleting(current: RunRecordV1) -> RunRecordV1:
+            if current.deleting:
+                return current  # another DeleteRun got here first: finish it all the same
+            _check_unchanged(current, stored)
+            return replace(current, deleting=True)
+
+        return await self._registry.update(run_id, deleting)
+
     async def _cancelled(self, run_id: str, mine: Change) -> None:
         """Record the cancel asked by ``CancelRun`` here, if one was (else write nothing)."""
         if run_id not in self._cancel_requested:
@@ -476,6 +524,7 @@ class RunExecutor:
         outcome = Outcome(code=mapped.reason, message=mapped.message)
         with contextlib.suppress(NotMine):
             await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
+            await fail_record(self.run_store, run_id, {"code": "error", "message": mapped.message})
 
     async def _finish(self, run_id: str, result: TeamRunResult, mine: Change) -> None:
         status, outcome = finished(result)
@@ -513,6 +562,8 @@ async def _until_stored(operation: Callable[[], Awaitable[T]]) -> T:
 def _check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RUN_ACTIVE") -> None:
     """Refuse a claim on a run another request changed after it was ``seen``: a restore or an
     adoption claimed it (``claimed``), or it ended (``RUN_ALREADY_TERMINAL``)."""
+    if current.deleting:
+        raise _deleting(current)
     if (current.owner_id, current.attempt) != (seen.owner_id, seen.attempt):
         raise FailedPrecondition(
             claimed,
@@ -522,6 +573,10 @@ def _check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RU
     if current.status != seen.status:
         _check_cancellable(current)
         raise FailedPrecondition("RUN_ACTIVE", f"run {current.run_id!r} is running")
+
+
+def _deleting(record: RunRecordV1) -> FailedPrecondition:
+    return FailedPrecondition("RUN_DELETING", f"run {record.run_id!r} is being deleted")
 
 
 def _check_cancellable(record: RunRecordV1) -> None:

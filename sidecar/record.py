@@ -108,6 +108,8 @@ class RunRecordV1:
             same ``request_id`` but another body is refused. Empty in older records.
         tenant: the tenant of the principal that started the run (``sidecar.tenancy``); set at
             creation and never changed. ``""`` without principals, and in older records.
+        deleting: ``DeleteRun`` claimed the run (its keys are being removed): no restore,
+            cancel or adoption may claim it after that.
     """
 
     run_id: str
@@ -126,6 +128,7 @@ class RunRecordV1:
     seq_reserved_until: int = 0
     request_digest: str = ""
     tenant: str = ""
+    deleting: bool = False
 
     @property
     def active(self) -> bool:

@@ -12,7 +12,8 @@ Schema 1 (``encode`` writes it)::
      "pending_approvals": [], "store_uri": "file:///...", "seq_reserved_until": 1024,
      "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
-(``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``.)
+(``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``;
+``"deleting": true`` is written only while ``DeleteRun`` removes the run.)
 
 Every field is the registry's own, stored by name (statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
@@ -86,6 +87,8 @@ def encode(record: RunRecordV1) -> str:
         "tenant": record.tenant,
         "spec": json_format.MessageToDict(record.request, preserving_proto_field_name=True),
     }
+    if record.deleting:
+        document["deleting"] = True
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -199,6 +202,7 @@ def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
         seq_reserved_until=int(raw["seq_reserved_until"]),
         request_digest=str(raw.get("request_digest", "")),
         tenant=str(raw.get("tenant", "")),
+        deleting=raw.get("deleting") is True,
     )
 
 

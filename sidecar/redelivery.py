@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from oma_actors import Checkpoint, OmaError, fold_tail, read_journal_tail
 
 if TYPE_CHECKING:
-    from oma_actors import MemoryStore, RunJournal
+    from oma_actors import CheckpointSnapshot, MemoryStore, RunJournal
     from sidecar.record import RunRecordV1
 
 logger = logging.getLogger(__name__)
@@ -31,11 +31,8 @@ async def issued_before(
     ``None`` when the checkpoint or the journal cannot be read: then every call of the attempt
     counts as a possible redelivery (the safe side for a host deduplicating side effects).
     """
-    checkpoint = Checkpoint(store, run_id=record.run_id, key=record.request.checkpoint.key or None)
     try:
-        snapshot = await checkpoint.load_latest()
-        if snapshot is not None and journal is not None:
-            snapshot = fold_tail(snapshot, await read_journal_tail(journal, snapshot)).snapshot
+        snapshot = await latest_state(record, store, journal)
     except (OmaError, OSError, ValueError) as exc:
         logger.warning("run %s: cannot tell earlier tool calls (%s)", record.run_id, exc)
         return None
@@ -47,3 +44,19 @@ async def issued_before(
         for pending in item.state.pending
         if pending.commit is None and pending.approval_request is None
     )
+
+
+async def latest_state(
+    record: RunRecordV1, store: MemoryStore, journal: RunJournal | None
+) -> CheckpointSnapshot | None:
+    """The run's state as a restore would read it: its latest checkpoint with the journal's
+    tail folded in (``None``: no checkpoint yet).
+
+    Raises:
+        OmaError, OSError, ValueError: the checkpoint or the journal cannot be read.
+    """
+    checkpoint = Checkpoint(store, run_id=record.run_id, key=record.request.checkpoint.key or None)
+    snapshot = await checkpoint.load_latest()
+    if snapshot is not None and journal is not None:
+        snapshot = fold_tail(snapshot, await read_journal_tail(journal, snapshot)).snapshot
+    return snapshot

@@ -1,14 +1,15 @@
 """Deleting runs: ``DeleteRun`` and the retention policy of finished runs.
 
-A run is deleted whole: in its checkpoint store its checkpoint, its run record (the lease) and
-its approval rows; then its journal file (``sidecar.journals``), once the checkpoint it extends
-is gone; in the state store its event log and last its registry record (so a deletion cut short,
-by a journal file that cannot be removed too, is finished by the next one: the run is still
-listed). A run some sidecar executes
-(queued or running) is never deleted. The store has no conditional delete, so a ``RestoreRun``
-on another sidecar in the instant between the check and the deletion is not excluded; its
-attempt then finds no record and stops. Listing a run's approvals reads the whole checkpoint
-store (``DurableApprovalLedger.list``): bounded because retention bounds the store.
+A run is deleted whole: first its registry record is marked ``deleting`` in a compare-and-set
+that also requires no restore, cancel or adoption to have claimed it since it was read (they
+require the same of theirs, so of a ``DeleteRun`` and a ``RestoreRun`` exactly one wins:
+``RunExecutor.claim_deletion``). Then, in its checkpoint store, its checkpoint, history anchors
+and approval rows; its journal file (``sidecar.journals``), once the checkpoint it extends is
+gone; its run record (the lease, in the state store); its event log and last its registry
+record (so a deletion cut short, by a journal file that cannot be removed too, is finished by
+the next one: the run is still listed). A run some sidecar executes (queued or running) is never
+deleted; one that just finished here is deleted at once. Listing a run's approvals reads the
+whole checkpoint store (``DurableApprovalLedger.list``): bounded because retention bounds it.
 
 ``oma serve --retain-runs N`` / ``--retain-seconds S`` keep a long-lived sidecar bounded: every
 ``interval`` seconds :class:`Retention` deletes the finished runs beyond the newest ``N`` and
@@ -30,8 +31,8 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.approvals import ledger_module
 from sidecar.event_pages import delete_key
 from sidecar.journals import JournalFileError
-from sidecar.record import ACTIVE, FINISHED, UnknownRunError
-from sidecar.status import FailedPrecondition, SidecarError
+from sidecar.record import FINISHED, UnknownRunError
+from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -83,14 +84,9 @@ class RunDeleter:
                 listed; its checkpoint is gone).
         """
         convert.check_run_id(run_id)
-        _, record = await self._executor.current(run_id)
-        if self._executor.running(run_id) or record.status in ACTIVE:
-            raise FailedPrecondition(
-                "RUN_ACTIVE",
-                f"run {run_id!r} is {pb.RunStatus.Name(record.status)}: cancel it first",
-            )
+        record = await self._executor.claim_deletion(run_id)
         store = await self._stores.get(record.store_uri)
-        keys = [record.request.checkpoint.key or checkpoint_key(run_id), run_record_key(run_id)]
+        keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
         # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
         anchors = history_prefix(run_id)
         keys.extend(entry.key for entry in await store.list() if entry.key.startswith(anchors))
@@ -103,6 +99,7 @@ class RunDeleter:
             deleted += await delete_key(store, key)
         # After the checkpoint (a journal tail without it restores nothing), before the record.
         await self._journals.remove(run_id, record.store_uri)
+        deleted += await delete_key(self._registry.store, run_record_key(run_id))
         return deleted + await self._registry.delete(run_id)
 
 

@@ -95,6 +95,11 @@ class RunRegistry:
         self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
     @property
+    def store(self) -> AtomicStore:
+        """The state store the records (and the runs' leases) are kept in."""
+        return self._store
+
+    @property
     def owner_id(self) -> str:
         """The owner id stamped on the runs this sidecar creates or restores."""
         return self._owner_id

@@ -115,8 +115,11 @@ class RunServicer(pb_grpc.RunServiceServicer):
         convert.check_run_id(request.run_id)
         if request.view not in pb.RunView.values():
             raise InvalidArgument("view", f"unknown value {request.view}")
-        record = await self._executor.viewed(await self._visible(request.run_id, context))
-        return self._registry.run_message(record, full=request.view == pb.RUN_VIEW_FULL)
+        full = request.view == pb.RUN_VIEW_FULL
+        record = await self._executor.viewed(
+            await self._visible(request.run_id, context), tasks=full
+        )
+        return self._registry.run_message(record, full=full)
 
     @unary
     async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:

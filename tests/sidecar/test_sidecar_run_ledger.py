@@ -62,7 +62,7 @@ async def test_restore_of_a_failed_run_with_a_terminal_run_record_is_refused(
     survivor = leased_executor(store, stores, "b")
     with pytest.raises(FailedPrecondition) as caught:
         await survivor.restore(pb.RestoreRunRequest(run_id="r-failed"))
-    assert caught.value.reason == "RUN_RECORD_TERMINAL"
+    assert caught.value.reason == "RUN_ALREADY_TERMINAL"
     stored = await registry.get("r-failed")
     assert (stored.status, stored.attempt, stored.owner_id) == (pb.RUN_STATUS_FAILED, 1, "a")
 
