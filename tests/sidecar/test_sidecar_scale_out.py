@@ -151,6 +151,10 @@ async def test_kill_9_one_of_three_sidecars_a_survivor_adopts_its_runs(
         # A survivor follows the victims live from the shared event log: it sees t2's call
         # dispatched by side-a before side-a dies (the log is durable as events happen).
         await asyncio.wait_for(asyncio.gather(*(seen.wait() for seen in live.values())), 10)
+        # A sidecar that does not execute a victim shows its tasks as they are: t1 is done.
+        elsewhere = await clients[2].get_run("victim-1", full=True)
+        assert [task.status for task in elsewhere.tasks][:1] == [pb.TASK_STATUS_COMPLETED]
+        assert elsewhere.status == pb.RUN_STATUS_RUNNING
         processes[0].send_signal(signal.SIGKILL)
         await processes[0].wait()
         killed.set()

@@ -1,0 +1,241 @@
+"""One table of outcomes for RestoreRun, CancelRun, DeleteRun and retention, on every store.
+
+The run record (``oma_actors.runs``) decides what a run is, and every sidecar leases on every
+store kind, so the same request on a run in the same state answers the same on a memory, file,
+SQLite or PostgreSQL state store (README "Run outcomes"). Each row is one state, seeded as a
+sidecar leaves it: the registry record and the run record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+from sidecar_helpers import ECHO, TOKEN, run_request
+
+from oma_actors import (
+    FileStore,
+    InMemoryStore,
+    MemoryStoreRunStore,
+    RunLedger,
+    RunStoreOptions,
+)
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.client import SidecarClient
+from sidecar.execution import RunExecutor
+from sidecar.record import Outcome, RunRecordV1, UnknownRunError
+from sidecar.retention import Retention, RunDeleter
+from sidecar.runs import RunRegistry
+from sidecar.server import ServerConfig, Sidecar
+from sidecar.status import FailedPrecondition
+from sidecar.stores import StoreRegistry
+from sidecar.tool_host import ToolHost
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine
+    from pathlib import Path
+
+    from service_kit import FreshStores
+
+    from oma_actors import AtomicStore
+
+CHECKPOINTS = "memory://outcomes"
+TTL = 30.0
+KINDS = ["memory", "file", "sqlite", "postgresql"]
+
+# state -> (RestoreRun, CancelRun, DeleteRun, retention with nothing to keep)
+OUTCOMES: dict[str, tuple[str, str, str, str]] = {
+    "completed": ("RUN_ALREADY_TERMINAL", "RUN_ALREADY_TERMINAL", "deleted", "deleted"),
+    "failed": ("RUN_ALREADY_TERMINAL", "RUN_ALREADY_TERMINAL", "deleted", "deleted"),
+    "cancelled": ("RUN_ALREADY_TERMINAL", "cancelled", "deleted", "deleted"),
+    "suspended": ("resumed", "cancelled", "deleted", "kept"),
+    "running elsewhere": ("RUN_ACTIVE", "RUN_OWNED_ELSEWHERE", "RUN_ACTIVE", "kept"),
+    "interrupted": ("resumed", "cancelled", "deleted", "kept"),
+}
+
+
+@pytest.fixture(params=KINDS)
+async def state(
+    request: pytest.FixtureRequest, tmp_path: Path, fresh_stores: FreshStores
+) -> AsyncIterator[tuple[AtomicStore, bool]]:
+    """A fresh state store of each kind, and whether it is shared across processes."""
+    kind = request.param
+    if kind == "memory":
+        yield InMemoryStore(), False
+    elif kind == "file":
+        async with FileStore.open(tmp_path / "state.json") as store:
+            yield store, False
+    elif kind == "sqlite":
+        yield await fresh_stores.sqlite(), False
+    else:
+        yield await fresh_stores.postgres(), True
+
+
+@pytest.fixture
+async def stores() -> AsyncIterator[StoreRegistry]:
+    async with StoreRegistry() as registry:
+        yield registry
+
+
+def terms(store: AtomicStore, owner: str, *, shared: bool, ago: float = 0.0) -> RunStoreOptions:
+    atomicity = "cross-process" if shared else "process"
+    run_store = MemoryStoreRunStore(store, atomicity=atomicity)
+    return RunStoreOptions(run_store, owner=owner, lease_ttl=TTL, clock=lambda: time.time() - ago)
+
+
+def executor(store: AtomicStore, stores: StoreRegistry, *, shared: bool) -> RunExecutor:
+    """This sidecar ("me"), leasing on ``store``; its attempts never run (only claims)."""
+
+    def spawn(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        coro.close()
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return cast("asyncio.Task[None]", done)
+
+    return RunExecutor(
+        registry=RunRegistry(store, owner_id="me", spawn=spawn),
+        tool_host=ToolHost(),
+        stores=stores,
+        python_tools={},
+        spawn=spawn,
+        default_store_uri=CHECKPOINTS,
+        run_store=terms(store, "me", shared=shared),
+    )
+
+
+async def seed(store: AtomicStore, run_id: str, state: str, *, shared: bool) -> None:
+    """``run_id`` as a sidecar leaves it in ``state``: its registry record and run record."""
+    owner = {"running elsewhere": "other", "interrupted": "dead"}.get(state, "done")
+    registry = RunRegistry(store, owner_id=owner, spawn=lambda coro: coro.close())
+    record = RunRecordV1(
+        run_id=run_id,
+        request_id="r",
+        owner_id=owner,
+        request=run_request(run_id),
+        store_uri=CHECKPOINTS,
+    )
+    await registry.create(record)
+    ago = 2 * TTL if state == "interrupted" else 0.0
+    ledger = RunLedger(
+        terms(store, owner, shared=shared).store,
+        owner=owner,
+        lease_ttl=TTL,
+        clock=lambda: time.time() - ago,
+    )
+    lease = await ledger.acquire(run_id, heartbeat=False)
+    status = {
+        "completed": pb.RUN_STATUS_COMPLETED,
+        "failed": pb.RUN_STATUS_FAILED,
+        "cancelled": pb.RUN_STATUS_CANCELLED,
+        "suspended": pb.RUN_STATUS_SUSPENDED,
+    }.get(state, pb.RUN_STATUS_RUNNING)
+    if state == "completed":
+        await lease.complete({"code": "ok"})
+    elif state == "failed":
+        await lease.fail({"code": "error"})
+    elif state == "cancelled":
+        await lease.cancel()
+    elif state == "suspended":
+        await lease.suspend(["ap-1"])
+    await registry.set_status(run_id, status, Outcome())
+
+
+async def outcome_of(operation: Coroutine[Any, Any, Any], kind: str) -> str:
+    try:
+        result = await operation
+    except FailedPrecondition as exc:
+        return exc.reason
+    if isinstance(result, tuple):  # RestoreRun: (record, resumed)
+        result = result[0]
+    if isinstance(result, int):
+        return "deleted"
+    if kind == "restore":
+        assert (result.status, result.attempt, result.owner_id) == (
+            pb.RUN_STATUS_QUEUED,
+            2,
+            "me",
+        ), result
+        return "resumed"
+    return "cancelled" if result.status == pb.RUN_STATUS_CANCELLED else str(result.status)
+
+
+async def test_the_outcome_table_holds_on_every_store(
+    state: tuple[AtomicStore, bool], stores: StoreRegistry
+) -> None:
+    store, shared = state
+    me = executor(store, stores, shared=shared)
+    deleter = RunDeleter(registry=me._registry, executor=me, stores=stores)
+    found: dict[str, tuple[str, ...]] = {}
+    for name in OUTCOMES:
+        ids = {op: f"{name.replace(' ', '-')}-{op}" for op in ("restore", "cancel", "delete")}
+        for run_id in ids.values():
+            await seed(store, run_id, name, shared=shared)
+        restoring = me.restore(pb.RestoreRunRequest(run_id=ids["restore"]))
+        restore = await outcome_of(restoring, "restore")
+        cancel = await outcome_of(me.cancel(ids["cancel"], "no"), "cancel")
+        delete = await outcome_of(deleter.delete(ids["delete"]), "delete")
+        found[name] = (restore, cancel, delete)
+    retained = {name: f"{name.replace(' ', '-')}-kept" for name in OUTCOMES}
+    for name, run_id in retained.items():
+        await seed(store, run_id, name, shared=shared)
+    swept = Retention(registry=me._registry, deleter=deleter, keep_runs=0)
+    deleted = set(await swept.sweep())
+    for name, run_id in retained.items():
+        found[name] += ("deleted" if run_id in deleted else "kept",)
+    assert found == OUTCOMES
+
+
+async def test_delete_and_restore_racing_exactly_one_wins(
+    state: tuple[AtomicStore, bool], stores: StoreRegistry
+) -> None:
+    store, shared = state
+    me = executor(store, stores, shared=shared)
+    other = executor(store, stores, shared=shared)
+    deleter = RunDeleter(registry=me._registry, executor=me, stores=stores)
+    for index in range(5):
+        run_id = f"race-{index}"
+        await seed(store, run_id, "interrupted", shared=shared)
+        outcomes = await asyncio.gather(
+            deleter.delete(run_id),
+            other.restore(pb.RestoreRunRequest(run_id=run_id)),
+            return_exceptions=True,
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(errors) == 1, outcomes
+        assert isinstance(errors[0], FailedPrecondition | UnknownRunError), errors
+        if isinstance(outcomes[0], BaseException):  # the restore won: the run is there
+            assert (await me._registry.get(run_id)).attempt == 2
+        else:
+            with pytest.raises(UnknownRunError):
+                await me._registry.get(run_id)
+
+
+@pytest.mark.parametrize("kind", ["memory", "file"])
+async def test_a_run_that_just_completed_is_deleted_at_once(tmp_path: Path, kind: str) -> None:
+    uri = "memory://done" if kind == "memory" else f"file://{tmp_path / 'state.json'}"
+    config = ServerConfig(
+        token=TOKEN,
+        listen="127.0.0.1:0",
+        store_uri=uri,
+        python_tools={"echo": ECHO},
+        heartbeat_s=0.5,
+        grace_s=0.1,
+    )
+    async with Sidecar(config) as server, SidecarClient(server.address, TOKEN) as client:
+        for index in range(3):
+            run_id = f"done-{index}"
+            request = run_request(run_id, tools=("echo",), arguments={"text": "x"})
+            await client.start_run(request)
+            async for event in client.watch(run_id):
+                if event.type == "run_status" and event.run_status.status in (
+                    pb.RUN_STATUS_COMPLETED,
+                    pb.RUN_STATUS_FAILED,
+                ):
+                    break
+            # Its attempt may still be finishing its bookkeeping: deleted all the same.
+            assert await client.delete_run(run_id) > 0
+            with contextlib.suppress(Exception):
+                await client.get_run(run_id)
