@@ -9,7 +9,8 @@ both share this process). P11's goal: the last wave's time per run
 <= 1.2x the first's with retention.
 
 Run: ``.venv/bin/python bench/sidecar_retention.py [--waves 6] [--per-wave 300]
-[--retain 100] [--store memory://] [--json PATH]``.
+[--retain 100] [--store memory://] [--json PATH]``; ``--store file://`` gives each sidecar a
+fresh state file of its own (P11 on the file store, the default kind of ``oma serve``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,15 @@ def rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[1])
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def journal_files(server: Sidecar) -> int:
+    """How many run journal files the sidecar's file store keeps beside it (0: none)."""
+    uri = server.config.store_uri
+    if not uri.startswith("file://"):
+        return 0
+    folder = Path(uri.removeprefix("file://") + ".journals")
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
 
 
 async def one_run(client: SidecarClient, run_id: str) -> None:
@@ -60,18 +71,30 @@ async def wave(client: SidecarClient, prefix: str, count: int, concurrency: int)
     return (time.perf_counter() - started) / count
 
 
+def store_of(store: str, name: str, scratch: Path) -> str:
+    """``store`` for the sidecar ``name``: a file store gets a file of its own in ``scratch``
+    (two sidecars cannot hold one state file); ``file://`` alone means a fresh one."""
+    if store.startswith("file://"):
+        return f"file://{scratch / name / 'state.json'}"
+    return store
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    scratch = Path(tempfile.mkdtemp(prefix="oma-p11-"))
     configs = {
         "retained": ServerConfig(
             token=TOKEN,
             listen="127.0.0.1:0",
-            store_uri=args.store,
+            store_uri=store_of(args.store, "retained", scratch),
             python_tools={"echo": ECHO},
             retain_runs=args.retain,
             retention_interval_s=0.5,
         ),
         "unbounded": ServerConfig(
-            token=TOKEN, listen="127.0.0.1:0", store_uri=args.store, python_tools={"echo": ECHO}
+            token=TOKEN,
+            listen="127.0.0.1:0",
+            store_uri=store_of(args.store, "unbounded", scratch),
+            python_tools={"echo": ECHO},
         ),
     }
     rows: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
@@ -98,6 +121,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         "finished_runs": (index + 1) * args.per_wave,
                         "ms_per_run": per_run * 1000,
                         "store_keys": len(await server.state.list()),
+                        "journal_files": journal_files(server),
                         "cached_runs": len(server.registry.cached()),
                         "rss_mb": rss_mb(),  # both sidecars share this process
                     }

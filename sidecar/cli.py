@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sidecar.defaults import (
         DEFAULT_LISTEN,
         DEFAULT_MAX_INPUT_BYTES,
+        DEFAULT_RETAIN_RUNS,
         DEFAULT_STORE,
         DEFAULT_TOKEN_FILE,
     )
@@ -110,9 +111,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--retain-runs",
         type=int,
-        default=None,
+        default=DEFAULT_RETAIN_RUNS,
         metavar="N",
-        help="delete finished runs beyond the newest N (records, events, checkpoints)",
+        help="delete finished runs (completed, failed, cancelled) beyond the newest N: their "
+        "records, events, checkpoints, journals (default "
+        f"{DEFAULT_RETAIN_RUNS}, so a long-lived sidecar's store stays bounded; suspended "
+        "runs are always kept)",
+    )
+    parser.add_argument(
+        "--no-retention",
+        action="store_true",
+        help="keep every finished run (no --retain-runs default; --retain-seconds still applies)",
     )
     parser.add_argument(
         "--retain-seconds",
@@ -255,7 +264,7 @@ async def run(args: argparse.Namespace) -> int:
         store_roots=None if args.store_root is None else tuple(map(str, args.store_root)),
         host_call_timeout_s=args.host_call_timeout,
         lease_ttl_s=args.lease_ttl,
-        retain_runs=args.retain_runs,
+        retain_runs=None if args.no_retention else args.retain_runs,
         retain_seconds=args.retain_seconds,
         journal=not args.no_journal,
         encryption_keys=keyring,

@@ -10,3 +10,6 @@ DEFAULT_TOKEN_FILE = Path.home() / ".oma" / "sidecar.token"
 TOKEN_ENV = "OMA_SIDECAR_TOKEN"
 DEFAULT_MAX_INPUT_BYTES = 4 << 20
 """``oma serve --max-input-bytes``: the largest request a client may send (4 MiB)."""
+DEFAULT_RETAIN_RUNS = 1000
+"""``oma serve --retain-runs``: finished runs kept (the newest); older ones are deleted, so a
+long-lived sidecar's store stays bounded (``--no-retention`` keeps every run)."""

@@ -161,3 +161,18 @@ async def test_retention_keeps_suspended_runs(tmp_path: Path) -> None:
         await eventually(lambda: "done" not in registry.cached(), within=5)
         assert (await client.get_run("held")).status == pb.RUN_STATUS_SUSPENDED
         assert len(await client.list_approvals("held")) == 1
+
+
+def test_oma_serve_retains_1000_finished_runs_by_default() -> None:
+    import argparse
+
+    from sidecar.cli import add_arguments
+    from sidecar.defaults import DEFAULT_RETAIN_RUNS
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])
+    assert (args.retain_runs, args.no_retention) == (DEFAULT_RETAIN_RUNS, False) == (1000, False)
+    assert parser.parse_args(["--no-retention"]).no_retention
+    shown = " ".join(parser.format_help().split())
+    assert "default 1000, so a long-lived sidecar's store stays bounded" in shown
