@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/journal_p13.py
 	$(BIN)/python bench/sidecar_retention.py
 	$(BIN)/python bench/sidecar_scaleout.py
+	$(BIN)/python bench/sidecar_outage.py
 	$(BIN)/python bench/encryption.py
 	$(BIN)/python bench/history.py
 

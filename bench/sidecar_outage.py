@@ -1,9 +1,9 @@
 """Issue 20's outage goal: after a store outage of 3x the lease TTL, every run completes within
 TTL + 5 s of the store's return (and none ends CANCELLED or FAILED).
 
-One in-process sidecar on PostgreSQL through a TCP proxy (``tests/sidecar/tcp_proxy.py``). ``--runs``
-runs each hold a host call (``lookup`` of their t2); the proxy is cut, the calls are answered
-during the outage (``--answered during``: the attempts' saves fail) or after it (``after``: the
+One in-process sidecar on PostgreSQL through a TCP proxy (``tests/sidecar/tcp_proxy.py``);
+``--runs`` runs each hold a host call (``lookup`` of their t2); the proxy is cut, the calls are
+answered during the outage (``--answered during``: the attempts' saves fail) or after it (``after``: the
 attempts lose their leases), the proxy is mended after ``3 x --ttl`` seconds, and the time from
 the mend to each run's completion is reported. Without PostgreSQL it prints ``skipped``.
 
