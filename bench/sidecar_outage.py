@@ -3,9 +3,10 @@ TTL + 5 s of the store's return (and none ends CANCELLED or FAILED).
 
 One in-process sidecar on PostgreSQL through a TCP proxy (``tests/sidecar/tcp_proxy.py``);
 ``--runs`` runs each hold a host call (``lookup`` of their t2); the proxy is cut, the calls are
-answered during the outage (``--answered during``: the attempts' saves fail) or after it (``after``: the
-attempts lose their leases), the proxy is mended after ``3 x --ttl`` seconds, and the time from
-the mend to each run's completion is reported. Without PostgreSQL it prints ``skipped``.
+answered during the outage (``--answered during``: the attempts' saves fail) or after it
+(``after``: the attempts lose their leases), the proxy is mended after ``3 x --ttl`` seconds,
+and the time from the mend to each run's completion is reported. Without PostgreSQL it prints
+``skipped``.
 
 Run: ``.venv/bin/python bench/sidecar_outage.py [--runs 10] [--ttl 2] [--answered during]``.
 """
