@@ -32,6 +32,7 @@ from sidecar.approvals import ledger_module
 from sidecar.event_pages import delete_key
 from sidecar.journals import JournalFileError
 from sidecar.record import FINISHED, UnknownRunError
+from sidecar.runs import listed
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class RunDeleter:
         keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
         # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
         anchors = history_prefix(run_id)
-        keys.extend(entry.key for entry in await store.list() if entry.key.startswith(anchors))
+        keys.extend(entry.key for entry in await listed(store, anchors))
         module = ledger_module()
         if module is not None:
             rows = await module.DurableApprovalLedger(store).list(run_id=run_id)

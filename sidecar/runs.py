@@ -52,7 +52,7 @@ from sidecar.status import SidecarError
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
 
-    from oma_actors import AtomicStore
+    from oma_actors import AtomicStore, MemoryEntry, MemoryStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
     from sidecar.record import Outcome, RunStatus
 
@@ -61,6 +61,16 @@ logger = logging.getLogger(__name__)
 RUN_KIND = "run"
 RUN_PREFIX = sidecar_key(RUN_KIND, "")
 MAX_CAS_ATTEMPTS = 32
+
+
+async def listed(store: MemoryStore, prefix: str) -> list[MemoryEntry]:
+    """The entries of ``store`` whose keys start with ``prefix``, in store order.
+
+    The one place the sidecar lists a store (the registry's records for the failover sweep,
+    retention and ``ListRuns``; a run's history anchors): today it reads every entry and
+    filters; with ``MemoryStore.list(prefix=)`` in every backend it becomes that one call.
+    """
+    return [entry for entry in await store.list() if entry.key.startswith(prefix)]
 
 
 class RunRegistry:
@@ -147,9 +157,7 @@ class RunRegistry:
         """
         found: list[RunRecordV1] = []
         unreadable: dict[str, str] = {}
-        for entry in await self._store.list():
-            if not entry.key.startswith(RUN_PREFIX):
-                continue
+        for entry in await listed(self._store, RUN_PREFIX):
             run_id = entry.key.removeprefix(RUN_PREFIX)
             try:
                 record = (await self._read(run_id, entry.value)).record
