@@ -13,6 +13,10 @@ record wins:
   (its sidecar died between the two writes): the run record's status is shown.
 
 ``STATUS_OF_RECORD`` is the one table from the run record's vocabulary to the wire's.
+
+A claim on a run (a restore, an adoption, a cancel, a deletion) is a compare-and-set of its
+registry record that requires the record unchanged since it was read (``check_unchanged``):
+of two claims racing, exactly one wins.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import Outcome
+from sidecar.owner import label_of
+from sidecar.record import TERMINAL, Outcome
+from sidecar.status import FailedPrecondition
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -62,3 +68,33 @@ def shown(
     if (now - record.updated_at).total_seconds() < ttl:
         return record
     return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
+
+
+def check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RUN_ACTIVE") -> None:
+    """Refuse a claim on a run another request changed after it was ``seen``: a restore or an
+    adoption claimed it (``claimed``), or it ended (``RUN_ALREADY_TERMINAL``)."""
+    if current.deleting:
+        raise deleting_error(current)
+    if (current.owner_id, current.attempt) != (seen.owner_id, seen.attempt):
+        raise FailedPrecondition(
+            claimed,
+            f"run {current.run_id!r} runs in another sidecar ({label_of(current.owner_id)})",
+            metadata={"owner_id": current.owner_id},
+        )
+    if current.status != seen.status:
+        check_cancellable(current)
+        raise FailedPrecondition("RUN_ACTIVE", f"run {current.run_id!r} is running")
+
+
+def deleting_error(record: RunRecordV1) -> FailedPrecondition:
+    """The refusal of a claim on a run ``DeleteRun`` claimed first."""
+    return FailedPrecondition("RUN_DELETING", f"run {record.run_id!r} is being deleted")
+
+
+def check_cancellable(record: RunRecordV1) -> None:
+    """Refuse (``RUN_ALREADY_TERMINAL``) a run that has ended."""
+    if record.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
+        raise FailedPrecondition(
+            "RUN_ALREADY_TERMINAL",
+            f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
+        )

@@ -1,10 +1,11 @@
 """Starting, restoring and cancelling runs; each attempt runs as a task of the server.
 
 Every change of a run's record goes through the registry (``RunRegistry.create`` and
-``set_status`` with a change); a check that must hold when the record is written (a restore
-claiming a run nobody runs, a cancel of a run that has not finished) is made inside that
-change, so it holds against concurrent requests and sibling sidecars alike. The attempt itself
-is ``sidecar.attempt``.
+``set_status`` with a change); a check that must hold when the record is written (a restore,
+an adoption or a deletion claiming a run nobody else claimed since it was read, a cancel of a
+run that has not finished: ``sidecar.authority``) is made inside that change, so it holds
+against concurrent requests and sibling sidecars alike. What a run is comes from its run record
+(``sidecar.authority``); the attempt itself is ``sidecar.attempt``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import contextlib
 import logging
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from oma_actors import Checkpoint, LeaseError, OmaError, StoreError
+from oma_actors import Checkpoint, LeaseError, OmaError
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -27,17 +28,17 @@ from sidecar.attempt import (
     run_attempt,
     settled,
 )
-from sidecar.authority import shown
+from sidecar.authority import check_cancellable, check_unchanged, deleting_error, shown
 from sidecar.convert import now
 from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
+from sidecar.outage import unreachable, until_stored
 from sidecar.owner import label_of
 from sidecar.plugins import approval_gates_available
 from sidecar.record import (
     ACTIVE,
     NO_TENANT,
-    TERMINAL,
     Outcome,
     RunExistsError,
     RunRecordV1,
@@ -53,7 +54,6 @@ from sidecar.stores import check_request_store, normalize_uri
 
 if TYPE_CHECKING:
     from collections.abc import (
-        Awaitable,
         Callable,
         Collection,
         Coroutine,
@@ -69,9 +69,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 LEASE_HELD = "RUN_LEASE_HELD"
 LEASE_LOST = "RUN_LEASE_LOST"
-T = TypeVar("T")
-MIN_BACKOFF = 0.1
-MAX_BACKOFF = 2.0
 LEASE_ABORTED = "aborted"
 """The status code of an attempt that stopped because it lost its run's lease."""
 
@@ -263,10 +260,10 @@ class RunExecutor:
 
     def _check_restorable(self, record: RunRecordV1) -> None:
         if record.deleting:
-            raise _deleting(record)
+            raise deleting_error(record)
         if self.running(record.run_id) or record.status in ACTIVE:
             raise FailedPrecondition("RUN_ACTIVE", f"run {record.run_id!r} is running")
-        _check_cancellable(record)  # a failed run's record is failed too: start a new run
+        check_cancellable(record)  # a failed run's record is failed too: start a new run
 
     async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
         """Resume a run from its checkpoint with its persisted spec; ``(record, resumed)``.
@@ -293,7 +290,7 @@ class RunExecutor:
 
         def claim(current: RunRecordV1) -> RunRecordV1:
             # A concurrent restore or adoption may have claimed it meanwhile.
-            _check_unchanged(current, stored)
+            check_unchanged(current, stored)
             return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
 
         # Announce QUEUED before returning, so a watch started now follows the new attempt.
@@ -326,7 +323,7 @@ class RunExecutor:
         resumed = await self._has_checkpoint(record)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
-            _check_unchanged(current, stored)
+            check_unchanged(current, stored)
             return replace(current, attempt=current.attempt + 1, owner_id=owner)
 
         try:
@@ -376,7 +373,7 @@ class RunExecutor:
         stored, record = await self.current(run_id)
         if record.status == pb.RUN_STATUS_CANCELLED:
             return record
-        _check_cancellable(record)
+        check_cancellable(record)
         task = self._tasks.get(run_id)
         if task is not None:
             self._cancel_requested[run_id] = reason
@@ -395,7 +392,7 @@ class RunExecutor:
 
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             # Adopted, restored or ended meanwhile.
-            _check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
+            check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
             return stop_tasks(current)
 
         record = await self._registry.set_status(
@@ -453,7 +450,7 @@ class RunExecutor:
                 logger.warning("run %s: lease lost; this attempt stops", run_id)
                 await self._cancelled(run_id, mine)
                 return
-            await _until_stored(lambda: self._finish(run_id, result, mine))
+            await until_stored(lambda: self._finish(run_id, result, mine))
         finally:
             self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
@@ -468,7 +465,7 @@ class RunExecutor:
         the run interrupted, and it is adopted (attempt + 1), here if nowhere else first.
         """
         run_id = record.run_id
-        stored, shown_now = await _until_stored(lambda: self.current(run_id))
+        stored, shown_now = await until_stored(lambda: self.current(run_id))
         if self.running(run_id) or (stored.owner_id, stored.attempt) != (
             record.owner_id,
             record.attempt,
@@ -501,7 +498,7 @@ class RunExecutor:
         def deleting(current: RunRecordV1) -> RunRecordV1:
             if current.deleting:
                 return current  # another DeleteRun got here first: finish it all the same
-            _check_unchanged(current, stored)
+            check_unchanged(current, stored)
             return replace(current, deleting=True)
 
         return await self._registry.update(run_id, deleting)
@@ -533,55 +530,3 @@ class RunExecutor:
             await self._registry.set_status(
                 run_id, status, outcome, change=both(mine, settled(result))
             )
-
-
-def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` says a store did not answer (an outage), not that it refused."""
-    return type(exc) is StoreError and not isinstance(exc.__cause__, ValueError)
-
-
-async def _until_stored(operation: Callable[[], Awaitable[T]]) -> T:
-    """``operation()``, again while its store is unreachable (backing off up to
-    ``MAX_BACKOFF``).
-
-    A finished attempt's result is written once the store answers, however long the outage:
-    the run never stays running after its tasks finished. Cancelled at shutdown.
-    """
-    delay = MIN_BACKOFF
-    while True:
-        try:
-            return await operation()
-        except Exception as exc:
-            if not unreachable(exc):
-                raise
-            logger.warning("store unreachable, retrying in %.1f s: %s", delay, exc)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, MAX_BACKOFF)
-
-
-def _check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RUN_ACTIVE") -> None:
-    """Refuse a claim on a run another request changed after it was ``seen``: a restore or an
-    adoption claimed it (``claimed``), or it ended (``RUN_ALREADY_TERMINAL``)."""
-    if current.deleting:
-        raise _deleting(current)
-    if (current.owner_id, current.attempt) != (seen.owner_id, seen.attempt):
-        raise FailedPrecondition(
-            claimed,
-            f"run {current.run_id!r} runs in another sidecar ({label_of(current.owner_id)})",
-            metadata={"owner_id": current.owner_id},
-        )
-    if current.status != seen.status:
-        _check_cancellable(current)
-        raise FailedPrecondition("RUN_ACTIVE", f"run {current.run_id!r} is running")
-
-
-def _deleting(record: RunRecordV1) -> FailedPrecondition:
-    return FailedPrecondition("RUN_DELETING", f"run {record.run_id!r} is being deleted")
-
-
-def _check_cancellable(record: RunRecordV1) -> None:
-    if record.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
-        raise FailedPrecondition(
-            "RUN_ALREADY_TERMINAL",
-            f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
-        )
