@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -151,7 +152,11 @@ class RunExecutor:
         if record.request.checkpoint.disabled:
             return record.tasks
         store = await self._stores.get(record.store_uri)
-        journal = await self.journals.open(record.run_id, record.store_uri)
+        path = self.journals.path_of(record.run_id, record.store_uri)
+        if path is not None and not await asyncio.to_thread(os.path.isfile, path):
+            journal = None  # opening would create it: a view must not give a run a journal
+        else:
+            journal = await self.journals.open(record.run_id, record.store_uri)
         try:
             snapshot = await latest_state(record, store, journal)
         except (OmaError, OSError, ValueError) as exc:
