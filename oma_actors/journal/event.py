@@ -16,10 +16,14 @@ USER_MESSAGE = "user/message"
 TURN_END = "turn/end"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
+CONTEXT_REPLACE = "context/replace"
 """OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
 
-FOLDED_TYPES = frozenset({ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT})
-"""The event types that change an in-flight entry when a tail is folded (JR-14)."""
+FOLDED_TYPES = frozenset(
+    {ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT, CONTEXT_REPLACE}
+)
+"""The event types that change an in-flight entry when a tail is folded (JR-14; we also fold
+``context/replace``, which OMA skips, so a restore resumes with the context the model saw)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
