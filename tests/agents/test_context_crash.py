@@ -1,0 +1,116 @@
+"""A run killed after a context rewrite resumes with exactly the context the model saw.
+
+The child process runs the step scenario with ``SlidingWindow(2)`` on a durable JSONL journal
+(journal-first, D10) and dies (``os._exit``) right after the assistant turn of the 4th model
+call is saved; the window already cut the conversation before that call. The snapshot on disk
+predates the rewrite: only the journal's tail (``context/replace`` and the turns after it) holds
+it, so the restore has to fold ``context/replace`` (``checkpoint/context_layout.replaced``). The
+restored run must send the model the very conversation an uncrashed run sends at that point,
+and its journal must pass ``verify_run`` and ``enforce_lineage``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from context_scenario import script, sent, team
+
+from oma_actors import (
+    CheckpointOptions,
+    FileStore,
+    InMemoryStore,
+    JsonlRunJournal,
+    OpenMultiAgent,
+    ProgressEvent,
+    SlidingWindow,
+    Task,
+    TextBlock,
+)
+from oma_actors.agents.context_rules import TRUNCATION_NOTICE
+from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, verify_run
+from oma_actors.testing import ScriptedAdapter
+from oma_actors.testing.crash_points import CRASH_EXIT
+
+CHILD = Path(__file__).with_name("context_crash_child.py")
+TASKS = [Task("steps", "do the steps", id="a")]
+
+
+def has_notice(messages: object) -> bool:
+    return any(
+        isinstance(b, TextBlock) and b.text == TRUNCATION_NOTICE
+        for m in messages  # type: ignore[attr-defined]
+        for b in m.content
+    )
+
+
+async def baseline() -> list[str]:
+    adapter = ScriptedAdapter(script)
+    result = await OpenMultiAgent().run_tasks(
+        team(adapter, SlidingWindow(2)), TASKS,
+        checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="r1"),
+        journal=JournalOptions(InMemoryRunJournal(), enforce_lineage=True),
+    )  # fmt: skip
+    assert result.success
+    return sent(adapter)
+
+
+async def test_a_restore_after_a_rewrite_resumes_with_the_rewritten_context(tmp_path: Path) -> None:
+    store_path, journal_path = tmp_path / "state.json", tmp_path / "run.jsonl"
+    child = subprocess.run(
+        [sys.executable, str(CHILD), str(store_path), str(journal_path),
+         "assistant_tool_turn:after:4@a"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert child.returncode == CRASH_EXIT, child.stderr
+
+    journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
+    events = await journal.read_from(0)
+    replaces = [e for e in events if e.type == "context/replace"]
+    assert replaces, "the window never cut the conversation before the crash"
+    snapshot = await Checkpoint(FileStore(store_path), run_id="r1").load_latest()
+    assert snapshot is not None
+    [entry] = snapshot.in_flight
+    # The rewrite is in the tail only: what the restore rebuilds comes from folding it.
+    assert not has_notice(entry.state.conversation)
+    assert replaces[0].seq > (entry.journal_seq or snapshot.journal_watermark_seq or 0)
+
+    seen: list[ProgressEvent] = []
+    adapter = ScriptedAdapter(script)
+    restored = await OpenMultiAgent(on_progress=seen.append).restore(
+        team(adapter, SlidingWindow(2)), TASKS,
+        checkpoint=CheckpointOptions(store=FileStore(store_path), run_id="r1"),
+        journal=JournalOptions(journal, enforce_lineage=True),
+    )  # fmt: skip
+    assert restored.success, restored.status
+    assert not [e for e in seen if type(e).__name__ == "JournalTailDiscarded"]
+    expected = await baseline()
+    resumed = sent(adapter)
+    # The crash came after the 4th call: the restored run's calls are the baseline's 5th on.
+    assert resumed == expected[4:]
+    assert has_notice(adapter.calls[0].messages)
+
+    verdict = await verify_run(journal)
+    assert verdict.ok, verdict.failures
+    requests = [e for e in await journal.read_from(0) if e.type == "llm/request"]
+    assert all(b["sourceEventSeqs"] for r in requests for b in r.data["blocks"])
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_a_rewrite_survives_a_restore_from_the_snapshot_alone(durable: bool) -> None:
+    """Without a crash mid-run: a finished run's journal, re-verified, and the last snapshot's
+    entry lineage names the replace for the notice (what a later restore re-attaches)."""
+    store, journal = InMemoryStore(), InMemoryRunJournal()
+    adapter = ScriptedAdapter(script)
+    options = JournalOptions(journal, durable=durable, enforce_lineage=True)
+    result = await OpenMultiAgent().run_tasks(
+        team(adapter, SlidingWindow(2)), TASKS,
+        checkpoint=CheckpointOptions(store=store, run_id="r1"), journal=options,
+    )  # fmt: skip
+    assert result.success
+    assert sent(adapter) == await baseline()
+    verdict = await verify_run(journal)
+    assert verdict.ok, verdict.failures
