@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from context_scenario import script, team  # noqa: E402
+from context_scenario import script, team
 
-from oma_actors import (  # noqa: E402
+from oma_actors import (
     CheckpointOptions,
     FileStore,
     JsonlRunJournal,
@@ -22,9 +22,9 @@ from oma_actors import (  # noqa: E402
     SlidingWindow,
     Task,
 )
-from oma_actors.journal import JournalOptions  # noqa: E402
-from oma_actors.testing import ScriptedAdapter  # noqa: E402
-from oma_actors.testing.crash_points import crash_at  # noqa: E402
+from oma_actors.journal import JournalOptions
+from oma_actors.testing import ScriptedAdapter
+from oma_actors.testing.crash_points import crash_at
 
 
 async def main(store_path: str, journal_path: str, point: str) -> None:

@@ -11,7 +11,7 @@ and its journal must pass ``verify_run`` and ``enforce_lineage``.
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
 import sys
 from pathlib import Path
 
@@ -60,12 +60,12 @@ async def baseline() -> list[str]:
 
 async def test_a_restore_after_a_rewrite_resumes_with_the_rewritten_context(tmp_path: Path) -> None:
     store_path, journal_path = tmp_path / "state.json", tmp_path / "run.jsonl"
-    child = subprocess.run(
-        [sys.executable, str(CHILD), str(store_path), str(journal_path),
-         "assistant_tool_turn:after:4@a"],
-        capture_output=True, text=True, timeout=120, check=False,
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, str(CHILD), str(store_path), str(journal_path),
+        "assistant_tool_turn:after:4@a", stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert child.returncode == CRASH_EXIT, child.stderr
+    _, stderr = await child.communicate()
+    assert child.returncode == CRASH_EXIT, stderr.decode()
 
     journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
     events = await journal.read_from(0)

@@ -105,7 +105,8 @@ def test_a_second_window_keeps_the_notice_and_makes_nothing() -> None:
     assert second.replacements == ()
     assert second.after[0] is not grown[0] or second.after[0].content[-1] is grown[0].content[-1]
     notices = [b for b in second.after[0].content if getattr(b, "text", "") == TRUNCATION_NOTICE]
-    assert len(notices) == 1 and notices[0] is first.after[0].content[-1]
+    assert len(notices) == 1
+    assert notices[0] is first.after[0].content[-1]
 
 
 # -- CompressToolResults ----------------------------------------------------------------------
@@ -123,9 +124,11 @@ def test_compress_replaces_only_long_answered_results() -> None:
     made = {r.block.tool_use_id: r for r in rewrite.replacements}  # type: ignore[union-attr]
     assert sorted(made) == ["c1a", "c2b"]  # not the short one, not the error, not the latest
     assert rewrite.after[-1] is before[-1]
-    assert rewrite.after[2].content[1] is short and rewrite.after[4].content[0] is error
+    assert rewrite.after[2].content[1] is short
+    assert rewrite.after[4].content[0] is error
     marker = made["c1a"].block
-    assert isinstance(marker, ToolResultBlock) and marker.content.startswith(COMPRESSED_MARK)
+    assert isinstance(marker, ToolResultBlock)
+    assert marker.content.startswith(COMPRESSED_MARK)
     assert made["c1a"].sources == (before[2].content[0],)
     assert rewrite.dropped() == [before[2].content[0], before[4].content[1]]
 
@@ -216,8 +219,10 @@ async def test_summarize_replaces_the_older_half_and_supersedes_its_last_summary
     step = ContextStep(strategy=Summarize(10), adapter=adapter, options=ChatOptions(model="sum"))
     before = conversation(4)
     rewrite = await step.rewrite(before)
-    assert rewrite is not None and adapter.call_count == 1
-    assert rewrite.after[1:] == before[5:] and rewrite.after[1] is before[5]
+    assert rewrite is not None
+    assert adapter.call_count == 1
+    assert rewrite.after[1:] == before[5:]
+    assert rewrite.after[1] is before[5]
     [made] = rewrite.replacements
     assert made.block.text == f"{SUMMARY_MARK}\nshort"  # type: ignore[union-attr]
     assert {id(b) for b in made.sources} == ids(before[1:5])
@@ -235,7 +240,8 @@ async def test_summarize_replaces_the_older_half_and_supersedes_its_last_summary
     summaries = [
         b for b in again.after[0].content if getattr(b, "text", "").startswith(SUMMARY_MARK)
     ]
-    assert len(summaries) == 1 and summaries[0] is again.replacements[0].block
+    assert len(summaries) == 1
+    assert summaries[0] is again.replacements[0].block
 
 
 async def test_summarize_needs_two_turns() -> None:
@@ -283,5 +289,5 @@ def test_layout_round_trips_with_lineage() -> None:
                                     [{"role": "user", "blocks": [3]}],
                                     [{"role": "system", "blocks": [[0, 0]]}]])  # fmt: skip
 def test_a_bad_layout_is_refused(layout: object) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="layout"):
         apply_layout(conversation(1), None, layout, [], 5)

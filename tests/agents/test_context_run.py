@@ -74,7 +74,8 @@ async def test_each_strategy_is_journaled_with_lineage(kind: str, durable: bool)
     adapter, result, events = await run(STRATEGIES[kind], durable=durable)
     assert result.success, result.status  # type: ignore[attr-defined]
     replaces = [e for e in events if e.type == "context/replace"]
-    assert replaces and {e.data["strategy"] for e in replaces} == {kind}
+    assert replaces
+    assert {e.data["strategy"] for e in replaces} == {kind}
     by_seq = {e.seq: e for e in events}
     for event in replaces:
         assert (event.task_id, event.agent_name) == ("a", "w")
@@ -106,7 +107,7 @@ async def test_without_a_strategy_nothing_is_replaced() -> None:
 
 
 async def test_the_summary_call_counts_as_the_tasks_usage() -> None:
-    plain_adapter, plain, _ = await run(SlidingWindow(100))
+    _plain_adapter, plain, _ = await run(SlidingWindow(100))
     adapter, result, events = await run(Summarize(60))
     summaries = [c for c in adapter.calls if not c.options.tools]
     assert summaries
@@ -133,7 +134,8 @@ async def test_a_summarizer_agent_writes_the_summary() -> None:
     summarizer = AgentConfig("writer", model="small", adapter=writer)
     adapter, result, events = await run(Summarize(60, summarizer=summarizer))
     assert result.success  # type: ignore[attr-defined]
-    assert writer.call_count >= 1 and all(c.options.model == "small" for c in writer.calls)
+    assert writer.call_count >= 1
+    assert all(c.options.model == "small" for c in writer.calls)
     assert not [c for c in adapter.calls if not c.options.tools]  # the agent's model wrote none
     [first, *_] = [e for e in events if e.type == "context/replace"]
     assert first.data["detail"]["summaryModel"] == "small"
