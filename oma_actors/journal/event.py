@@ -38,6 +38,9 @@ class JournalEvent:
         timestamp_unix_ms: when it was recorded, in Unix milliseconds.
         task_id: the task it belongs to, if any.
         agent_name: the agent it belongs to, if any.
+        trace_id: OMA's ``traceId``: the OpenTelemetry trace current when it was recorded,
+            only when tracing is on (32 hex).
+        span_id: OMA's ``spanId``: that trace's current span (16 hex).
         source_event_seqs: the events it derives from (lineage, spec JR-07), if recorded.
         data: the variant's own fields, by OMA's names.
     """
@@ -49,5 +52,7 @@ class JournalEvent:
     timestamp_unix_ms: int
     task_id: str | None = None
     agent_name: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
     source_event_seqs: list[int] | None = None
     data: dict[str, Any] = field(default_factory=dict)
