@@ -190,7 +190,10 @@ def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> Contex
     Raises:
         ContextStrategyError: ``fn`` did not return a non-empty list of ``Message``.
     """
-    out = strategy.fn(list(conversation))
+    # Each message is a copy, so a function that edits a content list in place cannot change the
+    # state's conversation (the one the checkpoint and the journal hold); blocks are shared, so
+    # those it passes through keep their lineage.
+    out = strategy.fn([Message(m.role, list(m.content)) for m in conversation])
     if not isinstance(out, list) or not out or not all(isinstance(m, Message) for m in out):
         raise ContextStrategyError(
             f"CustomContext.fn must return a non-empty list of Message, got {out!r}"

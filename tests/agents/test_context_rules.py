@@ -166,6 +166,18 @@ def test_custom_blocks_it_makes_are_replacements_of_the_whole_input() -> None:
     assert rewrite.after[1:] == before[-2:]
 
 
+def test_custom_cannot_edit_the_conversation_in_place() -> None:
+    def trim(messages: list[Message]) -> list[Message]:
+        messages[0].content.append(TextBlock("note"))
+        return messages
+
+    before = conversation(1)
+    rewrite = custom(before, CustomContext(trim))
+    assert rewrite is not None
+    assert len(before[0].content) == 1  # the state's own message is untouched
+    assert [r.block.text for r in rewrite.replacements] == ["note"]  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("bad", [[], None, ["not a message"]])
 def test_custom_must_return_messages(bad: object) -> None:
     strategy = CustomContext(lambda messages: bad)  # type: ignore[arg-type, return-value]
