@@ -28,6 +28,7 @@ from oma_actors.errors import StoreError, StoreLimitError
 from oma_actors.stores import file_io
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
+from oma_actors.stores.prefix import matching
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
 from oma_actors.stores.file_lock import hold_state_file
@@ -222,9 +223,9 @@ class FileStore(AppliesConditionally):
             task = self._chained(attempt)
         return await asyncio.shield(task)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        return builtins.list((await self._mirror()).values())
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it."""
+        return matching((await self._mirror()).values(), prefix)
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` and write the file; a missing key writes nothing (FS-10)."""

@@ -21,6 +21,7 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, StoreError
 from oma_actors.stores.base import Expect, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
 
 if TYPE_CHECKING:
@@ -212,10 +213,21 @@ class PostgresStore(AppliesConditionally):
 
         return await self._transaction(pool, body)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        A prefix is a range scan on the ``"C"``-collated key index: byte order, whatever the
+        database's collation (a linguistic one would sort ``"a-b"`` between ``"a"`` and
+        ``"ab"``), and never a ``LIKE``, so the prefix's ``%`` and ``_`` stay text.
+        """
         pool = await self._connected()
-        rows = await self._call(pool.fetch(self._sql["list"]))
+        if not prefix:
+            fetch = pool.fetch(self._sql["list"])
+        elif (bound := upper_bound(prefix)) is None:
+            fetch = pool.fetch(self._sql["list_from"], prefix)
+        else:
+            fetch = pool.fetch(self._sql["list_range"], prefix, bound)
+        rows = await self._call(fetch)
         return [make_row_entry(self._name, *row) for row in rows]
 
     async def delete(self, key: str) -> None:
@@ -274,7 +286,7 @@ class PostgresStore(AppliesConditionally):
             return self._pool
 
     async def _create_pool(self) -> asyncpg.Pool:
-        ddl = (self._sql["create"], self._sql["index"])
+        ddl = (self._sql["create"], self._sql["index"], self._sql["key_index"])
         return await open_pool(
             self._dsn,
             self._name,
@@ -372,6 +384,16 @@ def _statements(name: str) -> dict[str, str]:
         "index": f'CREATE INDEX IF NOT EXISTS "{name}_seq" ON {table} (seq)',
         "get": f"SELECT {columns} FROM {table} WHERE key = $1",
         "list": f"SELECT {columns} FROM {table} ORDER BY seq",
+        # The prefix scans compare under "C" (code point order, as upper_bound assumes); the
+        # primary key's index has the database's collation, so they get an index of their own.
+        "key_index": f'CREATE INDEX IF NOT EXISTS "{name}_key" ON {table} (key COLLATE "C")',
+        "list_from": (
+            f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 ORDER BY seq'
+        ),
+        "list_range": (
+            f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 '
+            'AND key COLLATE "C" < $2 ORDER BY seq'
+        ),
         "check": f"SELECT value FROM {table} WHERE key = $1 FOR UPDATE",
         "upsert": (
             f"INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO "

@@ -93,11 +93,16 @@ local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then return false end
 return {value, redis.call('HGET', KEYS[2], ARGV[1]), redis.call('HGET', KEYS[3], ARGV[1])}
 """
+# ARGV[1]: the prefix ("" lists all). Compared as bytes in the script, never as a SCAN/HSCAN
+# glob: the prefix's own * ? [ match only themselves, and the listing stays one snapshot.
 _LIST = """
+local prefix = ARGV[1] or ''
 local out = {}
 for _, key in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-  table.insert(out, {key, redis.call('HGET', KEYS[1], key), redis.call('HGET', KEYS[2], key),
-    redis.call('HGET', KEYS[3], key)})
+  if string.sub(key, 1, #prefix) == prefix then
+    table.insert(out, {key, redis.call('HGET', KEYS[1], key), redis.call('HGET', KEYS[2], key),
+      redis.call('HGET', KEYS[3], key)})
+  end
 end
 return out
 """
@@ -283,9 +288,13 @@ class RedisStore(AppliesConditionally):
         ]
         return await self._write(checks, ops)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        rows = await self._script(_LIST, [])
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        The server filters the insertion order by the prefix's bytes, so only matching entries
+        cross the wire (and count toward ``MAX_REPLY_BYTES``); it still walks every key.
+        """
+        rows = await self._script(_LIST, [prefix or ""])
         return [self._entry(row) for row in rows]
 
     async def delete(self, key: str) -> None:

@@ -20,6 +20,7 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores.base import Expect, Put
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
 
 if TYPE_CHECKING:
@@ -178,11 +179,16 @@ class SqliteStore(AppliesConditionally):
 
         return await self._run(lambda connection: immediate_transaction(connection, body))
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        A prefix is a range scan on the key's index (``key >= prefix AND key < bound``, in
+        SQLite's byte order), never a ``LIKE``: the prefix's own ``%`` and ``_`` stay text.
+        """
+        query, args = _range(prefix)
 
         def read(connection: sqlite3.Connection) -> builtins.list[MemoryEntry]:
-            rows = connection.execute(f"{_ROW} ORDER BY seq").fetchall()
+            rows = connection.execute(f"{_ROW}{query} ORDER BY seq", args).fetchall()
             return [self._entry(row) for row in rows]
 
         return await self._run(read)
@@ -230,6 +236,16 @@ class SqliteStore(AppliesConditionally):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _range(prefix: str | None) -> tuple[str, tuple[str, ...]]:
+    """The ``WHERE`` clause (with its arguments) of the keys that start with ``prefix``."""
+    if not prefix:
+        return "", ()
+    bound = upper_bound(prefix)
+    if bound is None:
+        return " WHERE key >= ?", (prefix,)
+    return " WHERE key >= ? AND key < ?", (prefix, bound)
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
