@@ -17,7 +17,6 @@ mirror is read again, since another process may have written between our read an
 from __future__ import annotations
 
 import asyncio
-import builtins
 import os
 import weakref
 from contextlib import asynccontextmanager
@@ -28,12 +27,13 @@ from oma_actors.errors import StoreError, StoreLimitError
 from oma_actors.stores import file_io
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
-from oma_actors.stores.prefix import matching
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
 from oma_actors.stores.file_lock import hold_state_file
+from oma_actors.stores.prefix import matching
 
 if TYPE_CHECKING:
+    import builtins
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from datetime import datetime
     from types import TracebackType

@@ -387,9 +387,7 @@ def _statements(name: str) -> dict[str, str]:
         # The prefix scans compare under "C" (code point order, as upper_bound assumes); the
         # primary key's index has the database's collation, so they get an index of their own.
         "key_index": f'CREATE INDEX IF NOT EXISTS "{name}_key" ON {table} (key COLLATE "C")',
-        "list_from": (
-            f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 ORDER BY seq'
-        ),
+        "list_from": (f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 ORDER BY seq'),
         "list_range": (
             f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 '
             'AND key COLLATE "C" < $2 ORDER BY seq'

@@ -46,7 +46,7 @@ def upper_bound(prefix: str) -> str | None:
 
 
 def matching(entries: Iterable[MemoryEntry], prefix: str | None) -> list[MemoryEntry]:
-    """The entries whose key starts with ``prefix`` (all of them for ``None`` or ``""``), in order."""
+    """The entries whose key starts with ``prefix`` (all for ``None`` or ``""``), in order."""
     if not prefix:
         return list(entries)
     return [entry for entry in entries if entry.key.startswith(prefix)]
