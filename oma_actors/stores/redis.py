@@ -21,21 +21,21 @@ store holding more than the limit in total lists with an error (not bounded at w
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.lifecycle import DatabaseLifecycle
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Awaitable, Mapping, Sequence
-    from types import ModuleType, TracebackType
+    from collections.abc import Mapping, Sequence
+    from types import ModuleType
 
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
@@ -164,7 +164,7 @@ def _redis() -> ModuleType:
     return redis
 
 
-class RedisStore(AppliesConditionally):
+class RedisStore(DatabaseLifecycle["Redis"], AppliesConditionally):
     """A store in one Redis database under a key prefix, on redis-py's asyncio client.
 
     ``compare_and_set`` and ``apply`` are atomic for every client of the server. It satisfies
@@ -189,16 +189,13 @@ class RedisStore(AppliesConditionally):
         clock: Clock = SYSTEM_CLOCK,
         connect_timeout: float = 10.0,
     ) -> None:
+        super().__init__(f"{redact(url)} (prefix {prefix!r})")
         self._url = url
         self._prefix = prefix
         self._clock = clock
         self._connect_timeout = connect_timeout
-        self._name = f"{redact(url)} (prefix {prefix!r})"
         self._keys = [f"{prefix}{part}" for part in ("values", "meta", "created", "order", "seq")]
-        self._client: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
-        self._opening = asyncio.Lock()
-        self._closed = False
 
     @property
     def prefix(self) -> str:
@@ -206,42 +203,9 @@ class RedisStore(AppliesConditionally):
         return self._prefix
 
     @property
-    def name(self) -> str:
-        """The store's name in errors: its URL without the password, and its prefix."""
-        return self._name
-
-    @property
     def keys(self) -> tuple[str, ...]:
         """The Redis keys holding this store's entries (all start with the prefix)."""
         return tuple(self._keys)
-
-    async def open(self) -> Self:
-        """Connect and check the server answers; idempotent.
-
-        Raises:
-            StoreError: The server is unreachable or refused the credentials.
-            ConfigurationError: redis-py is not installed, or the URL is malformed.
-        """
-        await self._connected()
-        return self
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connections; later calls raise ``StoreError``."""
-        self._closed = True
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key``, or ``None`` when there is none."""
@@ -348,24 +312,14 @@ class RedisStore(AppliesConditionally):
             expires_at_turn=expires if type(expires) is int else None,
         )
 
-    async def _call(self, operation: Awaitable[Any]) -> Any:
-        driver = _redis()
-        try:
-            return await operation
-        except (driver.RedisError, OSError, ValueError) as exc:
-            raise StoreError(f"{self._name}: {exc}") from exc
+    def _failures(self) -> tuple[type[Exception], ...]:
+        return (_redis().RedisError, OSError, ValueError)
 
-    async def _connected(self) -> Redis:
-        if self._client is not None:
-            return self._client
-        async with self._opening:
-            if self._closed:
-                raise StoreError(f"{self._name}: the store is closed")
-            if self._client is None:
-                self._client = await self._connect()
-            return self._client
+    async def _disconnect(self, handle: Redis) -> None:
+        await handle.aclose()
 
     async def _connect(self) -> Redis:
+        """Connect and check the server answers (a ``PING``)."""
         driver = _redis()
         try:
             client = cast(
