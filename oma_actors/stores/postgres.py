@@ -21,7 +21,7 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, StoreError
 from oma_actors.stores.base import Expect, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
-from oma_actors.stores.lifecycle import DatabaseLifecycle
+from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
 
@@ -70,7 +70,7 @@ def driver_errors(driver: ModuleType, *more: type[Exception]) -> tuple[type[Exce
     return (driver.PostgresError, driver.InterfaceError, driver.InternalClientError, *more)
 
 
-class PostgresStore(DatabaseLifecycle["asyncpg.Pool"], AppliesConditionally):
+class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
     """A store in one PostgreSQL table, on an asyncpg connection pool.
 
     ``compare_and_set`` and ``apply`` are atomic across every process and machine using the same
@@ -127,24 +127,6 @@ class PostgresStore(DatabaseLifecycle["asyncpg.Pool"], AppliesConditionally):
         pool = await self._connected()
         row = await self._call(pool.fetchrow(self._sql["get"], key))
         return None if row is None else make_row_entry(self._name, *row)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-        """
-        await self._upsert(key, value, metadata, None)
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        await self._upsert(key, value, metadata, expires_at_turn)
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one transaction, only if every check holds.

@@ -29,7 +29,7 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
-from oma_actors.stores.lifecycle import DatabaseLifecycle
+from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ def _redis() -> ModuleType:
     return redis
 
 
-class RedisStore(DatabaseLifecycle["Redis"], AppliesConditionally):
+class RedisStore(DatabaseStore["Redis"], AppliesConditionally):
     """A store in one Redis database under a key prefix, on redis-py's asyncio client.
 
     ``compare_and_set`` and ``apply`` are atomic for every client of the server. It satisfies
@@ -212,27 +212,6 @@ class RedisStore(DatabaseLifecycle["Redis"], AppliesConditionally):
         row = await self._script(_GET, [key])
         return None if row is None else self._entry([key, *row])
 
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-            StoreLimitError: The entry is larger than a reply the store reads
-                (``MAX_REPLY_BYTES``); nothing was sent.
-        """
-        await self._write([], [("put", key, value, _meta(encode_metadata(metadata, key), None))])
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        meta = _meta(encode_metadata(metadata, key), expires_at_turn)
-        await self._write([], [("put", key, value, meta)])
-
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one server-side script, only if every check holds.
 
@@ -269,6 +248,12 @@ class RedisStore(DatabaseLifecycle["Redis"], AppliesConditionally):
         """Remove every entry (the five keys of this prefix)."""
         client = await self._connected()
         await self._call(client.delete(*self._keys))
+
+    async def _upsert(
+        self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
+    ) -> None:
+        meta = _meta(encode_metadata(metadata, key), expires)
+        await self._write([], [("put", key, value, meta)])
 
     async def _write(
         self, checks: Sequence[Expect], ops: builtins.list[tuple[str, str, str, str]]

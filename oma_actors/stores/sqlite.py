@@ -20,7 +20,7 @@ from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores.base import Expect, Put
 from oma_actors.stores.conditional import AppliesConditionally
-from oma_actors.stores.lifecycle import DatabaseLifecycle
+from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
 
@@ -57,7 +57,7 @@ _VALUE = "SELECT value FROM oma_kv WHERE key = ?"
 _ROW = "SELECT key, value, metadata, created_at, expires_at_turn FROM oma_kv"
 
 
-class SqliteStore(DatabaseLifecycle[ThreadPoolExecutor], AppliesConditionally):
+class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
     """A store in one SQLite file (stdlib ``sqlite3``, WAL), shared safely by many processes.
 
     ``compare_and_set`` and ``apply`` are atomic across every process on the machine that opens
@@ -98,24 +98,6 @@ class SqliteStore(DatabaseLifecycle[ThreadPoolExecutor], AppliesConditionally):
             return None if row is None else self._entry(row)
 
         return await self._run(read)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-        """
-        await self._upsert(key, value, metadata, None)
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        await self._upsert(key, value, metadata, expires_at_turn)
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one ``BEGIN IMMEDIATE`` transaction, if every check holds.

@@ -1,33 +1,35 @@
-"""The life of a database store: open once on first use, ``async with``, close for good.
+"""What the database stores share: their life (open once, ``async with``, closed for good),
+and ``set``/``set_with_expiry`` as one upsert.
 
 SQLite, PostgreSQL and Redis stores each hold one handle to their database (a worker thread
 owning a connection, a connection pool, a client). How a handle is made and released is each
 backend's own; when it is made (once, by the first caller, others waiting), that a closed store
 refuses every later call with a ``StoreError`` naming it, and how a driver's failure becomes a
-``StoreError`` are decided here once.
+``StoreError`` are decided here once. So is the entry rule of a plain write: a ``set`` is an
+upsert with no expiry, so it drops one an earlier ``set_with_expiry`` recorded (MS-05).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from oma_actors.errors import StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Mapping
     from types import TracebackType
 
 _H = TypeVar("_H")
 _T = TypeVar("_T")
 
 
-class DatabaseLifecycle(Generic[_H]):
+class DatabaseStore(Generic[_H]):
     """Opens a handle of type ``_H`` on first use, shares it, and closes it once.
 
     A subclass makes the handle in ``_connect`` and releases it in ``_disconnect``; it reaches
     the handle through ``_connected()`` and wraps driver calls in ``_call``, which reports the
-    exceptions ``_failures()`` names as a ``StoreError``.
+    exceptions ``_failures()`` names as a ``StoreError``. It writes one entry in ``_upsert``.
 
     Args:
         name: How the store names itself in errors (never with a password).
@@ -72,6 +74,27 @@ class DatabaseLifecycle(Generic[_H]):
         if handle is not None:
             await self._disconnect(handle)
 
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
+
+        Raises:
+            StoreError: The metadata is not JSON-serializable (nothing was sent), or the write
+                failed.
+            StoreLimitError: The entry is larger than the store reads back (Redis:
+                ``MAX_REPLY_BYTES``); nothing was sent.
+        """
+        await self._upsert(key, value, metadata, None)
+
+    async def set_with_expiry(
+        self,
+        key: str,
+        value: str,
+        expires_at_turn: int,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
+        await self._upsert(key, value, metadata, expires_at_turn)
+
     async def _connected(self) -> _H:
         if self._handle is not None:
             return self._handle
@@ -93,6 +116,12 @@ class DatabaseLifecycle(Generic[_H]):
         """The exceptions of a driver call that mean "the database failed"."""
         raise NotImplementedError
 
+    async def _upsert(
+        self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
+    ) -> None:
+        """Write one entry: keep ``created_at`` on an overwrite, replace the rest."""
+        raise NotImplementedError
+
     async def _connect(self) -> _H:
         """Make the handle (the store's table or schema included); raise a typed error if not."""
         raise NotImplementedError
@@ -102,4 +131,4 @@ class DatabaseLifecycle(Generic[_H]):
         raise NotImplementedError
 
 
-__all__ = ["DatabaseLifecycle"]
+__all__ = ["DatabaseStore"]
