@@ -103,7 +103,13 @@ class DatabaseStore(Generic[_H]):
             if self._closed:
                 raise StoreError(f"{self._name}: the store is closed")
             if self._handle is None:
-                self._handle = await self._connect()
+                handle = await self._connect()
+                if self._closed:
+                    # aclose() ran while this opened (it takes no lock): it found no handle to
+                    # release, so this one is released here rather than left open for good.
+                    await self._disconnect(handle)
+                    raise StoreError(f"{self._name}: the store is closed")
+                self._handle = handle
             return self._handle
 
     async def _call(self, operation: Awaitable[_T]) -> _T:

@@ -166,3 +166,19 @@ async def test_a_failed_open_gives_up_its_worker_and_a_later_call_tries_again(
     await store.set("k", "v")
     assert (await store.get("k")) is not None
     await store.aclose()
+
+
+async def test_a_store_closed_while_it_opens_releases_what_the_open_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "ThreadPoolExecutor", _Workers)
+    _Workers.made.clear()
+    store = SqliteStore(tmp_path / "state.db")
+    opening = asyncio.ensure_future(store.open())
+    await asyncio.sleep(0)  # the open is on its worker
+    await store.aclose()  # nothing is open yet to close
+    with pytest.raises(StoreError, match="closed"):
+        await opening
+    (worker,) = _Workers.made
+    assert worker.shut
+    assert worker.ran[-1] == "close"  # the connection the open made, closed on its worker
