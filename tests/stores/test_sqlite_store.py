@@ -128,18 +128,30 @@ class _Workers(ThreadPoolExecutor):
         super().shutdown(wait, cancel_futures=cancel_futures)
 
 
-async def test_an_abandoned_open_is_closed_on_its_worker_and_the_store_stays_usable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> list[_Workers]:
+    """Every worker pool a ``SqliteStore`` makes during the test, in order."""
     monkeypatch.setattr(sqlite_module, "ThreadPoolExecutor", _Workers)
     _Workers.made.clear()
-    store = SqliteStore(tmp_path / "state.db")
+    return _Workers.made
+
+
+async def _opening(path: Path) -> tuple[SqliteStore, asyncio.Future[SqliteStore]]:
+    """A store and its ``open()``, started and waiting on its worker."""
+    store = SqliteStore(path)
     opening = asyncio.ensure_future(store.open())
-    await asyncio.sleep(0)  # the open is on its worker
+    await asyncio.sleep(0)
+    return store, opening
+
+
+async def test_an_abandoned_open_is_closed_on_its_worker_and_the_store_stays_usable(
+    tmp_path: Path, workers: list[_Workers]
+) -> None:
+    store, opening = await _opening(tmp_path / "state.db")
     opening.cancel()
     with pytest.raises(asyncio.CancelledError):
         await opening
-    abandoned = _Workers.made[0]
+    abandoned = workers[0]
     # What the cancelled open made is closed on the thread that made it, and that worker ends.
     assert abandoned.shut
     assert abandoned.ran[-1] == "_close_opened"
@@ -147,21 +159,19 @@ async def test_an_abandoned_open_is_closed_on_its_worker_and_the_store_stays_usa
     await store.set("k", "v")  # a new worker with its own connection
     assert [entry.key for entry in await store.list()] == ["k"]
     await store.aclose()
-    assert len(_Workers.made) == 2
-    assert _Workers.made[1].shut
+    assert len(workers) == 2
+    assert workers[1].shut
 
 
 async def test_a_failed_open_gives_up_its_worker_and_a_later_call_tries_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workers: list[_Workers]
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "ThreadPoolExecutor", _Workers)
-    _Workers.made.clear()
     path = tmp_path / "state.db"
     await asyncio.to_thread(path.write_bytes, b"this is not a sqlite database" * 100)
     store = SqliteStore(path)
     with pytest.raises(CorruptStoreError):
         await store.get("k")
-    assert _Workers.made[0].shut
+    assert workers[0].shut
     await asyncio.to_thread(path.unlink)
     await store.set("k", "v")
     assert (await store.get("k")) is not None
@@ -169,16 +179,12 @@ async def test_a_failed_open_gives_up_its_worker_and_a_later_call_tries_again(
 
 
 async def test_a_store_closed_while_it_opens_releases_what_the_open_made(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workers: list[_Workers]
 ) -> None:
-    monkeypatch.setattr(sqlite_module, "ThreadPoolExecutor", _Workers)
-    _Workers.made.clear()
-    store = SqliteStore(tmp_path / "state.db")
-    opening = asyncio.ensure_future(store.open())
-    await asyncio.sleep(0)  # the open is on its worker
+    store, opening = await _opening(tmp_path / "state.db")
     await store.aclose()  # nothing is open yet to close
     with pytest.raises(StoreError, match="closed"):
         await opening
-    (worker,) = _Workers.made
+    (worker,) = workers
     assert worker.shut
     assert worker.ran[-1] == "close"  # the connection the open made, closed on its worker
