@@ -14,13 +14,12 @@ from typing import Any
 
 import grpc
 import pytest
+from pydantic import ValidationError
 from sidecar_helpers import TOKEN
 
 from sidecar import schema as schema_module
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
-from pydantic import ValidationError
-
 from sidecar.schema import (
     LOOP_STEPS,
     MAX_INSTANCE_BYTES,
