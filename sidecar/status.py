@@ -30,6 +30,7 @@ from oma_actors import (
     UnsupportedSchemaError,
 )
 from oma_actors.errors import StoreLimitError
+from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -173,9 +174,7 @@ def clip(text: str, limit: int) -> str:
     which then exceed gRPC's metadata limit: the client saw RESOURCE_EXHAUSTED instead of the
     error (issue 24, item 8).
     """
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return shorten(text, limit, tell_rest=True)
 
 
 def map_error(exc: Exception) -> Mapped:
