@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/sidecar_scaleout.py
 	$(BIN)/python bench/encryption.py
 	$(BIN)/python bench/history.py
+	$(BIN)/python bench/store_prefix.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out
