@@ -3,11 +3,18 @@
 OMA's ``context/replace`` says which events a strategy dropped and which blocks it derived, but
 not where the derived blocks went or in which order the survivors stand, so OMA's fold skips it
 (JR-14) and a restore from an older snapshot plus its tail rebuilds a conversation the model
-never saw. We record that order in ``detail.layout``, a member OMA ignores: one entry per message
-of the new conversation, ``{"role": ..., "blocks": [...]}``, where a block is ``[m, b]`` (the
-block at message ``m``, index ``b`` of the conversation before the rewrite) or ``k`` (the
-``k``-th replacement). ``apply_layout`` is the inverse: the fold rebuilds exactly the context
-the model saw, with each block's lineage.
+never saw. We record that order in ``detail.layout``, a member OMA ignores, as a list of entries
+that together give the new conversation in order:
+
+- ``{"keep": [a, b]}``: messages ``a`` to ``b`` (inclusive) of the conversation before the
+  rewrite, unchanged;
+- ``{"role": ..., "blocks": [...]}``: one message, where a block is ``[m, b]`` (the block at
+  message ``m``, index ``b`` of the conversation before) or ``k`` (the ``k``-th replacement).
+
+A run of unchanged messages is one entry, so a rewrite that touches a few blocks of a long
+conversation (``CompressToolResults``) records O(what changed), not O(conversation), and a
+journal stays linear in the run. ``apply_layout`` is the inverse: the fold rebuilds exactly the
+context the model saw, with each block's lineage.
 
 No I/O; both directions live here so the writer and the fold can never disagree on the format.
 """
@@ -54,8 +61,28 @@ def layout_of(
                     "conversation before the rewrite nor one of its replacements"
                 )
             refs.append(ref)
-        out.append({"role": message.role, "blocks": refs})
+        kept = _whole(before, message, refs)
+        last = out[-1].get("keep") if out else None
+        if kept is not None and last is not None and last[1] + 1 == kept:
+            last[1] = kept  # extends the run of unchanged messages
+        elif kept is not None:
+            out.append({"keep": [kept, kept]})
+        else:
+            out.append({"role": message.role, "blocks": refs})
     return out
+
+
+def _whole(before: Sequence[Message], message: Message, refs: list[Any]) -> int | None:
+    """The index of the message of ``before`` that ``message`` repeats unchanged, if any."""
+    first = refs[0] if refs else None
+    if not isinstance(first, list):
+        return None
+    source = before[first[0]]
+    if source.role != message.role or len(source.content) != len(refs):
+        return None
+    if all(ref == [first[0], b] for b, ref in enumerate(refs)):
+        return int(first[0])
+    return None
 
 
 def apply_layout(
@@ -77,6 +104,11 @@ def apply_layout(
     messages: list[Message] = []
     rows: list[Lineage] = []
     for entry in layout:
+        if isinstance(entry, dict) and "keep" in entry:
+            first, last = _range(entry["keep"], len(conversation))
+            messages += conversation[first : last + 1]
+            rows += [lineage[m] if lineage is not None else () for m in range(first, last + 1)]
+            continue
         role = entry.get("role") if isinstance(entry, dict) else None
         refs = entry.get("blocks") if isinstance(entry, dict) else None
         if role not in ("user", "assistant") or not isinstance(refs, list) or not refs:
@@ -90,6 +122,17 @@ def apply_layout(
         messages.append(Message(role, blocks))
         rows.append(tuple(row))
     return tuple(messages), (tuple(rows) if lineage is not None else None)
+
+
+def _range(keep: Any, size: int) -> tuple[int, int]:
+    if (
+        isinstance(keep, list)
+        and len(keep) == 2
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in keep)
+        and 0 <= keep[0] <= keep[1] < size
+    ):
+        return keep[0], keep[1]
+    raise ValueError(f"layout keeps messages {keep!r}; the conversation has {size}")
 
 
 def _resolve(

@@ -295,11 +295,31 @@ def test_layout_round_trips_with_lineage() -> None:
     assert rows is not None
     assert rows[0] == ((0,), (99,))  # the prompt's block, then the notice from the replace
     assert rows[1] == lineage[7]
+    # The survivors are one run of unchanged messages, not a list of their blocks.
+    assert layout[1:] == [{"keep": [7, 8]}]
+
+
+def test_a_layout_grows_with_what_changed_not_with_the_conversation() -> None:
+    before = conversation(40, payload="z" * 50)
+    grown = (*before, *conversation(41, payload="z" * 50)[-2:])
+    first = compress_tool_results(grown, CompressToolResults(10))
+    assert first is not None
+    again = (*first.after, *conversation(42, payload="z" * 50)[-2:])
+    rewrite = compress_tool_results(again, CompressToolResults(10))
+    assert rewrite is not None
+    assert len(rewrite.replacements) == 2  # the one round answered since the last rewrite
+    layout = layout_of(rewrite.before, rewrite.after, [r.block for r in rewrite.replacements])
+    assert len(layout) == 3  # unchanged run, the compressed message, unchanged run
+    rebuilt, _ = apply_layout(
+        rewrite.before, None, layout, [r.block for r in rewrite.replacements], 1
+    )
+    assert rebuilt == rewrite.after
 
 
 @pytest.mark.parametrize("layout", [None, [], [{"role": "user", "blocks": [[9, 0]]}],
                                     [{"role": "user", "blocks": [3]}],
-                                    [{"role": "system", "blocks": [[0, 0]]}]])  # fmt: skip
+                                    [{"role": "system", "blocks": [[0, 0]]}],
+                                    [{"keep": [0, 5]}], [{"keep": [1, 0]}], [{"keep": 0}]])  # fmt: skip
 def test_a_bad_layout_is_refused(layout: object) -> None:
     with pytest.raises(ValueError, match="layout"):
         apply_layout(conversation(1), None, layout, [], 5)
