@@ -67,10 +67,10 @@ async def listed(store: MemoryStore, prefix: str) -> list[MemoryEntry]:
     """The entries of ``store`` whose keys start with ``prefix``, in store order.
 
     The one place the sidecar lists a store (the registry's records for the failover sweep,
-    retention and ``ListRuns``; a run's history anchors): today it reads every entry and
-    filters; with ``MemoryStore.list(prefix=)`` in every backend it becomes that one call.
+    retention and ``ListRuns``; a run's history anchors): only those keys are read
+    (``MemoryStore.list(prefix=)``, a range scan on a database store).
     """
-    return [entry for entry in await store.list() if entry.key.startswith(prefix)]
+    return await store.list(prefix=prefix)
 
 
 class RunRegistry:
