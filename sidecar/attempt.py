@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors import CheckpointOptions, CheckpointSaved, OpenMultiAgent
+from oma_actors.runs import settle_record
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.events import event_message
@@ -115,7 +116,8 @@ async def held_lease(terms: RunStoreOptions, run_id: str) -> AsyncIterator[RunLe
 
 
 async def settle(lease: RunLeaseHandle, result: TeamRunResult) -> None:
-    """Record how the attempt ended in the run record, as the orchestrator does with a lease.
+    """Record how the attempt ended in the run record, as the orchestrator does with a lease
+    (``settle_record``).
 
     Raises:
         LeaseError: ``RUN_LEASE_LOST``: the lease was lost meanwhile; the record is left to
@@ -124,18 +126,8 @@ async def settle(lease: RunLeaseHandle, result: TeamRunResult) -> None:
     if lease.lost is not None:
         raise lease.lost
     status = result.status
-    outcome: dict[str, object] = {"code": status.code}
-    if status.message:
-        outcome["message"] = status.message
-    match status.code:
-        case "ok":
-            await lease.complete(outcome)
-        case "suspended":
-            await lease.suspend([request.id for request in result.pending_approvals])
-        case "aborted":
-            return
-        case _:
-            await lease.fail(outcome)
+    pending = [request.id for request in result.pending_approvals]
+    await settle_record(lease, status.code, status.message, pending)
 
 
 async def _journaled(

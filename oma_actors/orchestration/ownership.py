@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.errors import LeaseError
 from oma_actors.events import LeaseLost
+from oma_actors.runs import settle_record
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -60,28 +61,14 @@ async def owning(
 
 
 async def settle(lease: RunLeaseHandle | None, result: TeamRunResult) -> None:
-    """Record how the run ended in its run record (no-op without a lease or after a loss).
-
-    ``ok`` completes the run, ``suspended`` suspends it on its pending approvals, ``aborted``
-    (the lease was lost) leaves the record to its new owner, anything else fails it with the
-    status as the outcome.
-    """
+    """Record how the run ended in its run record (no-op without a lease or after a loss):
+    ``oma_actors.runs.settle_record``."""
     if lease is None or lease.lost is not None:
         return
     status = result.status
-    outcome: dict[str, object] = {"code": status.code}
-    if status.message:
-        outcome["message"] = status.message
+    approval_ids = [request.id for request in result.pending_approvals]
     try:
-        match status.code:
-            case "ok":
-                await lease.complete(outcome)
-            case "suspended":
-                await lease.suspend([request.id for request in result.pending_approvals])
-            case "aborted":
-                return
-            case _:
-                await lease.fail(outcome)
+        await settle_record(lease, status.code, status.message, approval_ids)
     except LeaseError as exc:
         # Lost between the run's last write and its settlement: the new owner decides.
         logger.warning("run %s could not be settled: %s", result.run_id, exc)

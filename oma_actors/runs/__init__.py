@@ -18,6 +18,7 @@ from oma_actors.runs.lifecycle import RUN_STATUSES, RunStatus, can_transition, i
 from oma_actors.runs.listing import RunSummary, list_runs
 from oma_actors.runs.options import RunStoreOptions, resolve_run_store
 from oma_actors.runs.record import Lease, RunRecord, lease_live
+from oma_actors.runs.settle import settle_record
 from oma_actors.runs.store import MemoryStoreRunStore, RunStore, is_run_record_key
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "lease_live",
     "list_runs",
     "resolve_run_store",
+    "settle_record",
 ]
