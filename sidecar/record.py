@@ -89,9 +89,9 @@ class RunRecordV1:
     Attributes:
         run_id: the run.
         request_id: the ``StartRun`` request that created it (idempotency).
-        owner_id: the sidecar that created or last restored the run; only that sidecar marks
-            the run interrupted when it boots again. Empty only for a record read from the
-            format before owners existed (adopted by the first sidecar that loads it).
+        owner_id: the sidecar process (``sidecar.owner``) that created, last restored or
+            adopted the run: the owner its lease is expected to name. Empty only for a record
+            read from the format before owners existed.
         request: the run's spec (``RestoreRun`` rebuilds the team from it). Never mutated:
             copy it, change the copy and ``replace`` the record.
         status: a ``pb.RUN_STATUS_*`` value.

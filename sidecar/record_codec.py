@@ -22,8 +22,8 @@ replayed by ``RestoreRun``, so it is stored in protobuf's canonical JSON mapping
 readable, never bytes).
 
 The previous format (``{"version": 1, ...}`` with base64 protobuf blobs and no owner) is still
-read, so a state file written by an older sidecar loads; the registry rewrites such a record in
-schema 1 the first time it loads it.
+read, so a state file written by an older sidecar loads; the registry writes such a record in
+schema 1 the next time it changes it.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ sibling sidecar sharing the store, wrote it: its write is never lost). Reads go 
 (a decoded record is cached by its stored text), so a record a sibling changed is seen as it is;
 :meth:`RunRegistry.refresh` also takes in the history a sibling saved.
 
-Each sidecar has an owner id (``sidecar.owner``): the registry stamps it on the runs it creates,
-a restore claims the run for it, and at boot ``sidecar.boot`` marks interrupted only this
-owner's active runs.
+Each sidecar process has an owner id (``sidecar.owner``): the registry stamps it on the runs it
+creates, and a restore or an adoption claims the run for it. What a run is (running,
+interrupted, ended) is decided by its run record (``sidecar.authority``).
 """
 
 from __future__ import annotations
