@@ -479,7 +479,9 @@ class RunExecutor:
         if shown_now.status == pb.RUN_STATUS_INTERRUPTED:
             await self.adopt(run_id)
         elif stored.active:
-            self._launch(stored, restoring=await self._has_checkpoint(stored))
+            restoring = await self._has_checkpoint(stored)
+            if not self.running(run_id):  # the failover sweep may have adopted it meanwhile
+                self._launch(stored, restoring=restoring)
 
     async def claim_deletion(self, run_id: str) -> RunRecordV1:
         """Mark ``run_id`` as being deleted, in a compare-and-set against every other claim:
