@@ -409,6 +409,11 @@ class RunExecutor:
     # -- execution -------------------------------------------------------------------------
 
     def _launch(self, record: RunRecordV1, *, restoring: bool) -> None:
+        if record.run_id in self._tasks:
+            # Never two attempts of one run in one process: the one running meets the newer
+            # claim at its next write (NotMine) and stops; the run is then adopted again.
+            logger.warning("run %s: an attempt runs here already", record.run_id)
+            return
         self._tasks[record.run_id] = self._spawn(self._execute(record, restoring=restoring))
 
     async def _execute(self, record: RunRecordV1, *, restoring: bool) -> None:

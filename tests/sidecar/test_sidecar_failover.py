@@ -157,3 +157,24 @@ async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegi
         )
     stored = await registry.get("run-3")
     assert (stored.owner_id, stored.attempt, stored.status) == ("a", 2, pb.RUN_STATUS_QUEUED)
+
+
+async def test_never_two_attempts_of_one_run_in_one_process(stores: StoreRegistry) -> None:
+    # An adoption and a relaunch after an outage may both try to launch: only one attempt runs.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-4")
+    await leased(store, "run-4", "dead", ago=2 * TTL)
+    survivor = executor(store, stores, "b")
+    spawned: list[object] = []
+    spawn = survivor._spawn
+
+    def counting(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        spawned.append(coro)
+        return spawn(coro)
+
+    survivor._spawn = counting
+    claimed = await survivor.adopt("run-4")
+    assert claimed is not None
+    survivor._launch(claimed, restoring=False)
+    assert len(spawned) == 1
