@@ -239,3 +239,40 @@ async def test_a_run_that_just_completed_is_deleted_at_once(tmp_path: Path, kind
             assert await client.delete_run(run_id) > 0
             with contextlib.suppress(Exception):
                 await client.get_run(run_id)
+
+
+async def test_an_attempt_that_fails_fails_its_run_record(
+    stores: StoreRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run record is the authority (D16): a run the sidecar shows FAILED is failed there too,
+    # so no sidecar adopts it and every store refuses its RestoreRun alike.
+    import sidecar.execution
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the team could not be built")
+
+    monkeypatch.setattr(sidecar.execution, "run_attempt", broken)
+    store = InMemoryStore()
+    tasks: list[asyncio.Task[None]] = []
+
+    def spawn(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        tasks.append(asyncio.get_running_loop().create_task(coro))
+        return tasks[-1]
+
+    me = RunExecutor(
+        registry=RunRegistry(store, owner_id="me", spawn=spawn),
+        tool_host=ToolHost(),
+        stores=stores,
+        python_tools={},
+        spawn=spawn,
+        default_store_uri=CHECKPOINTS,
+        run_store=terms(store, "me", shared=False),
+    )
+    request = run_request("boom")
+    request.team.host_tools.add(name="lookup", input_schema_json='{"type": "object"}')
+    await me.start(request)
+    await asyncio.gather(*tasks)
+    assert (await me._registry.get("boom")).status == pb.RUN_STATUS_FAILED
+    record = await RunLedger(MemoryStoreRunStore(store)).get("boom")
+    assert record is not None
+    assert record.status == "failed"
