@@ -56,15 +56,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from oma_actors.agents.config import Team
-    from oma_actors.agents.loop import RequestHook
+    from oma_actors.agents.loop import AnswerHook, BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
         CheckpointSnapshot,
         ConversationLineage,
         InFlightTask,
     )
-    from oma_actors.domain.inflight import PendingCall, RunnerState
-    from oma_actors.domain.messages import ChatOptions, Message
+    from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
+    from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions
@@ -211,20 +211,38 @@ class RunJournaling:
     def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
-        def hook(state: RunnerState, options: ChatOptions) -> None:
-            self.request(task_id, agent, state, options)
+        def hook(state: RunnerState, options: ChatOptions) -> AnswerHook:
+            return self.request(task_id, agent, state, options)
+
+        return hook
+
+    def boundary_hook(self, task_id: str | None, agent: str) -> BoundaryHook:
+        """The boundary hook of one task's runner in a run without a checkpoint.
+
+        It records what each boundary shows and answers ``True``, the answer the loop gets
+        without any hook: a journal changes no behaviour. A retry starts a new conversation.
+        """
+
+        async def hook(state: RunnerState, kind: BoundaryKind) -> bool:
+            if kind == "attempt_reset":
+                self.forget(task_id)
+            self.observe(task_id, agent, state)
+            return True
 
         return hook
 
     def request(
         self, task_id: str | None, agent: str, state: RunnerState, options: ChatOptions
-    ) -> None:
+    ) -> AnswerHook:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
         every block sent has its lineage. The descriptors list EVERY block of the
         conversation, as OMA's do: O(conversation) bytes per request. A durable journal
         (journal-first) records ``llm/request`` only with ``enforce_lineage``.
+
+        Returns:
+            The hook that takes the answer's stop reason for its ``assistant/message``.
 
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
@@ -234,6 +252,13 @@ class RunJournaling:
         task = self._tasks[task_id]
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         turn = state.turns + 1
+
+        def answered(response: LLMResponse) -> None:
+            # The response is the only place the stop reason lives: the state does not keep it.
+            current = self._tasks.get(task_id)
+            if current is not None:
+                current.stop_reason = response.stop_reason
+
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
             # of the conversation at every call, O(n^2) bytes over a run (188 MB for 1000
@@ -241,7 +266,7 @@ class RunJournaling:
             task.pinned = True
             self.recorder.emit(v.turn_started(turn=turn, **scope))
             task.request, task.turn, task.model = None, turn, options.model
-            return
+            return answered
         blocks = self.recorder.request_blocks(state.conversation)
         task.pinned = True
         system_hash, tools_hash = self._hashes(options)
@@ -257,6 +282,7 @@ class RunJournaling:
             )
         )
         task.request, task.turn, task.model = event.seq, turn, options.model
+        return answered
 
     def turn_failed(self, task_id: str | None) -> None:
         """The task's model call failed (no answer): close its open turn with ``error``."""
@@ -335,11 +361,12 @@ class RunJournaling:
                     message=message,
                     usage=usage,
                     model=task.model or None,
+                    stop_reason=task.stop_reason,
                     source_event_seqs=request,
                     **scope,
                 )
             )
-            task.request = task.turn = None
+            task.request = task.turn = task.stop_reason = None
             self._lineage(task, message, event.seq)
             task.answer = event.seq
             task.usage = state.token_usage

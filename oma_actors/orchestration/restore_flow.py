@@ -46,7 +46,7 @@ from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
-from oma_actors.orchestration.results import team_result
+from oma_actors.orchestration.results import run_status, team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import restore_memory
 
@@ -199,7 +199,7 @@ async def _continue_owned(
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
         # Attached only to go on: these outcomes write as without a journal (if at all).
-        await finish_journal(journaling, RunState(status=stopped.status))
+        await finish_journal(journaling, stopped.status)
         return stopped
     memory = team_memory(team)
     if memory is not None:
@@ -250,7 +250,7 @@ async def _continue_owned(
         clock=ctx.clock,
         lease=lease,
     )
-    await finish_journal(journaling, state)
+    await finish_journal(journaling, state.status or run_status(plan.queue, state.task_results))
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
     if snapshot.mode == "runTeam" and state.status is None:

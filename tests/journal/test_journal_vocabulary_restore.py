@@ -101,7 +101,7 @@ async def test_a_v5_restore_records_the_decision_and_passes_enforce_lineage(
     assert [e.data for e in of_type(first, "turn/end")] == [{"turn": 1, "outcome": "suspended"}]
     assert of_type(first, "turn/end")[0].seq < asked.seq
     assert first[-1].type == "run/end"
-    assert first[-1].data["status"] == "suspended"
+    assert first[-1].data["status"] == {"code": "suspended"}
 
     executions: list[int] = []
     restored = await OpenMultiAgent(on_tool_call=lambda call: False).restore(

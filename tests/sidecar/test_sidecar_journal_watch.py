@@ -22,6 +22,7 @@ from test_sidecar_crash import finished, free_port, sidecar_process
 from test_sidecar_journal import PADDING, echo_run, journal_events, run_to_end, serving
 
 from oma_actors.journal import JournalEvent, to_json_line
+from oma_actors.journal import vocabulary as v
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journal_watch import JournalTail, journal_message
@@ -274,11 +275,15 @@ def test_run_end_and_task_status_carry_their_detail() -> None:
         )
         return journal_message(event)
 
-    ended = message("run/end", status="error", error="1 task(s) failed: t")
+    # OMA's shape: status {code}, error {message} (oma_actors.journal.vocabulary.run_ended).
+    ended = message("run/end", **v.run_ended(status="error", error="1 task(s) failed: t").data)
     assert ended.run_status.status == pb.RUN_STATUS_FAILED
+    assert ended.run_status.outcome.code == "error"
     assert ended.run_status.outcome.message == "1 task(s) failed: t"
-    assert message("run/end", status="ok").run_status.status == pb.RUN_STATUS_COMPLETED
-    assert message("run/end", status="suspended").run_status.status == pb.RUN_STATUS_SUSPENDED
+    ok = message("run/end", **v.run_ended(status="ok").data)
+    assert ok.run_status.status == pb.RUN_STATUS_COMPLETED
+    suspended = message("run/end", **v.run_ended(status="suspended").data)
+    assert suspended.run_status.status == pb.RUN_STATUS_SUSPENDED
     skipped = message("task/status", status="skipped", reason="upstream failed")
     assert skipped.task_status.status == pb.TASK_STATUS_SKIPPED
     assert skipped.task_status.reason == "upstream failed"
