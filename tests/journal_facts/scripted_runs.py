@@ -78,7 +78,9 @@ def worker_model(script: Script) -> ScriptedAdapter:
         usage = TokenUsage(10 + turn, 3)
         if step is None:
             return LLMResponse([TextBlock(f"{title} done")], usage=usage)
-        calls = [ToolUseBlock(f"{title}-{turn}-{label}", "ledger", {"label": label}) for label in step]
+        calls = [
+            ToolUseBlock(f"{title}-{turn}-{label}", "ledger", {"label": label}) for label in step
+        ]
         return LLMResponse([TextBlock(f"calling {len(calls)}"), *calls], stop_reason="tool_use", usage=usage)  # fmt: skip
 
     return ScriptedAdapter(respond)
@@ -92,7 +94,9 @@ def ledger_tool() -> object:
             return args.label * 512  # about 1 KiB of output
         return f"recorded {args.label}"
 
-    return define_tool(name="ledger", description="records a label", input_model=Label, execute=ledger)
+    return define_tool(
+        name="ledger", description="records a label", input_model=Label, execute=ledger
+    )
 
 
 def team_for(scenario: str) -> Team:
@@ -118,7 +122,9 @@ async def run_scenario(scenario: str, mode: str, path: Path) -> None:
     # A coordinator's plan gets random task ids, and the synthesis prompt (hashed in its
     # llm/request) names them: number them instead.
     counter = itertools.count(1)
-    numbered = mock.patch("oma_actors.domain.tasks.new_id", lambda: f"task-{next(counter)}")
+    numbered = mock.patch(
+        "oma_actors.domain.tasks.new_id", side_effect=lambda: f"task-{next(counter)}"
+    )
     try:
         numbered.start()
         if scenario == "team":
