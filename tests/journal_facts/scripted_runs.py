@@ -2,8 +2,8 @@
 
 Every run is a pure function of its scenario and journal mode: the model's answer depends only
 on the conversation, tool call ids and task ids are fixed, tasks run one at a time. The only
-varying bytes of a journal line are ``timestampUnixMs`` (and the run id of a run without a
-checkpoint); ``normalized`` blanks them.
+varying bytes of a journal line are ``timestampUnixMs``, a tool call record's ``duration`` (and
+the run id of a run without a checkpoint); ``normalized`` blanks them.
 """
 
 from __future__ import annotations
@@ -161,6 +161,7 @@ ALL_RUNS: tuple[tuple[str, str], ...] = (
 )
 
 _STAMP = re.compile(rb'"timestampUnixMs":\d+')
+_DURATION = re.compile(rb'"duration":\d+')  # a tool call record's measured wall time
 _RUN = re.compile(rb'"runId":"[^"]*"')
 
 
@@ -173,6 +174,7 @@ def normalized(data: bytes, *, run_id: bool) -> bytes:
     Random ids (a coordinator's plan gets UUID task ids) are renamed by order of appearance.
     """
     data = _STAMP.sub(b'"timestampUnixMs":0', data)
+    data = _DURATION.sub(b'"duration":0', data)
     if run_id:
         data = _RUN.sub(b'"runId":"-"', data)
     names: dict[bytes, bytes] = {}
