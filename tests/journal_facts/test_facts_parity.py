@@ -158,3 +158,22 @@ async def test_run_agent_answer_carries_the_stop_reason() -> None:
     await OpenMultiAgent().run_agent(AgentConfig("solo", adapter=adapter), "hello", journal=journal)
     [answer] = [e for e in await journal.read_from(0) if e.type == "assistant/message"]
     assert answer.data["stopReason"] == "end_turn"
+
+
+async def test_concurrent_tasks_keep_each_answers_stop_reason() -> None:
+    # Each task's answer hook notes its own stop reason; other tasks' saves in between (their
+    # boundaries observe every task) neither lose it nor give it to another task.
+    journal = InMemoryRunJournal()
+    adapter = ScriptedAdapter(one_tool, delay=0.01)
+    tasks = [Task(f"t{i}", f"do {i}", id=f"t{i}", assignee="w") for i in range(4)]
+    result = await OpenMultiAgent(max_concurrency=4).run_tasks(
+        team(adapter),
+        tasks,
+        checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="r-concurrent"),
+        journal=JournalOptions(journal, durable=False),
+    )
+    assert result.success
+    events = await journal.read_from(0)
+    for task in tasks:
+        answers = [e for e in events if e.type == "assistant/message" and e.task_id == task.id]
+        assert [e.data.get("stopReason") for e in answers] == ["tool_use", "max_tokens"]
