@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.checkpoint.context_layout import replaced
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
@@ -25,6 +26,7 @@ from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import CheckpointError
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
+    CONTEXT_REPLACE,
     FOLDED_TYPES,
     TOOL_CALL,
     TOOL_RESULT,
@@ -62,6 +64,14 @@ def apply_event(item: InFlightTask, event: JournalEvent, *, enforce_lineage: boo
             return _tool_call(item, event)
         if event.type == TOOL_RESULT:
             return _tool_result(item, event)
+        if event.type == CONTEXT_REPLACE:
+            if item.state.phase != "awaiting_model":
+                raise TailRejected(
+                    f"{_where(item, event)} arrives at {item.state.phase}: a strategy rewrites "
+                    "the conversation only before a model call",
+                    event.seq,
+                )
+            return replaced(item, event)
         turn = event.data["turn"]
         if not isinstance(turn, int) or isinstance(turn, bool):
             raise TypeError(f"turn {turn!r} is not an integer")

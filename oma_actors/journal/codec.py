@@ -2,9 +2,10 @@
 
 A line is the event object as ``JSON.stringify`` writes it, no spaces, no trailing newline here:
 ``type``, then the base fields (``seq``, ``timestampUnixMs``, ``runId``, ``attempt``, then
-``taskId`` and ``agentName`` when set, ``sourceEventSeqs`` when set), then the variant's own
-fields in the order the variant declares them (see ``vocabulary``). Absent optional fields are
-left out, as ``JSON.stringify`` drops ``undefined`` members; an explicit ``null`` is kept.
+``taskId``, ``agentName``, ``traceId`` and ``spanId`` when set, ``sourceEventSeqs`` when set),
+then the variant's own fields in the order the variant declares them (see ``vocabulary``).
+Absent optional fields are left out, as ``JSON.stringify`` drops ``undefined`` members; an
+explicit ``null`` is kept.
 
 OMA's recorder source (``journal.ts``) was not available to us, so the key order is inferred:
 the lines OMA's own journal tests write (``tests/journal.test.ts``: the torn line
@@ -46,7 +47,18 @@ EVENT_TYPES = frozenset(
 """Every event type of OMA's vocabulary; ``parse_line`` refuses any other (as ``isRunEvent``)."""
 
 BASE_KEYS = frozenset(
-    {"seq", "timestampUnixMs", "runId", "attempt", "taskId", "agentName", "type", "sourceEventSeqs"}
+    {
+        "seq",
+        "timestampUnixMs",
+        "runId",
+        "attempt",
+        "taskId",
+        "agentName",
+        "traceId",
+        "spanId",
+        "type",
+        "sourceEventSeqs",
+    }
 )
 """The keys ``JournalEvent`` holds as attributes; every other key lives in ``data``."""
 
@@ -64,6 +76,10 @@ def to_json_object(event: JournalEvent) -> dict[str, Any]:
         out["taskId"] = event.task_id
     if event.agent_name is not None:
         out["agentName"] = event.agent_name
+    if event.trace_id is not None:
+        out["traceId"] = event.trace_id
+    if event.span_id is not None:
+        out["spanId"] = event.span_id
     if event.source_event_seqs is not None:
         out["sourceEventSeqs"] = list(event.source_event_seqs)
     for key, value in event.data.items():
@@ -122,7 +138,7 @@ def from_json_object(
     attempt = raw.get("attempt")
     if not _is_int(attempt) or attempt < 1:
         raise fail("attempt", f"must be a positive integer, got {attempt!r}")
-    for optional in ("taskId", "agentName"):
+    for optional in ("taskId", "agentName", "traceId", "spanId"):
         if optional in raw and not isinstance(raw[optional], str):
             raise fail(optional, f"must be a string, got {raw[optional]!r}")
     sources = raw.get("sourceEventSeqs")
@@ -136,6 +152,8 @@ def from_json_object(
         timestamp_unix_ms=stamp,
         task_id=raw.get("taskId"),
         agent_name=raw.get("agentName"),
+        trace_id=raw.get("traceId"),
+        span_id=raw.get("spanId"),
         source_event_seqs=sources,
         data={key: value for key, value in raw.items() if key not in BASE_KEYS},
     )
