@@ -24,6 +24,8 @@ from oma_actors import (
     LLMResponse,
     Message,
     OpenMultiAgent,
+    Reviewer,
+    Suspend,
     Task,
     Team,
     TextBlock,
@@ -33,6 +35,7 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
+from oma_actors.approvals import decide_approval
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.testing import ScriptedAdapter
 
@@ -127,7 +130,9 @@ async def run_scenario(scenario: str, mode: str, path: Path) -> None:
     )
     try:
         numbered.start()
-        if scenario == "team":
+        if scenario == "restore":
+            await _suspend_then_restore(oma, checkpoint, options)
+        elif scenario == "team":
             await oma.run_team(
                 team_for("chain"),
                 "alpha then beta",
@@ -144,6 +149,30 @@ async def run_scenario(scenario: str, mode: str, path: Path) -> None:
         await journal.close()
 
 
+async def _suspend_then_restore(
+    oma: OpenMultiAgent, checkpoint: CheckpointOptions | None, options: JournalOptions
+) -> None:
+    """alpha's ledger call waits for a reviewer; approved, a second attempt restores the run."""
+    if checkpoint is None:
+        return  # a suspension needs a checkpoint: the run is not made
+    team, tasks = team_for("rounds"), tasks_for("rounds")
+    first = await OpenMultiAgent(
+        max_concurrency=1, on_tool_call=lambda call: Suspend("review")
+    ).run_tasks(team, tasks, checkpoint=checkpoint, journal=options)
+    [request] = first.pending_approvals
+    await decide_approval(
+        checkpoint.store,
+        request_id=request.id,
+        request_hash=request.request_hash,
+        decision="approve",
+        reviewer=Reviewer("finance"),
+    )
+    await OpenMultiAgent(max_concurrency=1, on_tool_call=lambda call: False).restore(
+        team, checkpoint=checkpoint, journal=options
+    )
+    del oma
+
+
 def _lead() -> ScriptedAdapter:
     def respond(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
         if len(messages) == 1 and "alpha then beta" in _text(messages[0]):
@@ -158,6 +187,8 @@ ALL_RUNS: tuple[tuple[str, str], ...] = (
     ("team", "oma"),
     ("team", "durable"),
     ("team", "nocheckpoint"),
+    ("restore", "oma"),
+    ("restore", "durable"),
 )
 
 _STAMP = re.compile(rb'"timestampUnixMs":\d+')
@@ -165,6 +196,9 @@ _DURATION = re.compile(rb'"duration":\d+')  # a tool call record's measured wall
 _RUN = re.compile(rb'"runId":"[^"]*"')
 
 
+# An approval request and decision carry wall-clock ISO stamps and a hash over them.
+_ISO = re.compile(rb'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))"')
+_REQUEST_HASH = re.compile(rb'"(requestHash|request_hash)":"[^"]*"')
 _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -175,6 +209,8 @@ def normalized(data: bytes, *, run_id: bool) -> bytes:
     """
     data = _STAMP.sub(b'"timestampUnixMs":0', data)
     data = _DURATION.sub(b'"duration":0', data)
+    data = _ISO.sub(b'"<time>"', data)
+    data = _REQUEST_HASH.sub(rb'"\1":"<hash>"', data)
     if run_id:
         data = _RUN.sub(b'"runId":"-"', data)
     names: dict[bytes, bytes] = {}
