@@ -177,14 +177,14 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
     except (ValueError, OverflowError):
         message.ClearField("time")  # outside what a Timestamp holds: left out, not refused
     status = data.get("status")
-    if event.type == "run/end" and isinstance(status, dict) and isinstance(status.get("code"), str):
-        # OMA's ``status: {code}`` and ``error: {message}``, mapped as the sidecar maps an
-        # attempt's result (a failed run is FAILED): the same journal event reads the same on
-        # every watch, whatever the run did after it.
-        code = status["code"]
+    # OMA's ``status: {code}`` and ``error: {message}`` (journals written before read as bare
+    # strings), mapped as the sidecar maps an attempt's result (a failed run is FAILED): the
+    # same journal event reads the same on every watch, whatever the run did after it.
+    code = status.get("code") if isinstance(status, dict) else status
+    if event.type == "run/end" and isinstance(code, str):
         message.run_status.status = STATUS_OF_CODE.get(code, pb.RUN_STATUS_FAILED)
         error = data.get("error")
-        text = error.get("message") if isinstance(error, dict) else None
+        text = error.get("message") if isinstance(error, dict) else error
         message.run_status.outcome.code = code
         message.run_status.outcome.message = text if isinstance(text, str) else ""
     elif event.type == "task/status" and isinstance(status, str) and status in TASK_STATUSES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -177,3 +178,28 @@ async def test_concurrent_tasks_keep_each_answers_stop_reason() -> None:
     for task in tasks:
         answers = [e for e in events if e.type == "assistant/message" and e.task_id == task.id]
         assert [e.data.get("stopReason") for e in answers] == ["tool_use", "max_tokens"]
+
+
+async def test_a_journal_watcher_sees_a_failed_run_end_as_failed() -> None:
+    # The sidecar maps run/end as it maps an attempt's result: a run whose task failed is
+    # FAILED to a journal=true watcher, no longer COMPLETED (the journal said "ok").
+    pytest.importorskip("grpc")
+    from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+    from sidecar.journal_watch import journal_message
+
+    def broken(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        from oma_actors.errors import LLMError
+
+        raise LLMError("scripted", "down for good", retryable=False)
+
+    journal = InMemoryRunJournal()
+    await OpenMultiAgent().run_tasks(
+        team(ScriptedAdapter(broken)),
+        [Task("t", "do it", id="a", assignee="w")],
+        journal=JournalOptions(journal, durable=False),
+    )
+    [end] = [e for e in await journal.read_from(0) if e.type == "run/end"]
+    watched = journal_message(end)
+    assert watched.run_status.status == pb.RUN_STATUS_FAILED
+    assert watched.run_status.outcome.code == "error"
+    assert "failed" in watched.run_status.outcome.message

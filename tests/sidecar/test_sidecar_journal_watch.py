@@ -284,6 +284,10 @@ def test_run_end_and_task_status_carry_their_detail() -> None:
     assert ok.run_status.status == pb.RUN_STATUS_COMPLETED
     suspended = message("run/end", **v.run_ended(status="suspended").data)
     assert suspended.run_status.status == pb.RUN_STATUS_SUSPENDED
+    # A journal written before run/end carried OMA's objects: bare strings.
+    legacy = message("run/end", status="error", error="1 task(s) failed: t")
+    assert legacy.run_status.status == pb.RUN_STATUS_FAILED
+    assert legacy.run_status.outcome.message == "1 task(s) failed: t"
     skipped = message("task/status", status="skipped", reason="upstream failed")
     assert skipped.task_status.status == pb.TASK_STATUS_SKIPPED
     assert skipped.task_status.reason == "upstream failed"
