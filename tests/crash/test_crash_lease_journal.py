@@ -1,6 +1,7 @@
-"""C13b on PostgreSQL with the journal in the database (D15): a stalled holder's events never land.
+"""C13b with the journal in the database (D15): a stalled holder's events never land.
 
-P1 runs the chain scenario journal-first on a PostgreSQL store whose journal lives beside it,
+Every row runs on SQLite and on PostgreSQL (``world``). P1 runs the chain scenario journal-first
+on a store whose journal lives in the same database,
 under a lease, and stops just before an unsafe tool's dispatch boundary; the parent SIGSTOPs it
 (M-stop) and moves the lease clock past its lease. P2 takes the run over (attempt 2) and
 finishes it, journal-first too. When P1 wakes, every event it still had to append (the held
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lease_harness import TTL
+from lease_harness import TTL, World
 from lease_pg_harness import PgWorld
 
 pytestmark = pytest.mark.crash
@@ -23,18 +24,24 @@ pytestmark = pytest.mark.crash
 PAUSE = "tool_dispatch:before@alpha"
 
 
-@pytest.fixture
-def world(tmp_path: Path, postgres_dsn: str) -> Iterator[PgWorld]:
-    w = PgWorld(tmp_path, postgres_dsn)
-    try:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """The run's database: a SQLite file, or a fresh table of the test PostgreSQL."""
+    if request.param == "sqlite":
+        w = World(tmp_path)
         yield w
-    finally:
         w.close()
-        w.drop()
+        return
+    pg = PgWorld(tmp_path, str(request.getfixturevalue("postgres_dsn")))
+    try:
+        yield pg
+    finally:
+        pg.close()
+        pg.drop()
 
 
-def test_c13b_on_a_postgres_journal_a_stalled_holder_lands_no_event_after_the_takeover(
-    world: PgWorld,
+def test_c13b_on_a_database_journal_a_stalled_holder_lands_no_event_after_the_takeover(
+    world: World,
 ) -> None:
     options = ("--tool-mode", "unsafe", "--journal")
     p1 = world.spawn("p1", "--pause", PAUSE, *options)
@@ -68,7 +75,7 @@ def test_c13b_on_a_postgres_journal_a_stalled_holder_lands_no_event_after_the_ta
     assert effects == [("p2", "effect")]
 
 
-def test_a_leased_restore_without_journal_opens_the_database_journal(world: PgWorld) -> None:
+def test_a_leased_restore_without_journal_opens_the_database_journal(world: World) -> None:
     # P1 dies (M-exit) once the unsafe call of alpha is dispatched: its dispatch record is a
     # fenced journal append, in the database only. P2 restores WITHOUT a journal argument: the
     # snapshot's journalRef names the journal in the store's own database, the restore opens it
