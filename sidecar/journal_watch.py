@@ -14,6 +14,11 @@ if it parses, as the journal's own reader counts it. New lines are looked for wh
 progress log changes (its progress events) and at least every poll interval, since some journal
 appends come with no progress event.
 
+Journal seqs have no hole (each attempt continues right above the last stored seq, also after a
+kill), so a restart or an adoption shows no gap; a hole between two events read is events really
+lost (a cut or edited journal) and is reported as the progress stream reports one: a ``gap``
+event with ``allow_gap``, else ``OUT_OF_RANGE`` / ``SEQ_EXPIRED``.
+
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
 unless ``follow_suspended``) and the journal has been read to its end. An attempt closes its
 journal before its status is announced, so reading the status first and then the file never
@@ -31,6 +36,7 @@ from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, par
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
+from sidecar.events import gap_event
 from sidecar.journals import JOURNAL_UNAVAILABLE, DatabaseTail
 from sidecar.record import FINISHED
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
@@ -296,6 +302,18 @@ class JournalWatch:
                 for event in events:
                     if event.seq <= cursor:
                         continue
+                    if cursor and event.seq > cursor + 1:
+                        # A run's journal numbers its events without a hole, across attempts
+                        # (each continues above the last stored seq): a hole is events lost (a
+                        # cut or edited journal), never a restart. Before the first event a
+                        # higher seq is no loss: a forked run's events start above its fork
+                        # point.
+                        yield gap_event(
+                            log.run_id,
+                            allow_gap=request.allow_gap,
+                            first=cursor + 1,
+                            last=event.seq - 1,
+                        )
                     cursor = event.seq
                     message = journal_message(event)
                     ended = event.type == "run/end" and message.run_status.status in end
