@@ -19,6 +19,10 @@ kill), so a restart or an adoption shows no gap; a hole between two events read 
 lost (a cut or edited journal) and is reported as the progress stream reports one: a ``gap``
 event with ``allow_gap``, else ``OUT_OF_RANGE`` / ``SEQ_EXPIRED``.
 
+The sidecar's own events that no journal holds (:data:`NOTICES`: status changes, host tool calls
+dispatched, waiting or timed out) reach a journal watcher as live notices with seq 0, outside the
+seq space (like heartbeats): only those this sidecar logs while the watch is open.
+
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
 unless ``follow_suspended``) and the journal has been read to its end. An attempt closes its
 journal before its status is announced, so reading the status first and then the file never
@@ -62,6 +66,22 @@ TASK_STATUSES: dict[str, pb.TaskStatus] = {
     "failed": pb.TASK_STATUS_FAILED,
     "skipped": pb.TASK_STATUS_SKIPPED,
 }
+
+
+NOTICES = frozenset({"run_status", "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"})
+"""The sidecar's own events, which no journal holds (a status change, a host tool call handed to
+a host or waiting for one). A journal watch gets them live, as this sidecar's log has them while
+the watch is open, with seq 0: outside the journal's seq space, never replayed. Everything else the
+progress stream shows is in the journal (``task/status``, ``tool/call``, ``approval/request``,
+``run/end`` with its status ...)."""
+
+
+def notice(event: pb.RunEvent) -> pb.RunEvent:
+    """``event`` of the progress log as a live notice of a journal watch (seq 0)."""
+    copy = pb.RunEvent()
+    copy.CopyFrom(event)
+    copy.seq = 0
+    return copy
 
 
 class JournalTail:
@@ -227,12 +247,13 @@ class JournalWatch:
             InvalidArgument: ``types`` names a type no journal holds.
             FailedPrecondition: the run keeps no journal (reason ``JOURNAL_UNAVAILABLE``).
         """
-        unknown = sorted(set(request.types) - EVENT_TYPES)
+        unknown = sorted(set(request.types) - EVENT_TYPES - NOTICES)
         if unknown:
             raise InvalidArgument(
                 "types",
                 f"{', '.join(map(repr, unknown))} is no journal event type (with journal set, "
-                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))})",
+                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))}; and the sidecar's live "
+                f"notices: {', '.join(sorted(NOTICES))})",
             )
         record = await self._registry.get(request.run_id)
         tail = await self._tail(record)
@@ -291,6 +312,7 @@ class JournalWatch:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         ended = False  # the last event read is a run/end whose status ends the watch
+        heard = log.last_seq  # the log's events before the watch began are not live any more
         while True:
             changed = log.changed()
             # The status first: an attempt's journal is closed before its status is announced.
@@ -320,6 +342,11 @@ class JournalWatch:
                     if not types or event.type in types:
                         quiet_since = loop.time()
                         yield message
+            for event in log.since(heard):
+                heard = event.seq
+                if event.type in NOTICES and (not types or event.type in types):
+                    quiet_since = loop.time()
+                    yield notice(event)
             if finished:
                 return
             if ended:

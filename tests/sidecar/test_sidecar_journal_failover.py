@@ -61,7 +61,8 @@ async def test_a_graceful_restart_reports_no_gap_in_the_journal_watch(tmp_path: 
             await asyncio.Event().wait()
         return f"result of {call.idempotency_key}"
 
-    seen: list[pb.RunEvent] = []
+    seen: list[pb.RunEvent] = []  # the journal's events
+    notices: list[pb.RunEvent] = []  # the sidecar's live notices (seq 0)
 
     async def watch_first(client: SidecarClient) -> None:
         # The stream ends UNAVAILABLE when the sidecar stops: what it yielded counts.
@@ -70,7 +71,7 @@ async def test_a_graceful_restart_reports_no_gap_in_the_journal_watch(tmp_path: 
         with contextlib.suppress(grpc.aio.AioRpcError):
             async for event in call:
                 if event.type != "heartbeat":
-                    seen.append(event)
+                    (seen if event.seq else notices).append(event)
 
     async with SidecarClient(f"127.0.0.1:{port}", TOKEN) as client, asyncio.TaskGroup() as group:
         host = HostTools(client, "jg-host", [lookup_tool(lookup)])
@@ -103,6 +104,9 @@ async def test_a_graceful_restart_reports_no_gap_in_the_journal_watch(tmp_path: 
 
     assert_one_stream(later, last + 1)
     assert {event.attempt for event in later} == {2}  # the restore continued the numbering
+    # What no journal holds reached the live watcher as notices, outside the seq space.
+    dispatched = [e.task_id for e in notices if e.type == "tool_call_dispatched"]
+    assert dispatched == ["t1", "t2"], [(e.type, e.task_id) for e in notices]
 
 
 def assert_seqs_from_one(events: list[pb.RunEvent]) -> None:

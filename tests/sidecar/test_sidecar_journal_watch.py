@@ -32,11 +32,18 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-async def watch_journal(client: SidecarClient, run_id: str, **fields: Any) -> list[pb.RunEvent]:
-    """Every event of ``WatchRun(journal=true)`` until the stream ends (heartbeats skipped)."""
+async def watch_journal(
+    client: SidecarClient, run_id: str, *, notices: bool = False, **fields: Any
+) -> list[pb.RunEvent]:
+    """Every event of ``WatchRun(journal=true)`` until the stream ends (heartbeats skipped; the
+    live notices, seq 0, too unless ``notices``)."""
     request = pb.WatchRunRequest(run_id=run_id, journal=True, **fields)
     call = client.runs.WatchRun(request, metadata=client.metadata)
-    return [event async for event in call if event.type != "heartbeat"]
+    return [
+        event
+        async for event in call
+        if event.type != "heartbeat" and (notices or event.seq or event.type == "gap")
+    ]
 
 
 def journal_of(state: Path, run_id: str) -> Path:
@@ -98,6 +105,11 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
             await watch_journal(client, "jw-2", types=["task_started"])  # a progress type
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_info(refused.value).metadata["field"] == "types"
+        # The sidecar's notices are live only: a watch of the ended run replays none of them
+        # (every event but the journal's has seq 0), and asking for them alone gets nothing.
+        replayed = await watch_journal(client, "jw-2", notices=True)
+        assert [e.seq for e in replayed] == seqs
+        assert await watch_journal(client, "jw-2", notices=True, types=["run_status"]) == []
         # The progress stream is unchanged by the journal's existence: its own seqs and types.
         progress = [e async for e in client.watch("jw-2")]
         assert progress[-1].type == "run_status"
@@ -132,7 +144,7 @@ async def test_after_seq_continues_across_kill_9_and_restore(tmp_path: Path) -> 
         )
         try:
             async for event in call:
-                if event.type != "heartbeat":
+                if event.seq:  # the journal's events (not heartbeats, nor live notices)
                     before.append(event)
         except grpc.aio.AioRpcError as exc:
             broken.append(exc.code())  # the sidecar died under the stream
