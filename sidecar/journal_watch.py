@@ -68,7 +68,9 @@ TASK_STATUSES: dict[str, pb.TaskStatus] = {
 }
 
 
-NOTICES = frozenset({"run_status", "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"})
+NOTICES = frozenset(
+    {"run_status", "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"}
+)
 """The sidecar's own events, which no journal holds (a status change, a host tool call handed to
 a host or waiting for one). A journal watch gets them live, as this sidecar's log has them while
 the watch is open, with seq 0: outside the journal's seq space, never replayed. Everything else the

@@ -282,8 +282,14 @@ class Scenario:
         return read_checkpoint(self.store_path)
 
     def dump(self) -> tuple[list[tuple[str, str]], list[str]]:
-        """Everything durable, to compare before and after a process (``dump_state``)."""
-        return asyncio.run(dump_state(self.store_uri, self.journal_uri if self.journaled else None))
+        """Everything durable, to compare before and after a process: a database's store
+        entries by key and its run's journal rows, or the bytes of a FileStore and its JSONL
+        journal."""
+        if self.in_database:
+            return asyncio.run(dump_database(self.store_uri))
+        files = [self.store_path, self.journal_path]
+        texts = [path.read_text() if path.exists() else "" for path in files]
+        return [(str(self.store_path), texts[0])], texts[1:]
 
     def state(self) -> dict[str, Any] | None:
         """The checkpoint a restore resumes from: the snapshot, journal-first with its tail folded.
@@ -454,25 +460,14 @@ async def fold_store(store_uri: str, journal_uri: str | None) -> FoldResult | No
     return fold_tail(snapshot, events)
 
 
-async def dump_state(
-    store_uri: str, journal_uri: str | None
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """``Scenario.dump``: a database store's entries by key (a FileStore: its file's bytes),
-    and its run's journal events as stored (a JSONL journal: its file's bytes)."""
-    if "://" not in store_uri:
-        path = Path(store_uri)
-        entries = [(store_uri, path.read_text())] if path.exists() else []
-    else:
-        async with store_at(store_uri) as store:
-            entries = sorted((entry.key, entry.value) for entry in await store.list())
-    if journal_uri is None:
-        return entries, []
-    journal = journal_at(journal_uri)
+async def dump_database(store_uri: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """``Scenario.dump`` of a database: its store's entries by key, its run's journal rows."""
+    async with open_store(store_uri) as store:
+        entries = sorted((entry.key, entry.value) for entry in await store.list())
+    journal = open_journal(store_uri)
+    assert isinstance(journal, SqlRunJournal)
     try:
-        if isinstance(journal, SqlRunJournal):
-            return entries, [to_json_line(event) for event in await journal.read_run(RUN_ID)]
-        path = Path(journal_uri)
-        return entries, [path.read_text()] if path.exists() else []
+        return entries, [to_json_line(event) for event in await journal.read_run(RUN_ID)]
     finally:
         await journal.close()
 

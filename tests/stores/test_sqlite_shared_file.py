@@ -10,7 +10,7 @@ open store, and a crash test saw "database disk image is malformed" (C13b on a S
 
 from __future__ import annotations
 
-import subprocess
+import asyncio
 import sys
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,10 @@ async def test_a_journal_opened_beside_a_store_keeps_the_stores_lock(tmp_path: P
             assert await journal.read_run("r") == []  # its connection opens now, beside the store's
             # Another process opens and closes the database. While this process holds its lock
             # that process is not the last connection: the WAL stays.
-            subprocess.run([sys.executable, "-c", OTHER_PROCESS, str(path)], check=True)
+            other = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", OTHER_PROCESS, str(path)
+            )
+            assert await other.wait() == 0
             assert (tmp_path / "state.db-wal").exists()
             assert (await store.get("k")).value == "v"  # type: ignore[union-attr]
         finally:
