@@ -81,10 +81,9 @@ async def shared_store(postgres_dsn: str) -> AsyncIterator[str]:
 async def watch_live(client: SidecarClient, run_id: str, seen: asyncio.Event) -> list[pb.RunEvent]:
     """Every journal event of ``run_id`` until it finishes; sets ``seen`` at t1's completion."""
     events: list[pb.RunEvent] = []
-    request = pb.WatchRunRequest(run_id=run_id, journal=True, allow_gap=True)
-    async for event in client.runs.WatchRun(request, metadata=client.metadata):
+    async for event in client.watch(run_id, allow_gap=True, journal=True):
         if not event.seq and event.type != "gap":
-            continue  # a heartbeat or a live notice: outside the journal's seqs
+            continue  # a live notice: outside the journal's seqs
         events.append(event)
         if event.task_id == "t1" and event.task_status.status == pb.TASK_STATUS_COMPLETED:
             seen.set()
