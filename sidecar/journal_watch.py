@@ -24,7 +24,8 @@ dispatched, waiting or timed out) reach a journal watcher as live notices with s
 seq space (like heartbeats): only those this sidecar logs while the watch is open.
 
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
-unless ``follow_suspended``) and the journal has been read to its end. An attempt closes its
+unless ``follow_suspended``) and the journal has been read to its end; a ``run/end`` read ends
+it once the run's record says so too, so a ``GetRun`` after the stream agrees with it. An attempt closes its
 journal before its status is announced, so reading the status first and then the file never
 misses the attempt's last events (``run/end``).
 """
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from sidecar.runs import RunRegistry
 
 FIELD = "journal"
+SETTLE_FIRST_S = 0.02  # the record's write follows the journal's close at once
 JOURNAL_MISSING = "JOURNAL_MISSING"
 READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
 TASK_STATUSES: dict[str, pb.TaskStatus] = {
@@ -315,11 +317,16 @@ class JournalWatch:
         quiet_since = loop.time()
         ended = False  # the last event read is a run/end whose status ends the watch
         heard = log.last_seq  # the log's events before the watch began are not live any more
+        settle_s = SETTLE_FIRST_S  # after run/end: how long until the record is looked at
         while True:
             changed = log.changed()
             # The status first: an attempt's journal is closed before its status is announced.
-            # A run/end read already says the attempt ended, also of a run executing elsewhere.
-            finished = log.last_status in end or ended
+            finished = log.last_status in end
+            if ended and not finished:
+                # A run/end read says the attempt ended, also of a run executing elsewhere; the
+                # stream ends once the run's record says so too (it is written right after the
+                # journal closes), so a GetRun after the stream shows the status it ended with.
+                finished = (await self._registry.get(log.run_id)).status in end
             more = True
             while more:
                 events, more = await tail.read(cursor, final=finished)
@@ -351,10 +358,12 @@ class JournalWatch:
                     yield notice(event)
             if finished:
                 return
-            if ended:
-                continue  # one more read, as a finished run's (its torn last line counts)
             remote = not self._executor.running(log.run_id)
             wait = self._heartbeat_s if pushed else min(self._heartbeat_s, self._poll_s)
+            if ended:
+                # Nothing pushes the record's write: look again soon, then less and less often
+                # (its writer may have died between the journal and the record: an adoption).
+                wait, settle_s = min(wait, settle_s), settle_s * 2
             try:
                 async with asyncio.timeout(wait):
                     await changed.wait()

@@ -26,6 +26,8 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journal_watch import JournalTail, journal_message
 from sidecar.journals import journal_name
+from sidecar.record import TERMINAL
+from sidecar.runs import RunRegistry
 from sidecar.status import DataLoss
 
 if TYPE_CHECKING:
@@ -114,6 +116,32 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
         progress = [e async for e in client.watch("jw-2")]
         assert progress[-1].type == "run_status"
         assert not {e.type for e in progress} & {e.type for e in everything}
+
+
+async def test_the_stream_ends_once_the_record_agrees_with_its_run_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run's final status is written a while after its journal closed (here 2 s later): a
+    # watcher that read run/end is not let go before the record says so, so a GetRun right
+    # after the stream shows the status the stream ended with.
+    real_set_status = RunRegistry.set_status
+
+    async def late_set_status(
+        self: RunRegistry, run_id: str, status: Any, *a: Any, **k: Any
+    ) -> Any:
+        if status in TERMINAL:
+            await asyncio.sleep(2)
+        return await real_set_status(self, run_id, status, *a, **k)
+
+    monkeypatch.setattr(RunRegistry, "set_status", late_set_status)
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client:
+        await client.start_run(echo_run("jw-late"))
+        watched = await asyncio.wait_for(watch_journal(client, "jw-late"), 20)
+        run = await client.get_run("jw-late")
+    assert watched[-1].type == "run/end"
+    assert watched[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+    assert run.status == pb.RUN_STATUS_COMPLETED
 
 
 @pytest.mark.crash
