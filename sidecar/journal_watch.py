@@ -25,9 +25,9 @@ seq space (like heartbeats): only those this sidecar logs while the watch is ope
 
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
 unless ``follow_suspended``) and the journal has been read to its end; a ``run/end`` read ends
-it once the run's record says so too, so a ``GetRun`` after the stream agrees with it. An attempt closes its
-journal before its status is announced, so reading the status first and then the file never
-misses the attempt's last events (``run/end``).
+it once the run's record says so too, so a ``GetRun`` after the stream agrees with it. An
+attempt closes its journal before its status is announced, so reading the status first and then
+the file never misses the attempt's last events (``run/end``).
 """
 
 from __future__ import annotations
