@@ -91,18 +91,24 @@ def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalE
             wrong type, or the event type is unknown. The error names the line and the field.
     """
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
+        raw = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise JournalCorruptError(path, line, "json", "not a JSON object")
-    return from_json_object(raw, line=line, path=path)
+    return _event_of(raw, line=line, path=path)
 
 
 def from_json_object(
     raw: dict[str, Any], *, line: int = 0, path: str = "<journal>"
 ) -> JournalEvent:
     """Build an event from a parsed JSON object, with the checks of ``parse_line``."""
+    return _event_of(dict(raw), line=line, path=path)
+
+
+def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
+    """``from_json_object`` of an object the caller gives up: its base keys are popped off
+    and the rest becomes ``data`` as it is (a restore parses thousands of lines: no copy)."""
 
     def fail(field: str, reason: str) -> JournalCorruptError:
         return JournalCorruptError(path, line, field, reason)
@@ -128,17 +134,23 @@ def from_json_object(
     sources = raw.get("sourceEventSeqs")
     if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
         raise fail("sourceEventSeqs", f"must be a list of integers, got {sources!r}")
+    task_id, agent_name = raw.get("taskId"), raw.get("agentName")
+    for key in _BASE_KEY_LIST:
+        raw.pop(key, None)  # what is left is the variant's own fields, in line order
     return JournalEvent(
         seq=seq,
         type=kind,
         run_id=run_id,
         attempt=attempt,
         timestamp_unix_ms=stamp,
-        task_id=raw.get("taskId"),
-        agent_name=raw.get("agentName"),
+        task_id=task_id,
+        agent_name=agent_name,
         source_event_seqs=sources,
-        data={key: value for key, value in raw.items() if key not in BASE_KEYS},
+        data=raw,
     )
+
+
+_BASE_KEY_LIST = tuple(sorted(BASE_KEYS))
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -148,6 +160,10 @@ def _is_int(value: object) -> TypeGuard[int]:
 def _reject_constant(name: str) -> Any:
     # JSON.parse rejects NaN and Infinity; so does a journal line.
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder for every line (``json.loads`` with an argument builds one per call)."""
 
 
 _SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
@@ -161,3 +177,25 @@ def peek_seq(line: bytes) -> int | None:
     """
     found = _SEQ_PREFIX.match(line)
     return None if found is None else int(found[1])
+
+
+_RUN_PREFIX = re.compile(
+    rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
+    rb'"runId":"((?:[^"\\]|\\.){0,1024})"[,}]'
+)
+
+
+def peek_run(line: bytes) -> tuple[int, bytes] | None:
+    """The seq and the run id (as the line spells it) of a JSONL line, without parsing it.
+
+    ``None``: the line does not start as this module and OMA write lines
+    (``{"type":...,"seq":N,"timestampUnixMs":T,"runId":"...",``). Compare the run id with
+    ``spelled_run_id(run_id)``.
+    """
+    found = _RUN_PREFIX.match(line)
+    return None if found is None else (int(found[1]), found[2])
+
+
+def spelled_run_id(run_id: str) -> bytes:
+    """``run_id`` as a journal line spells it between its quotes (JSON escapes included)."""
+    return js_dumps(run_id)[1:-1].encode()

@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.journal.codec import parse_line, peek_seq, to_json_object
+from oma_actors.journal.codec import parse_line, peek_seq, spelled_run_id, to_json_object
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
+from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
 from oma_actors.stores.file_io import check_regular, read_regular
 from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
 
@@ -74,6 +76,10 @@ class JsonlRunJournal:
         self._flushers: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
         self._closed = False
+        # Which runs the file holds, so a run starting on a shared journal skips the scan; used
+        # from reader threads, hence its own lock.
+        self._directory = RunDirectory()
+        self._directory_lock = threading.Lock()
 
     @property
     def path(self) -> str:
@@ -143,12 +149,47 @@ class JsonlRunJournal:
     async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
         """The events of ``run_id`` on disk with ``seq >= seq``, in file order.
 
-        A file has no index: this is ``read_from`` filtered (other runs' lines are parsed too).
+        Reads the file backwards from its end to the run's last line below ``seq`` (the seek
+        point), looking only at each line's first bytes on the way (``jsonl_scan``); other runs'
+        lines are not parsed. When the seek point or a line does not check out, the whole file
+        is read and checked as ``read_from`` does, so the answer is the same either way.
 
         Raises:
             JournalCorruptError: as ``read_from``.
+            CorruptStoreError: as ``read_from``.
+            StoreError: the file cannot be read.
         """
-        return [event for event in await self.read_from(seq) if event.run_id == run_id]
+        return await asyncio.to_thread(self._read_run, run_id, max(seq, 1))
+
+    def _read_run(self, run_id: str, start: int) -> list[JournalEvent]:
+        run = spelled_run_id(run_id)
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
+        try:
+            check_regular(fd, self._path, self.max_read_bytes, what="run journal")
+            info = os.fstat(fd)
+            with self._directory_lock:
+                directory = self._directory
+                if directory.offset and directory.holds(fd, info, run) is False:
+                    return []  # a run starting on a shared journal: none of its lines yet
+            lines = scan_run(fd, info.st_size, run, start, self._path)
+            if lines == [] and start == 1:
+                with self._directory_lock:  # the next run starting here asks the directory
+                    self._directory.holds(fd, info, run)
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
+        finally:
+            os.close(fd)
+        if lines is not None:
+            try:
+                return [parse_line(line.decode(), path=self._path) for line in lines]
+            except (JournalCorruptError, UnicodeDecodeError):
+                pass  # the whole-file read below names the bad line, or skips a torn one
+        return [e for e in self._read_all(start) if e.seq >= start and e.run_id == run_id]
 
     async def close(self) -> None:
         """Flush the open batch now, wait for every write, close the file; later appends raise."""

@@ -1,0 +1,145 @@
+"""Finding one run's lines in a JSONL journal without parsing the other lines (issue 19 item 4).
+
+A journal file may hold many runs (they share its batches, D10), and a restore needs only its
+run's events above a seq, which sit at the end of the file. ``scan_run`` reads the file
+backwards from its end, chunk by chunk, looking only at each line's first bytes (``peek_run``:
+its seq and run id), and stops at the **seek point**: the last line of the run below the seq
+asked for. A run's seqs strictly increase in file order, so nothing before that line is wanted.
+
+The seek point is verified, and anything unexpected gives ``None`` (the caller then reads and
+checks the whole file, as before):
+
+- the seek point's seq must be exactly ``start - 1`` and the lines found must carry ``start``,
+  ``start + 1``, ... with no gap: a gap, a swap or a duplicate above the seek point is damage the
+  whole-file read shows to the fold as it always did;
+- a line whose start is not in the written layout (another writer's key order) or spells its
+  run id with escapes is not guessed at;
+- the last line of the file is parsed whatever its run: a torn trailing line (a crash mid-write,
+  D6) counts as not written, exactly as for the whole-file read.
+
+``RunDirectory`` answers "does this run have any line at all?" for a run starting on a shared
+journal: a fresh run would otherwise read the whole file backwards to find nothing. It is a
+cache of what one scan of the file showed (the run ids present up to a byte offset), checked
+against the file before each use (same inode, not shorter, the bytes before the offset as they
+were); a file that changed any other way is scanned again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from oma_actors.journal.codec import parse_line, peek_run
+from oma_actors.journal.errors import JournalCorruptError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+_FIRST_CHUNK = 64 * 1024
+_MAX_CHUNK = 4 * 1024 * 1024
+_PROBE = 64
+"""Bytes before a directory's offset kept to recognise the file it was made from."""
+
+
+def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[bytes] | None:
+    """The lines of run ``run`` (as ``spelled_run_id`` spells it) with ``seq >= start``.
+
+    In file order; a torn trailing line is left out. ``None``: the scan cannot vouch for its
+    answer (see the module docstring) and the caller must read the whole file.
+    """
+    found: list[bytes] = []
+    seqs: list[int] = []
+    last = True  # the next non-empty line seen (going backwards) is the file's last one
+    for line in _lines_backwards(fd, size):
+        if not line.strip():
+            continue
+        if last:
+            last = False
+            if _torn(line, path):
+                continue  # not written (D6)
+        peeked = peek_run(line)
+        if peeked is None or b"\\" in peeked[1]:
+            return None  # not the layout we write, or a run id spelled with escapes
+        seq, owner = peeked
+        if owner != run:
+            continue  # another run's line, skipped unparsed
+        if seq >= start:
+            found.append(line)
+            seqs.append(seq)
+            continue
+        # The seek point: the run's last line below ``start``; above it ``start``, ``start + 1``..
+        if seq != start - 1 or seqs != list(range(start + len(seqs) - 1, start - 1, -1)):
+            return None
+        found.reverse()
+        return found
+    found.reverse()  # the whole file was seen: exactly what a whole-file read would find
+    return found
+
+
+def _torn(line: bytes, path: str) -> bool:
+    try:
+        parse_line(line.decode(), path=path)
+    except (JournalCorruptError, UnicodeDecodeError):
+        return True
+    return False
+
+
+def _lines_backwards(fd: int, size: int) -> Iterator[bytes]:
+    """The lines of ``fd``'s first ``size`` bytes, last first, read in growing chunks."""
+    pos, chunk, carry = size, _FIRST_CHUNK, b""
+    while pos > 0:
+        n = min(chunk, pos)
+        pos -= n
+        chunk = min(chunk * 2, _MAX_CHUNK)
+        parts = (os.pread(fd, n, pos) + carry).split(b"\n")
+        carry = parts[0]  # may continue in the chunk before
+        yield from reversed(parts[1:])
+    yield carry
+
+
+@dataclass(slots=True)
+class RunDirectory:
+    """The run ids a journal file holds up to ``offset`` (see the module docstring)."""
+
+    inode: tuple[int, int] = (0, 0)
+    offset: int = 0
+    probe: bytes = b""
+    runs: set[bytes] = field(default_factory=set)
+
+    def holds(self, fd: int, info: os.stat_result, run: bytes) -> bool | None:
+        """Whether the file has a line of ``run``; ``None``: unknown (the file is not one this
+        directory can vouch for, or a line is not in the written layout)."""
+        if not self._valid(fd, info):
+            self.inode, self.offset, self.probe, self.runs = (
+                (info.st_dev, info.st_ino),
+                0,
+                b"",
+                set(),
+            )
+        if not self._extend(fd, info.st_size):
+            self.offset, self.probe, self.runs = 0, b"", set()
+            return None
+        return run in self.runs
+
+    def _valid(self, fd: int, info: os.stat_result) -> bool:
+        if (info.st_dev, info.st_ino) != self.inode or info.st_size < self.offset:
+            return False
+        begin = self.offset - len(self.probe)
+        return os.pread(fd, len(self.probe), begin) == self.probe
+
+    def _extend(self, fd: int, size: int) -> bool:
+        if size == self.offset:
+            return True
+        data = os.pread(fd, size - self.offset, self.offset)
+        end = data.rfind(b"\n") + 1  # complete lines only: the rest may still be written
+        for line in data[:end].split(b"\n"):
+            if not line.strip():
+                continue
+            peeked = peek_run(line)
+            if peeked is None or b"\\" in peeked[1]:
+                return False
+            self.runs.add(peeked[1])
+        self.offset += end
+        self.probe = data[max(0, end - _PROBE) : end] if end else self.probe
+        return True
