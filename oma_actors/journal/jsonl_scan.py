@@ -9,9 +9,10 @@ asked for. A run's seqs strictly increase in file order, so nothing before that 
 The seek point is verified, and anything unexpected gives ``None`` (the caller then reads and
 checks the whole file, as before):
 
-- the seek point's seq must be exactly ``start - 1`` and the lines found must carry ``start``,
-  ``start + 1``, ... with no gap: a gap, a swap or a duplicate above the seek point is damage the
-  whole-file read shows to the fold as it always did;
+- the seek point's seq must be exactly ``start - 1``: a line of the run above it that was written
+  before it (damage: the run's order broken) is then found by the whole-file read and shown to
+  the fold, as it always was. (Damage wholly below a sound seek point is not looked for, as a
+  database journal's ``seq >= ?`` query does not look below it either.)
 - a line whose start is not in the written layout (another writer's key order) or spells its
   run id with escapes is not guessed at;
 - the last line of the file is parsed whatever its run: a torn trailing line (a crash mid-write,
@@ -20,8 +21,9 @@ checks the whole file, as before):
 ``RunDirectory`` answers "does this run have any line at all?" for a run starting on a shared
 journal: a fresh run would otherwise read the whole file backwards to find nothing. It is a
 cache of what one scan of the file showed (the run ids present up to a byte offset), checked
-against the file before each use (same inode, not shorter, the bytes before the offset as they
-were); a file that changed any other way is scanned again.
+against the file before each use: the same inode, and its first bytes and the bytes just before
+the offset as they were (a file replaced, truncated or rewritten from its start is scanned
+again). A rewrite in place of bytes in the middle only, keeping both probes, is not seen.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 64 * 1024
 _MAX_CHUNK = 4 * 1024 * 1024
-_PROBE = 64
-"""Bytes before a directory's offset kept to recognise the file it was made from."""
+_PROBE = 4096
+"""Bytes at the start of a file and before a directory's offset kept to recognise the file."""
 
 
 def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[bytes] | None:
@@ -49,7 +51,6 @@ def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[byte
     answer (see the module docstring) and the caller must read the whole file.
     """
     found: list[bytes] = []
-    seqs: list[int] = []
     last = True  # the next non-empty line seen (going backwards) is the file's last one
     for line in _lines_backwards(fd, size):
         if not line.strip():
@@ -66,10 +67,9 @@ def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[byte
             continue  # another run's line, skipped unparsed
         if seq >= start:
             found.append(line)
-            seqs.append(seq)
             continue
-        # The seek point: the run's last line below ``start``; above it ``start``, ``start + 1``..
-        if seq != start - 1 or seqs != list(range(start + len(seqs) - 1, start - 1, -1)):
+        # The seek point: the run's last line below ``start``.
+        if seq != start - 1:
             return None
         found.reverse()
         return found
@@ -104,32 +104,30 @@ class RunDirectory:
 
     inode: tuple[int, int] = (0, 0)
     offset: int = 0
+    head: bytes = b""
     probe: bytes = b""
     runs: set[bytes] = field(default_factory=set)
 
     def holds(self, fd: int, info: os.stat_result, run: bytes) -> bool | None:
-        """Whether the file has a line of ``run``; ``None``: unknown (the file is not one this
-        directory can vouch for, or a line is not in the written layout)."""
+        """Whether the file has a line of ``run``; ``None``: unknown (a line is not in the
+        written layout, so the directory cannot vouch for an absence)."""
         if not self._valid(fd, info):
-            self.inode, self.offset, self.probe, self.runs = (
-                (info.st_dev, info.st_ino),
-                0,
-                b"",
-                set(),
-            )
+            self.inode, self.offset, self.head, self.probe = (info.st_dev, info.st_ino), 0, b"", b""
+            self.runs = set()
         if not self._extend(fd, info.st_size):
-            self.offset, self.probe, self.runs = 0, b"", set()
+            self.offset, self.head, self.probe, self.runs = 0, b"", b"", set()
             return None
         return run in self.runs
 
     def _valid(self, fd: int, info: os.stat_result) -> bool:
-        if (info.st_dev, info.st_ino) != self.inode or info.st_size < self.offset:
+        if (info.st_dev, info.st_ino) != self.inode:
             return False
-        begin = self.offset - len(self.probe)
-        return os.pread(fd, len(self.probe), begin) == self.probe
+        return os.pread(fd, len(self.head), 0) == self.head and (
+            os.pread(fd, len(self.probe), self.offset - len(self.probe)) == self.probe
+        )
 
     def _extend(self, fd: int, size: int) -> bool:
-        if size == self.offset:
+        if size <= self.offset:
             return True
         data = os.pread(fd, size - self.offset, self.offset)
         end = data.rfind(b"\n") + 1  # complete lines only: the rest may still be written
@@ -140,6 +138,11 @@ class RunDirectory:
             if peeked is None or b"\\" in peeked[1]:
                 return False
             self.runs.add(peeked[1])
-        self.offset += end
-        self.probe = data[max(0, end - _PROBE) : end] if end else self.probe
+        if end:
+            self.offset += end
+            self.probe = os.pread(
+                fd, min(_PROBE, self.offset), self.offset - min(_PROBE, self.offset)
+            )
+            if not self.head:
+                self.head = os.pread(fd, min(_PROBE, self.offset), 0)
         return True
