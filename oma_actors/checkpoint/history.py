@@ -36,7 +36,7 @@ from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_ref import open_journal_ref
 from oma_actors.clock import from_iso
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
-from oma_actors.journal.base import read_run
+from oma_actors.journal.base import read_run_range
 from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
 from oma_actors.keyspace import history_prefix
 
@@ -163,9 +163,10 @@ async def load_timeline(
     """Read a run's anchors and journal events and list its points (see the module docstring).
 
     Args:
-        at: only what a fold to the point ``at`` needs: the anchors from the one at or below
-            it, the events above that one. A seq that is no point there gets the whole history
-            read, so that the error names the nearest points of all.
+        at: only what a fold to the point ``at`` needs: the anchor at or below it and the
+            events from there up to ``at`` (the points listed stop at ``at`` too). A seq that
+            is no point there gets the whole history read, so that the error names the nearest
+            points of all.
 
     Raises:
         CheckpointError: as ``run_history``.
@@ -178,16 +179,16 @@ async def load_timeline(
         last = min(first + 2, len(anchors))
     segment = anchors[first:last]
     end = segment[-1].watermark if last < len(anchors) else None
+    # A fold to ``at`` needs no event above it (nor do the points up to it): not parsed.
+    through = end if at is None else at if end is None else min(end, at)
     opened = journal is None
     source = open_journal_ref(anchors[-1].journal_ref, store) if journal is None else journal
     try:
-        events = await read_run(source, run_id, min(a.read_from for a in segment))
+        events = await read_run_range(source, run_id, min(a.read_from for a in segment), through)
     finally:
         if opened:
             await source.close()
-    mine = tuple(
-        event for event in events if event.run_id == run_id and (end is None or event.seq <= end)
-    )
+    mine = tuple(event for event in events if event.run_id == run_id)
     timeline = RunTimeline(
         run_id=run_id,
         anchors=anchors,
@@ -195,7 +196,7 @@ async def load_timeline(
         events=mine,
         points=tuple(_points(segment, mine)),
     )
-    if at is not None and (first or end is not None) and at not in {p.seq for p in timeline.points}:
+    if at is not None and at not in {p.seq for p in timeline.points}:
         return await load_timeline(store, run_id, journal=journal)
     return timeline
 

@@ -60,6 +60,30 @@ async def read_run(journal: RunJournal, run_id: str, seq: int = 0) -> list[Journ
     return [event for event in await journal.read_from(seq) if event.run_id == run_id]
 
 
+@runtime_checkable
+class RangeReader(Protocol):
+    """A journal that reads a run's events between two seqs without parsing those above."""
+
+    async def read_range(self, run_id: str, first: int, last: int) -> list[JournalEvent]:
+        """The events of ``run_id`` with ``first <= seq <= last``, in order."""
+        ...
+
+
+async def read_run_range(
+    journal: RunJournal, run_id: str, first: int, last: int | None
+) -> list[JournalEvent]:
+    """``read_run(journal, run_id, first)`` without the events above ``last`` (``None``: all),
+    by the journal's own ``read_range`` when it has one.
+
+    Raises:
+        Exception: the journal's own read error (e.g. ``JournalCorruptError``).
+    """
+    if last is not None and isinstance(journal, RangeReader):
+        return await journal.read_range(run_id, first, last)
+    events = await read_run(journal, run_id, first)
+    return events if last is None else [event for event in events if event.seq <= last]
+
+
 class InMemoryRunJournal:
     """A bounded ring buffer of events for auditing a run inside one process (JR-03).
 

@@ -21,7 +21,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.journal.codec import parse_line, peek_seq, spelled_run_id, to_json_object
+from oma_actors.journal.codec import (
+    parse_line,
+    peek_run,
+    peek_seq,
+    spelled_run_id,
+    to_json_object,
+)
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
@@ -161,7 +167,19 @@ class JsonlRunJournal:
         """
         return await asyncio.to_thread(self._read_run, run_id, max(seq, 1))
 
-    def _read_run(self, run_id: str, start: int) -> list[JournalEvent]:
+    async def read_range(self, run_id: str, first: int, last: int) -> list[JournalEvent]:
+        """The events of ``run_id`` on disk with ``first <= seq <= last``, in file order.
+
+        ``read_run`` that parses no line above ``last`` (a history point's fold reads up to it).
+
+        Raises:
+            JournalCorruptError: as ``read_from``.
+            CorruptStoreError: as ``read_from``.
+            StoreError: the file cannot be read.
+        """
+        return await asyncio.to_thread(self._read_run, run_id, max(first, 1), last)
+
+    def _read_run(self, run_id: str, start: int, last: int | None = None) -> list[JournalEvent]:
         run = spelled_run_id(run_id)
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -185,11 +203,17 @@ class JsonlRunJournal:
         finally:
             os.close(fd)
         if lines is not None:
+            if last is not None:
+                lines = [line for line in lines if _seq_of(line) <= last]
             try:
                 return [parse_line(line.decode(), path=self._path) for line in lines]
             except (JournalCorruptError, UnicodeDecodeError):
                 pass  # the whole-file read below names the bad line, or skips a torn one
-        return [e for e in self._read_all(start) if e.seq >= start and e.run_id == run_id]
+        return [
+            e
+            for e in self._read_all(start)
+            if e.seq >= start and e.run_id == run_id and (last is None or e.seq <= last)
+        ]
 
     async def close(self) -> None:
         """Flush the open batch now, wait for every write, close the file; later appends raise."""
@@ -293,6 +317,12 @@ class JsonlRunJournal:
                     break  # a torn trailing line: not written (D6)
                 raise
         return events
+
+
+def _seq_of(line: bytes) -> int:
+    peeked = peek_run(line)
+    assert peeked is not None  # scan_run returns only lines it peeked
+    return peeked[0]
 
 
 def _decode(line: bytes, number: int, path: str) -> str:
