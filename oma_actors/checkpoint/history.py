@@ -37,7 +37,13 @@ from oma_actors.checkpoint.journal_ref import open_journal_ref
 from oma_actors.clock import from_iso
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
 from oma_actors.journal.base import read_run_range
-from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
+from oma_actors.journal.event import (
+    ASSISTANT_MESSAGE,
+    FOLDED_TYPES,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+)
 from oma_actors.keyspace import history_prefix
 
 if TYPE_CHECKING:
@@ -47,6 +53,10 @@ if TYPE_CHECKING:
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
     from oma_actors.stores.base import MemoryStore
+
+
+POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END})
+"""The event types that can close a per-turn boundary (the points between anchors)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +88,8 @@ class RunTimeline:
         run_id: the run.
         anchors: the anchors' summaries, by watermark.
         values: each anchor's stored snapshot text, by key (decoded only to fold from it).
-        events: the run's own events from the first anchor's ``read_from`` on.
+        events: the run's own events from the first anchor's ``read_from`` on, of the types
+            that make points (a listing) or that a fold reads (a fold to one point).
         points: the history points they make, oldest first.
     """
 
@@ -184,7 +195,11 @@ async def load_timeline(
     opened = journal is None
     source = open_journal_ref(anchors[-1].journal_ref, store) if journal is None else journal
     try:
-        events = await read_run_range(source, run_id, min(a.read_from for a in segment), through)
+        # A fold reads only the types it folds; a listing only those that make points.
+        types = POINT_TYPES if at is None else FOLDED_TYPES
+        events = await read_run_range(
+            source, run_id, min(a.read_from for a in segment), through, types=types
+        )
     finally:
         if opened:
             await source.close()

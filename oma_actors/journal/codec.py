@@ -180,7 +180,7 @@ def peek_seq(line: bytes) -> int | None:
 
 
 _RUN_PREFIX = re.compile(
-    rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
+    rb'\{"type":"([^"\\]{1,64})","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
     rb'"runId":"((?:[^"\\]|\\.){0,1024})"[,}]'
 )
 
@@ -193,7 +193,14 @@ def peek_run(line: bytes) -> tuple[int, bytes] | None:
     ``spelled_run_id(run_id)``.
     """
     found = _RUN_PREFIX.match(line)
-    return None if found is None else (int(found[1]), found[2])
+    return None if found is None else (int(found[2]), found[3])
+
+
+def peek_type(line: bytes) -> str | None:
+    """The event type of a JSONL line ``peek_run`` reads, without parsing it (``None``: as
+    ``peek_run``)."""
+    found = _RUN_PREFIX.match(line)
+    return None if found is None else found[1].decode()
 
 
 def spelled_run_id(run_id: str) -> bytes:

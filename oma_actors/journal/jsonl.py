@@ -25,6 +25,7 @@ from oma_actors.journal.codec import (
     parse_line,
     peek_run,
     peek_seq,
+    peek_type,
     spelled_run_id,
     to_json_object,
 )
@@ -36,7 +37,7 @@ from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive
 
 if TYPE_CHECKING:
     import re
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from oma_actors.journal.event import JournalEvent
 
@@ -167,19 +168,35 @@ class JsonlRunJournal:
         """
         return await asyncio.to_thread(self._read_run, run_id, max(seq, 1))
 
-    async def read_range(self, run_id: str, first: int, last: int) -> list[JournalEvent]:
-        """The events of ``run_id`` on disk with ``first <= seq <= last``, in file order.
+    async def read_range(
+        self,
+        run_id: str,
+        first: int,
+        last: int | None = None,
+        *,
+        types: Collection[str] | None = None,
+    ) -> list[JournalEvent]:
+        """The events of ``run_id`` on disk with ``first <= seq <= last`` (``last=None``: no
+        bound), of one of ``types`` (``None``: any), in file order.
 
-        ``read_run`` that parses no line above ``last`` (a history point's fold reads up to it).
+        ``read_run`` that parses no other line (a history point's fold reads up to it, and a
+        history listing reads only the types that make points).
 
         Raises:
             JournalCorruptError: as ``read_from``.
             CorruptStoreError: as ``read_from``.
             StoreError: the file cannot be read.
         """
-        return await asyncio.to_thread(self._read_run, run_id, max(first, 1), last)
+        wanted = None if types is None else frozenset(types)
+        return await asyncio.to_thread(self._read_run, run_id, max(first, 1), last, wanted)
 
-    def _read_run(self, run_id: str, start: int, last: int | None = None) -> list[JournalEvent]:
+    def _read_run(
+        self,
+        run_id: str,
+        start: int,
+        last: int | None = None,
+        types: frozenset[str] | None = None,
+    ) -> list[JournalEvent]:
         run = spelled_run_id(run_id)
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -205,6 +222,8 @@ class JsonlRunJournal:
         if lines is not None:
             if last is not None:
                 lines = [line for line in lines if _seq_of(line) <= last]
+            if types is not None:
+                lines = [line for line in lines if peek_type(line) in types]
             try:
                 return [parse_line(line.decode(), path=self._path) for line in lines]
             except (JournalCorruptError, UnicodeDecodeError):
@@ -212,7 +231,10 @@ class JsonlRunJournal:
         return [
             e
             for e in self._read_all(start)
-            if e.seq >= start and e.run_id == run_id and (last is None or e.seq <= last)
+            if e.seq >= start
+            and e.run_id == run_id
+            and (last is None or e.seq <= last)
+            and (types is None or e.type in types)
         ]
 
     async def close(self) -> None:
