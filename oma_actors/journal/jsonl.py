@@ -208,13 +208,12 @@ class JsonlRunJournal:
             check_regular(fd, self._path, self.max_read_bytes, what="run journal")
             info = os.fstat(fd)
             with self._directory_lock:
-                directory = self._directory
-                if directory.offset and directory.holds(fd, info, run) is False:
-                    return []  # a run starting on a shared journal: none of its lines yet
+                # A run starting on a shared journal (or once the directory exists): a run
+                # without a line needs no scan. A restore's first read does not build it.
+                asks = start == 1 or self._directory.offset > 0
+                if asks and self._directory.holds(fd, info, run) is False:
+                    return []
             lines = scan_run(fd, info.st_size, run, start, self._path)
-            if lines == [] and start == 1:
-                with self._directory_lock:  # the next run starting here asks the directory
-                    self._directory.holds(fd, info, run)
         except OSError as exc:
             raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
         finally:

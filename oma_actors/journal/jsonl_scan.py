@@ -127,22 +127,25 @@ class RunDirectory:
         )
 
     def _extend(self, fd: int, size: int) -> bool:
-        if size <= self.offset:
-            return True
-        data = os.pread(fd, size - self.offset, self.offset)
-        end = data.rfind(b"\n") + 1  # complete lines only: the rest may still be written
-        for line in data[:end].split(b"\n"):
-            if not line.strip():
-                continue
-            peeked = peek_run(line)
-            if peeked is None or b"\\" in peeked[1]:
-                return False
-            self.runs.add(peeked[1])
-        if end:
+        # Complete lines only (a line still being written is read next time), in chunks.
+        while self.offset < size:
+            data = os.pread(fd, min(size - self.offset, _MAX_CHUNK), self.offset)
+            end = data.rfind(b"\n") + 1
+            if end == 0:
+                if self.offset + len(data) < size:  # a line longer than a chunk: unusual
+                    return False
+                break
+            for line in data[:end].split(b"\n"):
+                if not line.strip():
+                    continue
+                peeked = peek_run(line)
+                if peeked is None or b"\\" in peeked[1]:
+                    return False
+                self.runs.add(peeked[1])
             self.offset += end
-            self.probe = os.pread(
-                fd, min(_PROBE, self.offset), self.offset - min(_PROBE, self.offset)
-            )
+        if self.offset:
+            probe = min(_PROBE, self.offset)
+            self.probe = os.pread(fd, probe, self.offset - probe)
             if not self.head:
-                self.head = os.pread(fd, min(_PROBE, self.offset), 0)
+                self.head = os.pread(fd, probe, 0)
         return True

@@ -203,3 +203,16 @@ def test_the_scanner_reads_backwards_across_chunks(
     assert everything is not None
     assert [jsonl_scan.peek_run(line) for line in lines] == [(s, b"b") for s in range(20, 30)]
     assert len(everything) == 29
+
+
+async def test_a_line_longer_than_the_directorys_chunk_is_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl_scan, "_MAX_CHUNK", 64)  # every line is longer than a chunk
+    path = tmp_path / "j.jsonl"
+    write(path, [event("a", 1)])
+    journal = JsonlRunJournal(path)
+    assert await seek(journal, "b", 1) == []
+    with path.open("a", encoding="utf-8") as file:
+        file.write(to_json_line(event("b", 1)) + "\n")
+    assert await seek(journal, "b", 1) == [("b", 1)]
