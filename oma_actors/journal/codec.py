@@ -108,49 +108,56 @@ def from_json_object(
 
 def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
     """``from_json_object`` of an object the caller gives up: its base keys are popped off
-    and the rest becomes ``data`` as it is (a restore parses thousands of lines: no copy)."""
+    and the rest becomes ``data`` as it is (a restore parses thousands of lines: no copy).
 
-    def fail(field: str, reason: str) -> JournalCorruptError:
-        return JournalCorruptError(path, line, field, reason)
-
-    seq = raw.get("seq")
-    if not _is_int(seq) or seq < 1:
-        raise fail("seq", f"must be a positive integer, got {seq!r}")
-    kind = raw.get("type")
+    The checks are ``from_json_object``'s, in its order, written out inline: this runs once
+    per line read.
+    """
+    seq = raw.pop("seq", None)
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise JournalCorruptError(path, line, "seq", f"must be a positive integer, got {seq!r}")
+    kind = raw.pop("type", None)
     if kind not in EVENT_TYPES:
-        raise fail("type", f"unknown event type {kind!r}")
-    stamp = raw.get("timestampUnixMs")
-    if not _is_int(stamp):
-        raise fail("timestampUnixMs", f"must be an integer, got {stamp!r}")
-    run_id = raw.get("runId")
+        raise JournalCorruptError(path, line, "type", f"unknown event type {kind!r}")
+    stamp = raw.pop("timestampUnixMs", None)
+    if not isinstance(stamp, int) or isinstance(stamp, bool):
+        raise JournalCorruptError(
+            path, line, "timestampUnixMs", f"must be an integer, got {stamp!r}"
+        )
+    run_id = raw.pop("runId", None)
     if not isinstance(run_id, str):
-        raise fail("runId", f"must be a string, got {run_id!r}")
-    attempt = raw.get("attempt")
-    if not _is_int(attempt) or attempt < 1:
-        raise fail("attempt", f"must be a positive integer, got {attempt!r}")
-    for optional in ("taskId", "agentName"):
-        if optional in raw and not isinstance(raw[optional], str):
-            raise fail(optional, f"must be a string, got {raw[optional]!r}")
-    sources = raw.get("sourceEventSeqs")
+        raise JournalCorruptError(path, line, "runId", f"must be a string, got {run_id!r}")
+    attempt = raw.pop("attempt", None)
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise JournalCorruptError(
+            path, line, "attempt", f"must be a positive integer, got {attempt!r}"
+        )
+    task_id = raw.pop("taskId", _ABSENT)
+    if task_id is not _ABSENT and not isinstance(task_id, str):
+        raise JournalCorruptError(path, line, "taskId", f"must be a string, got {task_id!r}")
+    agent_name = raw.pop("agentName", _ABSENT)
+    if agent_name is not _ABSENT and not isinstance(agent_name, str):
+        raise JournalCorruptError(path, line, "agentName", f"must be a string, got {agent_name!r}")
+    sources = raw.pop("sourceEventSeqs", None)
     if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
-        raise fail("sourceEventSeqs", f"must be a list of integers, got {sources!r}")
-    task_id, agent_name = raw.get("taskId"), raw.get("agentName")
-    for key in _BASE_KEY_LIST:
-        raw.pop(key, None)  # what is left is the variant's own fields, in line order
+        raise JournalCorruptError(
+            path, line, "sourceEventSeqs", f"must be a list of integers, got {sources!r}"
+        )
+    # What is left is the variant's own fields, in line order.
     return JournalEvent(
         seq=seq,
         type=kind,
         run_id=run_id,
         attempt=attempt,
         timestamp_unix_ms=stamp,
-        task_id=task_id,
-        agent_name=agent_name,
+        task_id=None if task_id is _ABSENT else task_id,
+        agent_name=None if agent_name is _ABSENT else agent_name,
         source_event_seqs=sources,
         data=raw,
     )
 
 
-_BASE_KEY_LIST = tuple(sorted(BASE_KEYS))
+_ABSENT: Any = object()
 
 
 def _is_int(value: object) -> TypeGuard[int]:
