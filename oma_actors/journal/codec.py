@@ -203,11 +203,10 @@ def peek_run(line: bytes) -> tuple[int, bytes] | None:
     return None if found is None else (int(found[2]), found[3])
 
 
-def peek_type(line: bytes) -> str | None:
-    """The event type of a JSONL line ``peek_run`` reads, without parsing it (``None``: as
-    ``peek_run``)."""
+def peek_head(line: bytes) -> tuple[int, bytes, bytes] | None:
+    """``peek_run`` with the event type too: ``(seq, run id, type)`` as the line spells them."""
     found = _RUN_PREFIX.match(line)
-    return None if found is None else found[1].decode()
+    return None if found is None else (int(found[2]), found[3], found[1])
 
 
 def spelled_run_id(run_id: str) -> bytes:

@@ -23,9 +23,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal.codec import (
     parse_line,
-    peek_run,
     peek_seq,
-    peek_type,
     spelled_run_id,
     to_json_object,
 )
@@ -219,12 +217,13 @@ class JsonlRunJournal:
         finally:
             os.close(fd)
         if lines is not None:
-            if last is not None:
-                lines = [line for line in lines if _seq_of(line) <= last]
-            if types is not None:
-                lines = [line for line in lines if peek_type(line) in types]
+            kinds = None if types is None else {kind.encode() for kind in types}
             try:
-                return [parse_line(line.decode(), path=self._path) for line in lines]
+                return [
+                    parse_line(line.decode(), path=self._path)
+                    for seq, kind, line in lines
+                    if (last is None or seq <= last) and (kinds is None or kind in kinds)
+                ]
             except (JournalCorruptError, UnicodeDecodeError):
                 pass  # the whole-file read below names the bad line, or skips a torn one
         return [
@@ -338,12 +337,6 @@ class JsonlRunJournal:
                     break  # a torn trailing line: not written (D6)
                 raise
         return events
-
-
-def _seq_of(line: bytes) -> int:
-    peeked = peek_run(line)
-    assert peeked is not None  # scan_run returns only lines it peeked
-    return peeked[0]
 
 
 def _decode(line: bytes, number: int, path: str) -> str:

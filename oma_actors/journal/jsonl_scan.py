@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.journal.codec import parse_line, peek_run
+from oma_actors.journal.codec import parse_line, peek_head, peek_run
 from oma_actors.journal.errors import JournalCorruptError
 
 if TYPE_CHECKING:
@@ -44,13 +44,17 @@ _PROBE = 4096
 """Bytes at the start of a file and before a directory's offset kept to recognise the file."""
 
 
-def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[bytes] | None:
+Line = tuple[int, bytes, bytes]
+"""A line ``scan_run`` found: its seq, its event type (as the line spells it) and its bytes."""
+
+
+def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[Line] | None:
     """The lines of run ``run`` (as ``spelled_run_id`` spells it) with ``seq >= start``.
 
     In file order; a torn trailing line is left out. ``None``: the scan cannot vouch for its
     answer (see the module docstring) and the caller must read the whole file.
     """
-    found: list[bytes] = []
+    found: list[Line] = []
     last = True  # the next non-empty line seen (going backwards) is the file's last one
     for line in _lines_backwards(fd, size):
         if not line.strip():
@@ -59,21 +63,20 @@ def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[byte
             last = False
             if _torn(line, path):
                 continue  # not written (D6)
-        peeked = peek_run(line)
+        peeked = peek_head(line)
         if peeked is None or b"\\" in peeked[1]:
             return None  # not the layout we write, or a run id spelled with escapes
-        seq, owner = peeked
+        seq, owner, kind = peeked
         if owner != run:
             continue  # another run's line, skipped unparsed
         if seq >= start:
-            found.append(line)
+            found.append((seq, kind, line))
             continue
         # The seek point: the run's last line below ``start``.
         if seq != start - 1:
             return None
-        found.reverse()
-        return found
-    found.reverse()  # the whole file was seen: exactly what a whole-file read would find
+        break
+    found.reverse()  # at the seek point, or the whole file seen: what a whole-file read finds
     return found
 
 

@@ -201,7 +201,9 @@ def test_the_scanner_reads_backwards_across_chunks(
         os.close(fd)
     assert lines is not None
     assert everything is not None
-    assert [jsonl_scan.peek_run(line) for line in lines] == [(s, b"b") for s in range(20, 30)]
+    assert [(seq, jsonl_scan.peek_run(line)) for seq, _, line in lines] == [
+        (s, (s, b"b")) for s in range(20, 30)
+    ]
     assert len(everything) == 29
 
 
