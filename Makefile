@@ -47,11 +47,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/store_postgres.py
 	$(BIN)/python bench/lease_overhead.py
 	$(BIN)/python bench/journal_postgres.py
+	$(BIN)/python bench/context_strategies.py
 	$(BIN)/python bench/journal_p13.py
 	$(BIN)/python bench/sidecar_retention.py
 	$(BIN)/python bench/sidecar_scaleout.py
 	$(BIN)/python bench/encryption.py
 	$(BIN)/python bench/history.py
+	$(BIN)/python bench/store_prefix.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

@@ -6,6 +6,14 @@ The public API (see API.md): build a ``Team`` of ``AgentConfig``s, give it ``Tas
 
 from oma_actors.actors.loop import event_loop_factory
 from oma_actors.agents.config import AgentConfig, Team
+from oma_actors.agents.context import (
+    CompressToolResults,
+    ContextStrategy,
+    ContextStrategyError,
+    CustomContext,
+    SlidingWindow,
+    Summarize,
+)
 from oma_actors.approvals import (
     ApprovalRecord,
     DurableApprovalLedger,
@@ -160,10 +168,14 @@ __all__ = [
     "CheckpointSaved",
     "CheckpointSnapshot",
     "CheckpointSummary",
+    "CompressToolResults",
     "ConfigurationError",
     "ContentBlock",
+    "ContextStrategy",
+    "ContextStrategyError",
     "CoordinatorFailed",
     "CorruptStoreError",
+    "CustomContext",
     "DEFAULT_CHECKPOINT_KEY",
     "Deny",
     "Discarded",
@@ -221,9 +233,11 @@ __all__ = [
     "RunStoreOptions",
     "RunSummary",
     "ScriptedAdapter",
+    "SlidingWindow",
     "SqliteStore",
     "StoreError",
     "StoreTarget",
+    "Summarize",
     "Suspend",
     "SynthesisFailed",
     "Task",

@@ -28,7 +28,7 @@ from sidecar.status import (
     SidecarError,
     Unauthenticated,
     map_error,
-    trailers,
+    rich_status,
 )
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def _refusing(handler: Any, error: SidecarError) -> Any:
     mapped = map_error(error)
 
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
-        await context.abort(mapped.code, mapped.message, trailing_metadata=trailers(mapped))
+        await context.abort_with_status(rich_status(mapped))
 
     async def refuse_stream(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
@@ -37,6 +39,22 @@ def error_reason(error: grpc.aio.AioRpcError) -> str | None:
     for key, value in error.trailing_metadata() or ():
         if key == REASON_TRAILER:
             return str(value)
+    return None
+
+
+def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ``google.rpc.ErrorInfo`` a failed call carries in ``grpc-status-details-bin``.
+
+    Read with grpcio-status, which also checks that the rich status agrees with the call's
+    code and message (a ``ValueError`` if not).
+    """
+    status = rpc_status.from_call(error)
+    if status is None:
+        return None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
     return None
 
 

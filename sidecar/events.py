@@ -21,6 +21,7 @@ from oma_actors import (
     TaskSkipped,
     TaskStarted,
 )
+from oma_actors.readable import to_iso
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import dict_to_struct, timestamp
 
@@ -56,7 +57,7 @@ def approval_request_dict(request: ApprovalRequest) -> dict[str, Any]:
         "boundary": request.boundary,
         "request_hash": request.request_hash,
         "reason": request.reason,
-        "requested_at": request.requested_at.isoformat(),
+        "requested_at": to_iso(request.requested_at),
         "content": request.content,
     }
 
@@ -67,7 +68,7 @@ def _jsonable(value: object) -> object:
     if isinstance(value, ApprovalRequest):
         return approval_request_dict(value)
     if isinstance(value, datetime):
-        return value.isoformat()
+        return to_iso(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

@@ -15,7 +15,8 @@ Validation must stay cheap whatever the schema and the input (issue 12 item 2, i
   "a"s and a "!" froze every run and RPC for 21 s); each schema's patterns are compiled once,
   when its model is built, so no shared cache can be thrashed into recompiling;
 - a schema is bounded when it is registered (``schema_problem``): its bytes, its subschemas,
-  its distinct patterns and its nesting;
+  its distinct patterns and its nesting; an input is bounded by its bytes of JSON
+  (``TooLargeError`` names which of the two is over);
 - one validation is bounded by a step budget (keyword applications): the model's own check,
   on the event loop, gets ``LOOP_STEPS``; input costlier than that is checked again by the
   tool's ``execute`` in a worker thread (``check_off_loop``) with ``THREAD_STEPS`` and a time
@@ -31,7 +32,7 @@ import functools
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 import re2  # type: ignore[import-untyped]
 from jsonschema import Draft202012Validator, ValidationError, validators
@@ -48,6 +49,7 @@ MAX_ERRORS = 8
 MAX_DEPTH = 32  # nested objects and arrays of a schema
 MAX_PATTERN = 4096  # characters of one pattern
 MAX_SCHEMA_BYTES = 64 * 1024  # a schema's compact JSON
+MAX_INSTANCE_BYTES = 1 << 20  # one input's compact JSON
 MAX_SUBSCHEMAS = 1000  # JSON objects in a schema
 MAX_PATTERNS = 100  # distinct patterns (pattern and patternProperties keys) in a schema
 LOOP_STEPS = 2_000
@@ -69,6 +71,30 @@ class TooCostlyError(Exception):
         super().__init__(f"checking the input against the schema took over {spent}")
         self.steps = steps
         self.seconds = seconds
+
+
+class TooLargeError(ValueError):
+    """A schema or an input is over its size budget; ``what`` names which.
+
+    A ``ValueError``: inside the input model's check pydantic reports it as a validation error.
+    """
+
+    def __init__(self, what: Literal["schema", "input"], size: int, limit: int) -> None:
+        noun = "input schema" if what == "schema" else "input"
+        super().__init__(f"the {noun} is {size} bytes of JSON, over the limit of {limit}")
+        self.what = what
+        self.size = size
+        self.limit = limit
+
+
+def _check_size(what: Literal["schema", "input"], value: object, limit: int) -> None:
+    """Raise ``TooLargeError`` when ``value``'s compact JSON is over ``limit`` bytes."""
+    try:
+        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+    except (TypeError, ValueError):  # not JSON at all: the type checks report what is wrong
+        return
+    if size > limit:
+        raise TooLargeError(what, size, limit)
 
 
 @dataclass(slots=True)
@@ -146,9 +172,10 @@ def schema_problem(schema: object) -> str | None:
     problem = _nested_problem(schema)  # first: it bounds the depth json.dumps recurses to
     if problem is not None:
         return problem
-    size = len(json.dumps(schema, separators=(",", ":")))
-    if size > MAX_SCHEMA_BYTES:
-        return f"input schema is {size} bytes of JSON, over the limit of {MAX_SCHEMA_BYTES}"
+    try:
+        _check_size("schema", schema, MAX_SCHEMA_BYTES)
+    except TooLargeError as exc:
+        return str(exc)
     error = next(iter(_META.iter_errors(schema)), None)
     if error is not None:
         return f"not a valid JSON Schema (draft 2020-12) at {_path(error)}: {error.message}"
@@ -223,7 +250,12 @@ class CompiledSchema:
 
 
 def compile_schema(schema: dict[str, Any]) -> CompiledSchema:
-    """``schema`` ready to validate input (``schema_problem(schema)`` must be ``None``)."""
+    """``schema`` ready to validate input (``schema_problem(schema)`` must be ``None``).
+
+    Raises:
+        TooLargeError: the schema is over ``MAX_SCHEMA_BYTES`` (``what == "schema"``).
+    """
+    _check_size("schema", schema, MAX_SCHEMA_BYTES)
     patterns: dict[str, Any] = {}
 
     def compiled(pattern: str) -> Any:
@@ -259,12 +291,14 @@ def validate(
 
     Raises:
         TooCostlyError: deciding took more than ``steps`` keyword applications.
+        TooLargeError: the schema or the input is over its size budget (``what`` says which).
     """
     compiled = schema if isinstance(schema, CompiledSchema) else compile_schema(schema)
     return _problems(compiled, value, _Budget(steps, steps))
 
 
 def _problems(compiled: CompiledSchema, value: object, budget: _Budget) -> list[str]:
+    _check_size("input", value, MAX_INSTANCE_BYTES)
     token = _budget.set(budget)
     try:
         problems: list[str] = []
@@ -290,6 +324,7 @@ async def check_off_loop(
 
     Raises:
         TooCostlyError: the budget ran out first.
+        TooLargeError: the input is over ``MAX_INSTANCE_BYTES``.
     """
 
     def run() -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from oma_actors import (
     CheckpointError,
@@ -29,13 +30,13 @@ from oma_actors import (
     UnsupportedSchemaError,
 )
 from oma_actors.errors import StoreLimitError
+from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 DOMAIN = "oma.v1"
 REASON_TRAILER = "oma-error-reason"
-DETAILS_TRAILER = "grpc-status-details-bin"
 logger = logging.getLogger(__name__)
 
 
@@ -173,9 +174,7 @@ def clip(text: str, limit: int) -> str:
     which then exceed gRPC's metadata limit: the client saw RESOURCE_EXHAUSTED instead of the
     error (issue 24, item 8).
     """
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return shorten(text, limit, tell_rest=True)
 
 
 def map_error(exc: Exception) -> Mapped:
@@ -205,14 +204,33 @@ def _mapped(exc: Exception) -> Mapped:
     return Mapped(grpc.StatusCode.INTERNAL, "INTERNAL", f"internal error: {type(exc).__name__}")
 
 
-def trailers(mapped: Mapped) -> tuple[tuple[str, str | bytes], ...]:
-    """The trailing metadata of an error: the rich status and the plain reason."""
-    info = error_details_pb2.ErrorInfo(reason=mapped.reason, domain=DOMAIN)
-    for key, value in mapped.metadata.items():
-        info.metadata[key] = value
+@dataclass(frozen=True, slots=True)
+class RichStatus(grpc.Status):  # type: ignore[misc]  # grpc ships no type information
+    """A ``grpc.Status`` for ``context.abort_with_status``: code, message, trailers."""
+
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, str | bytes], ...]
+
+
+def rich_status(mapped: Mapped) -> RichStatus:
+    """The status an error ends its RPC with: ``google.rpc.Status`` + ``ErrorInfo``.
+
+    grpcio-status turns the ``google.rpc.Status`` into the code, message and
+    ``grpc-status-details-bin`` trailer; the plain reason trailer is added for clients without
+    the googleapis protos.
+    """
+    info = error_details_pb2.ErrorInfo(
+        reason=mapped.reason, domain=DOMAIN, metadata=mapped.metadata
+    )
     status = status_pb2.Status(code=mapped.code.value[0], message=mapped.message)
     status.details.add().Pack(info)
-    return ((DETAILS_TRAILER, status.SerializeToString()), (REASON_TRAILER, mapped.reason))
+    packed = rpc_status.to_status(status)
+    return RichStatus(
+        code=packed.code,
+        details=packed.details,
+        trailing_metadata=(*packed.trailing_metadata, (REASON_TRAILER, mapped.reason)),
+    )
 
 
 async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
@@ -220,5 +238,7 @@ async def abort(context: grpc.aio.ServicerContext, exc: Exception) -> NoReturn:
     mapped = map_error(exc)
     if mapped.code is grpc.StatusCode.INTERNAL:
         logger.error("internal error in an RPC", exc_info=exc)
-    await context.abort(mapped.code, mapped.message, trailing_metadata=trailers(mapped))
-    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+    await context.abort_with_status(rich_status(mapped))
+    raise AssertionError(
+        "context.abort_with_status returned"
+    )  # pragma: no cover - abort always raises

@@ -41,7 +41,7 @@ from sidecar.host_calls import (
     sort_registration,
 )
 from sidecar.record import NO_TENANT
-from sidecar.schema import TooCostlyError, check_off_loop, input_model, unchecked
+from sidecar.schema import TooCostlyError, TooLargeError, check_off_loop, input_model, unchecked
 from sidecar.status import InvalidArgument
 from sidecar.tool_acks import CommitAcks
 
@@ -420,7 +420,7 @@ async def _off_loop_problem(
     """The error result for the model if ``data`` fails its schema (checked in a thread)."""
     try:
         problems = await check_off_loop(compiled, data)
-    except TooCostlyError as exc:
+    except (TooCostlyError, TooLargeError) as exc:
         return ToolResult(f"Error: invalid input for tool {tool_name!r}: {exc}", is_error=True)
     if problems:
         listed = "; ".join(problems)

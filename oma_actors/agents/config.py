@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from oma_actors.agents.context import STRATEGY_TYPES
 from oma_actors.errors import ConfigurationError
 from oma_actors.stores.base import MemoryStore, is_memory_store
 from oma_actors.stores.memory import InMemoryStore
@@ -12,6 +13,7 @@ from oma_actors.stores.memory import InMemoryStore
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from oma_actors.agents.context import ContextStrategy
     from oma_actors.llm.base import LLMAdapter
     from oma_actors.tools.base import Tool
 
@@ -33,6 +35,9 @@ class AgentConfig:
             saved usage). A model response that takes the total above it stops the runner
             (after that turn's tool calls, if any); the task fails and the run's status is
             ``budget_exhausted``. ``None`` (the default) sets no budget.
+        context_strategy: how the conversation shrinks before a model call
+            (``SlidingWindow``, ``Summarize``, ``CompressToolResults``, ``CustomContext``; see
+            ``oma_actors.agents.context``); each rewrite is journaled as ``context/replace``.
         adapter: an explicit adapter (e.g. ``ScriptedAdapter``).
         base_url: the provider endpoint (OpenAI-compatible servers).
         api_key: the provider key; defaults to the SDK's environment variable.
@@ -45,6 +50,7 @@ class AgentConfig:
     tools: Sequence[Tool] = field(default=(), kw_only=True)
     max_turns: int = field(default=10, kw_only=True)
     max_token_budget: int | None = field(default=None, kw_only=True)
+    context_strategy: ContextStrategy | None = field(default=None, kw_only=True)
     adapter: LLMAdapter | None = field(default=None, kw_only=True, compare=False)
     base_url: str | None = field(default=None, kw_only=True)
     api_key: str | None = field(default=None, kw_only=True, repr=False)
@@ -66,6 +72,12 @@ class AgentConfig:
         ):
             raise ConfigurationError(
                 f"AgentConfig.max_token_budget must be None or an int >= 0, got {budget!r}"
+            )
+        strategy = self.context_strategy
+        if strategy is not None and not isinstance(strategy, STRATEGY_TYPES):
+            raise ConfigurationError(
+                "AgentConfig.context_strategy must be SlidingWindow, Summarize, "
+                f"CompressToolResults, CustomContext or None, got {strategy!r}"
             )
         object.__setattr__(self, "tools", tuple(self.tools))
         names = [tool.name for tool in self.tools]

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
+from oma_actors.agents.context import ContextRewrite, ContextStrategyError
 from oma_actors.agents.tool_calls import (
     Answer,
     CallPolicy,
@@ -30,6 +31,7 @@ from oma_actors.agents.turn import (
     mark_dispatched,
     stopped_at_max_turns,
     with_commit,
+    with_context,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
 from oma_actors.domain.messages import ChatOptions, TokenUsage
@@ -39,6 +41,7 @@ from oma_actors.tools.base import Tool, ToolContext
 from oma_actors.tools.executor import ToolOutcome, execute_tool_call
 
 if TYPE_CHECKING:
+    from oma_actors.agents.context_step import ContextStep
     from oma_actors.llm.base import LLMAdapter
 
 BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
@@ -47,8 +50,9 @@ ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
-RequestHook = Callable[[RunnerState, ChatOptions], None]
-"""Sees each model request (the state whose conversation is sent) just before the call.
+RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], None]
+"""Sees each model request (the state whose conversation is sent) just before the call, with
+the context strategy's rewrite that produced that conversation, if one did (``context/replace``).
 
 It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
 the task fails for good, since the same conversation would be refused on every attempt.
@@ -75,6 +79,7 @@ class LoopContext:
     on_unknown: UnknownHook | None = None
     on_turn: TurnHook | None = None
     on_request: RequestHook | None = None
+    context: ContextStep | None = None
     policy: CallPolicy = field(default_factory=CallPolicy)
 
 
@@ -96,9 +101,19 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             state = stopped_at_max_turns(state, ctx.max_turns)
             await _boundary(ctx, state, "terminal")
             return state
+        rewrite: ContextRewrite | None = None
+        if ctx.context is not None:
+            try:
+                rewrite = await ctx.context.rewrite(state.conversation)
+            except ContextStrategyError as exc:
+                return failed(state, str(exc), retryable=False)
+            except LLMError as exc:
+                return failed(state, f"context strategy: {exc}", retryable=exc.retryable)
+            if rewrite is not None:
+                state = with_context(state, rewrite.after, rewrite.usage)
         if ctx.on_request is not None:
             try:
-                ctx.on_request(state, ctx.options)
+                ctx.on_request(state, ctx.options, rewrite)
             except JournalLineageError as exc:
                 return failed(state, str(exc), retryable=False)
         started = time.perf_counter()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
+from oma_actors.agents.context_step import ContextStep, summary_options
 from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
@@ -84,6 +85,25 @@ class TaskOutcome:
     fatal: Exception | None = None
 
 
+def context_step(
+    config: AgentConfig, adapter: LLMAdapter, options: ChatOptions
+) -> ContextStep | None:
+    """The agent's context strategy with what its summary calls use, or ``None`` without one.
+
+    A ``Summarize`` with a ``summarizer`` calls that agent's model (its adapter is built here,
+    once per runner); without one, the agent's own model and system prompt, without tools.
+    """
+    strategy = config.context_strategy
+    if strategy is None:
+        return None
+    summarizer = getattr(strategy, "summarizer", None)
+    if summarizer is not None:
+        resolved = resolve_agent(summarizer)
+        own = ChatOptions(model=summarizer.model, system_prompt=summarizer.system_prompt)
+        return ContextStep(strategy=strategy, adapter=resolved.adapter, options=own)
+    return ContextStep(strategy=strategy, adapter=adapter, options=summary_options(options))
+
+
 def result_of(state: RunnerState, usage: TokenUsage) -> AgentRunResult:
     """The caller-facing result of a completed runner state, with ``usage`` summed over attempts."""
     return AgentRunResult(
@@ -140,6 +160,7 @@ async def run_task(
         tools=[tool.spec for tool in config.tools],
     )
     tools = {tool.name: tool for tool in config.tools}
+    context = context_step(config, agent.adapter, options)
     task_id = task.id if task is not None else None
     max_attempts = (task.max_retries if task is not None else 0) + 1
     usage = TokenUsage()
@@ -189,6 +210,7 @@ async def run_task(
             on_unknown=on_unknown,
             on_turn=on_turn,
             on_request=on_request,
+            context=context,
             policy=policy or CallPolicy(),
         )
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)

@@ -70,6 +70,18 @@ def after_response(
     return replace(advanced, phase="completed", final_output=response.text, success=True)
 
 
+def with_context(
+    state: RunnerState, conversation: tuple[Message, ...], usage: TokenUsage
+) -> RunnerState:
+    """The conversation a context strategy rewrote; what the rewrite spent counts as usage.
+
+    Only ``conversation`` (what the model is sent) changes: ``messages``, the task's transcript,
+    keeps every message. The spend can exceed the budget only together with the next answer's
+    (OMA checks the budget after a response), so no flag is set here.
+    """
+    return replace(state, conversation=conversation, token_usage=state.token_usage + usage)
+
+
 def with_commit(state: RunnerState, outcome: ToolOutcome) -> RunnerState:
     """Record the result of one pending call (matched by tool call id)."""
     call_id = outcome.block.tool_use_id

@@ -22,6 +22,7 @@ from oma_actors.errors import DurableApprovalError
 # The ledger's keys are spelled in the reserved keyspace; re-exported here for oma_actors.approvals.
 from oma_actors.keyspace import APPROVAL_KEY_PREFIX as APPROVAL_KEY_PREFIX
 from oma_actors.keyspace import approval_key as approval_key
+from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -161,7 +162,7 @@ def _write_object(
     for key in value:
         if type(key) is not str:
             raise DurableApprovalError(
-                VALIDATION, f"object at {path} has a non-string key {key!r}"[:300]
+                VALIDATION, shorten(f"object at {path} has a non-string key {key!r}", 300)
             )
     members = cast("Mapping[str, Any]", value)
     keys = sorted(members, key=_utf16_units) if sort_keys else list(members)

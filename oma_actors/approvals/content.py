@@ -20,6 +20,7 @@ from oma_actors.approvals.canonical import (
 from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
 from oma_actors.domain.approvals import ApprovalRequest
 from oma_actors.errors import DurableApprovalError
+from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -155,7 +156,8 @@ def create_approval_request(
     kind = content.get("kind") if _is_mapping(content) else None
     if kind != scope:
         raise DurableApprovalError(
-            VALIDATION, f"approval scope {scope!r} does not match content kind {kind!r}"[:200]
+            VALIDATION,
+            shorten(f"approval scope {scope!r} does not match content kind {kind!r}", 200),
         )
     if reason is not None and not isinstance(reason, str):
         raise DurableApprovalError(VALIDATION, "approval reason must be a string")
@@ -217,7 +219,7 @@ def content_problem(content: object) -> str | None:
         if not isinstance(content.get("consequential"), bool):
             return "tool_call consequential must be a boolean"
         return None
-    return f"unknown content kind {kind!r}"[:200]
+    return shorten(f"unknown content kind {kind!r}", 200)
 
 
 def _snapshots_problem(tasks: object, where: str) -> str | None:

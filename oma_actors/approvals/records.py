@@ -23,6 +23,7 @@ from oma_actors.approvals.content import SCOPES, content_problem
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest, ApprovalScope, Reviewer
 from oma_actors.errors import DurableApprovalError
+from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -62,16 +63,18 @@ def request_from_json(raw: object) -> ApprovalRequest:
         raise _integrity("approval request must be an object")
     request_id = raw.get("id")
     if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
-        raise _integrity(f"approval request id {request_id!r} is not apr_<32 hex digits>"[:200])
+        raise _integrity(
+            shorten(f"approval request id {request_id!r} is not apr_<32 hex digits>", 200)
+        )
     where = f"approval request {request_id}"
     if not _is_one(raw.get("version")):
-        raise _integrity(f"{where} has unsupported version {raw.get('version')!r}"[:200])
+        raise _integrity(shorten(f"{where} has unsupported version {raw.get('version')!r}", 200))
     run_id, scope, boundary = raw.get("runId"), raw.get("scope"), raw.get("boundary")
     request_hash, reason = raw.get("requestHash"), raw.get("reason")
     if not isinstance(run_id, str) or not run_id or run_id != run_id.strip():
         raise _integrity(f"{where} has no valid runId")
     if scope not in SCOPES:
-        raise _integrity(f"{where} has unknown scope {scope!r}"[:200])
+        raise _integrity(shorten(f"{where} has unknown scope {scope!r}", 200))
     if not isinstance(boundary, str) or not boundary or boundary != boundary.strip():
         raise _integrity(f"{where} has no valid boundary")
     if not isinstance(request_hash, str) or not _HASH.fullmatch(request_hash):
@@ -144,18 +147,22 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
     request_id, run_id = raw.get("requestId"), raw.get("runId")
     scope, request_hash, value = raw.get("scope"), raw.get("requestHash"), raw.get("decision")
     if not _is_one(raw.get("version")):
-        raise _integrity(f"approval decision has unsupported version {raw.get('version')!r}"[:200])
+        raise _integrity(
+            shorten(f"approval decision has unsupported version {raw.get('version')!r}", 200)
+        )
     if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
         raise _integrity("approval decision requestId is not apr_<32 hex digits>")
     where = f"approval decision for {request_id}"
     if not isinstance(run_id, str) or not run_id.strip():
         raise _integrity(f"{where} has no runId")
     if scope not in SCOPES:
-        raise _integrity(f"{where} has unknown scope {scope!r}"[:200])
+        raise _integrity(shorten(f"{where} has unknown scope {scope!r}", 200))
     if not isinstance(request_hash, str) or not _HASH.fullmatch(request_hash):
         raise _integrity(f"{where} has a requestHash that is not 64 hex digits")
     if value not in ("approved", "rejected"):
-        raise _integrity(f"{where} has decision {value!r}, not 'approved' or 'rejected'"[:200])
+        raise _integrity(
+            shorten(f"{where} has decision {value!r}, not 'approved' or 'rejected'", 200)
+        )
     reviewer = raw.get("reviewer")
     if not isinstance(reviewer, dict):
         raise DurableApprovalError(VALIDATION, f"{where} has no reviewer object")

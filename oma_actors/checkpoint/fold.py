@@ -27,8 +27,8 @@ from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
     EntryDraft,
     TailRejected,
-    apply_event,
     check_resumable,
+    fold_event,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.journal.event import TOOL_CALL, TOOL_RESULT
@@ -189,7 +189,7 @@ def _fold(
             draft = drafts[key] = EntryDraft.of(item)
         elif seq <= (watermark if draft.journal_seq is None else draft.journal_seq):
             continue  # already in the entry (JR-12)
-        apply_event(draft, event, enforce_lineage=enforce_lineage)
+        fold_event(draft, event, enforce_lineage=enforce_lineage)
         draft.journal_seq = seq
         count += 1
     for key, draft in drafts.items():

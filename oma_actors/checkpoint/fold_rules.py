@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.checkpoint.context_layout import apply_layout
 from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
@@ -29,6 +30,7 @@ from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import CheckpointError
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
+    CONTEXT_REPLACE,
     FOLDED_TYPES,
     TOOL_CALL,
     TOOL_RESULT,
@@ -36,12 +38,19 @@ from oma_actors.journal.event import (
 )
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import InFlightTask
+    from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.journal.event import JournalEvent
 
-__all__ = ["FOLDED_TYPES", "EntryDraft", "TailRejected", "apply_event", "check_resumable"]
+__all__ = [
+    "FOLDED_TYPES",
+    "EntryDraft",
+    "TailRejected",
+    "apply_event",
+    "check_resumable",
+    "fold_event",
+]
 
 
 class TailRejected(Exception):
@@ -58,14 +67,18 @@ class EntryDraft:
     """An in-flight entry while a tail folds into it: what the rules change, mutable.
 
     Messages, lineage and tool-call records the tail adds are collected in lists and joined to
-    the entry's own once, by ``freeze``.
+    the entry's own once, by ``freeze``; a rewrite of the conversation (``context/replace``)
+    replaces the conversation and its lineage it starts from.
 
     Attributes:
         base: the entry the fold started from.
         phase, turns, token_usage, final_output, pending_tool_result_text: the state's members.
         pending: the state's pending calls.
-        added: messages appended to both the conversation and the runner's messages.
-        lineage: per added message, its blocks' source seqs (``None``: the entry keeps none).
+        conversation: the conversation the added messages follow (the entry's, or a rewrite's).
+        lineage: its lineage (``None``: the entry keeps none).
+        added: messages appended to the conversation since.
+        added_lineage: per added message, its blocks' source seqs.
+        messages: messages appended to the runner's messages (never rewritten).
         records: tool-call records appended to ``tool_calls``.
         journal_seq: the entry's mark (advanced by the fold, not by the rules).
     """
@@ -77,8 +90,11 @@ class EntryDraft:
     final_output: str
     pending_tool_result_text: str | None
     pending: list[PendingCall]
+    conversation: tuple[Message, ...]
+    lineage: ConversationLineage | None
     added: list[Message]
-    lineage: list[tuple[tuple[int, ...], ...]] | None
+    added_lineage: list[tuple[tuple[int, ...] | None, ...]]
+    messages: list[Message]
     records: list[ToolCallRecord]
     journal_seq: int | None
 
@@ -94,37 +110,39 @@ class EntryDraft:
             final_output=state.final_output,
             pending_tool_result_text=state.pending_tool_result_text,
             pending=list(state.pending),
+            conversation=state.conversation,
+            lineage=item.conversation_lineage,
             added=[],
-            lineage=None if item.conversation_lineage is None else [],
+            added_lineage=[],
+            messages=[],
             records=[],
             journal_seq=item.journal_seq,
         )
 
-    @property
-    def last_message(self) -> Message | None:
-        """The conversation's last message."""
-        if self.added:
-            return self.added[-1]
-        conversation = self.base.state.conversation
-        return conversation[-1] if conversation else None
-
     def append(self, message: Message, seq: int) -> None:
         """Append ``message``, carried by event ``seq``, to the conversation and the messages."""
         self.added.append(message)
+        self.messages.append(message)
         if self.lineage is not None:
             # Every block of a folded message comes from the event that carried it (JR-07).
-            self.lineage.append(tuple((seq,) for _ in message.content))
+            self.added_lineage.append(tuple((seq,) for _ in message.content))
+
+    def whole_conversation(self) -> tuple[tuple[Message, ...], ConversationLineage | None]:
+        """The conversation as it stands, with its lineage (joined: a rewrite reads it all)."""
+        conversation = self.conversation + tuple(self.added)
+        lineage = None if self.lineage is None else self.lineage + tuple(self.added_lineage)
+        return conversation, lineage
 
     def freeze(self) -> InFlightTask:
         """The entry with everything folded into it: one copy of each member that changed."""
         base = self.base
         state = base.state
-        added = tuple(self.added)
+        conversation, lineage = self.whole_conversation()
         state = replace(
             state,
             phase=self.phase,
-            conversation=state.conversation + added if added else state.conversation,
-            messages=state.messages + added if added else state.messages,
+            conversation=conversation,
+            messages=state.messages + tuple(self.messages) if self.messages else state.messages,
             turns=self.turns,
             token_usage=self.token_usage,
             tool_calls=state.tool_calls + tuple(self.records) if self.records else state.tool_calls,
@@ -132,15 +150,26 @@ class EntryDraft:
             final_output=self.final_output,
             pending_tool_result_text=self.pending_tool_result_text,
         )
-        lineage = base.conversation_lineage
-        if lineage is not None and self.lineage:
-            lineage = lineage + tuple(self.lineage)
         return replace(
             base, state=state, journal_seq=self.journal_seq, conversation_lineage=lineage
         )
 
 
-def apply_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
+def apply_event(item: InFlightTask, event: JournalEvent, *, enforce_lineage: bool) -> InFlightTask:
+    """``item`` after ``event`` (one of ``FOLDED_TYPES``), its mark not yet advanced.
+
+    One event: ``fold_event`` on a draft of ``item``, frozen. A fold of a tail keeps one draft
+    per entry across all its events instead.
+
+    Raises:
+        TailRejected: the event does not fit the entry (the reason names the rule).
+    """
+    draft = EntryDraft.of(item)
+    fold_event(draft, event, enforce_lineage=enforce_lineage)
+    return draft.freeze()
+
+
+def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
     """Fold ``event`` (one of ``FOLDED_TYPES``) into ``draft``, its mark not yet advanced.
 
     A rule checks before it changes anything, so a rejected event leaves ``draft`` as it was.
@@ -157,6 +186,8 @@ def apply_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool
             _tool_call(draft, event)
         elif event.type == TOOL_RESULT:
             _tool_result(draft, event)
+        elif event.type == CONTEXT_REPLACE:
+            _context_replace(draft, event)
         else:
             _turn_end(draft, event)
     except (KeyError, TypeError, ValueError, AttributeError, CheckpointError) as exc:
@@ -196,6 +227,35 @@ def _message(event: JournalEvent, role: str, *, enforce_lineage: bool) -> Messag
             event.seq,
         )
     return message
+
+
+def _context_replace(draft: EntryDraft, event: JournalEvent) -> None:
+    """A context strategy's rewrite (``context_layout``): the conversation is rebuilt from
+    ``detail.layout`` and a summary's usage (``detail.usage``) is added to the task's.
+
+    An event without a layout (OMA's) cannot be rebuilt exactly: ``ValueError``, and the fold
+    discards the tail (JR-16) rather than restore a conversation the model never saw.
+    """
+    if draft.phase != "awaiting_model":
+        raise TailRejected(
+            f"{_where(draft, event)} arrives at {draft.phase}: a strategy rewrites "
+            "the conversation only before a model call",
+            event.seq,
+        )
+    raw = event.data.get("replacements") or []
+    if not isinstance(raw, list):
+        raise ValueError(f"replacements must be a list, got {raw!r}")
+    derived = [block_from_json(r["block"]) for r in raw]
+    detail = event.data.get("detail")
+    detail = detail if isinstance(detail, dict) else {}
+    conversation, lineage = draft.whole_conversation()
+    conversation, lineage = apply_layout(
+        conversation, lineage, detail.get("layout"), derived, event.seq
+    )
+    usage = draft.token_usage + usage_from_json(detail.get("usage"))
+    draft.conversation, draft.lineage = conversation, lineage
+    draft.added, draft.added_lineage = [], []
+    draft.token_usage = usage
 
 
 def _turn_end(draft: EntryDraft, event: JournalEvent) -> None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode
 from oma_actors.errors import CheckpointError
-from oma_actors.keyspace import is_checkpoint_key
+from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from oma_actors.stores.base import MemoryStore
@@ -53,9 +54,8 @@ async def list_checkpoints(store: MemoryStore) -> list[CheckpointSummary]:
         One summary per checkpoint key, unreadable values included (``status="unreadable"``).
     """
     found: list[CheckpointSummary] = []
-    for entry in await store.list():
-        if not is_checkpoint_key(entry.key):
-            continue
+    # Only the checkpoint keys are read: journal rows and run records stay in the store.
+    for entry in await list_under(store, CHECKPOINT_KEY_PREFIX):
         try:
             snapshot = decode(entry.value, key=entry.key)
         except CheckpointError as exc:

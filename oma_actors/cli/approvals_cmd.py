@@ -22,7 +22,6 @@ import json
 import re
 import sys
 import textwrap
-from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import DurableApprovalError, Reviewer, StoreError
@@ -35,11 +34,11 @@ from oma_actors.cli.store_option import (
     reading,
     writing,
 )
+from oma_actors.readable import to_iso
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
-    from datetime import datetime
 
     from rich.console import Console
 
@@ -179,7 +178,7 @@ def _print_listed(console: Console, record: ApprovalRecord) -> None:
     marked = " · CONSEQUENTIAL" if _consequential(request.content) else ""
     details = textwrap.fill(
         f"run {request.run_id} · {request.scope} {request.boundary}{marked} · "
-        f"requested {_when(request.requested_at)}",
+        f"requested {to_iso(request.requested_at)}",
         width=width,
         initial_indent="    ",
         subsequent_indent="    ",
@@ -198,7 +197,7 @@ def _as_json(record: ApprovalRecord) -> dict[str, Any]:
         "scope": request.scope,
         "boundary": request.boundary,
         "request_hash": request.request_hash,
-        "requested_at": _when(request.requested_at),
+        "requested_at": to_iso(request.requested_at),
         "reason": request.reason,
         "consequential": _consequential(request.content),
         "status": "pending" if decision is None else decision.decision,
@@ -210,7 +209,7 @@ def _as_json(record: ApprovalRecord) -> dict[str, Any]:
                 "id": decision.reviewer.id,
                 "display_name": decision.reviewer.display_name,
             },
-            "decided_at": _when(decision.decided_at),
+            "decided_at": to_iso(decision.decided_at),
             "edited_input": decision.edited_input,
         },
     }
@@ -226,7 +225,7 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
         ("run", request.run_id),
         ("scope", request.scope),
         ("boundary", request.boundary),
-        ("requested", _when(request.requested_at)),
+        ("requested", to_iso(request.requested_at)),
         ("reason", request.reason),
         *_tool_lines(request.content),
         ("status", _status(record.decision)),
@@ -307,10 +306,5 @@ def _status(decision: ApprovalDecision | None, *, when: bool = True) -> str:
     who = decision.reviewer.id
     if decision.reviewer.display_name:
         who += f" ({decision.reviewer.display_name})"
-    at = f" at {_when(decision.decided_at)}" if when else ""
+    at = f" at {to_iso(decision.decided_at)}" if when else ""
     return f"{decision.decision} by {who}{at}"
-
-
-def _when(moment: datetime) -> str:
-    """A stored time as the ledger writes it (UTC, milliseconds, ``Z``), so it can be compared."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -32,6 +32,7 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
+from oma_actors.readable import shorten
 from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
@@ -238,5 +239,4 @@ def demo_team(
 
 def describe_tool_input(value: object) -> str:
     """Short JSON for display."""
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shorten(json.dumps(value), 60)

@@ -7,7 +7,7 @@ escape sequence, control or bidi override reaches the terminal) and rich's marku
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from oma_actors import CheckpointSnapshot, ProgressEvent, TeamRunResult
+
+
+def _cut(width: int) -> dict[str, Any]:
+    """A column of at most ``width`` cells, one line, cut by rich with an ellipsis."""
+    return {"max_width": width, "no_wrap": True, "overflow": "ellipsis"}
 
 
 def show_event(console: Console, event: ProgressEvent) -> None:
@@ -66,14 +71,15 @@ def show_event(console: Console, event: ProgressEvent) -> None:
 def show_result(console: Console, result: TeamRunResult, out_dir: Path | None = None) -> None:
     """Print the task table and, for the demo, the brief."""
     table = Table(title=f"run {_v(result.run_id)} (attempt {result.attempt}): {result.status.code}")
-    for column in ("task", "agent", "status", "result"):
+    for column in ("task", "agent", "status"):
         table.add_column(column)
+    table.add_column("result", **_cut(60))
     for task in result.tasks:
         text = (task.result or "").replace("\n", " ")
         table.add_row(
             *(
                 Text(terminal_safe(cell))
-                for cell in (task.title, task.assignee or "", task.status, text[:60])
+                for cell in (task.title, task.assignee or "", task.status, text)
             )
         )
     console.print(table)
@@ -94,11 +100,13 @@ def show_snapshot(console: Console, snapshot: CheckpointSnapshot) -> None:
     if snapshot.goal:
         console.print(f"goal: {_v(snapshot.goal)}")
     tasks = Table(title="tasks")
-    for column in ("id", "title", "status", "assignee", "result"):
+    tasks.add_column("id", **_cut(9))  # enough of a uuid to tell tasks apart
+    for column in ("title", "status", "assignee"):
         tasks.add_column(column)
+    tasks.add_column("result", **_cut(40))
     for task in snapshot.tasks:
         result = (task.result or "").replace("\n", " ")
-        cells = (task.id[:8], task.title, task.status, task.assignee or "", result[:40])
+        cells = (task.id, task.title, task.status, task.assignee or "", result)
         tasks.add_row(*(Text(terminal_safe(cell)) for cell in cells))
     console.print(tasks)
     titles = {task.id: task.title for task in snapshot.tasks}

@@ -25,6 +25,7 @@ from oma_actors import (
     run_history,
 )
 from oma_actors.cli.store_option import add_store_option, reading
+from oma_actors.readable import to_iso
 
 if TYPE_CHECKING:
     import argparse
@@ -113,7 +114,7 @@ async def _history(args: argparse.Namespace, console: Console) -> int:
                 "attempt": p.attempt,
                 "boundary": p.boundary,
                 "task_id": p.task_id,
-                "at": p.at.isoformat(),
+                "at": to_iso(p.at),
                 "label": p.label,
             }
             for p in points
@@ -133,7 +134,7 @@ async def _delete(store: AtomicStore, run_id: str, console: Console) -> int:
     if lease is not None and lease.is_live(now):
         _fail(
             f"run {run_id!r} is live (running, leased to {lease.owner} until "
-            f"{lease.expires_at.isoformat()}): cancel it first"
+            f"{to_iso(lease.expires_at)}): cancel it first"
         )
         return 2
     keys = [checkpoint_key(run_id)]

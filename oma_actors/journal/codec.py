@@ -2,9 +2,10 @@
 
 A line is the event object as ``JSON.stringify`` writes it, no spaces, no trailing newline here:
 ``type``, then the base fields (``seq``, ``timestampUnixMs``, ``runId``, ``attempt``, then
-``taskId`` and ``agentName`` when set, ``sourceEventSeqs`` when set), then the variant's own
-fields in the order the variant declares them (see ``vocabulary``). Absent optional fields are
-left out, as ``JSON.stringify`` drops ``undefined`` members; an explicit ``null`` is kept.
+``taskId``, ``agentName``, ``traceId`` and ``spanId`` when set, ``sourceEventSeqs`` when set),
+then the variant's own fields in the order the variant declares them (see ``vocabulary``).
+Absent optional fields are left out, as ``JSON.stringify`` drops ``undefined`` members; an
+explicit ``null`` is kept.
 
 OMA's recorder source (``journal.ts``) was not available to us, so the key order is inferred:
 the lines OMA's own journal tests write (``tests/journal.test.ts``: the torn line
@@ -46,7 +47,18 @@ EVENT_TYPES = frozenset(
 """Every event type of OMA's vocabulary; ``parse_line`` refuses any other (as ``isRunEvent``)."""
 
 BASE_KEYS = frozenset(
-    {"seq", "timestampUnixMs", "runId", "attempt", "taskId", "agentName", "type", "sourceEventSeqs"}
+    {
+        "seq",
+        "timestampUnixMs",
+        "runId",
+        "attempt",
+        "taskId",
+        "agentName",
+        "traceId",
+        "spanId",
+        "type",
+        "sourceEventSeqs",
+    }
 )
 """The keys ``JournalEvent`` holds as attributes; every other key lives in ``data``."""
 
@@ -64,6 +76,10 @@ def to_json_object(event: JournalEvent) -> dict[str, Any]:
         out["taskId"] = event.task_id
     if event.agent_name is not None:
         out["agentName"] = event.agent_name
+    if event.trace_id is not None:
+        out["traceId"] = event.trace_id
+    if event.span_id is not None:
+        out["spanId"] = event.span_id
     if event.source_event_seqs is not None:
         out["sourceEventSeqs"] = list(event.source_event_seqs)
     for key, value in event.data.items():
@@ -132,12 +148,13 @@ def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
         raise JournalCorruptError(
             path, line, "attempt", f"must be a positive integer, got {attempt!r}"
         )
-    task_id = raw.pop("taskId", _ABSENT)
-    if task_id is not _ABSENT and not isinstance(task_id, str):
-        raise JournalCorruptError(path, line, "taskId", f"must be a string, got {task_id!r}")
-    agent_name = raw.pop("agentName", _ABSENT)
-    if agent_name is not _ABSENT and not isinstance(agent_name, str):
-        raise JournalCorruptError(path, line, "agentName", f"must be a string, got {agent_name!r}")
+    optional: list[str | None] = []
+    for name in _OPTIONAL_STRINGS:
+        value = raw.pop(name, None) if name in raw else _ABSENT
+        if value is not _ABSENT and not isinstance(value, str):
+            raise JournalCorruptError(path, line, name, f"must be a string, got {value!r}")
+        optional.append(None if value is _ABSENT else value)
+    task_id, agent_name, trace_id, span_id = optional
     sources = raw.pop("sourceEventSeqs", None)
     if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
         raise JournalCorruptError(
@@ -150,14 +167,17 @@ def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
         run_id=run_id,
         attempt=attempt,
         timestamp_unix_ms=stamp,
-        task_id=None if task_id is _ABSENT else task_id,
-        agent_name=None if agent_name is _ABSENT else agent_name,
+        task_id=task_id,
+        agent_name=agent_name,
+        trace_id=trace_id,
+        span_id=span_id,
         source_event_seqs=sources,
         data=raw,
     )
 
 
 _ABSENT: Any = object()
+_OPTIONAL_STRINGS = ("taskId", "agentName", "traceId", "spanId")
 
 
 def _is_int(value: object) -> TypeGuard[int]:

@@ -58,6 +58,9 @@ def _context(event: JournalEvent) -> bytes:
         event.agent_name,
         event.source_event_seqs,
     ]
+    if event.trace_id is not None or event.span_id is not None:
+        # Bound only when present, so events sealed before they existed still open.
+        bound += [event.trace_id, event.span_id]
     return b"journal\x00" + json.dumps(bound, separators=(",", ":")).encode("utf-8")
 
 

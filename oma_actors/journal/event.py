@@ -16,10 +16,14 @@ USER_MESSAGE = "user/message"
 TURN_END = "turn/end"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
+CONTEXT_REPLACE = "context/replace"
 """OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
 
-FOLDED_TYPES = frozenset({ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT})
-"""The event types that change an in-flight entry when a tail is folded (JR-14)."""
+FOLDED_TYPES = frozenset(
+    {ASSISTANT_MESSAGE, USER_MESSAGE, TURN_END, TOOL_CALL, TOOL_RESULT, CONTEXT_REPLACE}
+)
+"""The event types that change an in-flight entry when a tail is folded (JR-14; we also fold
+``context/replace``, which OMA skips, so a restore resumes with the context the model saw)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +38,9 @@ class JournalEvent:
         timestamp_unix_ms: when it was recorded, in Unix milliseconds.
         task_id: the task it belongs to, if any.
         agent_name: the agent it belongs to, if any.
+        trace_id: OMA's ``traceId``: the OpenTelemetry trace current when it was recorded,
+            only when tracing is on (32 hex).
+        span_id: OMA's ``spanId``: that trace's current span (16 hex).
         source_event_seqs: the events it derives from (lineage, spec JR-07), if recorded.
         data: the variant's own fields, by OMA's names.
     """
@@ -45,5 +52,7 @@ class JournalEvent:
     timestamp_unix_ms: int
     task_id: str | None = None
     agent_name: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
     source_event_seqs: list[int] | None = None
     data: dict[str, Any] = field(default_factory=dict)

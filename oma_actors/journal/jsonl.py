@@ -31,7 +31,7 @@ from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
 from oma_actors.stores.file_io import check_regular, read_regular
-from oma_actors.stores.redaction import REDACTED, compile_patterns, is_sensitive_name, redact_text
+from oma_actors.stores.redaction import compile_patterns, redact_tree
 
 if TYPE_CHECKING:
     import re
@@ -249,7 +249,7 @@ class JsonlRunJournal:
     def _encode(self, event: JournalEvent) -> str:
         obj = to_json_object(event)
         if self._patterns is not None:
-            obj = _redact_node(obj, self._patterns)
+            obj = redact_tree(obj, self._patterns)
         return js_dumps(obj)
 
     async def _flush_after(self, window: asyncio.Event) -> None:
@@ -374,18 +374,3 @@ def _last_line_start(fd: int, size: int) -> int:
             return begin + cut + 1
         end = begin
     return 0
-
-
-def _redact_node(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
-    # RedactingStore's structure-aware rules (RD-05..RD-07), kept on the object so numbers keep
-    # JavaScript's layout when the line is written.
-    if isinstance(node, str):
-        return redact_text(node, patterns)
-    if isinstance(node, list):
-        return [_redact_node(item, patterns) for item in node]
-    if isinstance(node, dict):
-        return {
-            key: REDACTED if is_sensitive_name(key) else _redact_node(item, patterns)
-            for key, item in node.items()
-        }
-    return node

@@ -35,6 +35,7 @@ from oma_actors.journal.errors import JournalAppendError, JournalLineageError
 from oma_actors.journal.event import FOLDED_TYPES, JournalEvent
 from oma_actors.journal.sql import FencedJournal
 from oma_actors.journal.vocabulary import canonical_content_hash, request_block
+from oma_actors.telemetry.context import current_trace
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -157,6 +158,7 @@ class JournalRecorder:
     def emit(self, draft: EventDraft) -> JournalEvent:
         """Stamp the draft with the next seq and queue it; never raises, never waits."""
         self._last_seq += 1
+        trace = current_trace()
         event = JournalEvent(
             seq=self._last_seq,
             type=draft.type,
@@ -165,6 +167,8 @@ class JournalRecorder:
             timestamp_unix_ms=int(self._clock() * 1000),
             task_id=draft.task_id,
             agent_name=draft.agent_name,
+            trace_id=trace[0] if trace is not None else None,
+            span_id=trace[1] if trace is not None else None,
             source_event_seqs=draft.source_event_seqs,
             data=dict(draft.data),
         )

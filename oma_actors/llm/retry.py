@@ -2,17 +2,19 @@
 
 The adapters turn off the SDKs' own retries and use this instead, so that every failure surfaces
 as one of our typed ``LLMError`` subclasses and the retry policy is the same for every provider.
+The retry loop and the jittered backoff are tenacity's; this module adds what is ours: which
+errors are retryable, and the server's ``retry-after``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
+
+import tenacity
 
 from oma_actors.errors import (
     AuthenticationError,
@@ -82,23 +84,27 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
-def backoff_delay(
-    retry: int,
-    *,
-    base_delay: float,
-    retry_after: float | None = None,
-    max_delay: float = MAX_DELAY,
-) -> float:
-    """The wait before retry number ``retry`` (0 for the first retry).
+class BackoffWait(tenacity.wait.wait_base):
+    """The wait before each retry: the server's ``retry-after`` or full-jitter backoff.
 
-    A server-requested ``retry_after`` wins; otherwise "full jitter" exponential backoff, a
-    uniform draw from ``[0, base_delay * 2**retry]``, so that many clients throttled together do
-    not come back in lockstep. Either way the result is at most ``max_delay``.
+    A server-requested wait (read from the ``__cause__`` the adapter chained) wins; otherwise
+    tenacity's ``wait_random_exponential``, a uniform draw from ``[0, base_delay * 2**retry]``
+    ("full jitter", so that many clients throttled together do not come back in lockstep).
+    Either way the wait is at most ``max_delay``.
     """
-    if retry_after is not None:
-        return min(retry_after, max_delay)
-    ceiling = min(max_delay, base_delay * 2.0 ** min(retry, 64))
-    return random.uniform(0.0, ceiling)
+
+    def __init__(self, *, base_delay: float, max_delay: float = MAX_DELAY) -> None:
+        self.max_delay = max_delay
+        self.jitter = tenacity.wait_random_exponential(multiplier=base_delay, max=max_delay)
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        """Seconds to wait after the attempt ``retry_state`` describes."""
+        outcome = retry_state.outcome
+        error = outcome.exception() if outcome is not None else None
+        retry_after = _retry_after_of(error) if isinstance(error, LLMError) else None
+        if retry_after is not None:
+            return min(retry_after, self.max_delay)
+        return float(self.jitter(retry_state))
 
 
 async def with_retries(
@@ -111,9 +117,10 @@ async def with_retries(
 ) -> T:
     """Await ``call()`` up to ``attempts`` times, retrying only retryable ``LLMError``s.
 
-    The server's ``retry-after`` is honoured when the error's ``__cause__`` (the SDK exception
-    the adapter chained) carries the HTTP response. Cancellation is never caught: a cancelled
-    call or a cancelled sleep propagates at once.
+    The loop is tenacity's (``BackoffWait`` between tries). The server's ``retry-after`` is
+    honoured when the error's ``__cause__`` (the SDK exception the adapter chained) carries the
+    HTTP response. Cancellation is never caught: a cancelled call or a cancelled sleep
+    propagates at once (``CancelledError`` is no ``LLMError``, so it is never retried).
 
     Args:
         call: makes one attempt; raises an ``LLMError`` on failure.
@@ -131,30 +138,37 @@ async def with_retries(
     """
     if attempts < 1:
         raise ValueError(f"attempts must be at least 1, got {attempts}")
-    for attempt in range(1, attempts + 1):
-        try:
-            return await call()
-        except LLMError as err:
-            if not err.retryable or attempt == attempts:
-                if attempt > 1:
-                    err.add_note(f"{provider}: gave up after {attempt} attempts")
-                raise
-            delay = backoff_delay(
-                attempt - 1,
-                base_delay=base_delay,
-                retry_after=_retry_after_of(err),
-                max_delay=max_delay,
-            )
-            logger.info(
-                "%s call failed (%s); retry %d/%d in %.3fs",
-                provider,
-                err,
-                attempt,
-                attempts - 1,
-                delay,
-            )
-        await asyncio.sleep(delay)
-    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+    tried = 0
+
+    async def attempt() -> T:
+        nonlocal tried
+        tried += 1
+        return await call()
+
+    def log(state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        logger.info(
+            "%s call failed (%s); retry %d/%d in %.3fs",
+            provider,
+            error,
+            state.attempt_number,
+            attempts - 1,
+            state.upcoming_sleep,
+        )
+
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(attempts),
+        wait=BackoffWait(base_delay=base_delay, max_delay=max_delay),
+        retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, LLMError) and exc.retryable),
+        before_sleep=log,
+        reraise=True,  # the typed error itself, not tenacity's RetryError
+    )
+    try:
+        return await retrying(attempt)
+    except LLMError as err:
+        if tried > 1:
+            err.add_note(f"{provider}: gave up after {tried} attempts")
+        raise
 
 
 def _retry_after_of(err: LLMError) -> float | None:

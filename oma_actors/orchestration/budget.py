@@ -2,19 +2,23 @@
 
 What a run has spent is what its task results say (a restored run's completed results included,
 so the count continues across restores, where OMA's restarts at zero, LM-16) plus the
-coordinator's planning usage. Each finished task is charged to the budget; once the spend is
-above it, the run stops dispatching, drains what runs, skips the rest (``Skipped: token budget
-exceeded.``) and ends ``budget_exhausted``. An agent's own ``max_token_budget`` is separate.
+coordinator's calls, as OMA counts them: the decomposition is charged first (``charged``; a
+decomposition alone over the budget ends the run before any task), and the synthesis after the
+tasks (``after_synthesis``: over the budget, the synthesis is reported failed and the run ends
+``budget_exhausted``). Each finished task is charged to the budget; once the spend is above it,
+the run stops dispatching, drains what runs, skips the rest (``Skipped: token budget
+exceeded.``) and ends ``budget_exhausted``, with no synthesis. An agent's own
+``max_token_budget`` is separate.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from oma_actors.domain.messages import TokenUsage
-from oma_actors.domain.results import RunStatus
+from oma_actors.domain.results import AgentRunResult, RunStatus
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import BudgetExceeded
 
@@ -33,11 +37,18 @@ class RunBudget:
         max_tokens: input + output tokens the whole run may spend.
         max_cost: what the run may spend as ``estimate_cost`` prices it.
         estimate_cost: prices each charge; required with ``max_cost``.
+        spent: charges made before the tasks (the coordinator's decomposition), as
+            ``(usage, model)``; ``check`` counts them with the charges it is given.
     """
 
     max_tokens: int | None = None
     max_cost: float | None = None
     estimate_cost: CostEstimator | None = None
+    spent: tuple[tuple[TokenUsage, str], ...] = ()
+
+    def charged(self, usage: TokenUsage, model: str) -> RunBudget:
+        """This budget with ``usage`` on ``model`` already spent (the coordinator's calls)."""
+        return replace(self, spent=(*self.spent, (usage, model)))
 
     @classmethod
     def of(
@@ -79,7 +90,7 @@ class RunBudget:
         Raises:
             Exception: whatever ``estimate_cost`` raises (the run fails with it).
         """
-        spent = list(charges)
+        spent = [*self.spent, *charges]
         if self.max_tokens is not None:
             tokens = sum(usage.input_tokens + usage.output_tokens for usage, _ in spent)
             if tokens > self.max_tokens:
@@ -98,6 +109,32 @@ class RunBudget:
                     run_id=run_id, kind="cost", used=cost, budget=self.max_cost, message=message
                 )
         return None
+
+
+def task_charges(
+    results: Mapping[str, AgentRunResult],
+    assignee_of: Callable[[str], str | None],
+    models: Mapping[str, str],
+) -> list[tuple[TokenUsage, str]]:
+    """The ``(usage, model)`` charge of every task result, priced on its assignee's model."""
+    return [
+        (result.token_usage, models.get(assignee_of(task_id) or "", ""))
+        for task_id, result in results.items()
+    ]
+
+
+def after_synthesis(
+    budget: RunBudget | None,
+    charges: Iterable[tuple[TokenUsage, str]],
+    synthesis: AgentRunResult,
+    model: str,
+    *,
+    run_id: str | None,
+) -> BudgetExceeded | None:
+    """The event to report when the synthesis took the run over its budget (OMA charges it)."""
+    if budget is None:
+        return None
+    return budget.charged(synthesis.token_usage, model).check(charges, run_id=run_id)
 
 
 def exhausted(event: BudgetExceeded) -> tuple[str, RunStatus]:

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 
 from oma_actors.agents.config import AgentConfig, Team
 from oma_actors.agents.loop import LoopContext, drive
-from oma_actors.agents.runner import Emit, ResolvedAgent, TaskOutcome, result_of, run_task
+from oma_actors.agents.runner import (
+    Emit,
+    ResolvedAgent,
+    TaskOutcome,
+    context_step,
+    result_of,
+    run_task,
+)
 from oma_actors.agents.turn import initial_state, with_user_message
 from oma_actors.domain.messages import ChatOptions
 from oma_actors.events import AgentCompleted, CoordinatorFailed
@@ -82,10 +89,12 @@ async def _decompose(
     journal: ConversationJournal | None,
 ) -> Decomposition:
     config = coordinator.config
+    options = ChatOptions(model=config.model, system_prompt=config.system_prompt)
     ctx = LoopContext(
         agent_name=config.name,
         adapter=coordinator.adapter,
-        options=ChatOptions(model=config.model, system_prompt=config.system_prompt),
+        options=options,
+        context=context_step(config, coordinator.adapter, options),
         tools={},
         max_turns=config.max_turns,
         run_id=run_id,

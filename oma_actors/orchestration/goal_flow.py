@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.domain.results import RunStatus
 from oma_actors.ids import new_id
+from oma_actors.orchestration.budget import after_synthesis, exhausted, task_charges
 from oma_actors.orchestration.coordinator import (
     COORDINATOR_NAME,
     decompose,
@@ -38,7 +39,7 @@ from oma_actors.orchestration.run import RunState
 if TYPE_CHECKING:
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.agents.runner import ResolvedAgent
-    from oma_actors.domain.results import TeamRunResult
+    from oma_actors.domain.results import AgentRunResult, TeamRunResult
     from oma_actors.orchestration.flows import FlowContext
     from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.options import ResolvedCheckpoint
@@ -112,6 +113,16 @@ async def _journaled_goal(
         lead, team, goal, run_id=run_id, emit=ctx.emit, journal=_calls(journaling, lead)
     )
     planning = {COORDINATOR_NAME: plan.result}
+    if ctx.budget is not None:
+        # OMA charges the decomposition to the run first; over the budget, no task runs.
+        ctx = replace(ctx, budget=ctx.budget.charged(plan.result.token_usage, lead.config.model))
+        over = ctx.budget.check((), run_id=run_id) if ctx.budget is not None else None
+        if over is not None:
+            ctx.emit(over)
+            return team_result(
+                run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
+                extra_agent_results=planning, status=exhausted(over)[1],
+            )  # fmt: skip
     if plan.tasks is None:
         problem = plan.problem
         message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
@@ -152,16 +163,42 @@ async def _journaled_goal(
             lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit,
             journal=_calls(journaling, lead),
         )  # fmt: skip
+        final, status = charge_synthesis(
+            team, queue, state, synthesis.result, lead.config.model, ctx, run_id
+        )
         await save_synthesis(
-            checkpointing, queue=queue, memory=memory, state=state, synthesis=synthesis.result
+            checkpointing, queue=queue, memory=memory, state=state, synthesis=final
         )
     # Planning usage is charged to the run; the synthesis is the coordinator's visible result.
-    final = synthesis.result
     merged = replace(final, token_usage=final.token_usage + plan.result.token_usage)
     return team_result(
         run_id=run_id, attempt=attempt, queue=queue, state=state,
-        extra_agent_results={COORDINATOR_NAME: merged},
+        extra_agent_results={COORDINATOR_NAME: merged}, status=status,
     )  # fmt: skip
+
+
+def charge_synthesis(
+    team: Team,
+    queue: TaskQueue,
+    state: RunState,
+    synthesis: AgentRunResult,
+    model: str,
+    ctx: FlowContext,
+    run_id: str,
+) -> tuple[AgentRunResult, RunStatus | None]:
+    """Charge the synthesis to the run's budget, as OMA does after the tasks.
+
+    Over the budget, ``BudgetExceeded`` is reported, the synthesis counts as failed and the run
+    ends ``budget_exhausted`` (its answer is still returned, as OMA returns it).
+    """
+    models = {agent.name: agent.model for agent in team.agents}
+    charges = task_charges(state.task_results, lambda task: queue.get(task).assignee, models)
+    over = after_synthesis(ctx.budget, charges, synthesis, model, run_id=run_id)
+    if over is None:
+        return synthesis, None
+    ctx.emit(over)
+    status = exhausted(over)[1]
+    return replace(synthesis, success=False, status=status), status
 
 
 def _calls(journaling: RunJournaling | None, lead: ResolvedAgent) -> ConversationJournal | None:

@@ -19,6 +19,7 @@ from oma_actors.orchestration.journaling import RunJournaling
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from oma_actors.agents.context import ContextRewrite
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.messages import ChatOptions
     from oma_actors.domain.results import AgentRunResult
@@ -49,13 +50,15 @@ class ConversationJournal:
         self.journaling.observe(None, self.agent, state)
         return True
 
-    def request(self, state: RunnerState, options: ChatOptions) -> None:
+    def request(
+        self, state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None = None
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` before a model call (and the prompt first).
 
         Raises:
             JournalLineageError: ``enforce_lineage`` refuses the request (the loop fails it).
         """
-        self.journaling.request(None, self.agent, state, options)
+        self.journaling.request(None, self.agent, state, options, rewrite)
 
     def close(self) -> None:
         """The conversation ended: close the turn a failed model call left open, then forget it.

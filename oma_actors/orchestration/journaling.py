@@ -38,6 +38,11 @@ from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
+from oma_actors.orchestration.journal_context import (
+    before_rewrite,
+    check_rewrite_lineage,
+    record_rewrite,
+)
 from oma_actors.orchestration.journal_setup import (
     fold_restored,
     forgets_before,
@@ -56,6 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from oma_actors.agents.config import Team
+    from oma_actors.agents.context import ContextRewrite
     from oma_actors.agents.loop import RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
@@ -211,26 +217,33 @@ class RunJournaling:
     def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
-        def hook(state: RunnerState, options: ChatOptions) -> None:
-            self.request(task_id, agent, state, options)
+        def hook(state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None) -> None:
+            self.request(task_id, agent, state, options, rewrite)
 
         return hook
 
     def request(
-        self, task_id: str | None, agent: str, state: RunnerState, options: ChatOptions
+        self,
+        task_id: str | None,
+        agent: str,
+        state: RunnerState,
+        options: ChatOptions,
+        rewrite: ContextRewrite | None = None,
     ) -> None:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
         every block sent has its lineage. The descriptors list EVERY block of the
         conversation, as OMA's do: O(conversation) bytes per request. A durable journal
-        (journal-first) records ``llm/request`` only with ``enforce_lineage``.
+        (journal-first) records ``llm/request`` only with ``enforce_lineage``. A context
+        strategy's ``rewrite`` is recorded between the two, as OMA orders them
+        (``journal_context.record_rewrite``).
 
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
                 no ``turn/start`` or ``llm/request`` is recorded and the call must not be made.
         """
-        self.observe(task_id, agent, state)
+        self.observe(task_id, agent, state if rewrite is None else before_rewrite(state, rewrite))
         task = self._tasks[task_id]
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         turn = state.turns + 1
@@ -240,12 +253,21 @@ class RunJournaling:
             # turns of 1 KiB). It is recorded in OMA's mode, and whenever lineage is enforced.
             task.pinned = True
             self.recorder.emit(v.turn_started(turn=turn, **scope))
+            if rewrite is not None:
+                record_rewrite(self.recorder, task, rewrite, state, scope)
             task.request, task.turn, task.model = None, turn, options.model
             return
-        blocks = self.recorder.request_blocks(state.conversation)
+        if rewrite is not None:
+            # Its blocks get their lineage when the replace is recorded, after turn/start; a
+            # request refused for a block without lineage (JR-09) is refused before anything.
+            check_rewrite_lineage(self.recorder, rewrite)
+        blocks = [] if rewrite is not None else self.recorder.request_blocks(state.conversation)
         task.pinned = True
         system_hash, tools_hash = self._hashes(options)
         self.recorder.emit(v.turn_started(turn=turn, **scope))
+        if rewrite is not None:
+            record_rewrite(self.recorder, task, rewrite, state, scope)
+            blocks = self.recorder.request_blocks(state.conversation)
         event = self.recorder.emit(
             v.llm_request(
                 turn=turn,

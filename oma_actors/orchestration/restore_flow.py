@@ -35,6 +35,8 @@ from oma_actors.orchestration.flows import (
     save_synthesis,
     team_memory,
 )
+from oma_actors.orchestration.goal_flow import charge_synthesis
+from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journal_events import (
     finish_journal,
     observing,
@@ -224,6 +226,11 @@ async def _continue_owned(
         source=snapshot.source,
         clock=ctx.clock,
     )
+    lead_config = coordinator or default_coordinator(team)
+    if ctx.budget is not None and snapshot.planning_usage is not None:
+        # The decomposition stays charged to the run across restores, as the task results do.
+        budget = ctx.budget.charged(snapshot.planning_usage, lead_config.model)
+        ctx = replace(ctx, budget=budget)
     state = await execute_queue(
         team,
         plan.queue,
@@ -250,23 +257,27 @@ async def _continue_owned(
         clock=ctx.clock,
         lease=lease,
     )
-    await finish_journal(journaling, state)
     extra: dict[str, AgentRunResult] = {}
     status: RunStatus | None = None
     if snapshot.mode == "runTeam" and state.status is None:
         if plan.finished and snapshot.synthesis is not None:
             extra[COORDINATOR_NAME] = snapshot.synthesis  # decision D4: no model call
         else:
+            # Journaled as on the live path: the coordinator's calls, then run/end.
             synthesis = await _restored_synthesis(
-                team, snapshot.goal or "", plan.queue, coordinator, ctx, plan.run_id
+                team, snapshot.goal or "", plan.queue, lead_config, ctx, plan.run_id, journaling
             )
             if synthesis is None:
                 status = RunStatus("error", "synthesis failed on restore")
             else:
+                synthesis, status = charge_synthesis(
+                    team, plan.queue, state, synthesis, lead_config.model, ctx, plan.run_id
+                )
                 extra[COORDINATOR_NAME] = synthesis
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
+    await finish_journal(journaling, state if status is None else RunState(status=status))
     coordinator_result = extra.get(COORDINATOR_NAME)
     if coordinator_result is not None and snapshot.planning_usage is not None:
         # The decomposition is charged to the run on restore as on the live path.
@@ -365,16 +376,20 @@ async def _restored_synthesis(
     team: Team,
     goal: str,
     queue: TaskQueue,
-    coordinator: AgentConfig | None,
+    coordinator: AgentConfig,
     ctx: FlowContext,
     run_id: str,
+    journaling: RunJournaling | None = None,
 ) -> AgentRunResult | None:
-    """Re-run only the synthesis, best-effort (spec CD-08, CD-09)."""
+    """Re-run only the synthesis, best-effort (spec CD-08, CD-09), journaled like a fresh one."""
     memory = team_memory(team)
     try:
-        lead = resolve_agent(coordinator or default_coordinator(team))
+        lead = resolve_agent(coordinator)
         summary = await memory.summary() if memory is not None else ""
-        outcome = await synthesize(lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit)
+        journal = ConversationJournal(journaling, lead.name) if journaling is not None else None
+        outcome = await synthesize(
+            lead, goal, queue.tasks, summary, run_id=run_id, emit=ctx.emit, journal=journal
+        )
     except Exception as exc:  # spec CD-09: a failed synthesis keeps the recovered task outputs
         ctx.emit(SynthesisFailed(run_id=run_id, error=f"{type(exc).__name__}: {exc}"))
         return None

@@ -13,7 +13,7 @@ from oma_actors.clock import to_iso
 from oma_actors.errors import LeaseError
 from oma_actors.keyspace import RUN_KEY_PREFIX
 from oma_actors.runs.record import RunRecord
-from oma_actors.runs.store import is_run_record_key
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from oma_actors.stores.base import MemoryStore
@@ -43,11 +43,13 @@ class RunSummary:
 
 
 async def list_runs(store: MemoryStore) -> list[RunSummary]:
-    """Summarize every run record in ``store`` (keys under ``__oma_run__/``), in store order."""
+    """Summarize every run record in ``store`` (keys under ``__oma_run__/``), in store order.
+
+    Only the run records are read (``list(prefix=)``): a store's checkpoints, journal rows and
+    approvals never cross the wire for a listing.
+    """
     found: list[RunSummary] = []
-    for entry in await store.list():
-        if not is_run_record_key(entry.key):
-            continue
+    for entry in await list_under(store, RUN_KEY_PREFIX):
         run_id = entry.key.removeprefix(RUN_KEY_PREFIX)
         try:
             record = RunRecord.parse(entry.value, run_id=run_id)

@@ -38,8 +38,12 @@ class MemoryStore(Protocol):
         """Insert or replace ``key``; an overwrite keeps the original ``created_at``."""
         ...
 
-    async def list(self) -> list[MemoryEntry]:
-        """Return every entry in insertion order."""
+    async def list(self, prefix: str | None = None) -> list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        ``prefix`` is plain text, never a pattern: ``%``, ``_``, ``*``, ``?`` and ``[`` match
+        only themselves, and ``""`` (like ``None``) lists every entry.
+        """
         ...
 
     async def delete(self, key: str) -> None:

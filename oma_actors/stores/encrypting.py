@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.stores.base import Apply, CompareAndSet, Expect, Put, SetWithExpiry, is_memory_store
 from oma_actors.stores.keyring import KeyRing, UnsealError
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     import builtins
@@ -179,13 +180,15 @@ class EncryptingStore:
         await self.inner.set(key, sealed, metadata)
         self._note(key, sealed, value)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Every entry with its value opened, in the inner store's order.
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Every entry (with ``prefix``: whose key starts with it) opened, in the inner order.
+
+        Keys are not sealed, so the inner store does the prefix filtering.
 
         Raises:
             CorruptStoreError: Any stored value cannot be opened; no entry is returned then.
         """
-        return [self._opened(entry) for entry in await self.inner.list()]
+        return [self._opened(entry) for entry in await list_under(self.inner, prefix)]
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the inner store."""

@@ -17,7 +17,6 @@ mirror is read again, since another process may have written between our read an
 from __future__ import annotations
 
 import asyncio
-import builtins
 import os
 import weakref
 from contextlib import asynccontextmanager
@@ -31,8 +30,10 @@ from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writ
 from oma_actors.stores.file_format import check_encodable, decode_store, encode_store
 from oma_actors.stores.file_io import file_stamp, read_state, sweep_stale_temps, write_atomic
 from oma_actors.stores.file_lock import hold_state_file
+from oma_actors.stores.prefix import matching
 
 if TYPE_CHECKING:
+    import builtins
     from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
     from datetime import datetime
     from types import TracebackType
@@ -222,9 +223,9 @@ class FileStore(AppliesConditionally):
             task = self._chained(attempt)
         return await asyncio.shield(task)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        return builtins.list((await self._mirror()).values())
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it."""
+        return matching((await self._mirror()).values(), prefix)
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` and write the file; a missing key writes nothing (FS-10)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.entries import checks_hold, commit, make_entry, plan_writes
+from oma_actors.stores.prefix import matching
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -88,9 +89,9 @@ class InMemoryStore(AppliesConditionally):
         commit(self._entries, plan_writes(self._entries, writes, now=self._clock.now()))
         return True
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        return builtins.list(self._entries.values())
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it."""
+        return matching(self._entries.values(), prefix)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is a no-op."""

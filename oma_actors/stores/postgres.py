@@ -15,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from typing import TYPE_CHECKING, Any, Self, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, StoreError
 from oma_actors.stores.base import Expect, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.database import DatabaseStore
+from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
 
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-    from types import ModuleType, TracebackType
+    from types import ModuleType
 
     import asyncpg
     from asyncpg.pool import PoolConnectionProxy
@@ -68,7 +70,7 @@ def driver_errors(driver: ModuleType, *more: type[Exception]) -> tuple[type[Exce
     return (driver.PostgresError, driver.InterfaceError, driver.InternalClientError, *more)
 
 
-class PostgresStore(AppliesConditionally):
+class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
     """A store in one PostgreSQL table, on an asyncpg connection pool.
 
     ``compare_and_set`` and ``apply`` are atomic across every process and machine using the same
@@ -102,15 +104,12 @@ class PostgresStore(AppliesConditionally):
             raise ConfigurationError(
                 f"PostgresStore table {table!r} is not a plain identifier (letters, digits, _)"
             )
+        super().__init__(store_name(dsn, table))
         self._dsn = dsn
         self._table = table
         self._clock = clock
         self._max_connections = max_connections
         self._connect_timeout = connect_timeout
-        self._name = store_name(dsn, table)
-        self._pool: asyncpg.Pool | None = None
-        self._opening = asyncio.Lock()
-        self._closed = False
         self._sql = _statements(table)
 
     @property
@@ -123,62 +122,11 @@ class PostgresStore(AppliesConditionally):
         """The DSN the store connects with (it may hold a password: never show it)."""
         return self._dsn
 
-    @property
-    def name(self) -> str:
-        """The store's name in errors: its DSN without the password, and its table."""
-        return self._name
-
-    async def open(self) -> Self:
-        """Connect, and create the table if it is missing; idempotent.
-
-        Raises:
-            StoreError: The server is unreachable or refused the credentials or database.
-            ConfigurationError: asyncpg is not installed, or the DSN is malformed.
-        """
-        await self._connected()
-        return self
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the pool; later calls raise ``StoreError``."""
-        self._closed = True
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await close_pool(pool)
-
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key``, or ``None`` when there is none."""
         pool = await self._connected()
         row = await self._call(pool.fetchrow(self._sql["get"], key))
         return None if row is None else make_row_entry(self._name, *row)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-        """
-        await self._upsert(key, value, metadata, None)
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        await self._upsert(key, value, metadata, expires_at_turn)
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one transaction, only if every check holds.
@@ -212,10 +160,21 @@ class PostgresStore(AppliesConditionally):
 
         return await self._transaction(pool, body)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        A prefix is a range scan on the ``"C"``-collated key index: byte order, whatever the
+        database's collation (a linguistic one would sort ``"a-b"`` between ``"a"`` and
+        ``"ab"``), and never a ``LIKE``, so the prefix's ``%`` and ``_`` stay text.
+        """
         pool = await self._connected()
-        rows = await self._call(pool.fetch(self._sql["list"]))
+        if not prefix:
+            fetch = pool.fetch(self._sql["list"])
+        elif (bound := upper_bound(prefix)) is None:
+            fetch = pool.fetch(self._sql["list_from"], prefix)
+        else:
+            fetch = pool.fetch(self._sql["list_range"], prefix, bound)
+        rows = await self._call(fetch)
         return [make_row_entry(self._name, *row) for row in rows]
 
     async def delete(self, key: str) -> None:
@@ -260,21 +219,15 @@ class PostgresStore(AppliesConditionally):
 
         return await self._call(run())
 
-    async def _call(self, operation: Awaitable[_T]) -> _T:
-        return await store_call(self._name, operation)
+    def _failures(self) -> tuple[type[Exception], ...]:
+        return driver_errors(asyncpg_module(), OSError, ValueError)
 
-    async def _connected(self) -> asyncpg.Pool:
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:
-            if self._closed:
-                raise StoreError(f"{self._name}: the store is closed")
-            if self._pool is None:
-                self._pool = await self._create_pool()
-            return self._pool
+    async def _disconnect(self, handle: asyncpg.Pool) -> None:
+        await close_pool(handle)
 
-    async def _create_pool(self) -> asyncpg.Pool:
-        ddl = (self._sql["create"], self._sql["index"])
+    async def _connect(self) -> asyncpg.Pool:
+        """Open the pool, after creating the table and its indexes if they are missing."""
+        ddl = (self._sql["create"], self._sql["index"], self._sql["key_index"])
         return await open_pool(
             self._dsn,
             self._name,
@@ -295,10 +248,9 @@ async def close_pool(pool: asyncpg.Pool) -> None:
 
 async def store_call(name: str, operation: Awaitable[_T]) -> _T:
     """``await operation``, every asyncpg failure raised as a ``StoreError`` naming ``name``."""
-    driver = asyncpg_module()
     try:
         return await operation
-    except driver_errors(driver, OSError, ValueError) as exc:
+    except driver_errors(asyncpg_module(), OSError, ValueError) as exc:
         raise StoreError(f"{name}: {exc}") from exc
 
 
@@ -372,6 +324,14 @@ def _statements(name: str) -> dict[str, str]:
         "index": f'CREATE INDEX IF NOT EXISTS "{name}_seq" ON {table} (seq)',
         "get": f"SELECT {columns} FROM {table} WHERE key = $1",
         "list": f"SELECT {columns} FROM {table} ORDER BY seq",
+        # The prefix scans compare under "C" (code point order, as upper_bound assumes); the
+        # primary key's index has the database's collation, so they get an index of their own.
+        "key_index": f'CREATE INDEX IF NOT EXISTS "{name}_key" ON {table} (key COLLATE "C")',
+        "list_from": (f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 ORDER BY seq'),
+        "list_range": (
+            f'SELECT {columns} FROM {table} WHERE key COLLATE "C" >= $1 '
+            'AND key COLLATE "C" < $2 ORDER BY seq'
+        ),
         "check": f"SELECT value FROM {table} WHERE key = $1 FOR UPDATE",
         "upsert": (
             f"INSERT INTO {table} ({columns}) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO "

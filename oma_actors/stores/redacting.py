@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 from oma_actors.errors import ConfigurationError
 from oma_actors.stores.base import is_memory_store
+from oma_actors.stores.prefix import list_under
 from oma_actors.stores.redaction import compile_patterns, redact_compiled
 
 if TYPE_CHECKING:
@@ -110,9 +111,9 @@ class RedactingStore:
         """
         await self._inner.set(key, self._redact(value), metadata)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return the wrapped store's entries."""
-        return await self._inner.list()
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return the wrapped store's entries (with ``prefix``: whose key starts with it)."""
+        return await list_under(self._inner, prefix)
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the wrapped store."""

@@ -142,7 +142,7 @@ def redact_compiled(value: str, patterns: Sequence[re.Pattern[str]]) -> str:
         try:
             parsed = json.loads(value, parse_constant=_reject_constant, parse_float=_parse_float)
             if isinstance(parsed, dict | list):
-                walked = _redact_node(parsed, patterns)
+                walked = redact_tree(parsed, patterns)
                 encoded = json.dumps(walked, separators=(",", ":"), ensure_ascii=False)
                 return _LONE_SURROGATE.sub(_escape_surrogate, encoded)
         except (ValueError, RecursionError):
@@ -157,18 +157,25 @@ def redact_object(value: Mapping[str, Any]) -> dict[str, Any]:
     Members under a sensitive key become ``"[redacted]"``; string leaves are redacted as free
     text; numbers, booleans and null stay. Task metadata is masked with it (spec T-95).
     """
-    redacted: dict[str, Any] = _redact_node(dict(value), ())
+    redacted: dict[str, Any] = redact_tree(dict(value), ())
     return redacted
 
 
-def _redact_node(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
+def redact_tree(node: Any, patterns: Sequence[re.Pattern[str]]) -> Any:
+    """A redacted copy of a parsed JSON value: the one walker of the stores and the journal.
+
+    Members under a sensitive key become ``"[redacted]"`` whatever their type; string leaves
+    are redacted as free text with ``patterns`` (already checked by ``compile_patterns``);
+    numbers, booleans and null come back as they are, so a caller that encodes numbers its own
+    way (the journal writes JavaScript's layout) keeps them.
+    """
     if isinstance(node, str):
         return _redact_text(node, patterns)
     if isinstance(node, list):
-        return [_redact_node(item, patterns) for item in node]
+        return [redact_tree(item, patterns) for item in node]
     if isinstance(node, dict):
         return {
-            key: REDACTED if is_sensitive_name(key) else _redact_node(item, patterns)
+            key: REDACTED if is_sensitive_name(key) else redact_tree(item, patterns)
             for key, item in node.items()
         }
     return node
@@ -229,4 +236,5 @@ __all__ = [
     "redact",
     "redact_object",
     "redact_text",
+    "redact_tree",
 ]

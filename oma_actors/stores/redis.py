@@ -21,21 +21,21 @@ store holding more than the limit in total lists with an error (not bounded at w
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError, StoreLimitError
 from oma_actors.stores.base import Expect, MemoryEntry, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.rows import decode_time, encode_batch, encode_metadata, encode_time, redact
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Awaitable, Mapping, Sequence
-    from types import ModuleType, TracebackType
+    from collections.abc import Mapping, Sequence
+    from types import ModuleType
 
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
@@ -93,11 +93,16 @@ local value = redis.call('HGET', KEYS[1], ARGV[1])
 if not value then return false end
 return {value, redis.call('HGET', KEYS[2], ARGV[1]), redis.call('HGET', KEYS[3], ARGV[1])}
 """
+# ARGV[1]: the prefix ("" lists all). Compared as bytes in the script, never as a SCAN/HSCAN
+# glob: the prefix's own * ? [ match only themselves, and the listing stays one snapshot.
 _LIST = """
+local prefix = ARGV[1] or ''
 local out = {}
 for _, key in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
-  table.insert(out, {key, redis.call('HGET', KEYS[1], key), redis.call('HGET', KEYS[2], key),
-    redis.call('HGET', KEYS[3], key)})
+  if string.sub(key, 1, #prefix) == prefix then
+    table.insert(out, {key, redis.call('HGET', KEYS[1], key), redis.call('HGET', KEYS[2], key),
+      redis.call('HGET', KEYS[3], key)})
+  end
 end
 return out
 """
@@ -159,7 +164,7 @@ def _redis() -> ModuleType:
     return redis
 
 
-class RedisStore(AppliesConditionally):
+class RedisStore(DatabaseStore["Redis"], AppliesConditionally):
     """A store in one Redis database under a key prefix, on redis-py's asyncio client.
 
     ``compare_and_set`` and ``apply`` are atomic for every client of the server. It satisfies
@@ -184,16 +189,13 @@ class RedisStore(AppliesConditionally):
         clock: Clock = SYSTEM_CLOCK,
         connect_timeout: float = 10.0,
     ) -> None:
+        super().__init__(f"{redact(url)} (prefix {prefix!r})")
         self._url = url
         self._prefix = prefix
         self._clock = clock
         self._connect_timeout = connect_timeout
-        self._name = f"{redact(url)} (prefix {prefix!r})"
         self._keys = [f"{prefix}{part}" for part in ("values", "meta", "created", "order", "seq")]
-        self._client: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
-        self._opening = asyncio.Lock()
-        self._closed = False
 
     @property
     def prefix(self) -> str:
@@ -201,68 +203,14 @@ class RedisStore(AppliesConditionally):
         return self._prefix
 
     @property
-    def name(self) -> str:
-        """The store's name in errors: its URL without the password, and its prefix."""
-        return self._name
-
-    @property
     def keys(self) -> tuple[str, ...]:
         """The Redis keys holding this store's entries (all start with the prefix)."""
         return tuple(self._keys)
-
-    async def open(self) -> Self:
-        """Connect and check the server answers; idempotent.
-
-        Raises:
-            StoreError: The server is unreachable or refused the credentials.
-            ConfigurationError: redis-py is not installed, or the URL is malformed.
-        """
-        await self._connected()
-        return self
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connections; later calls raise ``StoreError``."""
-        self._closed = True
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key``, or ``None`` when there is none."""
         row = await self._script(_GET, [key])
         return None if row is None else self._entry([key, *row])
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-            StoreLimitError: The entry is larger than a reply the store reads
-                (``MAX_REPLY_BYTES``); nothing was sent.
-        """
-        await self._write([], [("put", key, value, _meta(encode_metadata(metadata, key), None))])
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        meta = _meta(encode_metadata(metadata, key), expires_at_turn)
-        await self._write([], [("put", key, value, meta)])
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one server-side script, only if every check holds.
@@ -283,9 +231,13 @@ class RedisStore(AppliesConditionally):
         ]
         return await self._write(checks, ops)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        rows = await self._script(_LIST, [])
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        The server filters the insertion order by the prefix's bytes, so only matching entries
+        cross the wire (and count toward ``MAX_REPLY_BYTES``); it still walks every key.
+        """
+        rows = await self._script(_LIST, [prefix or ""])
         return [self._entry(row) for row in rows]
 
     async def delete(self, key: str) -> None:
@@ -296,6 +248,12 @@ class RedisStore(AppliesConditionally):
         """Remove every entry (the five keys of this prefix)."""
         client = await self._connected()
         await self._call(client.delete(*self._keys))
+
+    async def _upsert(
+        self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
+    ) -> None:
+        meta = _meta(encode_metadata(metadata, key), expires)
+        await self._write([], [("put", key, value, meta)])
 
     async def _write(
         self, checks: Sequence[Expect], ops: builtins.list[tuple[str, str, str, str]]
@@ -339,24 +297,14 @@ class RedisStore(AppliesConditionally):
             expires_at_turn=expires if type(expires) is int else None,
         )
 
-    async def _call(self, operation: Awaitable[Any]) -> Any:
-        driver = _redis()
-        try:
-            return await operation
-        except (driver.RedisError, OSError, ValueError) as exc:
-            raise StoreError(f"{self._name}: {exc}") from exc
+    def _failures(self) -> tuple[type[Exception], ...]:
+        return (_redis().RedisError, OSError, ValueError)
 
-    async def _connected(self) -> Redis:
-        if self._client is not None:
-            return self._client
-        async with self._opening:
-            if self._closed:
-                raise StoreError(f"{self._name}: the store is closed")
-            if self._client is None:
-                self._client = await self._connect()
-            return self._client
+    async def _disconnect(self, handle: Redis) -> None:
+        await handle.aclose()
 
     async def _connect(self) -> Redis:
+        """Connect and check the server answers (a ``PING``)."""
         driver = _redis()
         try:
             client = cast(

@@ -13,19 +13,20 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores.base import Expect, Put
 from oma_actors.stores.conditional import AppliesConditionally
+from oma_actors.stores.database import DatabaseStore
+from oma_actors.stores.prefix import upper_bound
 from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
 
 if TYPE_CHECKING:
     import builtins
     from collections.abc import Callable, Mapping, Sequence
-    from types import TracebackType
 
     from oma_actors.clock import Clock
     from oma_actors.stores.base import MemoryEntry, Write
@@ -56,7 +57,7 @@ _VALUE = "SELECT value FROM oma_kv WHERE key = ?"
 _ROW = "SELECT key, value, metadata, created_at, expires_at_turn FROM oma_kv"
 
 
-class SqliteStore(AppliesConditionally):
+class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
     """A store in one SQLite file (stdlib ``sqlite3``, WAL), shared safely by many processes.
 
     ``compare_and_set`` and ``apply`` are atomic across every process on the machine that opens
@@ -79,49 +80,15 @@ class SqliteStore(AppliesConditionally):
         busy_timeout: float = 30.0,
     ) -> None:
         self._path = os.path.abspath(os.fspath(path))
+        super().__init__(self._path)
         self._clock = clock
         self._busy_timeout = busy_timeout
         self._connection: sqlite3.Connection | None = None
-        self._worker: ThreadPoolExecutor | None = None
-        self._closed = False
 
     @property
     def path(self) -> str:
         """The absolute path of the database file."""
         return self._path
-
-    async def open(self) -> Self:
-        """Open the database now (creating the file and table if needed); idempotent.
-
-        Raises:
-            StoreError: The file cannot be opened or was written by a newer schema.
-            CorruptStoreError: The file is not a SQLite database.
-        """
-        await self._run(lambda connection: None)
-        return self
-
-    async def __aenter__(self) -> Self:
-        return await self.open()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Finish queued calls and close the connection; later calls raise ``StoreError``."""
-        if self._closed:
-            return
-        self._closed = True
-        worker = self._worker
-        if worker is None:
-            return
-        # Queued behind every pending call, so those finish (and commit) before the close.
-        await asyncio.get_running_loop().run_in_executor(worker, self._close_connection)
-        worker.shutdown(wait=False)
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the entry at ``key``, or ``None`` when there is none."""
@@ -131,24 +98,6 @@ class SqliteStore(AppliesConditionally):
             return None if row is None else self._entry(row)
 
         return await self._run(read)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Insert or replace ``key``; an overwrite keeps ``created_at`` and drops any expiry.
-
-        Raises:
-            StoreError: The metadata is not JSON-serializable, or the write failed.
-        """
-        await self._upsert(key, value, metadata, None)
-
-    async def set_with_expiry(
-        self,
-        key: str,
-        value: str,
-        expires_at_turn: int,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Like ``set``, also recording ``expires_at_turn`` (filtering is the caller's job)."""
-        await self._upsert(key, value, metadata, expires_at_turn)
 
     async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         """Apply ``writes`` in order, in one ``BEGIN IMMEDIATE`` transaction, if every check holds.
@@ -178,11 +127,16 @@ class SqliteStore(AppliesConditionally):
 
         return await self._run(lambda connection: immediate_transaction(connection, body))
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        A prefix is a range scan on the key's index (``key >= prefix AND key < bound``, in
+        SQLite's byte order), never a ``LIKE``: the prefix's own ``%`` and ``_`` stay text.
+        """
+        query, args = _range(prefix)
 
         def read(connection: sqlite3.Connection) -> builtins.list[MemoryEntry]:
-            rows = connection.execute(f"{_ROW} ORDER BY seq").fetchall()
+            rows = connection.execute(f"{_ROW}{query} ORDER BY seq", args).fetchall()
             return [self._entry(row) for row in rows]
 
         return await self._run(read)
@@ -205,31 +159,61 @@ class SqliteStore(AppliesConditionally):
         return make_row_entry(self._path, *row)
 
     async def _run(self, call: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._closed:
-            raise StoreError(f"{self._path}: the store is closed")
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oma-sqlite")
+        worker = await self._connected()
         # A cancelled caller does not stop a call already running: the worker finishes its
         # transaction (commit or rollback), so the database is never left half-written.
-        return await asyncio.get_running_loop().run_in_executor(self._worker, self._on_worker, call)
+        return await asyncio.get_running_loop().run_in_executor(
+            worker, self._guarded, call, self._connection
+        )
 
-    def _on_worker(self, call: Callable[[sqlite3.Connection], _T]) -> _T:
+    async def _connect(self) -> ThreadPoolExecutor:
+        """The worker thread, once it opened the file (and made the table if needed)."""
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oma-sqlite")
+        opening = worker.submit(self._guarded, self._open_connection, None)
         try:
-            connection = self._connection or self._connect()
-            return call(connection)
+            self._connection = await asyncio.shield(asyncio.wrap_future(opening))
+        except BaseException:
+            # Failed (nothing is open) or cancelled (the open goes on): whatever it opened is
+            # closed on its own thread, after it, and this worker is given up.
+            worker.submit(_close_opened, opening)
+            worker.shutdown(wait=False)
+            raise
+        return worker
+
+    async def _disconnect(self, handle: ThreadPoolExecutor) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            # Queued behind every pending call, so those finish (and commit) before the close.
+            await asyncio.get_running_loop().run_in_executor(handle, connection.close)
+        handle.shutdown(wait=False)
+
+    def _guarded(
+        self, call: Callable[[sqlite3.Connection], _T], connection: sqlite3.Connection | None
+    ) -> _T:
+        """``call(connection)`` on the worker, a sqlite3 failure raised as a typed error."""
+        try:
+            return call(cast("sqlite3.Connection", connection))
         except (sqlite3.Error, OSError, ValueError, OverflowError) as exc:
             raise store_error(self._path, exc) from exc
 
-    def _connect(self) -> sqlite3.Connection:
-        self._connection = connect(
-            self._path, self._busy_timeout, lambda c: immediate_transaction(c, _migrate)
-        )
-        return self._connection
+    def _open_connection(self, _: object) -> sqlite3.Connection:
+        return connect(self._path, self._busy_timeout, lambda c: immediate_transaction(c, _migrate))
 
-    def _close_connection(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+
+def _close_opened(opening: Future[sqlite3.Connection]) -> None:
+    """Close what an abandoned open made (it ran before this, on the same worker)."""
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
+
+
+def _range(prefix: str | None) -> tuple[str, tuple[str, ...]]:
+    """The ``WHERE`` clause (with its arguments) of the keys that start with ``prefix``."""
+    if not prefix:
+        return "", ()
+    bound = upper_bound(prefix)
+    if bound is None:
+        return " WHERE key >= ?", (prefix,)
+    return " WHERE key >= ? AND key < ?", (prefix, bound)
 
 
 def _migrate(connection: sqlite3.Connection) -> None:

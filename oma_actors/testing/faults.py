@@ -98,9 +98,9 @@ class _FaultStore(ForwardingStore):
         await self.inner.set(key, value, metadata)
         self._after("set", key, value)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return the inner store's entries (never watched)."""
-        return await self.inner.list()
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return the inner store's entries, by ``prefix`` if given (never watched)."""
+        return await super().list(prefix)
 
     async def delete(self, key: str) -> None:
         """Delete ``key`` from the inner store (watched as op ``"delete"``)."""

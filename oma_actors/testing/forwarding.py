@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.stores.base import Apply, CompareAndSet, SetWithExpiry
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     import builtins
@@ -63,9 +64,9 @@ class ForwardingStore:
         """Set ``key`` in the inner store."""
         await self.inner.set(key, value, metadata)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return the inner store's entries."""
-        return await self.inner.list()
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return the inner store's entries (with ``prefix``: whose key starts with it)."""
+        return await list_under(self.inner, prefix)
 
     async def delete(self, key: str) -> None:
         """Delete ``key`` from the inner store."""

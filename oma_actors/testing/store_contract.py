@@ -44,7 +44,8 @@ async def check_memory_store(make_store: Callable[[], _S | Awaitable[_S]]) -> No
     """Check the required surface: get/set/list/delete/clear and created_at (MS-01, MS-04..06).
 
     An overwrite keeps ``created_at`` and replaces the rest of the entry, ``list`` keeps
-    insertion order, and deleting a missing key is a no-op.
+    insertion order, ``list(prefix=)`` lists exactly the keys that start with the prefix (as
+    plain text: no pattern, collation or case folding), and deleting a missing key is a no-op.
 
     Raises:
         AssertionError: The store breaks the contract; the message names the failing check.
@@ -170,6 +171,34 @@ async def _clear_removes_everything(store: MemoryStore) -> None:
     expect(await keys_of(store) == ["c"], "the store is not usable after clear()")
 
 
+async def _list_by_prefix_is_plain_text(store: MemoryStore) -> None:
+    # Every LIKE, glob and regex metacharacter, and keys that a pattern reading of the prefix,
+    # a collation, or an off-by-one range bound would wrongly take in or leave out.
+    keys = [
+        "a%b/1", "aXb/1", "a_b/1", "a*b/1", "a?b/1", "a[b]/1", "ab/1", "a\\b/1",
+        "__oma_run__/r1", "__oma_run__", "__oma_run_/x", "__oma_run__0", "__oma_run__/",
+        "__OMA_RUN__/r2", "__oma_run__/r2", "__oma_run__./r3",
+        "héllo/1", "hello/1", "he\u0301llo/1", "🚀/1", "🚀🚀", "\U0010ffff/x", "\U0010ffff",
+        "\ud7ff/1", "\ue000/1", "\ud7ffz", "A-b", "a-b", "a,b", "a-",
+    ]  # fmt: skip
+    for index, key in enumerate(keys):
+        await store.set(key, str(index))
+    await store.set("a%b/1", "again")  # an overwrite keeps its place in the order
+    for prefix in (
+        "a%", "a_", "a*", "a?", "a[", "a[b", "a\\", "__oma_run__/", "__oma_run__", "__oma_run_",
+        "__oma_run__/r2", "__oma_run__/r2x", "héllo", "he", "🚀", "\U0010ffff", "\ud7ff", "a-",
+        "a%b/1", "zzz",
+    ):  # fmt: skip
+        want = [key for key in keys if key.startswith(prefix)]
+        got = [entry.key for entry in await store.list(prefix=prefix)]
+        expect(got == want, f"list(prefix={prefix!r}) listed {got!r}, expected {want!r}")
+    expect(await keys_of(store) == keys, "list() is not every key in insertion order")
+    whole = [entry.key for entry in await store.list(prefix="")]
+    expect(whole == keys, f"list(prefix='') must list every key, listed {whole!r}")
+    (entry,) = await store.list(prefix="a%b/1")
+    expect(entry == await store.get("a%b/1"), "list(prefix=) and get() disagree about 'a%b/1'")
+
+
 _MEMORY_CHECKS = (
     _get_missing_returns_none,
     _set_then_get,
@@ -179,6 +208,7 @@ _MEMORY_CHECKS = (
     _list_keeps_insertion_order,
     _delete_removes_and_ignores_missing,
     _clear_removes_everything,
+    _list_by_prefix_is_plain_text,
 )
 
 

@@ -87,10 +87,13 @@ class MinimalStore:
         self.calls.append(StoreCall("set", key, value, metadata))
         await self._entries.set(key, value, metadata)
 
-    async def list(self) -> builtins.list[MemoryEntry]:
-        """Return every entry in insertion order."""
-        self.calls.append(StoreCall("list"))
-        return await self._entries.list()
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        """Return every entry in insertion order; with ``prefix``, only keys that start with it.
+
+        The call is recorded with the prefix as its ``key`` (``None`` for a whole listing).
+        """
+        self.calls.append(StoreCall("list", prefix))
+        return await self._entries.list(prefix)
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is a no-op."""

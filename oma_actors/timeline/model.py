@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.readable import to_iso
 from oma_actors.timeline.journal_view import JournalView
 from oma_actors.timeline.merge import merge_turns
 from oma_actors.timeline.text import summarize
@@ -161,10 +162,10 @@ def _approvals(snapshot: CheckpointSnapshot) -> tuple[TimelineApproval, ...]:
                 task_id=_str(request.content.get("taskId")),
                 tool_call_id=_str(request.content.get("toolCallId")),
                 reason=request.reason,
-                requested_at=request.requested_at.isoformat(),
+                requested_at=to_iso(request.requested_at),
                 decision=None if decision is None else decision.decision,
                 reviewer=None if decision is None else decision.reviewer.id,
-                decided_at=None if decision is None else decision.decided_at.isoformat(),
+                decided_at=None if decision is None else to_iso(decision.decided_at),
             )
         )
     for request_id, decision in decided.items():
@@ -172,7 +173,7 @@ def _approvals(snapshot: CheckpointSnapshot) -> tuple[TimelineApproval, ...]:
             rows.append(TimelineApproval(
                 request_id=request_id, scope=str(decision.scope), task_id=None,
                 tool_call_id=None, reason=None, requested_at="", decision=decision.decision,
-                reviewer=decision.reviewer.id, decided_at=decision.decided_at.isoformat(),
+                reviewer=decision.reviewer.id, decided_at=to_iso(decision.decided_at),
             ))  # fmt: skip
     return tuple(rows)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from oma_actors.readable import shorten
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -150,5 +151,4 @@ def _legend() -> Text:
 
 
 def _short(text: str) -> str:
-    text = terminal_safe(text)
-    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+    return shorten(terminal_safe(text), TEXT_CHARS)

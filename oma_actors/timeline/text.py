@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from oma_actors.readable import shorten
+
 SUMMARY_CHARS = 160
 
 
@@ -11,7 +13,7 @@ def summarize(content: object) -> str:
         parts = [_block_text(block) for block in content]
         content = " ".join(part for part in parts if part)
     text = " ".join(str(content).split())
-    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+    return shorten(text, SUMMARY_CHARS)
 
 
 def _block_text(block: object) -> str:

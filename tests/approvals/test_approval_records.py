@@ -286,3 +286,12 @@ def test_t50_decision_validation_refuses(
 
 def test_t50_unbound_decision_needs_no_request() -> None:
     assert decision_from_json(_decision(runId="run-2")).run_id == "run-2"
+
+
+def test_a_huge_stored_value_is_quoted_cut_with_an_ellipsis() -> None:
+    from oma_actors.approvals.content import content_problem
+
+    problem = content_problem({"kind": "x" * 10_000}) or ""
+    assert problem.startswith("unknown content kind 'xxx")
+    assert problem.endswith("…")
+    assert len(problem) == 200

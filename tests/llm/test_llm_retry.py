@@ -7,6 +7,7 @@ import email.utils
 import time
 
 import pytest
+import tenacity
 
 from oma_actors.errors import (
     AuthenticationError,
@@ -17,7 +18,7 @@ from oma_actors.errors import (
 )
 from oma_actors.llm.retry import (
     MAX_DELAY,
-    backoff_delay,
+    BackoffWait,
     error_for_status,
     retry_after_seconds,
     with_retries,
@@ -65,14 +66,31 @@ def test_retry_after_seconds() -> None:
     assert 8.0 <= (retry_after_seconds({"retry-after": in_ten}) or 0.0) <= 10.0
 
 
+def waited(wait: BackoffWait, retry: int, error: BaseException | None = None) -> float:
+    """The wait ``wait`` gives after attempt ``retry + 1`` failed with ``error``."""
+    state = tenacity.RetryCallState(tenacity.AsyncRetrying(), None, (), {})
+    state.attempt_number = retry + 1
+    failure = error or OverloadedError("p", "503")
+    state.set_exception((type(failure), failure, None))
+    return wait(state)
+
+
+def after_asking(seconds: str) -> RateLimitError:
+    error = RateLimitError("p", "429")
+    error.__cause__ = _SdkError({"retry-after": seconds})
+    return error
+
+
 def test_backoff_is_full_jitter_and_capped() -> None:
     for retry in range(6):
         for _ in range(50):
-            assert 0.0 <= backoff_delay(retry, base_delay=0.5) <= 0.5 * 2**retry
-    assert backoff_delay(200, base_delay=1.0) <= MAX_DELAY
-    assert backoff_delay(0, base_delay=0.5, retry_after=2.0) == 2.0
-    assert backoff_delay(0, base_delay=0.5, retry_after=999.0) == MAX_DELAY
-    assert backoff_delay(0, base_delay=0.5, retry_after=9.0, max_delay=1.0) == 1.0
+            assert 0.0 <= waited(BackoffWait(base_delay=0.5), retry) <= 0.5 * 2**retry
+    draws = {waited(BackoffWait(base_delay=0.5), 3) for _ in range(20)}
+    assert len(draws) > 1  # jittered, not a fixed schedule
+    assert waited(BackoffWait(base_delay=1.0), 200) <= MAX_DELAY
+    assert waited(BackoffWait(base_delay=0.5), 0, after_asking("2")) == 2.0
+    assert waited(BackoffWait(base_delay=0.5), 0, after_asking("999")) == MAX_DELAY
+    assert waited(BackoffWait(base_delay=0.5, max_delay=1.0), 0, after_asking("9")) == 1.0
 
 
 class Flaky:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sidecar_helpers import TOKEN
@@ -17,6 +17,7 @@ from sidecar_helpers import TOKEN
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.auth import check_bearer, resolve_token
+from sidecar.client import error_info as client_error_info
 from sidecar.client import error_reason
 from sidecar.defaults import TOKEN_ENV
 
@@ -27,15 +28,10 @@ if TYPE_CHECKING:
 
 
 def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
-    """The ErrorInfo detail of a failed call."""
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            info = error_details_pb2.ErrorInfo()
-            assert status.details[0].Unpack(info)
-            assert status.code == error.code().value[0]
-            return info
-    raise AssertionError("no grpc-status-details-bin trailer")
+    """The ErrorInfo detail of a failed call (its code and message checked by grpcio-status)."""
+    info = client_error_info(error)
+    assert info is not None, "no grpc-status-details-bin trailer"
+    return info
 
 
 @pytest.mark.parametrize(

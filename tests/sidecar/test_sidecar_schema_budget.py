@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from pydantic import ValidationError
 from sidecar_helpers import TOKEN
 
 from sidecar import schema as schema_module
@@ -21,9 +22,12 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
 from sidecar.schema import (
     LOOP_STEPS,
+    MAX_INSTANCE_BYTES,
     MAX_PATTERNS,
+    MAX_SCHEMA_BYTES,
     MAX_SUBSCHEMAS,
     TooCostlyError,
+    TooLargeError,
     check_off_loop,
     compile_schema,
     input_model,
@@ -111,6 +115,66 @@ async def test_the_thread_check_decides_within_its_budget() -> None:
         await check_off_loop(compiled, value, steps=1000)
     with pytest.raises(TooCostlyError, match="over 0 seconds"):
         await check_off_loop(compiled, value, seconds=0.0)
+
+
+def big_schema() -> dict[str, Any]:
+    """A schema just over ``MAX_SCHEMA_BYTES`` whose other limits all hold."""
+    return {"type": "object", "description": "x" * MAX_SCHEMA_BYTES}
+
+
+async def test_an_oversized_schema_or_input_is_refused_naming_which() -> None:
+    with pytest.raises(TooLargeError) as caught:
+        compile_schema(big_schema())
+    assert caught.value.what == "schema"
+    assert caught.value.limit == MAX_SCHEMA_BYTES
+    assert "input schema is" in str(caught.value)
+    assert "input schema is" in (schema_problem(big_schema()) or "")
+
+    compiled = compile_schema({"type": "object"})
+    huge = {"text": "y" * MAX_INSTANCE_BYTES}
+    with pytest.raises(TooLargeError) as caught:
+        validate(compiled, huge)
+    assert caught.value.what == "input"
+    assert caught.value.size > MAX_INSTANCE_BYTES
+    with pytest.raises(TooLargeError, match="the input is"):
+        await check_off_loop(compiled, huge)
+    # Through the host tool's model the model is told, and nothing reaches the host.
+    with pytest.raises(ValidationError, match="the input is"):
+        input_model("big", {"type": "object"}).model_validate(huge)
+    # Just under the limit passes: the budget is a size, not a refusal of text.
+    assert validate(compiled, {"text": "y" * (MAX_INSTANCE_BYTES - 100)}) == []
+
+
+async def test_the_event_loop_keeps_turning_while_a_big_input_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The worker-thread check waits until the loop has ticked 100 times: were the check run
+    # on the event loop, no tick could happen and it would give up (ticks stay at 0).
+    ticked = threading.Event()
+    ticks = 0
+    original = schema_module._problems
+
+    def held(compiled: Any, value: object, budget: Any) -> list[str]:
+        ticked.wait(30)
+        return original(compiled, value, budget)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0)
+            ticks += 1
+            if ticks == 100:
+                ticked.set()
+
+    monkeypatch.setattr(schema_module, "_problems", held)
+    compiled = compile_schema(branches_schema(MAX_PATTERNS))
+    ticking = asyncio.create_task(ticker())
+    try:
+        problems = await check_off_loop(compiled, costly_items(MAX_PATTERNS, 30))
+    finally:
+        ticking.cancel()
+    assert problems == ["$.items[29]: matches none of the anyOf schemas"]
+    assert ticks >= 100
 
 
 async def test_other_rpcs_answer_while_a_costly_input_is_checked(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores import Expect, Put, SqliteStore
+from oma_actors.stores import sqlite as sqlite_module
 from oma_actors.stores.sqlite import SCHEMA_VERSION
 
 
@@ -103,3 +106,85 @@ async def test_a_cancelled_caller_leaves_a_usable_store(tmp_path: Path) -> None:
         assert await store.compare_and_set("k0", "v", "w")
         keys = {entry.key for entry in await store.list()}
         assert keys >= {f"k{n}" for n in range(20) if n != 5}
+
+
+class _Workers(ThreadPoolExecutor):
+    """A worker pool that remembers every pool made, what it ran, and whether it was shut down."""
+
+    made: ClassVar[list[_Workers]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ran: list[str] = []
+        self.shut = False
+        _Workers.made.append(self)
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.ran.append(getattr(fn, "__name__", repr(fn)))
+        return super().submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.shut = True
+        super().shutdown(wait, cancel_futures=cancel_futures)
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> list[_Workers]:
+    """Every worker pool a ``SqliteStore`` makes during the test, in order."""
+    monkeypatch.setattr(sqlite_module, "ThreadPoolExecutor", _Workers)
+    _Workers.made.clear()
+    return _Workers.made
+
+
+async def _opening(path: Path) -> tuple[SqliteStore, asyncio.Future[SqliteStore]]:
+    """A store and its ``open()``, started and waiting on its worker."""
+    store = SqliteStore(path)
+    opening = asyncio.ensure_future(store.open())
+    await asyncio.sleep(0)
+    return store, opening
+
+
+async def test_an_abandoned_open_is_closed_on_its_worker_and_the_store_stays_usable(
+    tmp_path: Path, workers: list[_Workers]
+) -> None:
+    store, opening = await _opening(tmp_path / "state.db")
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    abandoned = workers[0]
+    # What the cancelled open made is closed on the thread that made it, and that worker ends.
+    assert abandoned.shut
+    assert abandoned.ran[-1] == "_close_opened"
+    await asyncio.to_thread(abandoned.shutdown)
+    await store.set("k", "v")  # a new worker with its own connection
+    assert [entry.key for entry in await store.list()] == ["k"]
+    await store.aclose()
+    assert len(workers) == 2
+    assert workers[1].shut
+
+
+async def test_a_failed_open_gives_up_its_worker_and_a_later_call_tries_again(
+    tmp_path: Path, workers: list[_Workers]
+) -> None:
+    path = tmp_path / "state.db"
+    await asyncio.to_thread(path.write_bytes, b"this is not a sqlite database" * 100)
+    store = SqliteStore(path)
+    with pytest.raises(CorruptStoreError):
+        await store.get("k")
+    assert workers[0].shut
+    await asyncio.to_thread(path.unlink)
+    await store.set("k", "v")
+    assert (await store.get("k")) is not None
+    await store.aclose()
+
+
+async def test_a_store_closed_while_it_opens_releases_what_the_open_made(
+    tmp_path: Path, workers: list[_Workers]
+) -> None:
+    store, opening = await _opening(tmp_path / "state.db")
+    await store.aclose()  # nothing is open yet to close
+    with pytest.raises(StoreError, match="closed"):
+        await opening
+    (worker,) = workers
+    assert worker.shut
+    assert worker.ran[-1] == "close"  # the connection the open made, closed on its worker

@@ -8,9 +8,12 @@ mark, retitle the window or reorder what is read; in the HTML page a tag would r
 from __future__ import annotations
 
 import io
+import json
 import re
+from html.parser import HTMLParser
 
 import pytest
+from markupsafe import escape
 from rich.console import Console
 
 from oma_actors import render_timeline_html, render_timeline_text
@@ -111,10 +114,70 @@ def test_the_page_escapes_turn_text_and_approval_reasons() -> None:
     tag = '<img src=x onerror="alert(1)">'
     page = render_timeline_html(hostile_timeline(tag))
     assert "<img" not in page
-    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    shown = escape(tag)
+    assert str(shown) in page
     # The turn's text cell and the approvals list, each on its own (not only the detail panel).
-    assert '<div class="t">said-&lt;img src=x onerror=&quot;alert(1)&quot;&gt;</div>' in page
-    assert "— reason-&lt;img src=x onerror=&quot;alert(1)&quot;&gt;</li>" in page
+    assert f'<div class="t">said-{shown}</div>' in page
+    assert f"— reason-{shown}</li>" in page
+
+
+ATTACK = "</script><script>alert(1)</script>\"'><img onerror=alert(2) src=x>"
+
+
+class _Page(HTMLParser):
+    """The elements, attributes, texts and script bodies a browser would see."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+        self.texts: list[str] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs.extend((name, value or "") for name, value in attrs)
+        self._in_script = tag == "script"
+        if tag == "script":
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+        else:
+            self.texts.append(data)
+
+
+def test_a_hostile_title_or_tool_output_is_escaped_in_every_position() -> None:
+    page_text = render_timeline_html(hostile_timeline(ATTACK))
+    page = _Page()
+    page.feed(page_text)
+    # No element came from stored text: the page's own two scripts, no img, no event handler.
+    assert "img" not in page.tags
+    assert page.tags.count("script") == 2
+    assert not [name for name, _ in page.attrs if name.startswith("on")]
+    # Text positions: the value reads back exactly, as text.
+    for shown in (f"title-{ATTACK}", f"said-{ATTACK}", f"tool-{ATTACK} · executed"):
+        assert shown in page.texts, shown
+    # Attribute positions: each attribute holds the whole value, none broke out of its quotes.
+    attributes = dict(page.attrs)
+    assert attributes["data-task"] == f"t-{ATTACK}"
+    assert attributes["data-call"] == f"call-{ATTACK}"
+    assert attributes["data-run"] == f"run-{ATTACK}"
+    details = [value for name, value in page.attrs if name == "data-detail"]
+    assert any(f"result: out-{ATTACK}" in value for value in details)
+    # Embedded JSON in <script>: it cannot close its script, and it parses back to the value.
+    island = page.scripts[0]
+    assert "<" not in island
+    assert ">" not in island
+    data = json.loads(island)
+    assert data["run_id"] == f"run-{ATTACK}"
+    assert data["tasks"][0]["title"] == f"title-{ATTACK}"
+    assert data["tasks"][0]["calls"][0]["call_id"] == f"call-{ATTACK}"
 
 
 def _fields(value: object) -> dict[str, object]:

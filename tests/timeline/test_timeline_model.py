@@ -150,7 +150,7 @@ def test_a_snapshot_without_journal_marks_dispatched_awaiting_and_pending_calls(
 def test_a_decided_approval_says_who_and_when() -> None:
     [approval] = build_timeline(in_flight_snapshot(decided=True)).approvals
     assert (approval.decision, approval.reviewer) == ("approve", "alice@example.com")
-    assert approval.decided_at == WHEN.isoformat()
+    assert approval.decided_at == "2026-01-02T03:04:05.000Z"  # as a person reads it (one form)
 
 
 def demo_marks(snap: CheckpointSnapshot, events: list[JournalEvent] | None) -> dict[str, Any]:

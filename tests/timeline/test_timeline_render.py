@@ -38,7 +38,7 @@ def test_approvals_show_pending_and_who_decided_when() -> None:
     assert "apr_1 (tool_call)  pending" in pending
     assert "⏸ awaiting approval" in pending
     decided = text_at(80, build_timeline(in_flight_snapshot(decided=True)))
-    assert "approve by alice@example.com at 2026-01-02T03:04:05+00:00" in decided
+    assert "approve by alice@example.com at 2026-01-02T03:04:05.000Z" in decided
 
 
 def test_the_page_is_self_contained_and_escapes_stored_text(tmp_path: Path) -> None:

@@ -1,0 +1,260 @@
+"""The pure part of the context strategies: where a conversation may be cut, and the rewrites.
+
+A conversation the runner sends starts with the prompt message and alternates: an assistant
+message, then the user message that answers it (tool results, or a repair request). A *turn* is
+such an assistant message with its answer: cutting between turns never separates a
+``tool_use`` from its ``tool_result``, and the roles keep alternating after the prompt. Strategy
+blocks (a truncation notice, a summary) go at the end of the prompt message, never in front of
+``tool_result`` blocks (which providers require first in a message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from oma_actors.agents.context import (
+    CompressToolResults,
+    ContextRewrite,
+    ContextStrategyError,
+    CustomContext,
+    Replacement,
+    SlidingWindow,
+)
+from oma_actors.domain.jsonforms import block_to_json
+from oma_actors.domain.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.journal.jsjson import js_dumps
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+TRUNCATION_NOTICE = "[Earlier conversation history truncated: older turns were removed]"
+SUMMARY_MARK = "[Conversation summary]"
+COMPRESSED_MARK = "[Tool output compressed"
+CHARS_PER_TOKEN = 4  # OMA's estimate: characters of the serialized conversation / 4
+
+
+def estimate_tokens(conversation: Sequence[Message]) -> int:
+    """A provider-independent size estimate: JSON characters / 4, rounded up."""
+    chars = sum(len(js_dumps([block_to_json(b) for b in m.content])) for m in conversation)
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def turns_after_prompt(conversation: Sequence[Message]) -> list[list[Message]]:
+    """The messages after the prompt grouped into turns (an assistant message and its answer).
+
+    A user message that does not follow an assistant message is a turn of its own.
+    """
+    turns: list[list[Message]] = []
+    for message in conversation[1:]:
+        if message.role == "user" and turns and turns[-1][-1].role == "assistant":
+            turns[-1].append(message)
+        else:
+            turns.append([message])
+    return turns
+
+
+def strategy_block(prompt: Message) -> TextBlock | None:
+    """The notice or summary a strategy put at the end of the prompt message, if any."""
+    last = prompt.content[-1] if prompt.content else None
+    if isinstance(last, TextBlock) and last.text.startswith((TRUNCATION_NOTICE, SUMMARY_MARK)):
+        return last
+    return None
+
+
+def prompt_with(prompt: Message, block: TextBlock) -> Message:
+    """The prompt message with ``block`` in place of any earlier strategy block."""
+    own = strategy_block(prompt)
+    kept = [b for b in prompt.content if b is not own]
+    return Message(prompt.role, [*kept, block])
+
+
+def sliding_window(
+    conversation: tuple[Message, ...], strategy: SlidingWindow
+) -> ContextRewrite | None:
+    """Keep the prompt and the last ``max_turns`` turns; ``None`` while they all fit."""
+    turns = turns_after_prompt(conversation)
+    if len(turns) <= strategy.max_turns:
+        return None
+    gone = turns[: len(turns) - strategy.max_turns]
+    kept = [m for turn in turns[len(gone) :] for m in turn]
+    prompt = conversation[0]
+    replacements: tuple[Replacement, ...] = ()
+    if strategy_block(prompt) is None:
+        notice = TextBlock(TRUNCATION_NOTICE)
+        sources = tuple(b for turn in gone for m in turn for b in m.content)
+        replacements = (Replacement(notice, sources),)
+        prompt = prompt_with(prompt, notice)
+    after = (prompt, *kept)
+    return ContextRewrite(
+        strategy=strategy.kind,
+        before=conversation,
+        after=after,
+        replacements=replacements,
+        detail={"droppedTurns": len(gone)},
+    )
+
+
+def summary_split(
+    conversation: tuple[Message, ...],
+) -> tuple[list[Message], list[Message]] | None:
+    """The (older, recent) messages a summary replaces and keeps: the older half of the turns.
+
+    ``None`` when there are fewer than two turns (nothing can be summarized and still leave the
+    model the turn it is answering).
+    """
+    turns = turns_after_prompt(conversation)
+    if len(turns) < 2:
+        return None
+    cut = len(turns) // 2
+    return [m for t in turns[:cut] for m in t], [m for t in turns[cut:] for m in t]
+
+
+def summary_input(older: Sequence[Message], previous: TextBlock | None) -> str:
+    """The conversation text the summarizer is asked to condense (media as placeholders)."""
+    lines = [previous.text] if previous is not None else []
+    for message in older:
+        blocks = [block_to_json(_without_media(b)) for b in message.content]
+        lines.append(js_dumps({"role": message.role, "content": blocks}))
+    return "\n".join(lines)
+
+
+def _without_media(block: ContentBlock) -> ContentBlock:
+    # A base64 image would make the summary request larger than what it summarizes.
+    if isinstance(block, ImageBlock):
+        return TextBlock(f"[image: {block.media_type}]")
+    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+        return replace(block, content=[_without_media(b) for b in block.content])
+    return block
+
+
+def _size(block: ToolResultBlock) -> int:
+    content = block.content
+    return len(content) if isinstance(content, str) else len(js_dumps(block_to_json(block)))
+
+
+def compress_tool_results(
+    conversation: tuple[Message, ...], strategy: CompressToolResults
+) -> ContextRewrite | None:
+    """Replace long, answered, non-error tool results by a marker; ``None`` when none is."""
+    answered = [i for i, m in enumerate(conversation) if _results(m)]
+    if len(answered) < 2:
+        return None  # the latest results are what the model is about to read
+    replacements: list[Replacement] = []
+    after = list(conversation)
+    for index in answered[:-1]:
+        message = conversation[index]
+        content: list[ContentBlock] = []
+        for block in message.content:
+            if (
+                isinstance(block, ToolResultBlock)
+                and not block.is_error
+                and not (
+                    isinstance(block.content, str) and block.content.startswith(COMPRESSED_MARK)
+                )
+                and _size(block) > strategy.max_chars
+            ):
+                marker = ToolResultBlock(
+                    block.tool_use_id,
+                    f"{COMPRESSED_MARK}: {_size(block)} chars, already processed]",
+                )
+                replacements.append(Replacement(marker, (block,)))
+                block = marker
+            content.append(block)
+        if any(a is not b for a, b in zip(content, message.content, strict=True)):
+            after[index] = Message(message.role, content)
+    if not replacements:
+        return None
+    return ContextRewrite(
+        strategy=strategy.kind,
+        before=conversation,
+        after=tuple(after),
+        replacements=tuple(replacements),
+    )
+
+
+def _results(message: Message) -> bool:
+    return message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content)
+
+
+def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> ContextRewrite | None:
+    """Apply a custom function; a block it made is recorded with the whole input as sources.
+
+    Raises:
+        ContextStrategyError: ``fn`` did not return a non-empty list of ``Message``.
+    """
+    # Each message is a copy, so a function that edits a content list in place cannot change the
+    # state's conversation (the one the checkpoint and the journal hold); blocks are shared, so
+    # those it passes through keep their lineage.
+    out = strategy.fn([Message(m.role, list(m.content)) for m in conversation])
+    if not isinstance(out, list) or not out or not all(isinstance(m, Message) for m in out):
+        raise ContextStrategyError(
+            f"CustomContext.fn must return a non-empty list of Message, got {out!r}"
+        )
+    after = tuple(out)
+    if len(after) == len(conversation) and all(
+        a.role == b.role and _same_blocks(a, b) for a, b in zip(after, conversation, strict=True)
+    ):
+        return None
+    given = {id(b): b for m in conversation for b in m.content}
+    sources = tuple(given.values())
+    made: list[Replacement] = []
+    for message in after:
+        if not isinstance(message.content, list):
+            raise ContextStrategyError(
+                f"CustomContext.fn returned a message without a list: {message!r}"
+            )
+        made += [Replacement(b, sources) for b in message.content if id(b) not in given]
+    return ContextRewrite(
+        strategy=strategy.kind, before=conversation, after=after, replacements=tuple(made)
+    )
+
+
+def _same_blocks(a: Message, b: Message) -> bool:
+    return len(a.content) == len(b.content) and all(
+        x is y for x, y in zip(a.content, b.content, strict=True)
+    )
+
+
+def check_sendable(conversation: Sequence[Message]) -> None:
+    """Refuse a conversation a provider would reject: a split tool pair, an assistant last.
+
+    Raises:
+        ContextStrategyError: naming the message at fault.
+    """
+    if not conversation or conversation[-1].role != "user":
+        raise ContextStrategyError("a rewritten conversation must end with a user message")
+    for index, message in enumerate(conversation):
+        calls = {b.id for b in message.content if isinstance(b, ToolUseBlock)}
+        answers = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
+        if message.role == "assistant" and calls:
+            following = conversation[index + 1] if index + 1 < len(conversation) else None
+            got = (
+                {b.tool_use_id for b in following.content if isinstance(b, ToolResultBlock)}
+                if following is not None and following.role == "user"
+                else set()
+            )
+            if got != calls:
+                raise ContextStrategyError(
+                    f"message {index} calls tools {sorted(calls)} but the next message answers "
+                    f"{sorted(got)}: a tool_use must keep its tool_result"
+                )
+        if answers:
+            previous = conversation[index - 1] if index > 0 else None
+            asked = (
+                {b.id for b in previous.content if isinstance(b, ToolUseBlock)}
+                if previous is not None and previous.role == "assistant"
+                else set()
+            )
+            if not answers <= asked:
+                raise ContextStrategyError(
+                    f"message {index} answers tool calls {sorted(answers - asked)} that the "
+                    "message before it does not make: a tool_result must follow its tool_use"
+                )
