@@ -19,8 +19,6 @@ The names that lived here before the split still import for one release, with a
 ``DeprecationWarning`` naming their new home (``_MOVED``).
 """
 
-from __future__ import annotations
-
 import importlib
 import warnings
 

@@ -32,7 +32,7 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
-from oma_actors.testing import ScriptedAdapter
+from oma_actors.llm import ScriptedAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
