@@ -49,7 +49,8 @@ LINE_LIMIT = 99
 STATEMENT = re.compile(
     r"^(?P<indent>[ \t]*)from oma_actors import (?P<body>\([^)]*\)|[^\n(][^\n]*)", re.MULTILINE
 )
-DOTTED = re.compile(r"\boma_actors\.(?P<name>%s)\b" % "|".join(sorted(_MOVED, key=len)[::-1]))
+_LONGEST_FIRST = "|".join(sorted(_MOVED, key=len, reverse=True))
+DOTTED = re.compile(rf"\boma_actors\.(?P<name>{_LONGEST_FIRST})\b")
 
 
 def _names(body: str) -> list[ast.alias] | None:
@@ -66,16 +67,29 @@ def _names(body: str) -> list[ast.alias] | None:
     return list(tree.body[0].names)
 
 
-def _statement(indent: str, module: str, aliases: list[ast.alias]) -> str:
+def _statement(indent: str, module: str, aliases: list[ast.alias], *, compact: bool) -> str:
+    """One statement; too long for a line, it is wrapped (ruff formats Python files after)."""
     parts = [a.name if a.asname is None else f"{a.name} as {a.asname}" for a in aliases]
     one = f"{indent}from {module} import {', '.join(parts)}"
     if len(one) <= LINE_LIMIT:
         return one
-    inner = "".join(f"{indent}    {part},\n" for part in parts)
-    return f"{indent}from {module} import (\n{inner}{indent})"
+    if not compact:
+        inner = "".join(f"{indent}    {part},\n" for part in parts)
+        return f"{indent}from {module} import (\n{inner}{indent})"
+    # Prose examples keep the compact hanging style, aligned under the parenthesis.
+    head = f"{indent}from {module} import ("
+    lines, line = [], head
+    for index, part in enumerate(parts):
+        word = part + (")" if index == len(parts) - 1 else ",")
+        if line not in (head,) and len(line) + 1 + len(word) > LINE_LIMIT:
+            lines.append(line)
+            line = " " * len(head) + word
+        else:
+            line += ("" if line == head else " ") + word
+    return "\n".join([*lines, line])
 
 
-def rewrite_statement(match: re.Match[str]) -> str | None:
+def rewrite_statement(match: re.Match[str], *, compact: bool = False) -> str | None:
     """The replacement of one matched statement, or ``None`` to leave it as it is."""
     indent, body = match["indent"], match["body"]
     aliases = _names(body)
@@ -90,7 +104,7 @@ def rewrite_statement(match: re.Match[str]) -> str | None:
     for alias in aliases:
         homes.setdefault(_MOVED.get(alias.name, "oma_actors"), []).append(alias)
     modules = sorted(homes, key=lambda m: (m != "oma_actors", m))
-    lines = [_statement(indent, module, homes[module]) for module in modules]
+    lines = [_statement(indent, module, homes[module], compact=compact) for module in modules]
     lines[0] += comment
     return "\n".join(lines)
 
@@ -100,7 +114,7 @@ def rewrite_text(text: str, path: str, problems: list[str]) -> str:
     out: list[str] = []
     last = 0
     for match in STATEMENT.finditer(text):
-        new = rewrite_statement(match)
+        new = rewrite_statement(match, compact=not path.endswith(".py"))
         if new is None:
             line = text.count("\n", 0, match.start()) + 1
             problems.append(f"{path}:{line}: left alone (cannot rewrite safely): {match[0]!r}")
@@ -125,9 +139,7 @@ def tracked_files() -> list[Path]:
     return [
         ROOT / name
         for name in sorted(set(listed))
-        if name.endswith(SUFFIXES)
-        and name not in SKIP
-        and (ROOT / name).is_file()
+        if name.endswith(SUFFIXES) and name not in SKIP and (ROOT / name).is_file()
     ]
 
 

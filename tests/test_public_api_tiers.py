@@ -138,7 +138,7 @@ def test_a_moved_name_warns_with_its_home_and_is_the_same_object(name: str) -> N
 
 def test_the_old_spelling_of_an_import_statement_still_works_and_warns() -> None:
     with pytest.warns(DeprecationWarning, match="oma_actors.stores"):
-        from oma_actors import InMemoryStore  # type: ignore[attr-defined]
+        from oma_actors import InMemoryStore
     from oma_actors.stores import InMemoryStore as home
 
     assert InMemoryStore is home
@@ -148,5 +148,5 @@ def test_an_unknown_name_is_an_attribute_error_without_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(AttributeError, match="no_such_name"):
-            _ = oma_actors.no_such_name  # type: ignore[attr-defined]
+            _ = oma_actors.no_such_name
         assert not hasattr(oma_actors, "Nothing")
