@@ -168,7 +168,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             task_id=ctx.task_id,
             tool_call_id=item.call.id,
             agent_name=ctx.agent_name,
-            attempt=ctx.attempt,
+            task_attempt=ctx.attempt,
+            run_attempt=ctx.policy.run_attempt,
             fencing_token=ctx.policy.fencing_token,
         )
         plan = await plan_call(item, ctx.tools, tool_ctx, ctx.policy)

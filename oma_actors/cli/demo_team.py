@@ -32,8 +32,8 @@ from oma_actors import (
     ToolUseBlock,
     define_tool,
 )
+from oma_actors.llm import ScriptedAdapter
 from oma_actors.readable import shorten
-from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class RunJournal(Protocol):
-    """An append-only log of one run's events (spec JR-01)."""
+    """An append-only log of runs' events: append in seq order, read from a seq on, close."""
 
     async def append(self, events: Sequence[JournalEvent]) -> None:
         """Append events in order; returns once they are as durable as the backend makes them."""

@@ -120,6 +120,7 @@ async def execute_queue(
         can_suspend=can_suspend,
         clock=clock,
         fencing_token=lease.fencing_token if lease is not None else None,
+        run_attempt=_run_attempt(checkpointing, lease),
     )
     async with ActorSystem() as system:
         writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
@@ -199,6 +200,13 @@ async def _until_done_or_lost(
     if done.done():
         return None
     return watcher.result()
+
+
+def _run_attempt(checkpointing: RunCheckpointing | None, lease: RunLeaseHandle | None) -> int:
+    # The snapshot's attempt when checkpointed (a restore's too), else the run record's.
+    if checkpointing is not None:
+        return checkpointing.identity.attempt
+    return lease.attempt if lease is not None else 1
 
 
 def _run_started(run_id: str, checkpointing: RunCheckpointing) -> RunStarted:

@@ -72,7 +72,7 @@ async def test_parallel_tool_calls_run_concurrently_and_return_in_call_order() -
     ]
     assert [record.tool_call_id for record in result.tool_calls] == ["t1", "t2"]
     assert {ctx.tool_call_id for ctx in contexts} == {"t1", "t2"}
-    assert all(ctx.agent_name == "worker" and ctx.attempt == 1 for ctx in contexts)
+    assert all(ctx.agent_name == "worker" and ctx.task_attempt == 1 for ctx in contexts)
     assert result.turns == 2
 
 

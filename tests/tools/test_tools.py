@@ -22,7 +22,7 @@ async def add(args: BaseModel, ctx: ToolContext) -> str:
 
 
 ADD = define_tool(name="add", description="add two ints", input_model=Add, execute=add)
-CTX = ToolContext(run_id="r", task_id="t", tool_call_id="c1", agent_name="w", attempt=1)
+CTX = ToolContext(run_id="r", task_id="t", tool_call_id="c1", agent_name="w", task_attempt=1)
 
 
 def test_spec_exposes_the_pydantic_schema() -> None:
