@@ -26,12 +26,14 @@ from checkpoint_report import fmt_time
 from checkpoint_settings import Bench
 from checkpoint_workload import RUN_ID, Trace, bench_agent, remove_quietly, run_ours
 
-from oma_actors import Checkpoint, CheckpointOptions, FileStore, Message, OpenMultiAgent, Team
+from oma_actors import CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.actors import event_loop_factory
-from oma_actors.checkpoint import CheckpointSnapshot
+from oma_actors.checkpoint import Checkpoint, CheckpointSnapshot
 from oma_actors.errors import ConfigurationError
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+from oma_actors.llm import Message
 from oma_actors.orchestration.journaling import resolve_journal
+from oma_actors.stores import FileStore
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_child.py")
 

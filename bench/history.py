@@ -32,27 +32,25 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
-    Checkpoint,
     CheckpointOptions,
-    FileStore,
     JournalOptions,
-    JsonlRunJournal,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Task,
     Team,
-    TextBlock,
     ToolContext,
-    ToolUseBlock,
     define_tool,
+)
+from oma_actors.checkpoint import (
+    Checkpoint,
     fold_tail,
     fork_run,
     read_journal_tail,
     run_history,
     state_at,
 )
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
 HISTORY_GOAL_MS = 50.0

@@ -28,7 +28,6 @@ import asyncpg
 from checkpoint_report import fmt_ratio, median, rotated, table, verdict
 from store_postgres import DEFAULT_DSN, probe
 
-from oma_actors import Message, TextBlock
 from oma_actors.actors import event_loop_factory
 from oma_actors.journal import (
     JournalRecorder,
@@ -37,6 +36,7 @@ from oma_actors.journal import (
     SqliteRunJournal,
     vocabulary,
 )
+from oma_actors.llm import Message, TextBlock
 
 GOALS = {"jsonl": 20_000.0, "postgres": 5_000.0}
 BACKENDS = ("jsonl", "sqlite", "postgres")

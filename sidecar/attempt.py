@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors import CheckpointOptions, CheckpointSaved, OpenMultiAgent
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.events import CheckpointSaved
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.events import event_message
@@ -26,15 +27,11 @@ from sidecar.run_view import attempt_result_from, task_row_from_state
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from oma_actors import (
-        JournalOptions,
-        MemoryStore,
-        ProgressEvent,
-        RunJournal,
-        RunStoreOptions,
-        TeamRunResult,
-        Tool,
-    )
+    from oma_actors import JournalOptions, TeamRunResult, Tool
+    from oma_actors.events import ProgressEvent
+    from oma_actors.journal import RunJournal
+    from oma_actors.runs import RunStoreOptions
+    from oma_actors.stores import MemoryStore
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1, RunStatus
     from sidecar.runs import RunRegistry

@@ -12,22 +12,16 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import (
-    AgentRunResult,
-    ApprovalPending,
-    ApprovalRequest,
-    TaskCompleted,
-    TaskFailed,
-    TaskSkipped,
-    TaskStarted,
-)
+from oma_actors import AgentRunResult
+from oma_actors.approvals import ApprovalRequest
+from oma_actors.events import ApprovalPending, TaskCompleted, TaskFailed, TaskSkipped, TaskStarted
 from oma_actors.readable import to_iso
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import dict_to_struct, now, timestamp
 from sidecar.status import OutOfRange
 
 if TYPE_CHECKING:
-    from oma_actors import ProgressEvent
+    from oma_actors.events import ProgressEvent
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 MAX_OUTPUT = 4000

@@ -1,9 +1,9 @@
 """Failover: a live sidecar adopts the runs of a sibling whose leases expired.
 
 Several sidecars sharing one PostgreSQL store each run their runs under a lease in the store
-(``oma_actors.RunStoreOptions``, owner = the sidecar's owner id), renewed by heartbeat while the
-run executes. A sidecar that dies stops renewing; once a lease has expired, every live sidecar
-sees the run ``running`` with a dead lease in :func:`oma_actors.list_runs`, and each one's
+(``oma_actors.runs.RunStoreOptions``, owner = the sidecar's owner id), renewed by heartbeat while
+the run executes. A sidecar that dies stops renewing; once a lease has expired, every live sidecar
+sees the run ``running`` with a dead lease in :func:`oma_actors.runs.list_runs`, and each one's
 :class:`Failover` sweep (every quarter TTL) tries to adopt it: ``RunExecutor.adopt`` claims the
 sidecar's run record with a compare-and-set that requires the dead owner to still hold it, so
 one sidecar wins, and the winner's attempt then acquires the lease (fencing token + 1, attempt
@@ -24,12 +24,13 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from oma_actors import MemoryStoreRunStore, RunStoreOptions, list_runs, parse_store_uri
+from oma_actors.runs import MemoryStoreRunStore, RunStoreOptions, list_runs
+from oma_actors.stores import parse_store_uri
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
     from sidecar.execution import RunExecutor
 
 logger = logging.getLogger(__name__)

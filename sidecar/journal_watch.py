@@ -36,8 +36,9 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from oma_actors import CorruptStoreError, parse_store_uri
+from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, parse_line, peek_seq
+from oma_actors.stores import parse_store_uri
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
@@ -49,8 +50,8 @@ from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from oma_actors import KeyRing
     from oma_actors.journal import JournalEvent
+    from oma_actors.stores import KeyRing
     from sidecar.execution import RunExecutor
     from sidecar.record import RunRecordV1
     from sidecar.run_log import RunLog

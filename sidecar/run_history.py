@@ -18,7 +18,7 @@ from oma_actors.keyspace import sidecar_key
 from sidecar.record_codec import decode_history, encode_history
 
 if TYPE_CHECKING:
-    from oma_actors import AtomicStore, MemoryStore
+    from oma_actors.stores import AtomicStore, MemoryStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
     from sidecar.run_log import KnownRun
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from oma_actors import LeaseError, RunLedger
-from oma_actors.runs import is_terminal
+from oma_actors import LeaseError
+from oma_actors.runs import RunLedger, is_terminal
 from sidecar.status import FailedPrecondition
 
 if TYPE_CHECKING:
-    from oma_actors import RunStoreOptions
+    from oma_actors.runs import RunStoreOptions
 
 
 async def check_resumable(terms: RunStoreOptions | None, run_id: str) -> None:

@@ -51,7 +51,7 @@ from sidecar.status import SidecarError
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
     from sidecar.record import Outcome, RunStatus
 

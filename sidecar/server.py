@@ -48,7 +48,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from types import TracebackType
 
-    from oma_actors import AtomicStore, KeyRing, Tool
+    from oma_actors import Tool
+    from oma_actors.stores import AtomicStore, KeyRing
     from sidecar.principals import Principals
 
 logger = logging.getLogger(__name__)

@@ -7,15 +7,9 @@ import asyncio
 from acceptance_helpers import answer, calls
 from pydantic import BaseModel
 
-from oma_actors import (
-    AgentConfig,
-    OpenMultiAgent,
-    ToolContext,
-    ToolResultBlock,
-    ToolUseBlock,
-    define_tool,
-)
+from oma_actors import AgentConfig, OpenMultiAgent, ToolContext, define_tool
 from oma_actors.errors import AuthenticationError, RateLimitError
+from oma_actors.llm import ToolResultBlock, ToolUseBlock
 from oma_actors.testing import ScriptedAdapter
 
 

@@ -57,22 +57,19 @@ from crash_wiring import (
 
 from oma_actors import (
     AgentConfig,
-    CheckpointNotFoundError,
     CheckpointOptions,
     DurableApprovalError,
-    FileStore,
-    JournalDamagedError,
-    JournalUnavailableError,
     OpenMultiAgent,
-    Reviewer,
     StoreError,
     Team,
     TeamRunResult,
     open_store,
 )
-from oma_actors.approvals import APPROVAL_KEY_PREFIX, decide_approval
+from oma_actors.approvals import APPROVAL_KEY_PREFIX, Reviewer, decide_approval
 from oma_actors.clock import to_iso
+from oma_actors.errors import CheckpointNotFoundError, JournalDamagedError, JournalUnavailableError
 from oma_actors.journal import JournalOptions, JsonlRunJournal, RunJournal, open_journal
+from oma_actors.stores import FileStore
 from oma_actors.stores.base import MemoryStore
 from oma_actors.testing.crash_points import crash_at
 from oma_actors.testing.faults import CrashingStore

@@ -34,7 +34,7 @@ import pytest
 from crash_ledger import EFFECTS, MODEL_CALLS, events_file, read_jsonl
 from crash_scenarios import CHECKPOINT_KEY, RUN_ID
 
-from oma_actors import SqliteStore
+from oma_actors.stores import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("lease_child.py")

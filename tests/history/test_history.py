@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from history_support import Effects, Workspace, comparable, make_team, run_journal_first
 
-from oma_actors import CheckpointError, InMemoryStore, run_history, state_at
-from oma_actors.checkpoint import Checkpoint, decode, encode
+from oma_actors import CheckpointError
+from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
 from oma_actors.journal import InMemoryRunJournal
+from oma_actors.stores import InMemoryStore
 
 
 @dataclass

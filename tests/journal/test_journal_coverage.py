@@ -15,24 +15,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.agents.turn import after_response, initial_state
 from oma_actors.errors import LLMError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journaling import RunJournaling
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 PLAN = [{"title": "Research", "description": "find facts", "assignee": "worker"}]

@@ -17,26 +17,19 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
-    Reviewer,
-    Suspend,
     Task,
-    TaskRetry,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
-from oma_actors.approvals import decide_approval
+from oma_actors.approvals import Reviewer, Suspend, decide_approval
+from oma_actors.events import ProgressEvent, TaskRetry
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

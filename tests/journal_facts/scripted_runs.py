@@ -18,25 +18,25 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    Reviewer,
-    Suspend,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolResultBlock,
-    ToolUseBlock,
     define_tool,
 )
-from oma_actors.approvals import decide_approval
+from oma_actors.approvals import Reviewer, Suspend, decide_approval
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 # Task title -> the tool calls of each model turn (None: the final answer).

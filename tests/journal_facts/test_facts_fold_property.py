@@ -28,18 +28,12 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint.codec import decode, encode
@@ -54,7 +48,9 @@ from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import unsafe_tools
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 SEEDS = range(12)

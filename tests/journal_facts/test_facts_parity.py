@@ -14,21 +14,17 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

@@ -16,15 +16,10 @@ from pathlib import Path
 import pytest
 from coordinator_scenario import lead, team
 
-from oma_actors import (
-    BudgetExceeded,
-    CheckpointOptions,
-    FileStore,
-    JsonlRunJournal,
-    OpenMultiAgent,
-    ProgressEvent,
-)
-from oma_actors.journal import JournalOptions, verify_run
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.events import BudgetExceeded, ProgressEvent
+from oma_actors.journal import JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.stores import FileStore
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 CHILD = Path(__file__).with_name("synthesis_child.py")

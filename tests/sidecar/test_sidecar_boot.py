@@ -14,8 +14,8 @@ import grpc
 import pytest
 from sidecar_helpers import ECHO, TOKEN, SiblingWritesFirst, legacy_record_text, run_request
 
-from oma_actors import FileStore, InMemoryStore
 from oma_actors.keyspace import sidecar_key
+from oma_actors.stores import FileStore, InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.boot import recover
 from sidecar.client import SidecarClient, error_reason

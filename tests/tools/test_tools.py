@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from oma_actors import ConfigurationError, ToolContext, ToolResult, ToolUseBlock, define_tool
+from oma_actors import ConfigurationError, ToolContext, ToolResult, define_tool
+from oma_actors.llm import ToolUseBlock
 from oma_actors.tools import execute_tool_call
 
 
