@@ -3,7 +3,8 @@
 Each of ``--runs`` runs has its own ``JournalRecorder`` in durable mode (journal-first, D10) on
 ONE shared journal, and makes ``--boundaries`` durable boundaries one after the other: a
 boundary is ``await recorder.append(draft)`` of one event carrying ``--payload`` bytes, which
-returns only once the batch holding it is committed (fsync or transaction). All runs go at
+returns only once the batch holding it is committed (fsync or transaction), then
+``take_through`` (what the run's writer does with the events it saves). All runs go at
 once, so the journal's group commit is what is measured. Backends, interleaved (rotated) per
 repeat: ``JsonlRunJournal`` (flush window 0, ``append_now``), ``SqliteRunJournal`` and
 ``PostgresRunJournal`` (``open_journal``'s defaults). Reported: boundaries/s (median of
@@ -94,7 +95,11 @@ async def one(
     async def run(recorder: JournalRecorder) -> None:
         for _ in range(a.boundaries):
             draft = vocabulary.user_message(message=message, origin="tool_results")
-            await recorder.append(draft)
+            event = await recorder.append(draft)
+            # The run's writer takes what it saves (``RunWriter`` folds it): a durable
+            # recorder keeps its events until then, so a bench that never took them would
+            # time a heap growing by 20,000 events (the garbage collector's walks of it).
+            recorder.take_through(event.seq)
 
     with _FsyncCount() as fsyncs:
         before = getattr(journal, "batches", 0)
