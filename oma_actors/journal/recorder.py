@@ -41,10 +41,9 @@ from oma_actors.telemetry.context import current_trace
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from oma_actors.journal.batching import AppendNowait
-
     from oma_actors.domain.messages import ContentBlock, Message
     from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.batching import AppendNowait
     from oma_actors.journal.sql import AppendFence
     from oma_actors.journal.vocabulary import EventDraft, Json
 

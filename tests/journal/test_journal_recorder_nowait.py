@@ -85,7 +85,8 @@ async def test_a_cancelled_appender_sees_cancelled_error_and_the_batch_lands_for
     survivor = asyncio.create_task(other_run.append(v.turn_started(turn=1)))
     for _ in range(5):  # both are waiting; the batch holding both events is committing
         await asyncio.sleep(0)
-    assert not doomed.done() and not survivor.done()
+    assert not doomed.done()
+    assert not survivor.done()
     doomed.cancel()
     with pytest.raises(asyncio.CancelledError):
         await doomed  # at once, while the batch is still held
