@@ -45,33 +45,12 @@ def js_dumps(value: Any, *, sort_keys: bool = False) -> str:
     Raises:
         TypeError: the value holds something that is not a JSON value.
     """
-    if not sort_keys:
-        fast = _orjson(value, _FAST_OPTIONS)
-        if fast is not None:
-            return fast.decode()
+    if not sort_keys and _no_floats(value):
+        try:
+            return orjson.dumps(value, option=_FAST_OPTIONS).decode()
+        except TypeError:  # orjson.JSONEncodeError: refused, the reference decides
+            pass
     return reference_dumps(value, sort_keys=sort_keys)
-
-
-def js_line(value: Any) -> bytes:
-    """``js_dumps(value)`` and a newline, in UTF-8: a JSONL line as it goes into the file.
-
-    orjson's bytes are taken as they come, so a line is not decoded and encoded again.
-
-    Raises:
-        TypeError: the value holds something that is not a JSON value.
-    """
-    fast = _orjson(value, _FAST_OPTIONS | orjson.OPT_APPEND_NEWLINE)
-    return fast if fast is not None else (reference_dumps(value) + "\n").encode()
-
-
-def _orjson(value: Any, options: int) -> bytes | None:
-    """orjson's output when it lays ``value`` out as JavaScript would, else ``None``."""
-    if not _no_floats(value):
-        return None
-    try:
-        return orjson.dumps(value, option=options)
-    except TypeError:  # orjson.JSONEncodeError: refused, the reference decides
-        return None
 
 
 def _no_floats(value: Any) -> bool:

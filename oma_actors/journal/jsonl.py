@@ -28,7 +28,7 @@ from oma_actors.journal.codec import (
     to_json_object,
 )
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
-from oma_actors.journal.jsjson import js_line
+from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
 from oma_actors.stores.file_io import check_regular, read_regular
 from oma_actors.stores.redaction import compile_patterns, redact_tree
@@ -75,7 +75,7 @@ class JsonlRunJournal:
         self._patterns = None if redact is None else compile_patterns(redact)
         self._fd: int | None = None
         self._tail_checked = False
-        self._pending: list[bytes] = []  # encoded lines, newline included
+        self._pending: list[str] = []
         self._batch: asyncio.Future[None] | None = None
         self._window: asyncio.Event | None = None
         self._flushers: set[asyncio.Task[None]] = set()
@@ -260,11 +260,11 @@ class JsonlRunJournal:
             fd, self._fd = self._fd, None
             await asyncio.to_thread(os.close, fd)
 
-    def _encode(self, event: JournalEvent) -> bytes:
+    def _encode(self, event: JournalEvent) -> str:
         obj = to_json_object(event)
         if self._patterns is not None:
             obj = redact_tree(obj, self._patterns)
-        return js_line(obj)
+        return js_dumps(obj)
 
     async def _flush_after(self, window: asyncio.Event) -> None:
         if self._delay > 0:
@@ -278,14 +278,15 @@ class JsonlRunJournal:
             if batch is None:
                 return
             try:
-                await asyncio.to_thread(self._write, b"".join(lines))
+                await asyncio.to_thread(self._write, "".join(f"{line}\n" for line in lines))
             except Exception as exc:
                 batch.set_exception(exc)
                 batch.exception()  # retrieved: waiters that were cancelled must not log it
             else:
                 batch.set_result(None)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, text: str) -> None:
+        data = text.encode()
         try:
             fd = self._open_for_append()
             start = os.lseek(fd, 0, os.SEEK_END)

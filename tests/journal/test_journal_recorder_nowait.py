@@ -35,9 +35,9 @@ class Gated:
         if isinstance(journal, JsonlRunJournal):
             real_write = journal._write
 
-            def write(data: bytes) -> None:  # on the journal's writer thread
+            def write(text: str) -> None:  # on the journal's writer thread
                 self._thread_gate.wait(timeout=30)
-                real_write(data)
+                real_write(text)
 
             journal._write = write  # type: ignore[method-assign]
         else:

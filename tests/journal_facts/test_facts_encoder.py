@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from oma_actors.journal.jsjson import js_dumps, js_line, reference_dumps
+from oma_actors.journal.jsjson import js_dumps, reference_dumps
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
@@ -26,8 +26,6 @@ FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 
 def same(value: Any) -> None:
     assert js_dumps(value) == reference_dumps(value), value
-    # The JSONL journal's line (orjson's bytes, newline appended) is the same text, in UTF-8.
-    assert js_line(value) == (reference_dumps(value) + "\n").encode(), value
 
 
 def test_every_code_point_escapes_as_the_reference() -> None:
@@ -96,8 +94,6 @@ def test_what_the_reference_refuses_is_refused(value: Any) -> None:
         reference_dumps(value)
     with pytest.raises(TypeError):
         js_dumps(value)
-    with pytest.raises(TypeError):
-        js_line(value)
 
 
 def test_subclasses_of_json_types_write_as_the_reference() -> None:
@@ -126,7 +122,6 @@ def test_every_golden_journal_line_re_encodes_to_itself() -> None:
     for line in lines:
         value = json.loads(line)
         assert js_dumps(value) == line
-        assert js_line(value) == f"{line}\n".encode()
         assert reference_dumps(value) == line
 
 
