@@ -2,8 +2,12 @@
 
 ``open()`` reads the journal once and continues from ``max(journal tail, snapshot watermark)``, so
 one logical run reads as one stream across attempts, even on a fresh journal file. ``emit``
-assigns the seq synchronously (strictly increasing with concurrent tasks) and queues the event;
-one drain task appends whatever accumulated, in seq order, a batch at a time.
+assigns the seq synchronously (strictly increasing with concurrent tasks) and queues the event.
+A journal with ``append_nowait`` (JSONL, SQLite, PostgreSQL) takes it into its open batch at
+once, which it commits in order with every other run's: no task, no queue of ours, one done
+callback per batch of the run. Any other journal (or a fenced append) gets one drain task that
+appends whatever accumulated, in seq order, a batch at a time. Either way a waiting call waits on
+a future of its own, so cancelling it never cancels a batch other calls or runs wait on.
 
 Two modes. ``durable=False`` is OMA's: nothing the journal does raises into the run; a failed
 batch is reported through ``on_error`` (a ``JournalAppendFailed``) and dropped. ``durable=True``
