@@ -117,11 +117,18 @@ class JsonlRunJournal:
         """
         await self._append(events, now=True)
 
-    async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
+    def append_nowait(self, events: Sequence[JournalEvent], *, now: bool) -> asyncio.Future[None]:
+        """Queue events into the open batch (``now``: and close its window); return its future.
+
+        The future is the batch's, shared by every appender in it (``batching.AppendNowait``):
+        add a done callback, never await it directly. Events are encoded here, once.
+
+        Raises:
+            JournalClosedError: the journal was closed (nothing was queued).
+            TypeError, ValueError: an event is not a JSON value (nothing was queued).
+        """
         if self._closed:
             raise JournalClosedError(f"{self._path}: the journal is closed")
-        if not events:
-            return
         lines = [self._encode(event) for event in events]
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
@@ -133,8 +140,15 @@ class JsonlRunJournal:
         self._pending.extend(lines)
         if now and self._window is not None:
             self._window.set()
+        return batch
+
+    async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
+        if self._closed:
+            raise JournalClosedError(f"{self._path}: the journal is closed")
+        if not events:
+            return
         # Shielded: a cancelled appender must not cancel the batch other appenders wait on.
-        await asyncio.shield(batch)
+        await asyncio.shield(self.append_nowait(events, now=now))
 
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """Every event on disk with ``seq >= seq``, in file order (pending batches excluded).
