@@ -144,6 +144,14 @@ class BoundaryProbe:
             r.floor for r in self.records if r.floor is not None and start <= r.floor_at < end
         )
 
+    def floor_inner_between(self, start: float, end: float) -> float:
+        """The syscalls' own seconds (no thread hop) of the floor appends started in the range."""
+        return sum(
+            r.floor_inner
+            for r in self.records
+            if r.floor_inner is not None and start <= r.floor_at < end
+        )
+
     def wrap(self, original: BoundaryFn) -> BoundaryFn:
         """A ``_boundary`` that times ``original`` and interleaves the floor around it."""
 

@@ -204,11 +204,12 @@ def child_lg_resume(args: argparse.Namespace) -> None:
     import langgraph.graph  # noqa: F401  (the import is not timed, as for ours)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
 
     def on_first(state: dict[str, Any]) -> None:
-        t1 = time.perf_counter()
-        sys.stdout.write(json.dumps({"seconds": t1 - t0, "messages": len(state["messages"])}))
+        t1, c1 = time.perf_counter(), time.process_time()
+        out = {"seconds": t1 - t0, "cpu_seconds": c1 - c0, "messages": len(state["messages"])}
+        sys.stdout.write(json.dumps(out))
         sys.stdout.write("\n")
         sys.stdout.flush()
         os._exit(0)

@@ -42,7 +42,10 @@ def turn_series(r: RunResult, k: int) -> tuple[list[float], list[float]]:
     own = r.intervals
     stamps = r.trace.stamps[: r.turns + 1]
     probe = r.probe
-    floor = [probe.floor_between(a, b) if probe else 0.0 for a, b in itertools.pairwise(stamps)]
+    # The floor's syscalls alone (see RunResult.floor_per_turn): no thread hop in the floor.
+    floor = [
+        probe.floor_inner_between(a, b) if probe else 0.0 for a, b in itertools.pairwise(stamps)
+    ]
     n = len(own) // k * k
     return (
         [sum(own[i : i + k]) for i in range(0, n, k)],

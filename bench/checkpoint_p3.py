@@ -42,24 +42,44 @@ def long_runs(bench: Bench) -> dict[str, list[RunResult]]:
 
 
 def byte_stats(rs: list[RunResult], n: int) -> dict[str, Any]:
-    """Totals, marks and growth exponents of the logical and disk bytes of ``rs``."""
-    return series_stats([r.cumulative_wchar for r in rs], [r.cumulative_bytes for r in rs], n)
+    """Totals (the whole run, its end included), marks and growth exponents of ``rs``'s bytes."""
+    return series_stats(
+        [r.cumulative_wchar for r in rs],
+        [r.cumulative_bytes for r in rs],
+        n,
+        ([r.total_wchar for r in rs], [r.total_bytes for r in rs]),
+    )
 
 
 def floor_stats(rs: list[RunResult], n: int) -> dict[str, Any]:
     """The same for the floor appends interleaved in ``rs`` (their thread's own bytes)."""
-    return series_stats([r.floor_cumulative[0] for r in rs], [r.floor_cumulative[1] for r in rs], n)
+    return series_stats(
+        [r.floor_cumulative[0] for r in rs],
+        [r.floor_cumulative[1] for r in rs],
+        n,
+        ([r.floor_total[0] for r in rs], [r.floor_total[1] for r in rs]),
+    )
 
 
-def series_stats(logical: list[list[int]], disk: list[list[int]], n: int) -> dict[str, Any]:
-    """Totals, marks and growth exponents of cumulative logical and disk byte series."""
+def series_stats(
+    logical: list[list[int]],
+    disk: list[list[int]],
+    n: int,
+    totals: tuple[list[int], list[int]],
+) -> dict[str, Any]:
+    """Totals, marks and growth exponents of cumulative logical and disk byte series.
+
+    ``totals`` are the whole runs' bytes, their end included: the per-turn series stop at the
+    last model call, before the final answer's boundaries and the run's last snapshots (once
+    40% of a journal-first run's bytes).
+    """
     marks = sorted({max(1, n // 10), n})
     out: dict[str, Any] = {}
-    for key, series in (("logical", logical), ("disk", disk)):
+    for key, series, ends in (("logical", logical, totals[0]), ("disk", disk, totals[1])):
         at = {m: median([c[m - 1] for c in series]) for m in marks}
         lo, hi = at[marks[0]], at[n]
         out[key] = {
-            "total": median([c[-1] for c in series]),
+            "total": median(ends),
             "at": at,
             "exponent": median([growth_exponent(c) for c in series]),
             "pairwise_exponent": math.log(hi / lo) / math.log(n / marks[0])
@@ -89,7 +109,8 @@ def run(bench: Bench, runs: dict[str, list[RunResult]]) -> None:
     print(
         "/proc/self/io of this process during the run: logical = wchar, disk = write_bytes;"
         " the floor appends interleaved in our runs are counted apart (their own thread's"
-        " /proc/self/task/<tid>/io) and taken out of the runs' bytes; each configuration's"
+        " /proc/self/task/<tid>/io) and taken out of the runs' bytes; totals run to the end of"
+        " the run (final answer, last snapshots, journal close); each configuration's"
         f" disk ratio is against the floor of its own runs; median of {s.repeats} repeats;"
         f" exponent = fit over the upper 90% of turns ({max(1, n // 10)}->{n} two-point slope"
         " in brackets)\n"

@@ -22,27 +22,28 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
     CompressToolResults,
     ContextStrategy,
-    InMemoryStore,
-    JsonlRunJournal,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     SlidingWindow,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolResultBlock,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.domain.jsonforms import message_to_json
-from oma_actors.journal import JournalOptions
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 STEPS = 200

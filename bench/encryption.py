@@ -39,20 +39,13 @@ from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, table
 from checkpoint_workload import RUN_ID, Trace, bench_agent, bench_task, remove_quietly
 from store_postgres import DEFAULT_DSN, SIZES, probe, real_snapshots
 
-from oma_actors import (
-    Checkpoint,
-    CheckpointOptions,
-    EncryptingJournal,
-    EncryptingStore,
-    FileStore,
-    KeyRing,
-    OpenMultiAgent,
-    Team,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.actors import event_loop_factory
+from oma_actors.checkpoint import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter
-from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.journal import EncryptingJournal, JournalOptions, JsonlRunJournal
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import EncryptingStore, FileStore, KeyRing
 from oma_actors.stores.postgres import PostgresStore
 
 GOAL = 1.2  # P16: encrypted / plaintext, at most

@@ -32,27 +32,25 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
-    Checkpoint,
     CheckpointOptions,
-    FileStore,
     JournalOptions,
-    JsonlRunJournal,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Task,
     Team,
-    TextBlock,
     ToolContext,
-    ToolUseBlock,
     define_tool,
+)
+from oma_actors.checkpoint import (
+    Checkpoint,
     fold_tail,
     fork_run,
     read_journal_tail,
     run_history,
     state_at,
 )
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
 HISTORY_GOAL_MS = 50.0
@@ -114,10 +112,11 @@ async def forget_forks(store: FileStore) -> None:
             await store.delete(entry.key)
 
 
-async def timed(action: Callable[[], Coroutine[Any, Any, object]]) -> float:
-    started = time.perf_counter()
+async def timed(action: Callable[[], Coroutine[Any, Any, object]]) -> tuple[float, float]:
+    """Wall and CPU milliseconds of ``action`` (CPU: the process, its reader threads too)."""
+    started, cpu = time.perf_counter(), time.process_time()
     await action()
-    return (time.perf_counter() - started) * 1000
+    return (time.perf_counter() - started) * 1000, (time.process_time() - cpu) * 1000
 
 
 async def main(turns: int, repeats: int) -> int:
@@ -146,23 +145,30 @@ async def main(turns: int, repeats: int) -> int:
         "fork_run mid": fork_once,
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)
     for repeat in range(repeats):
         order = names[repeat % len(names) :] + names[: repeat % len(names)]
         for name in order:
-            samples[name].append(await timed(variants[name]))
+            wall, used = await timed(variants[name])
+            samples[name].append(wall)
+            cpu[name].append(used)
             if name == "fork_run mid":
                 await forget_forks(store())
     base = statistics.median(samples["restore"])
-    print(f"\n{'variant':<16}{'median ms':>11}{'x restore':>11}  goal")
+    base_cpu = statistics.median(cpu["restore"])
+    # CPU beside the wall clock: on a loaded, shared machine the wall clock also counts time
+    # other processes held the CPUs; the goals are judged on the wall clock.
+    print(f"\n{'variant':<16}{'median ms':>11}{'x restore':>11}{'cpu ms':>9}{'x cpu':>7}  goal")
     for name in names:
         ms = statistics.median(samples[name])
+        used = statistics.median(cpu[name])
         goal = ""
         if name == "run_history":
             goal = f"<= {HISTORY_GOAL_MS:.0f} ms: {'met' if ms <= HISTORY_GOAL_MS else 'MISSED'}"
         elif name != "restore":
             goal = f"<= {RATIO_GOAL}x: {'met' if ms / base <= RATIO_GOAL else 'MISSED'}"
-        print(f"{name:<16}{ms:>11.1f}{ms / base:>11.2f}  {goal}")
+        print(f"{name:<16}{ms:>11.1f}{ms / base:>11.2f}{used:>9.1f}{used / base_cpu:>7.2f}  {goal}")
     return 0
 
 

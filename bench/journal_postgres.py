@@ -41,18 +41,12 @@ from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, rotat
 from checkpoint_workload import RUN_ID, Trace, bench_agent, bench_task
 from store_postgres import DEFAULT_DSN, probe
 
-from oma_actors import (
-    CheckpointOptions,
-    CheckpointSaved,
-    InMemoryStore,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    RunStoreOptions,
-    Team,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.actors import event_loop_factory
+from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, PostgresRunJournal
+from oma_actors.runs import MemoryStoreRunStore, RunStoreOptions
+from oma_actors.stores import InMemoryStore
 from oma_actors.stores.postgres import PostgresStore
 
 PAYLOAD = KIB

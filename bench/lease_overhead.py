@@ -39,8 +39,7 @@ from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, table
 from checkpoint_workload import RUN_ID
 from store_postgres import SIZES, UPSERT, Op, Texts, cli, real_snapshots, revisions, sample
 
-from oma_actors import Checkpoint, InMemoryStore
-from oma_actors.checkpoint import encode
+from oma_actors.checkpoint import Checkpoint, encode
 from oma_actors.runs import (
     DEFAULT_LEASE_TTL,
     MemoryStoreRunStore,
@@ -50,6 +49,7 @@ from oma_actors.runs import (
 )
 from oma_actors.runs.heartbeat import heartbeat_interval
 from oma_actors.runs.store import record_put
+from oma_actors.stores import InMemoryStore
 from oma_actors.stores.base import Expect, Write
 from oma_actors.stores.postgres import PostgresStore
 from oma_actors.stores.sqlite import SqliteStore

@@ -40,12 +40,13 @@ from checkpoint import git_revision, loadavg
 from checkpoint_report import KIB, fmt_bytes, fmt_ratio, fmt_time, median, table, verdict
 from checkpoint_workload import RUN_ID, Trace, bench_agent, bench_task
 
-from oma_actors import Checkpoint, CheckpointOptions, InMemoryStore, OpenMultiAgent, Team
+from oma_actors import CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.actors import event_loop_factory
-from oma_actors.checkpoint import CheckpointSnapshot, decode, encode
+from oma_actors.checkpoint import Checkpoint, CheckpointSnapshot, decode, encode
 from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import InMemoryStore
 from oma_actors.stores.postgres import PostgresStore
 from oma_actors.stores.rows import redact
 

@@ -243,3 +243,28 @@ class BudgetExceeded(ProgressEvent):
     used: float
     budget: float
     message: str
+
+
+__all__ = [
+    "AgentCompleted",
+    "ApprovalPending",
+    "BudgetExceeded",
+    "CheckpointSaveFailed",
+    "CheckpointSaved",
+    "CoordinatorFailed",
+    "JournalAppendFailed",
+    "JournalTailDiscarded",
+    "LeaseLost",
+    "ProgressEvent",
+    "RunFinished",
+    "RunStarted",
+    "SynthesisFailed",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskRetry",
+    "TaskSkipped",
+    "TaskStarted",
+    "ToolCalled",
+    "ToolOutcomeUnknown",
+    "TurnCompleted",
+]

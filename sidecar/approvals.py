@@ -16,7 +16,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from oma_actors import ApprovalDecision, ConfigurationError, Reviewer, StoreError
+from oma_actors import ConfigurationError, StoreError
+from oma_actors.approvals import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import timestamp
 from sidecar.events import approval_pb, canonical_json
@@ -34,7 +35,7 @@ from sidecar.tenancy import check_visible, sees
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from oma_actors import MemoryStore
+    from oma_actors.stores import MemoryStore
     from sidecar.execution import RunExecutor
     from sidecar.principals import Principal
     from sidecar.runs import RunRegistry

@@ -14,7 +14,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors import CheckpointOptions, CheckpointSaved, OpenMultiAgent
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.events import CheckpointSaved
 from oma_actors.runs import settle_record
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -28,16 +29,11 @@ from sidecar.run_view import attempt_result_from, task_row_from_state
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-    from oma_actors import (
-        JournalOptions,
-        MemoryStore,
-        ProgressEvent,
-        RunJournal,
-        RunLeaseHandle,
-        RunStoreOptions,
-        TeamRunResult,
-        Tool,
-    )
+    from oma_actors import JournalOptions, TeamRunResult, Tool
+    from oma_actors.events import ProgressEvent
+    from oma_actors.journal import RunJournal
+    from oma_actors.runs import RunLeaseHandle, RunStoreOptions
+    from oma_actors.stores import MemoryStore
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1, RunStatus
     from sidecar.runs import RunRegistry

@@ -32,7 +32,7 @@ from sidecar.status import FailedPrecondition
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from oma_actors import RunRecord as LeaseRecord
+    from oma_actors.runs import RunRecord as LeaseRecord
     from sidecar.record import RunRecordV1, RunStatus
 
 STATUS_OF_RECORD: dict[str, RunStatus] = {

@@ -199,7 +199,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code (2 for bad settings)."""
-    from oma_actors import KeyRing, OmaError, parse_store_uri
+    from oma_actors import OmaError
+    from oma_actors.stores import KeyRing, parse_store_uri
     from sidecar.auth import Token, resolve_token
     from sidecar.principals import Principals, PrincipalsError
     from sidecar.server import ServerConfig, ServerConfigError, Sidecar

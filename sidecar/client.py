@@ -140,13 +140,19 @@ class SidecarClient:
         after_seq: int = 0,
         allow_gap: bool = True,
         follow_suspended: bool = False,
+        journal: bool = False,
     ) -> AsyncIterator[pb.RunEvent]:
-        """The run's events after ``after_seq`` until it ends (heartbeats skipped)."""
+        """The run's events after ``after_seq`` until it ends (heartbeats skipped).
+
+        ``journal``: the run's journal, its one durable log (seq = journal seq, on any sidecar,
+        across restarts and adoptions), with the sidecar's live notices (seq 0) between.
+        """
         request = pb.WatchRunRequest(
             run_id=run_id,
             after_seq=after_seq,
             allow_gap=allow_gap,
             follow_suspended=follow_suspended,
+            journal=journal,
         )
         call = self.runs.WatchRun(request, metadata=self.metadata)
         try:

@@ -12,21 +12,16 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import (
-    AgentRunResult,
-    ApprovalPending,
-    ApprovalRequest,
-    TaskCompleted,
-    TaskFailed,
-    TaskSkipped,
-    TaskStarted,
-)
+from oma_actors import AgentRunResult
+from oma_actors.approvals import ApprovalRequest
+from oma_actors.events import ApprovalPending, TaskCompleted, TaskFailed, TaskSkipped, TaskStarted
 from oma_actors.readable import to_iso
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.convert import dict_to_struct, timestamp
+from sidecar.convert import dict_to_struct, now, timestamp
+from sidecar.status import OutOfRange
 
 if TYPE_CHECKING:
-    from oma_actors import ProgressEvent
+    from oma_actors.events import ProgressEvent
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 MAX_OUTPUT = 4000
@@ -143,3 +138,24 @@ def approval_pb(request: ApprovalRequest, canonical: str = "") -> pb.Approval:
         requested_at=timestamp(request.requested_at),
         state=pb.APPROVAL_STATE_PENDING,
     )
+
+
+def gap_event(run_id: str, *, allow_gap: bool, first: int, last: int) -> pb.RunEvent:
+    """The ``gap`` event telling a watcher that seqs ``first..last`` will never reach it.
+
+    Raises:
+        OutOfRange: ``allow_gap`` is off (reason ``SEQ_EXPIRED``, ``oldest_seq`` in the metadata:
+            the seq the watcher can resume after the gap with).
+    """
+    if not allow_gap:
+        raise OutOfRange(
+            "SEQ_EXPIRED",
+            f"events {first}..{last} are not retained (set allow_gap to skip them)",
+            metadata={"oldest_seq": str(last + 1)},
+        )
+    # The gap's seq is its last missing seq: seq 0 is the heartbeat's, and a client that
+    # resumes after the gap's seq must not be told about the same gap again.
+    event = pb.RunEvent(seq=last, run_id=run_id, type="gap", time=timestamp(now()))
+    event.gap.from_seq = first
+    event.gap.to_seq = last
+    return event

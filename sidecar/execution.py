@@ -18,7 +18,8 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import Checkpoint, LeaseError, OmaError
+from oma_actors import LeaseError, OmaError
+from oma_actors.checkpoint import Checkpoint
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -62,7 +63,8 @@ if TYPE_CHECKING:
         Sequence,
     )
 
-    from oma_actors import RunStoreOptions, TeamRunResult, Tool
+    from oma_actors import TeamRunResult, Tool
+    from oma_actors.runs import RunStoreOptions
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
     from sidecar.tool_host import ToolHost

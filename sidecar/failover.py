@@ -1,6 +1,6 @@
 """Failover: a live sidecar adopts the runs nobody holds the lease of.
 
-Every sidecar runs its runs under a lease in its state store (``oma_actors.RunStoreOptions``,
+Every sidecar runs its runs under a lease in its state store (``oma_actors.runs.RunStoreOptions``,
 owner = the sidecar's owner id, one per process start: ``sidecar.owner``), renewed by heartbeat
 while the run executes, on every store kind: a lone sidecar on a file store simply never meets
 a rival. A sidecar that dies (or stalls, or loses its store for longer than the TTL) stops
@@ -23,11 +23,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from oma_actors import MemoryStoreRunStore, RunStoreOptions, parse_store_uri
+from oma_actors.runs import MemoryStoreRunStore, RunStoreOptions
+from oma_actors.stores import parse_store_uri
 from sidecar.record import ACTIVE
 
 if TYPE_CHECKING:
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
     from sidecar.execution import RunExecutor
     from sidecar.runs import RunRegistry
 

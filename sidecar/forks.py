@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from oma_actors import JsonlRunJournal, NoHistoryError, NotAHistoryPointError, fork_run, run_history
+from oma_actors.checkpoint import fork_run, run_history
+from oma_actors.errors import NoHistoryError, NotAHistoryPointError
+from oma_actors.journal import JsonlRunJournal
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.journals import DatabaseTail
@@ -19,7 +21,8 @@ from sidecar.record import RunRecordV1
 from sidecar.status import AlreadyExists, FailedPrecondition
 
 if TYPE_CHECKING:
-    from oma_actors import HistoryPoint, RunJournal
+    from oma_actors.checkpoint import HistoryPoint
+    from oma_actors.journal import RunJournal
     from sidecar.journals import RunJournals
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry

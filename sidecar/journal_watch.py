@@ -14,10 +14,20 @@ if it parses, as the journal's own reader counts it. New lines are looked for wh
 progress log changes (its progress events) and at least every poll interval, since some journal
 appends come with no progress event.
 
+Journal seqs have no hole (each attempt continues right above the last stored seq, also after a
+kill), so a restart or an adoption shows no gap; a hole between two events read is events really
+lost (a cut or edited journal) and is reported as the progress stream reports one: a ``gap``
+event with ``allow_gap``, else ``OUT_OF_RANGE`` / ``SEQ_EXPIRED``.
+
+The sidecar's own events that no journal holds (:data:`NOTICES`: status changes, host tool calls
+dispatched, waiting or timed out) reach a journal watcher as live notices with seq 0, outside the
+seq space (like heartbeats): only those this sidecar logs while the watch is open.
+
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
-unless ``follow_suspended``) and the journal has been read to its end. An attempt closes its
-journal before its status is announced, so reading the status first and then the file never
-misses the attempt's last events (``run/end``).
+unless ``follow_suspended``) and the journal has been read to its end; a ``run/end`` read ends
+it once the run's record says so too, so a ``GetRun`` after the stream agrees with it. An
+attempt closes its journal before its status is announced, so reading the status first and then
+the file never misses the attempt's last events (``run/end``).
 """
 
 from __future__ import annotations
@@ -26,11 +36,13 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from oma_actors import CorruptStoreError, parse_store_uri
+from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, parse_line, peek_seq
+from oma_actors.stores import parse_store_uri
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
+from sidecar.events import gap_event
 from sidecar.journals import JOURNAL_UNAVAILABLE, DatabaseTail
 from sidecar.record import FINISHED
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
@@ -38,14 +50,15 @@ from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from oma_actors import KeyRing
     from oma_actors.journal import JournalEvent
+    from oma_actors.stores import KeyRing
     from sidecar.execution import RunExecutor
     from sidecar.record import RunRecordV1
     from sidecar.run_log import RunLog
     from sidecar.runs import RunRegistry
 
 FIELD = "journal"
+SETTLE_FIRST_S = 0.02  # the record's write follows the journal's close at once
 JOURNAL_MISSING = "JOURNAL_MISSING"
 READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
 TASK_STATUSES: dict[str, pb.TaskStatus] = {
@@ -56,6 +69,24 @@ TASK_STATUSES: dict[str, pb.TaskStatus] = {
     "failed": pb.TASK_STATUS_FAILED,
     "skipped": pb.TASK_STATUS_SKIPPED,
 }
+
+
+NOTICES = frozenset(
+    {"run_status", "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"}
+)
+"""The sidecar's own events, which no journal holds (a status change, a host tool call handed to
+a host or waiting for one). A journal watch gets them live, as this sidecar's log has them while
+the watch is open, with seq 0: outside the journal's seq space, never replayed. Everything else the
+progress stream shows is in the journal (``task/status``, ``tool/call``, ``approval/request``,
+``run/end`` with its status ...)."""
+
+
+def notice(event: pb.RunEvent) -> pb.RunEvent:
+    """``event`` of the progress log as a live notice of a journal watch (seq 0)."""
+    copy = pb.RunEvent()
+    copy.CopyFrom(event)
+    copy.seq = 0
+    return copy
 
 
 class JournalTail:
@@ -177,13 +208,16 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
     except (ValueError, OverflowError):
         message.ClearField("time")  # outside what a Timestamp holds: left out, not refused
     status = data.get("status")
-    if event.type == "run/end" and isinstance(status, str):
-        # OMA's status code, mapped as the sidecar maps an attempt's result: the same journal
-        # event reads the same on every watch, whatever the run did after it.
-        message.run_status.status = STATUS_OF_CODE.get(status, pb.RUN_STATUS_FAILED)
+    # OMA's ``status: {code}`` and ``error: {message}`` (journals written before read as bare
+    # strings), mapped as the sidecar maps an attempt's result (a failed run is FAILED): the
+    # same journal event reads the same on every watch, whatever the run did after it.
+    code = status.get("code") if isinstance(status, dict) else status
+    if event.type == "run/end" and isinstance(code, str):
+        message.run_status.status = STATUS_OF_CODE.get(code, pb.RUN_STATUS_FAILED)
         error = data.get("error")
-        message.run_status.outcome.code = status
-        message.run_status.outcome.message = error if isinstance(error, str) else ""
+        text = error.get("message") if isinstance(error, dict) else error
+        message.run_status.outcome.code = code
+        message.run_status.outcome.message = text if isinstance(text, str) else ""
     elif event.type == "task/status" and isinstance(status, str) and status in TASK_STATUSES:
         message.task_status.status = TASK_STATUSES[status]
         reason = data.get("reason")
@@ -221,12 +255,13 @@ class JournalWatch:
             InvalidArgument: ``types`` names a type no journal holds.
             FailedPrecondition: the run keeps no journal (reason ``JOURNAL_UNAVAILABLE``).
         """
-        unknown = sorted(set(request.types) - EVENT_TYPES)
+        unknown = sorted(set(request.types) - EVENT_TYPES - NOTICES)
         if unknown:
             raise InvalidArgument(
                 "types",
                 f"{', '.join(map(repr, unknown))} is no journal event type (with journal set, "
-                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))})",
+                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))}; and the sidecar's live "
+                f"notices: {', '.join(sorted(NOTICES))})",
             )
         record = await self._registry.get(request.run_id)
         tail = await self._tail(record)
@@ -285,29 +320,54 @@ class JournalWatch:
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         ended = False  # the last event read is a run/end whose status ends the watch
+        heard = log.last_seq  # the log's events before the watch began are not live any more
+        settle_s = SETTLE_FIRST_S  # after run/end: how long until the record is looked at
         while True:
             changed = log.changed()
             # The status first: an attempt's journal is closed before its status is announced.
-            # A run/end read already says the attempt ended, also of a run executing elsewhere.
-            finished = log.last_status in end or ended
+            finished = log.last_status in end
+            if ended and not finished:
+                # A run/end read says the attempt ended, also of a run executing elsewhere; the
+                # stream ends once the run's record says so too (it is written right after the
+                # journal closes), so a GetRun after the stream shows the status it ended with.
+                finished = (await self._registry.get(log.run_id)).status in end
             more = True
             while more:
                 events, more = await tail.read(cursor, final=finished)
                 for event in events:
                     if event.seq <= cursor:
                         continue
+                    if cursor and event.seq > cursor + 1:
+                        # A run's journal numbers its events without a hole, across attempts
+                        # (each continues above the last stored seq): a hole is events lost (a
+                        # cut or edited journal), never a restart. Before the first event a
+                        # higher seq is no loss: a forked run's events start above its fork
+                        # point.
+                        yield gap_event(
+                            log.run_id,
+                            allow_gap=request.allow_gap,
+                            first=cursor + 1,
+                            last=event.seq - 1,
+                        )
                     cursor = event.seq
                     message = journal_message(event)
                     ended = event.type == "run/end" and message.run_status.status in end
                     if not types or event.type in types:
                         quiet_since = loop.time()
                         yield message
+            for event in log.since(heard):
+                heard = event.seq
+                if event.type in NOTICES and (not types or event.type in types):
+                    quiet_since = loop.time()
+                    yield notice(event)
             if finished:
                 return
-            if ended:
-                continue  # one more read, as a finished run's (its torn last line counts)
             remote = not self._executor.running(log.run_id)
             wait = self._heartbeat_s if pushed else min(self._heartbeat_s, self._poll_s)
+            if ended:
+                # Nothing pushes the record's write: look again soon, then less and less often
+                # (its writer may have died between the journal and the record: an adoption).
+                wait, settle_s = min(wait, settle_s), settle_s * 2
             try:
                 async with asyncio.timeout(wait):
                     await changed.wait()

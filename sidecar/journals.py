@@ -34,18 +34,25 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from oma_actors import EncryptingJournal, JournalOptions, JsonlRunJournal, parse_store_uri
+from oma_actors import JournalOptions
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.journal import JournalCorruptError, open_event, open_journal
+from oma_actors.journal import (
+    EncryptingJournal,
+    JournalCorruptError,
+    JsonlRunJournal,
+    open_event,
+    open_journal,
+)
 from oma_actors.journal.postgres import PostgresRunJournal
 from oma_actors.journal.sql import SqlRunJournal
+from oma_actors.stores import parse_store_uri
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument, SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from oma_actors import KeyRing
     from oma_actors.journal import JournalEvent, RunJournal
+    from oma_actors.stores import KeyRing
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 
 logger = logging.getLogger(__name__)

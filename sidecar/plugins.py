@@ -8,7 +8,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import ConfigurationError, OpenMultiAgent, Suspend, Tool
+from oma_actors import ConfigurationError, OpenMultiAgent, Tool
+from oma_actors.approvals import Suspend
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

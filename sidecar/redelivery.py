@@ -14,10 +14,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from oma_actors import Checkpoint, OmaError, fold_tail, read_journal_tail
+from oma_actors import OmaError
+from oma_actors.checkpoint import Checkpoint, fold_tail, read_journal_tail
 
 if TYPE_CHECKING:
-    from oma_actors import CheckpointSnapshot, MemoryStore, RunJournal
+    from oma_actors.checkpoint import CheckpointSnapshot
+    from oma_actors.journal import RunJournal
+    from oma_actors.stores import MemoryStore
     from sidecar.record import RunRecordV1
 
 logger = logging.getLogger(__name__)

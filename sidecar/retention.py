@@ -29,9 +29,9 @@ from oma_actors.keyspace import approval_key, checkpoint_key, history_prefix, ru
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.approvals import ledger_module
-from sidecar.event_pages import delete_key
 from sidecar.journals import JournalFileError
 from sidecar.record import FINISHED, UnknownRunError
+from sidecar.run_history import delete_key
 from sidecar.runs import listed
 from sidecar.status import SidecarError
 

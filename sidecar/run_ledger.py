@@ -14,12 +14,13 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from oma_actors import LeaseError, RunLedger
+from oma_actors import LeaseError
+from oma_actors.runs import RunLedger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors import RunStoreOptions
+    from oma_actors.runs import RunStoreOptions
 
 
 async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:

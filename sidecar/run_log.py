@@ -23,7 +23,6 @@ from sidecar.record import SEQ_BLOCK, TaskRow
 from sidecar.run_view import outcome_pb, run_message
 
 if TYPE_CHECKING:
-    from sidecar.event_pages import EventPages
     from sidecar.record import Outcome, RunRecordV1, RunStatus
 
 MAX_RETAINED = 20_000
@@ -198,7 +197,6 @@ class KnownRun:
     record: RunRecordV1
     log: RunLog
     progress: Progress | None = None  # events not yet written into the record
-    pages: EventPages | None = None  # the durable paged log (``RunRegistry(durable_events=True)``)
 
 
 def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:

@@ -2,8 +2,8 @@
 
 Records live under ``__oma_sidecar__/run/<run_id>`` in the state store (``--store``), one
 ``RunRecordV1`` per run (``sidecar.record_codec``); its events under
-``__oma_sidecar__/events/<run_id>`` (``sidecar.run_history``: whole at the end, or paged as they
-happen on a store several sidecars share). Nothing else reads those keys.
+``__oma_sidecar__/events/<run_id>`` (``sidecar.run_history``: saved whole at the end; the run's
+durable event log is its journal). Nothing else reads those keys.
 
 Every change is :meth:`RunRegistry.update`: read the stored record, apply a pure change, and
 write it back with the store's ``compare_and_set``, retrying on a conflict (another process, a
@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.errors import StoreError
 from oma_actors.keyspace import sidecar_key
 from sidecar.convert import now, timestamp
-from sidecar.event_pages import PageConflictError, delete_key
 from sidecar.record import (
     FINISHED,
     SEQ_BLOCK,
@@ -45,14 +44,14 @@ from sidecar.record_codec import (
     encode,
     shown_problem,
 )
-from sidecar.run_history import RunHistory
+from sidecar.run_history import RunHistory, delete_key
 from sidecar.run_log import KnownRun, Progress, RunLog, known_run_message, status_event, tracks
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Coroutine
 
-    from oma_actors import AtomicStore, MemoryEntry, MemoryStore
+    from oma_actors.stores import AtomicStore, MemoryEntry, MemoryStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
     from sidecar.record import Outcome, RunStatus
 
@@ -80,8 +79,7 @@ class RunRegistry:
         store: the state store; its compare-and-set guards every record write.
         owner_id: this sidecar's owner id, stamped on the runs it creates or restores.
         spawn: schedules a background coroutine (owned by the server's task group).
-        durable_events: write each event to the store as it happens (batched, in pages), not
-            only a finished run's history: on a store several sidecars share.
+        shared: several sidecars share the store (``sidecar.run_history``).
     """
 
     def __init__(
@@ -90,7 +88,7 @@ class RunRegistry:
         *,
         owner_id: str,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
-        durable_events: bool = False,
+        shared: bool = False,
     ) -> None:
         if not owner_id:
             raise ValueError("a run registry needs an owner id")
@@ -101,7 +99,7 @@ class RunRegistry:
         self._locks: dict[str, asyncio.Lock] = {}
         self._reserving: set[str] = set()
         self._settling: set[str] = set()
-        self._history = RunHistory(store, durable_events=durable_events, spawn=spawn)
+        self._history = RunHistory(store, shared=shared)
         self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
     @property
@@ -210,7 +208,7 @@ class RunRegistry:
         """A run this process has not seen: its log continues above the stored reservation."""
         reserved = record.seq_reserved_until
         log = RunLog(run_id, next_seq=reserved + 1, reserved_until=reserved)
-        fresh = KnownRun(text=text, record=record, log=log, pages=self._history.pages(run_id))
+        fresh = KnownRun(text=text, record=record, log=log)
         log.restore_history(await self._history.stored_events(fresh))
         known = self._runs.setdefault(run_id, fresh)
         if known.text != text:  # a concurrent read got here first with older text
@@ -269,7 +267,6 @@ class RunRegistry:
                 text=text,
                 record=record,
                 log=RunLog(run_id, next_seq=1, reserved_until=0),
-                pages=self._history.pages(run_id),
             )
             # Known before the write, so a concurrent read of the new key finds this log.
             self._runs[run_id] = known
@@ -398,7 +395,6 @@ class RunRegistry:
                 known.progress = Progress(known.record)
             known.progress.track(event)
         known.log.add(event)
-        self._history.emitted(known)
         if known.log.needs_block() and run_id not in self._reserving:
             self._reserving.add(run_id)
             self._spawn(self._reserve(run_id, known.log))
@@ -426,7 +422,7 @@ class RunRegistry:
             try:
                 await self._history.save(known)
                 await self.update(run_id, releasing_reservation(log.reserved_until, log.last_used))
-            except (StoreError, PageConflictError, SidecarError) as exc:
+            except (StoreError, SidecarError) as exc:
                 logger.warning("run %s: events not released at stop: %s", run_id, exc)
 
     def run_message(self, record: RunRecordV1, *, full: bool) -> pb.Run:

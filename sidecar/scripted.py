@@ -13,19 +13,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from oma_actors import (
-    LLMResponse,
-    ScriptedAdapter,
-    TextBlock,
-    TokenUsage,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from oma_actors import TokenUsage
+from oma_actors.llm import LLMResponse, ScriptedAdapter, TextBlock, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors import ChatOptions, ContentBlock, Message
+    from oma_actors.llm import ChatOptions, ContentBlock, Message
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 
 LAST_RESULT = "{{last_tool_result}}"

@@ -17,10 +17,11 @@ import sidecar
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
+from sidecar.events import gap_event
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
 from sidecar.schema import check_off_loop_schemas
-from sidecar.status import InvalidArgument, OutOfRange, SidecarError, abort
+from sidecar.status import InvalidArgument, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
 from sidecar.tenancy import Tenancy, check_visible, sees, tenant_of
 
@@ -223,7 +224,12 @@ class RunServicer(pb_grpc.RunServiceServicer):
             changed = log.changed()
             for event in log.since(cursor):
                 if event.seq > cursor + 1:
-                    yield self._gap(log, request, cursor + 1, event.seq - 1)
+                    yield gap_event(
+                        log.run_id,
+                        allow_gap=request.allow_gap,
+                        first=cursor + 1,
+                        last=event.seq - 1,
+                    )
                 cursor = event.seq
                 if not types or event.type in types or event.type == "run_status":
                     yield event
@@ -245,22 +251,6 @@ class RunServicer(pb_grpc.RunServiceServicer):
                     yield pb.RunEvent(
                         run_id=log.run_id, type="heartbeat", time=convert.timestamp(convert.now())
                     )
-
-    def _gap(self, log: RunLog, request: pb.WatchRunRequest, first: int, last: int) -> pb.RunEvent:
-        if not request.allow_gap:
-            raise OutOfRange(
-                "SEQ_EXPIRED",
-                f"events {first}..{last} are not retained (set allow_gap to skip them)",
-                metadata={"oldest_seq": str(last + 1)},
-            )
-        # The gap's seq is its last missing seq: seq 0 is the heartbeat's, and a client that
-        # resumes after the gap's seq must not be told about the same gap again.
-        event = pb.RunEvent(
-            seq=last, run_id=log.run_id, type="gap", time=convert.timestamp(convert.now())
-        )
-        event.gap.from_seq = first
-        event.gap.to_seq = last
-        return event
 
 
 class ApprovalServicer(pb_grpc.ApprovalServiceServicer):

@@ -20,16 +20,18 @@ from grpc_status import rpc_status
 from oma_actors import (
     CheckpointError,
     ConfigurationError,
-    CorruptStoreError,
     DurableApprovalError,
     LeaseError,
     OmaError,
-    RunIdMismatchError,
     StoreError,
     TaskGraphError,
+)
+from oma_actors.errors import (
+    CorruptStoreError,
+    RunIdMismatchError,
+    StoreLimitError,
     UnsupportedSchemaError,
 )
-from oma_actors.errors import StoreLimitError
 from oma_actors.readable import shorten
 
 if TYPE_CHECKING:

@@ -27,13 +27,8 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from oma_actors import (
-    AtomicStore,
-    ConfigurationError,
-    EncryptingStore,
-    open_store,
-    parse_store_uri,
-)
+from oma_actors import ConfigurationError, open_store
+from oma_actors.stores import AtomicStore, EncryptingStore, parse_store_uri
 from sidecar.journals import inside_journal_directory
 from sidecar.status import InvalidArgument, SidecarError
 
@@ -41,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from oma_actors import KeyRing, MemoryStore
+    from oma_actors.stores import KeyRing, MemoryStore
 
 # What GetServerInfo advertises: the schemes ``open_store`` takes.
 SCHEMES = ("file", "memory", "sqlite", "postgresql", "redis")

@@ -17,14 +17,8 @@ import io
 import json
 from typing import TYPE_CHECKING
 
-from oma_actors import (
-    Checkpoint,
-    build_timeline,
-    fold_tail,
-    render_timeline_html,
-    render_timeline_text,
-    tail_read_from,
-)
+from oma_actors.checkpoint import Checkpoint, fold_tail, tail_read_from
+from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.status import FailedPrecondition, InvalidArgument
@@ -32,7 +26,9 @@ from sidecar.status import FailedPrecondition, InvalidArgument
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors import CheckpointSnapshot, JournalEvent, Timeline
+    from oma_actors.checkpoint import CheckpointSnapshot
+    from oma_actors.journal import JournalEvent
+    from oma_actors.timeline import Timeline
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1
     from sidecar.runs import RunRegistry

@@ -1,7 +1,8 @@
-"""The public surface: ``__all__`` is curated, sorted and complete; API.md's names and signatures."""
+"""API.md's names, from the surface of their tier, and their signatures."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import subprocess
 import sys
@@ -10,56 +11,75 @@ import typing
 import pytest
 
 import oma_actors
+import oma_actors.approvals
+import oma_actors.checkpoint
+import oma_actors.errors
+import oma_actors.events
+import oma_actors.journal
+import oma_actors.llm
+import oma_actors.llm.scripted
+import oma_actors.stores
+import oma_actors.testing
 from oma_actors.domain.results import RunStatusCode
 
-API_NAMES = {
-    # Teams, agents, tasks
-    "AgentConfig", "Team", "Task", "PlanArtifact", "PlanTask",
-    # The orchestrator
-    "OpenMultiAgent", "CheckpointOptions", "Allow", "Deny", "Suspend", "Gate",
-    # Results
-    "TeamRunResult", "RunOutcome", "TaskState", "AgentRunResult", "ToolCallRecord",
-    # Model adapters
-    "LLMAdapter", "ChatOptions", "ToolSpec", "LLMResponse", "Message", "TextBlock",
-    "ToolUseBlock", "ToolResultBlock", "TokenUsage",
-    # Tools
-    "define_tool", "Tool", "ToolContext", "ToolResult",
-    # Stores
-    "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore", "RedactingStore",
-    # Encryption at rest
-    "KeyRing", "EncryptingStore", "EncryptingJournal",
-    # Run journals (D15)
-    "open_journal",
-    # Checkpoints
-    "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
-    "Checkpoint", "CheckpointSnapshot",
-    # History and fork (D17)
-    "run_history", "state_at", "fork_run", "HistoryPoint", "ForkInfo",
-    # Durable approvals
-    "decide_approval", "get_approval_record", "DurableApprovalLedger", "ApprovalRecord", "Reviewer",
-    "ApprovalRequest", "ApprovalDecision", "ToolCallRequest",
-    # Progress events
-    "ProgressEvent", "TaskStarted", "TaskCompleted", "TaskFailed", "TaskSkipped",
-    "CheckpointSaved", "CheckpointSaveFailed", "SynthesisFailed", "ApprovalPending",
-    "JournalTailDiscarded", "JournalAppendFailed", "ToolOutcomeUnknown", "LeaseLost",
-    # Errors
-    "OmaError", "ConfigurationError", "StoreError", "CorruptStoreError", "CheckpointError",
-    "UnsupportedSchemaError", "RunIdMismatchError", "DurableApprovalError", "LeaseError",
-    "TaskGraphError", "JournalUnavailableError", "JournalDamagedError",
+# API.md's names by the surface that exports them (the tiers of issue 25).
+API_NAMES: dict[str, set[str]] = {
+    "oma_actors": {
+        # Teams, agents, tasks; the orchestrator; results; tools; journals (D15); errors
+        "AgentConfig", "Team", "Task", "PlanArtifact", "PlanTask", "OpenMultiAgent",
+        "CheckpointOptions", "JournalOptions", "TeamRunResult", "RunOutcome", "TaskState",
+        "AgentRunResult", "ToolCallRecord", "TokenUsage", "define_tool", "Tool", "ToolContext",
+        "ToolResult", "open_journal", "open_store", "OmaError", "ConfigurationError",
+        "StoreError", "CheckpointError", "DurableApprovalError", "LeaseError", "TaskGraphError",
+    },
+    "oma_actors.approvals": {
+        "Allow", "Deny", "Suspend", "Gate", "ToolCallRequest", "decide_approval",
+        "get_approval_record", "DurableApprovalLedger", "ApprovalRecord", "Reviewer",
+        "ApprovalRequest", "ApprovalDecision",
+    },
+    "oma_actors.llm": {
+        "LLMAdapter", "ChatOptions", "ToolSpec", "LLMResponse", "Message", "TextBlock",
+        "ToolUseBlock", "ToolResultBlock", "ReasoningBlock", "ScriptedAdapter",
+    },
+    "oma_actors.testing": {"ScriptedAdapter"},
+    "oma_actors.stores": {
+        "MemoryStore", "AtomicStore", "MemoryEntry", "InMemoryStore", "FileStore",
+        "RedactingStore", "SqliteStore", "open_store", "KeyRing", "EncryptingStore",
+    },
+    "oma_actors.journal": {
+        "RunJournal", "InMemoryRunJournal", "JsonlRunJournal", "JournalOptions", "JournalEvent",
+        "verify_run", "VerifyResult", "VerifyFinding", "open_journal", "EncryptingJournal",
+    },
+    "oma_actors.checkpoint": {
+        "CHECKPOINT_KEY_PREFIX", "DEFAULT_CHECKPOINT_KEY", "checkpoint_key", "is_checkpoint_key",
+        "Checkpoint", "CheckpointSnapshot", "list_checkpoints", "CheckpointSummary",
+        "run_history", "state_at", "fork_run", "HistoryPoint", "ForkInfo",
+    },
+    "oma_actors.runs": {
+        "RunRecord", "Lease", "RunStore", "MemoryStoreRunStore", "RunLedger", "RunLeaseHandle",
+        "RunStoreOptions",
+    },
+    "oma_actors.events": {
+        "ProgressEvent", "TaskStarted", "TaskCompleted", "TaskFailed", "TaskSkipped",
+        "CheckpointSaved", "CheckpointSaveFailed", "SynthesisFailed", "ApprovalPending",
+        "JournalTailDiscarded", "JournalAppendFailed", "ToolOutcomeUnknown", "LeaseLost",
+    },
+    "oma_actors.errors": {
+        "OmaError", "ConfigurationError", "StoreError", "CorruptStoreError", "CheckpointError",
+        "UnsupportedSchemaError", "RunIdMismatchError", "DurableApprovalError", "LeaseError",
+        "TaskGraphError", "JournalUnavailableError", "JournalDamagedError",
+        "CheckpointNotFoundError", "RunExistsError",
+    },
 }  # fmt: skip
 
 
-def test_all_is_sorted_and_exactly_the_public_names() -> None:
-    assert oma_actors.__all__ == sorted(oma_actors.__all__)
-    public = {name for name in vars(oma_actors) if not name.startswith("_")}
-    modules = {name for name in public if inspect.ismodule(getattr(oma_actors, name))}
-    assert set(oma_actors.__all__) == public - modules
-
-
-@pytest.mark.parametrize("name", sorted(API_NAMES))
-def test_api_md_names_import_from_the_package(name: str) -> None:
-    assert name in oma_actors.__all__
-    assert getattr(oma_actors, name) is not None
+@pytest.mark.parametrize(
+    ("module", "name"), sorted((m, n) for m, names in API_NAMES.items() for n in names)
+)
+def test_api_md_names_import_from_their_surface(module: str, name: str) -> None:
+    surface = importlib.import_module(module)
+    assert name in surface.__all__
+    assert getattr(surface, name) is not None
 
 
 def test_run_status_is_the_deprecated_name_of_run_outcome() -> None:
@@ -142,49 +162,52 @@ def test_signatures_match_api_md() -> None:
     assert "budget_exhausted" in typing.get_args(RunStatusCode)
     assert params(oma_actors.ToolResult)[0] == ("data", pos)
     assert ("is_error", kw) in params(oma_actors.ToolResult)
-    assert params(oma_actors.Checkpoint) == [("store", pos), ("run_id", kw), ("key", kw)]
-    assert params(oma_actors.FileStore) == [("path", pos)]
-    assert params(oma_actors.RedactingStore.__new__)[1:] == [("inner", pos), ("patterns", kw)]
-    assert params(oma_actors.KeyRing) == [("keys", pos), ("active", kw)]
-    assert params(oma_actors.EncryptingStore) == [("inner", pos), ("keyring", pos)]
-    assert params(oma_actors.EncryptingJournal) == [("inner", pos), ("keyring", pos)]
-    assert params(oma_actors.LLMResponse)[0] == ("content", pos)
-    assert params(oma_actors.ToolResultBlock) == [
+    assert params(oma_actors.checkpoint.Checkpoint) == [("store", pos), ("run_id", kw), ("key", kw)]
+    assert params(oma_actors.stores.FileStore) == [("path", pos)]
+    assert params(oma_actors.stores.RedactingStore.__new__)[1:] == [
+        ("inner", pos),
+        ("patterns", kw),
+    ]
+    assert params(oma_actors.stores.KeyRing) == [("keys", pos), ("active", kw)]
+    assert params(oma_actors.stores.EncryptingStore) == [("inner", pos), ("keyring", pos)]
+    assert params(oma_actors.journal.EncryptingJournal) == [("inner", pos), ("keyring", pos)]
+    assert params(oma_actors.llm.LLMResponse)[0] == ("content", pos)
+    assert params(oma_actors.llm.ToolResultBlock) == [
         ("tool_use_id", pos), ("content", pos), ("is_error", pos)
     ]  # fmt: skip
     assert oma_actors.TokenUsage(1, 2).output_tokens == 2
-    assert params(oma_actors.decide_approval) == [
+    assert params(oma_actors.approvals.decide_approval) == [
         ("store", pos), ("request_id", kw), ("request_hash", kw), ("decision", kw), ("reviewer", kw),
         ("edited_input", kw),
     ]  # fmt: skip
     # API.md "Journals on every store; history and fork" (D17).
-    assert params(oma_actors.run_history) == [("store", pos), ("run_id", pos), ("journal", kw)]
-    assert params(oma_actors.state_at) == [
+    assert params(oma_actors.checkpoint.run_history) == [
+        ("store", pos),
+        ("run_id", pos),
+        ("journal", kw),
+    ]
+    assert params(oma_actors.checkpoint.state_at) == [
         ("store", pos), ("run_id", pos), ("seq", pos), ("journal", kw)
     ]  # fmt: skip
-    assert params(oma_actors.fork_run) == [
+    assert params(oma_actors.checkpoint.fork_run) == [
         ("store", pos), ("run_id", pos), ("at_seq", kw), ("new_run_id", kw), ("journal", kw)
     ]  # fmt: skip
-    assert params(oma_actors.get_approval_record) == [("store", pos), ("request_id", pos)]
-    assert params(oma_actors.Reviewer) == [("id", pos), ("display_name", pos)]
+    assert params(oma_actors.approvals.get_approval_record) == [("store", pos), ("request_id", pos)]
+    assert params(oma_actors.approvals.Reviewer) == [("id", pos), ("display_name", pos)]
     assert params(oma_actors.open_journal) == [("uri", pos)]
 
 
 def test_every_event_is_a_frozen_progress_event_with_a_run_id() -> None:
-    events = [
-        getattr(oma_actors, name)
-        for name in oma_actors.__all__
-        if inspect.isclass(getattr(oma_actors, name))
-        and issubclass(getattr(oma_actors, name), oma_actors.ProgressEvent)
-    ]
+    events = [getattr(oma_actors.events, name) for name in oma_actors.events.__all__]
     assert len(events) >= 13
     for event in events:
+        assert issubclass(event, oma_actors.events.ProgressEvent)
         assert "run_id" in inspect.signature(event).parameters
-        assert event.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        assert event.__dataclass_params__.frozen
 
 
 def test_error_tree() -> None:
-    errors = oma_actors
+    errors = oma_actors.errors
     for name in ("ConfigurationError", "StoreError", "CheckpointError", "DurableApprovalError",
                  "LeaseError", "TaskGraphError"):  # fmt: skip
         assert issubclass(getattr(errors, name), errors.OmaError)
@@ -202,13 +225,10 @@ def test_import_does_not_load_sdks_grpc_or_rich() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_the_scripted_model_is_exported_from_the_package_root() -> None:
-    # It moved to oma_actors.llm.scripted so that production code (the demo, the sidecar's
+def test_the_scripted_model_is_public_in_the_adapters_surface() -> None:
+    # It lives in oma_actors.llm.scripted so that production code (the CLI's demo, the sidecar's
     # scripted provider) need not import the test kit; the test kit still re-exports it.
-    import oma_actors.llm.scripted
-    import oma_actors.testing
-
     for name in ("RecordedCall", "ScriptedAdapter", "text_response"):
-        assert name in oma_actors.__all__
-        assert getattr(oma_actors, name) is getattr(oma_actors.llm.scripted, name)
+        assert name in oma_actors.llm.__all__
+        assert getattr(oma_actors.llm, name) is getattr(oma_actors.llm.scripted, name)
         assert getattr(oma_actors.testing, name) is getattr(oma_actors.llm.scripted, name)

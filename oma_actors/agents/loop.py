@@ -34,7 +34,7 @@ from oma_actors.agents.turn import (
     with_context,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
-from oma_actors.domain.messages import ChatOptions, TokenUsage
+from oma_actors.domain.messages import ChatOptions, LLMResponse, TokenUsage
 from oma_actors.errors import DurableApprovalError, LLMError
 from oma_actors.journal.errors import JournalLineageError
 from oma_actors.tools.base import Tool, ToolContext
@@ -50,12 +50,15 @@ ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
-RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], None]
+AnswerHook = Callable[[LLMResponse], None]
+"""Sees the answer to the request it was returned for, the moment it arrives."""
+RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], AnswerHook | None]
 """Sees each model request (the state whose conversation is sent) just before the call, with
 the context strategy's rewrite that produced that conversation, if one did (``context/replace``).
 
 It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
-the task fails for good, since the same conversation would be refused on every attempt.
+the task fails for good, since the same conversation would be refused on every attempt. It may
+return an ``AnswerHook``: the facts of the answer only the response holds (its stop reason).
 """
 
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
@@ -111,9 +114,10 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 return failed(state, f"context strategy: {exc}", retryable=exc.retryable)
             if rewrite is not None:
                 state = with_context(state, rewrite.after, rewrite.usage)
+        answered: AnswerHook | None = None
         if ctx.on_request is not None:
             try:
-                ctx.on_request(state, ctx.options, rewrite)
+                answered = ctx.on_request(state, ctx.options, rewrite)
             except JournalLineageError as exc:
                 return failed(state, str(exc), retryable=False)
         started = time.perf_counter()
@@ -124,6 +128,8 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
+        if answered is not None:
+            answered(response)
         if ctx.on_turn is not None:
             ctx.on_turn(state, response.usage, (time.perf_counter() - started) * 1000)
         kind: BoundaryKind = (
@@ -162,7 +168,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             task_id=ctx.task_id,
             tool_call_id=item.call.id,
             agent_name=ctx.agent_name,
-            attempt=ctx.attempt,
+            task_attempt=ctx.attempt,
+            run_attempt=ctx.policy.run_attempt,
             fencing_token=ctx.policy.fencing_token,
         )
         plan = await plan_call(item, ctx.tools, tool_ctx, ctx.policy)

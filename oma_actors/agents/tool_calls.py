@@ -73,12 +73,14 @@ class CallPolicy:
             answered with an error result and never runs (spec AP-26).
         clock: stamps the ``requested_at`` of the approval requests it creates.
         fencing_token: the run lease's token, handed to every tool in its ``ToolContext``.
+        run_attempt: the run's attempt, handed to every tool as ``ToolContext.run_attempt``.
     """
 
     gate: Gate | None = None
     can_suspend: bool = False
     clock: Clock = SYSTEM_CLOCK
     fencing_token: int | None = None
+    run_attempt: int = 1
 
 
 def error_outcome(item: PendingCall, message: str) -> ToolOutcome:

@@ -34,6 +34,7 @@ from oma_actors.approvals.content import (
     tool_call_boundary,
     tool_call_content,
 )
+from oma_actors.approvals.gates import Allow, Deny, Gate, Suspend, ToolCallRequest
 from oma_actors.approvals.ledger import (
     DurableApprovalLedger,
     decide_approval,
@@ -48,12 +49,21 @@ from oma_actors.approvals.records import (
     request_from_json,
     request_to_json,
 )
+from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 
 __all__ = [
     "APPROVAL_KEY_PREFIX",
+    "Allow",
+    "ApprovalDecision",
     "ApprovalRecord",
+    "ApprovalRequest",
+    "Deny",
     "DurableApprovalLedger",
+    "Gate",
     "PLAN_BOUNDARY",
+    "Reviewer",
+    "Suspend",
+    "ToolCallRequest",
     "approval_hash_input",
     "approval_key",
     "approval_request_id",

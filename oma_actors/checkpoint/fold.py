@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
+    EntryDraft,
     TailRejected,
-    apply_event,
     check_resumable,
+    fold_event,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.journal.event import TOOL_CALL, TOOL_RESULT
@@ -155,37 +156,47 @@ def _fold(
 ) -> tuple[tuple[InFlightTask, ...], int]:
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
-    touched: set[tuple[str, str]] = set()
+    # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
+    drafts: dict[tuple[str, str], EntryDraft] = {}
+    run_id = snapshot.run_id
     count = 0
     previous: int | None = None
     for event in events:
-        if previous is not None and event.seq <= previous:
+        seq = event.seq
+        if previous is not None and seq <= previous:
             raise TailRejected(
-                f"journal seq {event.seq} follows seq {previous}: a journal is append-only, "
+                f"journal seq {seq} follows seq {previous}: a journal is append-only, "
                 "its seqs strictly increase",
-                event.seq,
+                seq,
             )
-        previous = event.seq
-        if snapshot.run_id and event.run_id != snapshot.run_id:
+        previous = seq
+        if run_id and event.run_id != run_id:
             raise TailRejected(
-                f"event at seq {event.seq} belongs to run {event.run_id!r}, not to "
-                f"{snapshot.run_id!r}",
-                event.seq,
+                f"event at seq {seq} belongs to run {event.run_id!r}, not to {run_id!r}",
+                seq,
             )
+        if event.type not in FOLDED_TYPES:
+            continue  # a type the fold does not use
         key = (event.task_id or "", event.agent_name or "")
-        item = entries.get(key)
-        if item is None or event.type not in FOLDED_TYPES:
-            continue  # another task, a delegated child, or a type the fold does not use
-        mark = watermark if item.journal_seq is None else item.journal_seq
-        if event.seq <= mark:
+        draft = drafts.get(key)
+        if draft is None:
+            item = entries.get(key)
+            if item is None:
+                continue  # another task or a delegated child
+            mark = watermark if item.journal_seq is None else item.journal_seq
+            if seq <= mark:
+                continue  # already in the entry (JR-12)
+            draft = drafts[key] = EntryDraft.of(item)
+        elif seq <= (watermark if draft.journal_seq is None else draft.journal_seq):
             continue  # already in the entry (JR-12)
-        item = apply_event(item, event, enforce_lineage=enforce_lineage)
-        entries[key] = replace(item, journal_seq=event.seq)
-        touched.add(key)
+        fold_event(draft, event, enforce_lineage=enforce_lineage)
+        draft.journal_seq = seq
         count += 1
+    for key, draft in drafts.items():
+        entries[key] = draft.freeze()
     folded = tuple(entries[(item.task_id, item.assignee)] for item in snapshot.in_flight)
     for item in folded:
-        if (item.task_id, item.assignee) in touched:
+        if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
     return folded, count
 

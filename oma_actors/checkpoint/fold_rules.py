@@ -1,20 +1,24 @@
 """How one journal event changes one in-flight entry (spec JR-14, JR-15, JR-16). No I/O.
 
-Each rule takes an entry and an event of that entry's task and agent above its mark, and returns
-the next entry, or raises ``TailRejected`` with the reason when the event does not fit the state:
-then the whole tail is discarded (JR-16), never part of it. The transitions are the runner's
-(``agents/turn.py``), restated over journal events because the checkpoint layer sits below the
-agents: an assistant message opens a tool round with its calls pending, a ``tool/result`` commits
-one call, the user message with the results closes the round.
+Each rule takes an entry's draft and an event of that entry's task and agent above its mark, and
+changes the draft, or raises ``TailRejected`` with the reason when the event does not fit the
+state: then the whole tail is discarded (JR-16), never part of it. The transitions are the
+runner's (``agents/turn.py``), restated over journal events because the checkpoint layer sits
+below the agents: an assistant message opens a tool round with its calls pending, a
+``tool/result`` commits one call, the user message with the results closes the round.
+
+The rules work on an ``EntryDraft``, a mutable copy of the entry's changing members, frozen once
+after the whole tail (``EntryDraft.freeze``): a fold of n events appends to lists instead of
+copying the conversation and the dataclasses per event (that copying made a fold O(n^2)).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.context_layout import replaced
-from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
+from oma_actors.checkpoint.context_layout import apply_layout
+from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
     message_from_json,
@@ -34,10 +38,19 @@ from oma_actors.journal.event import (
 )
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import InFlightTask
+    from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
+    from oma_actors.domain.inflight import RunnerPhase
+    from oma_actors.domain.messages import TokenUsage
     from oma_actors.journal.event import JournalEvent
 
-__all__ = ["FOLDED_TYPES", "TailRejected", "apply_event", "check_resumable"]
+__all__ = [
+    "FOLDED_TYPES",
+    "EntryDraft",
+    "TailRejected",
+    "apply_event",
+    "check_resumable",
+    "fold_event",
+]
 
 
 class TailRejected(Exception):
@@ -49,36 +62,134 @@ class TailRejected(Exception):
         self.seq = seq
 
 
+@dataclass(slots=True, kw_only=True)
+class EntryDraft:
+    """An in-flight entry while a tail folds into it: what the rules change, mutable.
+
+    Messages, lineage and tool-call records the tail adds are collected in lists and joined to
+    the entry's own once, by ``freeze``; a rewrite of the conversation (``context/replace``)
+    replaces the conversation and its lineage it starts from.
+
+    Attributes:
+        base: the entry the fold started from.
+        phase, turns, token_usage, final_output, pending_tool_result_text: the state's members.
+        pending: the state's pending calls.
+        conversation: the conversation the added messages follow (the entry's, or a rewrite's).
+        lineage: its lineage (``None``: the entry keeps none).
+        added: messages appended to the conversation since.
+        added_lineage: per added message, its blocks' source seqs.
+        messages: messages appended to the runner's messages (never rewritten).
+        records: tool-call records appended to ``tool_calls``.
+        journal_seq: the entry's mark (advanced by the fold, not by the rules).
+    """
+
+    base: InFlightTask
+    phase: RunnerPhase
+    turns: int
+    token_usage: TokenUsage
+    final_output: str
+    pending_tool_result_text: str | None
+    pending: list[PendingCall]
+    conversation: tuple[Message, ...]
+    lineage: ConversationLineage | None
+    added: list[Message]
+    added_lineage: list[tuple[tuple[int, ...] | None, ...]]
+    messages: list[Message]
+    records: list[ToolCallRecord]
+    journal_seq: int | None
+
+    @classmethod
+    def of(cls, item: InFlightTask) -> EntryDraft:
+        """A draft of ``item``, nothing added yet."""
+        state = item.state
+        return cls(
+            base=item,
+            phase=state.phase,
+            turns=state.turns,
+            token_usage=state.token_usage,
+            final_output=state.final_output,
+            pending_tool_result_text=state.pending_tool_result_text,
+            pending=list(state.pending),
+            conversation=state.conversation,
+            lineage=item.conversation_lineage,
+            added=[],
+            added_lineage=[],
+            messages=[],
+            records=[],
+            journal_seq=item.journal_seq,
+        )
+
+    def append(self, message: Message, seq: int) -> None:
+        """Append ``message``, carried by event ``seq``, to the conversation and the messages."""
+        self.added.append(message)
+        self.messages.append(message)
+        if self.lineage is not None:
+            # Every block of a folded message comes from the event that carried it (JR-07).
+            self.added_lineage.append(tuple((seq,) for _ in message.content))
+
+    def whole_conversation(self) -> tuple[tuple[Message, ...], ConversationLineage | None]:
+        """The conversation as it stands, with its lineage (joined: a rewrite reads it all)."""
+        conversation = self.conversation + tuple(self.added)
+        lineage = None if self.lineage is None else self.lineage + tuple(self.added_lineage)
+        return conversation, lineage
+
+    def freeze(self) -> InFlightTask:
+        """The entry with everything folded into it: one copy of each member that changed."""
+        base = self.base
+        state = base.state
+        conversation, lineage = self.whole_conversation()
+        state = replace(
+            state,
+            phase=self.phase,
+            conversation=conversation,
+            messages=state.messages + tuple(self.messages) if self.messages else state.messages,
+            turns=self.turns,
+            token_usage=self.token_usage,
+            tool_calls=state.tool_calls + tuple(self.records) if self.records else state.tool_calls,
+            pending=tuple(self.pending),
+            final_output=self.final_output,
+            pending_tool_result_text=self.pending_tool_result_text,
+        )
+        return replace(
+            base, state=state, journal_seq=self.journal_seq, conversation_lineage=lineage
+        )
+
+
 def apply_event(item: InFlightTask, event: JournalEvent, *, enforce_lineage: bool) -> InFlightTask:
     """``item`` after ``event`` (one of ``FOLDED_TYPES``), its mark not yet advanced.
+
+    One event: ``fold_event`` on a draft of ``item``, frozen. A fold of a tail keeps one draft
+    per entry across all its events instead.
+
+    Raises:
+        TailRejected: the event does not fit the entry (the reason names the rule).
+    """
+    draft = EntryDraft.of(item)
+    fold_event(draft, event, enforce_lineage=enforce_lineage)
+    return draft.freeze()
+
+
+def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
+    """Fold ``event`` (one of ``FOLDED_TYPES``) into ``draft``, its mark not yet advanced.
+
+    A rule checks before it changes anything, so a rejected event leaves ``draft`` as it was.
 
     Raises:
         TailRejected: the event does not fit the entry (the reason names the rule).
     """
     try:
         if event.type == ASSISTANT_MESSAGE:
-            return _assistant(item, event, enforce_lineage=enforce_lineage)
-        if event.type == USER_MESSAGE:
-            return _user(item, event, enforce_lineage=enforce_lineage)
-        if event.type == TOOL_CALL:
-            return _tool_call(item, event)
-        if event.type == TOOL_RESULT:
-            return _tool_result(item, event)
-        if event.type == CONTEXT_REPLACE:
-            if item.state.phase != "awaiting_model":
-                raise TailRejected(
-                    f"{_where(item, event)} arrives at {item.state.phase}: a strategy rewrites "
-                    "the conversation only before a model call",
-                    event.seq,
-                )
-            return replaced(item, event)
-        turn = event.data["turn"]
-        if not isinstance(turn, int) or isinstance(turn, bool):
-            raise TypeError(f"turn {turn!r} is not an integer")
-        if event.data.get("outcome") == "error":
-            # The model call failed: the turn it names was opened, never counted (RN-05).
-            return item
-        return replace(item, state=replace(item.state, turns=max(item.state.turns, turn)))
+            _assistant(draft, event, enforce_lineage=enforce_lineage)
+        elif event.type == USER_MESSAGE:
+            _user(draft, event, enforce_lineage=enforce_lineage)
+        elif event.type == TOOL_CALL:
+            _tool_call(draft, event)
+        elif event.type == TOOL_RESULT:
+            _tool_result(draft, event)
+        elif event.type == CONTEXT_REPLACE:
+            _context_replace(draft, event)
+        else:
+            _turn_end(draft, event)
     except (KeyError, TypeError, ValueError, AttributeError, CheckpointError) as exc:
         where = f"{event.type} at seq {event.seq}"
         raise TailRejected(f"{where} is malformed: {exc!r}", event.seq) from None
@@ -99,8 +210,8 @@ def check_resumable(item: InFlightTask) -> None:
         )
 
 
-def _where(item: InFlightTask, event: JournalEvent) -> str:
-    return f"{event.type} at seq {event.seq} (task {item.task_id!r})"
+def _where(draft: EntryDraft, event: JournalEvent) -> str:
+    return f"{event.type} at seq {event.seq} (task {draft.base.task_id!r})"
 
 
 def _message(event: JournalEvent, role: str, *, enforce_lineage: bool) -> Message:
@@ -118,81 +229,103 @@ def _message(event: JournalEvent, role: str, *, enforce_lineage: bool) -> Messag
     return message
 
 
-def _appended(item: InFlightTask, state: RunnerState, message: Message, seq: int) -> InFlightTask:
-    """``item`` with ``state`` whose conversation gained ``message`` (from event ``seq``)."""
-    lineage = item.conversation_lineage
-    if lineage is not None:
-        # Every block of a folded message comes from the event that carried it (JR-07).
-        lineage = (*lineage, tuple((seq,) for _ in message.content))
-    state = replace(
-        state, conversation=(*state.conversation, message), messages=(*state.messages, message)
-    )
-    return replace(item, state=state, conversation_lineage=lineage)
+def _context_replace(draft: EntryDraft, event: JournalEvent) -> None:
+    """A context strategy's rewrite (``context_layout``): the conversation is rebuilt from
+    ``detail.layout`` and a summary's usage (``detail.usage``) is added to the task's.
 
-
-def _assistant(item: InFlightTask, event: JournalEvent, *, enforce_lineage: bool) -> InFlightTask:
-    state = item.state
-    if state.phase != "awaiting_model":
+    An event without a layout (OMA's) cannot be rebuilt exactly: ``ValueError``, and the fold
+    discards the tail (JR-16) rather than restore a conversation the model never saw.
+    """
+    if draft.phase != "awaiting_model":
         raise TailRejected(
-            f"{_where(item, event)} arrives at {state.phase}: the runner cannot resume from "
+            f"{_where(draft, event)} arrives at {draft.phase}: a strategy rewrites "
+            "the conversation only before a model call",
+            event.seq,
+        )
+    raw = event.data.get("replacements") or []
+    if not isinstance(raw, list):
+        raise ValueError(f"replacements must be a list, got {raw!r}")
+    derived = [block_from_json(r["block"]) for r in raw]
+    detail = event.data.get("detail")
+    detail = detail if isinstance(detail, dict) else {}
+    conversation, lineage = draft.whole_conversation()
+    conversation, lineage = apply_layout(
+        conversation, lineage, detail.get("layout"), derived, event.seq
+    )
+    usage = draft.token_usage + usage_from_json(detail.get("usage"))
+    draft.conversation, draft.lineage = conversation, lineage
+    draft.added, draft.added_lineage = [], []
+    draft.token_usage = usage
+
+
+def _turn_end(draft: EntryDraft, event: JournalEvent) -> None:
+    turn = event.data["turn"]
+    if not isinstance(turn, int) or isinstance(turn, bool):
+        raise TypeError(f"turn {turn!r} is not an integer")
+    if event.data.get("outcome") == "error":
+        # The model call failed: the turn it names was opened, never counted (RN-05).
+        return
+    draft.turns = max(draft.turns, turn)
+
+
+def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
+    if draft.phase != "awaiting_model":
+        raise TailRejected(
+            f"{_where(draft, event)} arrives at {draft.phase}: the runner cannot resume from "
             "a second answer",
             event.seq,
         )
     message = _message(event, "assistant", enforce_lineage=enforce_lineage)
     calls = [block for block in message.content if isinstance(block, ToolUseBlock)]
-    state = replace(
-        state,
-        turns=state.turns + 1,
-        token_usage=state.token_usage + usage_from_json(event.data.get("usage")),
-    )
+    usage = draft.token_usage + usage_from_json(event.data.get("usage"))
+    draft.turns += 1
+    draft.token_usage = usage
     if calls:
-        state = replace(
-            state,
-            phase="executing_tools",
-            pending=tuple(PendingCall(call=call) for call in calls),
-            pending_tool_result_text=None,
-        )
-    return _appended(item, state, message, event.seq)
+        draft.phase = "executing_tools"
+        draft.pending = [PendingCall(call=call) for call in calls]
+        draft.pending_tool_result_text = None
+    draft.append(message, event.seq)
 
 
-def _tool_call(item: InFlightTask, event: JournalEvent) -> InFlightTask:
+def _tool_call(draft: EntryDraft, event: JournalEvent) -> None:
     call = block_from_json(event.data["call"])
     if not isinstance(call, ToolUseBlock):
         raise ValueError("call is not a tool_use block")
-    requested = item.state.phase == "executing_tools" and any(
-        p.call.id == call.id and p.call.name == call.name for p in item.state.pending
+    requested = draft.phase == "executing_tools" and any(
+        p.call.id == call.id and p.call.name == call.name for p in draft.pending
     )
     if not requested:
         raise TailRejected(
-            f"{_where(item, event)} for call {call.id!r}: no assistant turn requesting it",
+            f"{_where(draft, event)} for call {call.id!r}: no assistant turn requesting it",
             event.seq,
         )
-    return item
 
 
-def _tool_result(item: InFlightTask, event: JournalEvent) -> InFlightTask:
+def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
     call_id = event.data["toolCallId"]
     block = block_from_json(event.data["result"])
     if not isinstance(block, ToolResultBlock) or block.tool_use_id != call_id:
         raise ValueError(f"result is not a tool_result block for {call_id!r}")
-    state = item.state
-    pending = [p for p in state.pending if p.call.id == call_id and p.commit is None]
-    if state.phase != "executing_tools" or not pending:
+    index = next(
+        (i for i, p in enumerate(draft.pending) if p.call.id == call_id and p.commit is None),
+        None,
+    )
+    if draft.phase != "executing_tools" or index is None:
         raise TailRejected(
-            f"{_where(item, event)}: call {call_id!r} is not pending (uncommitted) in the entry",
+            f"{_where(draft, event)}: call {call_id!r} is not pending (uncommitted) in the entry",
             event.seq,
         )
+    pending = draft.pending[index]
     commit = ToolCommit(
         block=block,
-        record=_record(event.data.get("record"), pending[0].call, block),
+        record=_record(event.data.get("record"), pending.call, block),
         delegation_usage=(
             usage_from_json(event.data["delegationUsage"])
             if event.data.get("delegationUsage") is not None
             else None
         ),
     )
-    calls = tuple(replace(p, commit=commit) if p is pending[0] else p for p in state.pending)
-    return replace(item, state=replace(state, pending=calls))
+    draft.pending[index] = replace(pending, commit=commit)
 
 
 def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRecord:
@@ -210,38 +343,37 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
     return record_from_json(raw, tool_call_id=call.id, is_error=block.is_error)
 
 
-def _user(item: InFlightTask, event: JournalEvent, *, enforce_lineage: bool) -> InFlightTask:
+def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
     message = _message(event, "user", enforce_lineage=enforce_lineage)
     answers = [b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)]
-    state = item.state
     if event.data.get("origin") != "tool_results" and not answers:
-        if state.phase == "executing_tools":
+        if draft.phase == "executing_tools":
             raise TailRejected(
-                f"{_where(item, event)} arrives while a tool round is open: the runner "
+                f"{_where(draft, event)} arrives while a tool round is open: the runner "
                 "cannot resume from that state",
                 event.seq,
             )
-        state = replace(state, phase="awaiting_model", final_output="")
-        return _appended(item, state, message, event.seq)
-    if state.phase != "executing_tools":
-        raise TailRejected(f"{_where(item, event)}: no tool round open", event.seq)
-    commits = [p.commit for p in state.pending]
-    if answers != [p.call.id for p in state.pending] or None in commits:
+        draft.phase = "awaiting_model"
+        draft.final_output = ""
+        draft.append(message, event.seq)
+        return
+    if draft.phase != "executing_tools":
+        raise TailRejected(f"{_where(draft, event)}: no tool round open", event.seq)
+    pending = draft.pending
+    commits = [p.commit for p in pending]
+    if answers != [p.call.id for p in pending] or None in commits:
         raise TailRejected(
-            f"{_where(item, event)} answers {answers} but the open round has "
-            f"{[p.call.id for p in state.pending]} with commits for "
-            f"{[p.call.id for p in state.pending if p.commit]}: the runner cannot resume "
+            f"{_where(draft, event)} answers {answers} but the open round has "
+            f"{[p.call.id for p in pending]} with commits for "
+            f"{[p.call.id for p in pending if p.commit]}: the runner cannot resume "
             "from that state",
             event.seq,
         )
     done = [commit for commit in commits if commit is not None]
     delegated = [c.delegation_usage for c in done if c.delegation_usage is not None]
-    state = replace(
-        state,
-        phase="awaiting_model",
-        tool_calls=(*state.tool_calls, *(c.record for c in done)),
-        pending=(),
-        pending_tool_result_text=None,
-        token_usage=sum(delegated, state.token_usage),
-    )
-    return _appended(item, state, message, event.seq)
+    draft.token_usage = sum(delegated, draft.token_usage)
+    draft.phase = "awaiting_model"
+    draft.records.extend(c.record for c in done)
+    draft.pending = []
+    draft.pending_tool_result_text = None
+    draft.append(message, event.seq)

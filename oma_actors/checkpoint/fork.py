@@ -97,7 +97,7 @@ async def fork_run(
             f"other than the parent's {run_id!r}"
         )
     await _refuse_existing(store, child_id)
-    timeline = await load_timeline(store, run_id, journal=journal)
+    timeline = await load_timeline(store, run_id, journal=journal, at=at_seq)
     state, started = timeline.fold_at(at_seq)
     child = _child(_mark_started(state, started), child_id, run_id, at_seq)
     child = await _rebind_approvals(store, child, run_id)

@@ -25,7 +25,7 @@ opens it: ``open_journal_ref``, a JSONL file or the store's own database journal
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +36,15 @@ from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_ref import open_journal_ref
 from oma_actors.clock import from_iso
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
-from oma_actors.journal.base import read_run
-from oma_actors.journal.event import ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END
-from oma_actors.keyspace import history_prefix
+from oma_actors.journal.base import read_run_range
+from oma_actors.journal.event import (
+    ASSISTANT_MESSAGE,
+    FOLDED_TYPES,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+)
+from oma_actors.keyspace import checkpoint_key, history_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,6 +53,10 @@ if TYPE_CHECKING:
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
     from oma_actors.stores.base import MemoryStore
+
+
+POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END})
+"""The event types that can close a per-turn boundary (the points between anchors)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,7 +88,10 @@ class RunTimeline:
         run_id: the run.
         anchors: the anchors' summaries, by watermark.
         values: each anchor's stored snapshot text, by key (decoded only to fold from it).
-        events: the run's own events from the first anchor's ``read_from`` on.
+        decoded: the anchors already decoded, by key (the run's latest snapshot, when a fold
+            to one point starts from it).
+        events: the run's own events from the first anchor's ``read_from`` on, of the types
+            that make points (a listing) or that a fold reads (a fold to one point).
         points: the history points they make, oldest first.
     """
 
@@ -87,6 +100,7 @@ class RunTimeline:
     values: dict[str, str]
     events: tuple[JournalEvent, ...]
     points: tuple[HistoryPoint, ...]
+    decoded: dict[str, CheckpointSnapshot] = field(default_factory=dict)
 
     def point(self, seq: int) -> HistoryPoint:
         """The point at ``seq``.
@@ -109,7 +123,9 @@ class RunTimeline:
         self.point(seq)
         marks = [anchor.watermark for anchor in self.anchors]
         anchor = self.anchors[bisect_right(marks, seq) - 1]
-        base = adopt_journal_fields(decode(self.values[anchor.key], key=anchor.key))
+        base = self.decoded.get(anchor.key) or adopt_journal_fields(
+            decode(self.values[anchor.key], key=anchor.key)
+        )
         if anchor.watermark == seq:
             return base, ()
         start = tail_read_from(base)
@@ -163,14 +179,18 @@ async def load_timeline(
     """Read a run's anchors and journal events and list its points (see the module docstring).
 
     Args:
-        at: only what a fold to the point ``at`` needs: the anchors from the one at or below
-            it, the events above that one. A seq that is no point there gets the whole history
-            read, so that the error names the nearest points of all.
+        at: only what a fold to the point ``at`` needs: the anchor at or below it and the
+            events from there up to ``at`` (the points listed stop at ``at`` too). A seq that
+            is no point there gets the whole history read, so that the error names the nearest
+            points of all.
 
     Raises:
         CheckpointError: as ``run_history``.
     """
-    anchors, values = await _anchors(store, run_id)
+    anchors, values, latest = await _anchors(store, run_id)
+    decoded: dict[str, CheckpointSnapshot] = {}
+    if at is not None and latest is not None:
+        anchors = _with_latest(anchors, latest, run_id, at, values, decoded)
     first, last = 0, len(anchors)
     if at is not None:
         # The segment holding ``at``: its anchor and the next one (which ends the segment).
@@ -178,35 +198,45 @@ async def load_timeline(
         last = min(first + 2, len(anchors))
     segment = anchors[first:last]
     end = segment[-1].watermark if last < len(anchors) else None
+    # A fold to ``at`` needs no event above it (nor do the points up to it): not parsed.
+    through = end if at is None else at if end is None else min(end, at)
     opened = journal is None
     source = open_journal_ref(anchors[-1].journal_ref, store) if journal is None else journal
     try:
-        events = await read_run(source, run_id, min(a.read_from for a in segment))
+        # A fold reads only the types it folds; a listing only those that make points.
+        types = POINT_TYPES if at is None else FOLDED_TYPES
+        events = await read_run_range(
+            source, run_id, min(a.read_from for a in segment), through, types=types
+        )
     finally:
         if opened:
             await source.close()
-    mine = tuple(
-        event for event in events if event.run_id == run_id and (end is None or event.seq <= end)
-    )
+    mine = tuple(event for event in events if event.run_id == run_id)
     timeline = RunTimeline(
         run_id=run_id,
         anchors=anchors,
         values=values,
         events=mine,
         points=tuple(_points(segment, mine)),
+        decoded=decoded,
     )
-    if at is not None and (first or end is not None) and at not in {p.seq for p in timeline.points}:
+    if at is not None and at not in {p.seq for p in timeline.points}:
         return await load_timeline(store, run_id, journal=journal)
     return timeline
 
 
 async def _anchors(
     store: MemoryStore, run_id: str
-) -> tuple[tuple[AnchorSummary, ...], dict[str, str]]:
+) -> tuple[tuple[AnchorSummary, ...], dict[str, str], tuple[str, str] | None]:
+    """The run's anchors by watermark, their texts, and its latest snapshot's key and text."""
     prefix = history_prefix(run_id)
+    latest_key = checkpoint_key(run_id)
     found: list[AnchorSummary] = []
     values: dict[str, str] = {}
+    latest: tuple[str, str] | None = None
     for entry in await store.list():
+        if entry.key == latest_key:
+            latest = (entry.key, entry.value)
         if not entry.key.startswith(prefix):
             continue
         values[entry.key] = entry.value
@@ -214,7 +244,59 @@ async def _anchors(
     if not found:
         raise NoHistoryError(run_id)
     found.sort(key=lambda anchor: anchor.watermark)
-    return tuple(found), values
+    return tuple(found), values, latest
+
+
+def _with_latest(
+    anchors: tuple[AnchorSummary, ...],
+    latest: tuple[str, str],
+    run_id: str,
+    at: int,
+    values: dict[str, str],
+    decoded: dict[str, CheckpointSnapshot],
+) -> tuple[AnchorSummary, ...]:
+    """``anchors`` with the run's latest snapshot among them when a fold to ``at`` is shorter
+    from it: its watermark is above the nearest anchor at or below ``at``, and below ``at``.
+
+    The latest snapshot is a compaction the journal folds to exactly (a compaction of any other
+    kind keeps an anchor at its watermark, D17), so folding from it and from the anchor below
+    it give the same state; it is what an interrupted run's restore folds from too. Its
+    watermark is first read from the text (``_watermark_hint``) so that a snapshot of no use is
+    not decoded; the decoded snapshot is what is checked.
+    """
+    key, text = latest
+    floor = max((a.watermark for a in anchors if a.watermark <= at), default=-1)
+    hint = _watermark_hint(text)
+    if hint is None or not floor < hint < at:
+        return anchors
+    try:
+        snapshot = adopt_journal_fields(decode(text, key=key))
+    except CheckpointError:
+        return anchors  # the anchors alone still answer
+    watermark = snapshot.journal_watermark_seq
+    if snapshot.run_id != run_id or watermark is None or not floor < watermark < at:
+        return anchors
+    values[key] = text
+    decoded[key] = snapshot
+    summary = replace(summarize(snapshot, "snapshot"), key=key)
+    return tuple(sorted((*anchors, summary), key=lambda anchor: anchor.watermark))
+
+
+_WATERMARK = '"journalWatermarkSeq":'
+
+
+def _watermark_hint(text: str) -> int | None:
+    """The watermark a snapshot's text shows, without decoding it (``None``: none shown).
+
+    The root member comes after the in-flight state (whose tool inputs may hold any key), so
+    the last occurrence is read; only a hint: the decoded snapshot is checked.
+    """
+    at = text.rfind(_WATERMARK)
+    if at < 0:
+        return None
+    digits = text[at + len(_WATERMARK) : at + len(_WATERMARK) + 20]
+    end = len(digits) - len(digits.lstrip("0123456789"))
+    return int(digits[:end]) if end else None
 
 
 def _summary(

@@ -31,6 +31,8 @@ import json
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Protocol
 
+import orjson
+
 from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
 
@@ -248,5 +250,16 @@ def difference(restored: CheckpointSnapshot, actual: CheckpointSnapshot) -> str 
 
 
 def _size(events: Sequence[JournalEvent]) -> int:
-    """About how many bytes the events take in the journal (their variant fields' JSON)."""
-    return sum(len(json.dumps(event.data, default=str)) + 120 for event in events)
+    """About how many bytes the events take in the journal (their variant fields' JSON).
+
+    ``orjson``: a tenth of ``json.dumps``'s cost, on every journal-only boundary. Its bytes are
+    the UTF-8 ones a journal line holds (``json.dumps`` counted ASCII escapes and spaces).
+    """
+    return sum(_data_size(event.data) + 120 for event in events)
+
+
+def _data_size(data: object) -> int:
+    try:
+        return len(orjson.dumps(data, default=str))
+    except TypeError:  # past 64-bit integers, lone surrogates: an estimate all the same
+        return len(json.dumps(data, default=str))

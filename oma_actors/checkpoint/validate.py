@@ -1,4 +1,9 @@
-"""The load-time validator of spec 7.4 (CK-11..CK-18), on the raw JSON object.
+"""The load-time validator of a stored checkpoint, on the raw JSON object.
+
+It checks the shape a restore relies on, before anything is decoded, section by section as the
+snapshot's version has them: ``version``, ``mode`` and the queue (all), the identity (v2 on),
+each in-flight entry with its phase and pending calls (v3 on), approvals (v4 on), the journal
+watermark and reference (v5). Whether the version is one this code reads is the codec's check.
 
 It returns the first problem found as a sentence, or ``None``. A value with a problem is refused
 as a whole: it is never treated as "no checkpoint" and never partially restored.

@@ -24,8 +24,8 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import DurableApprovalError, Reviewer, StoreError
-from oma_actors.approvals import DurableApprovalLedger, approval_hash_input
+from oma_actors import DurableApprovalError, StoreError
+from oma_actors.approvals import DurableApprovalLedger, Reviewer, approval_hash_input
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import (
     add_store_option,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors import ApprovalDecision, ApprovalRecord
+    from oma_actors.approvals import ApprovalDecision, ApprovalRecord
 
 _HASH = re.compile(r"[0-9a-f]{64}")
 

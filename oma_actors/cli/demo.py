@@ -10,26 +10,16 @@ from typing import TYPE_CHECKING
 import aiofiles
 import aiofiles.os
 
-from oma_actors import (
-    Allow,
-    Checkpoint,
-    CheckpointOptions,
-    ConfigurationError,
-    FileStore,
-    JsonlRunJournal,
-    OpenMultiAgent,
-    ProgressEvent,
-    Suspend,
-    TaskStarted,
-    ToolCalled,
-    ToolCallRequest,
-    build_timeline,
-    render_timeline_html,
-    render_timeline_text,
-)
+from oma_actors import CheckpointOptions, ConfigurationError, OpenMultiAgent
+from oma_actors.approvals import Allow, Suspend, ToolCallRequest
+from oma_actors.checkpoint import Checkpoint
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
 from oma_actors.cli.tail import with_tail
+from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.stores import FileStore
+from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -17,23 +17,25 @@ from pydantic import BaseModel, Field
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
-    ContentBlock,
-    LLMResponse,
-    Message,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     Tool,
     ToolContext,
     ToolResult,
-    ToolResultBlock,
-    ToolUseBlock,
     define_tool,
 )
+from oma_actors.llm import (
+    ChatOptions,
+    ContentBlock,
+    LLMResponse,
+    Message,
+    ScriptedAdapter,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from oma_actors.readable import shorten
-from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

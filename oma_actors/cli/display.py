@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from oma_actors import (
+from oma_actors.events import (
     CheckpointSaveFailed,
     TaskCompleted,
     TaskFailed,
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors import CheckpointSnapshot, ProgressEvent, TeamRunResult
+    from oma_actors import TeamRunResult
+    from oma_actors.checkpoint import CheckpointSnapshot
+    from oma_actors.events import ProgressEvent
 
 
 def _cut(width: int) -> dict[str, Any]:

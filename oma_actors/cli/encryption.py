@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from oma_actors import EncryptingJournal, EncryptingStore, KeyRing
+from oma_actors.journal import EncryptingJournal
+from oma_actors.stores import EncryptingStore, KeyRing
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors import AtomicStore, RunJournal
+    from oma_actors.journal import RunJournal
+    from oma_actors.stores import AtomicStore
 
 KEYS_ENV = "OMA_ENCRYPTION_KEYS"
 

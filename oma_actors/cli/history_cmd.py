@@ -15,24 +15,20 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from oma_actors import (
-    JsonlRunJournal,
-    MemoryStoreRunStore,
-    RunLedger,
-    checkpoint_key,
-    fork_run,
-    open_store,
-    run_history,
-)
+from oma_actors import open_store
+from oma_actors.checkpoint import checkpoint_key, fork_run, run_history
 from oma_actors.cli.store_option import add_store_option, reading
+from oma_actors.journal import JsonlRunJournal
 from oma_actors.readable import to_iso
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
 
 if TYPE_CHECKING:
     import argparse
 
     from rich.console import Console
 
-    from oma_actors import AtomicStore, RunJournal
+    from oma_actors.journal import RunJournal
+    from oma_actors.stores import AtomicStore
 
 ACTIONS = ("history", "fork", "cancel", "delete")
 # Spelled as the keyspace spells them; the CLI reads the store as a third party.

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from oma_actors import Checkpoint, is_checkpoint_key, list_checkpoints
+from oma_actors.checkpoint import Checkpoint, is_checkpoint_key, list_checkpoints
 from oma_actors.cli.display import show_snapshot
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors import CheckpointSummary, MemoryStore
+    from oma_actors.checkpoint import CheckpointSummary
+    from oma_actors.stores import MemoryStore
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,15 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors import CorruptStoreError, EncryptingStore, KeyRing, open_store
+from oma_actors import open_store
 from oma_actors.cli.store_option import add_store_option, missing_store
+from oma_actors.errors import CorruptStoreError
+from oma_actors.stores import EncryptingStore, KeyRing
 
 if TYPE_CHECKING:
     import argparse
 
     from rich.console import Console
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

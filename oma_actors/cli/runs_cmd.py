@@ -18,20 +18,15 @@ from typing import TYPE_CHECKING
 import aiofiles
 import aiofiles.os
 
-from oma_actors import (
-    Checkpoint,
-    JsonlRunJournal,
-    build_timeline,
-    list_checkpoints,
-    list_runs,
-    render_timeline_html,
-    render_timeline_text,
-)
+from oma_actors.checkpoint import Checkpoint, list_checkpoints
 from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import database_journal, with_tail
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.runs import list_runs
+from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -39,7 +34,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors import CheckpointSnapshot, CheckpointSummary, RunSummary
+    from oma_actors.checkpoint import CheckpointSnapshot, CheckpointSummary
+    from oma_actors.runs import RunSummary
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

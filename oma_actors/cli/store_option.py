@@ -24,14 +24,15 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors import FileStore, open_store, parse_store_uri
+from oma_actors import open_store
 from oma_actors.cli.encryption import keyring_from_env, sealed_store
+from oma_actors.stores import FileStore, parse_store_uri
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import AsyncIterator
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
 
 STORE_HELP = (
     "the store: a state file path (same as file:///abs/state.json), "

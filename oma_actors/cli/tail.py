@@ -14,21 +14,16 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors import (
-    ConfigurationError,
-    Discarded,
-    JsonlRunJournal,
-    fold_tail,
-    mark_started_unsafe,
-    open_journal,
-    read_journal_tail,
-)
+from oma_actors import ConfigurationError, open_journal
+from oma_actors.checkpoint import Discarded, fold_tail, mark_started_unsafe, read_journal_tail
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
+from oma_actors.journal import JsonlRunJournal
 
 if TYPE_CHECKING:
     import argparse
 
-    from oma_actors import CheckpointSnapshot, RunJournal
+    from oma_actors.checkpoint import CheckpointSnapshot
+    from oma_actors.journal import RunJournal
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,14 @@ from oma_actors.errors import ConfigurationError
 from oma_actors.journal.errors import JournalClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from oma_actors.journal.event import JournalEvent
 
 
 @runtime_checkable
 class RunJournal(Protocol):
-    """An append-only log of one run's events (spec JR-01)."""
+    """An append-only log of runs' events: append in seq order, read from a seq on, close."""
 
     async def append(self, events: Sequence[JournalEvent]) -> None:
         """Append events in order; returns once they are as durable as the backend makes them."""
@@ -58,6 +58,47 @@ async def read_run(journal: RunJournal, run_id: str, seq: int = 0) -> list[Journ
     if isinstance(journal, RunReader):
         return await journal.read_run(run_id, seq)
     return [event for event in await journal.read_from(seq) if event.run_id == run_id]
+
+
+@runtime_checkable
+class RangeReader(Protocol):
+    """A journal that reads a run's events between two seqs, of some types, without parsing
+    the others."""
+
+    async def read_range(
+        self,
+        run_id: str,
+        first: int,
+        last: int | None = None,
+        *,
+        types: Collection[str] | None = None,
+    ) -> list[JournalEvent]:
+        """The events of ``run_id`` with ``first <= seq <= last`` of ``types``, in order."""
+        ...
+
+
+async def read_run_range(
+    journal: RunJournal,
+    run_id: str,
+    first: int,
+    last: int | None = None,
+    *,
+    types: Collection[str] | None = None,
+) -> list[JournalEvent]:
+    """``read_run(journal, run_id, first)`` without the events above ``last`` (``None``: no
+    bound) or of a type not in ``types`` (``None``: any), by the journal's own ``read_range``
+    when it has one.
+
+    Raises:
+        Exception: the journal's own read error (e.g. ``JournalCorruptError``).
+    """
+    if isinstance(journal, RangeReader):
+        return await journal.read_range(run_id, first, last, types=types)
+    return [
+        event
+        for event in await read_run(journal, run_id, first)
+        if (last is None or event.seq <= last) and (types is None or event.type in types)
+    ]
 
 
 class InMemoryRunJournal:

@@ -9,19 +9,37 @@ many runs) share transactions instead of queueing one transaction each.
 ``commit`` answers per item (its own result, or the exception that is only that item's fault,
 e.g. a duplicate key) or raises for the whole batch (the transaction failed: nothing of it is
 visible, and every item of the batch raises that error).
+
+``AppendNowait`` is the shape of a journal's ``append_nowait``: hand events to the open batch
+without a task or a coroutine per append, and get back the future of the batch holding them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
+    from oma_actors.journal.event import JournalEvent
+
 _I = TypeVar("_I")
 _R = TypeVar("_R")
+
+
+class AppendNowait(Protocol):
+    """A journal's ``append_nowait(events, now=...)``: queue now, learn the outcome later.
+
+    The returned future is done once the batch holding ``events`` committed (its exception: the
+    batch's or the append's own error). It may be shared with other appenders: add a done
+    callback, never await it directly (a cancelled awaiter would cancel it for everyone).
+    """
+
+    def __call__(self, events: Sequence[JournalEvent], *, now: bool) -> asyncio.Future[Any]:
+        """Queue ``events``; raise (nothing queued) when they cannot be appended at all."""
+        ...
 
 
 class GroupCommit(Generic[_I, _R]):
@@ -58,6 +76,17 @@ class GroupCommit(Generic[_I, _R]):
         Raises:
             Exception: the item's own error, or the whole batch's.
         """
+        # Each item has its own future: a cancelled appender cancels only its own wait (the
+        # CancelledError reaches it); its item stays in the batch, so its rows may still land,
+        # as an append whose outcome the caller did not wait to learn.
+        return await self.enqueue(item, now=now)
+
+    def enqueue(self, item: _I, *, now: bool = False) -> asyncio.Future[_R]:
+        """``submit`` without waiting: add ``item`` to the open batch, return its own future.
+
+        The future is the item's alone (its result or exception, as ``submit`` returns or
+        raises them); it is cancelled only if the commit itself is cancelled.
+        """
         future: asyncio.Future[_R] = asyncio.get_running_loop().create_future()
         if self._window is None:
             self._window = asyncio.Event()
@@ -68,10 +97,7 @@ class GroupCommit(Generic[_I, _R]):
         self._futures.append(future)
         if now:
             self._window.set()
-        # Each item has its own future: a cancelled appender cancels only its own wait (the
-        # CancelledError reaches it); its item stays in the batch, so its rows may still land,
-        # as an append whose outcome the caller did not wait to learn.
-        return await future
+        return future
 
     async def drain(self) -> None:
         """Commit the open batch now and wait until every batch has finished."""
@@ -123,4 +149,4 @@ def _settle(future: asyncio.Future[_R], result: _R | BaseException) -> None:
         future.set_result(result)
 
 
-__all__ = ["GroupCommit"]
+__all__ = ["AppendNowait", "GroupCommit"]

@@ -107,56 +107,77 @@ def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalE
             wrong type, or the event type is unknown. The error names the line and the field.
     """
     try:
-        raw = json.loads(text, parse_constant=_reject_constant)
+        raw = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise JournalCorruptError(path, line, "json", "not a JSON object")
-    return from_json_object(raw, line=line, path=path)
+    return _event_of(raw, line=line, path=path)
 
 
 def from_json_object(
     raw: dict[str, Any], *, line: int = 0, path: str = "<journal>"
 ) -> JournalEvent:
     """Build an event from a parsed JSON object, with the checks of ``parse_line``."""
+    return _event_of(dict(raw), line=line, path=path)
 
-    def fail(field: str, reason: str) -> JournalCorruptError:
-        return JournalCorruptError(path, line, field, reason)
 
-    seq = raw.get("seq")
-    if not _is_int(seq) or seq < 1:
-        raise fail("seq", f"must be a positive integer, got {seq!r}")
-    kind = raw.get("type")
+def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
+    """``from_json_object`` of an object the caller gives up: its base keys are popped off
+    and the rest becomes ``data`` as it is (a restore parses thousands of lines: no copy).
+
+    The checks are ``from_json_object``'s, in its order, written out inline: this runs once
+    per line read.
+    """
+    seq = raw.pop("seq", None)
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise JournalCorruptError(path, line, "seq", f"must be a positive integer, got {seq!r}")
+    kind = raw.pop("type", None)
     if kind not in EVENT_TYPES:
-        raise fail("type", f"unknown event type {kind!r}")
-    stamp = raw.get("timestampUnixMs")
-    if not _is_int(stamp):
-        raise fail("timestampUnixMs", f"must be an integer, got {stamp!r}")
-    run_id = raw.get("runId")
+        raise JournalCorruptError(path, line, "type", f"unknown event type {kind!r}")
+    stamp = raw.pop("timestampUnixMs", None)
+    if not isinstance(stamp, int) or isinstance(stamp, bool):
+        raise JournalCorruptError(
+            path, line, "timestampUnixMs", f"must be an integer, got {stamp!r}"
+        )
+    run_id = raw.pop("runId", None)
     if not isinstance(run_id, str):
-        raise fail("runId", f"must be a string, got {run_id!r}")
-    attempt = raw.get("attempt")
-    if not _is_int(attempt) or attempt < 1:
-        raise fail("attempt", f"must be a positive integer, got {attempt!r}")
-    for optional in ("taskId", "agentName", "traceId", "spanId"):
-        if optional in raw and not isinstance(raw[optional], str):
-            raise fail(optional, f"must be a string, got {raw[optional]!r}")
-    sources = raw.get("sourceEventSeqs")
+        raise JournalCorruptError(path, line, "runId", f"must be a string, got {run_id!r}")
+    attempt = raw.pop("attempt", None)
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise JournalCorruptError(
+            path, line, "attempt", f"must be a positive integer, got {attempt!r}"
+        )
+    optional: list[str | None] = []
+    for name in _OPTIONAL_STRINGS:
+        value = raw.pop(name, None) if name in raw else _ABSENT
+        if value is not _ABSENT and not isinstance(value, str):
+            raise JournalCorruptError(path, line, name, f"must be a string, got {value!r}")
+        optional.append(None if value is _ABSENT else value)
+    task_id, agent_name, trace_id, span_id = optional
+    sources = raw.pop("sourceEventSeqs", None)
     if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
-        raise fail("sourceEventSeqs", f"must be a list of integers, got {sources!r}")
+        raise JournalCorruptError(
+            path, line, "sourceEventSeqs", f"must be a list of integers, got {sources!r}"
+        )
+    # What is left is the variant's own fields, in line order.
     return JournalEvent(
         seq=seq,
         type=kind,
         run_id=run_id,
         attempt=attempt,
         timestamp_unix_ms=stamp,
-        task_id=raw.get("taskId"),
-        agent_name=raw.get("agentName"),
-        trace_id=raw.get("traceId"),
-        span_id=raw.get("spanId"),
+        task_id=task_id,
+        agent_name=agent_name,
+        trace_id=trace_id,
+        span_id=span_id,
         source_event_seqs=sources,
-        data={key: value for key, value in raw.items() if key not in BASE_KEYS},
+        data=raw,
     )
+
+
+_ABSENT: Any = object()
+_OPTIONAL_STRINGS = ("taskId", "agentName", "traceId", "spanId")
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -166,6 +187,10 @@ def _is_int(value: object) -> TypeGuard[int]:
 def _reject_constant(name: str) -> Any:
     # JSON.parse rejects NaN and Infinity; so does a journal line.
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+"""One decoder for every line (``json.loads`` with an argument builds one per call)."""
 
 
 _SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
@@ -179,3 +204,31 @@ def peek_seq(line: bytes) -> int | None:
     """
     found = _SEQ_PREFIX.match(line)
     return None if found is None else int(found[1])
+
+
+_RUN_PREFIX = re.compile(
+    rb'\{"type":"([^"\\]{1,64})","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
+    rb'"runId":"((?:[^"\\]|\\.){0,1024})"[,}]'
+)
+
+
+def peek_run(line: bytes) -> tuple[int, bytes] | None:
+    """The seq and the run id (as the line spells it) of a JSONL line, without parsing it.
+
+    ``None``: the line does not start as this module and OMA write lines
+    (``{"type":...,"seq":N,"timestampUnixMs":T,"runId":"...",``). Compare the run id with
+    ``spelled_run_id(run_id)``.
+    """
+    found = _RUN_PREFIX.match(line)
+    return None if found is None else (int(found[2]), found[3])
+
+
+def peek_head(line: bytes) -> tuple[int, bytes, bytes] | None:
+    """``peek_run`` with the event type too: ``(seq, run id, type)`` as the line spells them."""
+    found = _RUN_PREFIX.match(line)
+    return None if found is None else (int(found[2]), found[3], found[1])
+
+
+def spelled_run_id(run_id: str) -> bytes:
+    """``run_id`` as a journal line spells it between its quotes (JSON escapes included)."""
+    return js_dumps(run_id)[1:-1].encode()

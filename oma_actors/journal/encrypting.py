@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from oma_actors.errors import ConfigurationError, CorruptStoreError
-from oma_actors.journal.base import RunJournal
+from oma_actors.journal.base import RunJournal, read_run
 from oma_actors.stores.keyring import KeyRing, UnsealError
 
 if TYPE_CHECKING:
@@ -150,6 +150,15 @@ class EncryptingJournal:
             CorruptStoreError: Any event read cannot be opened (see ``open``).
         """
         return [self.open(event) for event in await self.inner.read_from(seq)]
+
+    async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
+        """The events of ``run_id`` with ``seq >= seq``, payloads opened: the inner journal's
+        own run read (run ids stay readable), so other runs' events are neither read nor opened.
+
+        Raises:
+            CorruptStoreError: Any event read cannot be opened (see ``open``).
+        """
+        return [self.open(event) for event in await read_run(self.inner, run_id, seq)]
 
     async def close(self) -> None:
         """Close the inner journal."""

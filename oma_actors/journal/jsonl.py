@@ -17,18 +17,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.journal.codec import parse_line, peek_seq, to_json_object
+from oma_actors.journal.codec import (
+    parse_line,
+    peek_seq,
+    spelled_run_id,
+    to_json_object,
+)
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
+from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
 from oma_actors.stores.file_io import check_regular, read_regular
 from oma_actors.stores.redaction import compile_patterns, redact_tree
 
 if TYPE_CHECKING:
     import re
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from oma_actors.journal.event import JournalEvent
 
@@ -74,6 +81,10 @@ class JsonlRunJournal:
         self._flushers: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
         self._closed = False
+        # Which runs the file holds, so a run starting on a shared journal skips the scan; used
+        # from reader threads, hence its own lock.
+        self._directory = RunDirectory()
+        self._directory_lock = threading.Lock()
 
     @property
     def path(self) -> str:
@@ -106,11 +117,18 @@ class JsonlRunJournal:
         """
         await self._append(events, now=True)
 
-    async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
+    def append_nowait(self, events: Sequence[JournalEvent], *, now: bool) -> asyncio.Future[None]:
+        """Queue events into the open batch (``now``: and close its window); return its future.
+
+        The future is the batch's, shared by every appender in it (``batching.AppendNowait``):
+        add a done callback, never await it directly. Events are encoded here, once.
+
+        Raises:
+            JournalClosedError: the journal was closed (nothing was queued).
+            TypeError, ValueError: an event is not a JSON value (nothing was queued).
+        """
         if self._closed:
             raise JournalClosedError(f"{self._path}: the journal is closed")
-        if not events:
-            return
         lines = [self._encode(event) for event in events]
         if self._batch is None:
             self._batch = asyncio.get_running_loop().create_future()
@@ -122,8 +140,15 @@ class JsonlRunJournal:
         self._pending.extend(lines)
         if now and self._window is not None:
             self._window.set()
+        return batch
+
+    async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
+        if self._closed:
+            raise JournalClosedError(f"{self._path}: the journal is closed")
+        if not events:
+            return
         # Shielded: a cancelled appender must not cancel the batch other appenders wait on.
-        await asyncio.shield(batch)
+        await asyncio.shield(self.append_nowait(events, now=now))
 
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """Every event on disk with ``seq >= seq``, in file order (pending batches excluded).
@@ -143,12 +168,86 @@ class JsonlRunJournal:
     async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
         """The events of ``run_id`` on disk with ``seq >= seq``, in file order.
 
-        A file has no index: this is ``read_from`` filtered (other runs' lines are parsed too).
+        Reads the file backwards from its end to the run's last line below ``seq`` (the seek
+        point), looking only at each line's first bytes on the way (``jsonl_scan``); other runs'
+        lines are not parsed. When the seek point or a line does not check out, the whole file
+        is read and checked as ``read_from`` does, so the answer is the same either way.
 
         Raises:
             JournalCorruptError: as ``read_from``.
+            CorruptStoreError: as ``read_from``.
+            StoreError: the file cannot be read.
         """
-        return [event for event in await self.read_from(seq) if event.run_id == run_id]
+        return await asyncio.to_thread(self._read_run, run_id, max(seq, 1))
+
+    async def read_range(
+        self,
+        run_id: str,
+        first: int,
+        last: int | None = None,
+        *,
+        types: Collection[str] | None = None,
+    ) -> list[JournalEvent]:
+        """The events of ``run_id`` on disk with ``first <= seq <= last`` (``last=None``: no
+        bound), of one of ``types`` (``None``: any), in file order.
+
+        ``read_run`` that parses no other line (a history point's fold reads up to it, and a
+        history listing reads only the types that make points).
+
+        Raises:
+            JournalCorruptError: as ``read_from``.
+            CorruptStoreError: as ``read_from``.
+            StoreError: the file cannot be read.
+        """
+        wanted = None if types is None else frozenset(types)
+        return await asyncio.to_thread(self._read_run, run_id, max(first, 1), last, wanted)
+
+    def _read_run(
+        self,
+        run_id: str,
+        start: int,
+        last: int | None = None,
+        types: frozenset[str] | None = None,
+    ) -> list[JournalEvent]:
+        run = spelled_run_id(run_id)
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
+        try:
+            check_regular(fd, self._path, self.max_read_bytes, what="run journal")
+            info = os.fstat(fd)
+            with self._directory_lock:
+                # A run starting on a shared journal (or once the directory exists): a run
+                # without a line needs no scan. A restore's first read does not build it.
+                asks = start == 1 or self._directory.offset > 0
+                if asks and self._directory.holds(fd, info, run) is False:
+                    return []
+            lines = scan_run(fd, info.st_size, run, start, self._path)
+        except OSError as exc:
+            raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
+        finally:
+            os.close(fd)
+        if lines is not None:
+            kinds = None if types is None else {kind.encode() for kind in types}
+            try:
+                return [
+                    parse_line(line.decode(), path=self._path)
+                    for seq, kind, line in lines
+                    if (last is None or seq <= last) and (kinds is None or kind in kinds)
+                ]
+            except (JournalCorruptError, UnicodeDecodeError):
+                pass  # the whole-file read below names the bad line, or skips a torn one
+        return [
+            e
+            for e in self._read_all(start)
+            if e.seq >= start
+            and e.run_id == run_id
+            and (last is None or e.seq <= last)
+            and (types is None or e.type in types)
+        ]
 
     async def close(self) -> None:
         """Flush the open batch now, wait for every write, close the file; later appends raise."""

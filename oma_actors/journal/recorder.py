@@ -2,8 +2,12 @@
 
 ``open()`` reads the journal once and continues from ``max(journal tail, snapshot watermark)``, so
 one logical run reads as one stream across attempts, even on a fresh journal file. ``emit``
-assigns the seq synchronously (strictly increasing with concurrent tasks) and queues the event;
-one drain task appends whatever accumulated, in seq order, a batch at a time.
+assigns the seq synchronously (strictly increasing with concurrent tasks) and queues the event.
+A journal with ``append_nowait`` (JSONL, SQLite, PostgreSQL) takes it into its open batch at
+once, which it commits in order with every other run's: no task, no queue of ours, one done
+callback per batch of the run. Any other journal (or a fenced append) gets one drain task that
+appends whatever accumulated, in seq order, a batch at a time. Either way a waiting call waits on
+a future of its own, so cancelling it never cancels a batch other calls or runs wait on.
 
 Two modes. ``durable=False`` is OMA's: nothing the journal does raises into the run; a failed
 batch is reported through ``on_error`` (a ``JournalAppendFailed``) and dropped. ``durable=True``
@@ -26,8 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oma_actors.events import JournalAppendFailed
 from oma_actors.journal.base import read_run
@@ -42,8 +47,35 @@ if TYPE_CHECKING:
 
     from oma_actors.domain.messages import ContentBlock, Message
     from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.batching import AppendNowait
     from oma_actors.journal.sql import AppendFence
     from oma_actors.journal.vocabulary import EventDraft, Json
+
+
+class _Batch:
+    """One batch of a run's events on its way to the journal, and who waits for it.
+
+    ``token`` is the journal's future of the batch holding them (``append_nowait``), or ``None``
+    on the drain task's path. Waiters are private futures, one per waiting call: a cancelled
+    waiter cancels only its own wait, never the batch other runs share.
+    """
+
+    __slots__ = ("error", "first", "landed", "last", "token", "waiters")
+
+    def __init__(self, first: int, token: asyncio.Future[Any] | None) -> None:
+        self.first = first
+        self.last = first
+        self.token = token
+        self.landed = False
+        self.error: BaseException | None = None
+        self.waiters: list[asyncio.Future[None]] = []
+
+    async def wait(self) -> None:
+        """Return once the batch landed or failed (see ``error``)."""
+        if not self.landed:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.append(waiter)
+            await waiter
 
 
 class JournalRecorder:
@@ -71,8 +103,11 @@ class JournalRecorder:
         self._on_error = on_error
         self._clock = clock
         self._pending: list[JournalEvent] = []
-        self._batch: asyncio.Future[None] | None = None
+        self._batch: _Batch | None = None
         self._drain: asyncio.Task[None] | None = None
+        # The journal's own batching, when it has it: events go straight into its open batch
+        # (no drain task, no second queue); ``None`` sends them through ``_drain_pending``.
+        self._nowait: AppendNowait | None = getattr(journal, "append_nowait", None)
         self._lineage: dict[int, tuple[object, list[int]]] = {}
         self._hashes: dict[int, tuple[object, str]] = {}
         # Durable mode only, while a writer saves through the journal (until ``stop_keeping``):
@@ -82,7 +117,7 @@ class JournalRecorder:
         self._kept: list[JournalEvent] = []
         self._held: list[JournalEvent] = []
         self._released = last_seq
-        self._batches: list[tuple[int, asyncio.Future[None]]] = []
+        self._batches: dict[int, _Batch] = {}  # not yet landed, by first seq
         self._failed: list[tuple[int, int, BaseException]] = []
         self._covered = last_seq
         self._appended = 0
@@ -183,13 +218,65 @@ class JournalRecorder:
         return event
 
     def _queue(self, event: JournalEvent) -> None:
+        nowait = self._nowait
+        if (
+            nowait is not None
+            and self._fence is None
+            and not self._pending
+            and (self._drain is None or self._drain.done())
+        ):
+            # Nothing of ours is queued before it, so handing it to the journal now keeps the
+            # seq order: the journal commits its batches in order.
+            try:
+                token = nowait((event,), now=self.durable)
+            except Exception as exc:  # closed, or not encodable: this event's batch failed
+                self._batch = failed = self._open_batch(event.seq, None)
+                self._landed(failed, exc)
+                return
+            batch = self._batch
+            if batch is not None and batch.token is token:
+                batch.last = event.seq  # the same journal batch: one waiter list, one callback
+                return
+            self._batch = batch = self._open_batch(event.seq, token)
+            token.add_done_callback(functools.partial(self._token_done, batch))
+            return
+        if not self._pending:
+            self._batch = self._open_batch(event.seq, None)
+        assert self._batch is not None
+        self._batch.last = event.seq
         self._pending.append(event)
-        if self._batch is None:
-            self._batch = asyncio.get_running_loop().create_future()
-            if self.durable:
-                self._batches.append((event.seq, self._batch))
         if self._drain is None or self._drain.done():
             self._drain = asyncio.create_task(self._drain_pending())
+
+    def _open_batch(self, first: int, token: asyncio.Future[Any] | None) -> _Batch:
+        batch = _Batch(first, token)
+        self._batches[first] = batch
+        return batch
+
+    def _token_done(self, batch: _Batch, token: asyncio.Future[Any]) -> None:
+        if token.cancelled():
+            error: BaseException | None = JournalAppendError(
+                f"journal batch of run {self.run_id!r} was cancelled (the loop is closing)"
+            )
+        else:
+            error = token.exception()  # retrieved here, once, for every run of the batch
+        self._landed(batch, error)
+
+    def _landed(self, batch: _Batch, error: BaseException | None) -> None:
+        """The batch landed (``error is None``) or failed: record it and wake its waiters."""
+        batch.landed = True
+        batch.error = error
+        self._batches.pop(batch.first, None)
+        if error is None:
+            self._appended = max(self._appended, batch.last)
+        else:
+            _report(self._on_error, self.run_id, f"{type(error).__name__}: {error}")
+            if self.durable:
+                self._failed.append((batch.first, batch.last, error))
+        for waiter in batch.waiters:
+            if not waiter.done():  # a cancelled waiter's call is gone
+                waiter.set_result(None)
+        batch.waiters.clear()
 
     def release(self, seq: int) -> None:
         """Let the held events up to ``seq`` go to the journal (durable mode)."""
@@ -225,17 +312,20 @@ class JournalRecorder:
         self.release(event.seq)
         batch = self._batch
         assert batch is not None
-        try:
-            await asyncio.shield(batch)
-        except Exception:
-            if self.durable:
-                raise
+        await batch.wait()
+        if batch.error is not None and self.durable:
+            raise batch.error
         return event
 
     async def flush(self) -> None:
         """Wait until every emitted event was appended or reported failed; never raises."""
-        while self._drain is not None and not self._drain.done():
-            await asyncio.shield(self._drain)
+        while True:
+            if self._drain is not None and not self._drain.done():
+                await asyncio.shield(self._drain)
+            elif self._batches:
+                await next(reversed(self._batches.values())).wait()
+            else:
+                return
 
     def fence_appends(self, fence: AppendFence) -> bool:
         """Append every later batch under ``fence`` (a run lease), in one transaction with its
@@ -276,11 +366,11 @@ class JournalRecorder:
         """
         self.release(seq)
         while True:
-            self._batches = [(first, f) for first, f in self._batches if not f.done()]
-            waiting = [future for first, future in self._batches if first <= seq]
+            # The last batch at or below ``seq`` first; the loop then sees to any other.
+            waiting = [batch for first, batch in self._batches.items() if first <= seq]
             if not waiting:
                 break
-            await asyncio.wait(waiting)
+            await waiting[-1].wait()
         for first, last, error in self._failed:
             if first <= seq and last > self._covered:
                 raise JournalAppendError(
@@ -345,6 +435,7 @@ class JournalRecorder:
             events, batch = self._pending, self._batch
             self._pending, self._batch = [], None
             assert batch is not None
+            error: Exception | None = None
             try:
                 # A durable run waits on these events: skip the batching window when the
                 # backend allows it (JsonlRunJournal.append_now); batches are still shared.
@@ -355,14 +446,8 @@ class JournalRecorder:
                     urgent = getattr(self.journal, "append_now", None) if self.durable else None
                     await (urgent or self.journal.append)(events)
             except Exception as exc:
-                _report(self._on_error, self.run_id, f"{type(exc).__name__}: {exc}")
-                if self.durable:
-                    self._failed.append((events[0].seq, events[-1].seq, exc))
-                batch.set_exception(exc)
-                batch.exception()  # retrieved: nobody may be waiting on a best-effort batch
-            else:
-                self._appended = max(self._appended, events[-1].seq)
-                batch.set_result(None)
+                error = exc
+            self._landed(batch, error)
 
 
 def _report(

@@ -20,6 +20,7 @@ key, raises ``JournalCorruptError`` naming the run and the seq.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -135,6 +136,23 @@ class SqlRunJournal(ABC):
     async def append_now(self, events: Sequence[JournalEvent]) -> None:
         """``append``, closing the open batch's window at once (journal-first durability)."""
         await self._append(events, (), now=True)
+
+    def append_nowait(self, events: Sequence[JournalEvent], *, now: bool) -> asyncio.Future[Any]:
+        """Queue events into the open batch; the future is done when its transaction committed.
+
+        The future is this append's own (``batching.AppendNowait``): its exception is the
+        batch's error or ``JournalDuplicateError``; its result is ``True``.
+
+        Raises:
+            JournalClosedError: the journal was closed (nothing was queued).
+        """
+        self._check_open()
+        rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
+        if not rows:  # nothing to commit: done at once, as ``append`` returns at once
+            done: asyncio.Future[PartResult] = asyncio.get_running_loop().create_future()
+            done.set_result(True)
+            return done
+        return self._group.enqueue(AppendPart(rows), now=now)
 
     async def append_fenced(self, events: Sequence[JournalEvent], fence: AppendFence) -> None:
         """Append one run's events in one transaction with ``fence``'s run record check.

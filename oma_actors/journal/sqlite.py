@@ -4,8 +4,9 @@ As ``SqliteStore`` does, all database work runs on one worker thread that owns t
 (WAL, ``synchronous = FULL``), so the event loop never blocks. A batch is one ``BEGIN
 IMMEDIATE`` transaction: SQLite's write lock is taken before the fence checks read the store's
 table, so no other connection (a new lease owner in another process) can write between a check
-and the rows it guards. Each append of the batch sits in its own savepoint, so a duplicate key
-refuses that append alone.
+and the rows it guards. The rows of every append go in with one ``executemany``; when a key is
+already stored, that is rolled back and each append is redone in its own savepoint, so a
+duplicate key refuses that append alone.
 """
 
 from __future__ import annotations
@@ -79,15 +80,38 @@ class SqliteRunJournal(SqlRunJournal):
                     f"SELECT value FROM {STORE_TABLE} WHERE key = ?", (key,)
                 ).fetchone()
                 current[key] = None if row is None else row[0]
+            going = []
             for index, part in enumerate(parts):
                 if results[index] is not None:
                     continue
                 if not fence_holds(part, current):
                     results[index] = False
                     continue
-                results[index] = self._insert_part(connection, part)
+                going.append(index)
+            if self._insert_all(connection, [parts[index] for index in going]):
+                for index in going:
+                    results[index] = True
+                return
+            for index in going:  # some row is stored already: find whose, append by append
+                results[index] = self._insert_part(connection, parts[index])
 
         await self._run(lambda connection: immediate_transaction(connection, body))
+
+    def _insert_all(self, connection: sqlite3.Connection, parts: Sequence[AppendPart]) -> bool:
+        """Every part's rows with one ``executemany`` (the common case: no row stored yet).
+
+        ``False``: a row is refused; nothing of this call is kept (its savepoint is rolled back).
+        """
+        rows = [(row.run_id, row.seq, row.payload) for part in parts for row in part.rows]
+        connection.execute("SAVEPOINT batch")
+        try:
+            connection.executemany(self._insert, rows)
+        except sqlite3.IntegrityError:
+            connection.execute("ROLLBACK TO batch")
+            connection.execute("RELEASE batch")
+            return False
+        connection.execute("RELEASE batch")
+        return True
 
     def _insert_part(self, connection: sqlite3.Connection, part: AppendPart) -> PartResult:
         rows = [(row.run_id, row.seq, row.payload) for row in part.rows]

@@ -77,8 +77,18 @@ def run_started(*, mode: str, goal: str | None = None, metadata: Json | None = N
 
 
 def run_ended(*, status: str, error: str | None = None) -> EventDraft:
-    """``run/end``: the run closes, on every exit path."""
-    return _draft("run/end", {}, status=status, error=error)
+    """``run/end``: the run closes, on every exit path, with its outcome as OMA writes it.
+
+    ``status`` is the run's status code (``ok``, ``error``, ``suspended``, ``aborted`` ...),
+    written ``{"code": ...}``; ``error`` the status message of a run that did not end ``ok``,
+    written ``{"message": ...}``.
+    """
+    return _draft(
+        "run/end",
+        {},
+        status={"code": status},
+        error={"message": error} if error is not None else None,
+    )
 
 
 def plan_set(

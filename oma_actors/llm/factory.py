@@ -42,7 +42,7 @@ def create_adapter(
         raise ConfigurationError(
             "provider 'scripted' has no built-in adapter: pass an explicit adapter, e.g. "
             "AgentConfig(..., adapter=ScriptedAdapter([...])) with "
-            "'from oma_actors import ScriptedAdapter'"
+            "'from oma_actors.llm import ScriptedAdapter'"
         )
     if provider not in PROVIDERS:
         named = "no provider" if provider is None else f"unknown provider {provider!r}"

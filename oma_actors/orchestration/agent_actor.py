@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 RequestHooks: TypeAlias = "Callable[[str, str], RequestHook]"
 """Builds the model-request hook of one task (task id, agent): the run's journal (spec 17.2)."""
+BoundaryHooks: TypeAlias = "Callable[[str, str], BoundaryHook]"
+"""Builds the boundary hook of one task of a run without a checkpoint: the run's journal."""
 
 
 def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> BoundaryHook:
@@ -53,6 +55,7 @@ class AgentActor(Actor[AgentMessage, None]):
         emit: Emit,
         policy: CallPolicy | None = None,
         requests: RequestHooks | None = None,
+        observers: BoundaryHooks | None = None,
     ) -> None:
         self._agent = agent
         self._system = system
@@ -60,6 +63,7 @@ class AgentActor(Actor[AgentMessage, None]):
         self._emit = emit
         self._policy = policy
         self._requests = requests
+        self._observers = observers
         self._runners: dict[str, ActorRef[RunnerMessage, TaskOutcome]] = {}
         self._runs: dict[str, ActorRef[RunMessage]] = {}
         self._self: ActorRef[AgentMessage] | None = None
@@ -73,9 +77,12 @@ class AgentActor(Actor[AgentMessage, None]):
         match message:
             case Assign(task=task, run=run):
                 assert self._self is not None
-                hook = (
-                    boundary_hook(run, task.id, self._agent.name) if message.checkpointed else None
-                )
+                hook: BoundaryHook | None = None
+                if message.checkpointed:
+                    hook = boundary_hook(run, task.id, self._agent.name)
+                elif self._observers is not None:
+                    # Not checkpointed: the journal alone sees the boundaries.
+                    hook = self._observers(task.id, self._agent.name)
                 runner = self._system.spawn(
                     RunnerActor(
                         self._agent,

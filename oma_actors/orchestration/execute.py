@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from oma_actors.errors import LeaseError
     from oma_actors.orchestration.budget import RunBudget
     from oma_actors.orchestration.checkpointing import RunCheckpointing
+    from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.messages import AgentMessage
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
@@ -83,10 +84,13 @@ async def execute_queue(
     clock: Clock = SYSTEM_CLOCK,
     lease: RunLeaseHandle | None = None,
     budget: RunBudget | None = None,
+    journaling: RunJournaling | None = None,
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
-    ``budget`` is charged with every task result, ``restored_results`` included.
+    ``budget`` is charged with every task result, ``restored_results`` included. ``journaling``:
+    the run's journal (the checkpointing's when it has one); without a checkpoint, the task
+    runners record their boundaries straight into it.
 
     One ``ActorSystem`` per run: no actor outlives it, and leaving it (normally, by error or by
     cancellation) stops every agent, runner and the checkpoint writer. With ``lease``, a loss of
@@ -116,6 +120,7 @@ async def execute_queue(
         can_suspend=can_suspend,
         clock=clock,
         fencing_token=lease.fencing_token if lease is not None else None,
+        run_attempt=_run_attempt(checkpointing, lease),
     )
     async with ActorSystem() as system:
         writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
@@ -124,11 +129,13 @@ async def execute_queue(
                 CheckpointActor(checkpointing.writer), name=f"checkpoint:{run_id}"
             )
         agent_refs: dict[str, ActorRef[AgentMessage]] = {}
-        journaling = checkpointing.journaling if checkpointing is not None else None
+        if checkpointing is not None and checkpointing.journaling is not None:
+            journaling = checkpointing.journaling
         for config in team.agents:
             actor = AgentActor(
                 resolve_agent(config), system, run_id=run_id, emit=emit, policy=policy,
                 requests=journaling.request_hook if journaling is not None else None,
+                observers=journaling.boundary_hook if journaling is not None else None,
             )  # fmt: skip
             ref: ActorRef[AgentMessage] = system.spawn(actor, name=f"agent:{config.name}")
             actor.bind(ref)
@@ -193,6 +200,13 @@ async def _until_done_or_lost(
     if done.done():
         return None
     return watcher.result()
+
+
+def _run_attempt(checkpointing: RunCheckpointing | None, lease: RunLeaseHandle | None) -> int:
+    # The snapshot's attempt when checkpointed (a restore's too), else the run record's.
+    if checkpointing is not None:
+        return checkpointing.identity.attempt
+    return lease.attempt if lease is not None else 1
 
 
 def _run_started(run_id: str, checkpointing: RunCheckpointing) -> RunStarted:

@@ -24,7 +24,7 @@ from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.live import claim
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
-from oma_actors.orchestration.results import team_result
+from oma_actors.orchestration.results import run_status, team_result
 from oma_actors.orchestration.shared_memory import SharedMemory
 
 if TYPE_CHECKING:
@@ -139,8 +139,11 @@ async def run_queue(
     owned = journaling is None
     if journaling is not None:
         record_plan(journaling, queue)
-    elif resolved is not None and ctx.journal is not None:
-        journaling = await open_journaling(ctx.journal, ctx, run_id=run_id, lease=lease)
+    elif ctx.journal is not None:
+        # A journal records the run with or without a checkpoint (OMA journals every run).
+        journaling = await open_journaling(
+            ctx.journal, ctx, run_id=run_id, lease=lease, checkpointed=resolved is not None
+        )
         start_fresh(journaling, mode=mode, goal=goal, queue=queue)
     if resolved is not None:
         checkpointing = new_checkpointing(
@@ -171,18 +174,31 @@ async def run_queue(
         clock=ctx.clock,
         lease=lease,
         budget=ctx.budget,
+        journaling=journaling,
     )
     if owned:
-        await finish_journal(journaling, state)
+        await finish_journal(journaling, state.status or run_status(queue, state.task_results))
     return state, memory, checkpointing
 
 
 async def open_journaling(
-    options: JournalOptions, ctx: FlowContext, *, run_id: str, lease: RunLeaseHandle | None
+    options: JournalOptions,
+    ctx: FlowContext,
+    *,
+    run_id: str,
+    lease: RunLeaseHandle | None,
+    checkpointed: bool,
 ) -> RunJournaling:
-    """Open the journal ``options`` for a fresh attempt of ``run_id`` (the lease's attempt)."""
+    """Open the journal ``options`` for a fresh attempt of ``run_id`` (the lease's attempt).
+
+    Without a checkpoint no writer takes the events: they go straight to the journal, a
+    durable one included (it is then no save path, there is nothing to save).
+    """
     attempt = lease.attempt if lease is not None else 1
-    return await RunJournaling.open(options, run_id=run_id, attempt=attempt, emit=ctx.emit)
+    journaling = await RunJournaling.open(options, run_id=run_id, attempt=attempt, emit=ctx.emit)
+    if not checkpointed:
+        journaling.recorder.stop_keeping()
+    return journaling
 
 
 async def run_task_list(

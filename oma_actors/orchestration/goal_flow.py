@@ -82,17 +82,17 @@ async def _owned_goal(
     lease: RunLeaseHandle | None,
 ) -> TeamRunResult:
     journaling = None
-    if resolved is not None and ctx.journal is not None:
+    if ctx.journal is not None:
         # OMA's order: run/start, the coordinator's calls, then the plan (plan/set).
-        journaling = await open_journaling(ctx.journal, ctx, run_id=run_id, lease=lease)
+        journaling = await open_journaling(
+            ctx.journal, ctx, run_id=run_id, lease=lease, checkpointed=resolved is not None
+        )
         record_start(journaling, mode="runTeam", goal=goal)
     result = await _journaled_goal(
         team, goal, coordinator, plan_only, ctx, resolved, run_id, lease, journaling
     )
     if journaling is not None:
-        ended = RunState()
-        ended.status = result.status
-        await finish_journal(journaling, ended)
+        await finish_journal(journaling, result.status)
     return result
 
 

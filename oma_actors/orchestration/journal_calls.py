@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from oma_actors.agents.context import ContextRewrite
+    from oma_actors.agents.loop import AnswerHook
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.messages import ChatOptions
     from oma_actors.domain.results import AgentRunResult
@@ -52,13 +53,16 @@ class ConversationJournal:
 
     def request(
         self, state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None = None
-    ) -> None:
+    ) -> AnswerHook:
         """Record ``turn/start`` and ``llm/request`` before a model call (and the prompt first).
+
+        Returns:
+            The hook that takes the answer's stop reason.
 
         Raises:
             JournalLineageError: ``enforce_lineage`` refuses the request (the loop fails it).
         """
-        self.journaling.request(None, self.agent, state, options, rewrite)
+        return self.journaling.request(None, self.agent, state, options, rewrite)
 
     def close(self) -> None:
         """The conversation ended: close the turn a failed model call left open, then forget it.

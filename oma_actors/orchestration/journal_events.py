@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
+    from oma_actors.domain.results import RunStatus
     from oma_actors.domain.tasks import TaskState
     from oma_actors.events import ProgressEvent
     from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.queue import TaskQueue
-    from oma_actors.orchestration.run import RunState
     from oma_actors.orchestration.shared_memory import SharedMemory
 
     Emit = Callable[[ProgressEvent], None]
@@ -135,16 +135,16 @@ def watch_memory(journaling: RunJournaling | None, memory: SharedMemory | None) 
     memory.on_write = written
 
 
-async def finish_journal(journaling: RunJournaling | None, state: RunState) -> None:
-    """Record how the attempt ended (``run/end``) and wait until the journal has it all."""
+async def finish_journal(journaling: RunJournaling | None, status: RunStatus) -> None:
+    """Record how the attempt ended (``run/end``) and wait until the journal has it all.
+
+    ``status`` is the attempt's real outcome (``run_status`` of the queue when the run set
+    none), so a run whose tasks failed ends ``error`` with its message, not ``ok``.
+    """
     if journaling is None:
         return
-    status = state.status
     journaling.recorder.emit(
-        v.run_ended(
-            status=status.code if status is not None else "ok",
-            error=status.message if status is not None and status.code != "ok" else None,
-        )
+        v.run_ended(status=status.code, error=status.message if status.code != "ok" else None)
     )
     # Held events of a snapshot that never became durable stay out (see JournalRecorder).
     journaling.release_trailing()

@@ -35,6 +35,7 @@ class TaskJournal:
     request: int | None = None  # the llm/request seq its answer will name (JR-07)
     turn: int | None = None  # the turn that request opened
     model: str | None = None
+    stop_reason: str | None = None  # the stop reason of the answer not yet recorded
     # Requested before the run saw any boundary of it (its first turn): kept across saves.
     pinned: bool = False
 

@@ -62,15 +62,15 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.config import Team
     from oma_actors.agents.context import ContextRewrite
-    from oma_actors.agents.loop import RequestHook
+    from oma_actors.agents.loop import AnswerHook, BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
         CheckpointSnapshot,
         ConversationLineage,
         InFlightTask,
     )
-    from oma_actors.domain.inflight import PendingCall, RunnerState
-    from oma_actors.domain.messages import ChatOptions, Message
+    from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
+    from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions
@@ -217,8 +217,25 @@ class RunJournaling:
     def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
-        def hook(state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None) -> None:
-            self.request(task_id, agent, state, options, rewrite)
+        def hook(
+            state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None
+        ) -> AnswerHook:
+            return self.request(task_id, agent, state, options, rewrite)
+
+        return hook
+
+    def boundary_hook(self, task_id: str | None, agent: str) -> BoundaryHook:
+        """The boundary hook of one task's runner in a run without a checkpoint.
+
+        It records what each boundary shows and answers ``True``, the answer the loop gets
+        without any hook: a journal changes no behaviour. A retry starts a new conversation.
+        """
+
+        async def hook(state: RunnerState, kind: BoundaryKind) -> bool:
+            if kind == "attempt_reset":
+                self.forget(task_id)
+            self.observe(task_id, agent, state)
+            return True
 
         return hook
 
@@ -229,7 +246,7 @@ class RunJournaling:
         state: RunnerState,
         options: ChatOptions,
         rewrite: ContextRewrite | None = None,
-    ) -> None:
+    ) -> AnswerHook:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
@@ -239,6 +256,9 @@ class RunJournaling:
         strategy's ``rewrite`` is recorded between the two, as OMA orders them
         (``journal_context.record_rewrite``).
 
+        Returns:
+            The hook that takes the answer's stop reason for its ``assistant/message``.
+
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
                 no ``turn/start`` or ``llm/request`` is recorded and the call must not be made.
@@ -247,6 +267,13 @@ class RunJournaling:
         task = self._tasks[task_id]
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         turn = state.turns + 1
+
+        def answered(response: LLMResponse) -> None:
+            # The response is the only place the stop reason lives: the state does not keep it.
+            current = self._tasks.get(task_id)
+            if current is not None:
+                current.stop_reason = response.stop_reason
+
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
             # of the conversation at every call, O(n^2) bytes over a run (188 MB for 1000
@@ -256,7 +283,7 @@ class RunJournaling:
             if rewrite is not None:
                 record_rewrite(self.recorder, task, rewrite, state, scope)
             task.request, task.turn, task.model = None, turn, options.model
-            return
+            return answered
         if rewrite is not None:
             # Its blocks get their lineage when the replace is recorded, after turn/start; a
             # request refused for a block without lineage (JR-09) is refused before anything.
@@ -279,6 +306,7 @@ class RunJournaling:
             )
         )
         task.request, task.turn, task.model = event.seq, turn, options.model
+        return answered
 
     def turn_failed(self, task_id: str | None) -> None:
         """The task's model call failed (no answer): close its open turn with ``error``."""
@@ -357,11 +385,12 @@ class RunJournaling:
                     message=message,
                     usage=usage,
                     model=task.model or None,
+                    stop_reason=task.stop_reason,
                     source_event_seqs=request,
                     **scope,
                 )
             )
-            task.request = task.turn = None
+            task.request = task.turn = task.stop_reason = None
             self._lineage(task, message, event.seq)
             task.answer = event.seq
             task.usage = state.token_usage

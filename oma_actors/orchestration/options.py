@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointOptions:
-    """Where and under which key a run checkpoints (spec section 8).
+    """Where and under which key a run checkpoints; ``True`` means ``CheckpointOptions()``.
 
     Args:
         enabled: ``False`` turns checkpointing off for this call.
@@ -76,7 +76,12 @@ def checkpoint_options(per_call: CheckpointArg, default: CheckpointArg) -> Check
 def resolve_checkpoint(
     options: CheckpointOptions | None, *, team: Team, fallback: MemoryStore
 ) -> ResolvedCheckpoint | None:
-    """Choose the store and key (CO-05..CO-07); ``ConfigurationError`` per CO-06.
+    """Choose the store and key of a run's checkpoint, or refuse before any work.
+
+    The store is ``options.store``, else the team's shared-memory store, else ``fallback`` (the
+    orchestrator's private store, shared by its runs). The key comes from the options only
+    (``key``, else ``run_id``'s key, else the default key). With neither a store of its own nor a
+    run id or key, runs on the fallback would share one key, so that is refused.
 
     Raises:
         ConfigurationError: no store, run id or key can identify the checkpoint, or the store

@@ -305,7 +305,7 @@ class OpenMultiAgent:
         run_store: RunStoreArg = None,
         on_damaged_journal: OnDamagedJournal = "refuse",
     ) -> TeamRunResult:
-        """Continue the checkpointed run where it stopped (spec section 10).
+        """Continue the checkpointed run where it stopped.
 
         Completed tasks are skipped, interrupted runners resume from their saved conversation,
         committed tool results are replayed and never re-run. With no checkpoint, the given

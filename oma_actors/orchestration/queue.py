@@ -146,7 +146,8 @@ class TaskQueue:
     def skip_remaining(self, reason: str) -> list[TaskState]:
         """Skip every non-terminal task with ``reason``; callers drain in-flight work first.
 
-        Spec TQ-05.
+        Pending, blocked and in-progress tasks all become skipped, each reported once, as OMA's
+        ``skipRemaining`` does when a run is aborted, out of budget or refused at a gate.
         """
         return [
             self._put(state, "skipped", result=reason)

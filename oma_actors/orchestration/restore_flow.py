@@ -48,7 +48,7 @@ from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.restore_plan import RestorePlan, plan_restore
-from oma_actors.orchestration.results import team_result
+from oma_actors.orchestration.results import run_status, team_result
 from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import restore_memory
 
@@ -201,7 +201,7 @@ async def _continue_owned(
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
         # Attached only to go on: these outcomes write as without a journal (if at all).
-        await finish_journal(journaling, RunState(status=stopped.status))
+        await finish_journal(journaling, stopped.status)
         return stopped
     memory = team_memory(team)
     if memory is not None:
@@ -277,7 +277,9 @@ async def _continue_owned(
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
-    await finish_journal(journaling, state if status is None else RunState(status=status))
+    await finish_journal(
+        journaling, status or state.status or run_status(plan.queue, state.task_results)
+    )
     coordinator_result = extra.get(COORDINATOR_NAME)
     if coordinator_result is not None and snapshot.planning_usage is not None:
         # The decomposition is charged to the run on restore as on the live path.

@@ -21,21 +21,27 @@ from oma_actors.stores.base import (
     is_conditional_store,
     is_memory_store,
 )
+from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.file import FileStore
+from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
 
 __all__ = [
     "AtomicStore",
     "ConditionalStore",
+    "EncryptingStore",
     "Expect",
     "ExpiringStore",
     "FileStore",
     "InMemoryStore",
+    "KeyRing",
     "MemoryEntry",
     "MemoryStore",
     "Put",
+    "RedactingStore",
     "Remove",
     "SqliteStore",
     "StoreTarget",

@@ -11,6 +11,7 @@ one process writes; ``busy_timeout`` makes a writer wait for the lock instead of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -243,8 +244,13 @@ def connect(
     after ``prepare`` (its tables) ran on it; closed again if anything failed."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     # Create the database 0600 (it holds conversations and tool results); SQLite gives its
-    # -wal and -shm files the database file's permissions.
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    # -wal and -shm files the database file's permissions. O_EXCL: only a file that did not
+    # exist is opened (and closed) here. Closing any descriptor of an existing database drops
+    # every POSIX lock this process holds on it, also those of its other connections (a store
+    # and its journal share the file): another process then takes itself for the last one,
+    # checkpoints and deletes the WAL under them, and the database is corrupted.
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE is ours to issue.
     connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:

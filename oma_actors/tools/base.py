@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -22,14 +23,31 @@ class ToolContext:
     ``f"{run_id}:{task_id}:{tool_call_id}"`` works as an external idempotency key (spec RN-09).
     ``fencing_token`` is the run lease's token when the run has a run store: an external system
     that remembers the highest token it has seen can refuse a call from a superseded owner.
+
+    Two counters, because a call can repeat for two reasons: ``task_attempt`` counts the task's
+    tries within this run (1, then 2 after a failed try is retried per ``max_retries``), and
+    ``run_attempt`` counts the run's attempts (1, then 2 after the first restore), the same
+    number as ``TeamRunResult.attempt`` and the journal's ``attempt``.
     """
 
     run_id: str | None
     task_id: str | None
     tool_call_id: str
     agent_name: str
-    attempt: int = 1
+    task_attempt: int = 1
+    run_attempt: int = 1
     fencing_token: int | None = None
+
+    @property
+    def attempt(self) -> int:
+        """Deprecated: the task's try count; read ``task_attempt`` (or ``run_attempt``)."""
+        warnings.warn(
+            "ToolContext.attempt is deprecated: it is the task's try count, now "
+            "ToolContext.task_attempt; the run's attempt is ToolContext.run_attempt",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.task_attempt
 
     @property
     def idempotency_key(self) -> str:

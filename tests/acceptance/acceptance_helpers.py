@@ -7,17 +7,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 
-from oma_actors import (
-    ChatOptions,
-    LLMResponse,
-    Message,
-    ProgressEvent,
-    Task,
-    TeamRunResult,
-    TextBlock,
-    TokenUsage,
-    ToolUseBlock,
-)
+from oma_actors import Task, TeamRunResult, TokenUsage
+from oma_actors.events import ProgressEvent
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 
 
 def answer(text: str, usage: tuple[int, int] = (1, 1)) -> LLMResponse:

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    Reviewer,
-    Team,
-)
-from oma_actors.approvals import decide_approval
+from oma_actors import AgentConfig, CheckpointOptions, Team
+from oma_actors.approvals import Reviewer, decide_approval
 from oma_actors.testing import ScriptedAdapter
 
 RUN = "run-approvals"

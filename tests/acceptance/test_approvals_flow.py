@@ -7,21 +7,11 @@ import json
 from acceptance_helpers import answer
 from approvals_flow_helpers import RUN, approve, never, options, reject, worker_team
 
-from oma_actors import (
-    AgentConfig,
-    Allow,
-    ApprovalPending,
-    Deny,
-    InMemoryStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    RedactingStore,
-    Suspend,
-    Task,
-    Team,
-)
-from oma_actors.approvals import get_approval_record
+from oma_actors import AgentConfig, OpenMultiAgent, Task, Team
+from oma_actors.approvals import Allow, Deny, Suspend, get_approval_record
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.events import ApprovalPending, ProgressEvent
+from oma_actors.stores import InMemoryStore, RedactingStore
 from oma_actors.testing import ScriptedAdapter
 
 # -- task dispatch --------------------------------------------------------------------------------

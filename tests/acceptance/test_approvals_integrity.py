@@ -17,17 +17,10 @@ from acceptance_helpers import answer, calls
 from approvals_flow_helpers import RUN, approve, options, worker_team
 from pydantic import BaseModel
 
-from oma_actors import (
-    DurableApprovalError,
-    InMemoryStore,
-    OpenMultiAgent,
-    Suspend,
-    Task,
-    ToolContext,
-    define_tool,
-)
-from oma_actors.approvals import get_approval_record
+from oma_actors import DurableApprovalError, OpenMultiAgent, Task, ToolContext, define_tool
+from oma_actors.approvals import Suspend, get_approval_record
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 STALE = "APPROVAL_STALE_DECISION"

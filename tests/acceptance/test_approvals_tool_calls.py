@@ -11,20 +11,18 @@ from pydantic import BaseModel, Field
 
 from oma_actors import (
     AgentConfig,
-    Allow,
     CheckpointError,
-    Deny,
     DurableApprovalError,
-    InMemoryStore,
     OpenMultiAgent,
-    Suspend,
     Task,
     ToolContext,
-    ToolResultBlock,
     define_tool,
 )
+from oma_actors.approvals import Allow, Deny, Suspend
 from oma_actors.approvals.gates import ToolCallRequest
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.llm import ToolResultBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 # -- tool calls -----------------------------------------------------------------------------------

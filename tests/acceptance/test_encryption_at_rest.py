@@ -15,18 +15,10 @@ import pytest
 from acceptance_helpers import answer
 from approvals_flow_helpers import approve, worker_team
 
-from oma_actors import (
-    CheckpointOptions,
-    EncryptingStore,
-    FileStore,
-    KeyRing,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    RunLedger,
-    Suspend,
-    Task,
-)
-from oma_actors.approvals import get_approval_record
+from oma_actors import CheckpointOptions, OpenMultiAgent, Task
+from oma_actors.approvals import Suspend, get_approval_record
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import EncryptingStore, FileStore, KeyRing
 from oma_actors.stores.keyring import PREFIX
 from oma_actors.testing import ScriptedAdapter
 
@@ -35,7 +27,7 @@ if TYPE_CHECKING:
 
     from service_kit import FreshStores
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
 
 SECRET = "card-5555-4444-3333-1111"
 RING = KeyRing({"k1": bytes(range(32))}, active="k1")

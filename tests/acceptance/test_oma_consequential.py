@@ -20,21 +20,19 @@ from pydantic import BaseModel, Field
 
 from oma_actors import (
     AgentConfig,
-    Allow,
     ConfigurationError,
-    Deny,
     DurableApprovalError,
-    InMemoryStore,
     OpenMultiAgent,
-    Suspend,
     Task,
     Team,
     ToolContext,
-    ToolResultBlock,
     define_tool,
 )
+from oma_actors.approvals import Allow, Deny, Suspend
 from oma_actors.approvals.gates import ToolCallRequest
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.llm import ToolResultBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 TASK = "8f14e45f-ceea-4e7a-9b6f-1b2c3d4e5f60"

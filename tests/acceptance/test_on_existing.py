@@ -9,16 +9,15 @@ from oma_actors import (
     AgentConfig,
     CheckpointOptions,
     ConfigurationError,
-    InMemoryStore,
     OpenMultiAgent,
-    RunExistsError,
-    Suspend,
     Task,
-    TaskCompleted,
     Team,
-    list_checkpoints,
 )
-from oma_actors.checkpoint import Checkpoint
+from oma_actors.approvals import Suspend
+from oma_actors.checkpoint import Checkpoint, list_checkpoints
+from oma_actors.errors import RunExistsError
+from oma_actors.events import TaskCompleted
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

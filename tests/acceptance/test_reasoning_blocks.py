@@ -17,24 +17,19 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
-    ReasoningBlock,
     Task,
     Team,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, ReasoningBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 RUN = "run-reasoning"

@@ -11,23 +11,18 @@ from acceptance_helpers import answer, run_until, titled, two_tasks
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
-    CheckpointNotFoundError,
     CheckpointOptions,
-    CheckpointSaveFailed,
     ConfigurationError,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
-    RunIdMismatchError,
     Task,
-    TaskCompleted,
     Team,
     TeamRunResult,
 )
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.errors import CheckpointNotFoundError, RunIdMismatchError
+from oma_actors.events import CheckpointSaveFailed, ProgressEvent, TaskCompleted
+from oma_actors.llm import ChatOptions, LLMResponse, Message
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import FailingStore, ScriptedAdapter
 
 

@@ -8,16 +8,10 @@ from pathlib import Path
 
 from acceptance_helpers import answer, titled
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    FileStore,
-    InMemoryStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    Team,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.checkpoint import Checkpoint, checkpoint_key
+from oma_actors.events import ProgressEvent
+from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 FIXTURE = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "oma" / "task-boundary"

@@ -17,19 +17,18 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    InMemoryStore,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
     TeamRunResult,
     ToolContext,
-    ToolOutcomeUnknown,
     ToolResult,
-    ToolResultBlock,
     define_tool,
 )
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
+from oma_actors.llm import ToolResultBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

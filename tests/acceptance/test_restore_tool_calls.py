@@ -12,20 +12,18 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    InMemoryStore,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
-    TaskCompleted,
     Team,
     TeamRunResult,
     TokenUsage,
-    ToolCalled,
     ToolContext,
-    ToolResultBlock,
     define_tool,
 )
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.events import ProgressEvent, TaskCompleted, ToolCalled
+from oma_actors.llm import ToolResultBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

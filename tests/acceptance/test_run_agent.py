@@ -7,15 +7,9 @@ import asyncio
 from acceptance_helpers import answer, calls
 from pydantic import BaseModel
 
-from oma_actors import (
-    AgentConfig,
-    OpenMultiAgent,
-    ToolContext,
-    ToolResultBlock,
-    ToolUseBlock,
-    define_tool,
-)
+from oma_actors import AgentConfig, OpenMultiAgent, ToolContext, define_tool
 from oma_actors.errors import AuthenticationError, RateLimitError
+from oma_actors.llm import ToolResultBlock, ToolUseBlock
 from oma_actors.testing import ScriptedAdapter
 
 
@@ -72,7 +66,7 @@ async def test_parallel_tool_calls_run_concurrently_and_return_in_call_order() -
     ]
     assert [record.tool_call_id for record in result.tool_calls] == ["t1", "t2"]
     assert {ctx.tool_call_id for ctx in contexts} == {"t1", "t2"}
-    assert all(ctx.agent_name == "worker" and ctx.attempt == 1 for ctx in contexts)
+    assert all(ctx.agent_name == "worker" and ctx.task_attempt == 1 for ctx in contexts)
     assert result.turns == 2
 
 

@@ -14,20 +14,10 @@ from typing import Any
 import pytest
 from acceptance_helpers import answer, run_until
 
-from oma_actors import (
-    AgentConfig,
-    BudgetExceeded,
-    CheckpointOptions,
-    CheckpointSaved,
-    InMemoryStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    Task,
-    TaskSkipped,
-    Team,
-    TokenUsage,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
 from oma_actors.errors import ConfigurationError
+from oma_actors.events import BudgetExceeded, CheckpointSaved, ProgressEvent, TaskSkipped
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 RUN = "run-budget-level"

@@ -11,25 +11,19 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     PlanArtifact,
     PlanTask,
-    ProgressEvent,
     Task,
-    TaskCompleted,
-    TaskFailed,
     TaskGraphError,
-    TaskRetry,
-    TaskStarted,
     Team,
     ToolContext,
     define_tool,
 )
 from oma_actors.errors import OverloadedError
+from oma_actors.events import ProgressEvent, TaskCompleted, TaskFailed, TaskRetry, TaskStarted
+from oma_actors.llm import ChatOptions, LLMResponse, Message
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

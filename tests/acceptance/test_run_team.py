@@ -7,16 +7,9 @@ from collections.abc import Sequence
 
 from acceptance_helpers import answer
 
-from oma_actors import (
-    AgentConfig,
-    ChatOptions,
-    CoordinatorFailed,
-    LLMResponse,
-    Message,
-    OpenMultiAgent,
-    ProgressEvent,
-    Team,
-)
+from oma_actors import AgentConfig, OpenMultiAgent, Team
+from oma_actors.events import CoordinatorFailed, ProgressEvent
+from oma_actors.llm import ChatOptions, LLMResponse, Message
 from oma_actors.testing import ScriptedAdapter
 
 PLAN = [

@@ -8,19 +8,11 @@ import pytest
 from acceptance_helpers import answer
 from approvals_flow_helpers import options, reject, worker_team
 
-from oma_actors import (
-    AgentConfig,
-    ApprovalPending,
-    CheckpointSaveFailed,
-    InMemoryStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    StoreError,
-    Suspend,
-    Task,
-)
-from oma_actors.approvals import APPROVAL_KEY_PREFIX
+from oma_actors import AgentConfig, OpenMultiAgent, StoreError, Task
+from oma_actors.approvals import APPROVAL_KEY_PREFIX, Suspend
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.events import ApprovalPending, CheckpointSaveFailed, ProgressEvent
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import FailingStore, ScriptedAdapter
 
 PLAN = json.dumps([{"title": "Research", "description": "find facts", "assignee": "worker"}])

@@ -17,14 +17,8 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
     TeamRunResult,
@@ -32,6 +26,9 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint import checkpoint_key
+from oma_actors.events import CheckpointSaved, ProgressEvent
+from oma_actors.llm import ChatOptions, LLMResponse, Message
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 RUN = "run-budget"

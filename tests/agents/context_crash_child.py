@@ -14,16 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from context_scenario import script, team
 
-from oma_actors import (
-    CheckpointOptions,
-    FileStore,
-    JsonlRunJournal,
-    OpenMultiAgent,
-    SlidingWindow,
-    Summarize,
-    Task,
-)
-from oma_actors.journal import JournalOptions
+from oma_actors import CheckpointOptions, OpenMultiAgent, SlidingWindow, Summarize, Task
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 from oma_actors.testing.crash_points import crash_at
 

@@ -12,21 +12,17 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from oma_actors import (
-    AgentConfig,
+from oma_actors import AgentConfig, Team, TokenUsage, ToolContext, define_tool
+from oma_actors.agents.context import ContextStrategy
+from oma_actors.domain.jsonforms import message_to_json
+from oma_actors.llm import (
     ChatOptions,
     LLMResponse,
     Message,
-    Team,
     TextBlock,
-    TokenUsage,
-    ToolContext,
     ToolResultBlock,
     ToolUseBlock,
-    define_tool,
 )
-from oma_actors.agents.context import ContextStrategy
-from oma_actors.domain.jsonforms import message_to_json
 from oma_actors.testing import ScriptedAdapter
 
 STEPS = 5

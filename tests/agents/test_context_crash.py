@@ -20,20 +20,18 @@ from context_scenario import SUMMARY, script, sent, team
 
 from oma_actors import (
     CheckpointOptions,
-    FileStore,
-    InMemoryStore,
-    JsonlRunJournal,
     OpenMultiAgent,
-    ProgressEvent,
     SlidingWindow,
     Summarize,
     Task,
-    TextBlock,
     TokenUsage,
 )
 from oma_actors.agents.context_rules import SUMMARY_MARK, TRUNCATION_NOTICE
 from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.journal import InMemoryRunJournal, JournalOptions, verify_run
+from oma_actors.events import ProgressEvent
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.llm import TextBlock
+from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 from oma_actors.testing.crash_points import CRASH_EXIT
 

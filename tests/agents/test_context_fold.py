@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from oma_actors import ContextStrategyError, Message, TextBlock, TokenUsage
+from oma_actors import ContextStrategyError, TokenUsage
 from oma_actors.agents.context import ContextRewrite, SlidingWindow
 from oma_actors.agents.context_rules import sliding_window
 from oma_actors.checkpoint.context_layout import layout_of
@@ -26,6 +26,7 @@ from oma_actors.journal import InMemoryRunJournal, JournalEvent
 from oma_actors.journal.codec import parse_line
 from oma_actors.journal.errors import JournalCorruptError, JournalLineageError
 from oma_actors.journal.recorder import JournalRecorder
+from oma_actors.llm import Message, TextBlock
 from oma_actors.orchestration.journal_context import check_rewrite_lineage
 
 

@@ -14,19 +14,13 @@ import pytest
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CompressToolResults,
     ConfigurationError,
     ContextStrategyError,
     CustomContext,
-    LLMResponse,
-    Message,
     SlidingWindow,
     Summarize,
-    TextBlock,
     TokenUsage,
-    ToolResultBlock,
-    ToolUseBlock,
 )
 from oma_actors.agents.context_rules import (
     COMPRESSED_MARK,
@@ -39,6 +33,14 @@ from oma_actors.agents.context_rules import (
 )
 from oma_actors.agents.context_step import ContextStep
 from oma_actors.checkpoint.context_layout import apply_layout, layout_of
+from oma_actors.llm import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from oma_actors.testing import ScriptedAdapter
 
 

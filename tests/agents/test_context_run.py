@@ -18,18 +18,17 @@ from oma_actors import (
     CheckpointOptions,
     CompressToolResults,
     CustomContext,
-    InMemoryStore,
-    Message,
     OpenMultiAgent,
     SlidingWindow,
     Summarize,
     Task,
-    TextBlock,
     TokenUsage,
 )
 from oma_actors.agents.context import ContextStrategy
 from oma_actors.agents.context_rules import SUMMARY_MARK
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import Message, TextBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter, text_response
 
 TASKS = [Task("steps", "do the steps", id="a")]

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from approval_helpers import tool_request
 
-from oma_actors import SqliteStore
 from oma_actors.approvals import DurableApprovalLedger, get_approval_record
 from oma_actors.domain.approvals import Reviewer
-from oma_actors.stores import FileStore
+from oma_actors.stores import FileStore, SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +118,7 @@ async def test_a_reviewer_in_another_process_decides_and_the_first_decision_wins
 RACER = """
 import asyncio, json, os, sys, time
 from pathlib import Path
-from oma_actors import SqliteStore
+from oma_actors.stores import SqliteStore
 from oma_actors.approvals import decide_approval
 from oma_actors.domain.approvals import Reviewer
 from oma_actors.errors import DurableApprovalError

@@ -22,28 +22,25 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
     DurableApprovalError,
-    FileStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    Suspend,
     Task,
     Team,
     TeamRunResult,
-    TextBlock,
-    ToolCallRequest,
     ToolContext,
-    ToolUseBlock,
-    decide_approval,
     define_tool,
+)
+from oma_actors.approvals import (
+    Suspend,
+    ToolCallRequest,
+    decide_approval,
+    decision_to_json,
     get_approval_record,
 )
-from oma_actors.approvals import decision_to_json
 from oma_actors.approvals.records import record_text
-from oma_actors.stores import InMemoryStore
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore, InMemoryStore
 
 
 async def test_an_edit_is_stored_beside_the_request_and_bound_by_its_hash() -> None:

@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from oma_actors import AgentConfig, InMemoryStore, Team
+from oma_actors import AgentConfig, Team
 from oma_actors.domain.messages import LLMResponse, TextBlock, TokenUsage
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 # shared/ sits beside the repository (a clean clone in any folder finds it, never /work/...).

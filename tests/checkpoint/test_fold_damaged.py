@@ -12,8 +12,9 @@ from dataclasses import replace
 import pytest
 from fold_support import RUN, executing, journaled, tool_call
 
-from oma_actors import AgentConfig, JournalDamagedError, JournalTailDiscarded, Team, define_tool
-from oma_actors.events import ProgressEvent
+from oma_actors import AgentConfig, Team, define_tool
+from oma_actors.errors import JournalDamagedError
+from oma_actors.events import JournalTailDiscarded, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions
 from oma_actors.orchestration.journal_setup import fold_restored_tail
 from oma_actors.testing import ScriptedAdapter

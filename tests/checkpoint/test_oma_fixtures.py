@@ -23,10 +23,11 @@ from oma_fixtures import (
     stored_value,
 )
 
-from oma_actors import CheckpointOptions, FileStore, OpenMultiAgent, TeamRunResult
+from oma_actors import CheckpointOptions, OpenMultiAgent, TeamRunResult
 from oma_actors.checkpoint import decode, encode
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.messages import TextBlock
+from oma_actors.stores import FileStore
 from oma_actors.testing import RecordingStore
 
 Json = dict[str, Any]

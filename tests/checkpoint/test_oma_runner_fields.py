@@ -17,16 +17,13 @@ from pydantic import BaseModel
 from oma_actors import (
     AgentConfig,
     CheckpointOptions,
-    InMemoryStore,
     OpenMultiAgent,
-    Reviewer,
-    Suspend,
     Task,
     Team,
     ToolContext,
     define_tool,
 )
-from oma_actors.approvals import decide_approval
+from oma_actors.approvals import Reviewer, Suspend, decide_approval
 from oma_actors.checkpoint import checkpoint_key, decode
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.messages import (
@@ -37,6 +34,7 @@ from oma_actors.domain.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import RecordingStore, ScriptedAdapter
 
 RUN = "oma-in-flight"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from test_cli import oma
 from test_cli_stores import seed
 
-from oma_actors import FileStore
+from oma_actors.stores import FileStore
 
 if TYPE_CHECKING:
     from oma_actors.approvals import ApprovalRequest
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 APP = textwrap.dedent(
     """
     import asyncio, sys
-    from oma_actors import FileStore
+    from oma_actors.stores import FileStore
 
     async def main() -> None:
         store = FileStore(sys.argv[1])

@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from oma_actors import CheckpointSnapshot, TaskState
+from oma_actors import TaskState
+from oma_actors.checkpoint import CheckpointSnapshot
 from oma_actors.cli.display import show_snapshot
 
 

@@ -11,21 +11,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import EncryptingJournal, EncryptingStore, FileStore, InMemoryStore, KeyRing
 from oma_actors.approvals import (
     DurableApprovalLedger,
     create_approval_request,
     tool_call_content,
 )
 from oma_actors.cli.keys_cmd import rotate
-from oma_actors.journal import JournalEvent, JsonlRunJournal
+from oma_actors.journal import EncryptingJournal, JournalEvent, JsonlRunJournal
+from oma_actors.stores import EncryptingStore, FileStore, InMemoryStore, KeyRing
 from oma_actors.stores.keyring import PREFIX
 from oma_actors.testing.forwarding import ForwardingStore
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors import ApprovalRequest
+    from oma_actors.approvals import ApprovalRequest
 
 OLD = bytes(range(32))
 NEW = bytes(range(32, 64))

@@ -13,10 +13,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from oma_actors import CheckpointSnapshot, FileStore, TaskState
+from oma_actors import TaskState
 from oma_actors.approvals import DurableApprovalLedger, create_approval_request, tool_call_content
+from oma_actors.checkpoint import CheckpointSnapshot
 from oma_actors.cli import approvals_cmd
 from oma_actors.cli.display import show_snapshot
+from oma_actors.stores import FileStore
 
 EVIL = "\x1b[2J\x1b]0;owned\x07\u202e\x00\x9b[red]markup[/]"
 SGR = re.compile("\x1b\\[[0-9;]*m")  # rich's own colours

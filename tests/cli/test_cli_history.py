@@ -12,23 +12,18 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    FileStore,
     JournalOptions,
-    JsonlRunJournal,
-    LLMResponse,
-    MemoryStoreRunStore,
-    Message,
     OpenMultiAgent,
-    RunLedger,
     Task,
     Team,
-    TextBlock,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
 

@@ -8,18 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    LLMResponse,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    SqliteStore,
-    Task,
-    Team,
-    TextBlock,
-    TokenUsage,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+from oma_actors.llm import LLMResponse, TextBlock
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.stores import SqliteStore
 from oma_actors.testing import ScriptedAdapter
 
 

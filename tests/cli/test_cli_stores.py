@@ -20,26 +20,30 @@ import pytest
 from rich.console import Console
 from test_cli import oma
 
-from oma_actors import FileStore, Reviewer, list_checkpoints, open_store
+from oma_actors import open_store
 from oma_actors.approvals import (
     DurableApprovalLedger,
+    Reviewer,
     create_approval_request,
     get_approval_record,
     tool_call_content,
 )
+from oma_actors.checkpoint import list_checkpoints
 from oma_actors.cli import approvals_cmd
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.main import build_parser, main
+from oma_actors.stores import FileStore
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from oma_actors import ApprovalRequest, AtomicStore
+    from oma_actors.approvals import ApprovalRequest
+    from oma_actors.stores import AtomicStore
 
 HOLDER = textwrap.dedent(
     """
     import asyncio, sys
-    from oma_actors import FileStore
+    from oma_actors.stores import FileStore
 
     async def hold() -> None:
         async with FileStore.open(sys.argv[1]):

@@ -16,8 +16,8 @@ from crash_checks import of_type
 from crash_harness import Child, Scenario
 from crash_scenarios import RUN_ID
 
-from oma_actors import FileStore
 from oma_actors.approvals import get_approval_record
+from oma_actors.stores import FileStore
 
 GATED_CALL = "alpha-t0-A"  # the ledger call --approval tool suspends
 DENIED = 'Tool "ledger" denied by durable approval.'

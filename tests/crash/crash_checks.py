@@ -23,7 +23,8 @@ from typing import Any
 from crash_harness import Child, Scenario
 from crash_scenarios import RUN_ID, respond
 
-from oma_actors import Message, TextBlock, TokenUsage
+from oma_actors import TokenUsage
+from oma_actors.llm import Message, TextBlock
 
 CallKey = tuple[str, str, str, int]  # (agent, role, task, turn)
 UNKNOWN = "TOOL_OUTCOME_UNKNOWN"

@@ -3,10 +3,12 @@
 Run as ``python tests/crash/crash_child.py --scenario NAME --state-dir D --ledger-dir L
 [--resume] [--crash POINT] [--tool-mode MODE] [--gate GATE] [--approval SCOPE] [--journal J]``.
 It builds the scenario (``crash_scenarios``), runs it (or restores it with ``--resume``) against
-``D/store.json`` and writes the ledgers the parent asserts over (``crash_ledger``). With
+``D/store.json`` (or the database ``--store URI`` names) and writes the ledgers the parent asserts over (``crash_ledger``). With
 ``--journal J`` the run (and its restore) saves journal-first (decision D10): a durable JSONL
 journal at ``J``, every append fsynced before the boundary counts as saved
-(``flush_interval_ms=0``), the snapshot in the store written only at compaction points.
+(``flush_interval_ms=0``), the snapshot in the store written only at compaction points. ``J``
+may also be a database URI (``open_journal``): with ``--store`` the same URI, the journal is a
+table of the store's own database (D15).
 
 ``--crash`` names where the process dies (``crash_wiring``): usually a durable boundary of the
 run, spelled ``boundary:phase[:nth][@task_id]`` and driven by the test kit's ``crash_at``, so
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -54,35 +57,28 @@ from crash_wiring import (
 
 from oma_actors import (
     AgentConfig,
-    CheckpointNotFoundError,
     CheckpointOptions,
     DurableApprovalError,
-    FileStore,
-    JournalDamagedError,
-    JournalUnavailableError,
     OpenMultiAgent,
-    Reviewer,
     StoreError,
     Team,
     TeamRunResult,
+    open_store,
 )
-from oma_actors.approvals import APPROVAL_KEY_PREFIX, decide_approval
+from oma_actors.approvals import APPROVAL_KEY_PREFIX, Reviewer, decide_approval
 from oma_actors.clock import to_iso
-from oma_actors.journal import JournalOptions, JsonlRunJournal, RunJournal
+from oma_actors.errors import CheckpointNotFoundError, JournalDamagedError, JournalUnavailableError
+from oma_actors.journal import JournalOptions, JsonlRunJournal, RunJournal, open_journal
+from oma_actors.stores import FileStore
 from oma_actors.stores.base import MemoryStore
 from oma_actors.testing.crash_points import crash_at
 from oma_actors.testing.faults import CrashingStore
 
 
-def stored_attempt(store_path: Path) -> int | None:
-    """``identity.attempt`` of the stored checkpoint, read from the file (None: no checkpoint)."""
-    if not store_path.exists():
-        return None
-    document = json.loads(store_path.read_bytes())
-    for entry in document["entries"]:
-        if entry["key"] == CHECKPOINT_KEY:
-            return int(json.loads(entry["value"])["identity"]["attempt"])
-    return None
+async def stored_attempt(store: MemoryStore) -> int | None:
+    """``identity.attempt`` of the stored checkpoint (None: no checkpoint)."""
+    entry = await store.get(CHECKPOINT_KEY)
+    return int(json.loads(entry.value)["identity"]["attempt"]) if entry is not None else None
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -97,7 +93,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tool-mode", default="default", choices=TOOL_MODES)
     parser.add_argument("--gate", choices=("q_before_effect", "q_after_effect", "a_before_effect"))
     parser.add_argument("--approval", choices=APPROVAL_SCOPES, help="the gate that suspends")
-    parser.add_argument("--journal", type=Path, help="save journal-first to this JSONL journal")
+    parser.add_argument(
+        "--store", help="a database store URI (sqlite://, postgresql://) instead of D/store.json"
+    )
+    parser.add_argument(
+        "--journal",
+        help="save journal-first to this journal: a JSONL path, or a database URI (open_journal)",
+    )
     parser.add_argument(
         "--on-damaged-journal", choices=("refuse", "salvage"), default="refuse",
         help="restore's on_damaged_journal (D15)",
@@ -110,10 +112,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 async def main(args: argparse.Namespace) -> int:
     """Run or restore the scenario (inside the crash point, if any) and write ``result.json``."""
+    async with contextlib.AsyncExitStack() as stack:
+        store: MemoryStore
+        if args.store is None:
+            store = FileStore(args.state_dir / STORE_FILE)
+            stack.push_async_callback(store.aclose)
+        else:
+            store = await stack.enter_async_context(open_store(args.store))
+        return await run_main(args, store)
+
+
+async def run_main(args: argparse.Namespace, store: MemoryStore) -> int:
+    """``main`` on an open store (the caller closes it)."""
     ledger: Path = args.ledger_dir
-    store_path = args.state_dir / STORE_FILE
     crash: CrashPlan = args.crash
-    previous = stored_attempt(store_path)
+    previous = await stored_attempt(store)
 
     behaviour = ToolBehaviour(
         mode=args.tool_mode,
@@ -123,16 +136,19 @@ async def main(args: argparse.Namespace) -> int:
         q_effect_done=asyncio.Event(),
     )
     team, coordinator = build_team(args.scenario, ledger, behaviour, crash_on=crash.model)
-    store = FileStore(store_path)
     if crash.replace_kill is not None:
+        assert isinstance(store, FileStore), "a crash inside the rename needs a FileStore (C06)"
         patch_replace(store.path, CHECKPOINT_KEY, kill=crash.replace_kill)
     journal: RunJournal | None = None
-    if args.journal is not None:
+    if args.journal is not None and "://" in args.journal:
+        # A database journal (D15): an append returns once its batch's transaction committed.
+        journal = open_journal(args.journal)
+    elif args.journal is not None:
         # flush_interval_ms=0: each boundary's append is written and fsynced on its own, so a
         # crash right after a boundary finds exactly that boundary's events on disk.
         journal = JsonlRunJournal(args.journal, flush_interval_ms=0)
         if crash.journal_tear is not None:
-            journal = TearingJournal(journal, args.journal, tear=crash.journal_tear)
+            journal = TearingJournal(journal, Path(args.journal), tear=crash.journal_tear)
     orchestrator = OpenMultiAgent(
         on_progress=make_sink(ledger, crash.hook),
         max_concurrency=1,
@@ -154,7 +170,6 @@ async def main(args: argparse.Namespace) -> int:
         )
     if journal is not None:
         await journal.close()  # the caller owns the journal (JournalOptions)
-    await store.aclose()
     (ledger / RESULT).write_text(json.dumps(result_record(result), indent=1, sort_keys=True))
     return 0
 

@@ -9,25 +9,32 @@ died somewhere else fails instead of asserting over the wrong state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from crash_ledger import EFFECTS, GATES, MODEL_CALLS, RESULT, events_file, read_jsonl
-from crash_scenarios import CHECKPOINT_KEY, STORE_FILE
-from crash_wiring import plan_crash
+from crash_scenarios import CHECKPOINT_KEY, RUN_ID, STORE_FILE
+from crash_wiring import append_bytes, plan_crash
+from service_kit import POSTGRES_DSN
 
-from oma_actors import FileStore, read_journal_tail
-from oma_actors.checkpoint import decode, encode
+from oma_actors import open_store
+from oma_actors.checkpoint import decode, encode, read_journal_tail
 from oma_actors.checkpoint.fold import Folded, FoldResult, fold_tail
-from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal import JsonlRunJournal, RunJournal, open_journal, to_json_line
+from oma_actors.journal.sql import SqlRunJournal
+from oma_actors.stores import FileStore
+from oma_actors.stores.base import MemoryStore
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +42,11 @@ CHILD = Path(__file__).with_name("crash_child.py")
 CHILD_TIMEOUT = 60
 APPROVAL_PREFIX = "__oma_approval__/"  # spelled out: the parent reads rows as a third party
 JOURNAL_FILE = "journal.jsonl"
-SAVES = ("snapshot", "journal")  # the save paths: a snapshot per boundary, or journal-first (D10)
+DATABASE_FILE = "state.db"
+FILE_SAVES = ("snapshot", "journal")  # a FileStore: a snapshot per boundary, or journal-first
+DATABASE_SAVES = ("sqlite", "postgresql")  # journal-first, the journal in the store's database
+SAVES = FILE_SAVES + DATABASE_SAVES
+JOURNAL_SAVES = ("journal", *DATABASE_SAVES)  # every journal-first save path (D10, D15)
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,10 @@ class Scenario:
     name: str
     mode: str = "default"
     approval: str | None = None  # "tool" | "dispatch": the gate that suspends (every process)
-    save: str = "snapshot"  # "journal": every process runs with --journal (journal-first, D10)
+    # "journal": every process runs with --journal (journal-first, D10) beside the FileStore;
+    # "sqlite" / "postgresql:<table>": journal-first with the store and its journal in one
+    # database (D15), a SQLite file in the state directory or a table of the test PostgreSQL.
+    save: str = "snapshot"
     on_damaged: str | None = None  # a restore's --on-damaged-journal (D15)
     children: list[Child] = field(default_factory=list)
 
@@ -110,8 +124,32 @@ class Scenario:
         return self.state_dir / JOURNAL_FILE
 
     @property
+    def backend(self) -> str:
+        """The save path without its table: one of :data:`SAVES`."""
+        return self.save.partition(":")[0]
+
+    @property
     def journaled(self) -> bool:
-        return self.save == "journal"
+        return self.backend != "snapshot"
+
+    @property
+    def in_database(self) -> bool:
+        """Whether the store and its journal are a database's (not a FileStore and a file)."""
+        return self.backend in DATABASE_SAVES
+
+    @property
+    def store_uri(self) -> str:
+        """The store the processes run against: the FileStore's path or a database URI."""
+        if self.backend == "sqlite":
+            return f"sqlite://{self.state_dir / DATABASE_FILE}"
+        if self.backend == "postgresql":
+            return f"{POSTGRES_DSN}?table={self.save.partition(':')[2]}"
+        return str(self.store_path)
+
+    @property
+    def journal_uri(self) -> str:
+        """The journal of a journal-first run: the JSONL file, or the store's own database."""
+        return self.store_uri if self.in_database else str(self.journal_path)
 
     def command(
         self,
@@ -126,8 +164,10 @@ class Scenario:
         cmd = [sys.executable, str(CHILD), "--scenario", self.name]
         cmd += ["--state-dir", str(self.state_dir), "--ledger-dir", str(self.ledger_dir)]
         cmd += ["--tool-mode", self.mode]
+        if self.in_database:
+            cmd += ["--store", self.store_uri]
         if self.journaled if journal is None else journal:
-            cmd += ["--journal", str(self.journal_path)]
+            cmd += ["--journal", self.journal_uri]
         if resume:
             cmd.append("--resume")
             if self.on_damaged is not None:
@@ -222,14 +262,35 @@ class Scenario:
 
     def approval_rows(self) -> dict[str, dict[str, Any]]:
         """Every ``__oma_approval__/<id>`` row, read as a third party (plain JSON)."""
+        if self.in_database:
+            entries = self.dump()[0]
+            return {
+                key.removeprefix(APPROVAL_PREFIX): dict(json.loads(value))
+                for key, value in entries
+                if key.startswith(APPROVAL_PREFIX)
+            }
         return read_approval_rows(self.store_path)
 
     def snapshot(self) -> dict[str, Any] | None:
-        """The stored checkpoint, read as a third party through a fresh ``FileStore``.
+        """The stored checkpoint, read as a third party through a freshly opened store.
 
         Journal-first this is the last compaction, stale by design: use ``state``.
         """
+        if self.in_database:
+            entries = dict(self.dump()[0])
+            value = entries.get(CHECKPOINT_KEY)
+            return dict(json.loads(value)) if value is not None else None
         return read_checkpoint(self.store_path)
+
+    def dump(self) -> tuple[list[tuple[str, str]], list[str]]:
+        """Everything durable, to compare before and after a process: a database's store
+        entries by key and its run's journal rows, or the bytes of a FileStore and its JSONL
+        journal."""
+        if self.in_database:
+            return asyncio.run(dump_database(self.store_uri))
+        files = [self.store_path, self.journal_path]
+        texts = [path.read_text() if path.exists() else "" for path in files]
+        return [(str(self.store_path), texts[0])], texts[1:]
 
     def state(self) -> dict[str, Any] | None:
         """The checkpoint a restore resumes from: the snapshot, journal-first with its tail folded.
@@ -249,15 +310,27 @@ class Scenario:
         With ``save="snapshot"`` the tail is empty, whatever lies in the directory: that is
         what a restore without the journal resumes from (C12b).
         """
-        journal = self.journal_path if self.journaled else None
-        return asyncio.run(fold_store(self.store_path, journal))
+        journal = self.journal_uri if self.journaled else None
+        return asyncio.run(fold_store(self.store_uri, journal))
 
     def journal_lines(self) -> list[dict[str, Any]]:
-        """Every complete line of the journal file, parsed as plain JSON (a third party)."""
+        """Every complete line of the journal file (every row of the run in a database
+        journal, by seq), parsed as plain JSON (a third party)."""
+        if self.in_database:
+            return [dict(json.loads(payload)) for payload in self.dump()[1]]
         if not self.journal_path.exists():
             return []
         lines = self.journal_path.read_bytes().split(b"\n")
         return [dict(json.loads(line)) for line in lines[:-1] if line.strip()]
+
+    def add_journal_line(self, line: dict[str, Any]) -> None:
+        """A hostile edit: ``line`` appended to the journal as a complete event, behind the
+        runtime's back (a JSONL line, or a row of the run in the database's journal table)."""
+        text = json.dumps(line)
+        if not self.in_database:
+            append_bytes(self.journal_path, (text + "\n").encode())
+            return
+        asyncio.run(insert_journal_row(self.store_uri, int(line["seq"]), text))
 
     # -- reviewers -------------------------------------------------------------------------
 
@@ -337,16 +410,67 @@ def folded_state(folded: FoldResult | None) -> dict[str, Any] | None:
     return dict(json.loads(encode(folded.snapshot)))
 
 
-async def fold_store(store_path: Path, journal_path: Path | None) -> FoldResult | None:
+async def insert_journal_row(store_uri: str, seq: int, payload: str) -> None:
+    """Insert one row of the run into the journal table of the database ``store_uri`` names."""
+    journal = open_journal(store_uri)
+    assert isinstance(journal, SqlRunJournal)
+    table = journal.table
+    await journal.close()
+    if store_uri.startswith("sqlite://"):
+        with contextlib.closing(sqlite3.connect(store_uri.removeprefix("sqlite://"))) as db, db:
+            db.execute(f'INSERT INTO "{table}" VALUES (?, ?, ?)', (RUN_ID, seq, payload))
+        return
+    import asyncpg
+
+    connection = await asyncpg.connect(store_uri.partition("?")[0])
+    try:
+        await connection.execute(f'INSERT INTO "{table}" VALUES ($1, $2, $3)', RUN_ID, seq, payload)
+    finally:
+        await connection.close()
+
+
+def journal_at(uri: str) -> RunJournal:
+    """The journal ``uri`` names: a JSONL path, or a database's (``open_journal``)."""
+    return JsonlRunJournal(uri) if "://" not in uri else open_journal(uri)
+
+
+@contextlib.asynccontextmanager
+async def store_at(uri: str) -> AsyncIterator[MemoryStore]:
+    """The store ``uri`` names, as a third party opens it: a FileStore path or a database."""
+    if "://" not in uri:
+        yield FileStore(uri)  # never locked nor created by this reader
+        return
+    async with open_store(uri) as store:
+        yield store
+
+
+async def fold_store(store_uri: str, journal_uri: str | None) -> FoldResult | None:
     """The stored snapshot folded with the journal tail (no or an absent journal: no tail)."""
-    entry = await FileStore(store_path).get(CHECKPOINT_KEY)
+    async with store_at(store_uri) as store:
+        entry = await store.get(CHECKPOINT_KEY)
     if entry is None:
         return None
     snapshot = decode(entry.value, key=CHECKPOINT_KEY)
     events = []
-    if journal_path is not None:
-        events = await read_journal_tail(JsonlRunJournal(journal_path), snapshot)
+    if journal_uri is not None:
+        journal = journal_at(journal_uri)
+        try:
+            events = await read_journal_tail(journal, snapshot)
+        finally:
+            await journal.close()
     return fold_tail(snapshot, events)
+
+
+async def dump_database(store_uri: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """``Scenario.dump`` of a database: its store's entries by key, its run's journal rows."""
+    async with open_store(store_uri) as store:
+        entries = sorted((entry.key, entry.value) for entry in await store.list())
+    journal = open_journal(store_uri)
+    assert isinstance(journal, SqlRunJournal)
+    try:
+        return entries, [to_json_line(event) for event in await journal.read_run(RUN_ID)]
+    finally:
+        await journal.close()
 
 
 def read_checkpoint(path: Path) -> dict[str, Any] | None:

@@ -22,8 +22,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from oma_actors import ApprovalPending, ProgressEvent, TeamRunResult
+from oma_actors import TeamRunResult
 from oma_actors.clock import to_iso
+from oma_actors.events import ApprovalPending, ProgressEvent
 
 EFFECTS = "effects.jsonl"
 MODEL_CALLS = "model_calls.jsonl"

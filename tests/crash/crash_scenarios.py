@@ -21,23 +21,11 @@ from crash_ledger import GATES, MODEL_CALLS, append_line
 from crash_tool import ToolBehaviour, make_ledger_tool
 from crash_wiring import crash_now
 
-from oma_actors import (
-    AgentConfig,
+from oma_actors import AgentConfig, Task, TaskState, Team, TokenUsage
+from oma_actors.approvals import (
     Allow,
     ApprovalRequest,
-    ChatOptions,
-    LLMResponse,
-    Message,
     Suspend,
-    Task,
-    TaskState,
-    Team,
-    TextBlock,
-    TokenUsage,
-    ToolResultBlock,
-    ToolUseBlock,
-)
-from oma_actors.approvals import (
     create_approval_request,
     dispatch_content,
     tool_call_boundary,
@@ -46,6 +34,14 @@ from oma_actors.approvals import (
 from oma_actors.approvals.gates import ToolCallRequest
 from oma_actors.domain.approvals import ApprovalScope
 from oma_actors.domain.jsonforms import task_to_json
+from oma_actors.llm import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from oma_actors.testing.scripted import ScriptedAdapter
 
 RUN_ID = "crash-run"

@@ -56,7 +56,7 @@ def make_ledger_tool(ledger: Path, behaviour: ToolBehaviour) -> Tool:
             {
                 "pid": os.getpid(),
                 "attempt": behaviour.run_attempt,
-                "task_attempt": ctx.attempt,
+                "task_attempt": ctx.task_attempt,
                 "tool_call_id": ctx.tool_call_id,
                 "phase": phase,
                 "key": ctx.idempotency_key,

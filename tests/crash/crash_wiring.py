@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 import aiofiles.os
 from crash_ledger import append_line, event_record, events_file
 
-from oma_actors import ApprovalPending, ProgressEvent, ToolCalled
+from oma_actors.events import ApprovalPending, ProgressEvent, ToolCalled
 from oma_actors.journal import JournalEvent, RunJournal, to_json_line
 from oma_actors.testing.crash_points import (
     CRASH_EXIT,

@@ -18,15 +18,10 @@ from crash_ledger import EFFECTS, MODEL_CALLS, read_jsonl
 from crash_scenarios import CHECKPOINT_KEY, RUN_ID, STORE_FILE, build_team, tasks_for
 from crash_tool import ToolBehaviour
 
-from oma_actors import (
-    CheckpointOptions,
-    MemoryEntry,
-    OpenMultiAgent,
-    ProgressEvent,
-    Task,
-    TeamRunResult,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent, Task, TeamRunResult
 from oma_actors.checkpoint.boundaries import BoundaryPoint, probing
+from oma_actors.events import ProgressEvent
+from oma_actors.stores import MemoryEntry
 
 
 class AtBoundary:

@@ -14,19 +14,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    LLMResponse,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    SqliteStore,
-    Task,
-    Team,
-    TextBlock,
-    TokenUsage,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
 from oma_actors.keyspace import RUN_KEY_PREFIX
+from oma_actors.llm import LLMResponse, TextBlock
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.stores import SqliteStore
 from oma_actors.stores.base import Put
 from oma_actors.testing import ForwardingStore, ScriptedAdapter
 

@@ -59,11 +59,7 @@ from oma_actors import (
     CheckpointOptions,
     JournalOptions,
     LeaseError,
-    MemoryStoreRunStore,
     OpenMultiAgent,
-    RunLedger,
-    RunStoreOptions,
-    SqliteStore,
     Team,
     TeamRunResult,
     Tool,
@@ -73,7 +69,9 @@ from oma_actors import (
     open_store,
 )
 from oma_actors.keyspace import RUN_KEY_PREFIX
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.runs.record import RunRecord
+from oma_actors.stores import SqliteStore
 from oma_actors.stores.base import AtomicStore
 from oma_actors.testing.crash_points import CrashPoint, crash_at, exit_process
 from oma_actors.testing.faults import CrashingStore

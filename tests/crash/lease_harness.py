@@ -34,7 +34,7 @@ import pytest
 from crash_ledger import EFFECTS, MODEL_CALLS, events_file, read_jsonl
 from crash_scenarios import CHECKPOINT_KEY, RUN_ID
 
-from oma_actors import SqliteStore
+from oma_actors.stores import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("lease_child.py")
@@ -280,6 +280,16 @@ class World:
         """Every key and value in the store."""
         with contextlib.closing(self._connect()) as connection:
             return dict(connection.execute("SELECT key, value FROM oma_kv").fetchall())
+
+    def journal_rows(self) -> list[tuple[int, int, str]]:
+        """``(seq, attempt, type)`` of every event of the run in the journal table, by seq."""
+        query = "SELECT seq, payload FROM oma_kv_journal WHERE run_id = ? ORDER BY seq"
+        with contextlib.closing(self._connect()) as connection:
+            try:
+                rows = connection.execute(query, (RUN_ID,)).fetchall()
+            except sqlite3.OperationalError:  # no table yet: no run journaled here
+                return []
+        return [(seq, json.loads(p)["attempt"], json.loads(p)["type"]) for seq, p in rows]
 
     def record(self) -> dict[str, Any] | None:
         """The run record (OMA's JSON), or ``None``."""

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from fenced_batch_child import CRASH_EXIT
 
-from oma_actors import MemoryStoreRunStore, RunLedger, SqliteStore
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import SqliteStore
 
 CHILD = Path(__file__).with_name("fenced_batch_child.py")
 

@@ -18,16 +18,11 @@ from crash_harness import Scenario
 from crash_scenarios import RUN_ID, build_team
 from crash_tool import ToolBehaviour
 
-from oma_actors import (
-    CheckpointOptions,
-    FileStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    ToolOutcomeUnknown,
-    fork_run,
-    run_history,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.checkpoint import fork_run, run_history
+from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.stores import FileStore
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 

@@ -1,7 +1,9 @@
 """Journal-first crash rows (decision D10): C02 from the tail, C12a and C12b (crash-matrix.md 3.3).
 
-Every process here runs with ``--journal`` (a durable JSONL journal, ``flush_interval_ms=0``)
-unless a test says otherwise. The rows shared with the snapshot save path run in both modes in
+Every process here runs with ``--journal``: a durable JSONL journal (``flush_interval_ms=0``),
+and for the rows that take ``journal_save`` also the journal in the store's own SQLite or
+PostgreSQL database (D15; a torn line is a JSONL matter, so C12a's torn rows stay on files). The
+rows shared with the snapshot save path run in both modes in
 ``test_crash_matrix.py`` and ``test_crash_tasks.py``; these are the ones about the journal itself:
 
 - C02 (tail): a task's *second* tool round, whose assistant turn is a journal-only save (the
@@ -34,8 +36,7 @@ from crash_checks import (
     stored_entry,
 )
 from crash_child import REFUSED_EXIT
-from crash_harness import Child, Scenario
-from crash_wiring import append_bytes
+from crash_harness import DATABASE_SAVES, Child, Scenario
 
 from oma_actors.checkpoint.fold import Discarded
 from oma_actors.testing.crash_points import CRASH_EXIT
@@ -66,17 +67,18 @@ def assert_journal_continues(sc: Scenario, p1_lines: int, *, attempt: int = 2) -
     assert seqs == sorted(set(seqs))
     assert seqs[0] > max(line["seq"] for line in old)
     assert {line["attempt"] for line in new} == {attempt}
-    assert sc.journal_path.read_bytes().endswith(b"\n")  # no torn line left behind
+    if not sc.in_database:
+        assert sc.journal_path.read_bytes().endswith(b"\n")  # no torn line left behind
 
 
 # -- C02 from the tail ------------------------------------------------------------------------
 
 
 def test_c02_second_assistant_turn_restored_from_the_tail(
-    tmp_path: Path, baseline: GetBaseline
+    tmp_path: Path, baseline: GetBaseline, journal_save: str
 ) -> None:
     base = baseline("rounds")
-    sc = Scenario(tmp_path, "rounds", save="journal")
+    sc = Scenario(tmp_path, "rounds", save=journal_save)
     p1 = sc.run(crash="assistant_tool_turn:after:2@alpha", expect=CRASH_EXIT)
     before = sc.state()
     assert before is not None
@@ -140,47 +142,57 @@ def test_c12a_torn_last_line_is_not_written(
     assert_resumed(sc, p1, p2, base, before, same_results=mode == "default")
 
 
+BAD_EVENTS = pytest.mark.parametrize(
+    ("bad", "journal_save"),
+    # A database journal keys its rows by (run_id, seq): no line can repeat there.
+    [(bad, "journal") for bad in ("duplicate_line", "result_twice")]
+    + [("result_twice", kind) for kind in DATABASE_SAVES],
+    indirect=["journal_save"],
+)
+
+
 def with_bad_event(sc: Scenario, bad: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """P1 dies right after alpha's commit; then one complete bad event goes into the journal.
 
-    duplicate_line: the same event again, its seq does not increase; result_twice: a second
-    result, with a fresh seq, for a call the tail already committed.
+    duplicate_line: the same event again, its seq does not increase (a JSONL journal only: a
+    database journal's key is ``(run_id, seq)``); result_twice: a second result, with a fresh seq,
+    for a call the tail already committed.
     """
     sc.run(crash="tool_commit:after@alpha", expect=CRASH_EXIT)
     lines = sc.journal_lines()
     result = lines[-1]
     assert result["type"] == "tool/result"
     extra = dict(result) if bad == "duplicate_line" else {**result, "seq": result["seq"] + 1}
-    append_bytes(sc.journal_path, (json.dumps(extra) + "\n").encode())
+    sc.add_journal_line(extra)
     assert isinstance(sc.fold(), Discarded)
     assert committed_calls(stored_entry(sc)) == []  # the commit is in the tail only
     return lines, extra
 
 
-@pytest.mark.parametrize("bad", ["duplicate_line", "result_twice"])
+@BAD_EVENTS
 def test_c12a_complete_bad_event_in_a_journal_first_tail_refuses_the_restore(
-    tmp_path: Path, bad: str
+    tmp_path: Path, bad: str, journal_save: str
 ) -> None:
     # D15: journal-first, the tail is saved state; discarding it (OMA's rule, D6) would run the
     # committed call again. The restore refuses, names the bad event and writes nothing.
-    sc = Scenario(tmp_path, "chain", save="journal")
+    sc = Scenario(tmp_path, "chain", save=journal_save)
     _, extra = with_bad_event(sc, bad)
-    store, journal = sc.store_path.read_bytes(), sc.journal_path.read_bytes()
+    stored = sc.dump()
     p2 = sc.run(resume=True, expect=REFUSED_EXIT)
     outcome = sc.result()
     assert outcome["error"] == "JournalDamagedError"
     assert f"at seq {extra['seq']}" in outcome["message"]
-    assert (sc.store_path.read_bytes(), sc.journal_path.read_bytes()) == (store, journal)
+    assert sc.dump() == stored
     assert sc.effects(p2.pid) == []
     assert sc.model_calls(p2.pid) == []
 
 
-@pytest.mark.parametrize("bad", ["duplicate_line", "result_twice"])
+@BAD_EVENTS
 def test_c12a_complete_bad_event_salvaged_reruns_nothing(
-    tmp_path: Path, baseline: GetBaseline, bad: str
+    tmp_path: Path, baseline: GetBaseline, bad: str, journal_save: str
 ) -> None:
     base = baseline("chain")
-    sc = Scenario(tmp_path, "chain", save="journal", on_damaged="salvage")
+    sc = Scenario(tmp_path, "chain", save=journal_save, on_damaged="salvage")
     lines, extra = with_bad_event(sc, bad)
     p1 = sc.children[-1]
     p2 = sc.run(resume=True)
@@ -206,12 +218,14 @@ def test_c12a_complete_bad_event_salvaged_reruns_nothing(
 # -- C12b -----------------------------------------------------------------------------------------
 
 
-def test_c12b_tail_result_restored_with_the_journal(tmp_path: Path, baseline: GetBaseline) -> None:
+def test_c12b_tail_result_restored_with_the_journal(
+    tmp_path: Path, baseline: GetBaseline, journal_save: str
+) -> None:
     # Without the journal the snapshot alone would run the default tool again (JR-18, OMA's
     # mode); a journal-first snapshot never restores without it (D15): it opens the journal it
     # names or refuses (test_crash_journal_ref.py).
     base = baseline("chain")
-    sc = Scenario(tmp_path / "with", "chain", save="journal")
+    sc = Scenario(tmp_path / "with", "chain", save=journal_save)
     p1 = sc.run(crash="tool_commit:after@alpha", expect=CRASH_EXIT)
     lines = sc.journal_lines()
     assert [(x["type"], x.get("toolCallId")) for x in lines[-1:]] == [("tool/result", "alpha-t0-A")]

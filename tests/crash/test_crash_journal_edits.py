@@ -8,7 +8,9 @@ edited as an attacker (or a careless operator) would, and P2 restores, refusing 
 once on the external ledger: the restore either refuses with a typed error (and writes nothing)
 or goes on without running either again. ``OUTCOMES`` pins which, per edit.
 
-A garbage line in the middle cannot be read past, salvage or not (``JournalCorruptError``). A
+A garbage line in the run's tail cannot be read past, salvage or not (``JournalCorruptError``);
+one in the middle of the file, below the tail, is not read at all (a restore seeks to its tail,
+issue 19 item 4; ``oma verify`` reads every line and reports it), like another run's line. A
 truncation that cuts off only events above the last compaction is not detected (nothing outside
 the journal knew of them): marked as the known hole it is (strict xfail).
 """
@@ -87,6 +89,12 @@ def garbage(path: Path) -> None:
     path.write_bytes(b"".join([*lines[:middle], b"\x00{not json at all\n", *lines[middle:]]))
 
 
+def garbage_in_tail(path: Path) -> None:
+    lines = lines_of(path)
+    at = tail_index(lines, "tool/call", "alpha-t0-Q")
+    path.write_bytes(b"".join([*lines[:at], b"\x00{not json at all\n", *lines[at:]]))
+
+
 EDITS: dict[str, Callable[[Path], None]] = {
     "duplicate_line": duplicate,
     "swap_two_lines": swap,
@@ -95,6 +103,7 @@ EDITS: dict[str, Callable[[Path], None]] = {
     "delete_the_file": delete,
     "foreign_run_line": foreign,
     "garbage_line_in_the_middle": garbage,
+    "garbage_line_in_the_tail": garbage_in_tail,
 }
 
 
@@ -148,7 +157,9 @@ OUTCOMES = {
     "duplicate_line": ("JournalDamagedError", "restored"),
     "empty_the_file": ("JournalDamagedError", "restored"),
     "foreign_run_line": ("restored", "restored"),  # another run's events are not this tail
-    "garbage_line_in_the_middle": ("JournalCorruptError", "JournalCorruptError"),
+    # Below the tail the restore reads (it seeks): not this tail, as another run's line.
+    "garbage_line_in_the_middle": ("restored", "restored"),
+    "garbage_line_in_the_tail": ("JournalCorruptError", "JournalCorruptError"),
     "swap_two_lines": ("JournalDamagedError", "restored"),
     "truncate_mid_file": ("restored", "restored"),
 }

@@ -19,9 +19,9 @@ from crash_checks import effect_counts, in_flight
 from crash_harness import ROOT, Scenario, run_process
 from fault_harness import Harness
 
-from oma_actors import FileStore
 from oma_actors.checkpoint.boundaries import BOUNDARIES, Boundary, BoundaryPoint, Phase, report
 from oma_actors.errors import ConfigurationError
+from oma_actors.stores import FileStore
 from oma_actors.testing.crash_points import (
     CRASH_EXIT,
     CrashPoint,

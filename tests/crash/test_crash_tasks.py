@@ -32,7 +32,7 @@ from crash_checks import (
     replays_only,
     stored_entry,
 )
-from crash_harness import Scenario, folded_state
+from crash_harness import FILE_SAVES, Scenario, folded_state
 from crash_scenarios import CHECKPOINT_KEY, STORE_FILE
 
 from oma_actors.testing.crash_points import CRASH_EXIT
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.crash
 # -- C06 ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("save", FILE_SAVES)  # a row about a FileStore's bytes
 @pytest.mark.parametrize("how", ["sigkill", "exit_half_temp"])
 def test_c06_filestore_write_stopped_before_the_rename(
     tmp_path: Path, save: str, baseline: GetBaseline, how: str
@@ -276,15 +277,12 @@ def test_c14_crash_during_restore_then_restore_again(
     p1 = sc.run(crash="assistant_tool_turn:after@alpha", expect=CRASH_EXIT)
     before = sc.state()
     assert before is not None
-    stored = sc.store_path.read_bytes()
-    journal = sc.journal_path.read_bytes() if sc.journaled else b""
+    stored, journal = sc.dump()
 
     # P2 dies at its first boundary (its admission save): nothing of it is durable, and it did
     # no work before.
     p2 = sc.run(resume=True, crash="admission:before", expect=CRASH_EXIT)
-    assert sc.store_path.read_bytes() == stored
-    if sc.journaled:
-        assert sc.journal_path.read_bytes() == journal  # nor of its journal
+    assert sc.dump() == (stored, journal)  # neither of its store nor of its journal
     assert sc.model_calls(p2.pid) == []
     assert sc.effects(p2.pid) == []
 

@@ -20,7 +20,9 @@ from crash_ledger import result_record
 from crash_scenarios import CHECKPOINT_KEY, tasks_for
 from fault_harness import AtBoundary, Harness, Recorder
 
-from oma_actors import CheckpointSaved, CheckpointSaveFailed, FileStore, Task, TaskGraphError
+from oma_actors import Task, TaskGraphError
+from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
+from oma_actors.stores import FileStore
 from oma_actors.testing.faults import FailingStore, UnknownOutcomeStore
 
 # -- F01 / F02 ----------------------------------------------------------------------------------

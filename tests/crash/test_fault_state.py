@@ -21,17 +21,10 @@ from crash_scenarios import CHECKPOINT_KEY, STORE_FILE, build_team, tasks_for
 from crash_tool import ToolBehaviour
 from fault_harness import Harness, edit_checkpoint, write_store_file
 
-from oma_actors import (
-    CheckpointError,
-    ConfigurationError,
-    CorruptStoreError,
-    FileStore,
-    OpenMultiAgent,
-    RunIdMismatchError,
-    StoreError,
-    ToolCalled,
-    UnsupportedSchemaError,
-)
+from oma_actors import CheckpointError, ConfigurationError, OpenMultiAgent, StoreError
+from oma_actors.errors import CorruptStoreError, RunIdMismatchError, UnsupportedSchemaError
+from oma_actors.events import ToolCalled
+from oma_actors.stores import FileStore
 from oma_actors.testing.faults import FailingStore
 
 # -- F06 ----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from oma_actors import InMemoryStore, MemoryEntry
+from oma_actors.stores import InMemoryStore, MemoryEntry
 from oma_actors.stores.base import is_atomic_store, is_memory_store
 from oma_actors.testing.faults import CrashingStore, FailingStore, UnknownOutcomeStore
 

@@ -12,18 +12,17 @@ import pytest
 from oma_actors import (
     AgentConfig,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
     OpenMultiAgent,
     Task,
     TaskGraphError,
     Team,
-    TextBlock,
     TokenUsage,
 )
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.domain.metadata import MAX_BYTES, MAX_DEPTH, MAX_ENTRIES
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import LLMResponse, TextBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:

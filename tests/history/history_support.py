@@ -17,24 +17,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    FileStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Task,
     Team,
     TeamRunResult,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
 

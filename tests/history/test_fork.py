@@ -13,21 +13,17 @@ from pathlib import Path
 import pytest
 from history_support import Effects, Workspace, make_team, restore_run, run_journal_first
 
-from oma_actors import (
+from oma_actors import CheckpointError
+from oma_actors.approvals import (
     Allow,
-    CheckpointError,
-    ProgressEvent,
     Reviewer,
     Suspend,
     ToolCallRequest,
-    ToolOutcomeUnknown,
     decide_approval,
-    fork_run,
     get_approval_record,
-    run_history,
-    state_at,
 )
-from oma_actors.checkpoint import Checkpoint
+from oma_actors.checkpoint import Checkpoint, fork_run, run_history, state_at
+from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
 
 
 def parent_bytes(space: Workspace, run_id: str) -> tuple[dict[str, object], list[str]]:

@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from history_support import Effects, Workspace, comparable, make_team, run_journal_first
 
-from oma_actors import CheckpointError, InMemoryStore, run_history, state_at
-from oma_actors.checkpoint import Checkpoint, decode, encode
+from oma_actors import CheckpointError
+from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
 from oma_actors.journal import InMemoryRunJournal
+from oma_actors.stores import InMemoryStore
 
 
 @dataclass
@@ -192,3 +193,129 @@ async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_fo
         boundary, snapshot = saved[seq]
         state = await state_at(space.store(), "r1", seq)
         assert comparable(state) == comparable(snapshot), boundary
+
+
+async def outgrown_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Workspace, dict[int, tuple[str, CheckpointSnapshot]], int, list[int]]:
+    """The ``parallel_unsafe`` run with every outgrown tail compacted; its first such
+    compaction's watermark, and the saved points above it below the next anchor."""
+    from oma_actors.checkpoint import journal_path
+    from oma_actors.keyspace import history_prefix
+
+    monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)
+    space = Workspace(tmp_path)
+    outgrown: list[int] = []
+    real_fold = journal_path.JournalPath.fold
+
+    def fold(self: journal_path.JournalPath, snapshot: Any, boundary: str) -> Any:
+        result = real_fold(self, snapshot, boundary)
+        if self.outgrown:
+            outgrown.append(snapshot.journal_watermark_seq or 0)
+        return result
+
+    monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
+    saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
+    anchors = sorted(
+        int(entry.key.rsplit("/", 1)[1])
+        for entry in await space.store().list()
+        if entry.key.startswith(history_prefix("r1"))
+    )
+    mark = outgrown[0]
+    end = min(a for a in anchors if a > mark)
+    above = [seq for seq in sorted(saved) if mark < seq < end]
+    assert above, "the workload must save points above its first outgrown compaction"
+    return space, saved, mark, above
+
+
+def fold_bases(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The watermark of each snapshot ``state_at`` folds from."""
+    from oma_actors.checkpoint import history
+
+    bases: list[int | None] = []
+    real = history.fold_tail
+
+    def spy(snapshot: CheckpointSnapshot, *args: Any, **kwargs: Any) -> Any:
+        bases.append(snapshot.journal_watermark_seq)
+        return real(snapshot, *args, **kwargs)
+
+    monkeypatch.setattr(history, "fold_tail", spy)
+    return bases
+
+
+async def test_state_at_folds_from_the_latest_snapshot_when_it_is_nearer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An interrupted run: its latest snapshot is a size-only compaction (no anchor). A point
+    # above it folds from it, not from the anchor below, and gets the same state.
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch)
+    store = space.store()
+    checkpoint = Checkpoint(store, run_id="r1")
+    await checkpoint.write_encoded(encode(saved[mark][1]), saved[mark][1])
+    bases = fold_bases(monkeypatch)
+    for seq in above:
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(saved[seq][1]), seq
+    assert bases == [mark] * len(above)
+
+
+async def test_a_latest_snapshot_above_the_point_is_not_folded_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The latest snapshot (the run's end) is above every point: whatever its text seems to
+    # show, the decoded watermark decides, and the fold starts at the anchor below the point.
+    from oma_actors.checkpoint import history
+
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch)
+    monkeypatch.setattr(history, "_watermark_hint", lambda text: above[-1] - 1)
+    bases = fold_bases(monkeypatch)
+    for seq in above:
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(saved[seq][1]), seq
+    assert all(base is not None and base < mark for base in bases), bases
+
+
+@pytest.mark.parametrize("hint", ["read", "misleading"])
+async def test_the_latest_snapshot_does_not_make_its_watermark_a_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hint: str
+) -> None:
+    # A seq is a point because the journal or an anchor says so, never because the latest
+    # snapshot names it: at its own watermark the latest snapshot is not a base. Checked on the
+    # watermark its text shows and, should that mislead, on the decoded one.
+    from oma_actors.checkpoint import history
+
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch)
+    points = {point.seq for point in await run_history(space.store(), "r1")}
+    between = next(seq for seq in range(mark + 1, above[-1]) if seq not in points)
+    moved = replace(saved[mark][1], journal_watermark_seq=between)
+    await Checkpoint(space.store(), run_id="r1").write_encoded(encode(moved), moved)
+    if hint == "misleading":
+        monkeypatch.setattr(history, "_watermark_hint", lambda text: between - 1)
+    with pytest.raises(CheckpointError, match="history point"):
+        await state_at(space.store(), "r1", between)
+
+
+async def test_a_latest_snapshot_of_another_run_is_not_folded_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch)
+    other = replace(saved[mark][1], run_id="r2", identity=None)
+    store = space.store()
+    await store.set(Checkpoint(store, run_id="r1").key, encode(other), {"namespace": "checkpoint"})
+    bases = fold_bases(monkeypatch)
+    for seq in above:
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(saved[seq][1]), seq
+    assert all(base is not None and base < mark for base in bases), bases
+
+
+async def test_a_latest_snapshot_that_does_not_decode_leaves_the_anchors_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch)
+    store = space.store()
+    broken = '{"version":5,"journalWatermarkSeq":' + str(mark) + ",broken"
+    await store.set(Checkpoint(store, run_id="r1").key, broken, {"namespace": "checkpoint"})
+    for seq in above:
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(saved[seq][1]), seq

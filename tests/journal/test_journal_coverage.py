@@ -15,24 +15,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.agents.turn import after_response, initial_state
 from oma_actors.errors import LLMError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journaling import RunJournaling
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 PLAN = [{"title": "Research", "description": "find facts", "assignee": "worker"}]
@@ -128,8 +124,8 @@ async def test_a_failed_decomposition_call_closes_its_turn_and_the_run() -> None
     ]  # fmt: skip
     assert events[4].data == {"turn": 1, "outcome": "error"}
     assert events[4].agent_name == "lead"
-    assert events[-1].data["status"] == "error"
-    assert "COORDINATOR_DECOMPOSITION_FAILED" in events[-1].data["error"]
+    assert events[-1].data["status"] == {"code": "error"}
+    assert "COORDINATOR_DECOMPOSITION_FAILED" in events[-1].data["error"]["message"]
 
 
 class Note(BaseModel):
@@ -164,7 +160,7 @@ async def test_run_agent_is_journaled_as_run_agent() -> None:
         "run/end",
     ]  # fmt: skip
     assert events[0].data == {"mode": "runAgent"}
-    assert events[-1].data == {"status": "ok"}
+    assert events[-1].data == {"status": {"code": "ok"}}
     assert {e.agent_name for e in events[1:-1]} == {"solo"}
     assert all(e.task_id is None for e in events)
     assert len({e.run_id for e in events}) == 1
@@ -195,7 +191,7 @@ async def test_a_failed_run_agent_ends_its_journal_with_the_error() -> None:
     events = await journal.read_from(0)
     assert types(events)[-2:] == ["turn/end", "run/end"]
     assert events[-2].data == {"turn": 1, "outcome": "error"}
-    assert events[-1].data == {"status": "error", "error": result.output}
+    assert events[-1].data == {"status": {"code": "error"}, "error": {"message": result.output}}
 
 
 async def test_each_conversation_of_one_agent_is_recorded_from_its_own_prompt() -> None:

@@ -24,22 +24,12 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    FileStore,
-    InMemoryStore,
-    LLMResponse,
-    MemoryStoreRunStore,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
@@ -47,8 +37,12 @@ from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.journal_path import MIN_TAIL_BYTES
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journaling import fold_restored
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

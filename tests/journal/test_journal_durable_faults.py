@@ -16,26 +16,25 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    CheckpointSaveFailed,
-    FileStore,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolResultBlock,
-    ToolUseBlock,
     define_tool,
 )
+from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, JsonlRunJournal
+from oma_actors.llm import (
+    ChatOptions,
+    LLMResponse,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

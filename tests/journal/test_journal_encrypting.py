@@ -13,23 +13,16 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaveFailed,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.errors import ConfigurationError, CorruptStoreError
+from oma_actors.events import CheckpointSaveFailed, ProgressEvent
 from oma_actors.journal import (
     InMemoryRunJournal,
     JournalEvent,
@@ -38,7 +31,8 @@ from oma_actors.journal import (
     verify_run,
 )
 from oma_actors.journal.encrypting import SEALED_FIELD, EncryptingJournal
-from oma_actors.stores import FileStore
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.keyring import PREFIX, KeyRing
 from oma_actors.testing import FailingStore, ScriptedAdapter

@@ -16,16 +16,9 @@ import asyncpg
 import pytest
 from test_journal_durable import WORKLOADS, team
 
-from oma_actors import (
-    CheckpointOptions,
-    CheckpointSaved,
-    CheckpointSaveFailed,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    ProgressEvent,
-    Task,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent, Task
 from oma_actors.errors import LeaseError
+from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 from oma_actors.journal import (
     JournalAppendError,
     JournalOptions,
@@ -34,7 +27,7 @@ from oma_actors.journal import (
     verify_run,
 )
 from oma_actors.keyspace import run_record_key
-from oma_actors.runs import RunLedger
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
 from oma_actors.stores import SqliteStore
 from oma_actors.stores.postgres import lock_id
 from oma_actors.testing import FakeClock

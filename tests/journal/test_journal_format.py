@@ -70,9 +70,9 @@ GOLDEN = [
         '"attempt":1,"mode":"file","version":5,"watermarkSeq":4}',
     ),
     (
-        v.run_ended(status="completed"),
+        v.run_ended(status="error", error="1 task(s) failed"),
         '{"type":"run/end","seq":6,"timestampUnixMs":1700000000006,"runId":"run-1","attempt":1,'
-        '"status":"completed"}',
+        '"status":{"code":"error"},"error":{"message":"1 task(s) failed"}}',
     ),
 ]
 

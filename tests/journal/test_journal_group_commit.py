@@ -14,25 +14,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    FileStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journaling import fold_restored
+from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
 TURNS = 8

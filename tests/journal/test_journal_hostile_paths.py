@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from journal_first import finished_run
 
-from oma_actors import CorruptStoreError, StoreError
+from oma_actors import StoreError
+from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JournalEvent, JsonlRunJournal, to_json_line
 from oma_actors.journal.jsonl import MAX_JOURNAL_BYTES
 

@@ -12,25 +12,21 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaved,
-    CheckpointSaveFailed,
-    InMemoryStore,
-    JournalTailDiscarded,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.events import (
+    CheckpointSaved,
+    CheckpointSaveFailed,
+    JournalTailDiscarded,
+    ProgressEvent,
+)
 from oma_actors.journal import (
     InMemoryRunJournal,
     JournalEvent,
@@ -38,6 +34,8 @@ from oma_actors.journal import (
     JsonlRunJournal,
     verify_run,
 )
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import FailingStore, ScriptedAdapter
 
 

@@ -17,26 +17,19 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
-    Reviewer,
-    Suspend,
     Task,
-    TaskRetry,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
-from oma_actors.approvals import decide_approval
+from oma_actors.approvals import Reviewer, Suspend, decide_approval
+from oma_actors.events import ProgressEvent, TaskRetry
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 
@@ -101,7 +94,7 @@ async def test_a_v5_restore_records_the_decision_and_passes_enforce_lineage(
     assert [e.data for e in of_type(first, "turn/end")] == [{"turn": 1, "outcome": "suspended"}]
     assert of_type(first, "turn/end")[0].seq < asked.seq
     assert first[-1].type == "run/end"
-    assert first[-1].data["status"] == "suspended"
+    assert first[-1].data["status"] == {"code": "suspended"}
 
     executions: list[int] = []
     restored = await OpenMultiAgent(on_tool_call=lambda call: False).restore(

@@ -10,7 +10,8 @@ import oma_actors.llm
 import oma_actors.llm.scripted as home
 import oma_actors.testing
 import oma_actors.testing.scripted as legacy
-from oma_actors import ChatOptions, LLMResponse, Message, TextBlock, TokenUsage, ToolUseBlock
+from oma_actors import TokenUsage
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 
 OPTIONS = ChatOptions(model="m")
 

@@ -13,15 +13,14 @@ from oma_actors import (
     AgentConfig,
     CheckpointOptions,
     ConfigurationError,
-    InMemoryStore,
-    LLMResponse,
     OpenMultiAgent,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
 )
+from oma_actors.llm import LLMResponse, TextBlock
 from oma_actors.orchestration.options import resolve_checkpoint
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

@@ -4,19 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    OpenMultiAgent,
-    ScriptedAdapter,
-    Task,
-    Team,
-    TextBlock,
-    TokenUsage,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.llm import LLMResponse, ScriptedAdapter, TextBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import FakeClock
 
 MOMENT = datetime(2031, 5, 4, 3, 2, 1, 123000, tzinfo=UTC)

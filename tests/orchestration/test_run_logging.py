@@ -6,18 +6,10 @@ import logging
 
 import pytest
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    InMemoryStore,
-    LLMResponse,
-    MemoryStoreRunStore,
-    OpenMultiAgent,
-    Task,
-    Team,
-    TextBlock,
-    TokenUsage,
-)
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+from oma_actors.llm import LLMResponse, TextBlock
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
 

@@ -10,28 +10,20 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    ChatOptions,
     CheckpointOptions,
-    CheckpointSaveFailed,
-    InMemoryStore,
     LeaseError,
-    LeaseLost,
-    LLMResponse,
-    MemoryStoreRunStore,
-    Message,
     OpenMultiAgent,
-    ProgressEvent,
-    RunLedger,
-    RunStoreOptions,
     Task,
     Team,
-    TextBlock,
     TokenUsage,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.events import CheckpointSaveFailed, LeaseLost, ProgressEvent
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import FakeClock, ScriptedAdapter
 
 
@@ -169,7 +161,7 @@ async def test_a_completed_run_restores_read_only_under_its_run_store() -> None:
 
 
 async def test_a_suspended_run_records_its_pending_approvals() -> None:
-    from oma_actors import Suspend
+    from oma_actors.approvals import Suspend
 
     store = InMemoryStore()
     runs = MemoryStoreRunStore(store)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from oma_actors import AgentConfig, ChatOptions, LLMResponse, Message, Team, TextBlock, TokenUsage
+from oma_actors import AgentConfig, Team, TokenUsage
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock
 from oma_actors.testing import ScriptedAdapter
 
 PLAN = [

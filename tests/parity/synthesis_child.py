@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from coordinator_scenario import lead, team
 
-from oma_actors import CheckpointOptions, FileStore, JsonlRunJournal, OpenMultiAgent
-from oma_actors.journal import JournalOptions
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.stores import FileStore
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 

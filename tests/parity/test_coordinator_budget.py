@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from coordinator_scenario import lead, team
 
-from oma_actors import BudgetExceeded, OpenMultiAgent, ProgressEvent, TokenUsage
+from oma_actors import OpenMultiAgent, TokenUsage
+from oma_actors.events import BudgetExceeded, ProgressEvent
 
 
 async def run(

@@ -16,15 +16,10 @@ from pathlib import Path
 import pytest
 from coordinator_scenario import lead, team
 
-from oma_actors import (
-    BudgetExceeded,
-    CheckpointOptions,
-    FileStore,
-    JsonlRunJournal,
-    OpenMultiAgent,
-    ProgressEvent,
-)
-from oma_actors.journal import JournalOptions, verify_run
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.events import BudgetExceeded, ProgressEvent
+from oma_actors.journal import JournalOptions, JsonlRunJournal, verify_run
+from oma_actors.stores import FileStore
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 CHILD = Path(__file__).with_name("synthesis_child.py")
@@ -74,7 +69,7 @@ async def test_the_restored_synthesis_is_journaled_like_a_fresh_one(tmp_path: Pa
     assert answer.data["usage"] == {"input_tokens": 5, "output_tokens": 2}
     # run/end closes the attempt after the synthesis, as on the live path.
     assert later[-1].type == "run/end"
-    assert later[-1].data["status"] == "ok"
+    assert later[-1].data["status"] == {"code": "ok"}
     assert later.index(answer) < len(later) - 1
     verdict = await verify_run(events)
     assert verdict.ok, verdict.failures
@@ -96,4 +91,4 @@ async def test_the_decomposition_stays_charged_across_the_restore(
     assert [e.used for e in exceeded] == [25]
     events_after = await JsonlRunJournal(journal_path).read_from(0)
     assert events_after[-1].type == "run/end"
-    assert events_after[-1].data["status"] == "budget_exhausted"
+    assert events_after[-1].data["status"] == {"code": "budget_exhausted"}

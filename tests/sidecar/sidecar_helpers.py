@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from oma_actors import InMemoryStore, ToolContext, define_tool
+from oma_actors import ToolContext, define_tool
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTool
 from sidecar.record import RunRecordV1

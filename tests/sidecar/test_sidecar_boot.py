@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sidecar_helpers import ECHO, TOKEN, legacy_record_text, run_request
 
-from oma_actors import FileStore
 from oma_actors.keyspace import sidecar_key
+from oma_actors.stores import FileStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient
 from sidecar.owner import check_label, incarnation_id, label_of

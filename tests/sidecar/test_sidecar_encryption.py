@@ -20,7 +20,8 @@ from test_sidecar_journal import run_to_end, serving
 from test_sidecar_journal_watch import journal_of, watch_journal
 from test_sidecar_timeline import timeline
 
-from oma_actors import EncryptingJournal, EncryptingStore, FileStore, JsonlRunJournal, KeyRing
+from oma_actors.journal import EncryptingJournal, JsonlRunJournal
+from oma_actors.stores import EncryptingStore, FileStore, KeyRing
 from sidecar.cli import main
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from sidecar_helpers import run_request
 
-from oma_actors import InMemoryStore, MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
 from sidecar.failover import Failover

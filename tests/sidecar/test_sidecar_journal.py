@@ -26,7 +26,7 @@ from test_sidecar_auth import error_info
 from test_sidecar_crash import SHORT_LEASE, finished, free_port, sidecar_process
 from test_sidecar_timeline import timeline
 
-from oma_actors import JsonlRunJournal
+from oma_actors.journal import JsonlRunJournal
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journals import journal_name

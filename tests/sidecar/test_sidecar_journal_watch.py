@@ -22,21 +22,31 @@ from test_sidecar_crash import SHORT_LEASE, finished, free_port, sidecar_process
 from test_sidecar_journal import PADDING, echo_run, journal_events, run_to_end, serving
 
 from oma_actors.journal import JournalEvent, to_json_line
+from oma_actors.journal import vocabulary as v
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journal_watch import JournalTail, journal_message
 from sidecar.journals import journal_name
+from sidecar.record import TERMINAL
+from sidecar.runs import RunRegistry
 from sidecar.status import DataLoss
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-async def watch_journal(client: SidecarClient, run_id: str, **fields: Any) -> list[pb.RunEvent]:
-    """Every event of ``WatchRun(journal=true)`` until the stream ends (heartbeats skipped)."""
+async def watch_journal(
+    client: SidecarClient, run_id: str, *, notices: bool = False, **fields: Any
+) -> list[pb.RunEvent]:
+    """Every event of ``WatchRun(journal=true)`` until the stream ends (heartbeats skipped; the
+    live notices, seq 0, too unless ``notices``)."""
     request = pb.WatchRunRequest(run_id=run_id, journal=True, **fields)
     call = client.runs.WatchRun(request, metadata=client.metadata)
-    return [event async for event in call if event.type != "heartbeat"]
+    return [
+        event
+        async for event in call
+        if event.type != "heartbeat" and (notices or event.seq or event.type == "gap")
+    ]
 
 
 def journal_of(state: Path, run_id: str) -> Path:
@@ -98,10 +108,41 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
             await watch_journal(client, "jw-2", types=["task_started"])  # a progress type
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_info(refused.value).metadata["field"] == "types"
+        # The sidecar's notices are live only: a watch of the ended run replays none of them
+        # (every event but the journal's has seq 0), and asking for them alone gets nothing.
+        replayed = await watch_journal(client, "jw-2", notices=True)
+        assert [e.seq for e in replayed] == seqs
+        assert await watch_journal(client, "jw-2", notices=True, types=["run_status"]) == []
         # The progress stream is unchanged by the journal's existence: its own seqs and types.
         progress = [e async for e in client.watch("jw-2")]
         assert progress[-1].type == "run_status"
         assert not {e.type for e in progress} & {e.type for e in everything}
+
+
+async def test_the_stream_ends_once_the_record_agrees_with_its_run_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run's final status is written a while after its journal closed (here 2 s later): a
+    # watcher that read run/end is not let go before the record says so, so a GetRun right
+    # after the stream shows the status the stream ended with.
+    real_set_status = RunRegistry.set_status
+
+    async def late_set_status(
+        self: RunRegistry, run_id: str, status: Any, *a: Any, **k: Any
+    ) -> Any:
+        if status in TERMINAL:
+            await asyncio.sleep(2)
+        return await real_set_status(self, run_id, status, *a, **k)
+
+    monkeypatch.setattr(RunRegistry, "set_status", late_set_status)
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client:
+        await client.start_run(echo_run("jw-late"))
+        watched = await asyncio.wait_for(watch_journal(client, "jw-late"), 20)
+        run = await client.get_run("jw-late")
+    assert watched[-1].type == "run/end"
+    assert watched[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+    assert run.status == pb.RUN_STATUS_COMPLETED
 
 
 @pytest.mark.crash
@@ -132,7 +173,7 @@ async def test_after_seq_continues_across_kill_9_and_restore(tmp_path: Path) -> 
         )
         try:
             async for event in call:
-                if event.type != "heartbeat":
+                if event.seq:  # the journal's events (not heartbeats, nor live notices)
                     before.append(event)
         except grpc.aio.AioRpcError as exc:
             broken.append(exc.code())  # the sidecar died under the stream
@@ -274,11 +315,19 @@ def test_run_end_and_task_status_carry_their_detail() -> None:
         )
         return journal_message(event)
 
-    ended = message("run/end", status="error", error="1 task(s) failed: t")
+    # OMA's shape: status {code}, error {message} (oma_actors.journal.vocabulary.run_ended).
+    ended = message("run/end", **v.run_ended(status="error", error="1 task(s) failed: t").data)
     assert ended.run_status.status == pb.RUN_STATUS_FAILED
+    assert ended.run_status.outcome.code == "error"
     assert ended.run_status.outcome.message == "1 task(s) failed: t"
-    assert message("run/end", status="ok").run_status.status == pb.RUN_STATUS_COMPLETED
-    assert message("run/end", status="suspended").run_status.status == pb.RUN_STATUS_SUSPENDED
+    ok = message("run/end", **v.run_ended(status="ok").data)
+    assert ok.run_status.status == pb.RUN_STATUS_COMPLETED
+    suspended = message("run/end", **v.run_ended(status="suspended").data)
+    assert suspended.run_status.status == pb.RUN_STATUS_SUSPENDED
+    # A journal written before run/end carried OMA's objects: bare strings.
+    legacy = message("run/end", status="error", error="1 task(s) failed: t")
+    assert legacy.run_status.status == pb.RUN_STATUS_FAILED
+    assert legacy.run_status.outcome.message == "1 task(s) failed: t"
     skipped = message("task/status", status="skipped", reason="upstream failed")
     assert skipped.task_status.status == pb.TASK_STATUS_SKIPPED
     assert skipped.task_status.reason == "upstream failed"

@@ -16,13 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from sidecar_helpers import ECHO, TOKEN, run_request
 
-from oma_actors import (
-    FileStore,
-    InMemoryStore,
-    MemoryStoreRunStore,
-    RunLedger,
-    RunStoreOptions,
-)
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.stores import FileStore, InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient
 from sidecar.execution import RunExecutor
@@ -40,7 +35,7 @@ if TYPE_CHECKING:
 
     from service_kit import FreshStores
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
 
 CHECKPOINTS = "memory://outcomes"
 TTL = 30.0

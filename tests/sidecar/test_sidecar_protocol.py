@@ -17,10 +17,10 @@ from oma_actors.keyspace import sidecar_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient
 from sidecar.convert import struct_to_dict
-from sidecar.event_pages import EVENTS_KIND
 from sidecar.plugins import usable_providers
 from sidecar.record import RunRecordV1, RunStatus
 from sidecar.record_codec import encode, encode_history
+from sidecar.run_history import EVENTS_KIND
 from sidecar.runs import RUN_KIND
 from sidecar.server import ServerConfig, Sidecar
 

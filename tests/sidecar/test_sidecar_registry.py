@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sidecar_helpers import SiblingWritesFirst, run_request
 
-from oma_actors import InMemoryStore
 from oma_actors.keyspace import sidecar_key
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.record import (
     RunExistsError,

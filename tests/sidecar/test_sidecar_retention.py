@@ -19,7 +19,7 @@ from sidecar.server import ServerConfig, Sidecar
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from oma_actors import AtomicStore
+    from oma_actors.stores import AtomicStore
 
 
 def echo_run(run_id: str) -> pb.StartRunRequest:

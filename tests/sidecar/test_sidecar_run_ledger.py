@@ -9,7 +9,8 @@ import pytest
 from test_sidecar_cli import serve
 from test_sidecar_failover import URI, dead_run, leased
 
-from oma_actors import InMemoryStore, MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
 from sidecar.failover import Failover

@@ -18,7 +18,8 @@ import pytest
 from sidecar_helpers import ECHO, TOKEN, run_request
 from test_sidecar_auth import error_info
 
-from oma_actors import list_checkpoints, open_store
+from oma_actors import open_store
+from oma_actors.checkpoint import list_checkpoints
 from oma_actors.keyspace import sidecar_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient

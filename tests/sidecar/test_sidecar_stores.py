@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 from sidecar_helpers import ECHO, TOKEN, run_request
 
-from oma_actors import StoreError, list_checkpoints, open_store
+from oma_actors import StoreError, open_store
+from oma_actors.checkpoint import list_checkpoints
 from oma_actors.keyspace import sidecar_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 from sidecar_helpers import answer, eventually, lookup_tool, run_request
 
-from oma_actors import CheckpointSaved, CheckpointSaveFailed, InMemoryStore, ToolCalled, ToolContext
+from oma_actors import ToolContext
+from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ToolCalled
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import observer
 from sidecar.client import HostTools, SidecarClient

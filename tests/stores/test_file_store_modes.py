@@ -38,7 +38,7 @@ async def test_a_device_is_refused_before_any_lock_file_is_made(tmp_path: Path) 
 
 
 async def test_a_sqlite_database_and_its_wal_are_created_0600(tmp_path: Path) -> None:
-    from oma_actors import SqliteStore
+    from oma_actors.stores import SqliteStore
 
     path = tmp_path / "state.db"
     async with SqliteStore(path) as store:

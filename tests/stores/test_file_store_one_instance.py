@@ -63,7 +63,7 @@ async def test_a_reader_sees_what_another_process_wrote_since_it_read(tmp_path: 
     assert await reader.get("k") is None
     script = (
         "import asyncio, sys\n"
-        "from oma_actors import FileStore\n"
+        "from oma_actors.stores import FileStore\n"
         "async def main():\n"
         "    store = FileStore(sys.argv[1])\n"
         "    await store.set('k', 'from the other process')\n"

@@ -15,20 +15,11 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    InMemoryStore,
-    JsonlRunJournal,
-    LLMResponse,
-    OpenMultiAgent,
-    Task,
-    Team,
-    TextBlock,
-    TokenUsage,
-)
-from oma_actors.journal import JournalOptions
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.journal.codec import parse_line, to_json_line
+from oma_actors.llm import LLMResponse, TextBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.telemetry.otel import otel_progress
 from oma_actors.testing import ScriptedAdapter
 

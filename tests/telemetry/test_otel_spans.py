@@ -17,21 +17,17 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
-    InMemoryStore,
-    LLMResponse,
     OpenMultiAgent,
-    ProgressEvent,
     Task,
-    TaskStarted,
     Team,
     TeamRunResult,
-    TextBlock,
     TokenUsage,
-    ToolCalled,
     ToolContext,
-    ToolUseBlock,
     define_tool,
 )
+from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
+from oma_actors.llm import LLMResponse, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.telemetry.otel import TraceRef, otel_progress, tee
 from oma_actors.testing import ScriptedAdapter
 
@@ -232,8 +228,9 @@ def test_tee_hands_every_event_to_every_callback_even_after_one_raises() -> None
 
 
 async def test_an_unscoped_restore_links_to_the_interrupted_attempts_trace_by_itself() -> None:
-    from oma_actors import CheckpointOptions, RunStarted
+    from oma_actors import CheckpointOptions
     from oma_actors.checkpoint import Checkpoint
+    from oma_actors.events import RunStarted
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -14,7 +14,7 @@ from pathlib import Path
 from service_kit import require_executable
 from timeline_runs import restored_demo
 
-from oma_actors import build_timeline, render_timeline_html
+from oma_actors.timeline import build_timeline, render_timeline_html
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions"]
 

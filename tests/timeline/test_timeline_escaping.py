@@ -16,13 +16,14 @@ import pytest
 from markupsafe import escape
 from rich.console import Console
 
-from oma_actors import render_timeline_html, render_timeline_text
 from oma_actors.timeline import (
     Timeline,
     TimelineApproval,
     TimelineCall,
     TimelineLane,
     TimelineTurn,
+    render_timeline_html,
+    render_timeline_text,
 )
 from oma_actors.timeline.terminal import terminal_safe
 

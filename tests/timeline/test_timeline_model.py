@@ -9,21 +9,14 @@ from typing import Any
 
 from timeline_runs import restored_demo
 
-from oma_actors import (
-    ApprovalDecision,
-    ApprovalRequest,
-    CheckpointSnapshot,
-    JournalEvent,
-    Message,
-    Reviewer,
-    TaskState,
-    TextBlock,
-    TokenUsage,
-    ToolUseBlock,
-    build_timeline,
-)
+from oma_actors import TaskState, TokenUsage
+from oma_actors.approvals import ApprovalDecision, ApprovalRequest, Reviewer
+from oma_actors.checkpoint import CheckpointSnapshot
 from oma_actors.checkpoint.snapshot import InFlightTask
 from oma_actors.domain.inflight import PendingCall, RunnerState
+from oma_actors.journal import JournalEvent
+from oma_actors.llm import Message, TextBlock, ToolUseBlock
+from oma_actors.timeline import build_timeline
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

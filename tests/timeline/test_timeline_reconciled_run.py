@@ -16,23 +16,21 @@ from pydantic import BaseModel
 from oma_actors import (
     AgentConfig,
     CheckpointOptions,
-    InMemoryStore,
-    JsonlRunJournal,
-    LLMResponse,
     OpenMultiAgent,
     Task,
     Team,
     TeamRunResult,
-    TextBlock,
     TokenUsage,
     ToolContext,
     ToolResult,
-    ToolUseBlock,
-    build_timeline,
     define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.llm import LLMResponse, TextBlock, ToolUseBlock
+from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
+from oma_actors.timeline import build_timeline
 
 
 class Payment(BaseModel):

@@ -10,7 +10,7 @@ from rich.console import Console
 from test_timeline_model import in_flight_snapshot
 from timeline_runs import restored_demo
 
-from oma_actors import build_timeline, render_timeline_html, render_timeline_text
+from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 
 
 def text_at(width: int, timeline: object) -> str:

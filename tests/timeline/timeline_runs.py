@@ -11,18 +11,12 @@ import asyncio
 import contextlib
 from pathlib import Path
 
-from oma_actors import (
-    Checkpoint,
-    CheckpointOptions,
-    CheckpointSnapshot,
-    FileStore,
-    JournalEvent,
-    JsonlRunJournal,
-    OpenMultiAgent,
-    ProgressEvent,
-    ToolCalled,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent
+from oma_actors.checkpoint import Checkpoint, CheckpointSnapshot
 from oma_actors.cli.demo_team import demo_tasks, demo_team
+from oma_actors.events import ProgressEvent, ToolCalled
+from oma_actors.journal import JournalEvent, JsonlRunJournal
+from oma_actors.stores import FileStore
 
 RUN_ID = "demo-run"
 

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from oma_actors import ConfigurationError, ToolContext, ToolResult, ToolUseBlock, define_tool
+from oma_actors import ConfigurationError, ToolContext, ToolResult, define_tool
+from oma_actors.llm import ToolUseBlock
 from oma_actors.tools import execute_tool_call
 
 
@@ -22,7 +23,7 @@ async def add(args: BaseModel, ctx: ToolContext) -> str:
 
 
 ADD = define_tool(name="add", description="add two ints", input_model=Add, execute=add)
-CTX = ToolContext(run_id="r", task_id="t", tool_call_id="c1", agent_name="w", attempt=1)
+CTX = ToolContext(run_id="r", task_id="t", tool_call_id="c1", agent_name="w", task_attempt=1)
 
 
 def test_spec_exposes_the_pydantic_schema() -> None:

@@ -1,0 +1,188 @@
+"""Property: at every durable boundary, a restore folds to exactly the run's state (issue 19).
+
+Random scripted runs (seeded: tasks, dependencies, tool rounds, parallel calls, failing calls,
+``unsafe`` tools, outputs of random size and script, concurrency) run journal-first on a JSONL
+journal. Right after each save the writer reports durable, the crash point "the process dies
+now" is taken: the stored snapshot is read back from the store and the journal's events up to
+the saved watermark are read back from the file, and the restore's fold of the two (``fold_tail``
+plus the dispatched marks of ``unsafe`` calls, as ``fold_restored_tail`` does) must give the state
+the run saved at that boundary. This is the assertion the runtime's restore-view check makes
+before each journal-only save (``JournalPath._exact``), made here on the bytes a restore reads,
+so the check can leave the save path (step 3) with this test standing in for it.
+
+Today the runtime check is still on the save path, so the property holds by construction; with
+it deleted (``_exact`` answering True) this test fails: the fold does not yet carry a task's start
+(``tasks``), another task's admission (``in_flight``) or announcements (``announced``), the facts
+step 4 must put into events before the check can go.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TokenUsage,
+    ToolContext,
+    define_tool,
+)
+from oma_actors.checkpoint.codec import decode, encode
+from oma_actors.checkpoint.fold import Discarded, fold_tail
+from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_path import (
+    JOURNAL_BOUNDARIES,
+    difference,
+    mark_started_unsafe,
+)
+from oma_actors.checkpoint.journal_tail import read_journal_tail
+from oma_actors.checkpoint.manager import Checkpoint
+from oma_actors.checkpoint.run_writer import RunWriter
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.orchestration.journal_setup import unsafe_tools
+from oma_actors.stores import InMemoryStore
+from oma_actors.testing import ScriptedAdapter
+
+SEEDS = range(12)
+WORDS = ("alpha", "βήτα", "ガンマ", "delta 🚀", 'quote " and \\ slash', "tab\tnew\nline")
+
+
+class Call(BaseModel):
+    label: str
+
+
+def _text(message: Message) -> str:
+    return " ".join(b.text for b in message.content if isinstance(b, TextBlock))
+
+
+def plan(rng: random.Random) -> dict[str, list[list[str] | None]]:
+    """Per task title, the tool calls of each model turn (``None``: the final answer)."""
+    tasks: dict[str, list[list[str] | None]] = {}
+    for t in range(rng.randint(1, 3)):
+        rounds: list[list[str] | None] = []
+        for r in range(rng.randint(0, 4)):
+            calls = []
+            for c in range(rng.choice((1, 1, 2, 3))):
+                kind = rng.choice(("ok", "ok", "ok", "big", "boom", "unsafe"))
+                calls.append(f"{kind}-{t}-{r}-{c}")
+            rounds.append(calls)
+        rounds.append(None)
+        tasks[f"task{t}"] = rounds
+    return tasks
+
+
+def team_for(rng: random.Random, script: dict[str, list[list[str] | None]]) -> Team:
+    sizes = {label: rng.randint(0, 3000) for rounds in script.values() for r in rounds if r for label in r}  # fmt: skip
+    words = {label: rng.choice(WORDS) for label in sizes}
+
+    async def run_tool(args: Call, ctx: ToolContext) -> str:
+        if args.label.startswith("boom"):
+            raise RuntimeError(f"refused {args.label}")
+        word = words[args.label]
+        return (word * (sizes[args.label] // len(word) + 1))[: sizes[args.label]]
+
+    safe = define_tool(name="ledger", description="d", input_model=Call, execute=run_tool)
+    unsafe = define_tool(
+        name="launch", description="d", input_model=Call, execute=run_tool, effect="unsafe"
+    )
+
+    def respond(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        title = next(t for t in script if f"# Task: {t}" in _text(messages[0]))
+        turn = sum(m.role == "assistant" for m in messages)
+        step = script[title][turn]
+        usage = TokenUsage(rng.randint(1, 50), rng.randint(1, 20))
+        if step is None:
+            return LLMResponse([TextBlock(f"{title}: {rng.choice(WORDS)}")], usage=usage)
+        calls = [
+            ToolUseBlock(
+                f"{title}-{turn}-{i}",
+                "launch" if label.startswith("unsafe") else "ledger",
+                {"label": label},
+            )
+            for i, label in enumerate(step)
+        ]
+        return LLMResponse(calls, stop_reason="tool_use", usage=usage)
+
+    worker = AgentConfig("worker", adapter=ScriptedAdapter(respond), tools=[safe, unsafe])
+    return Team("crew", [worker], shared_memory=True)
+
+
+def tasks_for(rng: random.Random, script: dict[str, list[list[str] | None]]) -> list[Task]:
+    out: list[Task] = []
+    for title in script:
+        depends = [t.id for t in out if rng.random() < 0.5]
+        out.append(Task(title, f"do {title}", id=title, assignee="worker", depends_on=depends))
+    return out
+
+
+def on_disk(snapshot: Any) -> Any:
+    """``snapshot`` as a restore of its stored form reads it back."""
+    return adopt_journal_fields(decode(encode(snapshot), key="k"))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    script = plan(rng)
+    team = team_for(rng, script)
+    store = InMemoryStore()
+    journal = JsonlRunJournal(str(tmp_path / "run.jsonl"), flush_interval_ms=0)
+    run_id = f"prop-{seed}"
+    mismatches: list[str] = []
+    checked: dict[str, int] = {}
+    original = RunWriter.save
+
+    async def save_then_restore(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
+        outcome = await original(self, snapshot, **kw)
+        if not outcome.durable:
+            return outcome
+        # The process dies now: what would a restore read back, and fold to?
+        stored = await Checkpoint(store, run_id=run_id).load_latest()
+        assert stored is not None
+        stored = adopt_journal_fields(stored)
+        watermark = snapshot.journal_watermark_seq or 0
+        tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
+        result = fold_tail(stored, tail, enforce_lineage=False)
+        assert not isinstance(result, Discarded), result.reason
+        restored = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+        boundary = kw.get("boundary", "?")
+        checked[boundary] = checked.get(boundary, 0) + 1
+        # Both as a snapshot holds them: ISO timestamps keep milliseconds, a tool call record
+        # keeps no call id (the journal's does).
+        found = difference(on_disk(restored), on_disk(snapshot))
+        if found is not None:
+            mismatches.append(f"{boundary} (watermark {watermark}): {found}")
+        return outcome
+
+    monkeypatch.setattr(RunWriter, "save", save_then_restore)
+    try:
+        await OpenMultiAgent(max_concurrency=rng.choice((1, 2))).run_tasks(
+            team,
+            tasks_for(rng, script),
+            checkpoint=CheckpointOptions(store=store, run_id=run_id),
+            journal=JournalOptions(journal, durable=True),
+        )
+    finally:
+        await journal.close()
+    assert checked, "no durable boundary was checked"
+    if any(len(rounds) > 1 for rounds in script.values()):
+        assert set(checked) & JOURNAL_BOUNDARIES, checked  # per-turn saves were checked too
+    assert not mismatches, mismatches
+
+
+def test_the_random_runs_cover_journal_only_boundaries() -> None:
+    # The property is worth something only if the runs make per-turn (journal-only) saves.
+    rounds = [len(r) for seed in SEEDS for r in plan(random.Random(seed)).values()]
+    assert sum(n > 1 for n in rounds) >= len(SEEDS)
