@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
-    from oma_actors.domain.results import RunStatus
+    from oma_actors.domain.results import RunOutcome
     from oma_actors.domain.tasks import TaskState
     from oma_actors.events import ProgressEvent
     from oma_actors.orchestration.journaling import RunJournaling
@@ -135,7 +135,7 @@ def watch_memory(journaling: RunJournaling | None, memory: SharedMemory | None) 
     memory.on_write = written
 
 
-async def finish_journal(journaling: RunJournaling | None, status: RunStatus) -> None:
+async def finish_journal(journaling: RunJournaling | None, status: RunOutcome) -> None:
     """Record how the attempt ended (``run/end``) and wait until the journal has it all.
 
     ``status`` is the attempt's real outcome (``run_status`` of the queue when the run set
