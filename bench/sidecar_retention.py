@@ -80,7 +80,11 @@ def store_of(store: str, name: str, scratch: Path) -> str:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    scratch = Path(tempfile.mkdtemp(prefix="oma-p11-"))
+    with tempfile.TemporaryDirectory(prefix="oma-p11-") as scratch:
+        return await measure(args, Path(scratch))
+
+
+async def measure(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
     configs = {
         "retained": ServerConfig(
             token=TOKEN,
