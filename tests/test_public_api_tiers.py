@@ -20,7 +20,7 @@ PINNED: dict[str, list[str]] = {
         "AgentConfig", "AgentRunResult", "CheckpointError", "CheckpointOptions",
         "CompressToolResults", "ConfigurationError", "ContextStrategy", "ContextStrategyError",
         "CustomContext", "DurableApprovalError", "JournalOptions", "LeaseError", "OmaError",
-        "OpenMultiAgent", "PlanArtifact", "PlanTask", "RunStatus", "SlidingWindow", "StoreError",
+        "OpenMultiAgent", "PlanArtifact", "PlanTask", "RunOutcome", "SlidingWindow", "StoreError",
         "Summarize", "Task", "TaskGraphError", "TaskState", "Team", "TeamRunResult",
         "TokenUsage", "Tool", "ToolCallRecord", "ToolContext", "ToolResult", "define_tool",
         "event_loop_factory", "open_journal", "open_store",
@@ -78,7 +78,7 @@ PINNED: dict[str, list[str]] = {
         "Acquisition", "DEFAULT_LEASE_TTL", "Lease", "MemoryStoreRunStore", "RUN_STATUSES",
         "RunLeaseHandle", "RunLedger", "RunRecord", "RunStatus", "RunStore", "RunStoreOptions",
         "RunSummary", "can_transition", "is_run_record_key", "is_terminal", "lease_live",
-        "list_runs", "resolve_run_store",
+        "list_runs", "resolve_run_store", "settle_record",
     ],
     "oma_actors.stores": [
         "AtomicStore", "ConditionalStore", "EncryptingStore", "Expect", "ExpiringStore",
