@@ -27,16 +27,20 @@ from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
     EntryDraft,
     TailRejected,
+    admitted_entry,
     check_resumable,
     fold_event,
+    is_prompt,
+    task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.journal.event import TOOL_CALL, TOOL_RESULT
+from oma_actors.journal.event import ASSISTANT_MESSAGE, TASK_STATUS, TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask
+    from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 
 JOURNAL_TAIL_DISCARDED = "JOURNAL_TAIL_DISCARDED"
@@ -141,23 +145,27 @@ def fold_tail(
     if snapshot.journal_watermark_seq is None:
         return Folded(snapshot=snapshot, folded_events=0, started_calls=started)
     try:
-        entries, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
+        folded_snapshot, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
     except TailRejected as rejected:
         return Discarded(
             snapshot=snapshot, reason=rejected.reason, seq=rejected.seq, started_calls=started
         )
-    return Folded(
-        snapshot=replace(snapshot, in_flight=entries), folded_events=folded, started_calls=started
-    )
+    return Folded(snapshot=folded_snapshot, folded_events=folded, started_calls=started)
 
 
 def _fold(
     snapshot: CheckpointSnapshot, events: Sequence[JournalEvent], *, enforce_lineage: bool
-) -> tuple[tuple[InFlightTask, ...], int]:
+) -> tuple[CheckpointSnapshot, int]:
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
     # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
     drafts: dict[tuple[str, str], EntryDraft] = {}
+    # The run-level facts (D14): task starts, announcements, fresh conversations' prompts.
+    tasks = {task.id: task for task in snapshot.tasks}
+    started: dict[str, TaskState] = {}
+    announced = set(snapshot.announced) if snapshot.announced is not None else None
+    prompts: dict[tuple[str, str], JournalEvent] = {}
+    admitted: list[tuple[str, str]] = []
     run_id = snapshot.run_id
     count = 0
     previous: int | None = None
@@ -175,14 +183,27 @@ def _fold(
                 f"event at seq {seq} belongs to run {event.run_id!r}, not to {run_id!r}",
                 seq,
             )
-        if event.type not in FOLDED_TYPES:
+        kind = event.type
+        if kind == TASK_STATUS:
+            task = started.get(event.task_id or "") or tasks.get(event.task_id or "")
+            if seq > watermark and task is not None:
+                changed = task_status(task, announced, event)
+                if changed is not None:
+                    started[task.id] = changed
+            continue
+        if kind not in FOLDED_TYPES:
             continue  # a type the fold does not use
         key = (event.task_id or "", event.agent_name or "")
         draft = drafts.get(key)
         if draft is None:
             item = entries.get(key)
             if item is None:
-                continue  # another task or a delegated child
+                task = started.get(key[0]) or tasks.get(key[0])
+                item = _admit(key, event, prompts, task, watermark, enforce_lineage)
+                if item is None:
+                    continue  # another task, a delegated child, or a prompt not admitted yet
+                entries[key] = item
+                admitted.append(key)
             mark = watermark if item.journal_seq is None else item.journal_seq
             if seq <= mark:
                 continue  # already in the entry (JR-12)
@@ -194,11 +215,46 @@ def _fold(
         count += 1
     for key, draft in drafts.items():
         entries[key] = draft.freeze()
-    folded = tuple(entries[(item.task_id, item.assignee)] for item in snapshot.in_flight)
+    order = [(item.task_id, item.assignee) for item in snapshot.in_flight] + admitted
+    folded = tuple(entries[key] for key in order)
     for item in folded:
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
-    return folded, count
+    changes: dict[str, object] = {"in_flight": folded}
+    if started:
+        changes["tasks"] = tuple(started.get(task.id, task) for task in snapshot.tasks)
+    if announced is not None and len(announced) != len(snapshot.announced or ()):
+        # Sorted, as the run writes it: the announcements are a set.
+        changes["announced"] = tuple(sorted(announced))
+    return replace(snapshot, **changes), count  # type: ignore[arg-type]
+
+
+def _admit(
+    key: tuple[str, str],
+    event: JournalEvent,
+    prompts: dict[tuple[str, str], JournalEvent],
+    task: TaskState | None,
+    watermark: int,
+    enforce_lineage: bool,
+) -> InFlightTask | None:
+    """A fresh conversation's entry, once the model answered its prompt (D14); else ``None``.
+
+    A prompt (above the watermark) of a task in progress on that agent is kept until the
+    conversation's first answer: the runner reports a conversation from that boundary on, and
+    the entry takes its place among the others then, as the run's does. Anything else of a
+    task without an entry (another agent's, a delegated child's) is not folded (JR-13).
+    """
+    if event.seq <= watermark:
+        return None
+    if task is None or task.status != "in_progress" or task.assignee != key[1]:
+        return None
+    if is_prompt(event):
+        prompts[key] = event
+        return None
+    prompt = prompts.pop(key, None)
+    if prompt is None or event.type != ASSISTANT_MESSAGE:
+        return None
+    return admitted_entry(task, prompt, enforce_lineage=enforce_lineage)
 
 
 def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:
