@@ -27,14 +27,12 @@ from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
     EntryDraft,
     TailRejected,
-    admitted_entry,
     check_resumable,
     fold_event,
-    is_prompt,
     task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.journal.event import ASSISTANT_MESSAGE, TASK_STATUS, TOOL_CALL, TOOL_RESULT
+from oma_actors.journal.event import TASK_STATUS, TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -160,12 +158,10 @@ def _fold(
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
     # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
     drafts: dict[tuple[str, str], EntryDraft] = {}
-    # The run-level facts (D14): task starts, announcements, fresh conversations' prompts.
+    # The run-level facts (D14): task starts and announcements.
     tasks = {task.id: task for task in snapshot.tasks}
     started: dict[str, TaskState] = {}
     announced = set(snapshot.announced) if snapshot.announced is not None else None
-    prompts: dict[tuple[str, str], JournalEvent] = {}
-    admitted: list[tuple[str, str]] = []
     run_id = snapshot.run_id
     count = 0
     previous: int | None = None
@@ -198,12 +194,7 @@ def _fold(
         if draft is None:
             item = entries.get(key)
             if item is None:
-                task = started.get(key[0]) or tasks.get(key[0])
-                item = _admit(key, event, prompts, task, watermark, enforce_lineage)
-                if item is None:
-                    continue  # another task, a delegated child, or a prompt not admitted yet
-                entries[key] = item
-                admitted.append(key)
+                continue  # another task or a delegated child
             mark = watermark if item.journal_seq is None else item.journal_seq
             if seq <= mark:
                 continue  # already in the entry (JR-12)
@@ -215,8 +206,7 @@ def _fold(
         count += 1
     for key, draft in drafts.items():
         entries[key] = draft.freeze()
-    order = [(item.task_id, item.assignee) for item in snapshot.in_flight] + admitted
-    folded = tuple(entries[key] for key in order)
+    folded = tuple(entries[(item.task_id, item.assignee)] for item in snapshot.in_flight)
     for item in folded:
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
@@ -227,34 +217,6 @@ def _fold(
         # Sorted, as the run writes it: the announcements are a set.
         changes["announced"] = tuple(sorted(announced))
     return replace(snapshot, **changes), count  # type: ignore[arg-type]
-
-
-def _admit(
-    key: tuple[str, str],
-    event: JournalEvent,
-    prompts: dict[tuple[str, str], JournalEvent],
-    task: TaskState | None,
-    watermark: int,
-    enforce_lineage: bool,
-) -> InFlightTask | None:
-    """A fresh conversation's entry, once the model answered its prompt (D14); else ``None``.
-
-    A prompt (above the watermark) of a task in progress on that agent is kept until the
-    conversation's first answer: the runner reports a conversation from that boundary on, and
-    the entry takes its place among the others then, as the run's does. Anything else of a
-    task without an entry (another agent's, a delegated child's) is not folded (JR-13).
-    """
-    if event.seq <= watermark:
-        return None
-    if task is None or task.status != "in_progress" or task.assignee != key[1]:
-        return None
-    if is_prompt(event):
-        prompts[key] = event
-        return None
-    prompt = prompts.pop(key, None)
-    if prompt is None or event.type != ASSISTANT_MESSAGE:
-        return None
-    return admitted_entry(task, prompt, enforce_lineage=enforce_lineage)
 
 
 def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:

@@ -18,9 +18,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.context_layout import apply_layout
-from oma_actors.checkpoint.snapshot import InFlightTask
 from oma_actors.clock import from_iso
-from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
+from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
     message_from_json,
@@ -40,7 +39,7 @@ from oma_actors.journal.event import (
 )
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import ConversationLineage
+    from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.tasks import TaskState
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
@@ -50,11 +49,9 @@ __all__ = [
     "FOLDED_TYPES",
     "EntryDraft",
     "TailRejected",
-    "admitted_entry",
     "apply_event",
     "check_resumable",
     "fold_event",
-    "is_prompt",
     "task_status",
 ]
 
@@ -429,32 +426,4 @@ def task_status(
         )
     return replace(
         task, status="in_progress", assignee=event.agent_name or task.assignee, updated_at=moment
-    )
-
-
-def is_prompt(event: JournalEvent) -> bool:
-    """Whether ``event`` is a conversation's prompt (``user/message`` origin ``input``)."""
-    return event.type == USER_MESSAGE and event.data.get("origin") == "input"
-
-
-def admitted_entry(task: TaskState, prompt: JournalEvent, *, enforce_lineage: bool) -> InFlightTask:
-    """A task's fresh in-flight entry: its prompt, awaiting the model (the runner's first state).
-
-    The runner reports a fresh conversation at its first boundary, after the model's first
-    answer, so the fold admits the entry when that answer arrives (the entry's place among the
-    others is then the runner's). Its lineage: each block of the prompt comes from the prompt.
-
-    Raises:
-        TailRejected: the prompt is malformed.
-    """
-    try:
-        message = _message(prompt, "user", enforce_lineage=enforce_lineage)
-    except (KeyError, TypeError, ValueError, AttributeError, CheckpointError) as exc:
-        raise TailRejected(f"{prompt.type} at seq {prompt.seq} is malformed: {exc!r}", prompt.seq) from None
-    return InFlightTask(
-        task_id=task.id,
-        assignee=prompt.agent_name or "",
-        state=RunnerState(phase="awaiting_model", conversation=(message,)),
-        journal_seq=prompt.seq,
-        conversation_lineage=(tuple((prompt.seq,) for _ in message.content),),
     )

@@ -3,15 +3,14 @@
 With a durable journal, a run's per-turn boundaries (``JOURNAL_BOUNDARIES``) are saved by making
 their journal events durable; the v5 snapshot is written only at compaction points. The fold
 (``checkpoint.fold``) carries every fact such a boundary changes (D14): the conversations, a
-task's start, a fresh conversation's admission, a completion's announcement. So the state a
+task's start, a completion's announcement. So the state a
 restore rebuilds from the last snapshot and the journal is the run's own by construction, and
 no equality check of the two runs on the save path: the property test over random runs
 (``tests/journal_facts/test_facts_fold_property.py``) asserts it at every durable boundary.
 What the writer checks per boundary is structural and O(fields) (``uncarried``): a change of a
 member the fold does not carry (a pending approval consumed by a commit, the shared memory, the
-plan), a task change other than a start, or a conversation whose prompt the last snapshot
-already covers without it (a restore reads the tail above that snapshot and would never see the
-prompt) compacts.
+plan), a task change other than a start, or a new conversation (its first boundary: a tail a
+restore discards keeps the dispatch marks of the snapshot's entries only, D1) compacts.
 
 A boundary that compacts holds its events back from the journal until its snapshot is durable
 (``compacted`` releases them): what a crash can leave in the journal is then always a tail the
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
     from oma_actors.checkpoint.fold import StartedCall
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.sql import AppendFence
 
@@ -157,7 +156,7 @@ class JournalPath:
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
-        self.divergence = uncarried(view, snapshot, self._compacted_through)
+        self.divergence = uncarried(view, snapshot)
         if self.divergence is not None:
             return None
         if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
@@ -222,14 +221,13 @@ _FOLDED = frozenset({"tasks", "in_flight", "announced"})
 _STARTABLE = frozenset({"pending", "in_progress"})
 
 
-def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot, covered: int) -> str | None:
+def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
     """Why the journal alone would not restore ``actual`` from ``view``, or ``None``.
 
     ``view`` is the run's state at its last durable boundary, ``covered`` the watermark of its
     last snapshot. A change of a member the fold does not carry (a pending approval consumed,
-    the shared memory, the plan ...), a task change other than a start, or a conversation whose
-    prompt that snapshot already covers (a restore reads the tail above it, so the fold would
-    never see the prompt) needs a snapshot. Identity first: the run keeps its objects between
+    the shared memory, the plan ...), a task change other than a start, or a new conversation
+    needs a snapshot. Identity first: the run keeps its objects between
     boundaries, so the usual cost is one comparison per member.
     """
     for field in fields(actual):
@@ -249,23 +247,12 @@ def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot, covered: int
                 return f"task {new.id!r} changed other than by its start"
     known = {(entry.task_id, entry.assignee) for entry in view.in_flight}
     for entry in actual.in_flight:
-        if (entry.task_id, entry.assignee) in known:
-            continue
-        first = _first_seq(entry)
-        if first is None or first <= covered:
-            return (
-                f"task {entry.task_id!r}'s conversation began at seq {first}, which the last "
-                f"snapshot (through seq {covered}) covers without it"
-            )
+        if (entry.task_id, entry.assignee) not in known:
+            # Its first boundary compacts: a tail a restore discards (JR-16) keeps the dispatch
+            # marks of the entries its snapshot holds only (D1), so a conversation is in a
+            # snapshot before any of its calls can start.
+            return f"task {entry.task_id!r}'s conversation is new: its admission compacts"
     return None
-
-
-def _first_seq(entry: InFlightTask) -> int | None:
-    """The seq of the event that began ``entry``'s conversation (its prompt), if known."""
-    lineage = entry.conversation_lineage
-    if not lineage or not lineage[0] or not lineage[0][0]:
-        return None
-    return min(lineage[0][0])
 
 
 def _size(events: Sequence[JournalEvent]) -> int:

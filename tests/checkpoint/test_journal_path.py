@@ -113,26 +113,15 @@ def test_a_task_start_is_carried_by_the_journal() -> None:
     assert path.fold(after_answer(), "assistant_tool_turn") is not None, path.divergence
 
 
-def test_a_conversation_whose_prompt_the_last_snapshot_covers_compacts() -> None:
-    # A restore reads the tail above that snapshot: the fold would never see the prompt.
+def test_a_new_conversation_compacts_at_its_first_boundary() -> None:
+    # A discarded tail keeps the dispatch marks of the snapshot's entries only (D1).
     tail = FakeTail()
     path = started(tail)
     tail.events = [assistant_tool_turn(101)]
-    fresh = replace(entry(task_id="c", mark=101, lineage=True), conversation_lineage=(((99,),),))
+    fresh = entry(task_id="c", mark=101)
     snapshot = replace(after_answer(), in_flight=(*after_answer().in_flight, fresh))
     assert path.fold(snapshot, "assistant_tool_turn") is None
-    assert path.divergence is not None
-    assert "began at seq 99" in path.divergence
-    # Its prompt above the snapshot: the fold admits the conversation from the journal.
-    tail.events = [assistant_tool_turn(101)]
-    path._view = journaled(entry(mark=100))
-    above = replace(fresh, conversation_lineage=(((101,),),))
-    assert (
-        path.fold(
-            replace(snapshot, in_flight=(*after_answer().in_flight, above)), "assistant_tool_turn"
-        )
-        is not None
-    )
+    assert path.divergence == "task 'c''s conversation is new: its admission compacts"
 
 
 @pytest.mark.parametrize("boundary", ["admission", "task_completed", "terminal", "suspended"])
