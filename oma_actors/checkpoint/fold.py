@@ -37,7 +37,7 @@ from oma_actors.journal.event import TASK_STATUS, TOOL_CALL, TOOL_RESULT
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 

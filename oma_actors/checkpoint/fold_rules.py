@@ -40,9 +40,9 @@ from oma_actors.journal.event import (
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
-    from oma_actors.domain.tasks import TaskState
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
+    from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 
 __all__ = [

@@ -39,8 +39,8 @@ from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointE
 from oma_actors.journal.base import read_run_range
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
-    TASK_STATUS,
     FOLDED_TYPES,
+    TASK_STATUS,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,

@@ -224,11 +224,10 @@ _STARTABLE = frozenset({"pending", "in_progress"})
 def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
     """Why the journal alone would not restore ``actual`` from ``view``, or ``None``.
 
-    ``view`` is the run's state at its last durable boundary, ``covered`` the watermark of its
-    last snapshot. A change of a member the fold does not carry (a pending approval consumed,
-    the shared memory, the plan ...), a task change other than a start, or a new conversation
-    needs a snapshot. Identity first: the run keeps its objects between
-    boundaries, so the usual cost is one comparison per member.
+    ``view`` is the run's state at its last durable boundary. A change of a member the fold
+    does not carry (a pending approval consumed, the shared memory, the plan ...), a task change
+    other than a start, or a new conversation needs a snapshot. Identity first: the run keeps
+    its objects between boundaries, so the usual cost is one comparison per member.
     """
     for field in fields(actual):
         name = field.name

@@ -87,9 +87,7 @@ def start_restore(
             recorder.emit(v.approval_decided(decision=decision_to_json(decision)))
 
 
-def observing(
-    journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None
-) -> Emit:
+def observing(journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None) -> Emit:
     """``emit`` that also records the run's task and approval events (then passes them on).
 
     ``queue``: the run's queue, whose stamp of a task's start a journal-first run records.

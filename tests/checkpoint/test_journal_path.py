@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 from fold_support import (
-    CALL,
     assistant_tool_turn,
     entry,
     executing,
@@ -18,8 +17,7 @@ from fold_support import (
 
 from oma_actors.checkpoint import CheckpointSnapshot, journal_path
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath
-from oma_actors.domain.inflight import PendingCall
-from oma_actors.domain.messages import Message, TokenUsage
+from oma_actors.domain.messages import TokenUsage
 from oma_actors.journal.event import JournalEvent
 
 
