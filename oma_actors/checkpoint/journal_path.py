@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from oma_actors.checkpoint.fold import StartedCall
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.inflight import RunnerState
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.sql import AppendFence
 
@@ -244,13 +245,48 @@ def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | Non
                 continue
             if new.id != old.id or new.status != "in_progress" or old.status not in _STARTABLE:
                 return f"task {new.id!r} changed other than by its start"
-    known = {(entry.task_id, entry.assignee) for entry in view.in_flight}
+    known = {(entry.task_id, entry.assignee): entry for entry in view.in_flight}
     for entry in actual.in_flight:
-        if (entry.task_id, entry.assignee) not in known:
+        before = known.get((entry.task_id, entry.assignee))
+        if before is None:
             # Its first boundary compacts: a tail a restore discards (JR-16) keeps the dispatch
             # marks of the entries its snapshot holds only (D1), so a conversation is in a
             # snapshot before any of its calls can start.
             return f"task {entry.task_id!r}'s conversation is new: its admission compacts"
+        if before is not entry:
+            changed = _uncarried_state(before.state, entry.state)
+            if changed is not None:
+                return f"task {entry.task_id!r}: {changed} changed, which the fold does not carry"
+    return None
+
+
+# The runner's members no journal event carries (the fold keeps them as the snapshot has them).
+_RUNNER_FLAGS = ("success", "retryable", "budget_exceeded", "loop_warned", "loop_detected")
+
+
+def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
+    """The first member of a runner state the fold would not bring from ``before`` to ``after``.
+
+    The fold adds messages, turns, usage, records, pending calls and their commits; a restore
+    adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
+    to a pending call is the runner's alone.
+    """
+    for name in _RUNNER_FLAGS:
+        if getattr(before, name) != getattr(after, name):
+            return name
+    warning = after.pending_tool_result_text
+    if warning is not None and warning != before.pending_tool_result_text:
+        return "pending_tool_result_text"  # a loop warning: the fold only ever clears it
+    if before.pending is after.pending or not before.pending:
+        return None
+    earlier = {item.call.id: item for item in before.pending}
+    for item in after.pending:
+        old = earlier.get(item.call.id)
+        if old is not None and (
+            old.approval_request != item.approval_request
+            or old.approval_decision != item.approval_decision
+        ):
+            return f"the approval of call {item.call.id!r}"
     return None
 
 

@@ -89,6 +89,37 @@ def test_a_member_the_fold_does_not_carry_compacts_and_says_which() -> None:
     assert path.divergence == "goal changed, which the fold does not carry"
 
 
+def test_a_runner_flag_no_event_carries_compacts() -> None:
+    # A tool turn over the token budget: the fold would restore it with budget left.
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    over = with_seq(replace(after_answer(budget_exceeded=True), journal_watermark_seq=102), 102)
+    assert path.fold(over, "tool_dispatch") is None
+    assert path.divergence == "task 'b': budget_exceeded changed, which the fold does not carry"
+
+
+def test_an_approval_bound_to_a_pending_call_compacts() -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    [item] = after_answer().in_flight[0].state.pending
+    decided = (replace(item, approval_decision=object()),)  # type: ignore[arg-type]
+    bound = with_seq(replace(after_answer(pending=decided), journal_watermark_seq=102), 102)
+    assert path.fold(bound, "tool_dispatch") is None
+    assert path.divergence == (
+        "task 'b': the approval of call 'tu-1' changed, which the fold does not carry"
+    )
+
+
 def test_a_task_change_other_than_a_start_compacts() -> None:
     tail = FakeTail()
     path = started(tail)
