@@ -103,6 +103,22 @@ def test_a_runner_flag_no_event_carries_compacts() -> None:
     assert path.divergence == "task 'b': budget_exceeded changed, which the fold does not carry"
 
 
+def test_a_loop_warning_for_the_results_compacts() -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    warned = after_answer(pending_tool_result_text="you are looping")
+    warned = with_seq(replace(warned, journal_watermark_seq=102), 102)
+    assert path.fold(warned, "tool_dispatch") is None
+    assert path.divergence == (
+        "task 'b': pending_tool_result_text changed, which the fold does not carry"
+    )
+
+
 def test_an_approval_bound_to_a_pending_call_compacts() -> None:
     tail = FakeTail()
     path = started(tail)
