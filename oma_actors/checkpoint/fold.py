@@ -5,8 +5,12 @@ built. Which events belong to an entry: those of its task AND its agent (``agent
 assignee``; delegated children and other tasks are ignored, JR-13) above its mark (its
 ``journalSeq``, or the snapshot's watermark when it has none; an event at or below it is already
 in the entry and is skipped, JR-12). What is folded: assistant and user messages, ``turn/end``,
-``tool/call`` and ``tool/result`` (JR-14; ``fold_rules``); every other type is ignored and leaves
-the tail usable. A tail that fails any check is discarded as a whole (JR-16): the result is the
+``tool/call`` and ``tool/result`` (JR-14; ``fold_rules``), and, above the snapshot's watermark,
+the run-level facts a journal-first run records between compactions (D14): a task's start
+(``task/status`` ``in_progress`` with our ``updatedAt``: status, assignee, stamp) and a
+completion's announcement (``task/status`` ``completed``: ``announced``). OMA's ``task/status``
+has no ``updatedAt`` and stays unfolded, as JR-14 says. Every other type is ignored and leaves the
+tail usable. A tail that fails any check is discarded as a whole (JR-16): the result is the
 snapshot as it was, with the reason for the ``JOURNAL_TAIL_DISCARDED`` warning (JR-17). A torn
 trailing line never reaches this module: the journal backend treats it as not written (D6).
 
