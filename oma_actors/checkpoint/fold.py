@@ -5,8 +5,12 @@ built. Which events belong to an entry: those of its task AND its agent (``agent
 assignee``; delegated children and other tasks are ignored, JR-13) above its mark (its
 ``journalSeq``, or the snapshot's watermark when it has none; an event at or below it is already
 in the entry and is skipped, JR-12). What is folded: assistant and user messages, ``turn/end``,
-``tool/call`` and ``tool/result`` (JR-14; ``fold_rules``); every other type is ignored and leaves
-the tail usable. A tail that fails any check is discarded as a whole (JR-16): the result is the
+``tool/call`` and ``tool/result`` (JR-14; ``fold_rules``), and, above the snapshot's watermark,
+the run-level facts a journal-first run records between compactions (D14): a task's start
+(``task/status`` ``in_progress`` with our ``updatedAt``: status, assignee, stamp) and a
+completion's announcement (``task/status`` ``completed``: ``announced``). OMA's ``task/status``
+has no ``updatedAt`` and stays unfolded, as JR-14 says. Every other type is ignored and leaves the
+tail usable. A tail that fails any check is discarded as a whole (JR-16): the result is the
 snapshot as it was, with the reason for the ``JOURNAL_TAIL_DISCARDED`` warning (JR-17). A torn
 trailing line never reaches this module: the journal backend treats it as not written (D6).
 
@@ -29,14 +33,16 @@ from oma_actors.checkpoint.fold_rules import (
     TailRejected,
     check_resumable,
     fold_event,
+    task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.journal.event import TOOL_CALL, TOOL_RESULT
+from oma_actors.journal.event import TASK_STATUS, TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 
 JOURNAL_TAIL_DISCARDED = "JOURNAL_TAIL_DISCARDED"
@@ -141,23 +147,25 @@ def fold_tail(
     if snapshot.journal_watermark_seq is None:
         return Folded(snapshot=snapshot, folded_events=0, started_calls=started)
     try:
-        entries, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
+        folded_snapshot, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
     except TailRejected as rejected:
         return Discarded(
             snapshot=snapshot, reason=rejected.reason, seq=rejected.seq, started_calls=started
         )
-    return Folded(
-        snapshot=replace(snapshot, in_flight=entries), folded_events=folded, started_calls=started
-    )
+    return Folded(snapshot=folded_snapshot, folded_events=folded, started_calls=started)
 
 
 def _fold(
     snapshot: CheckpointSnapshot, events: Sequence[JournalEvent], *, enforce_lineage: bool
-) -> tuple[tuple[InFlightTask, ...], int]:
+) -> tuple[CheckpointSnapshot, int]:
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
     # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
     drafts: dict[tuple[str, str], EntryDraft] = {}
+    # The run-level facts (D14): task starts and announcements.
+    tasks = {task.id: task for task in snapshot.tasks}
+    started: dict[str, TaskState] = {}
+    announced = set(snapshot.announced) if snapshot.announced is not None else None
     run_id = snapshot.run_id
     count = 0
     previous: int | None = None
@@ -175,7 +183,15 @@ def _fold(
                 f"event at seq {seq} belongs to run {event.run_id!r}, not to {run_id!r}",
                 seq,
             )
-        if event.type not in FOLDED_TYPES:
+        kind = event.type
+        if kind == TASK_STATUS:
+            task = started.get(event.task_id or "") or tasks.get(event.task_id or "")
+            if seq > watermark and task is not None:
+                changed = task_status(task, announced, event)
+                if changed is not None:
+                    started[task.id] = changed
+            continue
+        if kind not in FOLDED_TYPES:
             continue  # a type the fold does not use
         key = (event.task_id or "", event.agent_name or "")
         draft = drafts.get(key)
@@ -198,7 +214,13 @@ def _fold(
     for item in folded:
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
-    return folded, count
+    changes: dict[str, object] = {"in_flight": folded}
+    if started:
+        changes["tasks"] = tuple(started.get(task.id, task) for task in snapshot.tasks)
+    if announced is not None and len(announced) != len(snapshot.announced or ()):
+        # Sorted, as the run writes it: the announcements are a set.
+        changes["announced"] = tuple(sorted(announced))
+    return replace(snapshot, **changes), count  # type: ignore[arg-type]
 
 
 def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.context_layout import apply_layout
+from oma_actors.clock import from_iso
 from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
+    from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "apply_event",
     "check_resumable",
     "fold_event",
+    "task_status",
 ]
 
 
@@ -377,3 +380,50 @@ def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> N
     draft.pending = []
     draft.pending_tool_result_text = None
     draft.append(message, event.seq)
+
+
+# Run-level rules (D14): the facts of a run outside its in-flight entries that happen between
+# compaction points. Each is applied only above the snapshot's watermark (the snapshot holds
+# everything at or below it).
+
+
+def task_status(
+    task: TaskState, announced: set[str] | None, event: JournalEvent
+) -> TaskState | None:
+    """The task after a ``task/status`` event, or ``None`` when the event changes nothing.
+
+    ``in_progress`` with ``updatedAt`` (journal-first mode): the queue started the task on the
+    event's agent at that moment. Without ``updatedAt`` (OMA's event) the start is not folded:
+    the stamp could not be restored exactly, and OMA's mode saves a snapshot per boundary.
+    ``completed``: the completion was announced (it is added to ``announced``); the snapshot of
+    the completion holds the status and the result. Other statuses are written at compaction
+    points and change nothing here.
+
+    Raises:
+        TailRejected: a start of a task that is already terminal, or a malformed stamp.
+    """
+    status = event.data.get("status")
+    if status == "completed":
+        if announced is not None and task.status == "completed":
+            announced.add(task.id)
+        return None
+    stamp = event.data.get("updatedAt")
+    if status != "in_progress" or stamp is None:
+        return None
+    if task.is_terminal:
+        raise TailRejected(
+            f"{event.type} at seq {event.seq} starts task {task.id!r}, which is {task.status}",
+            event.seq,
+        )
+    try:
+        moment = from_iso(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise TailRejected(
+            f"{event.type} at seq {event.seq}: updatedAt {stamp!r} is not an ISO timestamp",
+            event.seq,
+        )
+    return replace(
+        task, status="in_progress", assignee=event.agent_name or task.assignee, updated_at=moment
+    )

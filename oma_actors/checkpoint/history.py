@@ -40,6 +40,7 @@ from oma_actors.journal.base import read_run_range
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
     FOLDED_TYPES,
+    TASK_STATUS,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
 
 POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END})
 """The event types that can close a per-turn boundary (the points between anchors)."""
+_FOLD_READS = FOLDED_TYPES | {TASK_STATUS}
+"""What ``fold_tail`` reads: the entries' types and the run-level task statuses (D14)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +207,7 @@ async def load_timeline(
     source = open_journal_ref(anchors[-1].journal_ref, store) if journal is None else journal
     try:
         # A fold reads only the types it folds; a listing only those that make points.
-        types = POINT_TYPES if at is None else FOLDED_TYPES
+        types = POINT_TYPES if at is None else _FOLD_READS
         events = await read_run_range(
             source, run_id, min(a.read_from for a in segment), through, types=types
         )

@@ -1,16 +1,16 @@
 """Journal-first saves (decision D10): when a journal append is the save, and when to compact.
 
 With a durable journal, a run's per-turn boundaries (``JOURNAL_BOUNDARIES``) are saved by making
-their journal events durable; the v5 snapshot is written only at compaction points. The rule
-that decides between the two is not a list of hopes about what the fold can rebuild, it is the
-restore itself: the writer keeps the **restore view**, the state a restore would produce right
-now (the last snapshot written, with every journal event since folded in by the very fold a
-restore runs, ``fold_tail``, plus the dispatched marks a restore adds). A boundary is saved by
-the journal alone only when folding its events into the view gives exactly the run's state at
-that boundary. Anything the fold does not carry (a task that started, shared memory written by a
-tool, a loop warning, a final answer) makes the two differ, and the boundary compacts: the whole
-snapshot is written, as without a journal. So a journal-only save can never restore to a state
-other than the one it reported as saved.
+their journal events durable; the v5 snapshot is written only at compaction points. The fold
+(``checkpoint.fold``) carries every fact such a boundary changes (D14): the conversations, a
+task's start, a completion's announcement. So the state a
+restore rebuilds from the last snapshot and the journal is the run's own by construction, and
+no equality check of the two runs on the save path: the property test over random runs
+(``tests/journal_facts/test_facts_fold_property.py``) asserts it at every durable boundary.
+What the writer checks per boundary is structural and O(fields) (``uncarried``): a change of a
+member the fold does not carry (a pending approval consumed by a commit, the shared memory, the
+plan), a task change other than a start, or a new conversation (its first boundary: a tail a
+restore discards keeps the dispatch marks of the snapshot's entries only, D1) compacts.
 
 A boundary that compacts holds its events back from the journal until its snapshot is durable
 (``compacted`` releases them): what a crash can leave in the journal is then always a tail the
@@ -18,10 +18,10 @@ fold takes.
 
 Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (admission, task completion,
 suspension, synthesis, run end ...), the first boundary of the writer (there is no view yet),
-any boundary after a failed save or a failed append (the view is no longer known to match what
-is on disk), and a boundary whose tail since the last snapshot outgrew that snapshot and
-``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the snapshot, or 64 KiB,
-and the snapshots written form a geometric series: O(what changed) amortized).
+any boundary after a failed save or a failed append (what is on disk is no longer known), an
+``uncarried`` change, and a boundary whose tail since the last snapshot outgrew that snapshot
+and ``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the snapshot, or
+64 KiB, and the snapshots written form a geometric series: O(what changed) amortized).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
+    from oma_actors.checkpoint.fold import StartedCall
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.inflight import RunnerState
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.sql import AppendFence
 
@@ -138,10 +139,15 @@ class JournalPath:
     alone folds to it exactly, so it needs no history anchor (D17)."""
 
     def fold(self, snapshot: CheckpointSnapshot, boundary: str) -> CheckpointSnapshot | None:
-        """The restore view after this boundary if it is exactly ``snapshot``; else ``None``.
+        """The restore view after this boundary (``snapshot`` itself), or ``None`` to compact.
 
-        ``None`` means the boundary must compact. Every call takes the boundary's events from
-        the tail, so events never pile up, whichever way the boundary is saved.
+        The fold carries every fact a journal boundary changes (D14: conversations, task
+        starts, fresh conversations, announcements), so the view is the run's own state by
+        construction; the property test (``tests/journal_facts``) asserts that a restore folds
+        to it at every durable boundary. What is checked here is structural and O(fields):
+        a change the fold does not carry, or a conversation the journal alone cannot rebuild
+        (``uncarried``). Every call takes the boundary's events from the tail, so events never
+        pile up, whichever way the boundary is saved.
         """
         watermark = snapshot.journal_watermark_seq or 0
         events = self.tail.take_through(watermark)
@@ -151,33 +157,17 @@ class JournalPath:
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
-        exact = self._exact(view, events, snapshot)
+        self.divergence = uncarried(view, snapshot)
+        if self.divergence is not None:
+            return None
         if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
-            self.outgrown = exact
+            self.outgrown = True
             self.divergence = (
                 f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "
                 f"({self._snapshot_bytes} bytes)"
             )
             return None
-        if not exact:
-            return None
-        # Equal: keep the run's own objects, so the next comparison is by identity (cheap).
-        return replace(snapshot, journal_watermark_seq=view.journal_watermark_seq)
-
-    def _exact(
-        self,
-        view: CheckpointSnapshot,
-        events: Sequence[JournalEvent],
-        snapshot: CheckpointSnapshot,
-    ) -> bool:
-        """Whether folding ``events`` into ``view`` gives ``snapshot`` (else ``divergence``)."""
-        result = fold_tail(view, events, enforce_lineage=self.enforce_lineage)
-        if isinstance(result, Discarded):
-            self.divergence = f"the fold refused the tail: {result.reason}"
-            return False
-        restored = mark_started_unsafe(result.snapshot, result.started_calls, self.unsafe)
-        self.divergence = difference(restored, snapshot)
-        return self.divergence is None
+        return snapshot
 
     async def commit(self, view: CheckpointSnapshot, watermark: int) -> None:
         """Wait until the boundary's events are durable, then adopt ``view``.
@@ -227,25 +217,76 @@ class JournalPath:
 
 # journal_ref says where the journal is and how far it was known durable, not the run's state.
 _IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq", "journal_ref"})
+# What the fold carries between snapshots (D14); every other member changes only at compaction.
+_FOLDED = frozenset({"tasks", "in_flight", "announced"})
+_STARTABLE = frozenset({"pending", "in_progress"})
 
 
-def difference(restored: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
-    """The first field where a restore would differ from the run's state, or ``None``."""
-    for field in fields(restored):
-        if field.name in _IGNORED or not field.compare:
+def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
+    """Why the journal alone would not restore ``actual`` from ``view``, or ``None``.
+
+    ``view`` is the run's state at its last durable boundary. A change of a member the fold
+    does not carry (a pending approval consumed, the shared memory, the plan ...), a task change
+    other than a start, or a new conversation needs a snapshot. Identity first: the run keeps
+    its objects between boundaries, so the usual cost is one comparison per member.
+    """
+    for field in fields(actual):
+        name = field.name
+        if name in _IGNORED or name in _FOLDED or not field.compare:
             continue
-        mine, theirs = getattr(restored, field.name), getattr(actual, field.name)
-        if mine == theirs:
-            continue
-        if field.name != "in_flight" or len(mine) != len(theirs):
-            return f"{field.name} differs"
-        for a, b in zip(mine, theirs, strict=True):
-            if a == b:
+        mine, theirs = getattr(view, name), getattr(actual, name)
+        if mine is not theirs and mine != theirs:
+            return f"{name} changed, which the fold does not carry"
+    if view.tasks is not actual.tasks:
+        if len(view.tasks) != len(actual.tasks):
+            return "tasks changed, which the fold does not carry"
+        for old, new in zip(view.tasks, actual.tasks, strict=True):
+            if old is new or old == new:
                 continue
-            for sub in fields(a.state):
-                if getattr(a.state, sub.name) != getattr(b.state, sub.name):
-                    return f"in_flight[{a.task_id}].state.{sub.name} differs"
-            return f"in_flight[{a.task_id}] differs outside its state"
+            if new.id != old.id or new.status != "in_progress" or old.status not in _STARTABLE:
+                return f"task {new.id!r} changed other than by its start"
+    known = {(entry.task_id, entry.assignee): entry for entry in view.in_flight}
+    for entry in actual.in_flight:
+        before = known.get((entry.task_id, entry.assignee))
+        if before is None:
+            # Its first boundary compacts: a tail a restore discards (JR-16) keeps the dispatch
+            # marks of the entries its snapshot holds only (D1), so a conversation is in a
+            # snapshot before any of its calls can start.
+            return f"task {entry.task_id!r}'s conversation is new: its admission compacts"
+        if before is not entry:
+            changed = _uncarried_state(before.state, entry.state)
+            if changed is not None:
+                return f"task {entry.task_id!r}: {changed} changed, which the fold does not carry"
+    return None
+
+
+# The runner's members no journal event carries (the fold keeps them as the snapshot has them).
+_RUNNER_FLAGS = ("success", "retryable", "budget_exceeded", "loop_warned", "loop_detected")
+
+
+def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
+    """The first member of a runner state the fold would not bring from ``before`` to ``after``.
+
+    The fold adds messages, turns, usage, records, pending calls and their commits; a restore
+    adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
+    to a pending call is the runner's alone.
+    """
+    for name in _RUNNER_FLAGS:
+        if getattr(before, name) != getattr(after, name):
+            return name
+    warning = after.pending_tool_result_text
+    if warning is not None and warning != before.pending_tool_result_text:
+        return "pending_tool_result_text"  # a loop warning: the fold only ever clears it
+    if before.pending is after.pending or not before.pending:
+        return None
+    earlier = {item.call.id: item for item in before.pending}
+    for item in after.pending:
+        old = earlier.get(item.call.id)
+        if old is not None and (
+            old.approval_request != item.approval_request
+            or old.approval_decision != item.approval_decision
+        ):
+            return f"the approval of call {item.call.id!r}"
     return None
 
 

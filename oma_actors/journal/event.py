@@ -17,6 +17,7 @@ TURN_END = "turn/end"
 TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 CONTEXT_REPLACE = "context/replace"
+TASK_STATUS = "task/status"
 """OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
 
 FOLDED_TYPES = frozenset(

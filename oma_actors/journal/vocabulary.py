@@ -21,6 +21,7 @@ from oma_actors.domain.jsonforms import block_to_json, message_to_json, record_t
 from oma_actors.domain.jsonforms import usage_to_json as usage_to_json
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
+    TASK_STATUS,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -103,10 +104,26 @@ def plan_set(
 
 
 def task_status(
-    *, task_id: str, status: str, reason: str | None = None, **scope: Any
+    *,
+    task_id: str,
+    status: str,
+    reason: str | None = None,
+    updated_at: str | None = None,
+    **scope: Any,
 ) -> EventDraft:
-    """``task/status``: in_progress, completed, failed or skipped (from the queue)."""
-    return _draft("task/status", {"task_id": task_id, **scope}, status=status, reason=reason)
+    """``task/status``: in_progress, completed, failed or skipped (from the queue).
+
+    ``updated_at``: the queue's own stamp of the change (ISO, as a snapshot's ``updatedAt``);
+    written only in journal-first mode, where the fold carries a task's start (D14). OMA's
+    events have no such member, and OMA's reader ignores members it does not know.
+    """
+    return _draft(
+        TASK_STATUS,
+        {"task_id": task_id, **scope},
+        status=status,
+        reason=reason,
+        updatedAt=updated_at,
+    )
 
 
 def turn_started(*, turn: int, **scope: Any) -> EventDraft:

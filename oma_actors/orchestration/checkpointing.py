@@ -145,7 +145,8 @@ async def build_snapshot(
         journal_ref=journaling.ref if journaling is not None else None,
         synthesis=synthesis or cp.synthesis,
         planning_usage=cp.planning_usage,
-        announced=tuple(announced) if announced is not None else None,
+        # Sorted: a set's order would differ between two runs, and the fold's (D14) from both.
+        announced=tuple(sorted(announced)) if announced is not None else None,
         pending_approvals=tuple(pending_approvals),
         approval_decisions=tuple(decisions),
         plan=queue.plan,

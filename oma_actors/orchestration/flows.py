@@ -168,7 +168,7 @@ async def run_queue(
         run_id=run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=observing(journaling, ctx.emit),
+        emit=observing(journaling, ctx.emit, queue),
         checkpointing=checkpointing,
         approvals=ctx.approvals(),
         clock=ctx.clock,

@@ -13,8 +13,10 @@ requests); this module records what the run learns elsewhere, at the moment it h
 * ``memory/set`` when a value (a task's result) is written to the team's shared memory;
 * ``run/end`` on every exit path (``finish_journal``).
 
-None of these is folded on restore (JR-14): queue, ledger and shared store are their
-authorities, so they never change what a restore rebuilds.
+The fold (``checkpoint.fold``) carries two of them, so that neither forces a snapshot in
+journal-first mode (D14): a task's start (``task/status`` ``in_progress`` with the queue's
+``updatedAt``) and a completion's announcement (``task/status`` ``completed``). The others are
+written at compaction points, whose snapshot holds them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.approvals.records import decision_to_json, request_to_json
+from oma_actors.clock import to_iso
 from oma_actors.events import (
     ApprovalPending,
     TaskCompleted,
@@ -84,25 +87,38 @@ def start_restore(
             recorder.emit(v.approval_decided(decision=decision_to_json(decision)))
 
 
-def observing(journaling: RunJournaling | None, emit: Emit) -> Emit:
-    """``emit`` that also records the run's task and approval events (then passes them on)."""
+def observing(journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None) -> Emit:
+    """``emit`` that also records the run's task and approval events (then passes them on).
+
+    ``queue``: the run's queue, whose stamp of a task's start a journal-first run records.
+    """
     if journaling is None:
         return emit
 
     def observe(event: ProgressEvent) -> None:
         # Recording is best-effort like every journal append (JR-06): never breaks the run.
         with contextlib.suppress(Exception):
-            record_progress(journaling, event)
+            record_progress(journaling, event, queue)
         emit(event)
 
     return observe
 
 
-def record_progress(journaling: RunJournaling, event: ProgressEvent) -> None:
-    """Record what ``event`` tells the journal, if anything."""
+def record_progress(
+    journaling: RunJournaling, event: ProgressEvent, queue: TaskQueue | None = None
+) -> None:
+    """Record what ``event`` tells the journal, if anything.
+
+    Journal-first (D14), a task's start carries the queue's ``updatedAt``: the fold then puts
+    the task in progress exactly as the queue has it, and the start needs no snapshot.
+    TaskStarted is emitted right after ``TaskQueue.start``, so the queue holds that very stamp.
+    """
     recorder = journaling.recorder
     if isinstance(event, TaskStarted):
-        recorder.emit(_status(event.task_id, "in_progress", agent=event.agent))
+        stamp = None
+        if journaling.durable and queue is not None:
+            stamp = to_iso(queue.get(event.task_id).updated_at)
+        recorder.emit(_status(event.task_id, "in_progress", agent=event.agent, updated_at=stamp))
     elif isinstance(event, TaskCompleted):
         recorder.emit(_status(event.task_id, "completed", agent=event.agent))
     elif isinstance(event, TaskFailed):
@@ -152,10 +168,17 @@ async def finish_journal(journaling: RunJournaling | None, status: RunOutcome) -
 
 
 def _status(
-    task_id: str, status: str, *, agent: str | None = None, reason: str | None = None
+    task_id: str,
+    status: str,
+    *,
+    agent: str | None = None,
+    reason: str | None = None,
+    updated_at: str | None = None,
 ) -> v.EventDraft:
     scope: dict[str, Any] = {"agent_name": agent} if agent else {}
-    return v.task_status(task_id=task_id, status=status, reason=reason, **scope)
+    return v.task_status(
+        task_id=task_id, status=status, reason=reason, updated_at=updated_at, **scope
+    )
 
 
 def _plan_task(task: TaskState) -> dict[str, Any]:

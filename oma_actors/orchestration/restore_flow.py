@@ -237,7 +237,7 @@ async def _continue_owned(
         run_id=plan.run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=observing(journaling, ctx.emit),
+        emit=observing(journaling, ctx.emit, plan.queue),
         checkpointing=checkpointing,
         resume=reconciled.resume,
         restored_results=plan.results,

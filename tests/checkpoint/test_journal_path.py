@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 from fold_support import (
-    CALL,
     assistant_tool_turn,
     entry,
     executing,
@@ -17,9 +16,8 @@ from fold_support import (
 )
 
 from oma_actors.checkpoint import CheckpointSnapshot, journal_path
-from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath, difference
-from oma_actors.domain.inflight import PendingCall
-from oma_actors.domain.messages import Message, TokenUsage
+from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath
+from oma_actors.domain.messages import TokenUsage
 from oma_actors.journal.event import JournalEvent
 
 
@@ -61,13 +59,14 @@ def started(tail: FakeTail, unsafe: frozenset[str] = frozenset()) -> JournalPath
     return path
 
 
-def after_answer(**changes: object) -> CheckpointSnapshot:
+def after_answer(*, goal_changed: bool = False, **changes: object) -> CheckpointSnapshot:
     """The run after event 101 (the tool turn for tu-1, usage 2/3) with b's mark at 101."""
     item = executing(turns=2, token_usage=TokenUsage(3, 4))
     item = replace(item, journal_seq=101)
     if changes:
         item = replace(item, state=replace(item.state, **changes))
-    return at(with_entries(journaled(), item), 101)
+    snapshot = at(with_entries(journaled(), item), 101)
+    return replace(snapshot, goal="another goal") if goal_changed else snapshot
 
 
 async def test_a_boundary_whose_events_fold_to_its_state_is_saved_by_the_journal() -> None:
@@ -81,13 +80,93 @@ async def test_a_boundary_whose_events_fold_to_its_state_is_saved_by_the_journal
     assert tail.waited == [101]  # saved only once its events are durable
 
 
-def test_a_state_the_fold_would_not_rebuild_compacts_and_says_why() -> None:
+def test_a_member_the_fold_does_not_carry_compacts_and_says_which() -> None:
+    # A commit that consumes a pending approval, new shared memory ...: no event carries them.
     tail = FakeTail()
     path = started(tail)
     tail.events = [assistant_tool_turn(101)]
-    # The run's state carries a loop warning the journal does not: a restore would lose it.
-    assert path.fold(after_answer(loop_warned=True), "assistant_tool_turn") is None
-    assert path.divergence == "in_flight[b].state.loop_warned differs"
+    assert path.fold(after_answer(goal_changed=True), "assistant_tool_turn") is None
+    assert path.divergence == "goal changed, which the fold does not carry"
+
+
+def test_a_runner_flag_no_event_carries_compacts() -> None:
+    # A tool turn over the token budget: the fold would restore it with budget left.
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    over = with_seq(replace(after_answer(budget_exceeded=True), journal_watermark_seq=102), 102)
+    assert path.fold(over, "tool_dispatch") is None
+    assert path.divergence == "task 'b': budget_exceeded changed, which the fold does not carry"
+
+
+def test_a_loop_warning_for_the_results_compacts() -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    warned = after_answer(pending_tool_result_text="you are looping")
+    warned = with_seq(replace(warned, journal_watermark_seq=102), 102)
+    assert path.fold(warned, "tool_dispatch") is None
+    assert path.divergence == (
+        "task 'b': pending_tool_result_text changed, which the fold does not carry"
+    )
+
+
+def test_an_approval_bound_to_a_pending_call_compacts() -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    view = path.fold(after_answer(), "assistant_tool_turn")
+    assert view is not None
+    path._view = view
+    tail.events = [tool_call(102, sources=[101])]
+    [item] = after_answer().in_flight[0].state.pending
+    decided = (replace(item, approval_decision=object()),)  # type: ignore[arg-type]
+    bound = with_seq(replace(after_answer(pending=decided), journal_watermark_seq=102), 102)
+    assert path.fold(bound, "tool_dispatch") is None
+    assert path.divergence == (
+        "task 'b': the approval of call 'tu-1' changed, which the fold does not carry"
+    )
+
+
+def test_a_task_change_other_than_a_start_compacts() -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    snapshot = after_answer()
+    tasks = tuple(replace(t, status="failed") if t.id == "c" else t for t in snapshot.tasks)
+    assert path.fold(replace(snapshot, tasks=tasks), "assistant_tool_turn") is None
+    assert path.divergence == "task 'c' changed other than by its start"
+
+
+def test_a_task_start_is_carried_by_the_journal() -> None:
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    view = journaled(entry(mark=100))
+    view = replace(
+        view, tasks=tuple(replace(t, status="pending") if t.id == "c" else t for t in view.tasks)
+    )
+    path.compacted(view, size=10_000)
+    tail.events = [assistant_tool_turn(101)]
+    assert path.fold(after_answer(), "assistant_tool_turn") is not None, path.divergence
+
+
+def test_a_new_conversation_compacts_at_its_first_boundary() -> None:
+    # A discarded tail keeps the dispatch marks of the snapshot's entries only (D1).
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [assistant_tool_turn(101)]
+    fresh = entry(task_id="c", mark=101)
+    snapshot = replace(after_answer(), in_flight=(*after_answer().in_flight, fresh))
+    assert path.fold(snapshot, "assistant_tool_turn") is None
+    assert path.divergence == "task 'c''s conversation is new: its admission compacts"
 
 
 @pytest.mark.parametrize("boundary", ["admission", "task_completed", "terminal", "suspended"])
@@ -155,27 +234,6 @@ def test_a_compaction_covers_the_journal_through_its_watermark() -> None:
     assert tail.released == 140  # the boundary's events go to the journal only now
 
 
-def test_an_unsafe_call_started_in_the_tail_must_be_dispatched_in_the_state() -> None:
-    # The restore marks it dispatched (D1); a state that does not say so would not match.
-    tail = FakeTail()
-    path = started(tail, unsafe=frozenset({"lookup"}))
-    tail.events = [assistant_tool_turn(101)]
-    view = path.fold(after_answer(), "assistant_tool_turn")
-    assert view is not None
-    path._view = view  # as commit() would, without waiting
-    dispatched = (PendingCall(call=CALL, dispatched=True),)
-    tail.events = [tool_call(102, sources=[101])]
-    not_marked = replace(after_answer(), journal_watermark_seq=102)
-    not_marked = with_seq(not_marked, 102)
-    assert path.fold(not_marked, "tool_dispatch") is None
-    assert path.divergence == "in_flight[b].state.pending differs"
-
-    path._view = view
-    tail.events = [tool_call(102, sources=[101])]
-    marked = with_seq(replace(after_answer(pending=dispatched), journal_watermark_seq=102), 102)
-    assert path.fold(marked, "tool_dispatch") is not None, path.divergence
-
-
 def test_a_committed_result_folds_into_the_commit() -> None:
     tail = FakeTail()
     path = started(tail)
@@ -187,15 +245,6 @@ def test_a_committed_result_folds_into_the_commit() -> None:
     committed = executing(committed=True, turns=2, token_usage=TokenUsage(3, 4))
     snapshot = at(with_entries(journaled(), replace(committed, journal_seq=103)), 103)
     assert path.fold(snapshot, "tool_commit") is not None, path.divergence
-
-
-def test_difference_names_the_first_field_that_differs() -> None:
-    a = journaled(entry(mark=100))
-    assert difference(a, a) is None
-    assert difference(a, replace(a, goal="other")) == "goal differs"
-    assert difference(a, replace(a, revision=9, created_at="x")) is None  # per-save stamps
-    b = with_entries(a, entry(mark=100, conversation=(Message("user", []),)))
-    assert difference(a, b) == "in_flight[b].state.conversation differs"
 
 
 def with_seq(snapshot: CheckpointSnapshot, seq: int) -> CheckpointSnapshot:
