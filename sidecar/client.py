@@ -141,11 +141,14 @@ class SidecarClient:
         allow_gap: bool = True,
         follow_suspended: bool = False,
         journal: bool = False,
+        progress: bool = False,
     ) -> AsyncIterator[pb.RunEvent]:
         """The run's events after ``after_seq`` until it ends (heartbeats skipped).
 
-        ``journal``: the run's journal, its one durable log (seq = journal seq, on any sidecar,
-        across restarts and adoptions), with the sidecar's live notices (seq 0) between.
+        By default the run's journal, its one durable log (seq = journal seq, on any sidecar,
+        across restarts and adoptions), with the sidecar's live notices (seq 0) between; a run
+        that keeps no journal (a memory store) streams its progress events. ``journal``: the
+        journal or ``JOURNAL_UNAVAILABLE``; ``progress``: the progress events in any case.
         """
         request = pb.WatchRunRequest(
             run_id=run_id,
@@ -153,6 +156,7 @@ class SidecarClient:
             allow_gap=allow_gap,
             follow_suspended=follow_suspended,
             journal=journal,
+            progress=progress,
         )
         call = self.runs.WatchRun(request, metadata=self.metadata)
         try:

@@ -1,4 +1,8 @@
-"""``WatchRun(journal=true)``: a run's journal as the watch stream, event seq == journal seq.
+"""``WatchRun``: a run's journal as the watch stream, event seq == journal seq.
+
+The default stream of every run that keeps a journal (``journal=true`` insists on it; a run
+without one then gives ``JOURNAL_UNAVAILABLE``; ``progress=true`` asks for the progress stream
+instead, see :meth:`sidecar.servicer.RunServicer.WatchRun`).
 
 The stream carries one ``RunEvent`` per journal event of the run (``sidecar.journals``): its
 seq is the journal seq, which is durable and strictly increasing across attempts, so
@@ -226,7 +230,7 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
 
 
 class JournalWatch:
-    """Answers ``WatchRun`` with ``journal`` set.
+    """Answers ``WatchRun`` (unless ``progress`` is set) for a run that keeps a journal.
 
     Args:
         registry: the run records and progress logs (status, and the wake-ups of a live run).
@@ -248,23 +252,35 @@ class JournalWatch:
         self._heartbeat_s = heartbeat_s
         self._poll_s = poll_s
 
-    async def open(self, log: RunLog, request: pb.WatchRunRequest) -> AsyncIterator[pb.RunEvent]:
+    async def open(
+        self, log: RunLog, request: pb.WatchRunRequest
+    ) -> AsyncIterator[pb.RunEvent] | None:
         """The stream of ``request``'s run (checked here, before any event is sent).
+
+        ``None`` when the run keeps no journal and ``request`` did not ask for the journal by
+        name (``journal`` unset: the default stream): the caller then serves the run's progress
+        stream, the only record such a run has of its events.
 
         Raises:
             InvalidArgument: ``types`` names a type no journal holds.
-            FailedPrecondition: the run keeps no journal (reason ``JOURNAL_UNAVAILABLE``).
+            FailedPrecondition: ``journal`` set and the run keeps no journal (reason
+                ``JOURNAL_UNAVAILABLE``).
         """
+        record = await self._registry.get(request.run_id)
+        try:
+            tail = await self._tail(record)
+        except FailedPrecondition as exc:
+            if request.journal or exc.reason != JOURNAL_UNAVAILABLE:
+                raise
+            return None
         unknown = sorted(set(request.types) - EVENT_TYPES - NOTICES)
         if unknown:
             raise InvalidArgument(
                 "types",
-                f"{', '.join(map(repr, unknown))} is no journal event type (with journal set, "
-                f"types are OMA's: {', '.join(sorted(EVENT_TYPES))}; and the sidecar's live "
-                f"notices: {', '.join(sorted(NOTICES))})",
+                f"{', '.join(map(repr, unknown))} is no journal event type (the run keeps a "
+                f"journal, so types are OMA's: {', '.join(sorted(EVENT_TYPES))}; and the "
+                f"sidecar's live notices: {', '.join(sorted(NOTICES))})",
             )
-        record = await self._registry.get(request.run_id)
-        tail = await self._tail(record)
         return self._follow(log, tail, record, request)
 
     async def _tail(self, record: RunRecordV1) -> JournalTail | DatabaseTail:

@@ -4,9 +4,9 @@ A run's progress log (``sidecar.run_log``) is saved whole under
 ``__oma_sidecar__/events/<run_id>`` when the run finishes and at a graceful stop (one write each),
 so a sidecar that loads the run later, a restarted one or a sibling sharing the store, shows its
 history and continues its seqs. The progress log is not the run's durable event log: that is the
-run's journal (``WatchRun(journal=true)``, ``sidecar.journal_watch``), written as events happen on
-every store, followed live on any sidecar and kept across kills. No event is written here per
-event.
+run's journal (``WatchRun``'s default stream, ``sidecar.journal_watch``), written as events
+happen on every store, followed live on any sidecar and kept across kills. No event is written
+here per event.
 """
 
 from __future__ import annotations

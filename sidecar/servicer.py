@@ -195,17 +195,20 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any
     ) -> AsyncIterator[pb.RunEvent]:
-        """Stream the run's events from after_seq on, or its journal (see the proto)."""
+        """Stream the run's journal from after_seq on, or its progress events (see the proto)."""
         try:
             convert.check_run_id(request.run_id)
             if request.after_seq < 0:
                 raise InvalidArgument("after_seq", "must not be negative")
             await self._visible(request.run_id, context)
+            if request.journal and request.progress:
+                raise InvalidArgument("progress", "journal and progress exclude each other")
             log = await self._registry.log_of(request.run_id)
-            if request.journal:  # sidecar.journal_watch
-                events = await self._journal.open(log, request)
-            else:
-                events = self._follow(log, request)
+            # The journal is the run's one durable event log (sidecar.journal_watch); only a
+            # run that keeps none (memory/Redis store, --no-journal, no checkpoints), or a
+            # client asking by name, gets the progress stream and its own seq space.
+            journal = None if request.progress else await self._journal.open(log, request)
+            events = self._follow(log, request) if journal is None else journal
         except SidecarError as exc:
             await abort(context, exc)
         try:

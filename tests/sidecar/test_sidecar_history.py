@@ -43,7 +43,7 @@ def executed(events: list[pb.RunEvent]) -> list[str]:
 
 async def test_history_then_fork_then_restore_the_child(tmp_path: Path) -> None:
     async with serving(f"file://{tmp_path / 'state.json'}") as client:
-        parent_events = await run_to_end(client, echo_run("h-1"))
+        parent_events = await run_to_end(client, echo_run("h-1"), progress=True)
         points = await history(client, "h-1")
         assert points[0].boundary == "admission"
         commits = [p for p in points if p.boundary == "tool_commit"]
@@ -57,7 +57,7 @@ async def test_history_then_fork_then_restore_the_child(tmp_path: Path) -> None:
         )  # fmt: skip
         assert forked.run.status == pb.RUN_STATUS_INTERRUPTED
         await client.restore_run("h-1-fork")
-        events = await asyncio.wait_for(finished(client, "h-1-fork"), 15)
+        events = await asyncio.wait_for(finished(client, "h-1-fork", progress=True), 15)
         assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED
         # The point is the parent's last commit: every call had run; the child runs none again.
         assert len(executed(parent_events)) == 4

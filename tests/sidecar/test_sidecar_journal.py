@@ -97,9 +97,13 @@ def saves(events: list[pb.RunEvent]) -> list[dict[str, Any]]:
     return [MessageToDict(e.data) for e in events if e.type == "checkpoint_saved"]
 
 
-async def run_to_end(client: SidecarClient, request: pb.StartRunRequest) -> list[pb.RunEvent]:
+async def run_to_end(
+    client: SidecarClient, request: pb.StartRunRequest, **fields: bool
+) -> list[pb.RunEvent]:
+    """Start ``request`` and watch it to its end (``progress=True``: its progress events, where
+    the checkpoint saves are told)."""
     await client.start_run(request)
-    events = await asyncio.wait_for(finished(client, request.run_id), 15)
+    events = await asyncio.wait_for(finished(client, request.run_id, **fields), 15)
     assert events[-1].run_status.status == pb.RUN_STATUS_COMPLETED, events[-1]
     return events
 
@@ -125,7 +129,7 @@ async def test_a_run_on_a_file_store_saves_its_turns_to_a_private_journal(
     state = tmp_path / "state.json"
     async with serving(f"file://{state}") as client:
         assert "journal" in (await client.server_info()).capabilities
-        events = await run_to_end(client, echo_run("j-1"))
+        events = await run_to_end(client, echo_run("j-1"), progress=True)
         drawn = json.loads((await timeline(client, "j-1")).timeline_json)
     path = tmp_path / "state.json.journals" / journal_name("j-1")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -186,7 +190,7 @@ async def test_a_sidecar_without_journals_saves_whole_snapshots(tmp_path: Path) 
     state = tmp_path / "state.json"
     async with serving(f"file://{state}", journal=False) as client:
         info = await client.server_info()
-        events = await run_to_end(client, echo_run("plain"))
+        events = await run_to_end(client, echo_run("plain"), progress=True)
     assert "journal" not in info.capabilities
     assert {save["mode"] for save in saves(events)} == {"snapshot"}
     assert not (tmp_path / "state.json.journals").exists()
@@ -217,7 +221,7 @@ async def test_journal_true_is_refused_where_runs_keep_none(tmp_path: Path) -> N
         off = echo_run("no-checkpoint")
         off.checkpoint.disabled = True
         assert (await refusal(client, off)).code() == grpc.StatusCode.INVALID_ARGUMENT
-        events = await run_to_end(client, asking_journal(echo_run("asked")))
+        events = await run_to_end(client, asking_journal(echo_run("asked")), progress=True)
         assert "journal" in {save["mode"] for save in saves(events)}
         assert (tmp_path / "state.json.journals" / journal_name("asked")).is_file()
 
@@ -294,7 +298,7 @@ async def test_no_journal_flag_of_oma_serve(tmp_path: Path) -> None:
                 await client.ready()
                 await asyncio.wait_for(host.registered.wait(), 10)
                 assert "journal" not in (await client.server_info()).capabilities
-                events = await run_to_end(client, run_request("nj-1"))
+                events = await run_to_end(client, run_request("nj-1"), progress=True)
         finally:
             host.stop()
             hosting.cancel()

@@ -61,7 +61,7 @@ async def test_a_run_on_sqlite_keeps_its_journal_in_the_database(tmp_path: Path)
     database = tmp_path / "state.db"
     async with sidecar(f"sqlite://{database}") as client:
         assert "journal" in (await client.server_info()).capabilities
-        events = await run_to_end(client, echo_run("sq-1"))
+        events = await run_to_end(client, echo_run("sq-1"), progress=True)
         watched = await asyncio.wait_for(watch_journal(client, "sq-1"), 10)
         stored = await rows_of(SqliteRunJournal(database), "sq-1")
         assert "journal" in {save["mode"] for save in saves(events)}  # journal-first
@@ -152,7 +152,7 @@ async def test_postgres_journal_is_followed_by_notification_on_another_sidecar(
     ):
         await runner.start_run(echo_run("pg-1"))
         watched = await asyncio.wait_for(watch_journal(watcher, "pg-1"), HANG_GUARD)
-        progress = await asyncio.wait_for(finished(runner, "pg-1"), HANG_GUARD)
+        progress = await asyncio.wait_for(finished(runner, "pg-1", progress=True), HANG_GUARD)
         run = await runner.get_run("pg-1")
         stored = await rows_of(PostgresRunJournal(dsn, store_table=table), "pg-1")
         assert run.status == pb.RUN_STATUS_COMPLETED

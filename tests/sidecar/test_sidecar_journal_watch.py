@@ -1,9 +1,9 @@
-"""``WatchRun(journal=true)``: the run's journal as the watch stream, event seq == journal seq.
+"""``WatchRun``: the run's journal as the (default) watch stream, event seq == journal seq.
 
 The stream is compared with the JSONL file itself (read with ``JsonlRunJournal``): the same
 seqs in the same order, the same types, attempts and fields; ``after_seq`` resumes exactly, also
-after ``kill -9`` of a child sidecar, a restart and ``RestoreRun``; runs that keep no journal are
-refused with ``JOURNAL_UNAVAILABLE``. ``JournalTail`` is checked on hand-written files: a line
+after ``kill -9`` of a child sidecar, a restart and ``RestoreRun``; runs that keep no journal
+stream their progress events, or are refused with ``JOURNAL_UNAVAILABLE`` when ``journal`` is set. ``JournalTail`` is checked on hand-written files: a line
 without its newline is not an event until the run has ended, a damaged complete line is DATA_LOSS.
 """
 
@@ -113,10 +113,19 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
         replayed = await watch_journal(client, "jw-2", notices=True)
         assert [e.seq for e in replayed] == seqs
         assert await watch_journal(client, "jw-2", notices=True, types=["run_status"]) == []
-        # The progress stream is unchanged by the journal's existence: its own seqs and types.
-        progress = [e async for e in client.watch("jw-2")]
+        # The journal is the default stream of a run that keeps one.
+        default = [e async for e in client.watch("jw-2")]
+        assert [(e.seq, e.type) for e in default] == [(e.seq, e.type) for e in everything]
+        # The progress stream, asked for by name, is unchanged by the journal's existence: its
+        # own seqs and types.
+        progress = [e async for e in client.watch("jw-2", progress=True)]
         assert progress[-1].type == "run_status"
         assert not {e.type for e in progress} & {e.type for e in everything}
+        # The two streams are one choice: asking for both is refused, naming the field.
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await watch_journal(client, "jw-2", progress=True)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(refused.value).metadata["field"] == "progress"
 
 
 async def test_the_stream_ends_once_the_record_agrees_with_its_run_end(
@@ -221,7 +230,9 @@ async def test_after_seq_continues_across_kill_9_and_restore(tmp_path: Path) -> 
     assert after[-1].run_status.status == pb.RUN_STATUS_COMPLETED
 
 
-async def test_a_run_without_a_journal_is_refused(tmp_path: Path) -> None:
+async def test_a_run_without_a_journal_streams_progress_unless_journal_is_asked(
+    tmp_path: Path,
+) -> None:
     async def refused(client: SidecarClient, run_id: str) -> grpc.aio.AioRpcError:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await watch_journal(client, run_id)
@@ -230,12 +241,17 @@ async def test_a_run_without_a_journal_is_refused(tmp_path: Path) -> None:
         assert error_info(caught.value).metadata["field"] == "journal"
         return caught.value
 
+    def progress(events: list[pb.RunEvent]) -> bool:
+        # The progress stream: snake_case types, every seq in its own seq space (no notice).
+        return "task_completed" in {e.type for e in events} and all(e.seq for e in events)
+
     async with serving("memory://") as client:
-        await run_to_end(client, echo_run("memory-run"))
+        # Without journal set, a run that keeps none streams what it has: its progress events.
+        assert progress(await run_to_end(client, echo_run("memory-run")))
         assert "memory store" in ((await refused(client, "memory-run")).details() or "")
     state = tmp_path / "state.json"
     async with serving(f"file://{state}", journal=False) as client:
-        await run_to_end(client, echo_run("plain"))
+        assert progress(await run_to_end(client, echo_run("plain")))
         assert "--no-journal" in ((await refused(client, "plain")).details() or "")
     async with serving(f"file://{state}") as client:
         off = echo_run("no-checkpoint")

@@ -3,7 +3,8 @@
 The sidecar runs as a real child process; it is stopped with SIGTERM (its graceful shutdown)
 while a run waits on a host call, started again, and the run restored. A watcher that resumes
 after the last seq it saw, with ``allow_gap=False``, must get every later event with no
-``SEQ_EXPIRED`` and no jump in seqs: nothing was lost, so nothing may be reported lost.
+``SEQ_EXPIRED`` and no jump in seqs: nothing was lost, so nothing may be reported lost. Both
+streams: the journal (the default) and the progress events (``progress=True``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.crash
 
 
-async def test_a_graceful_restart_reports_no_gap(tmp_path: Path) -> None:
+@pytest.mark.parametrize("progress", [False, True], ids=["journal", "progress"])
+async def test_a_graceful_restart_reports_no_gap(tmp_path: Path, progress: bool) -> None:
     port = free_port()
     store = tmp_path / "state.json"
     stopped = asyncio.Event()
@@ -44,7 +46,7 @@ async def test_a_graceful_restart_reports_no_gap(tmp_path: Path) -> None:
     async def watch_first(client: SidecarClient) -> None:
         # The stream ends UNAVAILABLE when the first sidecar stops: what it yielded counts.
         with contextlib.suppress(grpc.aio.AioRpcError):
-            async for event in client.watch("gap-1", allow_gap=False):
+            async for event in client.watch("gap-1", allow_gap=False, progress=progress):
                 seen.append(event)
 
     async with SidecarClient(f"127.0.0.1:{port}", TOKEN) as client, asyncio.TaskGroup() as group:
@@ -68,14 +70,18 @@ async def test_a_graceful_restart_reports_no_gap(tmp_path: Path) -> None:
                 await client.ready()
                 await asyncio.wait_for(host.registered.wait(), 10)
                 later = await asyncio.wait_for(
-                    collect(client.watch("gap-1", after_seq=last, allow_gap=False)), 20
+                    collect(
+                        client.watch("gap-1", after_seq=last, allow_gap=False, progress=progress)
+                    ),
+                    20,
                 )
         finally:
             host.stop()
             serving.cancel()
 
     assert [event.type for event in later if event.type == "gap"] == []
-    seqs = [event.seq for event in later]
+    # The journal's live notices (seq 0) stand outside its seq space.
+    seqs = [event.seq for event in later if event.seq]
     assert seqs == list(range(last + 1, last + 1 + len(seqs))), (last, seqs)
     assert later[-1].run_status.status == pb.RUN_STATUS_COMPLETED
 

@@ -73,7 +73,10 @@ func ErrorReason(err error) string {
 	return ""
 }
 
-// Watch streams the run's events after afterSeq to fn until the run ends (heartbeats skipped).
+// Watch streams the run's events after afterSeq to fn until the run ends (heartbeats skipped):
+// its journal (seq = journal seq; the sidecar's live notices come between with seq 0), or the
+// progress events of a run that keeps no journal. Set Progress in a WatchRunRequest of your own
+// for the progress events of any run.
 func (c *Client) Watch(ctx context.Context, runID string, afterSeq int64, fn func(*omav1.RunEvent)) error {
 	stream, err := c.Runs.WatchRun(c.Ctx(ctx), &omav1.WatchRunRequest{RunId: runID, AfterSeq: afterSeq, AllowGap: true})
 	if err != nil {

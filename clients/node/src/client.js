@@ -241,13 +241,16 @@ export class SidecarClient {
 
   /**
    * The run's events after `afterSeq` until it ends (heartbeats skipped), with `data` as a
-   * plain object. With allowGap, events lost with a crashed sidecar arrive as one `gap` event
-   * (its seq is gap.to_seq: resuming after it skips the gap). With `journal: true` the events
-   * are the run's journal instead: seq is the journal seq, type OMA's ("tool/result", "run/end").
+   * plain object. By default the run's journal, its one durable log: seq is the journal seq,
+   * type OMA's ("task/status", "tool/result", "run/end"), and the sidecar's live notices
+   * (run_status, tool_call_*) come between with seq 0. A run that keeps no journal (a memory
+   * store) streams its progress events; `progress: true` asks for those in any case,
+   * `journal: true` for the journal or JOURNAL_UNAVAILABLE. With allowGap, events really lost
+   * arrive as one `gap` event (its seq is gap.to_seq: resuming after it skips the gap).
    */
-  async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [], journal = false } = {}) {
+  async *watch(runId, { afterSeq = 0, allowGap = true, followSuspended = false, types = [], journal = false, progress = false } = {}) {
     const call = this.runs.WatchRun(
-      { run_id: runId, after_seq: afterSeq, allow_gap: allowGap, follow_suspended: followSuspended, types, journal },
+      { run_id: runId, after_seq: afterSeq, allow_gap: allowGap, follow_suspended: followSuspended, types, journal, progress },
       this.metadata,
     );
     try {

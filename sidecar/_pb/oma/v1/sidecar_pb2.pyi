@@ -504,20 +504,22 @@ class RestoreRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., resumed_from_checkpoint: _Optional[bool] = ...) -> None: ...
 
 class WatchRunRequest(_message.Message):
-    __slots__ = ("run_id", "after_seq", "allow_gap", "follow_suspended", "types", "journal")
+    __slots__ = ("run_id", "after_seq", "allow_gap", "follow_suspended", "types", "journal", "progress")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     ALLOW_GAP_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_SUSPENDED_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     after_seq: int
     allow_gap: bool
     follow_suspended: bool
     types: _containers.RepeatedScalarFieldContainer[str]
     journal: bool
-    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., allow_gap: _Optional[bool] = ..., follow_suspended: _Optional[bool] = ..., types: _Optional[_Iterable[str]] = ..., journal: _Optional[bool] = ...) -> None: ...
+    progress: bool
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., allow_gap: _Optional[bool] = ..., follow_suspended: _Optional[bool] = ..., types: _Optional[_Iterable[str]] = ..., journal: _Optional[bool] = ..., progress: _Optional[bool] = ...) -> None: ...
 
 class RunEvent(_message.Message):
     __slots__ = ("seq", "run_id", "attempt", "type", "time", "task_id", "agent", "data", "run_status", "task_status", "approval_pending", "tool_call_dispatched", "gap")

@@ -124,14 +124,15 @@ class RunServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchRun(self, request, context):
-        """A server stream of progress events: every retained event with seq > after_seq, then live
-        events until the run is terminal (or suspended, unless follow_suspended) or the client
-        cancels. seq is per run, 1-based and strictly increasing, and never reused, also across
-        sidecar restarts and restores: reconnect with the last seq seen. Events that were not
-        retained (they happened in a sidecar process that died) are reported as one `gap` event
-        when allow_gap is set, else as OUT_OF_RANGE / SEQ_EXPIRED. The stream also ends for a run
-        whose final status was saved but whose final event was lost in a crash: the event is
-        announced again from the saved status.
+        """A server stream of the run's events: by default its journal, the run's one durable event
+        log (see WatchRunRequest.journal): every event with seq > after_seq, then live events until
+        the run is terminal (or suspended, unless follow_suspended) or the client cancels. seq is
+        the journal seq: per run, strictly increasing and never reused, also across sidecar
+        restarts, adoptions and restores: reconnect with the last seq seen. Events really lost are
+        reported as one `gap` event when allow_gap is set, else as OUT_OF_RANGE / SEQ_EXPIRED. A
+        run that keeps no journal (a memory or Redis store, --no-journal, no checkpoints) streams
+        its progress events instead (see WatchRunRequest.progress), as does a client setting
+        progress.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
