@@ -19,13 +19,13 @@ reads the run record of each active one that does not execute here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from oma_actors.runs import MemoryStoreRunStore, RunStoreOptions
 from oma_actors.stores import parse_store_uri
 from sidecar.record import ACTIVE
+from sidecar.sweeps import sweep_forever
 
 if TYPE_CHECKING:
     from oma_actors.stores import AtomicStore
@@ -73,12 +73,7 @@ class Failover:
 
     async def run(self) -> None:
         """Sweep at once, then forever (a task of the server, cancelled at shutdown)."""
-        while True:
-            try:
-                await self.sweep()
-            except Exception:  # a store hiccup: the next sweep tries again
-                logger.exception("failover sweep failed")
-            await asyncio.sleep(self._interval)
+        await sweep_forever(self.sweep, interval=self._interval, what="failover", at_once=True)
 
     async def sweep(self) -> list[str]:
         """Adopt every active run that shows interrupted (``sidecar.authority``); the ids."""

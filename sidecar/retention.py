@@ -34,6 +34,7 @@ from sidecar.record import FINISHED, UnknownRunError
 from sidecar.run_history import delete_key
 from sidecar.runs import listed
 from sidecar.status import SidecarError
+from sidecar.sweeps import sweep_forever
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -136,12 +137,7 @@ class Retention:
 
     async def run(self) -> None:
         """Sweep forever (a task of the server, cancelled at shutdown)."""
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sweep()
-            except Exception:  # a store hiccup: the next sweep tries again
-                logger.exception("retention sweep failed")
+        await sweep_forever(self.sweep, interval=self._interval, what="retention", at_once=False)
 
     async def sweep(self) -> list[str]:
         """Delete the finished runs the policy no longer keeps; the ids deleted."""
