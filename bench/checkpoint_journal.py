@@ -32,7 +32,7 @@ from oma_actors.checkpoint import Checkpoint, CheckpointSnapshot
 from oma_actors.errors import ConfigurationError
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
 from oma_actors.llm import Message
-from oma_actors.orchestration.journaling import resolve_journal
+from oma_actors.orchestration.journal_setup import resolve_journal
 from oma_actors.stores import FileStore
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_child.py")

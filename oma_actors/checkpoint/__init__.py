@@ -6,12 +6,6 @@ from oma_actors.checkpoint.fork import ForkInfo, fork_run
 from oma_actors.checkpoint.history import HistoryPoint, run_history, state_at
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.checkpoint.journal_tail import read_journal_tail
-from oma_actors.checkpoint.keys import (
-    CHECKPOINT_KEY_PREFIX,
-    DEFAULT_CHECKPOINT_KEY,
-    checkpoint_key,
-    is_checkpoint_key,
-)
 from oma_actors.checkpoint.listing import CheckpointSummary, list_checkpoints
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import NotSaved, RunWriter, Saved, SaveOutcome, Unknown
@@ -23,6 +17,12 @@ from oma_actors.checkpoint.snapshot import (
     RunMode,
 )
 from oma_actors.checkpoint.writer import CheckpointActor, Save
+from oma_actors.keyspace import (
+    CHECKPOINT_KEY_PREFIX,
+    DEFAULT_CHECKPOINT_KEY,
+    checkpoint_key,
+    is_checkpoint_key,
+)
 
 __all__ = [
     "CHECKPOINT_KEY_PREFIX",

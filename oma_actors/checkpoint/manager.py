@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.journal_fields import write_version
-from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import StoreError
+from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import Put
 
 if TYPE_CHECKING:

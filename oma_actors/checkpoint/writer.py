@@ -12,29 +12,15 @@ from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.run_writer import (
-    Fenced,
-    NotSaved,
     RunWriter,
-    Saved,
     SaveOutcome,
-    Unknown,
 )
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.boundaries import Boundary
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 
-__all__ = [
-    "CheckpointActor",
-    "CheckpointMessage",
-    "Fenced",
-    "NotSaved",
-    "RunWriter",
-    "Save",
-    "SaveOutcome",
-    "Saved",
-    "Unknown",
-]
+__all__ = ["CheckpointActor", "CheckpointMessage", "Save"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from oma_actors.agents.config import Team
     from oma_actors.agents.runner import Emit
     from oma_actors.approvals.gates import Gate
-    from oma_actors.checkpoint.writer import CheckpointMessage, SaveOutcome
+    from oma_actors.checkpoint.run_writer import SaveOutcome
+    from oma_actors.checkpoint.writer import CheckpointMessage
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult

@@ -21,9 +21,9 @@ never fail or slow the run; the snapshot stays the save path and the tail only a
 by making their events durable and writes the snapshot only at compaction points
 (``checkpoint.journal_path``).
 
-On restore the tail above the snapshot is folded in (``journal_setup.fold_restored``, re-exported
-here); a tail that fails a fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls
-the tail shows as started but not committed are marked dispatched when their tool is ``unsafe``
+On restore the tail above the snapshot is folded in (``journal_setup.fold_restored``); a tail
+that fails a fold check is discarded whole with ``JournalTailDiscarded`` (D6). Calls the tail
+shows as started but not committed are marked dispatched when their tool is ``unsafe``
 (decision D1), so they are never re-run: the model gets ``TOOL_OUTCOME_UNKNOWN`` unless
 ``reconcile`` decides.
 """
@@ -44,10 +44,7 @@ from oma_actors.orchestration.journal_context import (
     record_rewrite,
 )
 from oma_actors.orchestration.journal_setup import (
-    fold_restored,
     forgets_before,
-    is_run_journal,
-    resolve_journal,
     unsafe_tools,
 )
 from oma_actors.orchestration.journal_tasks import (
@@ -75,12 +72,7 @@ if TYPE_CHECKING:
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions
 
-__all__ = [
-    "RunJournaling",
-    "fold_restored",
-    "is_run_journal",
-    "resolve_journal",
-]
+__all__ = ["RunJournaling"]
 
 
 class RunJournaling:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.errors import ConfigurationError
 from oma_actors.keyspace import (
     CHECKPOINT_KEY_PREFIX,
     RESERVED_PREFIXES,
+    checkpoint_key,
     is_checkpoint_key,
     is_reserved_key,
 )

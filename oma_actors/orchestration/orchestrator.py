@@ -29,8 +29,11 @@ from oma_actors.orchestration.journal_calls import (
     finish_run_agent_journal,
     open_run_agent_journal,
 )
-from oma_actors.orchestration.journal_setup import OnDamagedJournal, check_on_damaged
-from oma_actors.orchestration.journaling import resolve_journal
+from oma_actors.orchestration.journal_setup import (
+    OnDamagedJournal,
+    check_on_damaged,
+    resolve_journal,
+)
 from oma_actors.orchestration.options import (
     CheckpointArg,
     ResolvedCheckpoint,

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_ref import depends_on_journal, open_journal_ref
-from oma_actors.checkpoint.keys import checkpoint_key
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
@@ -23,6 +22,7 @@ from oma_actors.errors import (
 )
 from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.journal.options import JournalOptions
+from oma_actors.keyspace import checkpoint_key
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize

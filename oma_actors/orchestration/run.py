@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
-from oma_actors.checkpoint.writer import Fenced, Save, Saved
+from oma_actors.checkpoint.run_writer import Fenced, Saved
+from oma_actors.checkpoint.writer import Save
 from oma_actors.domain.messages import ToolResultBlock
 from oma_actors.domain.results import RunOutcome
 from oma_actors.events import (
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
-    from oma_actors.checkpoint.run_writer import RunWriter
-    from oma_actors.checkpoint.writer import CheckpointMessage, SaveOutcome
+    from oma_actors.checkpoint.run_writer import RunWriter, SaveOutcome
+    from oma_actors.checkpoint.writer import CheckpointMessage
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.results import AgentRunResult

@@ -40,7 +40,7 @@ from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
-from oma_actors.orchestration.journaling import fold_restored
+from oma_actors.orchestration.journal_setup import fold_restored
 from oma_actors.runs import MemoryStoreRunStore
 from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.testing import ScriptedAdapter

@@ -26,7 +26,7 @@ from oma_actors.checkpoint import Checkpoint
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
-from oma_actors.orchestration.journaling import fold_restored
+from oma_actors.orchestration.journal_setup import fold_restored
 from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 
