@@ -33,10 +33,12 @@ from oma_actors.checkpoint.fold_rules import (
     TailRejected,
     check_resumable,
     fold_event,
+    run_start,
     task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.journal.event import TASK_STATUS, TOOL_CALL, TOOL_RESULT
+from oma_actors.checkpoint.snapshot import RunIdentity
+from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -167,6 +169,10 @@ def _fold(
     started: dict[str, TaskState] = {}
     announced = set(snapshot.announced) if snapshot.announced is not None else None
     run_id = snapshot.run_id
+    # The attempt (D14): a journal-first restore's admission is its ``run/start``.
+    identity = snapshot.identity or RunIdentity(
+        run_id=run_id, attempt=snapshot.attempt, trace_id="", root_span_id=""
+    )
     count = 0
     previous: int | None = None
     for event in events:
@@ -184,6 +190,10 @@ def _fold(
                 seq,
             )
         kind = event.type
+        if kind == RUN_START:
+            if seq > watermark:
+                identity = run_start(identity, event)
+            continue
         if kind == TASK_STATUS:
             task = started.get(event.task_id or "") or tasks.get(event.task_id or "")
             if seq > watermark and task is not None:
@@ -215,6 +225,9 @@ def _fold(
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
     changes: dict[str, object] = {"in_flight": folded}
+    if identity.attempt != snapshot.attempt:
+        changes["attempt"] = identity.attempt
+        changes["identity"] = identity
     if started:
         changes["tasks"] = tuple(started.get(task.id, task) for task in snapshot.tasks)
     if announced is not None and len(announced) != len(snapshot.announced or ()):

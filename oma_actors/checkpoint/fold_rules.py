@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.context_layout import apply_layout
+from oma_actors.checkpoint.snapshot import RunIdentity
 from oma_actors.clock import from_iso
 from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
@@ -52,6 +53,7 @@ __all__ = [
     "apply_event",
     "check_resumable",
     "fold_event",
+    "run_start",
     "task_status",
 ]
 
@@ -426,4 +428,46 @@ def task_status(
         )
     return replace(
         task, status="in_progress", assignee=event.agent_name or task.assignee, updated_at=moment
+    )
+
+
+def run_start(identity: RunIdentity, event: JournalEvent) -> RunIdentity:
+    """The run's identity after a ``run/start`` event above the watermark.
+
+    A journal-first restore records its attempt as ``run/start`` carrying the new identity
+    (attempt and trace ids, the snapshot's form); that append is the attempt's admission (D14).
+    A ``run/start`` without it (OMA's, a fresh run's, OMA's mode) changes nothing.
+
+    Raises:
+        TailRejected: the identity is malformed, names another run, or does not raise the
+            attempt (attempts only ever grow).
+    """
+    raw = event.data.get("identity")
+    if raw is None:
+        return identity
+    seq = event.seq
+    if not isinstance(raw, dict):
+        raise TailRejected(f"{event.type} at seq {seq}: identity is not an object", seq)
+    attempt = raw.get("attempt")
+    trace_id, span_id = raw.get("lastTraceId"), raw.get("lastRootSpanId")
+    if (
+        not isinstance(attempt, int)
+        or isinstance(attempt, bool)
+        or not isinstance(trace_id, str)
+        or not isinstance(span_id, str)
+    ):
+        raise TailRejected(f"{event.type} at seq {seq}: malformed identity {raw!r}", seq)
+    if raw.get("runId", identity.run_id) != identity.run_id:
+        raise TailRejected(
+            f"{event.type} at seq {seq}: identity of run {raw.get('runId')!r}, "
+            f"not {identity.run_id!r}",
+            seq,
+        )
+    if attempt <= identity.attempt:
+        raise TailRejected(
+            f"{event.type} at seq {seq}: attempt {attempt} does not follow {identity.attempt}",
+            seq,
+        )
+    return RunIdentity(
+        run_id=identity.run_id, attempt=attempt, trace_id=trace_id, root_span_id=span_id
     )

@@ -39,15 +39,17 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
     from oma_actors.checkpoint.fold import StartedCall
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, RunIdentity
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
-    {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
+    {"admission", "assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
 )
-"""The per-turn boundaries a durable journal can save without a snapshot (D10)."""
+"""The boundaries a durable journal can save without a snapshot (D10): the per-turn ones, and
+a restored attempt's admission (its ``run/start`` carries the attempt, D14). A fresh run's
+admission has no view yet, so it always compacts."""
 
 MIN_TAIL_BYTES = 64 * 1024
 """A tail may always grow this far before it compacts: rewriting a small snapshot for every
@@ -168,6 +170,21 @@ class JournalPath:
             )
             return None
         return snapshot
+
+    def seed(self, restored: CheckpointSnapshot, identity: RunIdentity) -> None:
+        """Start from a restore: ``restored`` (snapshot and tail) with the attempt's ``run/start``.
+
+        ``restored`` must be what a restore folds from the store and this journal right now (a
+        journal-first snapshot whose tail folded cleanly), and ``identity`` what this attempt's
+        ``run/start`` carries: the fold makes it the run's attempt and identity. The restored
+        attempt's admission is then an append, not a rewrite of the whole state (issue 19).
+        The size of the stored snapshot is not known here (0): the tail compacts once it grows
+        past ``MIN_TAIL_BYTES``, one whole write where the restore used to make one at once.
+        """
+        self._view = replace(restored, attempt=identity.attempt, identity=identity)
+        self._snapshot_bytes = 0
+        self._tail_bytes = 0
+        self._compacted_through = 0
 
     async def commit(self, view: CheckpointSnapshot, watermark: int) -> None:
         """Wait until the boundary's events are durable, then adopt ``view``.

@@ -18,6 +18,7 @@ TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 CONTEXT_REPLACE = "context/replace"
 TASK_STATUS = "task/status"
+RUN_START = "run/start"
 """OMA's names of the event types a tail fold reads (spec 17.2, JR-14), spelled once."""
 
 FOLDED_TYPES = frozenset(

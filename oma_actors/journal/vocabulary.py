@@ -72,9 +72,21 @@ def _seqs(seqs: Sequence[int] | None) -> list[int] | None:
     return None if seqs is None else list(seqs)
 
 
-def run_started(*, mode: str, goal: str | None = None, metadata: Json | None = None) -> EventDraft:
-    """``run/start``: an entry point (runAgent/runTeam/runTasks/runFromPlan/restore) begins."""
-    return _draft("run/start", {}, mode=mode, goal=goal, metadata=metadata)
+def run_started(
+    *,
+    mode: str,
+    goal: str | None = None,
+    metadata: Json | None = None,
+    identity: Json | None = None,
+) -> EventDraft:
+    """``run/start``: an entry point (runAgent/runTeam/runTasks/runFromPlan/restore) begins.
+
+    ``identity`` (journal-first restores only, D14): the new attempt's identity in the
+    snapshot's form, so the fold carries the attempt and its trace ids and the restored
+    attempt's admission is an append instead of a whole snapshot. OMA's reader ignores a data
+    field it does not know; OMA's mode never writes it (its bytes stay OMA's).
+    """
+    return _draft("run/start", {}, mode=mode, goal=goal, metadata=metadata, identity=identity)
 
 
 def run_ended(*, status: str, error: str | None = None) -> EventDraft:

@@ -41,6 +41,16 @@ def new_identity(run_id: str, attempt: int) -> RunIdentity:
     )
 
 
+def identity_json(identity: RunIdentity) -> dict[str, Any]:
+    """``identity`` in the snapshot's form (``runId``, ``attempt``, ``lastTraceId`` ...)."""
+    return {
+        "runId": identity.run_id,
+        "attempt": identity.attempt,
+        "lastTraceId": identity.trace_id,
+        "lastRootSpanId": identity.root_span_id,
+    }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunCheckpointing:
     """The active checkpoint of one run.

@@ -37,7 +37,7 @@ from oma_actors.events import (
 from oma_actors.journal import vocabulary as v
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
     from oma_actors.domain.results import RunOutcome
@@ -77,14 +77,36 @@ def start_restore(
     goal: str | None,
     decisions: Sequence[ApprovalDecision],
     known: Sequence[ApprovalDecision],
+    identity: dict[str, Any] | None = None,
 ) -> None:
-    """``run/start`` (mode ``restore``), then each decision reconciled that is not in ``known``."""
+    """``run/start`` (mode ``restore``), then each decision reconciled that is not in ``known``.
+
+    ``identity``: the attempt's, when its admission is this append (journal-first, D14).
+    """
     recorder = journaling.recorder
-    recorder.emit(v.run_started(mode="restore", goal=goal))
+    recorder.emit(v.run_started(mode="restore", goal=goal, identity=identity))
     held = {decision.request_id for decision in known}
     for decision in decisions:
         if decision.request_id not in held:
             recorder.emit(v.approval_decided(decision=decision_to_json(decision)))
+
+
+def record_resumed(
+    journaling: RunJournaling, queue: TaskQueue, resume: Mapping[str, tuple[str, object]]
+) -> None:
+    """A journal-first restore's re-admitted tasks: ``task/status`` ``in_progress`` with stamp.
+
+    The restore returned each in-progress task to pending (TQ-13, a fresh ``updatedAt``) and
+    its admission writes the ones with a conversation to resume as in progress again: these
+    events carry that stamp, so the fold restores the tasks exactly and the admission needs no
+    snapshot (D14).
+    """
+    for task_id, (agent, _) in resume.items():
+        task = queue.get(task_id)
+        if task.status == "pending":
+            journaling.recorder.emit(
+                _status(task_id, "in_progress", agent=agent, updated_at=to_iso(task.updated_at))
+            )
 
 
 def observing(journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None) -> Emit:

@@ -24,7 +24,7 @@ from oma_actors.events import ApprovalPending, SynthesisFailed
 from oma_actors.journal.options import JournalOptions
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
-from oma_actors.orchestration.checkpointing import RunCheckpointing, new_identity
+from oma_actors.orchestration.checkpointing import RunCheckpointing, identity_json, new_identity
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
 from oma_actors.orchestration.execute import RunApprovals, execute_queue, ledger_for_store
 from oma_actors.orchestration.flows import (
@@ -40,10 +40,15 @@ from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journal_events import (
     finish_journal,
     observing,
+    record_resumed,
     start_restore,
     watch_memory,
 )
-from oma_actors.orchestration.journal_setup import OnDamagedJournal, fold_restored_tail
+from oma_actors.orchestration.journal_setup import (
+    OnDamagedJournal,
+    fold_restored_tail,
+    forgets_before,
+)
 from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.queue import TaskQueue
@@ -148,8 +153,9 @@ async def _continue(
                 return _finished(snapshot, plan)
             raise
         result = await _continue_owned(
-            team, snapshot, plan, ctx, resolved, coordinator, lease, seen=seen
-        )
+            team, snapshot, plan, ctx, resolved, coordinator, lease, seen=seen,
+            on_damaged=on_damaged,
+        )  # fmt: skip
         await settle(lease, result)
     return result
 
@@ -181,22 +187,27 @@ async def _continue_owned(
     lease: RunLeaseHandle | None,
     *,
     seen: int = 0,
+    on_damaged: OnDamagedJournal = "refuse",
 ) -> TeamRunResult:
     reconciled = await reconcile_approvals(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
     writer = _writer(resolved, plan, snapshot, ctx, lease)
+    identity = new_identity(plan.run_id, plan.attempt)
     journaling = None
+    appended = False
     if ctx.journal is not None:
         journaling = await RunJournaling.open(
             ctx.journal, run_id=plan.run_id, attempt=plan.attempt, emit=ctx.emit,
             snapshot=snapshot, seen_through=seen,
         )  # fmt: skip
+        appended = _admits_by_append(journaling, snapshot, resolved, lease, on_damaged)
         start_restore(
             journaling,
             goal=snapshot.goal,
             decisions=reconciled.decisions,
             known=snapshot.approval_decisions,
+            identity=identity_json(identity) if appended else None,
         )
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
     if stopped is not None:
@@ -212,12 +223,16 @@ async def _continue_owned(
     watch_memory(journaling, memory)
     if journaling is not None:
         journaling.attach(writer, team)
+        if appended and writer.journal is not None:
+            # The restored state is the writer's view: the admission appends run/start.
+            writer.journal.seed(snapshot, identity)
+            record_resumed(journaling, plan.queue, plan.resume)
     checkpointing = RunCheckpointing(
         continued_from=snapshot.identity,
         journaling=journaling,
         writer=writer,
         mode=snapshot.mode,
-        identity=new_identity(plan.run_id, plan.attempt),
+        identity=identity,
         goal=snapshot.goal,
         embed_memory=not resolved.reuses_shared_store,
         metadata=snapshot.metadata,
@@ -360,6 +375,30 @@ async def _settle_approvals(
             plan_only=True,
         )
     return None
+
+
+def _admits_by_append(
+    journaling: RunJournaling,
+    snapshot: CheckpointSnapshot,
+    resolved: ResolvedCheckpoint,
+    lease: RunLeaseHandle | None,
+    on_damaged: OnDamagedJournal,
+) -> bool:
+    """Whether the restored attempt's admission is its ``run/start`` append (issue 19, D14).
+
+    Only journal-first, and only where the restored state is exactly what a later restore
+    folds: the snapshot depends on its journal and its tail folded whole (``refuse`` raised
+    otherwise), the journal keeps what the store keeps, and no lease (a leased run's JSONL
+    appends cannot carry the fence, D11; its admission stays a fenced snapshot). Decided
+    before ``run/start`` is recorded: its identity is carried only when the fold is to take it.
+    """
+    return (
+        journaling.durable
+        and lease is None
+        and on_damaged == "refuse"
+        and depends_on_journal(snapshot)
+        and not forgets_before(journaling.recorder.journal, resolved.store)
+    )
 
 
 def _writer(

@@ -198,6 +198,8 @@ _RUN = re.compile(rb'"runId":"[^"]*"')
 
 # An approval request and decision carry wall-clock ISO stamps and a hash over them.
 _ISO = re.compile(rb'"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d))"')
+# A journal-first restore's run/start carries its attempt's fresh random trace ids (D14).
+_TRACE = re.compile(rb'"(lastTraceId|lastRootSpanId)":"[0-9a-f]+"')
 _REQUEST_HASH = re.compile(rb'"(requestHash|request_hash)":"[^"]*"')
 _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -211,6 +213,7 @@ def normalized(data: bytes, *, run_id: bool) -> bytes:
     data = _DURATION.sub(b'"duration":0', data)
     data = _ISO.sub(b'"<time>"', data)
     data = _REQUEST_HASH.sub(rb'"\1":"<hash>"', data)
+    data = _TRACE.sub(rb'"\1":"<trace>"', data)
     if run_id:
         data = _RUN.sub(b'"runId":"-"', data)
     names: dict[bytes, bytes] = {}
