@@ -181,7 +181,15 @@ class JournalPath:
         The size of the stored snapshot is not known here (0): the tail compacts once it grows
         past ``MIN_TAIL_BYTES``, one whole write where the restore used to make one at once.
         """
-        self._view = replace(restored, attempt=identity.attempt, identity=identity)
+        # A run's own snapshots hold no message bus (the codec writes the one of the snapshot
+        # the run was restored from, ``source``): a decoded one is that very bus, so the view
+        # holds none either, as the admission's snapshot will.
+        bus = restored.message_bus
+        if bus is not None and bus == _written_bus(restored.source):
+            bus = None
+        self._view = replace(
+            restored, attempt=identity.attempt, identity=identity, message_bus=bus
+        )
         self._snapshot_bytes = 0
         self._tail_bytes = 0
         self._compacted_through = 0
@@ -305,6 +313,11 @@ def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
         ):
             return f"the approval of call {item.call.id!r}"
     return None
+
+
+def _written_bus(source: Mapping[str, object] | None) -> object:
+    """The message bus the codec writes for a snapshot holding none (``codec.encode``)."""
+    return (source or {}).get("messageBus") or {"version": 1, "messages": [], "readState": []}
 
 
 def _size(events: Sequence[JournalEvent]) -> int:

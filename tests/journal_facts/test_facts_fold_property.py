@@ -18,6 +18,8 @@ answering ``None``) it fails on ``tasks`` (a task's start: status, assignee, upd
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import fields
@@ -207,3 +209,91 @@ def test_the_random_runs_cover_journal_only_boundaries() -> None:
     # The property is worth something only if the runs make per-turn (journal-only) saves.
     rounds = [len(r) for seed in SEEDS for r in plan(random.Random(seed)).values()]
     assert sum(n > 1 for n in rounds) >= len(SEEDS)
+
+
+RESTORE_SEEDS = range(16)
+
+
+@pytest.mark.parametrize("seed", RESTORE_SEEDS)
+async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission_included(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run is aborted after a random durable save (cancelling the task awaiting it: the
+    # seed's restorable abort, D12), then restored: the restored attempt's boundaries, its
+    # admission first (a run/start append when journal-first, issue 19 step 4), must each
+    # fold back from what is on disk, attempt and identity included.
+    rng = random.Random(1000 + seed)
+    script = plan(rng)
+    team = team_for(rng, script)
+    store = InMemoryStore()
+    path = str(tmp_path / "run.jsonl")
+    run_id = f"prop-restore-{seed}"
+    mismatches: list[str] = []
+    checked: dict[str, int] = {}
+    journal_admissions: list[bool | str] = []
+    saves = 0
+    stop_after = rng.randint(2, 8)
+    stopped = asyncio.Event()
+    journal = JsonlRunJournal(path, flush_interval_ms=0)
+    original = RunWriter.save
+
+    async def save_then_restore(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
+        nonlocal saves
+        before = self.journal_saves
+        outcome = await original(self, snapshot, **kw)
+        if not outcome.durable:
+            return outcome
+        saves += 1
+        if saves >= stop_after:
+            stopped.set()
+        boundary = kw.get("boundary", "?")
+        if boundary == "admission" and snapshot.attempt > 1:
+            assert self.journal is not None
+            reason = self.journal.divergence
+            journal_admissions.append(self.journal_saves > before or str(reason))
+        stored = await Checkpoint(store, run_id=run_id).load_latest()
+        assert stored is not None
+        stored = adopt_journal_fields(stored)
+        watermark = snapshot.journal_watermark_seq or 0
+        tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
+        result = fold_tail(stored, tail, enforce_lineage=False)
+        assert not isinstance(result, Discarded), result.reason
+        restored = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+        key = f"{boundary}@{snapshot.attempt}"
+        checked[key] = checked.get(key, 0) + 1
+        found = difference(on_disk(restored), on_disk(snapshot))
+        if found is not None:
+            mismatches.append(f"{key} (watermark {watermark}): {found}")
+        return outcome
+
+    monkeypatch.setattr(RunWriter, "save", save_then_restore)
+    options = CheckpointOptions(store=store, run_id=run_id)
+    run = asyncio.ensure_future(
+        OpenMultiAgent(max_concurrency=rng.choice((1, 2))).run_tasks(
+            team, tasks_for(rng, script), checkpoint=options,
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+    )
+    waiter = asyncio.ensure_future(stopped.wait())
+    await asyncio.wait([run, waiter], return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    run.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    await journal.close()
+    if not run.cancelled():
+        pytest.skip("the run ended before the abort")
+    journal = JsonlRunJournal(path, flush_interval_ms=0)
+    try:
+        result = await OpenMultiAgent(max_concurrency=1).restore(
+            team, checkpoint=options, journal=JournalOptions(journal, durable=True)
+        )
+    finally:
+        await journal.close()
+    assert result.attempt == 2, result
+    assert not mismatches, mismatches
+    # The restored admission is the run/start append, unless the restore changed what the
+    # fold does not carry: restoring the shared memory stamps its entries anew (a snapshot).
+    assert len(journal_admissions) == 1, checked
+    admission = journal_admissions[0]
+    assert admission is True or admission.startswith("shared_memory changed"), admission
