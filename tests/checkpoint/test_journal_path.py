@@ -8,6 +8,7 @@ import pytest
 from fold_support import (
     assistant_tool_turn,
     entry,
+    event,
     executing,
     journaled,
     tool_call,
@@ -17,6 +18,7 @@ from fold_support import (
 
 from oma_actors.checkpoint import CheckpointSnapshot, journal_path
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath
+from oma_actors.checkpoint.snapshot import RunIdentity
 from oma_actors.domain.messages import TokenUsage
 from oma_actors.journal.event import JournalEvent
 
@@ -169,7 +171,54 @@ def test_a_new_conversation_compacts_at_its_first_boundary() -> None:
     assert path.divergence == "task 'c''s conversation is new: its admission compacts"
 
 
-@pytest.mark.parametrize("boundary", ["admission", "task_completed", "terminal", "suspended"])
+NEXT = RunIdentity(run_id="run-test", attempt=2, trace_id="ab" * 16, root_span_id="cd" * 8)
+
+
+def test_a_restored_attempts_admission_is_an_append_from_the_seeded_view() -> None:
+    # Issue 19 step 4: the restore's state plus its run/start (the new identity) is the view.
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    restored = replace(journaled(entry(mark=100)), message_bus=None)
+    path.seed(restored, NEXT)
+    tail.events = [event(101, "run/start", task=None, agent=None, mode="restore")]
+    admission = at(replace(restored, attempt=2, identity=NEXT), 101)
+    assert path.fold(admission, "admission") is not None, path.divergence
+
+
+def test_an_admission_whose_identity_no_run_start_carries_compacts() -> None:
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    restored = replace(journaled(entry(mark=100)), message_bus=None)
+    path.seed(restored, NEXT)
+    other = replace(NEXT, attempt=3)
+    assert path.fold(at(replace(restored, attempt=3, identity=other), 101), "admission") is None
+    assert path.divergence is not None
+    assert "attempt changed" in path.divergence
+
+
+def test_the_seeded_view_holds_the_bus_the_codec_writes_back_as_none() -> None:
+    # The run's snapshots hold no message bus: the codec writes its source's (or an empty one).
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    restored = journaled(entry(mark=100))
+    empty = {"version": 1, "messages": [], "readState": []}
+    path.seed(replace(restored, message_bus=empty), NEXT)
+    admission = at(replace(restored, attempt=2, identity=NEXT, message_bus=None), 101)
+    assert path.fold(admission, "admission") is not None, path.divergence
+    other = {"version": 1, "messages": [{"id": "m"}], "readState": []}
+    path.seed(replace(restored, message_bus=other), NEXT)
+    assert path.fold(admission, "admission") is None
+    assert path.divergence == "message_bus changed, which the fold does not carry"
+
+
+def test_a_fresh_runs_admission_compacts_there_is_no_view_yet() -> None:
+    tail = FakeTail()
+    path = JournalPath(tail, unsafe={})
+    assert "admission" in JOURNAL_BOUNDARIES
+    assert path.fold(after_answer(), "admission") is None
+
+
+@pytest.mark.parametrize("boundary", ["task_completed", "terminal", "suspended"])
 def test_every_other_boundary_compacts(boundary: str) -> None:
     assert boundary not in JOURNAL_BOUNDARIES
     tail = FakeTail()
