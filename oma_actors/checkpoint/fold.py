@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
+from oma_actors.checkpoint.codec import gc_paused
 from oma_actors.checkpoint.fold_rules import (
     FOLDED_TYPES,
     EntryDraft,
@@ -149,7 +150,8 @@ def fold_tail(
     if snapshot.journal_watermark_seq is None:
         return Folded(snapshot=snapshot, folded_events=0, started_calls=started)
     try:
-        folded_snapshot, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
+        with gc_paused():  # the folded conversation is many new containers, no garbage
+            folded_snapshot, folded = _fold(snapshot, events, enforce_lineage=enforce_lineage)
     except TailRejected as rejected:
         return Discarded(
             snapshot=snapshot, reason=rejected.reason, seq=rejected.seq, started_calls=started
