@@ -187,9 +187,7 @@ class JournalPath:
         bus = restored.message_bus
         if bus is not None and bus == _written_bus(restored.source):
             bus = None
-        self._view = replace(
-            restored, attempt=identity.attempt, identity=identity, message_bus=bus
-        )
+        self._view = replace(restored, attempt=identity.attempt, identity=identity, message_bus=bus)
         self._snapshot_bytes = 0
         self._tail_bytes = 0
         self._compacted_through = 0

@@ -268,11 +268,10 @@ async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission
 
     monkeypatch.setattr(RunWriter, "save", save_then_restore)
     options = CheckpointOptions(store=store, run_id=run_id)
+    orchestrator = OpenMultiAgent(max_concurrency=rng.choice((1, 2)))
+    journaled = JournalOptions(journal, durable=True)
     run = asyncio.ensure_future(
-        OpenMultiAgent(max_concurrency=rng.choice((1, 2))).run_tasks(
-            team, tasks_for(rng, script), checkpoint=options,
-            journal=JournalOptions(journal, durable=True),
-        )  # fmt: skip
+        orchestrator.run_tasks(team, tasks_for(rng, script), checkpoint=options, journal=journaled)
     )
     waiter = asyncio.ensure_future(stopped.wait())
     await asyncio.wait([run, waiter], return_when=asyncio.FIRST_COMPLETED)
