@@ -16,8 +16,10 @@ A boundary that compacts holds its events back from the journal until its snapsh
 (``compacted`` releases them): what a crash can leave in the journal is then always a tail the
 fold takes.
 
-Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (admission, task completion,
-suspension, synthesis, run end ...), the first boundary of the writer (there is no view yet),
+Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (task completion, suspension,
+synthesis, run end ...), the first boundary of the writer (there is no view yet: a fresh run's
+admission; a restored attempt's view is seeded from its restore, ``seed``, so its admission is
+the append of its ``run/start``, which carries the attempt and its trace ids),
 any boundary after a failed save or a failed append (what is on disk is no longer known), an
 ``uncarried`` change, and a boundary whose tail since the last snapshot outgrew that snapshot
 and ``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the snapshot, or
