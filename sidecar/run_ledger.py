@@ -7,6 +7,9 @@ The run record is the authority on a run's fate (D16), so every way a run ends r
 - An attempt that fails with an error (not a store outage) left its lease released; the run
   record is failed too, so the run ends ``failed`` on every store and ``RestoreRun`` of a
   FAILED run is refused everywhere: start a new run.
+- A restore or an adoption first takes the run's lease (``claim_record``): of two sidecars
+  claiming a run at once, the run record's ``acquire`` lets exactly one win, whatever either
+  read before.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from oma_actors.runs import RunLedger
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors.runs import RunStoreOptions
+    from oma_actors.runs import RunLeaseHandle, RunStoreOptions
 
 
 async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
@@ -42,3 +45,31 @@ async def fail_record(
     with contextlib.suppress(LeaseError):  # held elsewhere, or it ended already
         lease = await ledger.acquire(run_id, heartbeat=False)
         await lease.fail(outcome)
+
+
+async def claim_record(terms: RunStoreOptions | None, run_id: str) -> RunLeaseHandle | None:
+    """Take the lease of ``run_id`` for this sidecar before it claims the run.
+
+    A suspended run record is queued first (``request_resume``) so it can be acquired. The
+    handle renews nothing: the attempt launched next acquires the lease again as the same
+    owner (a renewal, which fences this handle out), and a claim that goes no further lets it
+    lapse or releases it. ``None`` without lease terms (tests).
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease),
+            ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return None
+    ledger = terms.ledger()
+    current = await ledger.get(run_id)
+    if current is not None and current.status == "suspended":
+        await ledger.request_resume(run_id)
+    return await ledger.acquire(run_id, heartbeat=False)
+
+
+async def release_claim(handle: RunLeaseHandle | None) -> None:
+    """Give back the lease of a claim that went no further (lost, or ended, meanwhile)."""
+    if handle is not None:
+        with contextlib.suppress(LeaseError):  # taken over or deleted meanwhile: not ours
+            await handle.release()
