@@ -49,7 +49,13 @@ from sidecar.record import (
     TaskRow,
 )
 from sidecar.redelivery import latest_state
-from sidecar.run_ledger import cancel_record, claim_record, fail_record, release_claim
+from sidecar.run_ledger import (
+    cancel_record,
+    cancel_unheld,
+    claim_record,
+    fail_record,
+    release_claim,
+)
 from sidecar.run_view import initial_tasks, task_row_from_state
 from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
@@ -427,16 +433,26 @@ class RunExecutor:
                 metadata={"owner_id": record.owner_id},
             )
 
+        try:
+            # The run record decides first: a sidecar may have taken the run since it was read.
+            await cancel_unheld(self.run_store, run_id, reason)
+        except LeaseError as exc:
+            if exc.code == ALREADY_TERMINAL:
+                raise FailedPrecondition("RUN_ALREADY_TERMINAL", exc.message) from None
+            if exc.code in (LEASE_HELD, CONFLICT):
+                raise FailedPrecondition(
+                    "RUN_OWNED_ELSEWHERE", f"run {run_id!r} runs in another sidecar: {exc.message}"
+                ) from None
+            raise
+
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             # Adopted, restored or ended meanwhile.
             check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
             return stop_tasks(current)
 
-        record = await self._registry.set_status(
+        return await self._registry.set_status(
             run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
         )
-        await cancel_record(self.run_store, run_id, reason)
-        return record
 
     # -- execution -------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ The run record is the authority on a run's fate (D16), so every way a run ends r
 - An attempt that fails with an error (not a store outage) left its lease released; the run
   record is failed too, so the run ends ``failed`` on every store and ``RestoreRun`` of a
   FAILED run is refused everywhere: start a new run.
+- ``CancelRun`` of a run that executes nowhere cancels the run record first
+  (``cancel_unheld``), refused if a sidecar took its lease meanwhile.
 - A restore or an adoption first takes the run's lease (``claim_record``): of two sidecars
   claiming a run at once, the run record's ``acquire`` lets exactly one win, whatever either
   read before.
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from oma_actors import LeaseError
 from oma_actors.runs import RunLedger
+
+NOT_FOUND = "RUN_NOT_FOUND"
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -33,6 +37,25 @@ async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str)
     ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
     with contextlib.suppress(LeaseError):  # no record, or it ended already
         await ledger.cancel(run_id, reason or None)
+
+
+async def cancel_unheld(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
+    """Cancel the run record of a run this sidecar does not execute, before its registry does.
+
+    Refused while another sidecar holds a live lease of it (it runs there, or adopted or
+    restored it since it was read): the run record decides, in one compare-and-set, against
+    every claim. No record (the run never acquired a lease): nothing to cancel.
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD``, ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return
+    try:
+        await terms.ledger().cancel(run_id, reason or None, unless_held=True)
+    except LeaseError as exc:
+        if exc.code != NOT_FOUND:
+            raise
 
 
 async def fail_record(

@@ -245,3 +245,22 @@ async def test_a_restore_that_loses_the_registry_claim_gives_the_lease_back(
     record = await MemoryStoreRunStore(store).get("run-7")
     assert record is not None
     assert (record.status, record.lease) == ("queued", None)  # nobody waits a TTL for it
+
+
+async def test_a_cancel_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-8")
+    await leased(store, "run-8", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.cancel("run-8")
+    assert refused.value.reason == "RUN_OWNED_ELSEWHERE"
+    record = await MemoryStoreRunStore(store).get("run-8")
+    assert record is not None
+    assert record.status == "running"  # the rival's attempt goes on
+    assert record.lease is not None
+    assert record.lease.owner == "c"
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-8")
+    assert stored.status == pb.RUN_STATUS_RUNNING
