@@ -53,6 +53,7 @@ from sidecar.run_ledger import (
     cancel_record,
     cancel_unheld,
     claim_record,
+    claim_unfinished,
     fail_record,
     release_claim,
 )
@@ -539,7 +540,9 @@ class RunExecutor:
     async def claim_deletion(self, run_id: str) -> RunRecordV1:
         """Mark ``run_id`` as being deleted, in a compare-and-set against every other claim:
         of a ``DeleteRun`` and a ``RestoreRun`` (or a cancel, an adoption) racing, exactly one
-        wins. A run that just finished here is waited for (its attempt is writing its end).
+        wins. A run whose run record has not ended is held first (``claim_unfinished``), so a
+        claim on the run record made after this one read the run is seen too. A run that just
+        finished here is waited for (its attempt is writing its end).
 
         Raises:
             FailedPrecondition: ``RUN_ACTIVE``: a sidecar executes the run (or claimed it).
@@ -554,6 +557,16 @@ class RunExecutor:
                 "RUN_ACTIVE",
                 f"run {run_id!r} is {pb.RunStatus.Name(record.status)}: cancel it first",
             )
+        if not stored.deleting:  # else another DeleteRun holds it: finish that deletion
+            try:
+                # A restore or an adoption may have acquired it since it was read.
+                await claim_unfinished(self.run_store, run_id)
+            except LeaseError as exc:
+                if exc.code in (LEASE_HELD, CONFLICT):
+                    raise FailedPrecondition(
+                        "RUN_ACTIVE", f"run {run_id!r} is running: {exc.message}"
+                    ) from None
+                raise
 
         def deleting(current: RunRecordV1) -> RunRecordV1:
             if current.deleting:

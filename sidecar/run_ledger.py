@@ -9,6 +9,8 @@ The run record is the authority on a run's fate (D16), so every way a run ends r
   FAILED run is refused everywhere: start a new run.
 - ``CancelRun`` of a run that executes nowhere cancels the run record first
   (``cancel_unheld``), refused if a sidecar took its lease meanwhile.
+- ``DeleteRun`` holds the lease of a run whose record has not ended (``claim_unfinished``), so
+  a ``RestoreRun`` racing it is refused by the run record, whatever it read.
 - A restore or an adoption first takes the run's lease (``claim_record``): of two sidecars
   claiming a run at once, the run record's ``acquire`` lets exactly one win, whatever either
   read before.
@@ -20,7 +22,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from oma_actors import LeaseError
-from oma_actors.runs import RunLedger
+from oma_actors.runs import RunLedger, is_terminal
 
 NOT_FOUND = "RUN_NOT_FOUND"
 
@@ -89,6 +91,24 @@ async def claim_record(terms: RunStoreOptions | None, run_id: str) -> RunLeaseHa
     if current is not None and current.status == "suspended":
         await ledger.request_resume(run_id)
     return await ledger.acquire(run_id, heartbeat=False)
+
+
+async def claim_unfinished(terms: RunStoreOptions | None, run_id: str) -> None:
+    """Take the lease of ``run_id`` for a deletion unless its run record has ended.
+
+    Held (until the run's keys, its run record among them, are gone), it refuses every
+    restore and adoption that would acquire the run meanwhile; a run record that ended can be
+    acquired by nobody, so there is nothing to hold.
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease) or
+            ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return
+    current = await terms.ledger().get(run_id)
+    if current is not None and not is_terminal(current.status):
+        await claim_record(terms, run_id)
 
 
 async def release_claim(handle: RunLeaseHandle | None) -> None:

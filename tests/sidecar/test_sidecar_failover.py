@@ -264,3 +264,38 @@ async def test_a_cancel_loses_to_a_lease_taken_after_its_read(stores: StoreRegis
     assert record.lease.owner == "c"
     stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-8")
     assert stored.status == pb.RUN_STATUS_RUNNING
+
+
+async def test_a_deletion_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-9")
+    await leased(store, "run-9", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.claim_deletion("run-9")
+    assert refused.value.reason == "RUN_ACTIVE"
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-9")
+    assert not stored.deleting
+
+
+async def test_a_restore_loses_to_a_deletion_that_holds_the_run(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-10")
+    await leased(store, "run-10", "dead", ago=2 * TTL)
+    deleter, restorer = executor(store, stores, "b"), executor(store, stores, "c")
+    read = restorer.current
+
+    async def read_then_deletion(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+        seen = await read(run_id)
+        await deleter.claim_deletion(run_id)
+        return seen
+
+    restorer.current = read_then_deletion  # type: ignore[method-assign]
+    with pytest.raises(FailedPrecondition) as refused:
+        await restorer.restore(pb.RestoreRunRequest(run_id="run-10"))
+    assert refused.value.reason in {"RUN_ACTIVE", "RUN_DELETING"}
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-10")
+    assert (stored.owner_id, stored.attempt, stored.deleting) == ("dead", 1, True)
