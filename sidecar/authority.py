@@ -14,9 +14,12 @@ record wins:
 
 ``STATUS_OF_RECORD`` is the one table from the run record's vocabulary to the wire's.
 
-A claim on a run (a restore, an adoption, a cancel, a deletion) is a compare-and-set of its
-registry record that requires the record unchanged since it was read (``check_unchanged``):
-of two claims racing, exactly one wins.
+A claim on a run (a restore, an adoption, a cancel, a deletion) is decided by its run record
+first (``sidecar.run_ledger``: a restore, an adoption and a deletion take its lease, a cancel
+cancels it unless a sidecar holds it), then written to the registry in a compare-and-set that
+requires the record unchanged since it was read (``check_unchanged``, which still separates
+two claims of one process: they share an owner, so the lease cannot). Of two claims racing,
+exactly one wins.
 """
 
 from __future__ import annotations
