@@ -87,6 +87,16 @@ LEASE_ABORTED = "aborted"
 """The status code of an attempt that stopped because it lost its run's lease."""
 
 
+def claim_refused(exc: LeaseError, held: str) -> Exception:
+    """The wire's refusal of a claim its run record refused: the run ended
+    (``RUN_ALREADY_TERMINAL``), or a sidecar holds it (``held``); else ``exc`` itself."""
+    if exc.code == ALREADY_TERMINAL:
+        return FailedPrecondition("RUN_ALREADY_TERMINAL", exc.message)
+    if exc.code in (LEASE_HELD, CONFLICT):
+        return FailedPrecondition(held, f"a sidecar holds the run: {exc.message}")
+    return exc
+
+
 class RunExecutor:
     """Owns the running runs of the server.
 
@@ -374,13 +384,7 @@ class RunExecutor:
         try:
             return await claim_record(self.run_store, run_id)
         except LeaseError as exc:
-            if exc.code == ALREADY_TERMINAL:
-                raise FailedPrecondition("RUN_ALREADY_TERMINAL", exc.message) from None
-            if exc.code in (LEASE_HELD, CONFLICT):
-                raise FailedPrecondition(
-                    "RUN_ACTIVE", f"run {run_id!r} is running: {exc.message}"
-                ) from None
-            raise
+            raise claim_refused(exc, "RUN_ACTIVE") from None
 
     def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec, tenant: str) -> None:
         merged = pb.TeamSpec()
@@ -438,13 +442,7 @@ class RunExecutor:
             # The run record decides first: a sidecar may have taken the run since it was read.
             await cancel_unheld(self.run_store, run_id, reason)
         except LeaseError as exc:
-            if exc.code == ALREADY_TERMINAL:
-                raise FailedPrecondition("RUN_ALREADY_TERMINAL", exc.message) from None
-            if exc.code in (LEASE_HELD, CONFLICT):
-                raise FailedPrecondition(
-                    "RUN_OWNED_ELSEWHERE", f"run {run_id!r} runs in another sidecar: {exc.message}"
-                ) from None
-            raise
+            raise claim_refused(exc, "RUN_OWNED_ELSEWHERE") from None
 
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             # Adopted, restored or ended meanwhile.
@@ -562,11 +560,7 @@ class RunExecutor:
                 # A restore or an adoption may have acquired it since it was read.
                 await claim_unfinished(self.run_store, run_id)
             except LeaseError as exc:
-                if exc.code in (LEASE_HELD, CONFLICT):
-                    raise FailedPrecondition(
-                        "RUN_ACTIVE", f"run {run_id!r} is running: {exc.message}"
-                    ) from None
-                raise
+                raise claim_refused(exc, "RUN_ACTIVE") from None
 
         def deleting(current: RunRecordV1) -> RunRecordV1:
             if current.deleting:
