@@ -299,3 +299,18 @@ async def test_a_restore_loses_to_a_deletion_that_holds_the_run(stores: StoreReg
     assert refused.value.reason in {"RUN_ACTIVE", "RUN_DELETING"}
     stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-10")
     assert (stored.owner_id, stored.attempt, stored.deleting) == ("dead", 1, True)
+
+
+async def test_a_lapsed_lease_of_another_owner_is_interrupted_at_once(
+    stores: StoreRegistry,
+) -> None:
+    # Its claimant took the lease before naming itself in the registry, then died: nobody is
+    # about to take the run, so no grace of a TTL keeps it showing RUNNING.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-11")
+    await leased(store, "run-11", "claimant", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    _, view = await b.current("run-11")
+    assert view.status == pb.RUN_STATUS_INTERRUPTED
+    assert await b.adopt("run-11") is not None
