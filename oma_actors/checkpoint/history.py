@@ -45,7 +45,7 @@ from oma_actors.journal.event import (
     TOOL_RESULT,
     TURN_END,
 )
-from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -237,13 +237,21 @@ async def _anchors(
     found: list[AnchorSummary] = []
     values: dict[str, str] = {}
     latest: tuple[str, str] | None = None
+    newest: AnchorSummary | None = None
     for entry in await store.list():
         if entry.key == latest_key:
             latest = (entry.key, entry.value)
+            if (entry.metadata or {}).get(SUMMARY) is not None:
+                # The newest anchor, not yet copied: the latest snapshot is it (``anchors``).
+                newest = _summary(entry.key, entry.value, entry.metadata, run_id)
+                newest = replace(newest, key=history_key(run_id, newest.watermark))
         if not entry.key.startswith(prefix):
             continue
         values[entry.key] = entry.value
         found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
+    if newest is not None and latest is not None and newest.key not in values:
+        values[newest.key] = latest[1]
+        found.append(newest)
     if not found:
         raise NoHistoryError(run_id)
     found.sort(key=lambda anchor: anchor.watermark)
