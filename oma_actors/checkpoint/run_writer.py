@@ -344,7 +344,7 @@ class RunWriter:
         try:
             store = self._checkpoint.store
             if (
-                self._journal is not None
+                (anchor is not None or self._journal is not None)
                 and self._fence is None
                 and isinstance(store, ConditionalStore)
                 and self._checkpoint.key == checkpoint_key(snapshot.run_id)
