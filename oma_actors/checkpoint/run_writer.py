@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
-    from oma_actors.stores.base import Expect, Write
+    from oma_actors.stores.base import Expect, MemoryStore, Write
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +173,7 @@ class RunWriter:
         self._journal: JournalPath | None = None
         self._last_size = 0
         self._on_snapshot: Callable[[CheckpointSnapshot], None] | None = None
+        self._predecessor_kept = False
 
     def on_snapshot(self, callback: Callable[[CheckpointSnapshot], None]) -> None:
         """Call ``callback`` with each snapshot once it is durable (the journal's record of it)."""
@@ -350,6 +351,11 @@ class RunWriter:
                 and self._checkpoint.key == checkpoint_key(snapshot.run_id)
             ):
                 return await self._store_latest_anchor(store, text, snapshot, anchor)
+            if not self._predecessor_kept:
+                # A previous attempt may have left its newest anchor as the latest snapshot
+                # (``_store_latest_anchor``); this writer never does on these paths, so only
+                # its first write can overwrite one: copied first, never lost.
+                await self._keep_latest_anchor(store)
             kept = None if anchor is None else anchor_put(self._checkpoint, text, snapshot, anchor)
             if kept is not None:
                 # Written first, so a history never names a missing anchor.
@@ -367,6 +373,16 @@ class RunWriter:
             # already holds the value its failed flush never made durable (FileStore, FS-08).
             return Unknown(f"{type(exc).__name__}: {exc}")
         return Saved(snapshot.revision)
+
+    async def _keep_latest_anchor(self, store: MemoryStore) -> None:
+        """Copy the run's latest snapshot to its history key when it is an uncopied anchor."""
+        current = await store.get(self._checkpoint.key)
+        copy = None
+        if current is not None:
+            copy = uncopied_anchor(current.key, current.value, current.metadata)
+        if copy is not None:
+            await store.set(copy.key, copy.value, copy.metadata)
+        self._predecessor_kept = True
 
     async def _store_latest_anchor(
         self,

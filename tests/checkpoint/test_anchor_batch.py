@@ -79,3 +79,16 @@ async def test_an_overwrite_without_an_anchor_still_keeps_the_latest_anchor() ->
     latest = await store.get(checkpoint.key)
     assert latest is not None
     assert SUMMARY not in (latest.metadata or {})
+
+
+async def test_a_plain_writer_copies_the_latest_anchor_an_earlier_attempt_left() -> None:
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    first = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(await first._store(make_snapshot(journal_watermark_seq=7), anchor="x"), Saved)
+    # The next attempt writes without the batch path (OMA's mode): the anchor is kept first.
+    later = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(await later._store(make_snapshot(journal_watermark_seq=8)), Saved)
+    copy = await store.get(history_key("run-test", 7))
+    assert copy is not None
+    assert SUMMARY in (copy.metadata or {})
