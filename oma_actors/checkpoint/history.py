@@ -387,6 +387,8 @@ def _event_point(
         boundary, what = "tool_commit", f"tool {name} committed"
     elif event.type == TURN_END and data.get("outcome") == "tool_use":
         boundary, what = "tool_results", "results sent to the model"
+    elif event.type == TURN_END and data.get("outcome") == "completed":
+        boundary, what = "terminal", "final answer"
     if what is None:
         return None
     return HistoryPoint(

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 import orjson
 
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
+from oma_actors.domain.messages import ToolUseBlock, text_of
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
-    {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
+    {"assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results", "terminal"}
 )
 """The per-turn boundaries a durable journal can save without a snapshot (D10)."""
 
@@ -271,7 +272,22 @@ def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
     adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
     to a pending call is the runner's alone.
     """
-    for name in _RUNNER_FLAGS:
+    flags = _RUNNER_FLAGS
+    if after.phase == "completed" and before.phase != "completed":
+        # Only a final answer's completion is folded (``turn/end`` completed, fold_rules);
+        # any other end (a budget, a loop, an error, the turn limit) compacts.
+        last = after.conversation[-1] if after.conversation else None
+        answered = (
+            after.success
+            and last is not None
+            and last.role == "assistant"
+            and not any(isinstance(block, ToolUseBlock) for block in last.content)
+            and after.final_output == text_of(last.content)
+        )
+        if not answered:
+            return "a completion other than a final answer"
+        flags = tuple(name for name in _RUNNER_FLAGS if name != "success")
+    for name in flags:
         if getattr(before, name) != getattr(after, name):
             return name
     warning = after.pending_tool_result_text
