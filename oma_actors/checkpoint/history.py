@@ -11,8 +11,13 @@ The points, oldest first:
 - each anchor, at its watermark (its boundary is the one the writer named when it compacted);
 - between two anchors, each event that closes a per-turn boundary of a task the earlier anchor
   holds in flight: an ``assistant/message`` asking for tools (``assistant_tool_turn``), a
-  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``) and a ``turn/end`` of a
-  tool round (``tool_results``: the results message and the turn's end are one boundary).
+  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``), a ``turn/end`` of a
+  tool round (``tool_results``: the results message and the turn's end are one boundary) and a
+  ``turn/end`` completed (``terminal``: a final answer, folded since D14 carries it; when the
+  task's completion compacts at the same seq, that anchor is the point).
+
+The newest anchor may be the run's latest snapshot itself (its metadata carries the summary,
+``checkpoint.anchors``); it is read as the others are.
 
 A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
 journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state

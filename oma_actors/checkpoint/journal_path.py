@@ -3,7 +3,8 @@
 With a durable journal, a run's per-turn boundaries (``JOURNAL_BOUNDARIES``) are saved by making
 their journal events durable; the v5 snapshot is written only at compaction points. The fold
 (``checkpoint.fold``) carries every fact such a boundary changes (D14): the conversations, a
-task's start, a completion's announcement. So the state a
+task's start, a completion's announcement, a final answer (``turn/end`` completed: the
+``terminal`` boundary of a run that answered; any other end compacts). So the state a
 restore rebuilds from the last snapshot and the journal is the run's own by construction, and
 no equality check of the two runs on the save path: the property test over random runs
 (``tests/journal_facts/test_facts_fold_property.py``) asserts it at every durable boundary.
