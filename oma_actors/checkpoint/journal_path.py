@@ -273,7 +273,7 @@ def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
     adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
     to a pending call is the runner's alone.
     """
-    flags = _RUNNER_FLAGS
+    flags: tuple[str, ...] = _RUNNER_FLAGS
     if after.phase == "completed" and before.phase != "completed":
         # Only a final answer's completion is folded (``turn/end`` completed, fold_rules);
         # any other end (a budget, a loop, an error, the turn limit) compacts.
