@@ -51,6 +51,7 @@ __all__ = [
     "TailRejected",
     "apply_event",
     "check_resumable",
+    "final_answer",
     "fold_event",
     "task_status",
 ]
@@ -285,20 +286,25 @@ def _final_answer(draft: EntryDraft, event: JournalEvent) -> None:
     the final output, ``success``. The usage and the message were folded with the message; so a
     run's final answer needs no snapshot of its own (D14).
     """
-    conversation, _ = draft.whole_conversation()
-    last = conversation[-1] if conversation else None
-    answered = (
-        last is not None
-        and last.role == "assistant"
-        and not any(isinstance(block, ToolUseBlock) for block in last.content)
-    )
-    if draft.phase != "awaiting_model" or not answered or last is None:
+    answer = final_answer(draft.whole_conversation()[0])
+    if draft.phase != "awaiting_model" or answer is None:
         raise TailRejected(
             f"{_where(draft, event)} closes no final answer (phase {draft.phase})", event.seq
         )
     draft.phase = "completed"
-    draft.final_output = text_of(last.content)
+    draft.final_output = answer
     draft.success = True
+
+
+def final_answer(conversation: tuple[Message, ...]) -> str | None:
+    """The text of ``conversation``'s final answer: its last message, from the assistant and
+    asking for no tool; ``None`` when it does not end with one."""
+    last = conversation[-1] if conversation else None
+    if last is None or last.role != "assistant":
+        return None
+    if any(isinstance(block, ToolUseBlock) for block in last.content):
+        return None
+    return text_of(last.content)
 
 
 def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:

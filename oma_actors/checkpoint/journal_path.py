@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
+from oma_actors.checkpoint.fold_rules import final_answer
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
-from oma_actors.domain.messages import ToolUseBlock, text_of
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -277,15 +277,8 @@ def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
     if after.phase == "completed" and before.phase != "completed":
         # Only a final answer's completion is folded (``turn/end`` completed, fold_rules);
         # any other end (a budget, a loop, an error, the turn limit) compacts.
-        last = after.conversation[-1] if after.conversation else None
-        answered = (
-            after.success
-            and last is not None
-            and last.role == "assistant"
-            and not any(isinstance(block, ToolUseBlock) for block in last.content)
-            and after.final_output == text_of(last.content)
-        )
-        if not answered:
+        answer = final_answer(after.conversation)
+        if not after.success or answer is None or after.final_output != answer:
             return "a completion other than a final answer"
         flags = tuple(name for name in _RUNNER_FLAGS if name != "success")
     for name in flags:
