@@ -100,9 +100,9 @@ async def run_attempt(
 
 @asynccontextmanager
 async def held_lease(terms: RunStoreOptions, run_id: str) -> AsyncIterator[RunLeaseHandle]:
-    """Hold ``run_id``'s lease for the block (a suspended record is queued first); a block
-    left unsettled (an error, cancellation) releases it, so another owner may take it."""
-    await _resumable(terms, run_id)
+    """Hold ``run_id``'s lease for the block (a restore's claim queued a suspended record
+    first); a block left unsettled (an error, cancellation) releases it, so another owner may
+    take it."""
     lease = await terms.ledger().acquire(run_id, heartbeat=terms.heartbeat)
     try:
         yield lease
@@ -222,8 +222,8 @@ async def _run(
         else None
     )
     if restoring:
-        if run_store is not None and durable:
-            await _resumable(run_store, record.run_id)
+        # A suspended run record was queued and acquired by the restore's claim
+        # (``sidecar.run_ledger.claim_record``).
         return await orchestrator.restore(
             team, checkpoint=checkpoint, coordinator=coordinator, journal=journal
         )
@@ -242,14 +242,6 @@ async def _run(
         plan_only=request.goal.plan_only,
         journal=journal,
     )
-
-
-async def _resumable(run_store: RunStoreOptions, run_id: str) -> None:
-    """Queue a lease record that is suspended, so the restore can acquire it."""
-    ledger = run_store.ledger()
-    current = await ledger.get(run_id)
-    if current is not None and current.status == "suspended":
-        await ledger.request_resume(run_id)
 
 
 def observer(

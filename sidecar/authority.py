@@ -5,18 +5,20 @@ record says who owns a run and whether it settled. The sidecar's registry keeps 
 last told; where the two disagree for a run that does not execute in this process, the run
 record wins:
 
-- its lease expired (its holder, the registry's owner, died, stalled or lost the store), or
-  the registry's owner (who claimed it) has not acquired it for a TTL, or it was given up
-  unfinished and nobody took it for a TTL: the run is ``INTERRUPTED`` (a live sidecar adopts
-  it, ``RestoreRun`` may too);
+- its lease expired (its holder died, stalled or lost the store), or it has no lease (never
+  acquired, or given up unfinished) and nobody took it for a TTL: the run is ``INTERRUPTED``
+  (a live sidecar adopts it, ``RestoreRun`` may too);
 - it settled (completed, failed, cancelled, suspended) while the registry still says it runs
   (its sidecar died between the two writes): the run record's status is shown.
 
 ``STATUS_OF_RECORD`` is the one table from the run record's vocabulary to the wire's.
 
-A claim on a run (a restore, an adoption, a cancel, a deletion) is a compare-and-set of its
-registry record that requires the record unchanged since it was read (``check_unchanged``):
-of two claims racing, exactly one wins.
+A claim on a run (a restore, an adoption, a cancel, a deletion) is decided by its run record
+first (``sidecar.run_ledger``: a restore, an adoption and a deletion take its lease, a cancel
+cancels it unless a sidecar holds it), then written to the registry in a compare-and-set that
+requires the record unchanged since it was read (``check_unchanged``, which still separates
+two claims of one process: they share an owner, so the lease cannot). Of two claims racing,
+exactly one wins.
 """
 
 from __future__ import annotations
@@ -60,11 +62,12 @@ def shown(
     holder = lease.lease if lease is not None else None
     if holder is not None and holder.expires_at > now:
         return record  # its holder renews it: it runs there
-    if holder is not None and holder.owner == record.owner_id:
+    if holder is not None:
+        # Lapsed, whoever held it: a claim takes the lease before it names its owner in the
+        # registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
         return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
-    # No lease (not acquired yet, or given up unfinished), or a lapsed one of an owner the
-    # registry no longer names (a sidecar claimed the run and is about to acquire it): a TTL
-    # later nobody has taken it.
+    # No lease (a new run's first attempt has not acquired it yet, or it was given up
+    # unfinished): a TTL later nobody has taken it.
     if (now - record.updated_at).total_seconds() < ttl:
         return record
     return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)

@@ -4,7 +4,9 @@ Every change of a run's record goes through the registry (``RunRegistry.create``
 ``set_status`` with a change); a check that must hold when the record is written (a restore,
 an adoption or a deletion claiming a run nobody else claimed since it was read, a cancel of a
 run that has not finished: ``sidecar.authority``) is made inside that change, so it holds
-against concurrent requests and sibling sidecars alike. What a run is comes from its run record
+against concurrent requests and sibling sidecars alike. A restore or an adoption takes the
+run's lease first (``sidecar.run_ledger.claim_record``): whatever it read, the run record's
+``acquire`` lets only one claimant through. What a run is comes from its run record
 (``sidecar.authority``); the attempt itself is ``sidecar.attempt``.
 """
 
@@ -47,7 +49,14 @@ from sidecar.record import (
     TaskRow,
 )
 from sidecar.redelivery import latest_state
-from sidecar.run_ledger import cancel_record, fail_record
+from sidecar.run_ledger import (
+    cancel_record,
+    cancel_unheld,
+    claim_record,
+    claim_unfinished,
+    fail_record,
+    release_claim,
+)
 from sidecar.run_view import initial_tasks, task_row_from_state
 from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
@@ -64,7 +73,7 @@ if TYPE_CHECKING:
     )
 
     from oma_actors import TeamRunResult, Tool
-    from oma_actors.runs import RunStoreOptions
+    from oma_actors.runs import RunLeaseHandle, RunStoreOptions
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
     from sidecar.tool_host import ToolHost
@@ -72,8 +81,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 LEASE_HELD = "RUN_LEASE_HELD"
 LEASE_LOST = "RUN_LEASE_LOST"
+ALREADY_TERMINAL = "RUN_ALREADY_TERMINAL"
+CONFLICT = "RUN_CONFLICT"
 LEASE_ABORTED = "aborted"
 """The status code of an attempt that stopped because it lost its run's lease."""
+
+
+def claim_refused(exc: LeaseError, held: str) -> Exception:
+    """The wire's refusal of a claim its run record refused: the run ended
+    (``RUN_ALREADY_TERMINAL``), or a sidecar holds it (``held``); else ``exc`` itself."""
+    if exc.code == ALREADY_TERMINAL:
+        return FailedPrecondition("RUN_ALREADY_TERMINAL", exc.message)
+    if exc.code in (LEASE_HELD, CONFLICT):
+        return FailedPrecondition(held, f"a sidecar holds the run: {exc.message}")
+    return exc
 
 
 class RunExecutor:
@@ -294,16 +315,21 @@ class RunExecutor:
             spec.goal.coordinator.CopyFrom(request.coordinator)
         resumed = await self._has_checkpoint(record)
         owner = self._registry.owner_id
+        lease = await self._claim_lease(record.run_id)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
             # A concurrent restore or adoption may have claimed it meanwhile.
             check_unchanged(current, stored)
             return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
 
-        # Announce QUEUED before returning, so a watch started now follows the new attempt.
-        claimed = await self._registry.set_status(
-            record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
-        )
+        try:
+            # Announce QUEUED before returning, so a watch started now follows the new attempt.
+            claimed = await self._registry.set_status(
+                record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
+            )
+        except Exception:
+            await release_claim(lease)
+            raise
         self._cancel_requested.pop(record.run_id, None)
         self._launch(claimed, restoring=resumed)
         return claimed, resumed
@@ -316,10 +342,11 @@ class RunExecutor:
         this very sidecar: an attempt that lost its lease (its store was unreachable for longer
         than the TTL) stopped and wrote nothing, and the run is adopted again like any other.
 
-        The claim is a compare-and-set of the record that requires it unchanged since it was
-        read, so of two sidecars adopting at once only one claims it; the run's lease
-        (acquired when the attempt starts) then decides against any other holder. ``None``:
-        another sidecar was first, or the run is not interrupted.
+        The claim first takes the run's lease (``claim_record``): of two sidecars adopting at
+        once, the run record's ``acquire`` lets one through, whatever either read before. The
+        registry's compare-and-set, which requires the record unchanged since it was read,
+        then refuses a restore of this process claiming it meanwhile. ``None``: another
+        sidecar was first, or the run is not interrupted.
         """
         if self.running(run_id):
             return None
@@ -328,6 +355,12 @@ class RunExecutor:
         if record.status != pb.RUN_STATUS_INTERRUPTED or not stored.active:
             return None
         resumed = await self._has_checkpoint(record)
+        try:
+            # It may have been taken since it was read: its lease says by whom.
+            lease = await claim_record(self.run_store, run_id)
+        except LeaseError as exc:
+            logger.info("run %s: not adopted: %s", run_id, exc)
+            return None
 
         def claim(current: RunRecordV1) -> RunRecordV1:
             check_unchanged(current, stored)
@@ -338,12 +371,20 @@ class RunExecutor:
                 run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
         except FailedPrecondition:
+            await release_claim(lease)
             return None  # claimed or ended meanwhile
         logger.warning(
             "adopted run %s of %s (attempt %d)", run_id, stored.owner_id, claimed.attempt
         )
         self._launch(claimed, restoring=resumed)
         return claimed
+
+    async def _claim_lease(self, run_id: str) -> RunLeaseHandle | None:
+        """Take the run's lease for a restore (``claim_record``), refusals as the wire's."""
+        try:
+            return await claim_record(self.run_store, run_id)
+        except LeaseError as exc:
+            raise claim_refused(exc, "RUN_ACTIVE") from None
 
     def _override_team(self, spec: pb.StartRunRequest, team: pb.TeamSpec, tenant: str) -> None:
         merged = pb.TeamSpec()
@@ -397,16 +438,20 @@ class RunExecutor:
                 metadata={"owner_id": record.owner_id},
             )
 
+        try:
+            # The run record decides first: a sidecar may have taken the run since it was read.
+            await cancel_unheld(self.run_store, run_id, reason)
+        except LeaseError as exc:
+            raise claim_refused(exc, "RUN_OWNED_ELSEWHERE") from None
+
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             # Adopted, restored or ended meanwhile.
             check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
             return stop_tasks(current)
 
-        record = await self._registry.set_status(
+        return await self._registry.set_status(
             run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
         )
-        await cancel_record(self.run_store, run_id, reason)
-        return record
 
     # -- execution -------------------------------------------------------------------------
 
@@ -493,7 +538,9 @@ class RunExecutor:
     async def claim_deletion(self, run_id: str) -> RunRecordV1:
         """Mark ``run_id`` as being deleted, in a compare-and-set against every other claim:
         of a ``DeleteRun`` and a ``RestoreRun`` (or a cancel, an adoption) racing, exactly one
-        wins. A run that just finished here is waited for (its attempt is writing its end).
+        wins. A run whose run record has not ended is held first (``claim_unfinished``), so a
+        claim on the run record made after this one read the run is seen too. A run that just
+        finished here is waited for (its attempt is writing its end).
 
         Raises:
             FailedPrecondition: ``RUN_ACTIVE``: a sidecar executes the run (or claimed it).
@@ -508,6 +555,12 @@ class RunExecutor:
                 "RUN_ACTIVE",
                 f"run {run_id!r} is {pb.RunStatus.Name(record.status)}: cancel it first",
             )
+        if not stored.deleting:  # else another DeleteRun holds it: finish that deletion
+            try:
+                # A restore or an adoption may have acquired it since it was read.
+                await claim_unfinished(self.run_store, run_id)
+            except LeaseError as exc:
+                raise claim_refused(exc, "RUN_ACTIVE") from None
 
         def deleting(current: RunRecordV1) -> RunRecordV1:
             if current.deleting:

@@ -7,11 +7,12 @@ a rival. A sidecar that dies (or stalls, or loses its store for longer than the 
 renewing; once the lease has expired the run shows ``INTERRUPTED`` (``sidecar.authority``), and
 each live sidecar's :class:`Failover` sweep (at start, then every quarter TTL) tries to adopt
 it: a sibling, a restarted sidecar (a new owner), or the very sidecar whose lease lapsed (its
-attempt stopped writing once the lease was lost). ``RunExecutor.adopt`` claims the sidecar's
-run record with a compare-and-set that requires it unchanged since read, so one sidecar wins,
-and the winner's attempt then acquires the lease (fencing token + 1, attempt + 1) before any
-work. The loser of either race does nothing. No membership, no consensus: the store's
-compare-and-set is the only arbiter (shared/DESIGN.md "Scale-out").
+attempt stopped writing once the lease was lost). ``RunExecutor.adopt`` first acquires the
+run's lease (fencing token + 1, attempt + 1): of two sidecars adopting at once, the run record
+lets one through, whatever either read; the winner then claims the registry's record and its
+attempt acquires the lease again as the same owner before any work. The loser does nothing.
+No membership, no consensus: the store's compare-and-set is the only arbiter
+(shared/DESIGN.md "Scale-out").
 
 Cost: a sweep lists the registry's records (``RunRegistry.query``: one ``AtomicStore.list``) and
 reads the run record of each active one that does not execute here.

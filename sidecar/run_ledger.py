@@ -7,6 +7,13 @@ The run record is the authority on a run's fate (D16), so every way a run ends r
 - An attempt that fails with an error (not a store outage) left its lease released; the run
   record is failed too, so the run ends ``failed`` on every store and ``RestoreRun`` of a
   FAILED run is refused everywhere: start a new run.
+- ``CancelRun`` of a run that executes nowhere cancels the run record first
+  (``cancel_unheld``), refused if a sidecar took its lease meanwhile.
+- ``DeleteRun`` holds the lease of a run whose record has not ended (``claim_unfinished``), so
+  a ``RestoreRun`` racing it is refused by the run record, whatever it read.
+- A restore or an adoption first takes the run's lease (``claim_record``): of two sidecars
+  claiming a run at once, the run record's ``acquire`` lets exactly one win, whatever either
+  read before.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from oma_actors import LeaseError
-from oma_actors.runs import RunLedger
+from oma_actors.runs import RunLedger, is_terminal
+
+NOT_FOUND = "RUN_NOT_FOUND"
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors.runs import RunStoreOptions
+    from oma_actors.runs import RunLeaseHandle, RunStoreOptions
 
 
 async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
@@ -30,6 +39,25 @@ async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str)
     ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
     with contextlib.suppress(LeaseError):  # no record, or it ended already
         await ledger.cancel(run_id, reason or None)
+
+
+async def cancel_unheld(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
+    """Cancel the run record of a run this sidecar does not execute, before its registry does.
+
+    Refused while another sidecar holds a live lease of it (it runs there, or adopted or
+    restored it since it was read): the run record decides, in one compare-and-set, against
+    every claim. No record (the run never acquired a lease): nothing to cancel.
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD``, ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return
+    try:
+        await terms.ledger().cancel(run_id, reason or None, unless_held=True)
+    except LeaseError as exc:
+        if exc.code != NOT_FOUND:
+            raise
 
 
 async def fail_record(
@@ -42,3 +70,49 @@ async def fail_record(
     with contextlib.suppress(LeaseError):  # held elsewhere, or it ended already
         lease = await ledger.acquire(run_id, heartbeat=False)
         await lease.fail(outcome)
+
+
+async def claim_record(terms: RunStoreOptions | None, run_id: str) -> RunLeaseHandle | None:
+    """Take the lease of ``run_id`` for this sidecar before it claims the run.
+
+    A suspended run record is queued first (``request_resume``) so it can be acquired. The
+    handle renews nothing: the attempt launched next acquires the lease again as the same
+    owner (a renewal, which fences this handle out), and a claim that goes no further lets it
+    lapse or releases it. ``None`` without lease terms (tests).
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease),
+            ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return None
+    ledger = terms.ledger()
+    current = await ledger.get(run_id)
+    if current is not None and current.status == "suspended":
+        await ledger.request_resume(run_id)
+    return await ledger.acquire(run_id, heartbeat=False)
+
+
+async def claim_unfinished(terms: RunStoreOptions | None, run_id: str) -> None:
+    """Take the lease of ``run_id`` for a deletion unless its run record has ended.
+
+    Held (until the run's keys, its run record among them, are gone), it refuses every
+    restore and adoption that would acquire the run meanwhile; a run record that ended can be
+    acquired by nobody, so there is nothing to hold.
+
+    Raises:
+        LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease) or
+            ``RUN_CONFLICT``.
+    """
+    if terms is None:
+        return
+    current = await terms.ledger().get(run_id)
+    if current is not None and not is_terminal(current.status):
+        await claim_record(terms, run_id)
+
+
+async def release_claim(handle: RunLeaseHandle | None) -> None:
+    """Give back the lease of a claim that went no further (lost, or ended, meanwhile)."""
+    if handle is not None:
+        with contextlib.suppress(LeaseError):  # taken over or deleted meanwhile: not ours
+            await handle.release()

@@ -5,6 +5,12 @@ cannot rebuild what a snapshot holds (task states, shared memory); so each compa
 kept under ``history_key(run_id, watermark)``. Its store metadata carries a small summary
 (``AnchorSummary``: the boundary, the attempt, what was in flight) so that listing a run's
 history reads no snapshot; ``state_at`` decodes only the one anchor it folds from.
+
+On an atomic store the newest anchor is not copied at once: the latest snapshot is written with
+the summary in its metadata (``latest_anchor``) and IS the anchor until the next compaction
+overwrites it; that batch writes the copy (``uncopied_anchor``). A latest snapshot whose
+metadata carries a summary therefore has no copy yet, and a history reads it as an anchor. A
+run's last anchor (the terminal compaction, its largest snapshot) is then written once, not twice.
 """
 
 from __future__ import annotations
@@ -13,14 +19,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.fold import tail_read_from
+from oma_actors.errors import CheckpointError
 from oma_actors.keyspace import history_key
+from oma_actors.stores.base import Put
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
-    from oma_actors.stores.base import Put
 
 SUMMARY = "history"
 """The metadata member holding the summary."""
@@ -141,3 +148,40 @@ def anchor_put(
     summary = summarize(snapshot, boundary)
     metadata = {**(put.metadata or {}), SUMMARY: summary.to_json()}
     return replace(put, key=summary.key, metadata=metadata)
+
+
+def latest_anchor(
+    checkpoint: Checkpoint, text: str, snapshot: CheckpointSnapshot, boundary: str | None
+) -> Put:
+    """The write of the run's latest snapshot; with ``boundary``, it is also its newest anchor.
+
+    The anchor is the latest entry itself: its metadata is the checkpoint's (CK-03) plus the
+    summary under ``SUMMARY``; ``uncopied_anchor`` copies it when it is overwritten.
+    """
+    put = checkpoint.put(text, snapshot)
+    if boundary is None:
+        return put
+    summary = summarize(snapshot, boundary)
+    return replace(put, metadata={**(put.metadata or {}), SUMMARY: summary.to_json()})
+
+
+def uncopied_anchor(key: str, value: str, metadata: Mapping[str, Any] | None) -> Put | None:
+    """The copy to keep of a latest snapshot about to be overwritten, if it is an anchor.
+
+    ``None`` when its metadata carries no summary (no anchor: a compaction the journal folds to
+    exactly, or a snapshot of OMA's mode).
+
+    Raises:
+        CheckpointError: the metadata carries a summary that does not name its run and
+            watermark (the anchor would be lost by the overwrite).
+    """
+    raw = (metadata or {}).get(SUMMARY)
+    if raw is None:
+        return None
+    try:
+        target = history_key(str((metadata or {})["runId"]), int(raw["watermark"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"the latest snapshot {key!r} holds a malformed anchor summary"
+        ) from exc
+    return Put(target, value, dict(metadata or {}))

@@ -52,6 +52,7 @@ __all__ = [
     "TailRejected",
     "apply_event",
     "check_resumable",
+    "final_answer",
     "fold_event",
     "run_start",
     "task_status",
@@ -77,7 +78,8 @@ class EntryDraft:
 
     Attributes:
         base: the entry the fold started from.
-        phase, turns, token_usage, final_output, pending_tool_result_text: the state's members.
+        phase, turns, token_usage, final_output, success, pending_tool_result_text: the
+            state's members.
         pending: the state's pending calls.
         conversation: the conversation the added messages follow (the entry's, or a rewrite's).
         lineage: its lineage (``None``: the entry keeps none).
@@ -93,6 +95,7 @@ class EntryDraft:
     turns: int
     token_usage: TokenUsage
     final_output: str
+    success: bool
     pending_tool_result_text: str | None
     pending: list[PendingCall]
     conversation: tuple[Message, ...]
@@ -113,6 +116,7 @@ class EntryDraft:
             turns=state.turns,
             token_usage=state.token_usage,
             final_output=state.final_output,
+            success=state.success,
             pending_tool_result_text=state.pending_tool_result_text,
             pending=list(state.pending),
             conversation=state.conversation,
@@ -153,6 +157,7 @@ class EntryDraft:
             tool_calls=state.tool_calls + tuple(self.records) if self.records else state.tool_calls,
             pending=tuple(self.pending),
             final_output=self.final_output,
+            success=self.success,
             pending_tool_result_text=self.pending_tool_result_text,
         )
         return replace(
@@ -267,10 +272,41 @@ def _turn_end(draft: EntryDraft, event: JournalEvent) -> None:
     turn = event.data["turn"]
     if not isinstance(turn, int) or isinstance(turn, bool):
         raise TypeError(f"turn {turn!r} is not an integer")
-    if event.data.get("outcome") == "error":
+    outcome = event.data.get("outcome")
+    if outcome == "error":
         # The model call failed: the turn it names was opened, never counted (RN-05).
         return
+    if outcome == "completed":
+        _final_answer(draft, event)
     draft.turns = max(draft.turns, turn)
+
+
+def _final_answer(draft: EntryDraft, event: JournalEvent) -> None:
+    """``turn/end`` completed: the assistant message before it was the task's final answer.
+
+    The runner's terminal state (``agents/turn.py``): phase ``completed``, the answer's text as
+    the final output, ``success``. The usage and the message were folded with the message; so a
+    run's final answer needs no snapshot of its own (D14).
+    """
+    answer = final_answer(draft.whole_conversation()[0])
+    if draft.phase != "awaiting_model" or answer is None:
+        raise TailRejected(
+            f"{_where(draft, event)} closes no final answer (phase {draft.phase})", event.seq
+        )
+    draft.phase = "completed"
+    draft.final_output = answer
+    draft.success = True
+
+
+def final_answer(conversation: tuple[Message, ...]) -> str | None:
+    """The text of ``conversation``'s final answer: its last message, from the assistant and
+    asking for no tool; ``None`` when it does not end with one."""
+    last = conversation[-1] if conversation else None
+    if last is None or last.role != "assistant":
+        return None
+    if any(isinstance(block, ToolUseBlock) for block in last.content):
+        return None
+    return text_of(last.content)
 
 
 def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:

@@ -11,8 +11,13 @@ The points, oldest first:
 - each anchor, at its watermark (its boundary is the one the writer named when it compacted);
 - between two anchors, each event that closes a per-turn boundary of a task the earlier anchor
   holds in flight: an ``assistant/message`` asking for tools (``assistant_tool_turn``), a
-  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``) and a ``turn/end`` of a
-  tool round (``tool_results``: the results message and the turn's end are one boundary).
+  ``tool/call`` (``tool_dispatch``), a ``tool/result`` (``tool_commit``), a ``turn/end`` of a
+  tool round (``tool_results``: the results message and the turn's end are one boundary) and a
+  ``turn/end`` completed (``terminal``: a final answer, folded since D14 carries it; when the
+  task's completion compacts at the same seq, that anchor is the point).
+
+The newest anchor may be the run's latest snapshot itself (its metadata carries the summary,
+``checkpoint.anchors``); it is read as the others are.
 
 A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
 journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state
@@ -45,7 +50,7 @@ from oma_actors.journal.event import (
     TOOL_RESULT,
     TURN_END,
 )
-from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -237,13 +242,21 @@ async def _anchors(
     found: list[AnchorSummary] = []
     values: dict[str, str] = {}
     latest: tuple[str, str] | None = None
+    newest: AnchorSummary | None = None
     for entry in await store.list():
         if entry.key == latest_key:
             latest = (entry.key, entry.value)
+            if (entry.metadata or {}).get(SUMMARY) is not None:
+                # The newest anchor, not yet copied: the latest snapshot is it (``anchors``).
+                newest = _summary(entry.key, entry.value, entry.metadata, run_id)
+                newest = replace(newest, key=history_key(run_id, newest.watermark))
         if not entry.key.startswith(prefix):
             continue
         values[entry.key] = entry.value
         found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
+    if newest is not None and latest is not None and newest.key not in values:
+        values[newest.key] = latest[1]
+        found.append(newest)
     if not found:
         raise NoHistoryError(run_id)
     found.sort(key=lambda anchor: anchor.watermark)
@@ -379,6 +392,8 @@ def _event_point(
         boundary, what = "tool_commit", f"tool {name} committed"
     elif event.type == TURN_END and data.get("outcome") == "tool_use":
         boundary, what = "tool_results", "results sent to the model"
+    elif event.type == TURN_END and data.get("outcome") == "completed":
+        boundary, what = "terminal", "final answer"
     if what is None:
         return None
     return HistoryPoint(

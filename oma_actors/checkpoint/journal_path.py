@@ -3,7 +3,8 @@
 With a durable journal, a run's per-turn boundaries (``JOURNAL_BOUNDARIES``) are saved by making
 their journal events durable; the v5 snapshot is written only at compaction points. The fold
 (``checkpoint.fold``) carries every fact such a boundary changes (D14): the conversations, a
-task's start, a completion's announcement. So the state a
+task's start, a completion's announcement, a final answer (``turn/end`` completed: the
+``terminal`` boundary of a run that answered; any other end compacts). So the state a
 restore rebuilds from the last snapshot and the journal is the run's own by construction, and
 no equality check of the two runs on the save path: the property test over random runs
 (``tests/journal_facts/test_facts_fold_property.py``) asserts it at every durable boundary.
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
+from oma_actors.checkpoint.fold_rules import final_answer
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
 
 if TYPE_CHECKING:
@@ -47,10 +49,17 @@ if TYPE_CHECKING:
     from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
-    {"admission", "assistant_tool_turn", "tool_dispatch", "tool_commit", "tool_results"}
+    {
+        "admission",
+        "assistant_tool_turn",
+        "tool_dispatch",
+        "tool_commit",
+        "tool_results",
+        "terminal",
+    }
 )
-"""The boundaries a durable journal can save without a snapshot (D10): the per-turn ones, and
-a restored attempt's admission (its ``run/start`` carries the attempt, D14). A fresh run's
+"""The boundaries a durable journal can save without a snapshot (D10): the per-turn ones, the
+final answer (``terminal``), and a restored attempt's admission (its ``run/start`` carries the attempt, D14). A fresh run's
 admission has no view yet, so it always compacts."""
 
 MIN_TAIL_BYTES = 64 * 1024
@@ -296,7 +305,15 @@ def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
     adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
     to a pending call is the runner's alone.
     """
-    for name in _RUNNER_FLAGS:
+    flags: tuple[str, ...] = _RUNNER_FLAGS
+    if after.phase == "completed" and before.phase != "completed":
+        # Only a final answer's completion is folded (``turn/end`` completed, fold_rules);
+        # any other end (a budget, a loop, an error, the turn limit) compacts.
+        answer = final_answer(after.conversation)
+        if not after.success or answer is None or after.final_output != answer:
+            return "a completion other than a final answer"
+        flags = tuple(name for name in _RUNNER_FLAGS if name != "success")
+    for name in flags:
         if getattr(before, name) != getattr(after, name):
             return name
     warning = after.pending_tool_result_text

@@ -33,8 +33,9 @@ fence (D15): a database journal in the database of the run record appends each b
 transaction with the record check, so after a takeover no event of the old owner lands, and a
 refused append is ``Fenced`` like a refused snapshot. An append to a journal file cannot carry
 the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11). Each
-compaction also keeps a copy, its history anchor (``anchors``, D17), which ``run_history`` and
-``state_at`` fold the journal from.
+compaction also keeps its history anchor (``anchors``, D17), which ``run_history`` and
+``state_at`` fold the journal from: on an atomic store the latest snapshot is its own newest
+anchor, copied only when the next compaction overwrites it (``_store_latest_anchor``).
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from oma_actors.checkpoint.anchors import anchor_put
+from oma_actors.checkpoint.anchors import anchor_put, latest_anchor, uncopied_anchor
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
+from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import ConditionalStore
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
-    from oma_actors.stores.base import Expect, Write
+    from oma_actors.stores.base import Expect, MemoryStore, Write
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +173,7 @@ class RunWriter:
         self._journal: JournalPath | None = None
         self._last_size = 0
         self._on_snapshot: Callable[[CheckpointSnapshot], None] | None = None
+        self._predecessor_kept = False
 
     def on_snapshot(self, callback: Callable[[CheckpointSnapshot], None]) -> None:
         """Call ``callback`` with each snapshot once it is durable (the journal's record of it)."""
@@ -341,16 +344,19 @@ class RunWriter:
         self._last_size = len(text)
         try:
             store = self._checkpoint.store
+            if (
+                (anchor is not None or self._journal is not None)
+                and self._fence is None
+                and isinstance(store, ConditionalStore)
+                and self._checkpoint.key == checkpoint_key(snapshot.run_id)
+            ):
+                return await self._store_latest_anchor(store, text, snapshot, anchor)
+            if not self._predecessor_kept:
+                # A previous attempt may have left its newest anchor as the latest snapshot
+                # (``_store_latest_anchor``); this writer never does on these paths, so only
+                # its first write can overwrite one: copied first, never lost.
+                await self._keep_latest_anchor(store)
             kept = None if anchor is None else anchor_put(self._checkpoint, text, snapshot, anchor)
-            if kept is not None and self._fence is None and isinstance(store, ConditionalStore):
-                # A journal-first compaction overwrites the run's latest snapshot and the journal
-                # alone cannot rebuild what it held: the copy is the anchor its history folds
-                # from (D17). Both in one atomic batch: a FileStore rewrites its whole file once
-                # instead of twice (P3), and a history never names a missing anchor.
-                latest = self._checkpoint.put(text, snapshot)
-                if not await store.apply([], [kept, latest]):
-                    return NotSaved("the store refused an unconditional batch")
-                return Saved(snapshot.revision)
             if kept is not None:
                 # Written first, so a history never names a missing anchor.
                 await store.set(kept.key, kept.value, kept.metadata)
@@ -366,6 +372,44 @@ class RunWriter:
             # No read-back to "confirm" the write: a store may serve reads from a cache that
             # already holds the value its failed flush never made durable (FileStore, FS-08).
             return Unknown(f"{type(exc).__name__}: {exc}")
+        return Saved(snapshot.revision)
+
+    async def _keep_latest_anchor(self, store: MemoryStore) -> None:
+        """Copy the run's latest snapshot to its history key when it is an uncopied anchor."""
+        current = await store.get(self._checkpoint.key)
+        copy = None
+        if current is not None:
+            copy = uncopied_anchor(current.key, current.value, current.metadata)
+        if copy is not None:
+            await store.set(copy.key, copy.value, copy.metadata)
+        self._predecessor_kept = True
+
+    async def _store_latest_anchor(
+        self,
+        store: ConditionalStore,
+        text: str,
+        snapshot: CheckpointSnapshot,
+        anchor: Boundary | None,
+    ) -> SaveOutcome:
+        """Write the latest snapshot as its own newest anchor; copy the one it overwrites.
+
+        A journal-first compaction's anchor (D17) is, until the next compaction, the run's
+        latest snapshot itself: its metadata carries the anchor's summary (``latest_anchor``)
+        and no copy is written. The copy of an anchor is written only by the batch that
+        overwrites it, so the last anchor of a run (its terminal compaction, the largest
+        snapshot) is never written twice (P3). One atomic batch: a history never names a
+        missing anchor, and the store (not this writer) says what is still uncopied, so a
+        restored attempt's first compaction keeps its predecessor's last anchor too.
+        """
+        current = await store.get(self._checkpoint.key)
+        writes: list[Write] = []
+        if current is not None:
+            copy = uncopied_anchor(current.key, current.value, current.metadata)
+            if copy is not None:
+                writes.append(copy)
+        writes.append(latest_anchor(self._checkpoint, text, snapshot, anchor))
+        if not await store.apply([], writes):
+            return NotSaved("the store refused an unconditional batch")
         return Saved(snapshot.revision)
 
     async def _write_fenced(self, fence: Fence, text: str, snapshot: CheckpointSnapshot) -> bool:

@@ -389,11 +389,17 @@ def _admits_by_append(
     Only journal-first, and only where the restored state is exactly what a later restore
     folds: the snapshot depends on its journal and its tail folded whole (``refuse`` raised
     otherwise), the journal keeps what the store keeps, and no lease (a leased run's JSONL
-    appends cannot carry the fence, D11; its admission stays a fenced snapshot). Decided
+    appends cannot carry the fence, D11; its admission stays a fenced snapshot), and no
+    conversation restored with its final answer already given (known hole: its admission
+    compacts, as before). Decided
     before ``run/start`` is recorded: its identity is carried only when the fold is to take it.
     """
+    # A final answer the journal saved (``terminal``) whose completion was lost is finished
+    # by the restore's first steps, not by an append the fold takes: that admission compacts.
+    answered = any(entry.state.phase == "completed" for entry in snapshot.in_flight)
     return (
         journaling.durable
+        and not answered
         and lease is None
         and on_damaged == "refuse"
         and depends_on_journal(snapshot)

@@ -206,14 +206,24 @@ class RunLedger:
 
         return await self._mutate(run_id, build)
 
-    async def cancel(self, run_id: str, message: str | None = None) -> RunRecord:
+    async def cancel(
+        self, run_id: str, message: str | None = None, *, unless_held: bool = False
+    ) -> RunRecord:
         """Cancel a run from outside its worker (RS-08); the holder is fenced out.
 
         Already cancelled: returned unchanged. Otherwise cancelled, lease dropped, fencing token
         + 1, ``outcome = {"code": "cancelled", "message"?}``.
 
+        Args:
+            run_id: The run.
+            message: The outcome's message.
+            unless_held: Refuse a run another owner holds a live lease of instead of fencing it
+                out (a caller that cancels only runs nobody executes), decided in the same
+                compare-and-set as the cancel.
+
         Raises:
-            LeaseError: ``RUN_NOT_FOUND``, ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
+            LeaseError: ``RUN_NOT_FOUND``, ``RUN_ALREADY_TERMINAL``, ``RUN_LEASE_HELD`` (with
+                ``unless_held``) or ``RUN_CONFLICT``.
         """
 
         def build(current: RunRecord, now: datetime) -> RunRecord | None:
@@ -223,6 +233,11 @@ class RunLedger:
                 raise LeaseError(
                     ALREADY_TERMINAL, f"run {run_id!r} already ended as {current.status}", current
                 )
+            lease = current.lease
+            held = lease is not None and lease.owner != self.owner and lease_live(current, now)
+            if unless_held and held:
+                owner = lease.owner if lease is not None else ""
+                raise LeaseError(LEASE_HELD, f"run {run_id!r} is leased by {owner!r}", current)
             check_transition(run_id, current.status, "cancelled")
             return tx.cancelled(current, message, now)
 

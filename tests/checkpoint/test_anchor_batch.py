@@ -6,9 +6,11 @@ from typing import Any
 
 from checkpoint_support import make_snapshot
 
+from oma_actors.checkpoint.anchors import SUMMARY
+from oma_actors.checkpoint.history import _anchors
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
-from oma_actors.keyspace import history_prefix
+from oma_actors.keyspace import history_key
 from oma_actors.stores import InMemoryStore
 
 
@@ -32,10 +34,61 @@ async def test_the_anchor_and_the_latest_snapshot_are_written_in_one_batch() -> 
     store = CountingStore()
     checkpoint = Checkpoint(store, run_id="run-test")
     writer = RunWriter(checkpoint, emit=lambda event: None)
-    snapshot = make_snapshot(journal_watermark_seq=7)
-    outcome = await writer._store(snapshot, anchor="terminal")
-    assert isinstance(outcome, Saved)
-    [batch] = store.writes  # one write: the anchor can never be missing beside its latest
-    assert batch[1] == checkpoint.key
-    assert batch[0].startswith(history_prefix("run-test"))
-    assert (await store.get(batch[0])) is not None
+    first = make_snapshot(journal_watermark_seq=7)
+    assert isinstance(await writer._store(first, anchor="admission"), Saved)
+    # The newest anchor is the latest snapshot itself: one write, no copy yet.
+    assert store.writes == [[checkpoint.key]]
+    latest = await store.get(checkpoint.key)
+    assert latest is not None
+    assert SUMMARY in (latest.metadata or {})
+    second = make_snapshot(journal_watermark_seq=9)
+    assert isinstance(await writer._store(second, anchor="terminal"), Saved)
+    # The batch overwriting it keeps its copy: one write, never an anchor missing.
+    [_, batch] = store.writes
+    assert batch == [history_key("run-test", 7), checkpoint.key]
+    copy = await store.get(history_key("run-test", 7))
+    assert copy is not None
+    assert copy.value == latest.value
+
+
+async def test_a_latest_anchor_is_listed_by_the_history() -> None:
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    writer = RunWriter(checkpoint, emit=lambda event: None)
+    for seq in (7, 9):
+        snapshot = make_snapshot(journal_watermark_seq=seq)
+        assert isinstance(await writer._store(snapshot, anchor="admission"), Saved)
+    anchors, values, _ = await _anchors(store, "run-test")
+    assert [a.watermark for a in anchors] == [7, 9]
+    assert values[history_key("run-test", 9)] == (await store.get(checkpoint.key)).value  # type: ignore[union-attr]
+
+
+async def test_an_overwrite_without_an_anchor_still_keeps_the_latest_anchor() -> None:
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    writer = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(
+        await writer._store(make_snapshot(journal_watermark_seq=7), anchor="admission"), Saved
+    )
+    # A compaction the journal folds to exactly keeps no anchor of its own (``outgrown``),
+    # but it must not lose the one it overwrites: a restored attempt's writer reads the store.
+    fresh = RunWriter(checkpoint, emit=lambda event: None)
+    fresh._journal = object()  # type: ignore[assignment]
+    assert isinstance(await fresh._store(make_snapshot(journal_watermark_seq=8)), Saved)
+    assert await store.get(history_key("run-test", 7)) is not None
+    latest = await store.get(checkpoint.key)
+    assert latest is not None
+    assert SUMMARY not in (latest.metadata or {})
+
+
+async def test_a_plain_writer_copies_the_latest_anchor_an_earlier_attempt_left() -> None:
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    first = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(await first._store(make_snapshot(journal_watermark_seq=7), anchor="x"), Saved)
+    # The next attempt writes without the batch path (OMA's mode): the anchor is kept first.
+    later = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(await later._store(make_snapshot(journal_watermark_seq=8)), Saved)
+    copy = await store.get(history_key("run-test", 7))
+    assert copy is not None
+    assert SUMMARY in (copy.metadata or {})

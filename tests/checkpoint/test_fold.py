@@ -243,3 +243,23 @@ def test_a_tool_turn_opens_the_round_with_its_calls_pending() -> None:
     assert state.phase == "executing_tools"
     assert [p.call.id for p in state.pending] == ["tu-1"]
     assert state.uncommitted == state.pending
+
+
+def test_a_completed_turn_end_folds_the_final_answer() -> None:
+    """D14: the answer and its ``turn/end`` completed give the runner's terminal state."""
+    answer = [text_answer(101), event(102, "turn/end", turn=2, outcome="completed")]
+    result = _folded(fold_tail(journaled(entry()), answer))
+    state = result.snapshot.in_flight[0].state
+    assert state.phase == "completed"
+    assert state.final_output == "done"
+    assert state.success
+    assert state.turns == 2
+
+
+def test_a_completed_turn_end_without_a_final_answer_is_discarded() -> None:
+    """A ``turn/end`` completed after a tool turn closes no answer: the tail is refused."""
+    snapshot = journaled(entry())
+    tail = [assistant_tool_turn(101), event(102, "turn/end", turn=2, outcome="completed")]
+    result = fold_tail(snapshot, tail)
+    assert not isinstance(result, Folded)
+    assert "closes no final answer" in result.reason

@@ -11,6 +11,7 @@ from fold_support import (
     event,
     executing,
     journaled,
+    text_answer,
     tool_call,
     tool_result,
     with_entries,
@@ -19,7 +20,7 @@ from fold_support import (
 from oma_actors.checkpoint import CheckpointSnapshot, journal_path
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath
 from oma_actors.checkpoint.snapshot import RunIdentity
-from oma_actors.domain.messages import TokenUsage
+from oma_actors.domain.messages import Message, TextBlock, TokenUsage
 from oma_actors.journal.event import JournalEvent
 
 
@@ -218,7 +219,7 @@ def test_a_fresh_runs_admission_compacts_there_is_no_view_yet() -> None:
     assert path.fold(after_answer(), "admission") is None
 
 
-@pytest.mark.parametrize("boundary", ["task_completed", "terminal", "suspended"])
+@pytest.mark.parametrize("boundary", ["task_completed", "suspended"])
 def test_every_other_boundary_compacts(boundary: str) -> None:
     assert boundary not in JOURNAL_BOUNDARIES
     tail = FakeTail()
@@ -226,6 +227,45 @@ def test_every_other_boundary_compacts(boundary: str) -> None:
     tail.events = [assistant_tool_turn(101)]
     assert path.fold(after_answer(), boundary) is None
     assert tail.events == []  # the events were taken all the same: nothing piles up
+
+
+def final_answer(**changes: object) -> CheckpointSnapshot:
+    """The run after b's final answer (event 101) and its ``turn/end`` completed (102)."""
+    answer = Message("assistant", [TextBlock("done")])
+    state = entry(mark=102).state
+    state = replace(
+        state,
+        conversation=(*state.conversation, answer),
+        messages=(*state.messages, answer),
+        turns=2,
+        phase="completed",
+        final_output="done",
+        success=True,
+    )
+    item = replace(entry(mark=102), state=replace(state, **changes))
+    return at(with_entries(journaled(), item), 102)
+
+
+def test_a_final_answer_is_saved_by_the_journal() -> None:
+    # D14: turn/end completed carries the terminal state; no snapshot, so no anchor (D17).
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [text_answer(101), event(102, "turn/end", turn=2, outcome="completed")]
+    assert path.fold(final_answer(), "terminal") is not None, path.divergence
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"success": False}, {"budget_exceeded": True}, {"final_output": "other"}],
+    ids=["failed", "budget", "output"],
+)
+def test_a_completion_other_than_a_final_answer_compacts(changes: dict[str, object]) -> None:
+    tail = FakeTail()
+    path = started(tail)
+    tail.events = [text_answer(101), event(102, "turn/end", turn=2, outcome="completed")]
+    assert path.fold(final_answer(**changes), "terminal") is None
+    assert path.divergence is not None
+    assert path.divergence.startswith("task 'b': ")
 
 
 def test_the_first_boundary_compacts_there_is_no_view_yet() -> None:

@@ -167,7 +167,6 @@ async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_fo
     # snapshot exactly: no full copy is stored for it, and its point's state still equals the
     # snapshot saved there (the fold from the anchor before it reaches it).
     from oma_actors.checkpoint import journal_path
-    from oma_actors.keyspace import history_prefix
 
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)  # every outgrown tail compacts
     space = Workspace(tmp_path)
@@ -183,11 +182,7 @@ async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_fo
     monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
     assert outgrown, "the workload must outgrow a snapshot at least once"
-    anchors = {
-        int(entry.key.rsplit("/", 1)[1])
-        for entry in await space.store().list()
-        if entry.key.startswith(history_prefix("r1"))
-    }
+    anchors = set(await anchor_marks(space.store()))
     assert not anchors & set(outgrown)  # no copy for a compaction the journal folds to
     for seq in outgrown:
         boundary, snapshot = saved[seq]
@@ -201,7 +196,6 @@ async def outgrown_run(
     """The ``parallel_unsafe`` run with every outgrown tail compacted; its first such
     compaction's watermark, and the saved points above it below the next anchor."""
     from oma_actors.checkpoint import journal_path
-    from oma_actors.keyspace import history_prefix
 
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)
     space = Workspace(tmp_path)
@@ -216,16 +210,27 @@ async def outgrown_run(
 
     monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
-    anchors = sorted(
-        int(entry.key.rsplit("/", 1)[1])
-        for entry in await space.store().list()
-        if entry.key.startswith(history_prefix("r1"))
-    )
+    anchors = await anchor_marks(space.store())
     mark = outgrown[0]
     end = min(a for a in anchors if a > mark)
     above = [seq for seq in sorted(saved) if mark < seq < end]
     assert above, "the workload must save points above its first outgrown compaction"
     return space, saved, mark, above
+
+
+async def anchor_marks(store: Any) -> list[int]:
+    """The watermarks of run ``r1``'s anchors: its copies, and its latest snapshot when that is
+    its newest anchor (a summary in its metadata, ``checkpoint.anchors``)."""
+    from oma_actors.checkpoint.anchors import SUMMARY
+    from oma_actors.keyspace import checkpoint_key, history_prefix
+
+    marks = []
+    for entry in await store.list():
+        if entry.key.startswith(history_prefix("r1")):
+            marks.append(int(entry.key.rsplit("/", 1)[1]))
+        elif entry.key == checkpoint_key("r1") and SUMMARY in (entry.metadata or {}):
+            marks.append(int(entry.metadata[SUMMARY]["watermark"]))
+    return sorted(marks)
 
 
 def fold_bases(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:

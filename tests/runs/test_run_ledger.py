@@ -189,6 +189,18 @@ async def test_an_operator_cancel_fences_the_worker(
     assert caught.value.record.status == "cancelled"
 
 
+async def test_a_cancel_unless_held_spares_a_live_lease_only(
+    store: ConditionalStore, clock: FakeClock
+) -> None:
+    worker = await ledger(store, clock, "a", lease_ttl=10.0).acquire("run-1", heartbeat=False)
+    operator = ledger(store, clock, "operator")
+    assert await code_of(operator.cancel("run-1", unless_held=True)) == "RUN_LEASE_HELD"
+    assert (await worker.renew()).status == "running"  # untouched, still the worker's
+    clock.advance(11.0)
+    cancelled = await operator.cancel("run-1", unless_held=True)  # its lease lapsed
+    assert (cancelled.status, cancelled.lease) == ("cancelled", None)
+
+
 async def test_cancel_without_a_message_and_its_refusals(
     store: ConditionalStore, clock: FakeClock
 ) -> None:

@@ -18,6 +18,7 @@ from sidecar.failover import Failover
 from sidecar.fencing import NotMine, still_mine
 from sidecar.record import Outcome, RunRecordV1
 from sidecar.runs import RunRegistry
+from sidecar.status import FailedPrecondition
 from sidecar.stores import StoreRegistry
 from sidecar.tool_host import ToolHost
 
@@ -179,3 +180,137 @@ async def test_never_two_attempts_of_one_run_in_one_process(stores: StoreRegistr
     assert claimed is not None
     survivor._launch(claimed, restoring=False)
     assert len(spawned) == 1
+
+
+def rival_takes_lease_after_read(claimant: RunExecutor, store: InMemoryStore, rival: str) -> None:
+    """``claimant`` reads its runs as they are, then ``rival`` acquires the lease before the
+    claimant claims (the race the registry's compare-and-set cannot see: the registry is
+    unchanged)."""
+    read = claimant.current
+
+    async def read_then_rival(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+        seen = await read(run_id)
+        await leased(store, run_id, rival, ago=0.0)
+        return seen
+
+    claimant.current = read_then_rival  # type: ignore[method-assign]
+
+
+async def test_an_adoption_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-5")
+    await leased(store, "run-5", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    assert await b.adopt("run-5") is None  # the run record's acquire decides
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-5")
+    assert (stored.owner_id, stored.attempt) == ("dead", 1)
+
+
+async def test_a_restore_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-6")
+    await leased(store, "run-6", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.restore(pb.RestoreRunRequest(run_id="run-6"))
+    assert refused.value.reason == "RUN_ACTIVE"
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-6")
+    assert (stored.owner_id, stored.attempt) == ("dead", 1)
+
+
+async def test_a_restore_that_loses_the_registry_claim_gives_the_lease_back(
+    stores: StoreRegistry,
+) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-7")
+    await leased(store, "run-7", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    read = b.current
+
+    async def read_then_delete_claim(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+        seen = await read(run_id)
+        registry = RunRegistry(store, owner_id="x", spawn=lambda c: c.close())
+        await registry.update(run_id, lambda r: replace(r, deleting=True))
+        return seen
+
+    b.current = read_then_delete_claim  # type: ignore[method-assign]
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.restore(pb.RestoreRunRequest(run_id="run-7"))
+    assert refused.value.reason == "RUN_DELETING"
+    record = await MemoryStoreRunStore(store).get("run-7")
+    assert record is not None
+    assert (record.status, record.lease) == ("queued", None)  # nobody waits a TTL for it
+
+
+async def test_a_cancel_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-8")
+    await leased(store, "run-8", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.cancel("run-8")
+    assert refused.value.reason == "RUN_OWNED_ELSEWHERE"
+    record = await MemoryStoreRunStore(store).get("run-8")
+    assert record is not None
+    assert record.status == "running"  # the rival's attempt goes on
+    assert record.lease is not None
+    assert record.lease.owner == "c"
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-8")
+    assert stored.status == pb.RUN_STATUS_RUNNING
+
+
+async def test_a_deletion_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-9")
+    await leased(store, "run-9", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    rival_takes_lease_after_read(b, store, "c")
+    with pytest.raises(FailedPrecondition) as refused:
+        await b.claim_deletion("run-9")
+    assert refused.value.reason == "RUN_ACTIVE"
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-9")
+    assert not stored.deleting
+
+
+async def test_a_restore_loses_to_a_deletion_that_holds_the_run(stores: StoreRegistry) -> None:
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-10")
+    await leased(store, "run-10", "dead", ago=2 * TTL)
+    deleter, restorer = executor(store, stores, "b"), executor(store, stores, "c")
+    read = restorer.current
+
+    async def read_then_deletion(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+        seen = await read(run_id)
+        await deleter.claim_deletion(run_id)
+        return seen
+
+    restorer.current = read_then_deletion  # type: ignore[method-assign]
+    with pytest.raises(FailedPrecondition) as refused:
+        await restorer.restore(pb.RestoreRunRequest(run_id="run-10"))
+    assert refused.value.reason in {"RUN_ACTIVE", "RUN_DELETING"}
+    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-10")
+    assert (stored.owner_id, stored.attempt, stored.deleting) == ("dead", 1, True)
+
+
+async def test_a_lapsed_lease_of_another_owner_is_interrupted_at_once(
+    stores: StoreRegistry,
+) -> None:
+    # Its claimant took the lease before naming itself in the registry, then died: nobody is
+    # about to take the run, so no grace of a TTL keeps it showing RUNNING.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    await dead_run(store, "run-11")
+    await leased(store, "run-11", "claimant", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    _, view = await b.current("run-11")
+    assert view.status == pb.RUN_STATUS_INTERRUPTED
+    assert await b.adopt("run-11") is not None

@@ -35,7 +35,8 @@ from sidecar.server import ServerConfig, Sidecar
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
-COMPACTIONS = {"admission", "task_completed", "terminal"}
+COMPACTIONS = {"admission", "task_completed"}
+"""Boundaries that always write a snapshot; a final answer (``terminal``) is a journal save (D14)."""
 PADDING = " Background." * 800
 """Makes a task's snapshot far bigger than its few turns' tail: a tail that outgrows the last
 snapshot compacts (D10), and these tests need the turns saved by the journal alone."""
@@ -146,6 +147,7 @@ async def test_a_run_on_a_file_store_saves_its_turns_to_a_private_journal(
     assert {save["boundary"] for save in snapshots} >= COMPACTIONS
     assert not COMPACTIONS & {save["boundary"] for save in by_journal}
     assert any(save["boundary"] == "tool_commit" and save["committed"] for save in by_journal)
+    assert any(save["boundary"] == "terminal" for save in by_journal)
     assert drawn["from_journal"] is True  # GetRunTimeline reads the run's journal
 
 
