@@ -59,8 +59,8 @@ JOURNAL_BOUNDARIES: frozenset[str] = frozenset(
     }
 )
 """The boundaries a durable journal can save without a snapshot (D10): the per-turn ones, the
-final answer (``terminal``), and a restored attempt's admission (its ``run/start`` carries the attempt, D14). A fresh run's
-admission has no view yet, so it always compacts."""
+final answer (``terminal``), and a restored attempt's admission (its ``run/start`` carries the
+attempt, D14). A fresh run's admission has no view yet, so it always compacts."""
 
 MIN_TAIL_BYTES = 64 * 1024
 """A tail may always grow this far before it compacts: rewriting a small snapshot for every
