@@ -211,7 +211,9 @@ def test_the_random_runs_cover_journal_only_boundaries() -> None:
     assert sum(n > 1 for n in rounds) >= len(SEEDS)
 
 
-RESTORE_SEEDS = range(16)
+# Seed 9's run makes fewer durable saves than its random stop point, so it ends before the abort
+# and has nothing to restore: left out, so every listed seed really restores.
+RESTORE_SEEDS = [seed for seed in range(17) if seed != 9]
 
 
 @pytest.mark.parametrize("seed", RESTORE_SEEDS)
@@ -283,8 +285,7 @@ async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission
     with contextlib.suppress(asyncio.CancelledError):
         await run
     await journal.close()
-    if not run.cancelled():
-        pytest.skip("the run ended before the abort")
+    assert run.cancelled(), "the run ended before the abort: pick another seed"
     journal = JsonlRunJournal(path, flush_interval_ms=0)
     try:
         result = await OpenMultiAgent(max_concurrency=1).restore(
