@@ -36,6 +36,15 @@ the fence, so on a JSONL journal every boundary of a leased run stays a fenced s
 compaction also keeps its history anchor (``anchors``, D17), which ``run_history`` and
 ``state_at`` fold the journal from: on an atomic store the latest snapshot is its own newest
 anchor, copied only when the next compaction overwrites it (``_store_latest_anchor``).
+
+**Dispatch marks (issue 18).** A journal-only ``tool_dispatch`` save is the one an ``unsafe``
+call runs on, and events above the last compaction are known to the journal alone: cut off, they
+would take the dispatch record with them. So once the boundary's events are durable, the writer
+also makes a ``DispatchMark`` durable (``journal.marks``: beside the journal, never in its
+tail) for each call the snapshot newly holds dispatched and uncommitted: "the journal held seq
+S". A restore whose journal ends below a mark refuses (or salvages, never re-running the
+marked calls). A mark that cannot be made durable fails the boundary (``Unknown``): the call
+does not run.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
+from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import ConditionalStore
 
@@ -62,6 +72,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
+    from oma_actors.journal.marks import DispatchMarks
     from oma_actors.stores.base import Expect, MemoryStore, Write
 
 logger = logging.getLogger(__name__)
@@ -171,6 +182,8 @@ class RunWriter:
         self._cache = EncodeCache()
         self._lock = asyncio.Lock()
         self._journal: JournalPath | None = None
+        self._marks: DispatchMarks | None = None
+        self._marked: set[tuple[str, str, str]] = set()
         self._last_size = 0
         self._on_snapshot: Callable[[CheckpointSnapshot], None] | None = None
         self._predecessor_kept = False
@@ -191,6 +204,9 @@ class RunWriter:
         if not self.fence_journal(journal.tail):
             return False
         self._journal = journal
+        # The recorder's backend keeps the dispatch marks (a custom journal may keep none).
+        backend = getattr(journal.tail, "journal", None)
+        self._marks = None if backend is None else marks_of_journal(backend)
         return True
 
     def fence_journal(self, tail: JournalTail) -> bool:
@@ -317,6 +333,8 @@ class RunWriter:
         if view is not None:
             try:
                 await journal.commit(view, snapshot.journal_watermark_seq or 0)
+                if boundary == "tool_dispatch":
+                    await self._mark_dispatched(snapshot)
             except Exception as exc:  # the append failed: an outcome, never a crash of the run
                 lost = _lease_lost(exc)
                 if lost is not None:  # the fence refused the append: nothing of it landed
@@ -333,6 +351,33 @@ class RunWriter:
         else:
             journal.lost()
         return outcome, "snapshot"
+
+    async def _mark_dispatched(self, snapshot: CheckpointSnapshot) -> None:
+        """Mark each call ``snapshot`` newly holds dispatched and uncommitted (issue 18).
+
+        Called once the boundary's events are durable, so a mark never claims more than the
+        journal holds. The seq marked is the snapshot's watermark: the journal holds the run
+        at least that far, the call's ``tool/call`` included.
+
+        Raises:
+            Exception: the backend could not make a mark durable (the call must not run).
+        """
+        marks = self._marks
+        if marks is None:
+            return
+        seq = snapshot.journal_watermark_seq or 0
+        for entry in snapshot.in_flight:
+            for item in entry.state.pending:
+                key = (entry.task_id, entry.assignee, item.call.id)
+                if not item.dispatched or item.commit is not None or key in self._marked:
+                    continue
+                await marks.mark(
+                    DispatchMark(
+                        run_id=snapshot.run_id, seq=seq, task_id=entry.task_id,
+                        agent_name=entry.assignee, call_id=item.call.id,
+                    )
+                )  # fmt: skip
+                self._marked.add(key)
 
     async def _store(
         self, snapshot: CheckpointSnapshot, *, anchor: Boundary | None = None

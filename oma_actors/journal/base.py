@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.marks import DispatchMark
 
 
 @runtime_checkable
@@ -116,6 +117,7 @@ class InMemoryRunJournal:
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
             raise ConfigurationError(f"max_events must be a positive integer, got {max_events!r}")
         self._events: deque[JournalEvent] = deque(maxlen=max_events)
+        self._marks: deque[DispatchMark] = deque(maxlen=max_events)
         self._closed = False
 
     @property
@@ -140,6 +142,21 @@ class InMemoryRunJournal:
     async def read_run(self, run_id: str, seq: int = 0) -> list[JournalEvent]:
         """The retained events of ``run_id`` with ``seq >= seq`` (``read_from``, filtered)."""
         return [event for event in await self.read_from(seq) if event.run_id == run_id]
+
+    async def mark(self, mark: DispatchMark) -> None:
+        """Keep a dispatch mark (``marks.DispatchMarks``) beside the events (as bounded).
+
+        Raises:
+            JournalClosedError: the journal was closed.
+        """
+        if self._closed:
+            raise JournalClosedError("InMemoryRunJournal is closed")
+        self._marks.append(mark)
+
+    async def marks_of(self, run_id: str, above: int = 0) -> list[DispatchMark]:
+        """The dispatch marks of ``run_id`` with ``seq > above``, in seq order."""
+        found = [mark for mark in self._marks if mark.run_id == run_id and mark.seq > above]
+        return sorted(found, key=lambda mark: mark.seq)
 
     async def close(self) -> None:
         """Refuse further appends; the retained events stay readable."""

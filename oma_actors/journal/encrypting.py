@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.marks import DispatchMark
 
 SEALED_FIELD = "sealed"
 """The one variant field an encrypted event carries: the envelope of all the others."""
@@ -159,6 +160,18 @@ class EncryptingJournal:
             CorruptStoreError: Any event read cannot be opened (see ``open``).
         """
         return [self.open(event) for event in await read_run(self.inner, run_id, seq)]
+
+    async def mark(self, mark: DispatchMark) -> None:
+        """The inner journal's dispatch mark (ids and a seq only, as readable as its run ids);
+        nothing when the inner journal keeps none."""
+        inner = getattr(self.inner, "mark", None)
+        if inner is not None:
+            await inner(mark)
+
+    async def marks_of(self, run_id: str, above: int = 0) -> list[DispatchMark]:
+        """The inner journal's dispatch marks of ``run_id`` above ``above`` (none without)."""
+        inner = getattr(self.inner, "marks_of", None)
+        return [] if inner is None else list(await inner(run_id, above))
 
     async def close(self) -> None:
         """Close the inner journal."""

@@ -29,6 +29,7 @@ from oma_actors.journal.codec import (
 )
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
+from oma_actors.journal.jsonl_marks import JsonlMarkFile, marks_path
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
 from oma_actors.stores.file_io import check_regular, read_regular
 from oma_actors.stores.redaction import compile_patterns, redact_tree
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.marks import DispatchMark
 
 _CHUNK = 64 * 1024
 
@@ -85,11 +87,32 @@ class JsonlRunJournal:
         # from reader threads, hence its own lock.
         self._directory = RunDirectory()
         self._directory_lock = threading.Lock()
+        # Dispatch marks (issue 18): beside the file, never in it, so a cut tail leaves them.
+        self._marks = JsonlMarkFile(marks_path(self._path))
 
     @property
     def path(self) -> str:
         """The journal file."""
         return self._path
+
+    async def mark(self, mark: DispatchMark) -> None:
+        """Make a dispatch mark durable in ``<path>.marks`` (``marks.DispatchMarks``).
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            StoreError: the write or the fsync failed.
+        """
+        if self._closed:
+            raise JournalClosedError(f"{self._path}: the journal is closed")
+        await self._marks.mark(mark)
+
+    async def marks_of(self, run_id: str, above: int = 0) -> list[DispatchMark]:
+        """The dispatch marks of ``run_id`` with ``seq > above`` (``marks.DispatchMarks``).
+
+        Raises:
+            JournalCorruptError, CorruptStoreError, StoreError: as ``JsonlMarkFile.marks_of``.
+        """
+        return await self._marks.marks_of(run_id, above)
 
     def describe(self) -> dict[str, Any]:
         """``{"kind": "JsonlRunJournal", "path": ...}``, the snapshot's ``journalRef``."""
@@ -256,6 +279,7 @@ class JsonlRunJournal:
             self._window.set()
         while self._flushers:
             await asyncio.gather(*self._flushers, return_exceptions=True)
+        await self._marks.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             await asyncio.to_thread(os.close, fd)

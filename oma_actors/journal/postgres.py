@@ -88,6 +88,7 @@ class PostgresRunJournal(SqlRunJournal):
         self._pool: asyncpg.Pool | None = None
         self._opening = asyncio.Lock()
         quoted, store = f'"{table}"', f'"{store_table}"'
+        marks = f'"{table}_marks"'
         self._sql = {
             "create": (
                 f"CREATE TABLE IF NOT EXISTS {quoted} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
@@ -103,6 +104,18 @@ class PostgresRunJournal(SqlRunJournal):
                 "SELECT run_id, seq, pg_notify($4, run_id) FROM stored"
             ),
             "delete": f"DELETE FROM {quoted} WHERE run_id = $1",
+            "create_marks": (
+                f"CREATE TABLE IF NOT EXISTS {marks} (run_id TEXT NOT NULL, seq BIGINT NOT NULL, "
+                "call_id TEXT NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq, call_id))"
+            ),
+            "mark": (
+                f"INSERT INTO {marks} (run_id, seq, call_id, payload) VALUES ($1, $2, $3, $4) "
+                "ON CONFLICT (run_id, seq, call_id) DO UPDATE SET payload = EXCLUDED.payload"
+            ),
+            "marks": (
+                f"SELECT seq, payload FROM {marks} WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+            ),
+            "delete_marks": f"DELETE FROM {marks} WHERE run_id = $1",
             "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
             "plain": (
                 f"WITH stored AS (INSERT INTO {quoted} (run_id, seq, payload) "
@@ -179,7 +192,17 @@ class PostgresRunJournal(SqlRunJournal):
     async def _delete(self, run_id: str) -> int:
         pool = await self._connected()
         status: str = await self._call(pool.execute(self._sql["delete"], run_id))
+        await self._call(pool.execute(self._sql["delete_marks"], run_id))
         return int(status.rsplit(" ", 1)[-1])  # "DELETE <n>"
+
+    async def _insert_mark(self, run_id: str, seq: int, call_id: str, payload: str) -> None:
+        pool = await self._connected()
+        await self._call(pool.execute(self._sql["mark"], run_id, seq, call_id, payload))
+
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
+        pool = await self._connected()
+        rows = await self._call(pool.fetch(self._sql["marks"], run_id, above))
+        return [(row[0], row[1]) for row in rows]
 
     def shares_database(self, store: object) -> bool:
         """Whether ``store`` is a ``PostgresStore`` of this DSN's database and this store table."""
@@ -310,7 +333,7 @@ class PostgresRunJournal(SqlRunJournal):
                 self._pool = await open_pool(
                     self._dsn,
                     self._name,
-                    (self._sql["create"],),
+                    (self._sql["create"], self._sql["create_marks"]),
                     max_size=self._max_connections,
                     connect_timeout=self._connect_timeout,
                 )

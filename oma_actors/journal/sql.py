@@ -16,6 +16,11 @@ lands, exactly as none of its snapshots does.
 A duplicate ``(run_id, seq)`` is refused with ``JournalDuplicateError`` for that append alone,
 never overwritten; a row whose payload does not parse, or names another run or seq than its
 key, raises ``JournalCorruptError`` naming the run and the seq.
+
+**Dispatch marks** (``marks``, issue 18) go to a ``<table>_marks`` table of the same database,
+one row per mark keyed ``(run_id, seq, call_id)``, each in its own transaction after the events
+it vouches for committed: deleting a run's newest event rows leaves its marks, so the loss is
+seen.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from oma_actors.journal.errors import (
     JournalCorruptError,
     JournalDuplicateError,
 )
+from oma_actors.journal.marks import DispatchMark, mark_from_json
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -194,6 +200,36 @@ class SqlRunJournal(ABC):
         """
         return self._decode(await self._select(run_id, seq))
 
+    async def mark(self, mark: DispatchMark) -> None:
+        """Make a dispatch mark durable in the marks table (``marks.DispatchMarks``).
+
+        Raises:
+            JournalClosedError: the journal was closed.
+            StoreError: the transaction failed.
+        """
+        self._check_open()
+        await self._insert_mark(mark.run_id, mark.seq, mark.call_id, mark.to_json().decode())
+
+    async def marks_of(self, run_id: str, above: int = 0) -> list[DispatchMark]:
+        """The dispatch marks of ``run_id`` with ``seq > above``, in seq order.
+
+        Raises:
+            JournalCorruptError: a mark's payload does not parse or does not match its key.
+        """
+        self._check_open()
+        marks = []
+        for seq, payload in await self._select_marks(run_id, above):
+            try:
+                mark = mark_from_json(payload)
+            except ValueError as exc:
+                raise JournalCorruptError(f"{self._name}_marks", seq, "json", str(exc)) from None
+            if mark.run_id != run_id or mark.seq != seq:
+                raise JournalCorruptError(
+                    f"{self._name}_marks", seq, "key", f"the mark is run {mark.run_id!r}"
+                )
+            marks.append(mark)
+        return marks
+
     async def delete_run(self, run_id: str) -> int:
         """Delete every event of ``run_id`` (a deleted run's journal); how many there were.
 
@@ -234,7 +270,16 @@ class SqlRunJournal(ABC):
 
     @abstractmethod
     async def _delete(self, run_id: str) -> int:
-        """Delete the rows of ``run_id`` in one transaction; how many there were."""
+        """Delete the rows (and marks) of ``run_id`` in one transaction; how many rows."""
+
+    @abstractmethod
+    async def _insert_mark(self, run_id: str, seq: int, call_id: str, payload: str) -> None:
+        """Store one mark row, keyed ``(run_id, seq, call_id)`` (a stored key is replaced),
+        and commit."""
+
+    @abstractmethod
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
+        """``(seq, payload)`` mark rows of ``run_id`` with ``seq > above``, by seq."""
 
     @abstractmethod
     async def _release(self) -> None:

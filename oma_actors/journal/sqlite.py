@@ -33,6 +33,9 @@ STORE_TABLE = "oma_kv"
 JOURNAL_TABLE = f"{STORE_TABLE}_journal"
 """The journal's table, beside the store's."""
 
+MARKS_TABLE = f"{JOURNAL_TABLE}_marks"
+"""The journal's dispatch marks (``marks``), beside its events."""
+
 
 class SqliteRunJournal(SqlRunJournal):
     """A run journal in a SQLite file, one row per event; see the module docstring.
@@ -143,7 +146,31 @@ class SqliteRunJournal(SqlRunJournal):
 
     async def _delete(self, run_id: str) -> int:
         query = f"DELETE FROM {JOURNAL_TABLE} WHERE run_id = ?"
-        return await self._run(lambda connection: connection.execute(query, (run_id,)).rowcount)
+
+        def body(connection: sqlite3.Connection) -> int:
+            count: int = connection.execute(query, (run_id,)).rowcount
+            connection.execute(f"DELETE FROM {MARKS_TABLE} WHERE run_id = ?", (run_id,))
+            return count
+
+        return await self._run(lambda connection: immediate_transaction(connection, body))
+
+    async def _insert_mark(self, run_id: str, seq: int, call_id: str, payload: str) -> None:
+        query = (
+            f"INSERT OR REPLACE INTO {MARKS_TABLE} (run_id, seq, call_id, payload) "
+            "VALUES (?, ?, ?, ?)"
+        )
+
+        def body(connection: sqlite3.Connection) -> None:
+            connection.execute(query, (run_id, seq, call_id, payload))
+
+        await self._run(lambda connection: immediate_transaction(connection, body))
+
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
+        query = f"SELECT seq, payload FROM {MARKS_TABLE} WHERE run_id = ? AND seq > ? ORDER BY seq"
+        rows = await self._run(
+            lambda connection: connection.execute(query, (run_id, above)).fetchall()
+        )
+        return [(row[0], row[1]) for row in rows]
 
     async def _release(self) -> None:
         worker, self._worker = self._worker, None
@@ -181,6 +208,10 @@ def _create_table(connection: sqlite3.Connection) -> None:
         f"CREATE TABLE IF NOT EXISTS {JOURNAL_TABLE} (run_id TEXT NOT NULL, "
         "seq INTEGER NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
     )
+    connection.execute(
+        f"CREATE TABLE IF NOT EXISTS {MARKS_TABLE} (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "call_id TEXT NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (run_id, seq, call_id))"
+    )
 
 
-__all__ = ["JOURNAL_TABLE", "STORE_TABLE", "SqliteRunJournal"]
+__all__ = ["JOURNAL_TABLE", "MARKS_TABLE", "STORE_TABLE", "SqliteRunJournal"]

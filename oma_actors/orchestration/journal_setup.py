@@ -14,20 +14,24 @@ from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.checkpoint.journal_ref import depends_on_journal, journal_through
 from oma_actors.checkpoint.journal_tail import read_journal_tail
+from oma_actors.checkpoint.stranded import strand_unresumable
 from oma_actors.errors import ConfigurationError, JournalDamagedError
-from oma_actors.events import JournalTailDiscarded
+from oma_actors.events import JournalTailDiscarded, ToolOutcomeUnknown
 from oma_actors.journal.base import InMemoryRunJournal
+from oma_actors.journal.event import TOOL_CALL
+from oma_actors.journal.marks import marks_of_journal
 from oma_actors.journal.options import JournalOptions
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from oma_actors.agents.config import Team
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.marks import DispatchMark
 
 OnDamagedJournal = Literal["refuse", "salvage"]
 """What a restore does with a journal-first snapshot's damaged tail (D15)."""
@@ -82,13 +86,17 @@ async def fold_restored_tail(
     if snapshot.journal_watermark_seq is None:
         return snapshot, 0
     events = await read_journal_tail(options.journal, snapshot)
-    lost = await lost_events(options.journal, snapshot, events)
+    marks = await read_marks(options.journal, snapshot)
+    lost = await lost_events(options.journal, snapshot, events) or marks_past_tail(
+        snapshot, events, marks
+    )
+    marked = marked_calls(marks)
     if lost is not None:
         if on_damaged != "salvage":
             raise JournalDamagedError(lost.seq, lost.reason)
         # What the journal lost cannot be read back: any call the snapshot holds uncommitted
-        # may have started, so none runs again.
-        lost = replace(lost, started_calls=(*lost.started_calls, *uncommitted(snapshot)))
+        # may have started, and every marked one did, so none runs again.
+        lost = replace(lost, started_calls=(*lost.started_calls, *uncommitted(snapshot), *marked))
     result = fold_tail(snapshot, events, enforce_lineage=options.enforce_lineage)
     unsafe = unsafe_tools(team)
     if lost is not None:
@@ -105,15 +113,107 @@ async def fold_restored_tail(
                 raise JournalDamagedError(result.seq, result.reason)
             result = salvage(snapshot, events, result, enforce_lineage=options.enforce_lineage)
             unsafe = all_tools(team)
+        result = replace(result, started_calls=(*result.started_calls, *marked))
         emit(JournalTailDiscarded(run_id=snapshot.run_id, reason=result.reason))
     folded = mark_started_unsafe(result.snapshot, result.started_calls, unsafe)
+    if isinstance(result, Discarded):
+        # A call that started in the part of the tail not folded, whose task's conversation
+        # the restored state does not hold (issue 19): the task would start over and the model
+        # could ask for the call again. Its task fails closed instead.
+        never = never_rerun(result.started_calls, events, marked, unsafe)
+        folded, stranded = strand_unresumable(folded, never)
+        for call in stranded:
+            emit(
+                ToolOutcomeUnknown(
+                    run_id=snapshot.run_id, task_id=call.task_id or "", tool_call_id=call.call_id
+                )
+            )
     if options.durable:
         # Journal-only saves after the snapshot each reported a revision (CheckpointSaved) and
         # each appended at least one event above the watermark: continuing above that count
         # means no revision is reported twice for the run (it may skip some).
         above = sum(1 for event in events if event.seq > snapshot.journal_watermark_seq)
         folded = replace(folded, revision=folded.revision + above)
-    return folded, max((event.seq for event in events), default=0)
+    # The next attempt's seqs start above every seq a mark vouches for too: a journal that
+    # lost events must not have their seqs reused (a later restore would read them as the
+    # marked ones).
+    highest = max((event.seq for event in events), default=0)
+    return folded, max(highest, max((mark.seq for mark in marks), default=0))
+
+
+async def read_marks(journal: RunJournal, snapshot: CheckpointSnapshot) -> list[DispatchMark]:
+    """The dispatch marks of the snapshot's run above its watermark (issue 18); none when the
+    journal keeps no marks.
+
+    Raises:
+        Exception: the backend's read error (a restore must not go on past a mark it cannot
+            read).
+    """
+    keeper = marks_of_journal(journal)
+    if keeper is None or not snapshot.run_id:
+        return []
+    return await keeper.marks_of(snapshot.run_id, snapshot.journal_watermark_seq or 0)
+
+
+def marks_past_tail(
+    snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent], marks: Sequence[DispatchMark]
+) -> Discarded | None:
+    """Why the journal lost events a dispatch mark vouches for, or ``None`` (issue 18).
+
+    A mark was written once the journal held the run through its seq, before the marked call
+    ran: a tail that ends below it was cut (truncated, rows deleted, replaced).
+    """
+    if not marks:
+        return None
+    last = marks[-1]
+    ends = max((event.seq for event in tail), default=snapshot.journal_watermark_seq or 0)
+    if ends >= last.seq:
+        return None
+    return Discarded(
+        snapshot=snapshot,
+        seq=last.seq,
+        reason=(
+            f"the journal of run {snapshot.run_id!r} ends at seq {ends}, but it held seq "
+            f"{last.seq} when call {last.call_id!r} of task {last.task_id!r} was dispatched: "
+            "events were lost"
+        ),
+    )
+
+
+def marked_calls(marks: Sequence[DispatchMark]) -> tuple[StartedCall, ...]:
+    """The calls the marks name, as started (each was dispatched)."""
+    return tuple(
+        StartedCall(
+            task_id=mark.task_id,
+            agent_name=mark.agent_name,
+            call_id=mark.call_id,
+            seq=mark.seq,
+            has_result=False,
+        )
+        for mark in marks
+    )
+
+
+def never_rerun(
+    started: Sequence[StartedCall],
+    events: Sequence[JournalEvent],
+    marked: Sequence[StartedCall],
+    tools: Mapping[str, Collection[str]],
+) -> list[StartedCall]:
+    """The started calls that must not run again: marked ones, and those of a tool in ``tools``
+    (per agent: its ``unsafe`` tools, or all of them when salvaging)."""
+    names: dict[tuple[str | None, str | None, str], object] = {}
+    for event in events:
+        call = event.data.get("call") if event.type == TOOL_CALL else None
+        if isinstance(call, dict) and isinstance(call.get("id"), str):
+            names[(event.task_id, event.agent_name, call["id"])] = call.get("name")
+    keys = {(call.task_id, call.agent_name, call.call_id) for call in marked}
+    return [
+        call
+        for call in started
+        if (key := (call.task_id, call.agent_name, call.call_id)) in keys
+        or names.get(key) in tools.get(call.agent_name or "", ())
+    ]
 
 
 async def lost_events(
