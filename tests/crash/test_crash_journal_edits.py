@@ -11,8 +11,9 @@ or goes on without running either again. ``OUTCOMES`` pins which, per edit.
 A garbage line in the run's tail cannot be read past, salvage or not (``JournalCorruptError``);
 one in the middle of the file, below the tail, is not read at all (a restore seeks to its tail,
 issue 19 item 4; ``oma verify`` reads every line and reports it), like another run's line. A
-truncation that cuts off only events above the last compaction is not detected (nothing outside
-the journal knew of them): marked as the known hole it is (strict xfail).
+truncation that cuts off only events above the last compaction is seen through the dispatch
+marks beside the journal (``<journal>.marks``, issue 18): each unsafe dispatch wrote one, naming
+a seq the cut journal no longer reaches.
 """
 
 from __future__ import annotations
@@ -107,24 +108,8 @@ EDITS: dict[str, Callable[[Path], None]] = {
 }
 
 
-UNDETECTED = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "known hole (D15): a cut that removes only events above the last compaction's "
-        "journalRef.through leaves no trace outside the journal; P's commit and both dispatch "
-        "records go with it, and P and Q run again"
-    ),
-)
-
-
 @pytest.mark.parametrize("on_damaged", ["refuse", "salvage"])
-@pytest.mark.parametrize(
-    "edit",
-    [
-        pytest.param(name, marks=UNDETECTED) if name == "truncate_mid_file" else name
-        for name in sorted(EDITS)
-    ],
-)
+@pytest.mark.parametrize("edit", sorted(EDITS))
 def test_a_hostile_edit_never_reruns_a_call_that_ran(
     tmp_path: Path, edit: str, on_damaged: str
 ) -> None:
@@ -161,7 +146,8 @@ OUTCOMES = {
     "garbage_line_in_the_middle": ("restored", "restored"),
     "garbage_line_in_the_tail": ("JournalCorruptError", "JournalCorruptError"),
     "swap_two_lines": ("JournalDamagedError", "restored"),
-    "truncate_mid_file": ("restored", "restored"),
+    # Cut above the last compaction: the dispatch marks beside the journal say what it held.
+    "truncate_mid_file": ("JournalDamagedError", "restored"),
 }
 
 
