@@ -15,7 +15,9 @@ The rules: events come back in append order and ``read_from`` / ``read_run`` fil
 run; a closed journal refuses appends and loses none it accepted; a keyed journal refuses a
 duplicate ``(run_id, seq)`` for that append alone; concurrent appends of many runs share
 commits (counted by ``commits``, never timed); a failed commit makes every append of its batch
-raise and leaves none of it visible; a stored event that does not parse is a typed error.
+raise and leaves none of it visible; a stored event that does not parse is a typed error; a
+journal keeping dispatch marks (``journal.marks``, issue 18) keeps them beside its events,
+durable across a reopen, filtered by run and seq, several calls at one seq included.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from oma_actors.journal.errors import (
     JournalDuplicateError,
 )
 from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.testing._contract import check_name, expect
 
 if TYPE_CHECKING:
@@ -103,6 +106,7 @@ async def check_run_journal(make_journal: MakeJournal, hooks: JournalHooks | Non
         checks.append(_failed_commit_shows_nothing_of_its_batch)
     if hooks.corrupt is not None:
         checks.append(_unparseable_event_is_a_typed_error)
+    checks.append(_dispatch_marks_are_kept_beside_the_events)
     for check in checks:
         journal = await _made(make_journal())
         try:
@@ -176,6 +180,42 @@ async def _close_refuses_appends_and_keeps_accepted_ones(
         if reader is not journal:
             await reader.close()
     expect(stored == [("a", 1), ("a", 2)], f"after close the journal holds {stored}")
+
+
+def _mark(run_id: str, seq: int, call_id: str) -> DispatchMark:
+    return DispatchMark(run_id=run_id, seq=seq, task_id="t", agent_name="w", call_id=call_id)
+
+
+async def _dispatch_marks_are_kept_beside_the_events(
+    journal: RunJournal, hooks: JournalHooks
+) -> None:
+    keeper = marks_of_journal(journal)
+    if keeper is None:
+        return  # a journal without marks: its cut tail stays undetectable (not a breach)
+    await journal.append(events("a", [1, 2, 3]))
+    for mark in (_mark("a", 2, "c1"), _mark("a", 2, "c2"), _mark("b", 1, "x"), _mark("a", 3, "c3")):
+        await keeper.mark(mark)
+    expect(
+        _keys(await journal.read_from(0)) == [("a", 1), ("a", 2), ("a", 3)],
+        "dispatch marks must not show up among the events",
+    )
+    reader = await _readback(journal, hooks)
+    try:
+        found = marks_of_journal(reader)
+        expect(found is not None, "a reopened journal lost its dispatch marks")
+        assert found is not None
+        every = [(m.seq, m.call_id) for m in await found.marks_of("a")]
+        expect(
+            sorted(every) == [(2, "c1"), (2, "c2"), (3, "c3")] and every[-1] == (3, "c3"),
+            f"marks_of('a') gave {every}",
+        )
+        above = [(m.seq, m.call_id) for m in await found.marks_of("a", 2)]
+        expect(above == [(3, "c3")], f"marks_of('a', 2) gave {above}")
+        other = [m.call_id for m in await found.marks_of("b")]
+        expect(other == ["x"], f"marks_of('b') gave {other}")
+    finally:
+        if reader is not journal:
+            await reader.close()
 
 
 async def _duplicate_is_refused_for_that_append_alone(
