@@ -38,8 +38,9 @@ from oma_actors.checkpoint.fold_rules import (
     task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.checkpoint.snapshot import RunIdentity
-from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT
+from oma_actors.checkpoint.snapshot import InFlightTask, RunIdentity
+from oma_actors.domain.inflight import RunnerState
+from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -164,6 +165,7 @@ def _fold(
 ) -> tuple[CheckpointSnapshot, int]:
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
+    kept = frozenset(entries)
     # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
     drafts: dict[tuple[str, str], EntryDraft] = {}
     # The run-level facts (D14): task starts and announcements.
@@ -207,10 +209,15 @@ def _fold(
             continue  # a type the fold does not use
         key = (event.task_id or "", event.agent_name or "")
         draft = drafts.get(key)
+        opened = False
         if draft is None:
             item = entries.get(key)
             if item is None:
-                continue  # another task or a delegated child
+                item = _opened(event, watermark, started.get(key[0]) or tasks.get(key[0]))
+                if item is None:
+                    continue  # another task or a delegated child
+                entries[key] = item
+                opened = True
             mark = watermark if item.journal_seq is None else item.journal_seq
             if seq <= mark:
                 continue  # already in the entry (JR-12)
@@ -218,11 +225,20 @@ def _fold(
         elif seq <= (watermark if draft.journal_seq is None else draft.journal_seq):
             continue  # already in the entry (JR-12)
         fold_event(draft, event, enforce_lineage=enforce_lineage)
+        if opened:
+            draft.messages.clear()  # the prompt starts the conversation, not the messages
         draft.journal_seq = seq
         count += 1
     for key, draft in drafts.items():
         entries[key] = draft.freeze()
-    folded = tuple(entries[(item.task_id, item.assignee)] for item in snapshot.in_flight)
+    # The snapshot's entries in its order, then the conversations the tail opened, in theirs.
+    # An opened one holding only its prompt is left out: the run reports a conversation at its
+    # first boundary (an answer), and a task restarted from its prompt asks the same question.
+    folded = tuple(
+        item
+        for key, item in entries.items()
+        if key in kept or len(item.state.conversation) > 1 or item.state.phase != "awaiting_model"
+    )
     for item in folded:
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)
@@ -236,6 +252,33 @@ def _fold(
         # Sorted, as the run writes it: the announcements are a set.
         changes["announced"] = tuple(sorted(announced))
     return replace(snapshot, **changes), count  # type: ignore[arg-type]
+
+
+def _opened(event: JournalEvent, watermark: int, task: TaskState | None) -> InFlightTask | None:
+    """A new, empty entry for the conversation ``event`` opens, or ``None`` (D14, issue 19).
+
+    A task's conversation starts journal-only: its start (``task/status`` in progress, folded
+    into ``task``) and then its prompt (``user/message`` of origin ``input``) above the
+    watermark open its entry; any other event of a task without an entry is another task's or a
+    delegated child's and is not folded (JR-13).
+    """
+    if (
+        event.seq <= watermark
+        or event.type != USER_MESSAGE
+        or event.data.get("origin") != "input"
+        or task is None
+        or task.status != "in_progress"
+        or task.assignee != event.agent_name
+        or event.agent_name is None
+    ):
+        return None
+    return InFlightTask(
+        task_id=task.id,
+        assignee=event.agent_name,
+        state=RunnerState(phase="awaiting_model", conversation=()),
+        journal_seq=watermark,
+        conversation_lineage=(),
+    )
 
 
 def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:

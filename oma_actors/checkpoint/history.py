@@ -49,6 +49,7 @@ from oma_actors.journal.event import (
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
+    USER_MESSAGE,
 )
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
@@ -61,8 +62,12 @@ if TYPE_CHECKING:
     from oma_actors.stores.base import MemoryStore
 
 
-POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END})
-"""The event types that can close a per-turn boundary (the points between anchors)."""
+POINT_TYPES = frozenset(
+    {ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE, TASK_STATUS}
+)
+"""The event types that can close a per-turn boundary (the points between anchors), and the
+task start and prompt that open a conversation between two anchors (issue 19: a task's start
+compacts no more)."""
 _FOLD_READS = FOLDED_TYPES | {TASK_STATUS}
 """What ``fold_tail`` reads: the entries' types and the run-level task statuses (D14)."""
 
@@ -341,12 +346,24 @@ def _points(
         end = anchors[index + 1].watermark if index + 1 < len(anchors) else None
         turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
         names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
+        assigned: set[tuple[str, str]] = set()
         while position < len(events) and events[position].seq <= anchor.watermark:
             position += 1
         while position < len(events) and (end is None or events[position].seq < end):
             event = events[position]
             position += 1
-            if (event.task_id or "", event.agent_name or "") in turns:
+            key = (event.task_id or "", event.agent_name or "")
+            if event.type == TASK_STATUS:
+                if event.data.get("status") == "in_progress":
+                    assigned.add(key)  # the task's start names its assignee
+                continue
+            if event.type == USER_MESSAGE:
+                # A conversation the anchor does not hold opens with its prompt, as the fold
+                # opens its entry; a delegated child's is not its task's assignee's.
+                if event.data.get("origin") == "input" and key in assigned and key not in turns:
+                    turns[key] = 0
+                continue
+            if key in turns:
                 point = _event_point(event, turns, names)
                 if point is not None:
                     points.append(point)

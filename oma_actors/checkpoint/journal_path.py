@@ -283,10 +283,10 @@ def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | Non
     for entry in actual.in_flight:
         before = known.get((entry.task_id, entry.assignee))
         if before is None:
-            # Its first boundary compacts: a tail a restore discards (JR-16) keeps the dispatch
-            # marks of the entries its snapshot holds only (D1), so a conversation is in a
-            # snapshot before any of its calls can start.
-            return f"task {entry.task_id!r}'s conversation is new: its admission compacts"
+            # A new conversation is journal-only too: the fold opens its entry from the task's
+            # start and its prompt (D14), and a restore whose tail is discarded or damaged
+            # fails closed a task whose dispatched unsafe call it cannot resume (issue 19).
+            continue
         if before is not entry:
             changed = _uncarried_state(before.state, entry.state)
             if changed is not None:
