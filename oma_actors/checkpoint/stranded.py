@@ -59,7 +59,9 @@ def strand_unresumable(
         entry = entries.get((task.id, call.agent_name))
         if entry is not None and _holds(entry.state, call.call_id):
             continue
-        stranded.setdefault((task.id, call.agent_name), []).append(call)
+        lost = stranded.setdefault((task.id, call.agent_name), [])
+        if all(known.call_id != call.call_id for known in lost):  # the tail and a mark
+            lost.append(call)
     if not stranded:
         return snapshot, ()
     new_entries = list(snapshot.in_flight)
