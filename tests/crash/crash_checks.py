@@ -52,18 +52,28 @@ def in_flight(snapshot: dict[str, Any], title: str = "alpha") -> dict[str, Any] 
 
 
 def stored_entry(sc: Scenario, title: str = "alpha") -> dict[str, Any]:
-    """The in-flight entry of ``title`` in the stored snapshot itself, without the journal tail."""
+    """The in-flight entry of ``title`` in the stored snapshot itself, without the journal tail.
+
+    Journal-first a task's conversation starts in the journal alone (its admission compacts
+    no more, issue 19): until a compaction holds it, the stored snapshot has no entry for it,
+    read as an empty one (no turns, no pending calls, no phase).
+    """
     snapshot = sc.snapshot()
     assert snapshot is not None
     entry = in_flight(snapshot, title)
-    assert entry is not None, f"the stored snapshot has no in-flight entry for {title}"
-    return entry
+    return entry if entry is not None else {"turns": 0, "pendingToolCalls": []}
 
 
 def committed_calls(entry: dict[str, Any]) -> list[str]:
     """The ids of an entry's pending calls that carry a commit record."""
     calls = entry.get("pendingToolCalls") or []
     return [c["call"]["id"] for c in calls if c.get("commit") is not None]
+
+
+def dispatched_calls(entry: dict[str, Any]) -> list[str]:
+    """The ids of an entry's pending calls marked dispatched."""
+    calls = entry.get("pendingToolCalls") or []
+    return [c["call"]["id"] for c in calls if c.get("dispatched")]
 
 
 def assert_compacted(sc: Scenario, state: dict[str, Any]) -> None:

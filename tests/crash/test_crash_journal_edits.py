@@ -9,7 +9,7 @@ once on the external ledger: the restore either refuses with a typed error (and 
 or goes on without running either again. ``OUTCOMES`` pins which, per edit.
 
 A garbage line in the run's tail cannot be read past, salvage or not (``JournalCorruptError``);
-one in the middle of the file, below the tail, is not read at all (a restore seeks to its tail,
+one below the tail (before the snapshot's watermark) is not read at all (a restore seeks to its tail,
 issue 19 item 4; ``oma verify`` reads every line and reports it), like another run's line. A
 truncation that cuts off only events above the last compaction is seen through the dispatch
 marks beside the journal (``<journal>.marks``, issue 18): each unsafe dispatch wrote one, naming
@@ -85,9 +85,10 @@ def foreign(path: Path) -> None:
 
 
 def garbage(path: Path) -> None:
+    # Below the tail: after the run's first line, before the admission's watermark (the tail
+    # now starts there: a new task's conversation is journal-only, issue 19).
     lines = lines_of(path)
-    middle = len(lines) // 2
-    path.write_bytes(b"".join([*lines[:middle], b"\x00{not json at all\n", *lines[middle:]]))
+    path.write_bytes(b"".join([*lines[:1], b"\x00{not json at all\n", *lines[1:]]))
 
 
 def garbage_in_tail(path: Path) -> None:
@@ -103,7 +104,7 @@ EDITS: dict[str, Callable[[Path], None]] = {
     "empty_the_file": empty,
     "delete_the_file": delete,
     "foreign_run_line": foreign,
-    "garbage_line_in_the_middle": garbage,
+    "garbage_line_below_the_tail": garbage,
     "garbage_line_in_the_tail": garbage_in_tail,
 }
 
@@ -143,7 +144,7 @@ OUTCOMES = {
     "empty_the_file": ("JournalDamagedError", "restored"),
     "foreign_run_line": ("restored", "restored"),  # another run's events are not this tail
     # Below the tail the restore reads (it seeks): not this tail, as another run's line.
-    "garbage_line_in_the_middle": ("restored", "restored"),
+    "garbage_line_below_the_tail": ("restored", "restored"),
     "garbage_line_in_the_tail": ("JournalCorruptError", "JournalCorruptError"),
     "swap_two_lines": ("JournalDamagedError", "restored"),
     # Cut above the last compaction: the dispatch marks beside the journal say what it held.

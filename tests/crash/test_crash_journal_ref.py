@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from unittest.mock import ANY
 
 import pytest
 from crash_checks import assert_unknown, effect_counts
@@ -32,9 +31,10 @@ def crashed_after_dispatch(tmp_path: Path) -> Scenario:
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}  # the card was charged
     snapshot = sc.snapshot()
     assert snapshot is not None
-    assert snapshot["journalRef"] == {
-        "kind": "JsonlRunJournal", "path": str(sc.journal_path), "durable": True, "through": ANY
-    }  # fmt: skip
+    # The admission (a new task's conversation is journal-only, issue 19): no event of the run
+    # was in the journal before it, so it names no ``through`` yet.
+    ref = {key: value for key, value in snapshot["journalRef"].items() if key != "through"}
+    assert ref == {"kind": "JsonlRunJournal", "path": str(sc.journal_path), "durable": True}
     return sc
 
 

@@ -21,12 +21,12 @@ import pytest
 from crash_checks import (
     UNKNOWN,
     GetBaseline,
-    assert_compacted,
     assert_resumed,
     assert_same_results,
     assert_unknown,
     call_keys,
     committed_calls,
+    dispatched_calls,
     effect_counts,
     in_flight,
     of_type,
@@ -86,8 +86,9 @@ def test_c02_assistant_turn_saved_before_tools_run(
     assert entry["turns"] == 1
     assert sc.effects() == []
     if sc.journaled:
-        # alpha's first boundary compacts (test_crash_journal's C02 row has the tail-only turn).
-        assert_compacted(sc, before)
+        # alpha's first boundary is journal-only (issue 19): the stored snapshot (the
+        # admission) holds no conversation of alpha; the tail carries the whole turn.
+        assert_journal_only(sc)
 
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
@@ -96,6 +97,13 @@ def test_c02_assistant_turn_saved_before_tools_run(
     assert {e["pid"] for e in sc.effects()} == {p2.pid}
     fresh = [e for e in of_type(sc.events(p2.pid), "ToolCalled") if not e["replayed"]]
     assert [e["tool_call_id"] for e in fresh] == ["alpha-t0-A"]
+
+
+def assert_journal_only(sc: Scenario) -> None:
+    """alpha's conversation is in the tail alone: the stored snapshot has no entry for it."""
+    stored = sc.snapshot()
+    assert stored is not None
+    assert in_flight(stored) is None, "alpha's first boundary compacted"
 
 
 # -- C03 ----------------------------------------------------------------------------------------
@@ -117,7 +125,7 @@ def test_c03a_crash_in_tool_before_its_effect(
         # dispatched, D1); the stored snapshot has no mark, so P2's UNKNOWN below comes from
         # the tail. A default tool's tool/call is written with its result: none yet.
         assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
-        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
+        assert dispatched_calls(stored_entry(sc)) == []
     else:
         assert pending.get("dispatched", False) is (mode == "unsafe")
     assert effect_counts(sc.effects(p1.pid)) == {}
@@ -145,7 +153,7 @@ def test_c03b_crash_in_tool_after_its_effect(
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}
     if sc.journaled:  # as C03a: an unsafe call's dispatch record is in the tail only
         assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
-        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
+        assert dispatched_calls(stored_entry(sc)) == []
 
     p2 = sc.run(resume=True)
     # Default tools: the documented window, pinned at 2 so any change is deliberate.
@@ -173,7 +181,7 @@ def test_c03c_tool_returned_commit_not_landed(
     assert effect_counts(sc.effects(p1.pid), "return") == {"alpha-t0-A": 1}
     if sc.journaled:  # as C03a: an unsafe call's dispatch record is in the tail only
         assert ("alpha-t0-A" in sc.started_calls()) is (mode == "unsafe")
-        assert "dispatched" not in stored_entry(sc)["pendingToolCalls"][0]
+        assert dispatched_calls(stored_entry(sc)) == []
 
     p2 = sc.run(resume=True)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": effects}
@@ -192,8 +200,8 @@ def test_c03c_tool_after_return_exit(tmp_path: Path, save: str, baseline: GetBas
     before = sc.state()
     assert before is not None
     assert "commit" not in in_flight(before)["pendingToolCalls"][0]  # type: ignore[index]
-    if sc.journaled:  # the commit never landed: P1's last save was alpha's first (a compaction)
-        assert_compacted(sc, before)
+    if sc.journaled:  # the commit never landed: P1's last save was alpha's first (the tail's)
+        assert_journal_only(sc)
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}
@@ -207,8 +215,8 @@ def test_c03b_sigkill_after_effect(tmp_path: Path, save: str, baseline: GetBasel
     before = sc.state()
     assert before is not None
     assert effect_counts(sc.effects(p1.pid)) == {"alpha-t0-A": 1}
-    if sc.journaled:  # as C03c: nothing past alpha's first save (a compaction)
-        assert_compacted(sc, before)
+    if sc.journaled:  # as C03c: nothing past alpha's first save (the tail's)
+        assert_journal_only(sc)
     p2 = sc.run(resume=True)
     assert_resumed(sc, p1, p2, base, before)
     assert effect_counts(sc.effects()) == {"alpha-t0-A": 2}

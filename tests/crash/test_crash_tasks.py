@@ -113,7 +113,7 @@ def test_c07a_task_completed_saved_queue_not_yet(
     if sc.journaled:
         # A final answer is folded (D14): the terminal is a journal save, the stored snapshot
         # is from before the answer and the tail alone completes alpha.
-        assert stored_entry(sc)["phase"] != "completed"
+        assert stored_entry(sc).get("phase") != "completed"
     assert in_flight(before)["phase"] == "completed"  # type: ignore[index]
     assert "alpha" not in before["queue"]["completed"]
 
@@ -134,7 +134,7 @@ def test_c07b_final_response_received_completion_not_saved(
     assert before is not None
     if sc.journaled:  # the commit and the results message are in the tail only
         assert committed_calls(stored_entry(sc)) == []
-        assert stored_entry(sc)["phase"] == "executing_tools"
+        assert stored_entry(sc).get("phase") in (None, "executing_tools")
     entry = in_flight(before)
     assert entry is not None
     assert entry["phase"] == "awaiting_model"
