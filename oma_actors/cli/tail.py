@@ -123,7 +123,9 @@ async def with_tail(
     finally:
         await reader.close()
     result = fold_tail(snapshot, events)
-    shown = mark_started_unsafe(result.snapshot, result.started_calls, _every_pending(snapshot))
+    shown = mark_started_unsafe(
+        result.snapshot, result.started_calls, _every_pending(result.snapshot)
+    )
     if isinstance(result, Discarded):
         if durable:
             at = f" at seq {result.seq}" if result.seq is not None else ""

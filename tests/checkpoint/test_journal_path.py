@@ -161,15 +161,15 @@ def test_a_task_start_is_carried_by_the_journal() -> None:
     assert path.fold(after_answer(), "assistant_tool_turn") is not None, path.divergence
 
 
-def test_a_new_conversation_compacts_at_its_first_boundary() -> None:
-    # A discarded tail keeps the dispatch marks of the snapshot's entries only (D1).
+def test_a_new_conversation_is_journal_only_at_its_first_boundary() -> None:
+    # Issue 19: the fold opens a new task's entry from its start and prompt, and a restore
+    # fails closed a task whose dispatched call a damaged tail took (``checkpoint.stranded``).
     tail = FakeTail()
     path = started(tail)
     tail.events = [assistant_tool_turn(101)]
     fresh = entry(task_id="c", mark=101)
     snapshot = replace(after_answer(), in_flight=(*after_answer().in_flight, fresh))
-    assert path.fold(snapshot, "assistant_tool_turn") is None
-    assert path.divergence == "task 'c''s conversation is new: its admission compacts"
+    assert path.fold(snapshot, "assistant_tool_turn") is snapshot, path.divergence
 
 
 NEXT = RunIdentity(run_id="run-test", attempt=2, trace_id="ab" * 16, root_span_id="cd" * 8)

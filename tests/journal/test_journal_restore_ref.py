@@ -47,14 +47,16 @@ async def test_restore_without_journal_opens_the_named_one_and_charges_once(
     first = await crash_image(state, path)
     assert first.charges == ["c0", "c1"]
     ref = stored(state)["journalRef"]
-    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY}
+    # The stored snapshot is the admission (a task's conversation is journal-only, issue 19):
+    # the journal held none of the run yet, so it names no ``through``.
+    assert ref == {"kind": "JsonlRunJournal", "path": str(path), "durable": True}
 
     result, again = await restore_charging(state)
     assert again.charges == []  # c1 was dispatched: never run again, c0 committed: replayed
     assert UNKNOWN in result.task_results["pay"].output
     again_ref = stored(state)["journalRef"]  # the re-save still names its journal
     assert again_ref == {**ref, "through": ANY}
-    assert again_ref["through"] > ref["through"]
+    assert again_ref["through"] > 0
     attempts = {json.loads(line)["attempt"] for line in path.read_text().splitlines()}
     assert attempts == {1, 2}  # the restore journaled into the journal it opened
 
@@ -70,7 +72,7 @@ async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
         await restore_charging(state)
     assert isinstance(caught.value, CheckpointError)
     assert caught.value.journal_ref == {
-        "kind": "JsonlRunJournal", "path": str(path), "durable": True, "through": ANY
+        "kind": "JsonlRunJournal", "path": str(path), "durable": True
     }  # fmt: skip
     assert f"no file at {path}" in str(caught.value)
     assert state.read_bytes() == before  # byte-identical: no lease, no attempt, no snapshot
@@ -157,29 +159,34 @@ def test_a_ref_that_cannot_be_opened_is_named(ref: dict[str, Any] | None, reason
 
 @pytest.mark.parametrize("on_damaged", ["refuse", "salvage"])
 async def test_an_emptied_journal_is_damaged_not_empty(tmp_path: Path, on_damaged: str) -> None:
-    # A missing file reads as an empty journal (JR-04); a journal-first snapshot names the seq
-    # the journal held when it was saved (journalRef.through), so an emptied one is told apart.
+    # A missing file reads as an empty journal (JR-04); each unsafe dispatch left a mark beside
+    # the journal (``<journal>.marks``, issue 18) naming the seq the journal held, so an emptied
+    # one is told apart from a journal that never held the run.
     state, path = tmp_path / "state.json", tmp_path / "run.jsonl"
     await crash_image(state, path)
-    through = stored(state)["journalRef"]["through"]
-    assert through >= 1
+    marks = marks_beside(path)
+    assert [mark["callId"] for mark in marks] == ["c0", "c1"]
     path.write_bytes(b"")
     before = state.read_bytes()
     if on_damaged == "refuse":
         with pytest.raises(JournalDamagedError) as caught:
             await restore_charging(state)
-        assert caught.value.seq == through
+        assert caught.value.seq == marks[-1]["seq"]
         assert "events were lost" in caught.value.reason
         assert state.read_bytes() == before
         assert path.read_bytes() == b""
         return
     result, again = await restore_charging(state, on_damaged="salvage")
-    # Salvaged: every call the snapshot holds uncommitted may have run, so none runs again: c0
-    # is outcome unknown. The turn that issued c1 was only in the lost events, so the restore
-    # cannot know of c1: asked again, this scripted model issues the same call, and it runs.
-    # (Why salvage is opt-in: lost events are exactly what no restore can account for.)
-    assert again.charges == ["c1"]
-    assert UNKNOWN in result.task_results["pay"].output
+    # Salvaged: the marks name c0 and c1 as dispatched, but the turns that issued them were only
+    # in the lost events, so the task cannot resume either call: it fails closed (issue 19)
+    # rather than asking the model again, and neither call runs again.
+    assert again.charges == []
+    assert result.task_results["pay"].output.startswith(UNKNOWN)
+
+
+def marks_beside(path: Path) -> list[dict[str, Any]]:
+    """The dispatch marks beside the JSONL journal at ``path``, as plain JSON."""
+    return [json.loads(line) for line in Path(f"{path}.marks").read_text().splitlines()]
 
 
 def oma(*args: str) -> subprocess.CompletedProcess[str]:
@@ -204,7 +211,8 @@ async def test_the_cli_follows_journal_ref_and_shows_the_started_call_dispatched
     alone = await asyncio.to_thread(
         oma, "checkpoint", "show", "--store", str(state), "--run-id", RUN_ID, "--no-journal"
     )
-    assert "call c0 charge: not committed" in alone.stdout  # the stored snapshot is older
+    # The stored snapshot is older: the admission, before pay's conversation (issue 19).
+    assert "call c0" not in alone.stdout
     assert "call c1" not in alone.stdout
 
     timeline = await asyncio.to_thread(oma, "runs", "show", RUN_ID, "--store", str(state))
