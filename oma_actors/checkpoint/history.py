@@ -49,7 +49,6 @@ from oma_actors.journal.event import (
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
-    USER_MESSAGE,
 )
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
@@ -62,12 +61,10 @@ if TYPE_CHECKING:
     from oma_actors.stores.base import MemoryStore
 
 
-POINT_TYPES = frozenset(
-    {ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, USER_MESSAGE, TASK_STATUS}
-)
+POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TASK_STATUS})
 """The event types that can close a per-turn boundary (the points between anchors), and the
-task start and prompt that open a conversation between two anchors (issue 19: a task's start
-compacts no more)."""
+task start that names the assignee of a conversation opened between two anchors (issue 19: a
+task's start compacts no more)."""
 _FOLD_READS = FOLDED_TYPES | {TASK_STATUS}
 """What ``fold_tail`` reads: the entries' types and the run-level task statuses (D14)."""
 
@@ -357,12 +354,12 @@ def _points(
                 if event.data.get("status") == "in_progress":
                     assigned.add(key)  # the task's start names its assignee
                 continue
-            if event.type == USER_MESSAGE:
-                # A conversation the anchor does not hold opens with its prompt, as the fold
-                # opens its entry; a delegated child's is not its task's assignee's.
-                if event.data.get("origin") == "input" and key in assigned and key not in turns:
-                    turns[key] = 0
-                continue
+            if key in assigned and key not in turns:
+                # A conversation the anchor does not hold, opened since by its task's start
+                # (the fold opens its entry the same way); a delegated child's is not its
+                # task's assignee's. (A task started before the anchor whose conversation the
+                # anchor lacks shows its points from the next anchor on.)
+                turns[key] = 0
             if key in turns:
                 point = _event_point(event, turns, names)
                 if point is not None:
