@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fold_support import entry, event, journaled
+from fold_support import assistant_tool_turn, entry, event, journaled
 
 from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
 from oma_actors.clock import from_iso
@@ -61,3 +61,45 @@ def test_a_completion_event_announces_a_completed_task_only() -> None:
     result = fold_tail(pending_c(), [done, early])  # type: ignore[arg-type]
     assert isinstance(result, Folded)
     assert result.snapshot.announced == ("a",)
+
+
+# -- a new conversation (issue 19): its task's start and its prompt open its entry ----------
+
+
+def prompt(seq: int, **kw: object) -> object:
+    message = {"role": "user", "content": [{"type": "text", "text": "# Task: c"}]}
+    return event(seq, "user/message", task="c", message=message, origin="input", **kw)  # type: ignore[arg-type]
+
+
+def start_c(seq: int = 101, agent: str = "helper") -> object:
+    return event(seq, "task/status", task="c", agent=agent, status="in_progress", updatedAt=STAMP)
+
+
+def test_a_started_tasks_prompt_and_answer_open_its_entry() -> None:
+    turn = assistant_tool_turn(103, task="c", agent="helper")
+    events = [start_c(), prompt(102, agent="helper"), turn]
+    result = fold_tail(pending_c(), events)  # type: ignore[arg-type]
+    assert isinstance(result, Folded)
+    [opened] = [e for e in result.snapshot.in_flight if e.task_id == "c"]
+    assert (opened.assignee, opened.state.phase, opened.journal_seq) == (
+        "helper", "executing_tools", 103,
+    )  # fmt: skip
+    assert [m.role for m in opened.state.conversation] == ["user", "assistant"]
+    assert [m.role for m in opened.state.messages] == ["assistant"]  # the prompt is not one
+    assert [p.call.id for p in opened.state.pending] == ["tu-1"]
+
+
+def test_a_conversation_holding_only_its_prompt_is_not_opened() -> None:
+    # The run reports a conversation at its first answer; restarted, the task asks the same.
+    result = fold_tail(pending_c(), [start_c(), prompt(102, agent="helper")])  # type: ignore[arg-type]
+    assert isinstance(result, Folded)
+    assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
+
+
+def test_a_prompt_of_another_agent_than_the_assignee_opens_nothing() -> None:
+    # A delegated child's conversation carries its parent's task but is never an entry (JR-13).
+    turn = assistant_tool_turn(103, task="c", agent="child")
+    events = [start_c(), prompt(102, agent="child"), turn]
+    result = fold_tail(pending_c(), events)  # type: ignore[arg-type]
+    assert isinstance(result, Folded)
+    assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
