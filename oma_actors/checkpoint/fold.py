@@ -38,6 +38,7 @@ from oma_actors.checkpoint.fold_rules import (
     task_status,
 )
 from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER
 from oma_actors.checkpoint.snapshot import InFlightTask, RunIdentity
 from oma_actors.domain.inflight import RunnerState
 from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
@@ -166,6 +167,10 @@ def _fold(
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
     kept = frozenset(entries)
+    # Only a journal-first run's tail opens conversations (issue 19: its tasks' admissions are
+    # journal-only); OMA's mode keeps OMA's fold, where a task without an entry starts over.
+    ref = snapshot.journal_ref
+    opens = ref is not None and ref.get(DURABLE_MEMBER) is True
     # One mutable draft per entry the tail changes, frozen once at the end: no per-event copy.
     drafts: dict[tuple[str, str], EntryDraft] = {}
     # The run-level facts (D14): task starts and announcements.
@@ -213,7 +218,8 @@ def _fold(
         if draft is None:
             item = entries.get(key)
             if item is None:
-                item = _opened(event, watermark, started.get(key[0]) or tasks.get(key[0]))
+                task = started.get(key[0]) or tasks.get(key[0])
+                item = _opened(event, watermark, task) if opens else None
                 if item is None:
                     continue  # another task or a delegated child
                 entries[key] = item
@@ -257,10 +263,10 @@ def _fold(
 def _opened(event: JournalEvent, watermark: int, task: TaskState | None) -> InFlightTask | None:
     """A new, empty entry for the conversation ``event`` opens, or ``None`` (D14, issue 19).
 
-    A task's conversation starts journal-only: its start (``task/status`` in progress, folded
-    into ``task``) and then its prompt (``user/message`` of origin ``input``) above the
-    watermark open its entry; any other event of a task without an entry is another task's or a
-    delegated child's and is not folded (JR-13).
+    A journal-first task's conversation starts journal-only: its start (``task/status`` in
+    progress, folded into ``task``) and then its prompt (``user/message`` of origin ``input``)
+    above the watermark open its entry; any other event of a task without an entry is another
+    task's or a delegated child's and is not folded (JR-13).
     """
     if (
         event.seq <= watermark

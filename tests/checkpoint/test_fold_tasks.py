@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from fold_support import assistant_tool_turn, entry, event, journaled
 
 from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
 from oma_actors.clock import from_iso
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.journal.event import JournalEvent
 
 STAMP = "2026-12-02T01:02:03.456Z"
 
@@ -66,19 +71,24 @@ def test_a_completion_event_announces_a_completed_task_only() -> None:
 # -- a new conversation (issue 19): its task's start and its prompt open its entry ----------
 
 
-def prompt(seq: int, **kw: object) -> object:
+def prompt(seq: int, **kw: Any) -> JournalEvent:
     message = {"role": "user", "content": [{"type": "text", "text": "# Task: c"}]}
-    return event(seq, "user/message", task="c", message=message, origin="input", **kw)  # type: ignore[arg-type]
+    return event(seq, "user/message", task="c", message=message, origin="input", **kw)
 
 
-def start_c(seq: int = 101, agent: str = "helper") -> object:
+def start_c(seq: int = 101, agent: str = "helper") -> JournalEvent:
     return event(seq, "task/status", task="c", agent=agent, status="in_progress", updatedAt=STAMP)
+
+
+def journal_first() -> CheckpointSnapshot:
+    snapshot: CheckpointSnapshot = pending_c()  # type: ignore[assignment]
+    return replace(snapshot, journal_ref={"kind": "JsonlRunJournal", "durable": True})
 
 
 def test_a_started_tasks_prompt_and_answer_open_its_entry() -> None:
     turn = assistant_tool_turn(103, task="c", agent="helper")
     events = [start_c(), prompt(102, agent="helper"), turn]
-    result = fold_tail(pending_c(), events)  # type: ignore[arg-type]
+    result = fold_tail(journal_first(), events)
     assert isinstance(result, Folded)
     [opened] = [e for e in result.snapshot.in_flight if e.task_id == "c"]
     assert (opened.assignee, opened.state.phase, opened.journal_seq) == (
@@ -91,7 +101,7 @@ def test_a_started_tasks_prompt_and_answer_open_its_entry() -> None:
 
 def test_a_conversation_holding_only_its_prompt_is_not_opened() -> None:
     # The run reports a conversation at its first answer; restarted, the task asks the same.
-    result = fold_tail(pending_c(), [start_c(), prompt(102, agent="helper")])  # type: ignore[arg-type]
+    result = fold_tail(journal_first(), [start_c(), prompt(102, agent="helper")])
     assert isinstance(result, Folded)
     assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
 
@@ -100,6 +110,14 @@ def test_a_prompt_of_another_agent_than_the_assignee_opens_nothing() -> None:
     # A delegated child's conversation carries its parent's task but is never an entry (JR-13).
     turn = assistant_tool_turn(103, task="c", agent="child")
     events = [start_c(), prompt(102, agent="child"), turn]
-    result = fold_tail(pending_c(), events)  # type: ignore[arg-type]
+    result = fold_tail(journal_first(), events)
+    assert isinstance(result, Folded)
+    assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
+
+
+def test_omas_mode_opens_no_conversation() -> None:
+    # Not journal-first: OMA's fold, where a task without an entry starts over (JR-13).
+    turn = assistant_tool_turn(103, task="c", agent="helper")
+    result = fold_tail(pending_c(), [start_c(), prompt(102, agent="helper"), turn])  # type: ignore[arg-type]
     assert isinstance(result, Folded)
     assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
