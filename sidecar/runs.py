@@ -45,7 +45,15 @@ from sidecar.record_codec import (
     shown_problem,
 )
 from sidecar.run_history import RunHistory, delete_key
-from sidecar.run_log import KnownRun, Progress, RunLog, known_run_message, status_event, tracks
+from sidecar.run_log import (
+    KnownRun,
+    Progress,
+    RunLog,
+    Write,
+    known_run_message,
+    status_event,
+    tracks,
+)
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
@@ -189,6 +197,11 @@ class RunRegistry:
         known = self._runs.get(run_id)
         if known is not None and known.text == text:
             return known
+        if known is not None and known.writing is not None and known.writing.text == text:
+            # This process's own write, stored but not yet returned: its record is what was
+            # written, and the progress it folded in must not be shown as ahead of it.
+            known.written(known.writing)
+            return known
         try:
             record = decode(text)
         except RecordFormatError as exc:
@@ -311,11 +324,17 @@ class RunRegistry:
                 new = change(progress.fold(known.record) if progress is not None else known.record)
                 if new == known.record:
                     return new
-                text = encode(new)
-                if await self._store.compare_and_set(key, entry.value, text):
-                    known.text, known.record = text, new
-                    if progress is not None and progress.changes == seen:
-                        known.progress = None  # all of it is in the record now
+                write = Write(encode(new), new, seen)
+                # A read of this run may see the new text stored before the write returns
+                # (``_read``): it takes the write in, progress included, as the writer would.
+                known.writing = write
+                try:
+                    stored = await self._store.compare_and_set(key, entry.value, write.text)
+                finally:
+                    if known.writing is write:
+                        known.writing = None
+                if stored:
+                    known.written(write)
                     return new
         raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
 

@@ -171,6 +171,51 @@ async def test_progress_is_live_at_once_and_written_with_the_next_update(
     assert [e.type for e in (await runs.log_of("r1")).since(0)] == ["task_started", "run_status"]
 
 
+class StoredBeforeReturning(InMemoryStore):
+    """A store whose compare-and-set stores the value, then waits for ``go`` before returning
+    (a file store's write runs in a thread: a read may see it before its writer resumes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored, self.go = asyncio.Event(), asyncio.Event()
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        written = await super().compare_and_set(key, expected, value, metadata)
+        if expected is not None:
+            self.stored.set()
+            await self.go.wait()
+        return written
+
+
+async def test_a_read_during_its_own_write_shows_the_written_tasks_not_older_progress(
+    group: asyncio.TaskGroup,
+) -> None:
+    # The run's last write settles t1 with its result; the progress it folds in knew t1 as
+    # completed without one. A GetRun whose read sees the write stored before the writer
+    # resumes must show the written record, not that progress (the kill -9 adoption flake).
+    store = StoredBeforeReturning()
+    runs = registry(store, "owner-a", group)
+    await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
+    event = pb.RunEvent(type="task_completed", task_id="t1", agent="worker")
+    event.task_status.status = pb.TASK_STATUS_COMPLETED
+    runs.emit("r1", event)
+    done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
+    writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
+    await store.stored.wait()
+    seen = runs.run_message(await runs.get("r1"), full=True)
+    store.go.set()
+    await writing
+    assert [(t.status, t.result) for t in seen.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
+    after = runs.run_message(await runs.get("r1"), full=True)
+    assert [(t.status, t.result) for t in after.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
+
+
 async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have_used(
     group: asyncio.TaskGroup,
 ) -> None:
