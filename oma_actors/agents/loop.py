@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.agents.context import ContextRewrite, ContextStrategyError
+from oma_actors.agents.facts import CallCommitted, CallDispatched, Facts
 from oma_actors.agents.tool_calls import (
     Answer,
     CallPolicy,
@@ -44,8 +45,9 @@ if TYPE_CHECKING:
     from oma_actors.agents.context_step import ContextStep
     from oma_actors.llm.base import LLMAdapter
 
-BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
-"""Reports a boundary and answers whether the state is now durable."""
+BoundaryHook = Callable[[RunnerState, BoundaryKind, Facts], Awaitable[bool]]
+"""Reports a boundary, with the facts that made its state, and answers whether the state is
+now durable."""
 ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
@@ -138,10 +140,12 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
         await _boundary(ctx, state, kind)
 
 
-async def _boundary(ctx: LoopContext, state: RunnerState, kind: BoundaryKind) -> bool:
+async def _boundary(
+    ctx: LoopContext, state: RunnerState, kind: BoundaryKind, facts: Facts = ()
+) -> bool:
     if ctx.on_boundary is None:
         return True
-    return await ctx.on_boundary(state, kind)
+    return await ctx.on_boundary(state, kind, facts)
 
 
 async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
@@ -201,7 +205,9 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                     # The dispatch record must be durable before the effect can happen.
                     async with commit_lock:
                         current = mark_dispatched(current, item.call.id)
-                        durable = await _boundary(ctx, current, "tool_dispatch")
+                        durable = await _boundary(
+                            ctx, current, "tool_dispatch", (CallDispatched(call=item.call),)
+                        )
                     if not durable:
                         outcome = error_outcome(
                             item,
@@ -214,7 +220,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             outcome = await execute_tool_call(call, ctx.tools, tool_ctx)
         async with commit_lock:
             current = with_commit(current, outcome)
-            await _boundary(ctx, current, "tool_commit")
+            committed = CallCommitted(call=item.call, commit=outcome)
+            await _boundary(ctx, current, "tool_commit", (committed,))
         if ctx.on_tool is not None:
             ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
 

@@ -216,7 +216,7 @@ async def run_task(
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)
         if attempt > 1 and on_boundary is not None:
             # Spec TQ-10: the failed attempt's in-flight entry is dropped and saved first.
-            await on_boundary(start, "attempt_reset")
+            await on_boundary(start, "attempt_reset", ())
         state = await drive(start, ctx)
         usage = usage + state.token_usage
         if state.awaiting_approval:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from oma_actors.agents.context import ContextRewrite
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import AnswerHook
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.messages import ChatOptions
@@ -42,13 +43,13 @@ class ConversationJournal:
     journaling: RunJournaling
     agent: str
 
-    async def boundary(self, state: RunnerState, kind: BoundaryKind) -> bool:
+    async def boundary(self, state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
         """Record what the state gained; always ``True``: nothing here is checkpointed.
 
         The answer is the one the loop gets without any hook, so a journal changes no
         behaviour (an ``unsafe`` tool of ``run_agent`` runs as it does without a journal).
         """
-        self.journaling.observe(None, self.agent, state)
+        self.journaling.observe(None, self.agent, state, facts)
         return True
 
     def request(

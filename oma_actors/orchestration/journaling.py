@@ -30,8 +30,9 @@ shows as started but not committed are marked dispatched when their tool is ``un
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
+from oma_actors.agents.facts import CallCommitted, CallDispatched
 from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.config import Team
     from oma_actors.agents.context import ContextRewrite
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import AnswerHook, BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
         ConversationLineage,
         InFlightTask,
     )
-    from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
+    from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
     from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
@@ -223,10 +225,10 @@ class RunJournaling:
         without any hook: a journal changes no behaviour. A retry starts a new conversation.
         """
 
-        async def hook(state: RunnerState, kind: BoundaryKind) -> bool:
+        async def hook(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
             if kind == "attempt_reset":
                 self.forget(task_id)
-            self.observe(task_id, agent, state)
+            self.observe(task_id, agent, state, facts)
             return True
 
         return hook
@@ -315,19 +317,28 @@ class RunJournaling:
         task.last_seq = event.seq
         task.request = task.turn = None
 
-    def observe(self, task_id: str | None, agent: str, state: RunnerState) -> None:
-        """Record what ``state`` holds that the journal does not yet (never raises)."""
+    def observe(
+        self, task_id: str | None, agent: str, state: RunnerState, facts: Facts = ()
+    ) -> None:
+        """Record a boundary of a task: ``facts`` (what its runner did) and its messages.
+
+        Never raises. ``facts`` are recorded as they come, after the conversation's new
+        messages and before the ``turn/end`` the state shows.
+        """
         task = self._tasks.get(task_id)
         if task is None or task.agent != agent:
             task = self._tasks[task_id] = TaskJournal(agent=agent)
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         for message in state.conversation[task.messages :]:
             self._record_message(task, message, state, scope)
-        for item in state.pending:
-            if item.dispatched and item.call.id not in task.calls:
-                self._record_call(task, item.call, scope)
-            if item.commit is not None and item.call.id not in task.committed:
-                self._record_result(task, item.commit.block, item, scope)
+        for fact in facts:
+            match fact:
+                case CallDispatched(call=call):
+                    self._record_call(task, call, scope)
+                case CallCommitted(call=call, commit=commit):
+                    self._record_result(task, commit.block, call, commit, scope)
+                case _:
+                    assert_never(fact)
         task.messages = len(state.conversation)
         task.usage = state.token_usage
         outcome = turn_outcome(state) if state.turns > task.closed else None
@@ -393,7 +404,8 @@ class RunJournaling:
             # Results committed before this boundary without a commit boundary of their own.
             for block in results:
                 if block.tool_use_id not in task.committed:
-                    self._record_result(task, block, None, scope)
+                    call = task.requested.get(block.tool_use_id)
+                    self._record_result(task, block, call, None, scope)
             # JR-07: the tool/result events it gathers (a result committed before a restore
             # has none this attempt knows of: its tool/call then, when known).
             sources = [
@@ -433,13 +445,13 @@ class RunJournaling:
         self,
         task: TaskJournal,
         block: ToolResultBlock,
-        item: PendingCall | None,
+        call: ToolUseBlock | None,
+        commit: ToolCommit | None,
         scope: dict[str, Any],
     ) -> None:
-        call = item.call if item is not None else task.requested.get(block.tool_use_id)
+        """``tool/result`` (and its ``tool/call`` first, when the call had none)."""
         if call is not None and call.id not in task.calls:
             self._record_call(task, call, scope)
-        commit = item.commit if item is not None else None
         record = commit.record if commit is not None else None
         usage = commit.delegation_usage if commit is not None else None
         source = task.calls.get(block.tool_use_id)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     from oma_actors.actors import ActorRef
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
@@ -145,8 +146,8 @@ class RunActor(Actor[RunMessage, bool | None]):
                 self._done = done
                 self._announce_restored()
                 await self._save("admission")  # decision D3, best-effort
-            case Boundary(task_id=task_id, agent=agent, state=state, kind=kind):
-                return await self._boundary(task_id, agent, state, kind)
+            case Boundary(task_id=task_id, agent=agent, state=state, kind=kind, facts=facts):
+                return await self._boundary(task_id, agent, state, kind, facts)
             case TaskFinished(outcome=outcome):
                 await self._finish(outcome)
             case _:
@@ -169,13 +170,18 @@ class RunActor(Actor[RunMessage, bool | None]):
             self._announced.add(task.id)
 
     async def _boundary(
-        self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind
+        self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind, facts: Facts
     ) -> bool:
         if kind == "attempt_reset":
             # Spec TQ-10: a retried task starts a fresh conversation, so its old state goes.
             self._runner_states.pop(task_id, None)
             return await self._save(kind, task_id)
         self._runner_states[task_id] = (agent, state)
+        cp = self._w.checkpointing
+        if facts and cp is not None and cp.journaling is not None:
+            # The runner's facts are recorded as the run adopts the state they made, so the
+            # next snapshot's watermark covers exactly the facts its entries hold (JR-08).
+            cp.journaling.observe(task_id, agent, state, facts)
         for item in state.pending:
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
