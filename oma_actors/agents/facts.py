@@ -1,10 +1,11 @@
 """The facts a runner's turn loop reports with a boundary, as they happen (decision D14).
 
 The journal records a run's facts where they happen, never by diffing two states: the loop
-knows what it just did (a call dispatched, a result committed) and hands that fact to the
-boundary hook together with the state it produced. The run's journal writes it in OMA's
-vocabulary (``tool/call``, ``tool/result``), at the moment the run adopts that state, so the
-snapshot's watermark and its in-flight entries always agree (JR-08).
+knows what it just did (an answer arrived, a call dispatched, a result committed, the results
+went back) and hands that fact to the boundary hook together with the state it produced. The
+run's journal writes it in OMA's vocabulary (``assistant/message``, ``tool/call``,
+``tool/result``, ``user/message`` origin ``tool_results``) at the moment the run adopts that
+state, so the snapshot's watermark and its in-flight entries always agree (JR-08).
 """
 
 from __future__ import annotations
@@ -14,9 +15,25 @@ from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from oma_actors.domain.inflight import ToolCommit
-    from oma_actors.domain.messages import ToolUseBlock
+    from oma_actors.domain.messages import Message, TokenUsage, ToolUseBlock
 
-__all__ = ["CallCommitted", "CallDispatched", "Fact", "Facts"]
+__all__ = ["Answered", "CallCommitted", "CallDispatched", "Fact", "Facts", "ResultsReturned"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answered:
+    """The model answered: its message joined the conversation (``assistant/message``).
+
+    Attributes:
+        message: the assistant message, the very object the state's conversation holds (its
+            blocks' lineage is registered by identity, JR-07).
+        usage: the response's own usage (what the state's usage gained with it).
+        stop_reason: why the model stopped (the state does not keep it).
+    """
+
+    message: Message
+    usage: TokenUsage
+    stop_reason: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,5 +60,17 @@ class CallCommitted:
     commit: ToolCommit
 
 
-Fact: TypeAlias = CallDispatched | CallCommitted
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultsReturned:
+    """Every call of the turn committed: the results message goes back to the model.
+
+    Attributes:
+        message: the user message of result blocks (and a loop warning, if any), as held by
+            the state's conversation.
+    """
+
+    message: Message
+
+
+Fact: TypeAlias = Answered | CallDispatched | CallCommitted | ResultsReturned
 Facts: TypeAlias = tuple[Fact, ...]

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.agents.context import ContextRewrite, ContextStrategyError
-from oma_actors.agents.facts import CallCommitted, CallDispatched, Facts
+from oma_actors.agents.facts import (
+    Answered,
+    CallCommitted,
+    CallDispatched,
+    Facts,
+    ResultsReturned,
+)
 from oma_actors.agents.tool_calls import (
     Answer,
     CallPolicy,
@@ -35,7 +41,7 @@ from oma_actors.agents.turn import (
     with_context,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
-from oma_actors.domain.messages import ChatOptions, LLMResponse, TokenUsage
+from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.errors import DurableApprovalError, LLMError
 from oma_actors.journal.errors import JournalLineageError
 from oma_actors.tools.base import Tool, ToolContext
@@ -52,15 +58,12 @@ ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
-AnswerHook = Callable[[LLMResponse], None]
-"""Sees the answer to the request it was returned for, the moment it arrives."""
-RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], AnswerHook | None]
+RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], None]
 """Sees each model request (the state whose conversation is sent) just before the call, with
 the context strategy's rewrite that produced that conversation, if one did (``context/replace``).
 
 It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
-the task fails for good, since the same conversation would be refused on every attempt. It may
-return an ``AnswerHook``: the facts of the answer only the response holds (its stop reason).
+the task fails for good, since the same conversation would be refused on every attempt.
 """
 
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
@@ -116,10 +119,9 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 return failed(state, f"context strategy: {exc}", retryable=exc.retryable)
             if rewrite is not None:
                 state = with_context(state, rewrite.after, rewrite.usage)
-        answered: AnswerHook | None = None
         if ctx.on_request is not None:
             try:
-                answered = ctx.on_request(state, ctx.options, rewrite)
+                ctx.on_request(state, ctx.options, rewrite)
             except JournalLineageError as exc:
                 return failed(state, str(exc), retryable=False)
         started = time.perf_counter()
@@ -130,14 +132,15 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
-        if answered is not None:
-            answered(response)
+        answer = Answered(
+            message=state.conversation[-1], usage=response.usage, stop_reason=response.stop_reason
+        )
         if ctx.on_turn is not None:
             ctx.on_turn(state, response.usage, (time.perf_counter() - started) * 1000)
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )
-        await _boundary(ctx, state, kind)
+        await _boundary(ctx, state, kind, (answer,))
 
 
 async def _boundary(
@@ -239,5 +242,6 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
         await _boundary(ctx, current, "suspended")
         return current
     current = after_tool_results(current, max_token_budget=ctx.max_token_budget)
-    await _boundary(ctx, current, "tool_results")
+    returned = ResultsReturned(message=current.conversation[-1])
+    await _boundary(ctx, current, "tool_results", (returned,))
     return current

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.context import ContextRewrite
     from oma_actors.agents.facts import Facts
-    from oma_actors.agents.loop import AnswerHook
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.messages import ChatOptions
     from oma_actors.domain.results import AgentRunResult
@@ -54,16 +53,13 @@ class ConversationJournal:
 
     def request(
         self, state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None = None
-    ) -> AnswerHook:
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` before a model call (and the prompt first).
-
-        Returns:
-            The hook that takes the answer's stop reason.
 
         Raises:
             JournalLineageError: ``enforce_lineage`` refuses the request (the loop fails it).
         """
-        return self.journaling.request(None, self.agent, state, options, rewrite)
+        self.journaling.request(None, self.agent, state, options, rewrite)
 
     def close(self) -> None:
         """The conversation ended: close the turn a failed model call left open, then forget it.

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, assert_never
 
-from oma_actors.agents.facts import CallCommitted, CallDispatched
+from oma_actors.agents.facts import Answered, CallCommitted, CallDispatched, ResultsReturned
 from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
@@ -40,7 +40,6 @@ from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
 from oma_actors.orchestration.journal_context import (
-    before_rewrite,
     check_rewrite_lineage,
     record_rewrite,
 )
@@ -56,12 +55,12 @@ from oma_actors.orchestration.journal_tasks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from oma_actors.agents.config import Team
     from oma_actors.agents.context import ContextRewrite
     from oma_actors.agents.facts import Facts
-    from oma_actors.agents.loop import AnswerHook, BoundaryHook, RequestHook
+    from oma_actors.agents.loop import BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
         CheckpointSnapshot,
@@ -69,7 +68,7 @@ if TYPE_CHECKING:
         InFlightTask,
     )
     from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
-    from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
+    from oma_actors.domain.messages import ChatOptions, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions
@@ -199,7 +198,6 @@ class RunJournaling:
             lineage=lineage,
             committed={i.call.id for i in state.pending if i.commit is not None},
             calls={i.call.id: None for i in state.pending if i.dispatched and i.commit is None},
-            usage=state.token_usage,
             requested={i.call.id: i.call for i in state.pending},
             last_seq=entry.journal_seq,
             # The open round's answer, for the lineage of its tool/call events.
@@ -211,10 +209,8 @@ class RunJournaling:
     def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
-        def hook(
-            state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None
-        ) -> AnswerHook:
-            return self.request(task_id, agent, state, options, rewrite)
+        def hook(state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None) -> None:
+            self.request(task_id, agent, state, options, rewrite)
 
         return hook
 
@@ -240,7 +236,7 @@ class RunJournaling:
         state: RunnerState,
         options: ChatOptions,
         rewrite: ContextRewrite | None = None,
-    ) -> AnswerHook:
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
@@ -250,24 +246,14 @@ class RunJournaling:
         strategy's ``rewrite`` is recorded between the two, as OMA orders them
         (``journal_context.record_rewrite``).
 
-        Returns:
-            The hook that takes the answer's stop reason for its ``assistant/message``.
-
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
                 no ``turn/start`` or ``llm/request`` is recorded and the call must not be made.
         """
-        self.observe(task_id, agent, state if rewrite is None else before_rewrite(state, rewrite))
-        task = self._tasks[task_id]
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
+        task = self._task(task_id, agent)
+        self._record_prompts(task, state.conversation if rewrite is None else rewrite.before, scope)
         turn = state.turns + 1
-
-        def answered(response: LLMResponse) -> None:
-            # The response is the only place the stop reason lives: the state does not keep it.
-            current = self._tasks.get(task_id)
-            if current is not None:
-                current.stop_reason = response.stop_reason
-
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
             # of the conversation at every call, O(n^2) bytes over a run (188 MB for 1000
@@ -275,9 +261,9 @@ class RunJournaling:
             task.pinned = True
             self.recorder.emit(v.turn_started(turn=turn, **scope))
             if rewrite is not None:
-                record_rewrite(self.recorder, task, rewrite, state, scope)
+                record_rewrite(self.recorder, task, rewrite, scope)
             task.request, task.turn, task.model = None, turn, options.model
-            return answered
+            return
         if rewrite is not None:
             # Its blocks get their lineage when the replace is recorded, after turn/start; a
             # request refused for a block without lineage (JR-09) is refused before anything.
@@ -287,7 +273,7 @@ class RunJournaling:
         system_hash, tools_hash = self._hashes(options)
         self.recorder.emit(v.turn_started(turn=turn, **scope))
         if rewrite is not None:
-            record_rewrite(self.recorder, task, rewrite, state, scope)
+            record_rewrite(self.recorder, task, rewrite, scope)
             blocks = self.recorder.request_blocks(state.conversation)
         event = self.recorder.emit(
             v.llm_request(
@@ -300,7 +286,6 @@ class RunJournaling:
             )
         )
         task.request, task.turn, task.model = event.seq, turn, options.model
-        return answered
 
     def turn_failed(self, task_id: str | None) -> None:
         """The task's model call failed (no answer): close its open turn with ``error``."""
@@ -320,27 +305,26 @@ class RunJournaling:
     def observe(
         self, task_id: str | None, agent: str, state: RunnerState, facts: Facts = ()
     ) -> None:
-        """Record a boundary of a task: ``facts`` (what its runner did) and its messages.
+        """Record a boundary of a task: ``facts``, what its runner did to reach ``state``.
 
-        Never raises. ``facts`` are recorded as they come, after the conversation's new
-        messages and before the ``turn/end`` the state shows.
+        Never raises. The facts are recorded in the order they happened, then the ``turn/end``
+        the state shows. A boundary without facts (a save of the whole run) records nothing
+        of the task but a turn it closed.
         """
-        task = self._tasks.get(task_id)
-        if task is None or task.agent != agent:
-            task = self._tasks[task_id] = TaskJournal(agent=agent)
+        task = self._task(task_id, agent)
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
-        for message in state.conversation[task.messages :]:
-            self._record_message(task, message, state, scope)
         for fact in facts:
             match fact:
+                case Answered():
+                    self._record_answer(task, fact, scope)
                 case CallDispatched(call=call):
                     self._record_call(task, call, scope)
                 case CallCommitted(call=call, commit=commit):
                     self._record_result(task, commit.block, call, commit, scope)
+                case ResultsReturned(message=message):
+                    self._record_results(task, message, scope)
                 case _:
                     assert_never(fact)
-        task.messages = len(state.conversation)
-        task.usage = state.token_usage
         outcome = turn_outcome(state) if state.turns > task.closed else None
         if outcome is not None:
             # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves it as is.
@@ -356,6 +340,13 @@ class RunJournaling:
         for task_id, (agent, state) in in_flight.items():
             self.observe(task_id, agent, state)
             self._tasks[task_id].pinned = False
+
+    def _task(self, task_id: str | None, agent: str) -> TaskJournal:
+        """What the journal holds of a task's conversation (a new one for another agent)."""
+        task = self._tasks.get(task_id)
+        if task is None or task.agent != agent:
+            task = self._tasks[task_id] = TaskJournal(agent=agent)
+        return task
 
     def forget(self, task_id: str | None) -> None:
         """A task finished or restarts afresh: its next state starts a new conversation."""
@@ -374,63 +365,69 @@ class RunJournaling:
         """Record ``checkpoint/saved`` after a snapshot with ``watermark`` became durable."""
         self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
 
-    def _record_message(
-        self, task: TaskJournal, message: Message, state: RunnerState, scope: dict[str, Any]
+    def _record_prompts(
+        self, task: TaskJournal, conversation: Sequence[Message], scope: dict[str, Any]
     ) -> None:
-        if message.role == "assistant":
-            # The answer's usage is what the state gained since it was last seen: a boundary
-            # records one answer. (If two coalesced, the sum lands on the last one; a durable
-            # journal then compacts, because the fold would not rebuild the same usage.)
-            usage = state.token_usage if task.usage is None else state.token_usage - task.usage
-            request = [task.request] if task.request is not None else None
-            event = self.recorder.emit(
-                v.assistant_message(
-                    message=message,
-                    usage=usage,
-                    model=task.model or None,
-                    stop_reason=task.stop_reason,
-                    source_event_seqs=request,
-                    **scope,
-                )
-            )
-            task.request = task.turn = task.stop_reason = None
-            self._lineage(task, message, event.seq)
-            task.answer = event.seq
-            task.usage = state.token_usage
-            task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
-            return
-        results = [b for b in message.content if isinstance(b, ToolResultBlock)]
-        if results:
-            # Results committed before this boundary without a commit boundary of their own.
-            for block in results:
-                if block.tool_use_id not in task.committed:
-                    call = task.requested.get(block.tool_use_id)
-                    self._record_result(task, block, call, None, scope)
-            # JR-07: the tool/result events it gathers (a result committed before a restore
-            # has none this attempt knows of: its tool/call then, when known).
-            sources = [
-                seq
-                for b in results
-                if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id)))
-                is not None
-            ]
-            event = self.recorder.emit(
-                v.user_message(
-                    message=message, origin="tool_results", source_event_seqs=sources, **scope
-                )
-            )
-            task.committed.clear()
-            task.calls.clear()
-            task.results.clear()
-            task.requested.clear()
-            task.answer = None
-        else:
+        """A conversation's opening prompt (or a repair request), just before it is sent.
+
+        These messages are the caller's (``initial_state``, ``with_user_message``), not the
+        loop's: the first request that sends them records them, once (``user/message``
+        origin ``input``), so every block sent has its lineage.
+        """
+        for message in conversation[task.messages :]:
             event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
+            self._lineage(task, message, event.seq)
+
+    def _record_answer(self, task: TaskJournal, answer: Answered, scope: dict[str, Any]) -> None:
+        """``assistant/message``: the answer, naming the ``llm/request`` it answers (JR-07)."""
+        message = answer.message
+        request = [task.request] if task.request is not None else None
+        event = self.recorder.emit(
+            v.assistant_message(
+                message=message,
+                usage=answer.usage,
+                model=task.model or None,
+                stop_reason=answer.stop_reason,
+                source_event_seqs=request,
+                **scope,
+            )
+        )
+        task.request = task.turn = None
+        self._lineage(task, message, event.seq)
+        task.answer = event.seq
+        task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
+
+    def _record_results(self, task: TaskJournal, message: Message, scope: dict[str, Any]) -> None:
+        """``user/message`` origin ``tool_results``, naming the results it gathers (JR-07)."""
+        results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+        # A result this attempt saw no commit of (settled before a restore): recorded now.
+        for block in results:
+            if block.tool_use_id not in task.committed:
+                call = task.requested.get(block.tool_use_id)
+                self._record_result(task, block, call, None, scope)
+        # A result committed before a restore has no tool/result this attempt knows of: its
+        # tool/call then, when known.
+        sources = [
+            seq
+            for b in results
+            if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id))) is not None
+        ]
+        event = self.recorder.emit(
+            v.user_message(
+                message=message, origin="tool_results", source_event_seqs=sources, **scope
+            )
+        )
+        task.committed.clear()
+        task.calls.clear()
+        task.results.clear()
+        task.requested.clear()
+        task.answer = None
         self._lineage(task, message, event.seq)
 
     def _lineage(self, task: TaskJournal, message: Message, seq: int) -> None:
         """Every block of a recorded message comes from its event (JR-07, by block identity)."""
         task.lineage.append(tuple((seq,) for _ in message.content))
+        task.messages += 1
         task.last_seq = seq
         self.recorder.register_blocks(message.content, [seq])
 
