@@ -14,10 +14,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from oma_actors.domain.inflight import ToolCommit
+    from oma_actors.domain.inflight import RunnerState, ToolCommit
     from oma_actors.domain.messages import Message, TokenUsage, ToolUseBlock
+    from oma_actors.journal.vocabulary import TurnOutcome
 
-__all__ = ["Answered", "CallCommitted", "CallDispatched", "Fact", "Facts", "ResultsReturned"]
+__all__ = [
+    "Answered",
+    "CallCommitted",
+    "CallDispatched",
+    "Fact",
+    "Facts",
+    "ResultsReturned",
+    "TurnEnded",
+    "turn_end",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,5 +82,46 @@ class ResultsReturned:
     message: Message
 
 
-Fact: TypeAlias = Answered | CallDispatched | CallCommitted | ResultsReturned
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnEnded:
+    """A model turn closed (``turn/end``): its results went back, it answered, or it parked.
+
+    A parked turn is reported at every boundary that shows it parked; the journal records the
+    first (it holds one end per turn).
+
+    Attributes:
+        turn: the turn's number (the state's turn count).
+        outcome: how it closed, in OMA's words.
+    """
+
+    turn: int
+    outcome: TurnOutcome
+
+
+Fact: TypeAlias = Answered | CallDispatched | CallCommitted | ResultsReturned | TurnEnded
 Facts: TypeAlias = tuple[Fact, ...]
+
+
+def turn_end(state: RunnerState) -> TurnEnded | None:
+    """The end of the state's last model turn, if the state shows it closed.
+
+    Called by the loop right where a turn may close: after an answer, after the results went
+    back, when a call parks or commits beside a parked one.
+    """
+    outcome: TurnOutcome | None
+    if state.phase == "completed":
+        if state.budget_exceeded:
+            outcome = "budget_exceeded"
+        elif state.loop_detected:
+            outcome = "loop_detected"
+        else:
+            outcome = "completed" if state.success else "error"
+    elif state.phase == "awaiting_model":
+        outcome = "tool_use"  # its results went back to the model
+    elif state.awaiting_approval and all(
+        item.commit is not None or item.awaiting_approval for item in state.pending
+    ):
+        outcome = "suspended"
+    else:
+        outcome = None
+    return None if outcome is None else TurnEnded(turn=state.turns, outcome=outcome)

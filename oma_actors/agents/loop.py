@@ -19,8 +19,10 @@ from oma_actors.agents.facts import (
     Answered,
     CallCommitted,
     CallDispatched,
+    Fact,
     Facts,
     ResultsReturned,
+    turn_end,
 )
 from oma_actors.agents.tool_calls import (
     Answer,
@@ -140,7 +142,13 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )
-        await _boundary(ctx, state, kind, (answer,))
+        await _boundary(ctx, state, kind, _with_end((answer,), state))
+
+
+def _with_end(facts: tuple[Fact, ...], state: RunnerState) -> Facts:
+    """``facts``, then the end of the turn when ``state`` shows it closed."""
+    end = turn_end(state)
+    return facts if end is None else (*facts, end)
 
 
 async def _boundary(
@@ -187,7 +195,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 if item.approval_request is None:
                     async with commit_lock:
                         current = attach_request(current, item.call.id, request)
-                        if not await _boundary(ctx, current, "approval_requested"):
+                        parked = _with_end((), current)
+                        if not await _boundary(ctx, current, "approval_requested", parked):
                             # Spec AP-19/AP-25: never report a suspension that is not durable.
                             raise DurableApprovalError(
                                 "APPROVAL_INTEGRITY_ERROR",
@@ -224,7 +233,7 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
         async with commit_lock:
             current = with_commit(current, outcome)
             committed = CallCommitted(call=item.call, commit=outcome)
-            await _boundary(ctx, current, "tool_commit", (committed,))
+            await _boundary(ctx, current, "tool_commit", _with_end((committed,), current))
         if ctx.on_tool is not None:
             ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
 
@@ -239,9 +248,9 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             raise approval.exceptions[0] from group_error
         raise
     if current.awaiting_approval:
-        await _boundary(ctx, current, "suspended")
+        await _boundary(ctx, current, "suspended", _with_end((), current))
         return current
     current = after_tool_results(current, max_token_budget=ctx.max_token_budget)
     returned = ResultsReturned(message=current.conversation[-1])
-    await _boundary(ctx, current, "tool_results", (returned,))
+    await _boundary(ctx, current, "tool_results", _with_end((returned,), current))
     return current

@@ -60,22 +60,6 @@ class OptionsHashes:
         return system_hash, tools_hash
 
 
-def turn_outcome(state: RunnerState) -> v.TurnOutcome | None:
-    """How the state's last model turn closed, or ``None`` while it is still open."""
-    if state.phase == "completed":
-        if state.budget_exceeded:
-            return "budget_exceeded"
-        if state.loop_detected:
-            return "loop_detected"
-        return "completed" if state.success else "error"
-    if state.phase == "awaiting_model":
-        return "tool_use"  # its results went back to the model
-    parked = state.awaiting_approval
-    if parked and all(item.commit is not None or item.awaiting_approval for item in state.pending):
-        return "suspended"
-    return None
-
-
 def unknown_lineage(state: RunnerState) -> list[Lineage]:
     """Lineage of messages recorded before the journal (none is known)."""
     return [tuple(None for _ in message.content) for message in state.conversation]

@@ -32,7 +32,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, assert_never
 
-from oma_actors.agents.facts import Answered, CallCommitted, CallDispatched, ResultsReturned
+from oma_actors.agents.facts import (
+    Answered,
+    CallCommitted,
+    CallDispatched,
+    ResultsReturned,
+    TurnEnded,
+)
 from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
@@ -50,7 +56,6 @@ from oma_actors.orchestration.journal_setup import (
 from oma_actors.orchestration.journal_tasks import (
     OptionsHashes,
     TaskJournal,
-    turn_outcome,
     unknown_lineage,
 )
 
@@ -323,14 +328,16 @@ class RunJournaling:
                     self._record_result(task, commit.block, call, commit, scope)
                 case ResultsReturned(message=message):
                     self._record_results(task, message, scope)
+                case TurnEnded(turn=turn, outcome=outcome) if turn > task.closed:
+                    # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves
+                    # it as is. One end per turn: a parked turn is reported until it resumes.
+                    event = self.recorder.emit(v.turn_ended(turn=turn, outcome=outcome, **scope))
+                    task.closed = turn
+                    task.last_seq = event.seq
+                case TurnEnded():
+                    pass
                 case _:
                     assert_never(fact)
-        outcome = turn_outcome(state) if state.turns > task.closed else None
-        if outcome is not None:
-            # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves it as is.
-            event = self.recorder.emit(v.turn_ended(turn=state.turns, outcome=outcome, **scope))
-            task.closed = state.turns
-            task.last_seq = event.seq
 
     def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
         """Record every in-flight state; forget tasks no longer in flight (done or reset)."""

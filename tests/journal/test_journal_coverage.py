@@ -22,7 +22,7 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
-from oma_actors.agents.facts import Answered
+from oma_actors.agents.facts import Answered, TurnEnded
 from oma_actors.agents.turn import after_response, initial_state
 from oma_actors.errors import LLMError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
@@ -212,7 +212,8 @@ async def test_each_conversation_of_one_agent_is_recorded_from_its_own_prompt() 
         fact = Answered(
             message=after.conversation[-1], usage=response.usage, stop_reason=response.stop_reason
         )
-        await calls.boundary(after, "terminal", (fact,))
+        ended = TurnEnded(turn=after.turns, outcome="completed")
+        await calls.boundary(after, "terminal", (fact, ended))
         calls.close()
     await journaling.recorder.flush()
     events = await journal.read_from(0)
