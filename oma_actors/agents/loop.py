@@ -3,7 +3,9 @@
 The loop moves through the explicit phases of ``RunnerState`` and reports every durable boundary
 of spec RN-04 to ``on_boundary`` *before* anything that depends on it happens: the assistant tool
 turn before any tool runs, each tool result before its event is published, the tool-results
-message before the next model call, and the terminal turn.
+message before the next model call, and the terminal turn. Each report carries the facts that
+made its state (``agents.facts``: the answer, a dispatch, a commit, the results, a turn's end),
+so the run's journal records what happened instead of reconstructing it from states (D14).
 """
 
 from __future__ import annotations

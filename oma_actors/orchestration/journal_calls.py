@@ -48,7 +48,7 @@ class ConversationJournal:
         The answer is the one the loop gets without any hook, so a journal changes no
         behaviour (an ``unsafe`` tool of ``run_agent`` runs as it does without a journal).
         """
-        self.journaling.observe(None, self.agent, state, facts)
+        self.journaling.record(None, self.agent, facts)
         return True
 
     def request(

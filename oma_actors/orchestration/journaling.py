@@ -1,19 +1,19 @@
-"""A run's journal: record what each boundary changed, fold the tail on restore.
+"""A run's journal: record the facts of its conversations as they happen (D14, spec 17.2).
 
-The runner reports each durable boundary with its whole ``RunnerState``; this module turns the
-difference from the last state it saw of that task into OMA's journal events (spec 17.2):
-the task's prompt (``user/message`` origin ``input``), each model answer (``assistant/message``
-with its usage), a ``tool/call`` when a call starts (an ``unsafe`` tool's at its dispatch
-boundary, any other just before its result), each committed result (``tool/result``, lineage:
-its call) and the results message (``user/message`` origin ``tool_results``, lineage: the
-results), and ``turn/end`` when the state shows the model turn closed. The events are emitted
-before the boundary's snapshot is built, so the snapshot's watermark and each entry's
-``journalSeq`` cover them (JR-08, JR-12), and every conversation message gets its lineage (JR-19):
-each recorded block is registered with the recorder, and a restore re-attaches the snapshot's
-``conversationLineage`` to the restored blocks. Just before each model call, ``request`` records
-``turn/start`` and ``llm/request`` (every block of the conversation with its lineage, JR-07); the
-answer's ``assistant/message`` names that request. The run's other events (plan, task status,
-approvals, shared memory) are recorded by ``journal_events``.
+Nothing here diffs states. Each fact comes from where it happens, as a typed value
+(``agents.facts``): the turn loop reports, with each boundary, what it did to reach that state
+(an answer with its usage and stop reason, a call dispatched, a result committed, the results
+message sent back, a turn closed), and ``record`` writes each as OMA's event: ``assistant/message``
+naming its ``llm/request``, ``tool/call`` (an ``unsafe`` tool's at its dispatch boundary, any
+other just before its result), ``tool/result`` (lineage: its call), ``user/message`` origin
+``tool_results`` (lineage: the results) and ``turn/end``. A checkpointed run records them as
+its run actor adopts the boundary's state, so the snapshot built next has a watermark and
+``journalSeq`` entries that cover them (JR-08, JR-12). Just before each model call, ``request``
+records the conversation's opening prompt when no request sent it yet (``user/message`` origin
+``input``), then ``turn/start`` and ``llm/request`` (every block with its lineage, JR-07).
+Every recorded block is registered with the recorder (JR-19), and a restore re-attaches the
+snapshot's ``conversationLineage`` to the restored blocks. The run's other events (plan, task
+status, approvals, shared memory) are recorded by ``journal_events``.
 
 Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
 never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
@@ -229,7 +229,7 @@ class RunJournaling:
         async def hook(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
             if kind == "attempt_reset":
                 self.forget(task_id)
-            self.observe(task_id, agent, state, facts)
+            self.record(task_id, agent, facts)
             return True
 
         return hook
@@ -307,14 +307,11 @@ class RunJournaling:
         task.last_seq = event.seq
         task.request = task.turn = None
 
-    def observe(
-        self, task_id: str | None, agent: str, state: RunnerState, facts: Facts = ()
-    ) -> None:
-        """Record a boundary of a task: ``facts``, what its runner did to reach ``state``.
+    def record(self, task_id: str | None, agent: str, facts: Facts) -> None:
+        """Record the facts a task's runner reported with a boundary, in the order they happened.
 
-        Never raises. The facts are recorded in the order they happened, then the ``turn/end``
-        the state shows. A boundary without facts (a save of the whole run) records nothing
-        of the task but a turn it closed.
+        Never raises. Each fact is one OMA event (spec 17.2), except a parked turn's end
+        reported again (the journal holds one end per turn).
         """
         task = self._task(task_id, agent)
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
@@ -339,14 +336,17 @@ class RunJournaling:
                 case _:
                     assert_never(fact)
 
-    def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
-        """Record every in-flight state; forget tasks no longer in flight (done or reset)."""
+    def settle(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
+        """At a save: forget tasks no longer in flight (done or reset), keep the others.
+
+        A task requested before the run saw any boundary of it (its first turn) stays pinned
+        until a save holds it in flight.
+        """
         for task_id in set(self._tasks) - set(in_flight):
             if not self._tasks[task_id].pinned:
                 self.forget(task_id)
-        for task_id, (agent, state) in in_flight.items():
-            self.observe(task_id, agent, state)
-            self._tasks[task_id].pinned = False
+        for task_id, (agent, _) in in_flight.items():
+            self._task(task_id, agent).pinned = False
 
     def _task(self, task_id: str | None, agent: str) -> TaskJournal:
         """What the journal holds of a task's conversation (a new one for another agent)."""

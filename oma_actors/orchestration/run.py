@@ -181,7 +181,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         if facts and cp is not None and cp.journaling is not None:
             # The runner's facts are recorded as the run adopts the state they made, so the
             # next snapshot's watermark covers exactly the facts its entries hold (JR-08).
-            cp.journaling.observe(task_id, agent, state, facts)
+            cp.journaling.record(task_id, agent, facts)
         for item in state.pending:
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
