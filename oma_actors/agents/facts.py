@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Answered",
+    "BudgetExceeded",
     "CallCommitted",
     "CallDispatched",
     "Fact",
     "Facts",
     "ResultsReturned",
     "TurnEnded",
+    "TurnLimitReached",
     "turn_end",
 ]
 
@@ -68,6 +70,8 @@ class CallCommitted:
 
     call: ToolUseBlock
     commit: ToolCommit
+    consumes_approval: bool = False
+    """The call ran (or was answered) on a reviewer's decision: its request is used up."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,7 +102,35 @@ class TurnEnded:
     outcome: TurnOutcome
 
 
-Fact: TypeAlias = Answered | CallDispatched | CallCommitted | ResultsReturned | TurnEnded
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetExceeded:
+    """The task's usage went over its token budget (``maxTokenBudget``).
+
+    OMA's journal says so only when the turn ends (``turn/end`` budget_exceeded); on a tool
+    turn the calls still run first, and no event carries the flag until then.
+    """
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnLimitReached:
+    """The conversation stopped at ``max_turns`` without a final answer (no OMA event).
+
+    Attributes:
+        max_turns: the agent's limit.
+    """
+
+    max_turns: int
+
+
+Fact: TypeAlias = (
+    Answered
+    | BudgetExceeded
+    | CallDispatched
+    | CallCommitted
+    | ResultsReturned
+    | TurnEnded
+    | TurnLimitReached
+)
 Facts: TypeAlias = tuple[Fact, ...]
 
 

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, assert_never
 from oma_actors.agents.context import ContextRewrite, ContextStrategyError
 from oma_actors.agents.facts import (
     Answered,
+    BudgetExceeded,
     CallCommitted,
     CallDispatched,
     Fact,
     Facts,
     ResultsReturned,
+    TurnLimitReached,
     turn_end,
 )
 from oma_actors.agents.tool_calls import (
@@ -111,7 +113,7 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             continue
         if state.turns >= ctx.max_turns:
             state = stopped_at_max_turns(state, ctx.max_turns)
-            await _boundary(ctx, state, "terminal")
+            await _boundary(ctx, state, "terminal", (TurnLimitReached(max_turns=ctx.max_turns),))
             return state
         rewrite: ContextRewrite | None = None
         if ctx.context is not None:
@@ -135,16 +137,23 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             return failed(state, str(exc), retryable=exc.retryable)
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
+        spent = state.budget_exceeded
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
-        answer = Answered(
-            message=state.conversation[-1], usage=response.usage, stop_reason=response.stop_reason
+        answer: tuple[Fact, ...] = (
+            Answered(
+                message=state.conversation[-1],
+                usage=response.usage,
+                stop_reason=response.stop_reason,
+            ),
         )
+        if state.budget_exceeded and not spent:
+            answer = (*answer, BudgetExceeded())
         if ctx.on_turn is not None:
             ctx.on_turn(state, response.usage, (time.perf_counter() - started) * 1000)
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )
-        await _boundary(ctx, state, kind, _with_end((answer,), state))
+        await _boundary(ctx, state, kind, _with_end(answer, state))
 
 
 def _with_end(facts: tuple[Fact, ...], state: RunnerState) -> Facts:
@@ -234,7 +243,11 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             outcome = await execute_tool_call(call, ctx.tools, tool_ctx)
         async with commit_lock:
             current = with_commit(current, outcome)
-            committed = CallCommitted(call=item.call, commit=outcome)
+            committed = CallCommitted(
+                call=item.call,
+                commit=outcome,
+                consumes_approval=item.approval_request is not None,
+            )
             await _boundary(ctx, current, "tool_commit", _with_end((committed,), current))
         if ctx.on_tool is not None:
             ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
@@ -252,7 +265,10 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
     if current.awaiting_approval:
         await _boundary(ctx, current, "suspended", _with_end((), current))
         return current
+    spent = current.budget_exceeded
     current = after_tool_results(current, max_token_budget=ctx.max_token_budget)
-    returned = ResultsReturned(message=current.conversation[-1])
-    await _boundary(ctx, current, "tool_results", _with_end((returned,), current))
+    returned: tuple[Fact, ...] = (ResultsReturned(message=current.conversation[-1]),)
+    if current.budget_exceeded and not spent:
+        returned = (*returned, BudgetExceeded())
+    await _boundary(ctx, current, "tool_results", _with_end(returned, current))
     return current

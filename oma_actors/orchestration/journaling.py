@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 from oma_actors.agents.facts import (
     Answered,
+    BudgetExceeded,
     CallCommitted,
     CallDispatched,
     ResultsReturned,
     TurnEnded,
+    TurnLimitReached,
 )
 from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.checkpoint.journal_ref import durable_ref
@@ -323,6 +325,9 @@ class RunJournaling:
                     self._record_call(task, call, scope)
                 case CallCommitted(call=call, commit=commit):
                     self._record_result(task, commit.block, call, commit, scope)
+                    if fact.consumes_approval:
+                        # The run's pending approvals lose its request (AP-34).
+                        self.recorder.uncarried(f"call {call.id!r} used up its approval")
                 case ResultsReturned(message=message):
                     self._record_results(task, message, scope)
                 case TurnEnded(turn=turn, outcome=outcome) if turn > task.closed:
@@ -333,6 +338,10 @@ class RunJournaling:
                     task.last_seq = event.seq
                 case TurnEnded():
                     pass
+                case BudgetExceeded():
+                    self.recorder.uncarried(f"task {task_id!r} exceeded its token budget")
+                case TurnLimitReached(max_turns=limit):
+                    self.recorder.uncarried(f"task {task_id!r} stopped at max_turns ({limit})")
                 case _:
                     assert_never(fact)
 

@@ -268,17 +268,26 @@ class RunActor(Actor[RunMessage, bool | None]):
             if self._stop is not None or len(self._running) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
-            task = self._queue.assign(task.id, agent)
+            waiting, task = task, self._queue.assign(task.id, agent)
             if self._w.gate is not None:
                 verdict = await self._w.gate.check(task, self._publish)
                 if not isinstance(verdict, Go):
+                    if task is not waiting:  # assigned, not started: no event says so
+                        self._uncarried(f"task {task.id!r} was assigned to {agent!r}")
                     self._stop = verdict
                     break
-                if verdict.consumed is not None:
-                    self._pending.pop(verdict.consumed, None)
+                consumed = verdict.consumed
+                if consumed is not None and self._pending.pop(consumed, None) is not None:
+                    self._uncarried(f"approval {consumed!r} was used up")
             self._start(task, agent)
         if not self._running and self._done is not None and not self._done.done():
             await self._conclude()
+
+    def _uncarried(self, reason: str) -> None:
+        """A change no journal event carries: the run's next save compacts (D14)."""
+        cp = self._w.checkpointing
+        if cp is not None and cp.journaling is not None:
+            cp.journaling.recorder.uncarried(reason)
 
     def _start(self, task: TaskState, agent: str) -> None:
         assert self._self is not None
