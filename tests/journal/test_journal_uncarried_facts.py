@@ -7,6 +7,7 @@ boundary compact, or a restore from the journal would lose it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.approvals import Allow, Deny
+from oma_actors.domain.tasks import TaskState
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
@@ -88,3 +91,58 @@ async def test_a_stop_at_max_turns_compacts(tmp_path: Path) -> None:
     terminal = [s.mode for s in saved if s.boundary == "terminal"]
     assert terminal == ["snapshot"], saved
     assert "journal" in [s.mode for s in saved if s.boundary == "tool_results"], saved
+
+
+async def test_a_task_assigned_but_not_dispatched_compacts(tmp_path: Path) -> None:
+    # ``b`` (no assignee) becomes ready when ``c`` completes, is assigned, and the dispatch
+    # gate denies it: the assignment is in the run's state, no event says it. ``a`` is still
+    # running its tool then; its commit is the next save and must compact.
+    denied = asyncio.Event()
+
+    async def hold(args: Query, ctx: ToolContext) -> str:
+        await denied.wait()
+        return "held"
+
+    def slow(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        if len(messages) == 1:
+            return search("a1", TokenUsage(1, 1))
+        return LLMResponse([TextBlock("a done")], usage=TokenUsage(1, 1))
+
+    def gate(task: TaskState) -> Allow | Deny:
+        if task.id == "b":
+            denied.set()
+            return Deny()
+        return Allow()
+
+    tool = define_tool(name="search", description="search", input_model=Query, execute=hold)
+    team = Team(
+        "t",
+        [
+            AgentConfig("slow", adapter=ScriptedAdapter(slow), tools=[tool]),
+            AgentConfig("quick", adapter=ScriptedAdapter([LLMResponse([TextBlock("c done")])])),
+        ],
+    )
+    tasks = [
+        Task("a", "a", assignee="slow", id="a"),
+        Task("c", "c", assignee="quick", id="c"),
+        Task("b", "b", depends_on=["c"], id="b"),
+    ]
+    events: list[ProgressEvent] = []
+    store = FileStore(tmp_path / "state")
+    journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+    try:
+        await OpenMultiAgent(
+            on_progress=events.append, on_task_dispatch=gate, max_concurrency=2
+        ).run_tasks(
+            team,
+            tasks,
+            checkpoint=CheckpointOptions(store=store, run_id="r"),
+            journal=JournalOptions(journal, durable=True),
+        )
+    finally:
+        await journal.close()
+        await store.aclose()
+    saved = [e for e in events if isinstance(e, CheckpointSaved) and e.task_id == "a"]
+    modes = {e.boundary: e.mode for e in saved}
+    assert modes["tool_commit"] == "snapshot", saved
+    assert modes["tool_results"] == "journal", saved
