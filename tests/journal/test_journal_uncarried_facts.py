@@ -74,9 +74,9 @@ async def test_a_tool_turn_over_the_budget_compacts(tmp_path: Path) -> None:
     script = ScriptedAdapter([search("c1", TokenUsage(1, 1)), search("c2", TokenUsage(3, 3))])
     saved = await saves(tmp_path, script, max_token_budget=5)
     turns = [s.mode for s in saved if s.boundary == "assistant_tool_turn"]
-    # The first is the conversation's first boundary (it always compacts, D1); the second
-    # is the turn over the budget.
-    assert turns == ["snapshot", "snapshot"], saved
+    # The second is the turn over the budget (the first opened the conversation).
+    assert len(turns) == 2, saved
+    assert turns[1] == "snapshot", saved
     # The calls of the first turn went by the journal: only the budget's turn compacted.
     assert "journal" in [s.mode for s in saved if s.boundary == "tool_commit"], saved
 
