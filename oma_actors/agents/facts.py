@@ -25,11 +25,26 @@ __all__ = [
     "CallDispatched",
     "Fact",
     "Facts",
+    "Prompted",
     "ResultsReturned",
     "TurnEnded",
     "TurnLimitReached",
     "turn_end",
 ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prompted:
+    """The caller opened a conversation, or went on with it, with a user message.
+
+    The message is the caller's (``initial_state``, ``with_user_message``), so the caller hands
+    it to ``drive``, which reports it with the first model request that sends it.
+
+    Attributes:
+        message: the user message, the very object the state's conversation holds.
+    """
+
+    message: Message
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +138,8 @@ class TurnLimitReached:
 
 
 Fact: TypeAlias = (
-    Answered
+    Prompted
+    | Answered
     | BudgetExceeded
     | CallDispatched
     | CallCommitted

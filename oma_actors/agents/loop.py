@@ -24,6 +24,7 @@ from oma_actors.agents.facts import (
     CallDispatched,
     Fact,
     Facts,
+    Prompted,
     ResultsReturned,
     TurnLimitReached,
     turn_end,
@@ -64,9 +65,10 @@ ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
-RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], None]
+RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None, Facts], None]
 """Sees each model request (the state whose conversation is sent) just before the call, with
-the context strategy's rewrite that produced that conversation, if one did (``context/replace``).
+the context strategy's rewrite that produced that conversation, if one did (``context/replace``),
+and the caller's prompt when this request is the first to send it (``Prompted``).
 
 It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
 the task fails for good, since the same conversation would be refused on every attempt.
@@ -97,8 +99,16 @@ class LoopContext:
     policy: CallPolicy = field(default_factory=CallPolicy)
 
 
-async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
+def prompted(state: RunnerState) -> Facts:
+    """The fact of a conversation the caller just opened or continued: its last user message."""
+    return (Prompted(message=state.conversation[-1]),)
+
+
+async def drive(state: RunnerState, ctx: LoopContext, opening: Facts = ()) -> RunnerState:
     """Advance ``state`` until it is completed.
+
+    ``opening``: what the caller did to the conversation before (``prompted``); the first
+    model request reports it, so the journal records the prompt once, with the request.
 
     A failed model call ends the run unsuccessfully (``success=False``, with ``retryable`` set
     from the error) instead of raising; cancellation propagates.
@@ -127,9 +137,10 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 state = with_context(state, rewrite.after, rewrite.usage)
         if ctx.on_request is not None:
             try:
-                ctx.on_request(state, ctx.options, rewrite)
+                ctx.on_request(state, ctx.options, rewrite, opening)
             except JournalLineageError as exc:
                 return failed(state, str(exc), retryable=False)
+        opening = ()
         started = time.perf_counter()
         try:
             response = await ctx.adapter.chat(list(state.conversation), ctx.options)

@@ -52,14 +52,18 @@ class ConversationJournal:
         return True
 
     def request(
-        self, state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None = None
+        self,
+        state: RunnerState,
+        options: ChatOptions,
+        rewrite: ContextRewrite | None = None,
+        opening: Facts = (),
     ) -> None:
         """Record ``turn/start`` and ``llm/request`` before a model call (and the prompt first).
 
         Raises:
             JournalLineageError: ``enforce_lineage`` refuses the request (the loop fails it).
         """
-        self.journaling.request(None, self.agent, state, options, rewrite)
+        self.journaling.request(None, self.agent, state, options, rewrite, opening)
 
     def close(self) -> None:
         """The conversation ended: close the turn a failed model call left open, then forget it.

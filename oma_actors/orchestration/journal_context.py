@@ -77,7 +77,6 @@ def record_rewrite(
         tuple(_row(recorder.lineage_for(block)) for block in message.content)
         for message in rewrite.after
     ]
-    task.messages = len(rewrite.after)
     task.last_seq = event.seq
 
 

@@ -19,7 +19,6 @@ class TaskJournal:
     """What the journal already holds of one task's conversation."""
 
     agent: str
-    messages: int = 0  # conversation messages recorded (or restored, or rewritten)
     lineage: list[Lineage] = field(default_factory=list)
     committed: set[str] = field(default_factory=set)  # call ids with a tool/result
     # call id -> its tool/call seq; None: an unsafe call an earlier attempt started (its

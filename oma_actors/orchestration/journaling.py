@@ -37,6 +37,7 @@ from oma_actors.agents.facts import (
     BudgetExceeded,
     CallCommitted,
     CallDispatched,
+    Prompted,
     ResultsReturned,
     TurnEnded,
     TurnLimitReached,
@@ -62,7 +63,7 @@ from oma_actors.orchestration.journal_tasks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping
 
     from oma_actors.agents.config import Team
     from oma_actors.agents.context import ContextRewrite
@@ -201,7 +202,6 @@ class RunJournaling:
         answer = state.phase == "executing_tools" and state.conversation[-1].role == "assistant"
         self._tasks[task_id] = TaskJournal(
             agent=agent,
-            messages=len(state.conversation),
             lineage=lineage,
             committed={i.call.id for i in state.pending if i.commit is not None},
             calls={i.call.id: None for i in state.pending if i.dispatched and i.commit is None},
@@ -216,8 +216,13 @@ class RunJournaling:
     def request_hook(self, task_id: str | None, agent: str) -> RequestHook:
         """The model-request hook of one task's runner (see ``request``)."""
 
-        def hook(state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None) -> None:
-            self.request(task_id, agent, state, options, rewrite)
+        def hook(
+            state: RunnerState,
+            options: ChatOptions,
+            rewrite: ContextRewrite | None,
+            opening: Facts,
+        ) -> None:
+            self.request(task_id, agent, state, options, rewrite, opening)
 
         return hook
 
@@ -243,6 +248,7 @@ class RunJournaling:
         state: RunnerState,
         options: ChatOptions,
         rewrite: ContextRewrite | None = None,
+        opening: Facts = (),
     ) -> None:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
@@ -259,7 +265,7 @@ class RunJournaling:
         """
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         task = self._task(task_id, agent)
-        self._record_prompts(task, state.conversation if rewrite is None else rewrite.before, scope)
+        self.record(task_id, agent, opening)  # the caller's prompt, before anything it sends
         turn = state.turns + 1
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
@@ -319,6 +325,8 @@ class RunJournaling:
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         for fact in facts:
             match fact:
+                case Prompted(message=message):
+                    self._record_prompt(task, message, scope)
                 case Answered():
                     self._record_answer(task, fact, scope)
                 case CallDispatched(call=call):
@@ -381,18 +389,13 @@ class RunJournaling:
         """Record ``checkpoint/saved`` after a snapshot with ``watermark`` became durable."""
         self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
 
-    def _record_prompts(
-        self, task: TaskJournal, conversation: Sequence[Message], scope: dict[str, Any]
-    ) -> None:
-        """A conversation's opening prompt (or a repair request), just before it is sent.
+    def _record_prompt(self, task: TaskJournal, message: Message, scope: dict[str, Any]) -> None:
+        """The caller's prompt (``user/message`` origin ``input``), with the request sending it.
 
-        These messages are the caller's (``initial_state``, ``with_user_message``), not the
-        loop's: the first request that sends them records them, once (``user/message``
-        origin ``input``), so every block sent has its lineage.
+        Recorded before ``turn/start``, so every block the request sends has its lineage.
         """
-        for message in conversation[task.messages :]:
-            event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
-            self._lineage(task, message, event.seq)
+        event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
+        self._lineage(task, message, event.seq)
 
     def _record_answer(self, task: TaskJournal, answer: Answered, scope: dict[str, Any]) -> None:
         """``assistant/message``: the answer, naming the ``llm/request`` it answers (JR-07)."""
@@ -443,7 +446,6 @@ class RunJournaling:
     def _lineage(self, task: TaskJournal, message: Message, seq: int) -> None:
         """Every block of a recorded message comes from its event (JR-07, by block identity)."""
         task.lineage.append(tuple((seq,) for _ in message.content))
-        task.messages += 1
         task.last_seq = seq
         self.recorder.register_blocks(message.content, [seq])
 

@@ -23,6 +23,7 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.agents.facts import Answered, TurnEnded
+from oma_actors.agents.loop import prompted
 from oma_actors.agents.turn import after_response, initial_state
 from oma_actors.errors import LLMError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
@@ -206,7 +207,7 @@ async def test_each_conversation_of_one_agent_is_recorded_from_its_own_prompt() 
     options = ChatOptions(model="m")
     for prompt in ("plan it", "sum it up"):
         state = initial_state(prompt)
-        calls.request(state, options)
+        calls.request(state, options, None, prompted(state))
         response = answer("ok")
         after = after_response(state, response)
         fact = Answered(
