@@ -1,7 +1,9 @@
 """Reusing the JSON text of messages and tool records between saves of one run.
 
 A conversation only grows, and every snapshot carries all of it; these helpers let ``encode``
-serialize each message once and splice its text into later snapshots.
+serialize each message once and splice its text into later snapshots. The escaped form of that
+text (as it sits inside a JSON string: the FileStore keeps each value so) is kept beside it,
+made once per message on first use, so a save escapes only what is new (#25).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.stores.base import JsonText
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -18,6 +22,31 @@ if TYPE_CHECKING:
 def dumps(value: object) -> str:
     """Compact JSON, non-ASCII kept, NaN and infinities refused."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def escaped(text: str) -> str:
+    """``text`` as it sits inside a JSON string literal (``json.dumps`` without the quotes).
+
+    Escaping maps each character on its own, so the escape of a concatenation is the
+    concatenation of the escapes: what lets escaped parts be spliced like plain ones.
+    """
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+class _Text:
+    """One encoded value: its JSON text, and its escaped text once asked for."""
+
+    __slots__ = ("escaped", "text", "value")
+
+    def __init__(self, value: object, text: str) -> None:
+        self.value = value
+        self.text = text
+        self.escaped: str | None = None
+
+    def escape(self) -> str:
+        if self.escaped is None:
+            self.escaped = escaped(self.text)
+        return self.escaped
 
 
 class EncodeCache:
@@ -30,27 +59,29 @@ class EncodeCache:
     """
 
     def __init__(self) -> None:
-        self._texts: dict[int, tuple[object, str]] = {}
+        self._texts: dict[int, _Text] = {}
 
     def text(
         self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
-    ) -> str:
-        """The JSON text of ``value``, rendered and serialized once."""
+    ) -> _Text:
+        """The encoded ``value``, rendered and serialized once."""
         key = id(value)
         hit = self._texts.get(key)
-        if hit is None or hit[0] is not value:
-            hit = (value, dumps(render(value)))
+        if hit is None or hit.value is not value:
+            hit = _Text(value, dumps(render(value)))
         used[key] = hit
-        return hit[1]
+        return hit
 
-    def keep(self, used: dict[int, tuple[object, str]]) -> None:
+    def keep(self, used: dict[int, _Text]) -> None:
         """Forget everything the latest save did not use."""
         self._texts = used
 
 
-# One random nonce per process: a user string cannot guess it, and the pattern compiles once.
+# One random nonce per process: a user string cannot guess it, and the patterns compile once.
 _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile(r'"\\u0000' + _NONCE + r':(\d+)\\u0000"')
+# The same placeholder in the escaped text: each quote and backslash escaped once more.
+_ESCAPED_PLACEHOLDER = re.compile(r'\\"\\\\u0000' + _NONCE + r':(\d+)\\\\u0000\\"')
 
 
 class Fragments:
@@ -59,12 +90,14 @@ class Fragments:
     def __init__(self, cache: EncodeCache) -> None:
         self._cache = cache
         self.texts: list[str] = []
-        self.used: dict[int, tuple[object, str]] = {}
+        self.parts: list[list[_Text]] = []
+        self.used: dict[int, _Text] = {}
 
     def list_of(self, items: Sequence[Any], render: Callable[[Any], dict[str, Any]]) -> str:
         """A placeholder string standing for the JSON array of ``items``."""
-        parts = ",".join(self._cache.text(item, render, self.used) for item in items)
-        self.texts.append(f"[{parts}]")
+        parts = [self._cache.text(item, render, self.used) for item in items]
+        self.parts.append(parts)
+        self.texts.append("[" + ",".join(part.text for part in parts) + "]")
         # NUL cannot appear raw in JSON text, and the nonce keeps user strings from matching.
         return f"\x00{_NONCE}:{len(self.texts) - 1}\x00"
 
@@ -73,3 +106,43 @@ class Fragments:
         if not self.texts:
             return text
         return _PLACEHOLDER.sub(lambda match: self.texts[int(match.group(1))], text)
+
+    def splice_literal(self, text: str) -> str:
+        """The JSON string literal of ``splice(text)``, from the parts' cached escapes."""
+        literal = json.dumps(text, ensure_ascii=False)
+        if not self.parts:
+            return literal
+        return _ESCAPED_PLACEHOLDER.sub(
+            lambda match: "[" + ",".join(p.escape() for p in self.parts[int(match.group(1))]) + "]",
+            literal,
+        )
+
+
+class EncodedText(JsonText):
+    """A snapshot's JSON text that builds its string literal from its fragments (#25)."""
+
+    _skeleton: str
+    _fragments: Fragments | None
+    _literal: str | None
+
+    def __new__(cls, text: str, skeleton: str, fragments: Fragments) -> EncodedText:
+        """``text`` is ``fragments.splice(skeleton)``."""
+        self = super().__new__(cls, text)
+        self._skeleton = skeleton
+        self._fragments = fragments
+        self._literal = None
+        return self
+
+    def json_literal(self) -> str:
+        """``json.dumps(self, ensure_ascii=False)``, escaping only the skeleton and new parts."""
+        literal = self._literal
+        if literal is None:
+            fragments = self._fragments
+            literal = (
+                super().json_literal()
+                if fragments is None
+                else fragments.splice_literal(self._skeleton)
+            )
+            # Built once; the parts need not stay alive for this text any more.
+            self._literal, self._fragments = literal, None
+        return literal

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.stores.base import MemoryEntry
+from oma_actors.stores.base import JsonText, MemoryEntry
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -38,11 +38,13 @@ def encode_store(entries: Iterable[MemoryEntry]) -> bytes:
     Raises:
         StoreError: An entry's metadata is not JSON-serializable.
     """
-    document = {
-        "version": STATE_FILE_VERSION,
-        "entries": [_entry_object(entry) for entry in entries],
-    }
-    text = _dumps(document, "state file")
+    # The document is joined from its entries' texts, byte for byte what one ``json.dumps`` of
+    # it writes: so a ``JsonText`` value brings its literal and is not escaped again (#25).
+    text = (
+        f'{{"version":{STATE_FILE_VERSION},"entries":['
+        + ",".join(_entry_text(entry) for entry in entries)
+        + "]}"
+    )
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -138,6 +140,18 @@ def _turn(raw: object) -> int | None:
     if type(raw) is float and raw.is_integer():
         return int(raw)
     return None
+
+
+def _entry_text(entry: MemoryEntry) -> str:
+    """One entry's JSON object text (``_entry_object``, compact)."""
+    value = entry.value
+    if not isinstance(value, JsonText):
+        return _dumps(_entry_object(entry), "state file")
+    obj = _entry_object(entry)
+    del obj["key"], obj["value"]  # the rest keeps its order; createdAt is always there
+    key = _dumps(entry.key, "state file")
+    rest = _dumps(obj, "state file")
+    return f'{{"key":{key},"value":{value.json_literal()},{rest[1:]}'
 
 
 def _entry_object(entry: MemoryEntry) -> dict[str, Any]:
