@@ -1,9 +1,9 @@
 """Reusing the JSON text of messages and tool records between saves of one run.
 
 A conversation only grows, and every snapshot carries all of it; these helpers let ``encode``
-serialize each message once and splice its text into later snapshots. The escaped form of that
-text (as it sits inside a JSON string: the FileStore keeps each value so) is kept beside it,
-made once per message on first use, so a save escapes only what is new (#25).
+serialize each message once and splice its text into later snapshots. The escaped form of each
+list (as it sits inside a JSON string: the FileStore keeps each value so) is kept too, so a
+save escapes only the messages that are new since the last one (#25).
 """
 
 from __future__ import annotations
@@ -34,19 +34,13 @@ def escaped(text: str) -> str:
 
 
 class _Text:
-    """One encoded value: its JSON text, and its escaped text once asked for."""
+    """One encoded value and its JSON text."""
 
-    __slots__ = ("escaped", "text", "value")
+    __slots__ = ("text", "value")
 
     def __init__(self, value: object, text: str) -> None:
         self.value = value
         self.text = text
-        self.escaped: str | None = None
-
-    def escape(self) -> str:
-        if self.escaped is None:
-            self.escaped = escaped(self.text)
-        return self.escaped
 
 
 class EncodeCache:
@@ -56,10 +50,14 @@ class EncodeCache:
     rebuild and re-serialize every earlier message. Entries are keyed by object identity (the
     values are frozen) and hold the object, so an id is never mistaken for a newer object's. Only
     what the latest save used is kept.
+
+    Per list (keyed by its first value), the escaped text of the list as last escaped is kept
+    too: a list that only grew since is escaped from where it stopped (#25).
     """
 
     def __init__(self) -> None:
         self._texts: dict[int, _Text] = {}
+        self._escaped: dict[int, tuple[list[_Text], str]] = {}
 
     def text(
         self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
@@ -72,9 +70,36 @@ class EncodeCache:
         used[key] = hit
         return hit
 
+    def escaped_list(self, parts: list[_Text], text: str) -> str:
+        """``escaped(text)``, where ``text`` is the JSON array of ``parts``.
+
+        When the list was escaped before and only grew since (the same parts, by identity, then
+        new ones), only the new parts are escaped; otherwise the whole text is, once.
+        """
+        if not parts:
+            return escaped(text)
+        key = id(parts[0].value)
+        known = self._escaped.get(key)
+        if known is not None and _starts_with(parts, known[0]):
+            before, done = known
+            new = parts[len(before) :]
+            added = ",".join(escaped(part.text) for part in new)
+            result = f"{done[:-1]},{added}]" if new else done
+        else:
+            result = escaped(text)
+        self._escaped[key] = (parts, result)
+        return result
+
     def keep(self, used: dict[int, _Text]) -> None:
         """Forget everything the latest save did not use."""
         self._texts = used
+        self._escaped = {key: hit for key, hit in self._escaped.items() if key in used}
+
+
+def _starts_with(parts: list[_Text], prefix: list[_Text]) -> bool:
+    if len(prefix) > len(parts) or not prefix:
+        return False
+    return all(a is b for a, b in zip(prefix, parts, strict=False))
 
 
 # One random nonce per process: a user string cannot guess it, and the patterns compile once.
@@ -108,14 +133,16 @@ class Fragments:
         return _PLACEHOLDER.sub(lambda match: self.texts[int(match.group(1))], text)
 
     def splice_literal(self, text: str) -> str:
-        """The JSON string literal of ``splice(text)``, from the parts' cached escapes."""
+        """The JSON string literal of ``splice(text)``, from the lists' cached escapes."""
         literal = json.dumps(text, ensure_ascii=False)
-        if not self.parts:
+        if not self.texts:
             return literal
-        return _ESCAPED_PLACEHOLDER.sub(
-            lambda match: "[" + ",".join(p.escape() for p in self.parts[int(match.group(1))]) + "]",
-            literal,
-        )
+
+        def escaped_list(match: re.Match[str]) -> str:
+            index = int(match.group(1))
+            return self._cache.escaped_list(self.parts[index], self.texts[index])
+
+        return _ESCAPED_PLACEHOLDER.sub(escaped_list, literal)
 
 
 class EncodedText(JsonText):

@@ -103,3 +103,18 @@ def test_any_text_spliced_from_cached_escapes_equals_one_escape(texts: list[str]
         conversation += (Message("user", [TextBlock(text)]),)
         encoded = encode(snapshot_with(conversation, ()), cache)
         assert encoded.json_literal() == json.dumps(str(encoded), ensure_ascii=False)
+
+
+def test_a_rewritten_list_is_escaped_again_not_spliced_from_its_old_escape() -> None:
+    # A context strategy rewrites the conversation: same first message, other ones after it.
+    cache = EncodeCache()
+    first = Message("user", [TextBlock('first "one"')])
+    for conversation in (
+        (first, Message("assistant", [TextBlock("a\\b")]), Message("user", [TextBlock("c")])),
+        (first, Message("assistant", [TextBlock('summary "s"')])),
+        (first, Message("assistant", [TextBlock("other")]), Message("user", [TextBlock("x")])),
+        (first,),
+        (first, Message("assistant", [TextBlock("d\n")])),
+    ):
+        encoded = encode(snapshot_with(conversation, ()), cache)
+        assert encoded.json_literal() == json.dumps(str(encoded), ensure_ascii=False)
