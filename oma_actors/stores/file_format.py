@@ -40,11 +40,13 @@ def encode_store(entries: Iterable[MemoryEntry]) -> bytes:
     """
     # The document is joined from its entries' texts, byte for byte what one ``json.dumps`` of
     # it writes: so a ``JsonText`` value brings its literal and is not escaped again (#25).
-    text = (
-        f'{{"version":{STATE_FILE_VERSION},"entries":['
-        + ",".join(_entry_text(entry) for entry in entries)
-        + "]}"
-    )
+    pieces = [f'{{"version":{STATE_FILE_VERSION},"entries":[']
+    for index, entry in enumerate(entries):
+        if index:
+            pieces.append(",")
+        _entry_pieces(entry, pieces)
+    pieces.append("]}")
+    text = "".join(pieces)  # one copy of what may be megabytes, not one per level
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -142,16 +144,17 @@ def _turn(raw: object) -> int | None:
     return None
 
 
-def _entry_text(entry: MemoryEntry) -> str:
-    """One entry's JSON object text (``_entry_object``, compact)."""
+def _entry_pieces(entry: MemoryEntry, pieces: list[str]) -> None:
+    """Append one entry's JSON object text (``_entry_object``, compact) to ``pieces``."""
     value = entry.value
     if not isinstance(value, JsonText):
-        return _dumps(_entry_object(entry), "state file")
+        pieces.append(_dumps(_entry_object(entry), "state file"))
+        return
     obj = _entry_object(entry)
     del obj["key"], obj["value"]  # the rest keeps its order; createdAt is always there
     key = _dumps(entry.key, "state file")
     rest = _dumps(obj, "state file")
-    return f'{{"key":{key},"value":{value.json_literal()},{rest[1:]}'
+    pieces += ['{"key":', key, ',"value":', value.json_literal(), ",", rest[1:]]
 
 
 def _entry_object(entry: MemoryEntry) -> dict[str, Any]:
