@@ -40,7 +40,7 @@ from oma_actors.agents import loop as agent_loop
 TURN_KINDS = ("assistant_tool_turn", "tool_commit", "tool_results")
 """The per-turn boundaries of the workload (an ``echo`` tool is not ``unsafe``: no dispatch)."""
 
-BoundaryFn = Callable[[Any, Any, str], Awaitable[bool]]
+BoundaryFn = Callable[[Any, Any, str, Any], Awaitable[bool]]
 
 
 def append_sync(fd: int, data: bytes) -> float:
@@ -155,7 +155,7 @@ class BoundaryProbe:
     def wrap(self, original: BoundaryFn) -> BoundaryFn:
         """A ``_boundary`` that times ``original`` and interleaves the floor around it."""
 
-        async def timed(ctx: Any, state: Any, kind: str) -> bool:
+        async def timed(ctx: Any, state: Any, kind: str, facts: Any = ()) -> bool:
             if kind == "assistant_tool_turn":
                 self.turn += 1
             floor_first = len(self.records) % 2 == 1
@@ -163,7 +163,7 @@ class BoundaryProbe:
             if self.floor is not None and floor_first:
                 floor = await self.floor.append(kind)
             t0 = time.perf_counter()
-            ok = await original(ctx, state, kind)
+            ok = await original(ctx, state, kind, facts)
             t1 = time.perf_counter()
             if self.floor is not None and not floor_first:
                 floor = await self.floor.append(kind)

@@ -197,6 +197,30 @@ class KnownRun:
     record: RunRecordV1
     log: RunLog
     progress: Progress | None = None  # events not yet written into the record
+    writing: Write | None = None  # this process's record write in flight, if any
+    writes: int = 0  # this process's writes taken in: a read begun before one is older
+
+    def written(self, write: Write) -> None:
+        """``write`` is stored: it is the record now, and the progress it folded in is no
+        longer ahead of it (unless more came after it was folded)."""
+        if self.writing is write:
+            self.writing = None
+        if self.text == write.text:
+            return  # already taken in (by a read that saw it stored, or by the writer)
+        self.text, self.record = write.text, write.record
+        self.writes += 1
+        if self.progress is not None and self.progress.changes == write.changes:
+            self.progress = None  # all of it is in the record now
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A record write of this process: its text, the record, and how many progress changes
+    were folded into it (``Progress.changes`` then)."""
+
+    text: str
+    record: RunRecordV1
+    changes: int
 
 
 def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:

@@ -19,6 +19,7 @@ interrupted, ended) is decided by its run record (``sidecar.authority``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,15 @@ from sidecar.record_codec import (
     shown_problem,
 )
 from sidecar.run_history import RunHistory, delete_key
-from sidecar.run_log import KnownRun, Progress, RunLog, known_run_message, status_event, tracks
+from sidecar.run_log import (
+    KnownRun,
+    Progress,
+    RunLog,
+    Write,
+    known_run_message,
+    status_event,
+    tracks,
+)
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
@@ -118,10 +127,11 @@ class RunRegistry:
         Raises:
             UnreadableRunError: the record exists but cannot be decoded.
         """
+        writes = self._writes(run_id)
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         if entry is None:
             return None
-        return (await self._read(run_id, entry.value)).record
+        return await self._record(run_id, entry.value, writes)
 
     async def get(self, run_id: str) -> RunRecordV1:
         """The stored record of ``run_id`` (``UnknownRunError``, ``UnreadableRunError``)."""
@@ -155,10 +165,11 @@ class RunRegistry:
         """
         found: list[RunRecordV1] = []
         unreadable: dict[str, str] = {}
+        writes = {run_id: known.writes for run_id, known in self._runs.items()}
         for entry in await listed(self._store, RUN_PREFIX):
             run_id = entry.key.removeprefix(RUN_PREFIX)
             try:
-                record = (await self._read(run_id, entry.value)).record
+                record = await self._record(run_id, entry.value, writes.get(run_id, 0))
             except UnreadableRunError as exc:
                 unreadable[run_id] = exc.problem
                 continue
@@ -173,12 +184,36 @@ class RunRegistry:
 
     async def refresh(self, run_id: str) -> None:
         """Re-read a run another sidecar writes: its saved history, then its record."""
+        writes = self._writes(run_id)
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         known = self._runs.get(run_id)
         if known is not None:
             known.log.merge_history(await self._history.stored_events(known))
         if entry is not None:
-            await self._read(run_id, entry.value)
+            await self._record(run_id, entry.value, writes)
+
+    def _writes(self, run_id: str) -> int:
+        """How many of this process's writes of ``run_id`` it has taken in so far."""
+        known = self._runs.get(run_id)
+        return known.writes if known is not None else 0
+
+    async def _record(self, run_id: str, text: str, writes: int) -> RunRecordV1:
+        """The record stored as ``text``, read when this process had taken in ``writes`` of its
+        own writes of the run.
+
+        A read that began before a write of this process returned may bring back the older
+        text: the reader gets it (it was stored when the read began), but it is not taken in,
+        so the record this process keeps, which its progress starts from and folds into the
+        next write, never goes back to before its own write.
+
+        Raises:
+            UnreadableRunError: ``text`` is not a record this sidecar can read.
+        """
+        known = self._runs.get(run_id)
+        if known is not None and known.writes != writes and known.text != text:
+            with contextlib.suppress(RecordFormatError):
+                return decode(text)
+        return (await self._read(run_id, text)).record
 
     async def _read(self, run_id: str, text: str) -> KnownRun:
         """The run as stored in ``text``, decoded unless it is the text already known.
@@ -188,6 +223,11 @@ class RunRegistry:
         """
         known = self._runs.get(run_id)
         if known is not None and known.text == text:
+            return known
+        if known is not None and known.writing is not None and known.writing.text == text:
+            # This process's own write, stored but not yet returned: its record is what was
+            # written, and the progress it folded in must not be shown as ahead of it.
+            known.written(known.writing)
             return known
         try:
             record = decode(text)
@@ -311,11 +351,17 @@ class RunRegistry:
                 new = change(progress.fold(known.record) if progress is not None else known.record)
                 if new == known.record:
                     return new
-                text = encode(new)
-                if await self._store.compare_and_set(key, entry.value, text):
-                    known.text, known.record = text, new
-                    if progress is not None and progress.changes == seen:
-                        known.progress = None  # all of it is in the record now
+                write = Write(encode(new), new, seen)
+                # A read of this run may see the new text stored before the write returns
+                # (``_read``): it takes the write in, progress included, as the writer would.
+                known.writing = write
+                try:
+                    stored = await self._store.compare_and_set(key, entry.value, write.text)
+                finally:
+                    if known.writing is write:
+                        known.writing = None
+                if stored:
+                    known.written(write)
                     return new
         raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
 

@@ -3,7 +3,9 @@
 The loop moves through the explicit phases of ``RunnerState`` and reports every durable boundary
 of spec RN-04 to ``on_boundary`` *before* anything that depends on it happens: the assistant tool
 turn before any tool runs, each tool result before its event is published, the tool-results
-message before the next model call, and the terminal turn.
+message before the next model call, and the terminal turn. Each report carries the facts that
+made its state (``agents.facts``: the answer, a dispatch, a commit, the results, a turn's end),
+so the run's journal records what happened instead of reconstructing it from states (D14).
 """
 
 from __future__ import annotations
@@ -15,6 +17,18 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.agents.context import ContextRewrite, ContextStrategyError
+from oma_actors.agents.facts import (
+    Answered,
+    BudgetExceeded,
+    CallCommitted,
+    CallDispatched,
+    Fact,
+    Facts,
+    Prompted,
+    ResultsReturned,
+    TurnLimitReached,
+    turn_end,
+)
 from oma_actors.agents.tool_calls import (
     Answer,
     CallPolicy,
@@ -34,7 +48,7 @@ from oma_actors.agents.turn import (
     with_context,
 )
 from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
-from oma_actors.domain.messages import ChatOptions, LLMResponse, TokenUsage
+from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.errors import DurableApprovalError, LLMError
 from oma_actors.journal.errors import JournalLineageError
 from oma_actors.tools.base import Tool, ToolContext
@@ -44,21 +58,20 @@ if TYPE_CHECKING:
     from oma_actors.agents.context_step import ContextStep
     from oma_actors.llm.base import LLMAdapter
 
-BoundaryHook = Callable[[RunnerState, BoundaryKind], Awaitable[bool]]
-"""Reports a boundary and answers whether the state is now durable."""
+BoundaryHook = Callable[[RunnerState, BoundaryKind, Facts], Awaitable[bool]]
+"""Reports a boundary, with the facts that made its state, and answers whether the state is
+now durable."""
 ToolHook = Callable[[PendingCall, bool], None]
 UnknownHook = Callable[[str], None]
 # (state after the answer, the answer's usage, the model call's duration in ms)
 TurnHook = Callable[[RunnerState, TokenUsage, float], None]
-AnswerHook = Callable[[LLMResponse], None]
-"""Sees the answer to the request it was returned for, the moment it arrives."""
-RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None], AnswerHook | None]
+RequestHook = Callable[[RunnerState, ChatOptions, ContextRewrite | None, Facts], None]
 """Sees each model request (the state whose conversation is sent) just before the call, with
-the context strategy's rewrite that produced that conversation, if one did (``context/replace``).
+the context strategy's rewrite that produced that conversation, if one did (``context/replace``),
+and the caller's prompt when this request is the first to send it (``Prompted``).
 
 It may refuse the request by raising ``JournalLineageError`` (JR-09): the call is not made and
-the task fails for good, since the same conversation would be refused on every attempt. It may
-return an ``AnswerHook``: the facts of the answer only the response holds (its stop reason).
+the task fails for good, since the same conversation would be refused on every attempt.
 """
 
 DISPATCH_NOT_DURABLE = "TOOL_DISPATCH_NOT_DURABLE"
@@ -86,8 +99,16 @@ class LoopContext:
     policy: CallPolicy = field(default_factory=CallPolicy)
 
 
-async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
+def prompted(state: RunnerState) -> Facts:
+    """The fact of a conversation the caller just opened or continued: its last user message."""
+    return (Prompted(message=state.conversation[-1]),)
+
+
+async def drive(state: RunnerState, ctx: LoopContext, opening: Facts = ()) -> RunnerState:
     """Advance ``state`` until it is completed.
+
+    ``opening``: what the caller did to the conversation before (``prompted``); the first
+    model request reports it, so the journal records the prompt once, with the request.
 
     A failed model call ends the run unsuccessfully (``success=False``, with ``retryable`` set
     from the error) instead of raising; cancellation propagates.
@@ -102,7 +123,7 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             continue
         if state.turns >= ctx.max_turns:
             state = stopped_at_max_turns(state, ctx.max_turns)
-            await _boundary(ctx, state, "terminal")
+            await _boundary(ctx, state, "terminal", (TurnLimitReached(max_turns=ctx.max_turns),))
             return state
         rewrite: ContextRewrite | None = None
         if ctx.context is not None:
@@ -114,12 +135,12 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 return failed(state, f"context strategy: {exc}", retryable=exc.retryable)
             if rewrite is not None:
                 state = with_context(state, rewrite.after, rewrite.usage)
-        answered: AnswerHook | None = None
         if ctx.on_request is not None:
             try:
-                answered = ctx.on_request(state, ctx.options, rewrite)
+                ctx.on_request(state, ctx.options, rewrite, opening)
             except JournalLineageError as exc:
                 return failed(state, str(exc), retryable=False)
+        opening = ()
         started = time.perf_counter()
         try:
             response = await ctx.adapter.chat(list(state.conversation), ctx.options)
@@ -127,21 +148,37 @@ async def drive(state: RunnerState, ctx: LoopContext) -> RunnerState:
             return failed(state, str(exc), retryable=exc.retryable)
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
+        spent = state.budget_exceeded
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
-        if answered is not None:
-            answered(response)
+        answer: tuple[Fact, ...] = (
+            Answered(
+                message=state.conversation[-1],
+                usage=response.usage,
+                stop_reason=response.stop_reason,
+            ),
+        )
+        if state.budget_exceeded and not spent:
+            answer = (*answer, BudgetExceeded())
         if ctx.on_turn is not None:
             ctx.on_turn(state, response.usage, (time.perf_counter() - started) * 1000)
         kind: BoundaryKind = (
             "assistant_tool_turn" if state.phase == "executing_tools" else "terminal"
         )
-        await _boundary(ctx, state, kind)
+        await _boundary(ctx, state, kind, _with_end(answer, state))
 
 
-async def _boundary(ctx: LoopContext, state: RunnerState, kind: BoundaryKind) -> bool:
+def _with_end(facts: tuple[Fact, ...], state: RunnerState) -> Facts:
+    """``facts``, then the end of the turn when ``state`` shows it closed."""
+    end = turn_end(state)
+    return facts if end is None else (*facts, end)
+
+
+async def _boundary(
+    ctx: LoopContext, state: RunnerState, kind: BoundaryKind, facts: Facts = ()
+) -> bool:
     if ctx.on_boundary is None:
         return True
-    return await ctx.on_boundary(state, kind)
+    return await ctx.on_boundary(state, kind, facts)
 
 
 async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
@@ -180,7 +217,8 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                 if item.approval_request is None:
                     async with commit_lock:
                         current = attach_request(current, item.call.id, request)
-                        if not await _boundary(ctx, current, "approval_requested"):
+                        parked = _with_end((), current)
+                        if not await _boundary(ctx, current, "approval_requested", parked):
                             # Spec AP-19/AP-25: never report a suspension that is not durable.
                             raise DurableApprovalError(
                                 "APPROVAL_INTEGRITY_ERROR",
@@ -201,7 +239,9 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
                     # The dispatch record must be durable before the effect can happen.
                     async with commit_lock:
                         current = mark_dispatched(current, item.call.id)
-                        durable = await _boundary(ctx, current, "tool_dispatch")
+                        durable = await _boundary(
+                            ctx, current, "tool_dispatch", (CallDispatched(call=item.call),)
+                        )
                     if not durable:
                         outcome = error_outcome(
                             item,
@@ -214,7 +254,12 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             outcome = await execute_tool_call(call, ctx.tools, tool_ctx)
         async with commit_lock:
             current = with_commit(current, outcome)
-            await _boundary(ctx, current, "tool_commit")
+            committed = CallCommitted(
+                call=item.call,
+                commit=outcome,
+                consumes_approval=item.approval_request is not None,
+            )
+            await _boundary(ctx, current, "tool_commit", _with_end((committed,), current))
         if ctx.on_tool is not None:
             ctx.on_tool(PendingCall(call=item.call, commit=outcome), False)
 
@@ -229,8 +274,12 @@ async def _run_pending(state: RunnerState, ctx: LoopContext) -> RunnerState:
             raise approval.exceptions[0] from group_error
         raise
     if current.awaiting_approval:
-        await _boundary(ctx, current, "suspended")
+        await _boundary(ctx, current, "suspended", _with_end((), current))
         return current
+    spent = current.budget_exceeded
     current = after_tool_results(current, max_token_budget=ctx.max_token_budget)
-    await _boundary(ctx, current, "tool_results")
+    returned: tuple[Fact, ...] = (ResultsReturned(message=current.conversation[-1]),)
+    if current.budget_exceeded and not spent:
+        returned = (*returned, BudgetExceeded())
+    await _boundary(ctx, current, "tool_results", _with_end(returned, current))
     return current

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
 from oma_actors.agents.context_step import ContextStep, summary_options
-from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive
+from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive, prompted
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
@@ -216,8 +216,8 @@ async def run_task(
         start = resume if resume is not None and attempt == 1 else initial_state(prompt)
         if attempt > 1 and on_boundary is not None:
             # Spec TQ-10: the failed attempt's in-flight entry is dropped and saved first.
-            await on_boundary(start, "attempt_reset")
-        state = await drive(start, ctx)
+            await on_boundary(start, "attempt_reset", ())
+        state = await drive(start, ctx, () if start is resume else prompted(start))
         usage = usage + state.token_usage
         if state.awaiting_approval:
             pending = AgentRunResult(

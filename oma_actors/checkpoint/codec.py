@@ -22,7 +22,7 @@ from oma_actors.approvals import (
     request_to_json,
 )
 from oma_actors.checkpoint.carry import carry_snapshot
-from oma_actors.checkpoint.fragments import EncodeCache, Fragments, dumps
+from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments, dumps
 from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.stores.base import JsonText
 
 _PARTITIONS = (
     ("pending", "pending"),
@@ -151,21 +152,24 @@ def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[
     return out
 
 
-def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> str:
+def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> JsonText:
     """Compact JSON text of ``snapshot`` (raises ``CheckpointError`` if it is not JSON-safe).
 
     NaN and infinities are refused: OMA (and any strict JSON reader) could not load them. With
     a ``cache`` (one per run), messages encoded by earlier saves are not encoded again; the text
-    is the same either way.
+    is the same either way. The text is a ``JsonText`` (a ``str``) that gives its JSON string
+    literal from the escaped parts, each message escaped once per run.
     """
     fragments = Fragments(cache or EncodeCache())
     try:
-        text = fragments.splice(dumps(to_json_object(snapshot, fragments)))
+        skeleton = dumps(to_json_object(snapshot, fragments))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"snapshot cannot be serialized: {exc}") from exc
     if cache is not None:
         cache.keep(fragments.used)
-    return text
+    # A ``JsonText``: a store that keeps values as JSON strings (the FileStore) takes its
+    # literal from the escaped fragments instead of escaping the whole text again (#25).
+    return EncodedText(fragments.splice(skeleton), skeleton, fragments)
 
 
 def _completed_to_json(item: CompletedTask) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Reusing the JSON text of messages and tool records between saves of one run.
 
 A conversation only grows, and every snapshot carries all of it; these helpers let ``encode``
-serialize each message once and splice its text into later snapshots.
+serialize each message once and splice its text into later snapshots. The escaped form of each
+list (as it sits inside a JSON string: the FileStore keeps each value so) is kept too, so a
+save escapes only the messages that are new since the last one (#25).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 import re
 import secrets
 from typing import TYPE_CHECKING, Any
+
+from oma_actors.stores.base import JsonText
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -20,6 +24,25 @@ def dumps(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def escaped(text: str) -> str:
+    """``text`` as it sits inside a JSON string literal (``json.dumps`` without the quotes).
+
+    Escaping maps each character on its own, so the escape of a concatenation is the
+    concatenation of the escapes: what lets escaped parts be spliced like plain ones.
+    """
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+class _Text:
+    """One encoded value and its JSON text."""
+
+    __slots__ = ("text", "value")
+
+    def __init__(self, value: object, text: str) -> None:
+        self.value = value
+        self.text = text
+
+
 class EncodeCache:
     """The JSON text of conversation messages and tool records, reused between saves of a run.
 
@@ -27,30 +50,63 @@ class EncodeCache:
     rebuild and re-serialize every earlier message. Entries are keyed by object identity (the
     values are frozen) and hold the object, so an id is never mistaken for a newer object's. Only
     what the latest save used is kept.
+
+    Per list (keyed by its first value), the escaped text of the list as last escaped is kept
+    too: a list that only grew since is escaped from where it stopped (#25).
     """
 
     def __init__(self) -> None:
-        self._texts: dict[int, tuple[object, str]] = {}
+        self._texts: dict[int, _Text] = {}
+        self._escaped: dict[int, tuple[list[_Text], str]] = {}
 
     def text(
         self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
-    ) -> str:
-        """The JSON text of ``value``, rendered and serialized once."""
+    ) -> _Text:
+        """The encoded ``value``, rendered and serialized once."""
         key = id(value)
         hit = self._texts.get(key)
-        if hit is None or hit[0] is not value:
-            hit = (value, dumps(render(value)))
+        if hit is None or hit.value is not value:
+            hit = _Text(value, dumps(render(value)))
         used[key] = hit
-        return hit[1]
+        return hit
 
-    def keep(self, used: dict[int, tuple[object, str]]) -> None:
+    def escaped_list(self, parts: list[_Text], text: str) -> str:
+        """``escaped(text)``, where ``text`` is the JSON array of ``parts``.
+
+        When the list was escaped before and only grew since (the same parts, by identity, then
+        new ones), only the new parts are escaped; otherwise the whole text is, once.
+        """
+        if not parts:
+            return escaped(text)
+        key = id(parts[0].value)
+        known = self._escaped.get(key)
+        if known is not None and _starts_with(parts, known[0]):
+            before, done = known
+            new = parts[len(before) :]
+            added = ",".join(escaped(part.text) for part in new)
+            result = f"{done[:-1]},{added}]" if new else done
+        else:
+            result = escaped(text)
+        self._escaped[key] = (parts, result)
+        return result
+
+    def keep(self, used: dict[int, _Text]) -> None:
         """Forget everything the latest save did not use."""
         self._texts = used
+        self._escaped = {key: hit for key, hit in self._escaped.items() if key in used}
 
 
-# One random nonce per process: a user string cannot guess it, and the pattern compiles once.
+def _starts_with(parts: list[_Text], prefix: list[_Text]) -> bool:
+    if len(prefix) > len(parts) or not prefix:
+        return False
+    return all(a is b for a, b in zip(prefix, parts, strict=False))
+
+
+# One random nonce per process: a user string cannot guess it, and the patterns compile once.
 _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile(r'"\\u0000' + _NONCE + r':(\d+)\\u0000"')
+# The same placeholder in the escaped text: each quote and backslash escaped once more.
+_ESCAPED_PLACEHOLDER = re.compile(r'\\"\\\\u0000' + _NONCE + r':(\d+)\\\\u0000\\"')
 
 
 class Fragments:
@@ -59,12 +115,14 @@ class Fragments:
     def __init__(self, cache: EncodeCache) -> None:
         self._cache = cache
         self.texts: list[str] = []
-        self.used: dict[int, tuple[object, str]] = {}
+        self.parts: list[list[_Text]] = []
+        self.used: dict[int, _Text] = {}
 
     def list_of(self, items: Sequence[Any], render: Callable[[Any], dict[str, Any]]) -> str:
         """A placeholder string standing for the JSON array of ``items``."""
-        parts = ",".join(self._cache.text(item, render, self.used) for item in items)
-        self.texts.append(f"[{parts}]")
+        parts = [self._cache.text(item, render, self.used) for item in items]
+        self.parts.append(parts)
+        self.texts.append("[" + ",".join(part.text for part in parts) + "]")
         # NUL cannot appear raw in JSON text, and the nonce keeps user strings from matching.
         return f"\x00{_NONCE}:{len(self.texts) - 1}\x00"
 
@@ -73,3 +131,45 @@ class Fragments:
         if not self.texts:
             return text
         return _PLACEHOLDER.sub(lambda match: self.texts[int(match.group(1))], text)
+
+    def splice_literal(self, text: str) -> str:
+        """The JSON string literal of ``splice(text)``, from the lists' cached escapes."""
+        literal = json.dumps(text, ensure_ascii=False)
+        if not self.texts:
+            return literal
+
+        def escaped_list(match: re.Match[str]) -> str:
+            index = int(match.group(1))
+            return self._cache.escaped_list(self.parts[index], self.texts[index])
+
+        return _ESCAPED_PLACEHOLDER.sub(escaped_list, literal)
+
+
+class EncodedText(JsonText):
+    """A snapshot's JSON text that builds its string literal from its fragments (#25)."""
+
+    _skeleton: str
+    _fragments: Fragments | None
+    _literal: str | None
+
+    def __new__(cls, text: str, skeleton: str, fragments: Fragments) -> EncodedText:
+        """``text`` is ``fragments.splice(skeleton)``."""
+        self = super().__new__(cls, text)
+        self._skeleton = skeleton
+        self._fragments = fragments
+        self._literal = None
+        return self
+
+    def json_literal(self) -> str:
+        """``json.dumps(self, ensure_ascii=False)``, escaping only the skeleton and new parts."""
+        literal = self._literal
+        if literal is None:
+            fragments = self._fragments
+            literal = (
+                super().json_literal()
+                if fragments is None
+                else fragments.splice_literal(self._skeleton)
+            )
+            # Built once; the parts need not stay alive for this text any more.
+            self._literal, self._fragments = literal, None
+        return literal

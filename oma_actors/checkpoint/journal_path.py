@@ -8,10 +8,15 @@ task's start, a completion's announcement, a final answer (``turn/end`` complete
 restore rebuilds from the last snapshot and the journal is the run's own by construction, and
 no equality check of the two runs on the save path: the property test over random runs
 (``tests/journal_facts/test_facts_fold_property.py``) asserts it at every durable boundary.
-What the writer checks per boundary is structural and O(fields) (``uncarried``): a change of a
-member the fold does not carry (a pending approval consumed by a commit, the shared memory, the
-plan), a task change other than a start, or a new conversation (its first boundary: a tail a
-restore discards keeps the dispatch marks of the snapshot's entries only, D1) compacts.
+Whether a boundary can be journal-only is decided from what was recorded since the last save,
+never by comparing states (D14): an event the fold does not carry (``_uncarried_event``: a
+shared-memory write, a task change other than its start or its announcement, an approval
+decision, a plan, a turn ended other than by a final answer or its results), or a fact no event
+says, which the run marks on its recorder where it happens (``JournalRecorder.uncarried``: an
+approval used up by a commit or a dispatch, an exceeded budget, a stop at ``max_turns``, a task
+assigned but not started, what a restore rewrote). One structural rule remains (``uncarried``):
+a new conversation compacts at its first boundary (a tail a restore discards keeps the dispatch
+marks of the snapshot's entries only, D1).
 
 A boundary that compacts holds its events back from the journal until its snapshot is durable
 (``compacted`` releases them): what a crash can leave in the journal is then always a tail the
@@ -21,22 +26,22 @@ Compaction points: every boundary outside ``JOURNAL_BOUNDARIES`` (task completio
 synthesis, run end ...), the first boundary of the writer (there is no view yet: a fresh run's
 admission; a restored attempt's view is seeded from its restore, ``seed``, so its admission is
 the append of its ``run/start``, which carries the attempt and its trace ids),
-any boundary after a failed save or a failed append (what is on disk is no longer known), an
-``uncarried`` change, and a boundary whose tail since the last snapshot outgrew that snapshot
-and ``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the snapshot, or
-64 KiB, and the snapshots written form a geometric series: O(what changed) amortized).
+any boundary after a failed save or a failed append (what is on disk is no longer known), a
+fact the fold does not carry, and a boundary whose tail since the last snapshot outgrew that
+snapshot and ``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the
+snapshot, or 64 KiB, and the snapshots written form a geometric series: O(what changed)
+amortized).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from oma_actors.checkpoint.fold_rules import final_answer
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
 
 if TYPE_CHECKING:
@@ -44,7 +49,6 @@ if TYPE_CHECKING:
 
     from oma_actors.checkpoint.fold import StartedCall
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot, RunIdentity
-    from oma_actors.domain.inflight import RunnerState
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.sql import AppendFence
 
@@ -93,6 +97,10 @@ class JournalTail(Protocol):
 
     def fence_appends(self, fence: AppendFence) -> bool:
         """Append every later batch under a run lease's fence, if the journal can (D15)."""
+        ...
+
+    def take_uncarried(self) -> str | None:
+        """Why the next save compacts: a fact recorded that no event carries, or ``None``."""
         ...
 
 
@@ -155,22 +163,24 @@ class JournalPath:
         """The restore view after this boundary (``snapshot`` itself), or ``None`` to compact.
 
         The fold carries every fact a journal boundary changes (D14: conversations, task
-        starts, fresh conversations, announcements), so the view is the run's own state by
+        starts, announcements, final answers), so the view is the run's own state by
         construction; the property test (``tests/journal_facts``) asserts that a restore folds
-        to it at every durable boundary. What is checked here is structural and O(fields):
-        a change the fold does not carry, or a conversation the journal alone cannot rebuild
-        (``uncarried``). Every call takes the boundary's events from the tail, so events never
-        pile up, whichever way the boundary is saved.
+        to it at every durable boundary. Nothing is compared here but the conversations'
+        keys: the boundary compacts when a fact recorded since the last save is one the fold
+        does not carry (its events, the recorder's marks), or a conversation is new. Every
+        call takes the boundary's events and marks from the tail, so nothing piles up,
+        whichever way the boundary is saved.
         """
         watermark = snapshot.journal_watermark_seq or 0
         events = self.tail.take_through(watermark)
+        marked = self.tail.take_uncarried()
         view = self._view
         self.divergence = None
         self.outgrown = False
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
-        self.divergence = uncarried(view, snapshot)
+        self.divergence = marked or _uncarried_event(events) or uncarried(view, snapshot)
         if self.divergence is not None:
             return None
         if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
@@ -249,86 +259,45 @@ class JournalPath:
         self._view = None
 
 
-# journal_ref says where the journal is and how far it was known durable, not the run's state.
-_IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq", "journal_ref"})
-# What the fold carries between snapshots (D14); every other member changes only at compaction.
-_FOLDED = frozenset({"tasks", "in_flight", "announced"})
-_STARTABLE = frozenset({"pending", "in_progress"})
+# How each kind of event changes what a snapshot holds, for the compaction decision (D14).
+_CARRIED_STATUSES = frozenset({"in_progress", "completed"})
+_UNCARRIED_ENDS = frozenset({"budget_exceeded", "loop_detected"})
 
 
-def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
-    """Why the journal alone would not restore ``actual`` from ``view``, or ``None``.
+def _uncarried_event(events: Sequence[JournalEvent]) -> str | None:
+    """Why one of ``events`` (what was recorded since the last save) needs a snapshot, or ``None``.
 
-    ``view`` is the run's state at its last durable boundary. A change of a member the fold
-    does not carry (a pending approval consumed, the shared memory, the plan ...), a task change
-    other than a start, or a new conversation needs a snapshot. Identity first: the run keeps
-    its objects between boundaries, so the usual cost is one comparison per member.
+    The decision comes from the facts recorded, never from comparing states: a shared-memory
+    write, a task change other than its start or its completion's announcement, an approval
+    decision, a new plan, or a turn that ended other than by a final answer or its results.
+    The facts no event says are marked on the recorder (``JournalRecorder.uncarried``).
     """
-    for field in fields(actual):
-        name = field.name
-        if name in _IGNORED or name in _FOLDED or not field.compare:
-            continue
-        mine, theirs = getattr(view, name), getattr(actual, name)
-        if mine is not theirs and mine != theirs:
-            return f"{name} changed, which the fold does not carry"
-    if view.tasks is not actual.tasks:
-        if len(view.tasks) != len(actual.tasks):
-            return "tasks changed, which the fold does not carry"
-        for old, new in zip(view.tasks, actual.tasks, strict=True):
-            if old is new or old == new:
-                continue
-            if new.id != old.id or new.status != "in_progress" or old.status not in _STARTABLE:
-                return f"task {new.id!r} changed other than by its start"
-    known = {(entry.task_id, entry.assignee): entry for entry in view.in_flight}
-    for entry in actual.in_flight:
-        before = known.get((entry.task_id, entry.assignee))
-        if before is None:
-            # A new conversation is journal-only too: the fold opens its entry from the task's
-            # start and its prompt (D14), and a restore whose tail is discarded or damaged
-            # fails closed a task whose dispatched unsafe call it cannot resume (issue 19).
-            continue
-        if before is not entry:
-            changed = _uncarried_state(before.state, entry.state)
-            if changed is not None:
-                return f"task {entry.task_id!r}: {changed} changed, which the fold does not carry"
+    for event in events:
+        kind, data = event.type, event.data
+        if kind == "memory/set":
+            return f"the shared memory changed at seq {event.seq}, which the fold does not carry"
+        if kind == "task/status" and (
+            data.get("status") not in _CARRIED_STATUSES
+            or (data.get("status") == "in_progress" and data.get("updatedAt") is None)
+        ):
+            return f"task {event.task_id!r} changed other than by its start"
+        if kind in ("approval/decision", "plan/set"):
+            return f"{kind} at seq {event.seq}, which the fold does not carry"
+        if kind == "turn/end" and data.get("outcome") in _UNCARRIED_ENDS:
+            return "a completion other than a final answer"
     return None
 
 
-# The runner's members no journal event carries (the fold keeps them as the snapshot has them).
-_RUNNER_FLAGS = ("success", "retryable", "budget_exceeded", "loop_warned", "loop_detected")
+def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
+    """Why the journal alone would not restore ``actual``'s conversations from ``view``.
 
-
-def _uncarried_state(before: RunnerState, after: RunnerState) -> str | None:
-    """The first member of a runner state the fold would not bring from ``before`` to ``after``.
-
-    The fold adds messages, turns, usage, records, pending calls and their commits; a restore
-    adds the dispatched marks. A flag (an exceeded budget on a tool turn) or an approval bound
-    to a pending call is the runner's alone.
+    ``view`` is the run's state at its last durable boundary. A new conversation no longer
+    needs a snapshot (issue 19, below); everything a boundary changes is decided from the facts
+    recorded (``_uncarried_event``, ``JournalRecorder.uncarried``).
     """
-    flags: tuple[str, ...] = _RUNNER_FLAGS
-    if after.phase == "completed" and before.phase != "completed":
-        # Only a final answer's completion is folded (``turn/end`` completed, fold_rules);
-        # any other end (a budget, a loop, an error, the turn limit) compacts.
-        answer = final_answer(after.conversation)
-        if not after.success or answer is None or after.final_output != answer:
-            return "a completion other than a final answer"
-        flags = tuple(name for name in _RUNNER_FLAGS if name != "success")
-    for name in flags:
-        if getattr(before, name) != getattr(after, name):
-            return name
-    warning = after.pending_tool_result_text
-    if warning is not None and warning != before.pending_tool_result_text:
-        return "pending_tool_result_text"  # a loop warning: the fold only ever clears it
-    if before.pending is after.pending or not before.pending:
-        return None
-    earlier = {item.call.id: item for item in before.pending}
-    for item in after.pending:
-        old = earlier.get(item.call.id)
-        if old is not None and (
-            old.approval_request != item.approval_request
-            or old.approval_decision != item.approval_decision
-        ):
-            return f"the approval of call {item.call.id!r}"
+    # A new conversation is journal-only too (issue 19): the fold opens its entry from the
+    # task's start and its prompt (D14), and a restore whose tail is discarded or damaged fails
+    # closed a task whose dispatched unsafe call it cannot resume (``checkpoint.stranded``).
     return None
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal.codec import (
     parse_line,
+    parse_line_bytes,
     peek_seq,
     spelled_run_id,
     to_json_object,
@@ -257,7 +258,7 @@ class JsonlRunJournal:
             kinds = None if types is None else {kind.encode() for kind in types}
             try:
                 return [
-                    parse_line(line.decode(), path=self._path)
+                    parse_line_bytes(line, path=self._path)
                     for seq, kind, line in lines
                     if (last is None or seq <= last) and (kinds is None or kind in kinds)
                 ]

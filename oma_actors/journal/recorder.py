@@ -122,6 +122,9 @@ class JournalRecorder:
         self._covered = last_seq
         self._appended = 0
         self._fence: AppendFence | None = None
+        # Why the writer's next save must compact: a fact recorded since its last save that
+        # the fold does not carry and no event says (D14). ``None``: nothing of the kind.
+        self._uncarried: str | None = None
 
     @classmethod
     async def open(
@@ -344,8 +347,24 @@ class JournalRecorder:
     def stop_keeping(self) -> None:
         """No writer will take the events (its journal path was refused): keep and hold none."""
         self._for_writer = False
+        self._uncarried = None
         self._kept.clear()
         self.release(self._last_seq)
+
+    def uncarried(self, reason: str) -> None:
+        """A fact the fold does not carry happened: the writer's next save compacts (D14).
+
+        For the facts no event carries (a consumed approval, an exceeded budget, a task
+        assigned but not started ...); an event's own kind says it for the others
+        (``checkpoint.journal_path``). Only while a writer saves through the journal.
+        """
+        if self._for_writer and self._uncarried is None:
+            self._uncarried = reason
+
+    def take_uncarried(self) -> str | None:
+        """Why the next save compacts (see ``uncarried``), once; ``None`` when nothing says so."""
+        reason, self._uncarried = self._uncarried, None
+        return reason
 
     def take_through(self, seq: int) -> list[JournalEvent]:
         """The kept events with ``seq <= seq`` not taken before, in order (durable mode)."""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from oma_actors.actors import ActorRef, ActorSystem
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import BoundaryHook, RequestHook
     from oma_actors.agents.runner import Emit, ResolvedAgent, RunnerMessage, TaskOutcome
     from oma_actors.agents.tool_calls import CallPolicy
@@ -33,8 +34,10 @@ BoundaryHooks: TypeAlias = "Callable[[str, str], BoundaryHook]"
 def boundary_hook(run: ActorRef[RunMessage], task_id: str, agent: str) -> BoundaryHook:
     """A runner hook that reports each boundary to the run and waits for its save."""
 
-    async def report(state: RunnerState, kind: BoundaryKind) -> bool:
-        durable = await run.ask(Boundary(task_id=task_id, agent=agent, state=state, kind=kind))
+    async def report(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
+        durable = await run.ask(
+            Boundary(task_id=task_id, agent=agent, state=state, kind=kind, facts=facts)
+        )
         return durable is True
 
     return report

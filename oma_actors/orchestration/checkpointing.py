@@ -118,8 +118,9 @@ async def build_snapshot(
     )
     journaling = cp.journaling
     if journaling is not None:
-        # Record first (JR-08): the watermark captured below covers this boundary's events.
-        journaling.observe_all(in_flight)
+        # The boundary's facts are recorded (``RunActor._boundary``), so the watermark
+        # captured below covers them (JR-08); the journal forgets tasks no longer in flight.
+        journaling.settle(in_flight)
     shared: dict[str, Any] | None = None
     if memory is not None and cp.embed_memory:
         shared = await memory.snapshot()

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.config import AgentConfig, Team
-from oma_actors.agents.loop import LoopContext, drive
+from oma_actors.agents.loop import LoopContext, drive, prompted
 from oma_actors.agents.runner import (
     Emit,
     ResolvedAgent,
@@ -102,7 +102,8 @@ async def _decompose(
         on_request=journal.request if journal is not None else None,
     )
     roster = [agent.name for agent in team.agents]
-    state = await drive(initial_state(decomposition_prompt(goal, team.agents)), ctx)
+    state = initial_state(decomposition_prompt(goal, team.agents))
+    state = await drive(state, ctx, prompted(state))
     parsed: list[Task] | PlanProblem | None = None
     for round_number in range(2):
         if not state.success:
@@ -111,7 +112,8 @@ async def _decompose(
         parsed = parse_task_list(state.final_output, roster)
         if not isinstance(parsed, PlanProblem) or round_number == 1:
             break
-        state = await drive(with_user_message(state, repair_prompt(parsed.errors)), ctx)
+        state = with_user_message(state, repair_prompt(parsed.errors))
+        state = await drive(state, ctx, prompted(state))
     result = result_of(state, state.token_usage)
     if isinstance(parsed, PlanProblem) or parsed is None:
         problem = parsed or PlanProblem("COORDINATOR_PLAN_INVALID", ("no plan",))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from oma_actors.agents.context import ContextRewrite
-    from oma_actors.agents.loop import AnswerHook
+    from oma_actors.agents.facts import Facts
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.messages import ChatOptions
     from oma_actors.domain.results import AgentRunResult
@@ -42,27 +42,28 @@ class ConversationJournal:
     journaling: RunJournaling
     agent: str
 
-    async def boundary(self, state: RunnerState, kind: BoundaryKind) -> bool:
+    async def boundary(self, state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
         """Record what the state gained; always ``True``: nothing here is checkpointed.
 
         The answer is the one the loop gets without any hook, so a journal changes no
         behaviour (an ``unsafe`` tool of ``run_agent`` runs as it does without a journal).
         """
-        self.journaling.observe(None, self.agent, state)
+        self.journaling.record(None, self.agent, facts)
         return True
 
     def request(
-        self, state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None = None
-    ) -> AnswerHook:
+        self,
+        state: RunnerState,
+        options: ChatOptions,
+        rewrite: ContextRewrite | None = None,
+        opening: Facts = (),
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` before a model call (and the prompt first).
-
-        Returns:
-            The hook that takes the answer's stop reason.
 
         Raises:
             JournalLineageError: ``enforce_lineage`` refuses the request (the loop fails it).
         """
-        return self.journaling.request(None, self.agent, state, options, rewrite)
+        self.journaling.request(None, self.agent, state, options, rewrite, opening)
 
     def close(self) -> None:
         """The conversation ended: close the turn a failed model call left open, then forget it.

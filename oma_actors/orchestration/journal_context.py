@@ -11,7 +11,6 @@ carries the strategy's own facts (OMA's: ``droppedTurns``; a summary's model and
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.context_layout import layout_of
@@ -23,17 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from oma_actors.agents.context import ContextRewrite
-    from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.messages import ContentBlock
     from oma_actors.journal.recorder import JournalRecorder
     from oma_actors.orchestration.journal_tasks import TaskJournal
-
-
-def before_rewrite(state: RunnerState, rewrite: ContextRewrite) -> RunnerState:
-    """The state as it stood before the rewrite (its conversation and usage)."""
-    return replace(
-        state, conversation=rewrite.before, token_usage=state.token_usage - rewrite.usage
-    )
 
 
 def check_rewrite_lineage(recorder: JournalRecorder, rewrite: ContextRewrite) -> None:
@@ -62,7 +53,6 @@ def record_rewrite(
     recorder: JournalRecorder,
     task: TaskJournal,
     rewrite: ContextRewrite,
-    state: RunnerState,
     scope: dict[str, Any],
 ) -> None:
     """Emit the rewrite's ``context/replace`` and move the task's record to its conversation."""
@@ -87,8 +77,6 @@ def record_rewrite(
         tuple(_row(recorder.lineage_for(block)) for block in message.content)
         for message in rewrite.after
     ]
-    task.messages = len(rewrite.after)
-    task.usage = state.token_usage
     task.last_seq = event.seq
 
 

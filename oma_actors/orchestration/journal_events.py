@@ -92,7 +92,10 @@ def start_restore(
 
 
 def record_resumed(
-    journaling: RunJournaling, queue: TaskQueue, resume: Mapping[str, tuple[str, object]]
+    journaling: RunJournaling,
+    queue: TaskQueue,
+    resume: Mapping[str, tuple[str, object]],
+    restored: Sequence[TaskState] = (),
 ) -> None:
     """A journal-first restore's re-admitted tasks: ``task/status`` ``in_progress`` with stamp.
 
@@ -107,6 +110,11 @@ def record_resumed(
             journaling.recorder.emit(
                 _status(task_id, "in_progress", agent=agent, updated_at=to_iso(task.updated_at))
             )
+    for task in restored:
+        # ``restored``: the tasks as the restored state holds them. One the restore returned
+        # to pending with no conversation to resume has no event: its admission compacts.
+        if task.status == "in_progress" and task.id not in resume:
+            journaling.recorder.uncarried(f"task {task.id!r} returned to pending")
 
 
 def observing(journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None) -> Emit:

@@ -9,7 +9,7 @@ from oma_actors.journal import vocabulary as v
 
 if TYPE_CHECKING:
     from oma_actors.domain.inflight import RunnerState
-    from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
+    from oma_actors.domain.messages import ChatOptions, ToolUseBlock
 
 Lineage = tuple[tuple[int, ...] | None, ...]
 
@@ -19,7 +19,6 @@ class TaskJournal:
     """What the journal already holds of one task's conversation."""
 
     agent: str
-    messages: int = 0  # conversation messages recorded (or restored)
     lineage: list[Lineage] = field(default_factory=list)
     committed: set[str] = field(default_factory=set)  # call ids with a tool/result
     # call id -> its tool/call seq; None: an unsafe call an earlier attempt started (its
@@ -29,13 +28,11 @@ class TaskJournal:
     results: dict[str, int] = field(default_factory=dict)  # call id -> its tool/result seq
     answer: int | None = None  # the open round's assistant/message seq
     requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls
-    usage: TokenUsage | None = None  # the state's usage when last observed
     last_seq: int | None = None
     closed: int = 0  # the last turn known closed (turn/end recorded, or before a restore)
     request: int | None = None  # the llm/request seq its answer will name (JR-07)
     turn: int | None = None  # the turn that request opened
     model: str | None = None
-    stop_reason: str | None = None  # the stop reason of the answer not yet recorded
     # Requested before the run saw any boundary of it (its first turn): kept across saves.
     pinned: bool = False
 
@@ -60,22 +57,6 @@ class OptionsHashes:
         tools_hash = v.canonical_content_hash(tools) if tools else None
         self._cache[id(options)] = (options, system_hash, tools_hash)
         return system_hash, tools_hash
-
-
-def turn_outcome(state: RunnerState) -> v.TurnOutcome | None:
-    """How the state's last model turn closed, or ``None`` while it is still open."""
-    if state.phase == "completed":
-        if state.budget_exceeded:
-            return "budget_exceeded"
-        if state.loop_detected:
-            return "loop_detected"
-        return "completed" if state.success else "error"
-    if state.phase == "awaiting_model":
-        return "tool_use"  # its results went back to the model
-    parked = state.awaiting_approval
-    if parked and all(item.commit is not None or item.awaiting_approval for item in state.pending):
-        return "suspended"
-    return None
 
 
 def unknown_lineage(state: RunnerState) -> list[Lineage]:

@@ -1,19 +1,19 @@
-"""A run's journal: record what each boundary changed, fold the tail on restore.
+"""A run's journal: record the facts of its conversations as they happen (D14, spec 17.2).
 
-The runner reports each durable boundary with its whole ``RunnerState``; this module turns the
-difference from the last state it saw of that task into OMA's journal events (spec 17.2):
-the task's prompt (``user/message`` origin ``input``), each model answer (``assistant/message``
-with its usage), a ``tool/call`` when a call starts (an ``unsafe`` tool's at its dispatch
-boundary, any other just before its result), each committed result (``tool/result``, lineage:
-its call) and the results message (``user/message`` origin ``tool_results``, lineage: the
-results), and ``turn/end`` when the state shows the model turn closed. The events are emitted
-before the boundary's snapshot is built, so the snapshot's watermark and each entry's
-``journalSeq`` cover them (JR-08, JR-12), and every conversation message gets its lineage (JR-19):
-each recorded block is registered with the recorder, and a restore re-attaches the snapshot's
-``conversationLineage`` to the restored blocks. Just before each model call, ``request`` records
-``turn/start`` and ``llm/request`` (every block of the conversation with its lineage, JR-07); the
-answer's ``assistant/message`` names that request. The run's other events (plan, task status,
-approvals, shared memory) are recorded by ``journal_events``.
+Nothing here diffs states. Each fact comes from where it happens, as a typed value
+(``agents.facts``): the turn loop reports, with each boundary, what it did to reach that state
+(an answer with its usage and stop reason, a call dispatched, a result committed, the results
+message sent back, a turn closed), and ``record`` writes each as OMA's event: ``assistant/message``
+naming its ``llm/request``, ``tool/call`` (an ``unsafe`` tool's at its dispatch boundary, any
+other just before its result), ``tool/result`` (lineage: its call), ``user/message`` origin
+``tool_results`` (lineage: the results) and ``turn/end``. A checkpointed run records them as
+its run actor adopts the boundary's state, so the snapshot built next has a watermark and
+``journalSeq`` entries that cover them (JR-08, JR-12). Just before each model call, ``request``
+records the conversation's opening prompt when no request sent it yet (``user/message`` origin
+``input``), then ``turn/start`` and ``llm/request`` (every block with its lineage, JR-07).
+Every recorded block is registered with the recorder (JR-19), and a restore re-attaches the
+snapshot's ``conversationLineage`` to the restored blocks. The run's other events (plan, task
+status, approvals, shared memory) are recorded by ``journal_events``.
 
 Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
 never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
@@ -30,8 +30,18 @@ shows as started but not committed are marked dispatched when their tool is ``un
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
+from oma_actors.agents.facts import (
+    Answered,
+    BudgetExceeded,
+    CallCommitted,
+    CallDispatched,
+    Prompted,
+    ResultsReturned,
+    TurnEnded,
+    TurnLimitReached,
+)
 from oma_actors.checkpoint.journal_path import JournalPath
 from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
@@ -39,7 +49,6 @@ from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
 from oma_actors.orchestration.journal_context import (
-    before_rewrite,
     check_rewrite_lineage,
     record_rewrite,
 )
@@ -50,7 +59,6 @@ from oma_actors.orchestration.journal_setup import (
 from oma_actors.orchestration.journal_tasks import (
     OptionsHashes,
     TaskJournal,
-    turn_outcome,
     unknown_lineage,
 )
 
@@ -59,15 +67,16 @@ if TYPE_CHECKING:
 
     from oma_actors.agents.config import Team
     from oma_actors.agents.context import ContextRewrite
-    from oma_actors.agents.loop import AnswerHook, BoundaryHook, RequestHook
+    from oma_actors.agents.facts import Facts
+    from oma_actors.agents.loop import BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
         CheckpointSnapshot,
         ConversationLineage,
         InFlightTask,
     )
-    from oma_actors.domain.inflight import BoundaryKind, PendingCall, RunnerState
-    from oma_actors.domain.messages import ChatOptions, LLMResponse, Message
+    from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
+    from oma_actors.domain.messages import ChatOptions, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions
@@ -193,11 +202,9 @@ class RunJournaling:
         answer = state.phase == "executing_tools" and state.conversation[-1].role == "assistant"
         self._tasks[task_id] = TaskJournal(
             agent=agent,
-            messages=len(state.conversation),
             lineage=lineage,
             committed={i.call.id for i in state.pending if i.commit is not None},
             calls={i.call.id: None for i in state.pending if i.dispatched and i.commit is None},
-            usage=state.token_usage,
             requested={i.call.id: i.call for i in state.pending},
             last_seq=entry.journal_seq,
             # The open round's answer, for the lineage of its tool/call events.
@@ -210,9 +217,12 @@ class RunJournaling:
         """The model-request hook of one task's runner (see ``request``)."""
 
         def hook(
-            state: RunnerState, options: ChatOptions, rewrite: ContextRewrite | None
-        ) -> AnswerHook:
-            return self.request(task_id, agent, state, options, rewrite)
+            state: RunnerState,
+            options: ChatOptions,
+            rewrite: ContextRewrite | None,
+            opening: Facts,
+        ) -> None:
+            self.request(task_id, agent, state, options, rewrite, opening)
 
         return hook
 
@@ -223,10 +233,10 @@ class RunJournaling:
         without any hook: a journal changes no behaviour. A retry starts a new conversation.
         """
 
-        async def hook(state: RunnerState, kind: BoundaryKind) -> bool:
+        async def hook(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
             if kind == "attempt_reset":
                 self.forget(task_id)
-            self.observe(task_id, agent, state)
+            self.record(task_id, agent, facts)
             return True
 
         return hook
@@ -238,7 +248,8 @@ class RunJournaling:
         state: RunnerState,
         options: ChatOptions,
         rewrite: ContextRewrite | None = None,
-    ) -> AnswerHook:
+        opening: Facts = (),
+    ) -> None:
         """Record ``turn/start`` and ``llm/request`` just before a model call (spec 17.2).
 
         A fresh conversation's prompt is recorded first (no boundary has shown it yet), so
@@ -248,24 +259,14 @@ class RunJournaling:
         strategy's ``rewrite`` is recorded between the two, as OMA orders them
         (``journal_context.record_rewrite``).
 
-        Returns:
-            The hook that takes the answer's stop reason for its ``assistant/message``.
-
         Raises:
             JournalLineageError: ``enforce_lineage`` is on and a block has no lineage (JR-09);
                 no ``turn/start`` or ``llm/request`` is recorded and the call must not be made.
         """
-        self.observe(task_id, agent, state if rewrite is None else before_rewrite(state, rewrite))
-        task = self._tasks[task_id]
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
+        task = self._task(task_id, agent)
+        self.record(task_id, agent, opening)  # the caller's prompt, before anything it sends
         turn = state.turns + 1
-
-        def answered(response: LLMResponse) -> None:
-            # The response is the only place the stop reason lives: the state does not keep it.
-            current = self._tasks.get(task_id)
-            if current is not None:
-                current.stop_reason = response.stop_reason
-
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
             # of the conversation at every call, O(n^2) bytes over a run (188 MB for 1000
@@ -273,9 +274,9 @@ class RunJournaling:
             task.pinned = True
             self.recorder.emit(v.turn_started(turn=turn, **scope))
             if rewrite is not None:
-                record_rewrite(self.recorder, task, rewrite, state, scope)
+                record_rewrite(self.recorder, task, rewrite, scope)
             task.request, task.turn, task.model = None, turn, options.model
-            return answered
+            return
         if rewrite is not None:
             # Its blocks get their lineage when the replace is recorded, after turn/start; a
             # request refused for a block without lineage (JR-09) is refused before anything.
@@ -285,7 +286,7 @@ class RunJournaling:
         system_hash, tools_hash = self._hashes(options)
         self.recorder.emit(v.turn_started(turn=turn, **scope))
         if rewrite is not None:
-            record_rewrite(self.recorder, task, rewrite, state, scope)
+            record_rewrite(self.recorder, task, rewrite, scope)
             blocks = self.recorder.request_blocks(state.conversation)
         event = self.recorder.emit(
             v.llm_request(
@@ -298,7 +299,6 @@ class RunJournaling:
             )
         )
         task.request, task.turn, task.model = event.seq, turn, options.model
-        return answered
 
     def turn_failed(self, task_id: str | None) -> None:
         """The task's model call failed (no answer): close its open turn with ``error``."""
@@ -315,36 +315,62 @@ class RunJournaling:
         task.last_seq = event.seq
         task.request = task.turn = None
 
-    def observe(self, task_id: str | None, agent: str, state: RunnerState) -> None:
-        """Record what ``state`` holds that the journal does not yet (never raises)."""
-        task = self._tasks.get(task_id)
-        if task is None or task.agent != agent:
-            task = self._tasks[task_id] = TaskJournal(agent=agent)
-        scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
-        for message in state.conversation[task.messages :]:
-            self._record_message(task, message, state, scope)
-        for item in state.pending:
-            if item.dispatched and item.call.id not in task.calls:
-                self._record_call(task, item.call, scope)
-            if item.commit is not None and item.call.id not in task.committed:
-                self._record_result(task, item.commit.block, item, scope)
-        task.messages = len(state.conversation)
-        task.usage = state.token_usage
-        outcome = turn_outcome(state) if state.turns > task.closed else None
-        if outcome is not None:
-            # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves it as is.
-            event = self.recorder.emit(v.turn_ended(turn=state.turns, outcome=outcome, **scope))
-            task.closed = state.turns
-            task.last_seq = event.seq
+    def record(self, task_id: str | None, agent: str, facts: Facts) -> None:
+        """Record the facts a task's runner reported with a boundary, in the order they happened.
 
-    def observe_all(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
-        """Record every in-flight state; forget tasks no longer in flight (done or reset)."""
+        Never raises. Each fact is one OMA event (spec 17.2), except a parked turn's end
+        reported again (the journal holds one end per turn).
+        """
+        task = self._task(task_id, agent)
+        scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
+        for fact in facts:
+            match fact:
+                case Prompted(message=message):
+                    self._record_prompt(task, message, scope)
+                case Answered():
+                    self._record_answer(task, fact, scope)
+                case CallDispatched(call=call):
+                    self._record_call(task, call, scope)
+                case CallCommitted(call=call, commit=commit):
+                    self._record_result(task, commit.block, call, commit, scope)
+                    if fact.consumes_approval:
+                        # The run's pending approvals lose its request (AP-34).
+                        self.recorder.uncarried(f"call {call.id!r} used up its approval")
+                case ResultsReturned(message=message):
+                    self._record_results(task, message, scope)
+                case TurnEnded(turn=turn, outcome=outcome) if turn > task.closed:
+                    # Folded (the turn counter): ``turn`` is the state's own, so a fold leaves
+                    # it as is. One end per turn: a parked turn is reported until it resumes.
+                    event = self.recorder.emit(v.turn_ended(turn=turn, outcome=outcome, **scope))
+                    task.closed = turn
+                    task.last_seq = event.seq
+                case TurnEnded():
+                    pass
+                case BudgetExceeded():
+                    self.recorder.uncarried(f"task {task_id!r} exceeded its token budget")
+                case TurnLimitReached(max_turns=limit):
+                    self.recorder.uncarried(f"task {task_id!r} stopped at max_turns ({limit})")
+                case _:
+                    assert_never(fact)
+
+    def settle(self, in_flight: Mapping[str, tuple[str, RunnerState]]) -> None:
+        """At a save: forget tasks no longer in flight (done or reset), keep the others.
+
+        A task requested before the run saw any boundary of it (its first turn) stays pinned
+        until a save holds it in flight.
+        """
         for task_id in set(self._tasks) - set(in_flight):
             if not self._tasks[task_id].pinned:
                 self.forget(task_id)
-        for task_id, (agent, state) in in_flight.items():
-            self.observe(task_id, agent, state)
-            self._tasks[task_id].pinned = False
+        for task_id, (agent, _) in in_flight.items():
+            self._task(task_id, agent).pinned = False
+
+    def _task(self, task_id: str | None, agent: str) -> TaskJournal:
+        """What the journal holds of a task's conversation (a new one for another agent)."""
+        task = self._tasks.get(task_id)
+        if task is None or task.agent != agent:
+            task = self._tasks[task_id] = TaskJournal(agent=agent)
+        return task
 
     def forget(self, task_id: str | None) -> None:
         """A task finished or restarts afresh: its next state starts a new conversation."""
@@ -363,57 +389,58 @@ class RunJournaling:
         """Record ``checkpoint/saved`` after a snapshot with ``watermark`` became durable."""
         self.recorder.emit(v.checkpoint_saved(mode=mode, version=version, watermark_seq=watermark))
 
-    def _record_message(
-        self, task: TaskJournal, message: Message, state: RunnerState, scope: dict[str, Any]
-    ) -> None:
-        if message.role == "assistant":
-            # The answer's usage is what the state gained since it was last seen: a boundary
-            # records one answer. (If two coalesced, the sum lands on the last one; a durable
-            # journal then compacts, because the fold would not rebuild the same usage.)
-            usage = state.token_usage if task.usage is None else state.token_usage - task.usage
-            request = [task.request] if task.request is not None else None
-            event = self.recorder.emit(
-                v.assistant_message(
-                    message=message,
-                    usage=usage,
-                    model=task.model or None,
-                    stop_reason=task.stop_reason,
-                    source_event_seqs=request,
-                    **scope,
-                )
+    def _record_prompt(self, task: TaskJournal, message: Message, scope: dict[str, Any]) -> None:
+        """The caller's prompt (``user/message`` origin ``input``), with the request sending it.
+
+        Recorded before ``turn/start``, so every block the request sends has its lineage.
+        """
+        event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
+        self._lineage(task, message, event.seq)
+
+    def _record_answer(self, task: TaskJournal, answer: Answered, scope: dict[str, Any]) -> None:
+        """``assistant/message``: the answer, naming the ``llm/request`` it answers (JR-07)."""
+        message = answer.message
+        request = [task.request] if task.request is not None else None
+        event = self.recorder.emit(
+            v.assistant_message(
+                message=message,
+                usage=answer.usage,
+                model=task.model or None,
+                stop_reason=answer.stop_reason,
+                source_event_seqs=request,
+                **scope,
             )
-            task.request = task.turn = task.stop_reason = None
-            self._lineage(task, message, event.seq)
-            task.answer = event.seq
-            task.usage = state.token_usage
-            task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
-            return
+        )
+        task.request = task.turn = None
+        self._lineage(task, message, event.seq)
+        task.answer = event.seq
+        task.requested = {b.id: b for b in message.content if isinstance(b, ToolUseBlock)}
+
+    def _record_results(self, task: TaskJournal, message: Message, scope: dict[str, Any]) -> None:
+        """``user/message`` origin ``tool_results``, naming the results it gathers (JR-07)."""
         results = [b for b in message.content if isinstance(b, ToolResultBlock)]
-        if results:
-            # Results committed before this boundary without a commit boundary of their own.
-            for block in results:
-                if block.tool_use_id not in task.committed:
-                    self._record_result(task, block, None, scope)
-            # JR-07: the tool/result events it gathers (a result committed before a restore
-            # has none this attempt knows of: its tool/call then, when known).
-            sources = [
-                seq
-                for b in results
-                if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id)))
-                is not None
-            ]
-            event = self.recorder.emit(
-                v.user_message(
-                    message=message, origin="tool_results", source_event_seqs=sources, **scope
-                )
+        # A result this attempt saw no commit of (settled before a restore): recorded now.
+        for block in results:
+            if block.tool_use_id not in task.committed:
+                call = task.requested.get(block.tool_use_id)
+                self._record_result(task, block, call, None, scope)
+        # A result committed before a restore has no tool/result this attempt knows of: its
+        # tool/call then, when known.
+        sources = [
+            seq
+            for b in results
+            if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id))) is not None
+        ]
+        event = self.recorder.emit(
+            v.user_message(
+                message=message, origin="tool_results", source_event_seqs=sources, **scope
             )
-            task.committed.clear()
-            task.calls.clear()
-            task.results.clear()
-            task.requested.clear()
-            task.answer = None
-        else:
-            event = self.recorder.emit(v.user_message(message=message, origin="input", **scope))
+        )
+        task.committed.clear()
+        task.calls.clear()
+        task.results.clear()
+        task.requested.clear()
+        task.answer = None
         self._lineage(task, message, event.seq)
 
     def _lineage(self, task: TaskJournal, message: Message, seq: int) -> None:
@@ -433,13 +460,13 @@ class RunJournaling:
         self,
         task: TaskJournal,
         block: ToolResultBlock,
-        item: PendingCall | None,
+        call: ToolUseBlock | None,
+        commit: ToolCommit | None,
         scope: dict[str, Any],
     ) -> None:
-        call = item.call if item is not None else task.requested.get(block.tool_use_id)
+        """``tool/result`` (and its ``tool/call`` first, when the call had none)."""
         if call is not None and call.id not in task.calls:
             self._record_call(task, call, scope)
-        commit = item.commit if item is not None else None
         record = commit.record if commit is not None else None
         usage = commit.delegation_usage if commit is not None else None
         source = task.calls.get(block.tool_use_id)

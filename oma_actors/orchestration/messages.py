@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import asyncio
 
     from oma_actors.actors import ActorRef
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.runner import TaskOutcome
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.tasks import TaskState
@@ -38,6 +39,7 @@ class Boundary:
     agent: str
     state: RunnerState
     kind: BoundaryKind
+    facts: Facts = ()  # what the runner did to reach ``state`` (the journal records them)
 
 
 RunMessage = StartRun | TaskFinished | Boundary

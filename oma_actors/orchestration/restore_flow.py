@@ -218,6 +218,11 @@ async def _continue_owned(
     if memory is not None:
         if snapshot.shared_memory is not None:
             await restore_memory(memory, snapshot.shared_memory)
+            if journaling is not None and snapshot.shared_memory.get("entries"):
+                # Restored entries get a new createdAt (as OMA's): no event carries that.
+                journaling.recorder.uncarried(
+                    "shared_memory changed: the restore rewrote its entries"
+                )
         elif snapshot.turn_count is not None:
             memory.turn_count = snapshot.turn_count
     watch_memory(journaling, memory)
@@ -226,7 +231,7 @@ async def _continue_owned(
         if appended and writer.journal is not None:
             # The restored state is the writer's view: the admission appends run/start.
             writer.journal.seed(snapshot, identity)
-            record_resumed(journaling, plan.queue, plan.resume)
+            record_resumed(journaling, plan.queue, plan.resume, snapshot.tasks)
     checkpointing = RunCheckpointing(
         continued_from=snapshot.identity,
         journaling=journaling,

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     from oma_actors.actors import ActorRef
+    from oma_actors.agents.facts import Facts
     from oma_actors.agents.runner import Emit, TaskOutcome
     from oma_actors.approvals import DurableApprovalLedger
     from oma_actors.checkpoint.boundaries import Boundary as BoundaryName
@@ -145,8 +146,8 @@ class RunActor(Actor[RunMessage, bool | None]):
                 self._done = done
                 self._announce_restored()
                 await self._save("admission")  # decision D3, best-effort
-            case Boundary(task_id=task_id, agent=agent, state=state, kind=kind):
-                return await self._boundary(task_id, agent, state, kind)
+            case Boundary(task_id=task_id, agent=agent, state=state, kind=kind, facts=facts):
+                return await self._boundary(task_id, agent, state, kind, facts)
             case TaskFinished(outcome=outcome):
                 await self._finish(outcome)
             case _:
@@ -169,13 +170,18 @@ class RunActor(Actor[RunMessage, bool | None]):
             self._announced.add(task.id)
 
     async def _boundary(
-        self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind
+        self, task_id: str, agent: str, state: RunnerState, kind: BoundaryKind, facts: Facts
     ) -> bool:
         if kind == "attempt_reset":
             # Spec TQ-10: a retried task starts a fresh conversation, so its old state goes.
             self._runner_states.pop(task_id, None)
             return await self._save(kind, task_id)
         self._runner_states[task_id] = (agent, state)
+        cp = self._w.checkpointing
+        if facts and cp is not None and cp.journaling is not None:
+            # The runner's facts are recorded as the run adopts the state they made, so the
+            # next snapshot's watermark covers exactly the facts its entries hold (JR-08).
+            cp.journaling.record(task_id, agent, facts)
         for item in state.pending:
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
@@ -262,17 +268,26 @@ class RunActor(Actor[RunMessage, bool | None]):
             if self._stop is not None or len(self._running) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
-            task = self._queue.assign(task.id, agent)
+            waiting, task = task, self._queue.assign(task.id, agent)
             if self._w.gate is not None:
                 verdict = await self._w.gate.check(task, self._publish)
                 if not isinstance(verdict, Go):
+                    if task is not waiting:  # assigned, not started: no event says so
+                        self._uncarried(f"task {task.id!r} was assigned to {agent!r}")
                     self._stop = verdict
                     break
-                if verdict.consumed is not None:
-                    self._pending.pop(verdict.consumed, None)
+                consumed = verdict.consumed
+                if consumed is not None and self._pending.pop(consumed, None) is not None:
+                    self._uncarried(f"approval {consumed!r} was used up")
             self._start(task, agent)
         if not self._running and self._done is not None and not self._done.done():
             await self._conclude()
+
+    def _uncarried(self, reason: str) -> None:
+        """A change no journal event carries: the run's next save compacts (D14)."""
+        cp = self._w.checkpointing
+        if cp is not None and cp.journaling is not None:
+            cp.journaling.recorder.uncarried(reason)
 
     def _start(self, task: TaskState, agent: str) -> None:
         assert self._self is not None

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -24,6 +25,22 @@ class MemoryEntry:
     metadata: dict[str, Any] | None
     created_at: datetime
     expires_at_turn: int | None = None
+
+
+class JsonText(str):
+    """A stored value that is JSON text and can give its own JSON string literal (#25).
+
+    A store whose format keeps values as JSON strings (the FileStore: OMA's state file) would
+    escape a whole snapshot again on every save; a value of this type hands over the literal,
+    which its producer can build from parts it escaped once (the checkpoint codec escapes each
+    message once in a run). Everywhere else it is the ``str`` it is.
+    """
+
+    __slots__ = ()
+
+    def json_literal(self) -> str:
+        """``json.dumps(self, ensure_ascii=False)``: the quoted, escaped string literal."""
+        return json.dumps(str(self), ensure_ascii=False)
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.stores.base import MemoryEntry
+from oma_actors.stores.base import JsonText, MemoryEntry
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -38,11 +38,15 @@ def encode_store(entries: Iterable[MemoryEntry]) -> bytes:
     Raises:
         StoreError: An entry's metadata is not JSON-serializable.
     """
-    document = {
-        "version": STATE_FILE_VERSION,
-        "entries": [_entry_object(entry) for entry in entries],
-    }
-    text = _dumps(document, "state file")
+    # The document is joined from its entries' texts, byte for byte what one ``json.dumps`` of
+    # it writes: so a ``JsonText`` value brings its literal and is not escaped again (#25).
+    pieces = [f'{{"version":{STATE_FILE_VERSION},"entries":[']
+    for index, entry in enumerate(entries):
+        if index:
+            pieces.append(",")
+        _entry_pieces(entry, pieces)
+    pieces.append("]}")
+    text = "".join(pieces)  # one copy of what may be megabytes, not one per level
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -138,6 +142,19 @@ def _turn(raw: object) -> int | None:
     if type(raw) is float and raw.is_integer():
         return int(raw)
     return None
+
+
+def _entry_pieces(entry: MemoryEntry, pieces: list[str]) -> None:
+    """Append one entry's JSON object text (``_entry_object``, compact) to ``pieces``."""
+    value = entry.value
+    if not isinstance(value, JsonText):
+        pieces.append(_dumps(_entry_object(entry), "state file"))
+        return
+    obj = _entry_object(entry)
+    del obj["key"], obj["value"]  # the rest keeps its order; createdAt is always there
+    key = _dumps(entry.key, "state file")
+    rest = _dumps(obj, "state file")
+    pieces += ['{"key":', key, ',"value":', value.json_literal(), ",", rest[1:]]
 
 
 def _entry_object(entry: MemoryEntry) -> dict[str, Any]:

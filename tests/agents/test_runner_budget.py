@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from oma_actors.agents.config import AgentConfig
+from oma_actors.agents.facts import Facts
 from oma_actors.agents.runner import ResolvedAgent, run_task
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.inflight import BoundaryKind, RunnerState
@@ -56,7 +57,7 @@ async def test_a_budget_reached_mid_run_stops_after_that_turns_tools_for_good() 
     ran: list[str] = []
     seen: list[tuple[BoundaryKind, RunnerState]] = []
 
-    async def boundary(state: RunnerState, kind: BoundaryKind) -> bool:
+    async def boundary(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
         seen.append((kind, state))
         return True
 

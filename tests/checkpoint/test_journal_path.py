@@ -33,6 +33,11 @@ class FakeTail:
         self.covered = 0
         self.released = 0
         self.waited: list[int] = []
+        self.marked: str | None = None  # a fact recorded that no event carries
+
+    def take_uncarried(self) -> str | None:
+        reason, self.marked = self.marked, None
+        return reason
 
     def take_through(self, seq: int) -> list[JournalEvent]:
         taken = [e for e in self.events if e.seq <= seq]
@@ -62,14 +67,11 @@ def started(tail: FakeTail, unsafe: frozenset[str] = frozenset()) -> JournalPath
     return path
 
 
-def after_answer(*, goal_changed: bool = False, **changes: object) -> CheckpointSnapshot:
+def after_answer() -> CheckpointSnapshot:
     """The run after event 101 (the tool turn for tu-1, usage 2/3) with b's mark at 101."""
     item = executing(turns=2, token_usage=TokenUsage(3, 4))
     item = replace(item, journal_seq=101)
-    if changes:
-        item = replace(item, state=replace(item.state, **changes))
-    snapshot = at(with_entries(journaled(), item), 101)
-    return replace(snapshot, goal="another goal") if goal_changed else snapshot
+    return at(with_entries(journaled(), item), 101)
 
 
 async def test_a_boundary_whose_events_fold_to_its_state_is_saved_by_the_journal() -> None:
@@ -83,70 +85,71 @@ async def test_a_boundary_whose_events_fold_to_its_state_is_saved_by_the_journal
     assert tail.waited == [101]  # saved only once its events are durable
 
 
-def test_a_member_the_fold_does_not_carry_compacts_and_says_which() -> None:
-    # A commit that consumes a pending approval, new shared memory ...: no event carries them.
+def test_a_fact_marked_uncarried_compacts_once_and_says_which() -> None:
+    # D14: a consumed approval, an exceeded budget ...: no event carries them, the recorder
+    # marks them where they happen, and the next save compacts.
     tail = FakeTail()
     path = started(tail)
     tail.events = [assistant_tool_turn(101)]
-    assert path.fold(after_answer(goal_changed=True), "assistant_tool_turn") is None
-    assert path.divergence == "goal changed, which the fold does not carry"
-
-
-def test_a_runner_flag_no_event_carries_compacts() -> None:
-    # A tool turn over the token budget: the fold would restore it with budget left.
-    tail = FakeTail()
-    path = started(tail)
-    tail.events = [assistant_tool_turn(101)]
-    view = path.fold(after_answer(), "assistant_tool_turn")
-    assert view is not None
-    path._view = view
+    tail.marked = "call 'tu-1' used up its approval"
+    assert path.fold(after_answer(), "assistant_tool_turn") is None
+    assert path.divergence == "call 'tu-1' used up its approval"
+    path.compacted(after_answer(), size=10_000)
     tail.events = [tool_call(102, sources=[101])]
-    over = with_seq(replace(after_answer(budget_exceeded=True), journal_watermark_seq=102), 102)
-    assert path.fold(over, "tool_dispatch") is None
-    assert path.divergence == "task 'b': budget_exceeded changed, which the fold does not carry"
+    assert path.fold(at(after_answer(), 102), "tool_dispatch") is not None  # taken once
 
 
-def test_a_loop_warning_for_the_results_compacts() -> None:
+def test_a_mark_is_taken_by_every_save_even_one_that_compacts_anyway() -> None:
     tail = FakeTail()
     path = started(tail)
-    tail.events = [assistant_tool_turn(101)]
-    view = path.fold(after_answer(), "assistant_tool_turn")
-    assert view is not None
-    path._view = view
-    tail.events = [tool_call(102, sources=[101])]
-    warned = after_answer(pending_tool_result_text="you are looping")
-    warned = with_seq(replace(warned, journal_watermark_seq=102), 102)
-    assert path.fold(warned, "tool_dispatch") is None
-    assert path.divergence == (
-        "task 'b': pending_tool_result_text changed, which the fold does not carry"
-    )
+    tail.marked = "task 'c' was assigned to 'worker'"
+    assert path.fold(after_answer(), "task_completed") is None
+    assert tail.marked is None  # the compaction holds the change: the next save need not
 
 
-def test_an_approval_bound_to_a_pending_call_compacts() -> None:
+UNCARRIED = {
+    "memory": event(102, "memory/set", key="k", valueBytes=1),
+    "failed": event(102, "task/status", task="c", taskId="c", status="failed"),
+    "skipped": event(102, "task/status", task="c", taskId="c", status="skipped"),
+    "unstamped start": event(102, "task/status", task="c", taskId="c", status="in_progress"),
+    "decision": event(102, "approval/decision", task=None, agent=None, decision={}),
+    "plan": event(102, "plan/set", task=None, agent=None, revision=2, source="revision"),
+    "budget": event(102, "turn/end", turn=2, outcome="budget_exceeded"),
+    "loop": event(102, "turn/end", turn=2, outcome="loop_detected"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNCARRIED))
+def test_an_event_the_fold_does_not_carry_compacts(name: str) -> None:
     tail = FakeTail()
     path = started(tail)
-    tail.events = [assistant_tool_turn(101)]
-    view = path.fold(after_answer(), "assistant_tool_turn")
-    assert view is not None
-    path._view = view
-    tail.events = [tool_call(102, sources=[101])]
-    [item] = after_answer().in_flight[0].state.pending
-    decided = (replace(item, approval_decision=object()),)  # type: ignore[arg-type]
-    bound = with_seq(replace(after_answer(pending=decided), journal_watermark_seq=102), 102)
-    assert path.fold(bound, "tool_dispatch") is None
-    assert path.divergence == (
-        "task 'b': the approval of call 'tu-1' changed, which the fold does not carry"
-    )
+    tail.events = [assistant_tool_turn(101), UNCARRIED[name]]
+    assert path.fold(at(after_answer(), 102), "assistant_tool_turn") is None
+    assert path.divergence is not None
 
 
-def test_a_task_change_other_than_a_start_compacts() -> None:
+CARRIED = {
+    "start": event(
+        102,
+        "task/status",
+        task="c",
+        taskId="c",
+        status="in_progress",
+        updatedAt="2026-01-01T00:00:00.000Z",
+    ),
+    "announced": event(102, "task/status", task="c", taskId="c", status="completed"),
+    "request": event(102, "approval/request", request={}),  # its save compacted before it
+    "tool_use": event(102, "turn/end", turn=1, outcome="tool_use"),
+    "suspended": event(102, "turn/end", turn=2, outcome="suspended"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED))
+def test_an_event_the_fold_carries_is_saved_by_the_journal(name: str) -> None:
     tail = FakeTail()
     path = started(tail)
-    tail.events = [assistant_tool_turn(101)]
-    snapshot = after_answer()
-    tasks = tuple(replace(t, status="failed") if t.id == "c" else t for t in snapshot.tasks)
-    assert path.fold(replace(snapshot, tasks=tasks), "assistant_tool_turn") is None
-    assert path.divergence == "task 'c' changed other than by its start"
+    tail.events = [assistant_tool_turn(101), CARRIED[name]]
+    assert path.fold(at(after_answer(), 102), "assistant_tool_turn") is not None, path.divergence
 
 
 def test_a_task_start_is_carried_by_the_journal() -> None:
@@ -186,17 +189,6 @@ def test_a_restored_attempts_admission_is_an_append_from_the_seeded_view() -> No
     assert path.fold(admission, "admission") is not None, path.divergence
 
 
-def test_an_admission_whose_identity_no_run_start_carries_compacts() -> None:
-    tail = FakeTail()
-    path = JournalPath(tail, unsafe={})
-    restored = replace(journaled(entry(mark=100)), message_bus=None)
-    path.seed(restored, NEXT)
-    other = replace(NEXT, attempt=3)
-    assert path.fold(at(replace(restored, attempt=3, identity=other), 101), "admission") is None
-    assert path.divergence is not None
-    assert "attempt changed" in path.divergence
-
-
 def test_the_seeded_view_holds_the_bus_the_codec_writes_back_as_none() -> None:
     # The run's snapshots hold no message bus: the codec writes its source's (or an empty one).
     tail = FakeTail()
@@ -206,10 +198,11 @@ def test_the_seeded_view_holds_the_bus_the_codec_writes_back_as_none() -> None:
     path.seed(replace(restored, message_bus=empty), NEXT)
     admission = at(replace(restored, attempt=2, identity=NEXT, message_bus=None), 101)
     assert path.fold(admission, "admission") is not None, path.divergence
+    assert path._view is not None
+    assert path._view.message_bus is None
     other = {"version": 1, "messages": [{"id": "m"}], "readState": []}
     path.seed(replace(restored, message_bus=other), NEXT)
-    assert path.fold(admission, "admission") is None
-    assert path.divergence == "message_bus changed, which the fold does not carry"
+    assert path._view.message_bus == other  # a bus of its own stays in the view
 
 
 def test_a_fresh_runs_admission_compacts_there_is_no_view_yet() -> None:
@@ -254,18 +247,24 @@ def test_a_final_answer_is_saved_by_the_journal() -> None:
     assert path.fold(final_answer(), "terminal") is not None, path.divergence
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [{"success": False}, {"budget_exceeded": True}, {"final_output": "other"}],
-    ids=["failed", "budget", "output"],
-)
-def test_a_completion_other_than_a_final_answer_compacts(changes: dict[str, object]) -> None:
+def test_a_completion_other_than_a_final_answer_compacts() -> None:
+    # The answer went over the budget: OMA's turn/end says budget_exceeded, not completed.
     tail = FakeTail()
     path = started(tail)
-    tail.events = [text_answer(101), event(102, "turn/end", turn=2, outcome="completed")]
-    assert path.fold(final_answer(**changes), "terminal") is None
-    assert path.divergence is not None
-    assert path.divergence.startswith("task 'b': ")
+    tail.events = [text_answer(101), event(102, "turn/end", turn=2, outcome="budget_exceeded")]
+    spent = final_answer(success=False, budget_exceeded=True)
+    assert path.fold(spent, "terminal") is None
+    assert path.divergence == "a completion other than a final answer"
+
+
+def test_a_stop_at_max_turns_compacts() -> None:
+    # No OMA event says it: the loop's fact marks it (``TurnLimitReached``).
+    tail = FakeTail()
+    path = started(tail)
+    tail.marked = "task 'b' stopped at max_turns (1)"
+    stopped = at(with_entries(journaled(), entry(mark=100)), 100)
+    assert path.fold(stopped, "terminal") is None
+    assert path.divergence == "task 'b' stopped at max_turns (1)"
 
 
 def test_the_first_boundary_compacts_there_is_no_view_yet() -> None:

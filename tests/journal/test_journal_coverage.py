@@ -22,6 +22,8 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.agents.facts import Answered, TurnEnded
+from oma_actors.agents.loop import prompted
 from oma_actors.agents.turn import after_response, initial_state
 from oma_actors.errors import LLMError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
@@ -205,8 +207,14 @@ async def test_each_conversation_of_one_agent_is_recorded_from_its_own_prompt() 
     options = ChatOptions(model="m")
     for prompt in ("plan it", "sum it up"):
         state = initial_state(prompt)
-        calls.request(state, options)
-        await calls.boundary(after_response(state, answer("ok")), "terminal")
+        calls.request(state, options, None, prompted(state))
+        response = answer("ok")
+        after = after_response(state, response)
+        fact = Answered(
+            message=after.conversation[-1], usage=response.usage, stop_reason=response.stop_reason
+        )
+        ended = TurnEnded(turn=after.turns, outcome="completed")
+        await calls.boundary(after, "terminal", (fact, ended))
         calls.close()
     await journaling.recorder.flush()
     events = await journal.read_from(0)

@@ -12,7 +12,7 @@ import pytest
 from sidecar_helpers import SiblingWritesFirst, run_request
 
 from oma_actors.keyspace import sidecar_key
-from oma_actors.stores import InMemoryStore
+from oma_actors.stores import InMemoryStore, MemoryEntry
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.record import (
     RunExistsError,
@@ -169,6 +169,96 @@ async def test_progress_is_live_at_once_and_written_with_the_next_update(
     )
     assert decode((await store.get(sidecar_key("run", "r1"))).value).tasks == written.tasks  # type: ignore[union-attr]
     assert [e.type for e in (await runs.log_of("r1")).since(0)] == ["task_started", "run_status"]
+
+
+class StoredBeforeReturning(InMemoryStore):
+    """A store whose compare-and-set stores the value, then waits for ``go`` before returning
+    (a file store's write runs in a thread: a read may see it before its writer resumes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored, self.go = asyncio.Event(), asyncio.Event()
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        written = await super().compare_and_set(key, expected, value, metadata)
+        if expected is not None:
+            self.stored.set()
+            await self.go.wait()
+        return written
+
+
+async def test_a_read_during_its_own_write_shows_the_written_tasks_not_older_progress(
+    group: asyncio.TaskGroup,
+) -> None:
+    # The run's last write settles t1 with its result; the progress it folds in knew t1 as
+    # completed without one. A GetRun whose read sees the write stored before the writer
+    # resumes must show the written record, not that progress (the kill -9 adoption flake).
+    store = StoredBeforeReturning()
+    runs = registry(store, "owner-a", group)
+    await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
+    event = pb.RunEvent(type="task_completed", task_id="t1", agent="worker")
+    event.task_status.status = pb.TASK_STATUS_COMPLETED
+    runs.emit("r1", event)
+    done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
+    writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
+    await store.stored.wait()
+    seen = runs.run_message(await runs.get("r1"), full=True)
+    store.go.set()
+    await writing
+    assert [(t.status, t.result) for t in seen.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
+    after = runs.run_message(await runs.get("r1"), full=True)
+    assert [(t.status, t.result) for t in after.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
+
+
+class ReadReturnsLate(InMemoryStore):
+    """A store whose next ``get`` (after ``hold``) reads the value, then waits for ``go``
+    before returning it: a write may land in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held, self.go = asyncio.Event(), asyncio.Event()
+        self.holding = False
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        entry = await super().get(key)
+        if self.holding:
+            self.holding = False
+            self.held.set()
+            await self.go.wait()
+        return entry
+
+
+async def test_a_read_older_than_this_process_s_own_write_does_not_set_its_progress_back(
+    group: asyncio.TaskGroup,
+) -> None:
+    # A GetRun reads t1 pending; before its read returns, this process writes t1 completed.
+    # The late read must not become the record the run's progress starts from: the next
+    # write would store t1 pending again (its result lost).
+    store = ReadReturnsLate()
+    runs = registry(store, "owner-a", group)
+    await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"), TaskRow(id="t2"))))
+    store.holding = True
+    reading = group.create_task(runs.get("r1"))
+    await store.held.wait()
+    done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, result="42")
+    await runs.update("r1", lambda r: replace(r, tasks=(done, *r.tasks[1:])))
+    store.go.set()
+    late = await reading
+    assert late.tasks[0] == TaskRow(id="t1")  # what was stored when it began
+    event = pb.RunEvent(type="task_started", task_id="t2", agent="worker")
+    event.task_status.status = pb.TASK_STATUS_IN_PROGRESS
+    runs.emit("r1", event)
+    written = await runs.update("r1", lambda r: r)
+    assert [(t.id, t.status, t.result) for t in written.tasks] == [
+        ("t1", pb.TASK_STATUS_COMPLETED, "42"),
+        ("t2", pb.TASK_STATUS_IN_PROGRESS, ""),
+    ]
 
 
 async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have_used(

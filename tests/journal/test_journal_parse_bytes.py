@@ -1,0 +1,77 @@
+"""``parse_line_bytes``: orjson where it reads the value ``json`` would, else ``parse_line``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from oma_actors.journal.codec import parse_line, parse_line_bytes
+from oma_actors.journal.errors import JournalCorruptError
+
+BASE = '{"type":"tool/result","seq":7,"timestampUnixMs":1,"runId":"r","attempt":1,'
+
+
+def both(text: str) -> tuple[Any, Any]:
+    """The event (or the error's text) from each parser."""
+    out = []
+    for by_bytes in (False, True):
+        try:
+            event = parse_line_bytes(text.encode()) if by_bytes else parse_line(text)
+        except JournalCorruptError as exc:
+            out.append(f"error: {exc}")
+        else:
+            out.append(repr(event))
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        '"n":9223372036854775807}',  # the largest int orjson keeps exact
+        '"n":123456789012345678901234567890}',  # orjson: a float; json: this int
+        '"n":-9223372036854775809}',
+        '"n":18446744073709551616}',
+        '"n":1e400}',  # orjson refuses, json reads inf
+        '"s":"\\ud800"}',  # a lone surrogate escape: orjson refuses, json keeps it
+        '"f":0.1,"g":-0,"h":1E5,"u":"\\u00fc\\n"}',
+        '"a":1,"a":2}',
+    ],
+)
+def test_the_same_event_as_parse_line(tail: str) -> None:
+    first, second = both(BASE + tail)
+    assert first == second
+    assert first.startswith("JournalEvent(")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[1,2]", '{"type":"nope","seq":1}', '{"seq":0}', "{not json", '{"n":NaN}', ""],
+)
+def test_the_same_error_as_parse_line(text: str) -> None:
+    first, second = both(text)
+    assert first == second
+    assert first.startswith("error: ")
+
+
+def test_a_line_that_is_not_utf8_fails_as_its_decode_does() -> None:
+    with pytest.raises(UnicodeDecodeError):
+        parse_line_bytes(BASE.encode() + b'"s":"\xff"}')
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text().map(lambda k: "x" + k), _VALUES, max_size=4))
+def test_any_data_reads_the_same(data: dict[str, Any]) -> None:
+    text = BASE + json.dumps(data, ensure_ascii=False)[1:] if data else BASE[:-1] + "}"
+    first, second = both(text)
+    assert first == second

@@ -1,0 +1,148 @@
+"""Journal-first compaction decided from the facts the loop reports (D14), never from states.
+
+A boundary is saved by the journal unless a fact recorded since the last save is one the fold
+cannot carry. These runs check the loop's facts that no OMA event says: each must make its
+boundary compact, or a restore from the journal would lose it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TokenUsage,
+    ToolContext,
+    define_tool,
+)
+from oma_actors.approvals import Allow, Deny
+from oma_actors.domain.tasks import TaskState
+from oma_actors.events import CheckpointSaved, ProgressEvent
+from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore
+from oma_actors.testing import ScriptedAdapter
+
+
+class Query(BaseModel):
+    q: str
+
+
+def search(call_id: str, usage: TokenUsage) -> LLMResponse:
+    return LLMResponse(
+        [TextBlock("searching"), ToolUseBlock(call_id, "search", {"q": call_id})],
+        stop_reason="tool_use",
+        usage=usage,
+    )
+
+
+async def saves(tmp_path: Path, adapter: ScriptedAdapter, **limits: int) -> list[CheckpointSaved]:
+    """The saves of a one-task journal-first run of ``adapter`` (a searching agent)."""
+
+    async def run_search(args: Query, ctx: ToolContext) -> str:
+        return f"found {args.q}"
+
+    tool = define_tool(name="search", description="search", input_model=Query, execute=run_search)
+    agent = AgentConfig("worker", adapter=adapter, tools=[tool], **limits)  # type: ignore[arg-type]
+    events: list[ProgressEvent] = []
+    store = FileStore(tmp_path / "state")
+    journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+    try:
+        await OpenMultiAgent(on_progress=events.append).run_tasks(
+            Team("t", [agent]),
+            [Task("find", "find it", assignee="worker", id="find")],
+            checkpoint=CheckpointOptions(store=store, run_id="r"),
+            journal=JournalOptions(journal, durable=True),
+        )
+    finally:
+        await journal.close()
+        await store.aclose()
+    return [event for event in events if isinstance(event, CheckpointSaved)]
+
+
+async def test_a_tool_turn_over_the_budget_compacts(tmp_path: Path) -> None:
+    # Turn 2 takes the usage over the budget; its calls still run (OMA), and no event says
+    # the budget is spent until the turn ends: the loop's BudgetExceeded fact does.
+    script = ScriptedAdapter([search("c1", TokenUsage(1, 1)), search("c2", TokenUsage(3, 3))])
+    saved = await saves(tmp_path, script, max_token_budget=5)
+    turns = [s.mode for s in saved if s.boundary == "assistant_tool_turn"]
+    # The second is the turn over the budget (the first opened the conversation).
+    assert len(turns) == 2, saved
+    assert turns[1] == "snapshot", saved
+    # The calls of the first turn went by the journal: only the budget's turn compacted.
+    assert "journal" in [s.mode for s in saved if s.boundary == "tool_commit"], saved
+
+
+async def test_a_stop_at_max_turns_compacts(tmp_path: Path) -> None:
+    # No OMA event says a conversation stopped at its turn limit: TurnLimitReached does.
+    def searching(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        return search(f"c{len(messages)}", TokenUsage(1, 1))
+
+    script = ScriptedAdapter(searching)
+    saved = await saves(tmp_path, script, max_turns=2)
+    terminal = [s.mode for s in saved if s.boundary == "terminal"]
+    assert terminal == ["snapshot"], saved
+    assert "journal" in [s.mode for s in saved if s.boundary == "tool_results"], saved
+
+
+async def test_a_task_assigned_but_not_dispatched_compacts(tmp_path: Path) -> None:
+    # ``b`` (no assignee) becomes ready when ``c`` completes, is assigned, and the dispatch
+    # gate denies it: the assignment is in the run's state, no event says it. ``a`` is still
+    # running its tool then; its commit is the next save and must compact.
+    denied = asyncio.Event()
+
+    async def hold(args: Query, ctx: ToolContext) -> str:
+        await denied.wait()
+        return "held"
+
+    def slow(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        if len(messages) == 1:
+            return search("a1", TokenUsage(1, 1))
+        return LLMResponse([TextBlock("a done")], usage=TokenUsage(1, 1))
+
+    def gate(task: TaskState) -> Allow | Deny:
+        if task.id == "b":
+            denied.set()
+            return Deny()
+        return Allow()
+
+    tool = define_tool(name="search", description="search", input_model=Query, execute=hold)
+    team = Team(
+        "t",
+        [
+            AgentConfig("slow", adapter=ScriptedAdapter(slow), tools=[tool]),
+            AgentConfig("quick", adapter=ScriptedAdapter([LLMResponse([TextBlock("c done")])])),
+        ],
+    )
+    tasks = [
+        Task("a", "a", assignee="slow", id="a"),
+        Task("c", "c", assignee="quick", id="c"),
+        Task("b", "b", depends_on=["c"], id="b"),
+    ]
+    events: list[ProgressEvent] = []
+    store = FileStore(tmp_path / "state")
+    journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+    try:
+        await OpenMultiAgent(
+            on_progress=events.append, on_task_dispatch=gate, max_concurrency=2
+        ).run_tasks(
+            team,
+            tasks,
+            checkpoint=CheckpointOptions(store=store, run_id="r"),
+            journal=JournalOptions(journal, durable=True),
+        )
+    finally:
+        await journal.close()
+        await store.aclose()
+    saved = [e for e in events if isinstance(e, CheckpointSaved) and e.task_id == "a"]
+    modes = {e.boundary: e.mode for e in saved}
+    assert modes["tool_commit"] == "snapshot", saved
+    assert modes["tool_results"] == "journal", saved
