@@ -14,9 +14,10 @@ shared-memory write, a task change other than its start or its announcement, an 
 decision, a plan, a turn ended other than by a final answer or its results), or a fact no event
 says, which the run marks on its recorder where it happens (``JournalRecorder.uncarried``: an
 approval used up by a commit or a dispatch, an exceeded budget, a stop at ``max_turns``, a task
-assigned but not started, what a restore rewrote). One structural rule remains (``uncarried``):
-a new conversation compacts at its first boundary (a tail a restore discards keeps the dispatch
-marks of the snapshot's entries only, D1).
+assigned but not started, what a restore rewrote). A new conversation is journal-only too: the
+fold opens its entry from the task's start and its prompt, and a restore whose tail is discarded
+or damaged fails closed a task whose dispatched unsafe call it cannot resume
+(``checkpoint.stranded``).
 
 A boundary that compacts holds its events back from the journal until its snapshot is durable
 (``compacted`` releases them): what a crash can leave in the journal is then always a tail the
@@ -165,10 +166,9 @@ class JournalPath:
         The fold carries every fact a journal boundary changes (D14: conversations, task
         starts, announcements, final answers), so the view is the run's own state by
         construction; the property test (``tests/journal_facts``) asserts that a restore folds
-        to it at every durable boundary. Nothing is compared here but the conversations'
-        keys: the boundary compacts when a fact recorded since the last save is one the fold
-        does not carry (its events, the recorder's marks), or a conversation is new. Every
-        call takes the boundary's events and marks from the tail, so nothing piles up,
+        to it at every durable boundary. Nothing is compared here: the boundary compacts when a
+        fact recorded since the last save is one the fold does not carry (its events, the
+        recorder's marks). Every call takes the boundary's events and marks from the tail, so nothing piles up,
         whichever way the boundary is saved.
         """
         watermark = snapshot.journal_watermark_seq or 0
@@ -180,7 +180,7 @@ class JournalPath:
         if boundary not in JOURNAL_BOUNDARIES or view is None:
             return None
         self._tail_bytes += _size(events)
-        self.divergence = marked or _uncarried_event(events) or uncarried(view, snapshot)
+        self.divergence = marked or _uncarried_event(events)
         if self.divergence is not None:
             return None
         if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
@@ -285,19 +285,6 @@ def _uncarried_event(events: Sequence[JournalEvent]) -> str | None:
             return f"{kind} at seq {event.seq}, which the fold does not carry"
         if kind == "turn/end" and data.get("outcome") in _UNCARRIED_ENDS:
             return "a completion other than a final answer"
-    return None
-
-
-def uncarried(view: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
-    """Why the journal alone would not restore ``actual``'s conversations from ``view``.
-
-    ``view`` is the run's state at its last durable boundary. A new conversation no longer
-    needs a snapshot (issue 19, below); everything a boundary changes is decided from the facts
-    recorded (``_uncarried_event``, ``JournalRecorder.uncarried``).
-    """
-    # A new conversation is journal-only too (issue 19): the fold opens its entry from the
-    # task's start and its prompt (D14), and a restore whose tail is discarded or damaged fails
-    # closed a task whose dispatched unsafe call it cannot resume (``checkpoint.stranded``).
     return None
 
 
