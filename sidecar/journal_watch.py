@@ -18,10 +18,12 @@ if it parses, as the journal's own reader counts it. New lines are looked for wh
 progress log changes (its progress events) and at least every poll interval, since some journal
 appends come with no progress event.
 
-Journal seqs have no hole (each attempt continues right above the last stored seq, also after a
-kill), so a restart or an adoption shows no gap; a hole between two events read is events really
-lost (a cut or edited journal) and is reported as the progress stream reports one: a ``gap``
-event with ``allow_gap``, else ``OUT_OF_RANGE`` / ``SEQ_EXPIRED``.
+Each attempt continues right above the last stored seq, also after a kill, so a graceful
+restart or a clean adoption shows no gap. A hole between two events read is events really lost
+from the journal and is reported as the progress stream reports one: a ``gap`` event with
+``allow_gap``, else ``OUT_OF_RANGE`` / ``SEQ_EXPIRED``. That is a cut or edited journal, or a
+kill -9 between a compaction's snapshot and the release of the events it held back (C06: they
+reach the journal only once that snapshot is durable, which holds their facts).
 
 The sidecar's own events that no journal holds (:data:`NOTICES`: status changes, host tool calls
 dispatched, waiting or timed out) reach a journal watcher as live notices with seq 0, outside the
