@@ -327,10 +327,13 @@ class RunWriter:
                 return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
             return Saved(snapshot.revision), "journal"
         snapshot = await journal.vouch(snapshot)
-        # Every compaction is an anchor, a size-only one too (the journal folds to it exactly,
-        # but keeping it bounds every ``state_at`` fold to one tail no longer than a snapshot,
-        # as a restore's; size-only compactions grow geometrically, so they are few, D17).
-        outcome = await self._store(snapshot, anchor=boundary)
+        # A compaction only because the tail outgrew the snapshot is exactly what the journal
+        # folds to: its history point needs no anchor (a full copy in the store, D17). Keeping
+        # one would bound every ``state_at`` fold to one tail, but on a FileStore every anchor
+        # is in the file each restore parses: measured, a 1000-turn run's restore 2x slower,
+        # its bytes written 1.9x (``bench/history_run_cost.py``); so it is not kept.
+        anchor = None if journal.outgrown else boundary
+        outcome = await self._store(snapshot, anchor=anchor)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)
         else:

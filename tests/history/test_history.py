@@ -24,7 +24,6 @@ from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
 from oma_actors.journal import InMemoryRunJournal
-from oma_actors.keyspace import history_key
 from oma_actors.stores import InMemoryStore
 
 
@@ -161,12 +160,12 @@ async def test_a_malformed_forked_from_is_refused_on_decode(
         decode(json.dumps(raw), key="k")
 
 
-async def test_a_compaction_only_for_size_keeps_an_anchor_that_state_at_returns_unfolded(
+async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_folds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A tail that outgrew its snapshot compacts (restore speed); the journal folds to that
-    # snapshot exactly, but it is kept as an anchor too: a ``state_at`` then never folds more
-    # than one such tail (as a restore), and at its own point folds nothing at all.
+    # A tail that outgrew its snapshot compacts (restore speed), but the journal folds to that
+    # snapshot exactly: no full copy is stored for it, and its point's state still equals the
+    # snapshot saved there (the fold from the anchor before it reaches it).
     from oma_actors.checkpoint import journal_path
 
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)  # every outgrown tail compacts
@@ -184,13 +183,11 @@ async def test_a_compaction_only_for_size_keeps_an_anchor_that_state_at_returns_
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
     assert outgrown, "the workload must outgrow a snapshot at least once"
     anchors = set(await anchor_marks(space.store()))
-    assert set(outgrown) <= anchors  # every size-only compaction is an anchor
-    bases = fold_bases(monkeypatch)
+    assert not anchors & set(outgrown)  # no copy for a compaction the journal folds to
     for seq in outgrown:
         boundary, snapshot = saved[seq]
         state = await state_at(space.store(), "r1", seq)
         assert comparable(state) == comparable(snapshot), boundary
-    assert bases == []  # each answered by its anchor, no fold
 
 
 async def outgrown_run(
@@ -213,11 +210,8 @@ async def outgrown_run(
 
     monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
-    mark = outgrown[0]
-    # A store written before size-only compactions were anchors: no copy at ``mark``.
-    await space.store().delete(history_key("r1", mark))
     anchors = await anchor_marks(space.store())
-    assert mark not in anchors
+    mark = outgrown[0]
     end = min(a for a in anchors if a > mark)
     above = [seq for seq in sorted(saved) if mark < seq < end]
     assert above, "the workload must save points above its first outgrown compaction"
