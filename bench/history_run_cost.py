@@ -45,7 +45,8 @@ async def note(args: Note, ctx: ToolContext) -> str:
 def answer(messages, options):
     n = sum(1 for m in messages if m.role == "assistant")
     if n < turns:
-        return LLMResponse([ToolUseBlock(f"c{n}", "note", {"text": f"t{n}"})], stop_reason="tool_use")
+        call = ToolUseBlock(f"c{n}", "note", {"text": f"t{n}"})
+        return LLMResponse([call], stop_reason="tool_use")
     return LLMResponse([TextBlock("done")])
 
 def wchar() -> int:
