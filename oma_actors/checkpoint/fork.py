@@ -1,9 +1,10 @@
 """``fork_run``: a new run from any history point, without re-running effects (decision D17).
 
 The child is the parent's state at the point (``state_at``) under the child's run id, with
-``forkedFrom`` naming the parent and the point. Written: the child's snapshot (its latest and its
-first history anchor) and, when it is suspended on approvals, the child's own ledger rows. Never
-touched: the parent's snapshot, anchors, ledger rows and journal events. No model is called.
+``forkedFrom`` naming the parent and the point. Written: the child's snapshot (its latest, which
+is also its first history anchor, written once) and, when it is suspended on approvals, the
+child's own ledger rows. Never touched: the parent's snapshot, anchors, ledger rows and journal
+events. No model is called.
 
 Effects. Tool results committed up to the point are in the child's state: a restore replays
 them. A call the journal shows started but not committed at the point may have had its effect;
@@ -31,7 +32,7 @@ from oma_actors.approvals import (
     get_approval_record,
     require_atomic_store,
 )
-from oma_actors.checkpoint.anchors import anchor_put
+from oma_actors.checkpoint.anchors import latest_anchor
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
@@ -40,7 +41,7 @@ from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.snapshot import ForkedFrom
 from oma_actors.clock import to_iso, utcnow
 from oma_actors.errors import CheckpointError
-from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 from oma_actors.stores.base import Expect, is_conditional_store
 
 if TYPE_CHECKING:
@@ -102,17 +103,17 @@ async def fork_run(
     child = _child(_mark_started(state, started), child_id, run_id, at_seq)
     child = await _rebind_approvals(store, child, run_id)
     checkpoint = Checkpoint(store, run_id=child_id)
-    text = encode(child)
-    anchor = anchor_put(checkpoint, text, child, "fork")
-    latest = checkpoint.put(text, child)
+    # The child's latest snapshot is its own first anchor (its metadata carries the summary,
+    # ``latest_anchor``): the text is written once; the child's first compaction copies it
+    # before overwriting it (``RunWriter``), as it does any run's newest anchor.
+    latest = latest_anchor(checkpoint, encode(child), child, "fork")
     if is_conditional_store(store):
         # One atomic write, refused if another fork took the id meanwhile: never overwrites.
-        checks = [Expect(anchor.key, None), Expect(latest.key, None)]
-        if not await cast("ConditionalStore", store).apply(checks, [anchor, latest]):
+        anchor_key = history_key(child_id, child.journal_watermark_seq or 0)
+        checks = [Expect(anchor_key, None), Expect(latest.key, None)]
+        if not await cast("ConditionalStore", store).apply(checks, [latest]):
             raise CheckpointError(f"run {child_id!r} was created concurrently: not overwritten")
     else:
-        # The anchor first: the child's history then always holds its fork point.
-        await store.set(anchor.key, anchor.value, anchor.metadata)
         await store.set(latest.key, latest.value, latest.metadata)
     return ForkInfo(run_id=child_id, parent_run_id=run_id, parent_seq=at_seq)
 

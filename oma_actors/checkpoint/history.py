@@ -29,7 +29,7 @@ opens it: ``open_journal_ref``, a JSONL file or the store's own database journal
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -337,18 +337,17 @@ def _points(
     anchors: tuple[AnchorSummary, ...], events: tuple[JournalEvent, ...]
 ) -> list[HistoryPoint]:
     points: list[HistoryPoint] = []
-    position = 0
+    seqs = [event.seq for event in events]
     for index, anchor in enumerate(anchors):
         points.append(_anchor_point(anchor))
-        end = anchors[index + 1].watermark if index + 1 < len(anchors) else None
+        # The events of the segment: above the anchor, below the next one (found by bisection,
+        # the events being in seq order: a listing of 1000 turns walks each event once).
+        first = bisect_right(seqs, anchor.watermark)
+        last = bisect_left(seqs, anchors[index + 1].watermark) if index + 1 < len(anchors) else None
         turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
         names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
         assigned: set[tuple[str, str]] = set()
-        while position < len(events) and events[position].seq <= anchor.watermark:
-            position += 1
-        while position < len(events) and (end is None or events[position].seq < end):
-            event = events[position]
-            position += 1
+        for event in events[first:last]:
             key = (event.task_id or "", event.agent_name or "")
             if event.type == TASK_STATUS:
                 if event.data.get("status") == "in_progress":

@@ -168,8 +168,8 @@ class JournalPath:
         construction; the property test (``tests/journal_facts``) asserts that a restore folds
         to it at every durable boundary. Nothing is compared here: the boundary compacts when a
         fact recorded since the last save is one the fold does not carry (its events, the
-        recorder's marks). Every call takes the boundary's events and marks from the tail, so nothing piles up,
-        whichever way the boundary is saved.
+        recorder's marks). Every call takes the boundary's events and marks from the tail, so
+        nothing piles up, whichever way the boundary is saved.
         """
         watermark = snapshot.journal_watermark_seq or 0
         events = self.tail.take_through(watermark)

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.marks import DispatchMarks
-    from oma_actors.stores.base import Expect, MemoryStore, Write
+    from oma_actors.stores.base import Expect, MemoryEntry, MemoryStore, Put, Write
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +187,9 @@ class RunWriter:
         self._last_size = 0
         self._on_snapshot: Callable[[CheckpointSnapshot], None] | None = None
         self._predecessor_kept = False
+        # What this writer last wrote as the latest snapshot on the anchor path: the next
+        # compaction copies it from here instead of reading the store (``None``: unknown).
+        self._latest_written: Put | None = None
 
     def on_snapshot(self, callback: Callable[[CheckpointSnapshot], None]) -> None:
         """Call ``callback`` with each snapshot once it is durable (the journal's record of it)."""
@@ -343,7 +346,10 @@ class RunWriter:
             return Saved(snapshot.revision), "journal"
         snapshot = await journal.vouch(snapshot)
         # A compaction only because the tail outgrew the snapshot is exactly what the journal
-        # folds to: its history point needs no anchor (a full copy in the store, D17).
+        # folds to: its history point needs no anchor (a full copy in the store, D17). Keeping
+        # one would bound every ``state_at`` fold to one tail, but on a FileStore every anchor
+        # is in the file each restore parses: measured, a 1000-turn run's restore 2x slower,
+        # its bytes written 1.9x (``bench/history_run_cost.py``); so it is not kept.
         anchor = None if journal.outgrown else boundary
         outcome = await self._store(snapshot, anchor=anchor)
         if isinstance(outcome, Saved):
@@ -396,6 +402,7 @@ class RunWriter:
                 and self._checkpoint.key == checkpoint_key(snapshot.run_id)
             ):
                 return await self._store_latest_anchor(store, text, snapshot, anchor)
+            self._latest_written = None  # this path writes the latest snapshot on its own
             if not self._predecessor_kept:
                 # A previous attempt may have left its newest anchor as the latest snapshot
                 # (``_store_latest_anchor``); this writer never does on these paths, so only
@@ -446,15 +453,22 @@ class RunWriter:
         missing anchor, and the store (not this writer) says what is still uncopied, so a
         restored attempt's first compaction keeps its predecessor's last anchor too.
         """
-        current = await store.get(self._checkpoint.key)
+        previous: Put | MemoryEntry | None = self._latest_written
+        self._latest_written = None
+        if previous is None:
+            # Only the first compaction of an attempt reads: what a predecessor left there.
+            previous = await store.get(self._checkpoint.key)
         writes: list[Write] = []
-        if current is not None:
-            copy = uncopied_anchor(current.key, current.value, current.metadata)
+        if previous is not None:
+            copy = uncopied_anchor(previous.key, previous.value, previous.metadata)
             if copy is not None:
                 writes.append(copy)
-        writes.append(latest_anchor(self._checkpoint, text, snapshot, anchor))
+        latest = latest_anchor(self._checkpoint, text, snapshot, anchor)
+        writes.append(latest)
         if not await store.apply([], writes):
             return NotSaved("the store refused an unconditional batch")
+        # Known again only once the batch landed: after a failure the store is read again.
+        self._latest_written = latest
         return Saved(snapshot.revision)
 
     async def _write_fenced(self, fence: Fence, text: str, snapshot: CheckpointSnapshot) -> bool:

@@ -92,3 +92,65 @@ async def test_a_plain_writer_copies_the_latest_anchor_an_earlier_attempt_left()
     copy = await store.get(history_key("run-test", 7))
     assert copy is not None
     assert SUMMARY in (copy.metadata or {})
+
+
+class ReadCountingStore(CountingStore):
+    """Counts the reads of each key too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def get(self, key: str) -> Any:
+        self.reads.append(key)
+        return await super().get(key)
+
+
+async def test_a_writer_reads_the_latest_snapshot_only_at_its_first_compaction() -> None:
+    # The copy of the anchor a compaction overwrites comes from what the writer itself wrote
+    # last; only its first compaction reads the store (what an earlier attempt left there).
+    store = ReadCountingStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    writer = RunWriter(checkpoint, emit=lambda event: None)
+    for seq in (7, 9, 11, 13):
+        snapshot = make_snapshot(journal_watermark_seq=seq)
+        assert isinstance(await writer._store(snapshot, anchor="admission"), Saved)
+    assert store.reads.count(checkpoint.key) == 1
+    for seq in (7, 9, 11):
+        copy = await store.get(history_key("run-test", seq))
+        assert copy is not None
+        assert SUMMARY in (copy.metadata or {})
+
+
+class FailingOnceStore(ReadCountingStore):
+    """Refuses one batch (as a store that failed mid-write)."""
+
+    fail_next = False
+
+    async def apply(self, checks: Any, writes: Any) -> bool:
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("disk full")
+        return await super().apply(checks, writes)
+
+
+async def test_after_a_failed_compaction_the_writer_reads_the_store_again() -> None:
+    # A batch that failed leaves the store unknown: the next compaction reads what is there
+    # rather than trusting what it meant to write, so no anchor is lost or invented.
+    store = FailingOnceStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    writer = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(
+        await writer._store(make_snapshot(journal_watermark_seq=7), anchor="admission"), Saved
+    )
+    store.fail_next = True
+    assert not isinstance(
+        await writer._store(make_snapshot(journal_watermark_seq=9), anchor="admission"), Saved
+    )
+    reads = store.reads.count(checkpoint.key)
+    assert isinstance(
+        await writer._store(make_snapshot(journal_watermark_seq=11), anchor="admission"), Saved
+    )
+    assert store.reads.count(checkpoint.key) == reads + 1
+    assert await store.get(history_key("run-test", 7)) is not None
+    assert await store.get(history_key("run-test", 9)) is None

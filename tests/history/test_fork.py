@@ -177,3 +177,44 @@ async def test_a_bad_fork_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="already exists"):
         await fork_run(space.store(), "r1", at_seq=seqs[2], new_run_id="child")
     assert space.store_path.read_bytes() == taken
+
+
+@pytest.mark.parametrize("kind", ["conditional", "plain"])
+async def test_a_fork_writes_the_childs_text_once_and_its_first_compaction_keeps_it(
+    tmp_path: Path, kind: str
+) -> None:
+    # The child's latest snapshot is its own first anchor (a summary in its metadata): one
+    # copy of its text is written, and its history still starts at the fork point, before and
+    # after the restored child's first compaction overwrites that latest snapshot.
+    from oma_actors.checkpoint.anchors import SUMMARY
+    from oma_actors.keyspace import checkpoint_key, history_key
+
+    space = Workspace(tmp_path)
+    team = make_team(3, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1)).success
+    points = await run_history(space.store(), "r1")
+    asks = next(p for p in points if p.label == "t0 turn 2: asks for note")
+
+    class Plain:
+        """The store's read/write surface alone: no ``apply`` (a plain ``MemoryStore``)."""
+
+        def __init__(self, inner: object) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            if name in {"apply", "compare_and_set"}:
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+    store = space.store() if kind == "conditional" else Plain(space.store())
+    await fork_run(store, "r1", at_seq=asks.seq, new_run_id="child")  # type: ignore[arg-type]
+    child = space.entries("/child/")
+    assert list(child) == [checkpoint_key("child")]
+    latest = await space.store().get(checkpoint_key("child"))
+    assert latest is not None
+    assert SUMMARY in (latest.metadata or {})
+    assert (await run_history(space.store(), "child"))[0].boundary == "fork"
+
+    assert (await restore_run(space, team, "child")).success
+    assert history_key("child", asks.seq) in space.entries("/child/")
+    assert (await run_history(space.store(), "child"))[0].boundary == "fork"
