@@ -32,7 +32,13 @@ from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_marks import JsonlMarkFile, marks_path
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
-from oma_actors.stores.file_io import check_regular, read_regular
+from oma_actors.stores.file_io import (
+    UncutAppendError,
+    append_synced,
+    check_regular,
+    open_for_append,
+    read_regular,
+)
 from oma_actors.stores.redaction import compile_patterns, redact_tree
 
 if TYPE_CHECKING:
@@ -311,36 +317,17 @@ class JsonlRunJournal:
                 batch.set_result(None)
 
     def _write(self, text: str) -> None:
-        data = text.encode()
         try:
-            fd = self._open_for_append()
-            start = os.lseek(fd, 0, os.SEEK_END)
-        except OSError as exc:
+            append_synced(self._open_for_append(), text.encode())
+        except UncutAppendError as exc:
+            self._tail_checked = False  # part of the batch may remain: repair on the next append
             raise StoreError(f"{self._path}: journal append failed: {exc}") from exc
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
         except OSError as exc:
-            # Cut off whatever part of the batch landed, so no torn line sits before the next.
-            try:
-                os.ftruncate(fd, start)
-            except OSError:
-                self._tail_checked = False  # repair on the next append
             raise StoreError(f"{self._path}: journal append failed: {exc}") from exc
 
     def _open_for_append(self) -> int:
         if self._fd is None:
-            # O_NONBLOCK so a FIFO cannot hang the open; checked on the descriptor before the
-            # first byte is read or written (a device or FIFO is no journal).
-            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
-            try:
-                check_regular(fd, self._path, None, what="run journal")
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
+            self._fd = open_for_append(self._path, what="run journal")
         if not self._tail_checked:
             _repair_tail(self._fd, self._path)
             self._tail_checked = True

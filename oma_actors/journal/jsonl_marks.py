@@ -10,7 +10,6 @@ line raises ``JournalCorruptError`` (a restore must not read past a mark it cann
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,7 @@ from oma_actors.errors import StoreError
 from oma_actors.journal.batching import GroupCommit
 from oma_actors.journal.errors import JournalCorruptError
 from oma_actors.journal.marks import DispatchMark, mark_from_json
-from oma_actors.stores.file_io import check_regular, read_regular
+from oma_actors.stores.file_io import append_synced, open_for_append, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,40 +78,11 @@ class JsonlMarkFile:
 
     def _write(self, data: bytes) -> None:
         try:
-            fd = self._open()
-            start = os.lseek(fd, 0, os.SEEK_END)
+            if self._fd is None:
+                self._fd = open_for_append(self._path, what="dispatch marks", sync_new_name=True)
+            append_synced(self._fd, data)
         except OSError as exc:
             raise StoreError(f"{self._path}: dispatch mark failed: {exc}") from exc
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except OSError as exc:
-            # A half line would sit before the next mark; cut it off (best effort: a torn last
-            # line reads as not written anyway).
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
-            raise StoreError(f"{self._path}: dispatch mark failed: {exc}") from exc
-
-    def _open(self) -> int:
-        if self._fd is None:
-            created = not os.path.lexists(self._path)
-            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
-            try:
-                check_regular(fd, self._path, None, what="dispatch marks")
-                if created:
-                    # The new file's name must survive a crash too, or its marks go with it.
-                    folder = os.open(os.path.dirname(self._path) or ".", os.O_RDONLY)
-                    try:
-                        os.fsync(folder)
-                    finally:
-                        os.close(folder)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
-        return self._fd
 
     def _read(self, run_id: str, above: int) -> list[DispatchMark]:
         try:

@@ -105,6 +105,57 @@ def check_regular(fd: int, path: str, limit: int | None, *, what: str) -> None:
         )
 
 
+class UncutAppendError(OSError):
+    """An append failed and cutting the file back to where it began failed too."""
+
+
+def open_for_append(path: str, *, what: str, sync_new_name: bool = False) -> int:
+    """An ``O_APPEND`` descriptor on ``path`` (created ``0o600``), refused unless a regular file.
+
+    ``O_NONBLOCK`` so a FIFO cannot hang the open; checked on the descriptor before a byte is
+    read or written. ``sync_new_name``: a file this call creates has its directory fsynced, so
+    its name (and what is appended to it) survives a crash.
+
+    Raises:
+        CorruptStoreError: ``path`` is not a regular file.
+        OSError: the open or the directory's fsync failed.
+    """
+    created = sync_new_name and not os.path.lexists(path)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    try:
+        check_regular(fd, path, None, what=what)
+        if created:
+            _fsync_directory(os.path.dirname(path) or ".")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_synced(fd: int, data: bytes) -> None:
+    """Append all of ``data`` to ``fd`` and fsync it; a failed append leaves no part of it.
+
+    Whatever part of ``data`` landed before a failure is cut off again, so no torn line sits
+    before the next append.
+
+    Raises:
+        UncutAppendError: the append failed and so did the cut (part of ``data`` may remain).
+        OSError: the append failed (the file is as it was).
+    """
+    start = os.lseek(fd, 0, os.SEEK_END)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, start)
+        except OSError as cut:
+            raise UncutAppendError(exc.errno, f"{exc}; cutting it off failed: {cut}") from exc
+        raise
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a directory"

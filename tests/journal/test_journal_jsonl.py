@@ -187,6 +187,36 @@ async def test_a_failed_write_is_cut_off_and_reported_to_every_waiter(
     assert [e.seq for e in await JsonlRunJournal(path).read_from(0)] == [1, 2]
 
 
+async def test_a_torn_append_it_could_not_cut_off_is_repaired_by_the_next_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "torn.jsonl"
+    journal = JsonlRunJournal(path, flush_interval_ms=0)
+    await journal.append([event(1)])
+    real_write = os.write
+    calls = 0
+
+    def half_then_fail(fd: int, data: bytes | memoryview) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(5, "Input/output error")
+
+    def failing_ftruncate(fd: int, length: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("oma_actors.journal.jsonl.os.write", half_then_fail)
+    monkeypatch.setattr("oma_actors.journal.jsonl.os.ftruncate", failing_ftruncate)
+    with pytest.raises(StoreError, match="cutting it off failed"):
+        await journal.append([event(2)])
+    monkeypatch.undo()
+    assert not path.read_bytes().endswith(b"\n")  # half a line sits at the end
+    await journal.append([event(2)])  # cuts the torn line off before it writes
+    await journal.close()
+    assert [e.seq for e in await JsonlRunJournal(path).read_from(0)] == [1, 2]
+
+
 async def test_redaction_happens_at_write_time(tmp_path: Path) -> None:
     path = tmp_path / "redacted.jsonl"
     journal = JsonlRunJournal(path, flush_interval_ms=0, redact=[r"hunter2"])
