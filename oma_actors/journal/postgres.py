@@ -191,8 +191,16 @@ class PostgresRunJournal(SqlRunJournal):
 
     async def _delete(self, run_id: str) -> int:
         pool = await self._connected()
-        status: str = await self._call(pool.execute(self._sql["delete"], run_id))
-        await self._call(pool.execute(self._sql["delete_marks"], run_id))
+
+        async def both() -> str:
+            # One transaction: a run's marks never outlive its rows (a restore would read the
+            # next run of that id as damaged).
+            async with pool.acquire() as connection, connection.transaction():
+                status: str = await connection.execute(self._sql["delete"], run_id)
+                await connection.execute(self._sql["delete_marks"], run_id)
+                return status
+
+        status = await self._call(both())
         return int(status.rsplit(" ", 1)[-1])  # "DELETE <n>"
 
     async def _insert_mark(self, run_id: str, seq: int, call_id: str, payload: str) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from oma_actors.journal import JournalDuplicateError, PostgresRunJournal, SqliteRunJournal
+from oma_actors.journal.marks import DispatchMark
 from oma_actors.testing.journal_contract import events
 
 if TYPE_CHECKING:
@@ -21,9 +22,15 @@ if TYPE_CHECKING:
 
 async def _deletes_one_run(journal: SqlRunJournal) -> None:
     await journal.append([*events("a", [1, 2, 3]), *events("b", [1, 2])])
+    for run_id in ("a", "b"):
+        await journal.mark(
+            DispatchMark(run_id=run_id, seq=2, task_id="t", agent_name="x", call_id="c")
+        )
     assert await journal.delete_run("a") == 3
     assert await journal.read_run("a") == []
+    assert await journal.marks_of("a") == []  # its marks go with its rows
     assert [e.seq for e in await journal.read_run("b")] == [1, 2]
+    assert [m.seq for m in await journal.marks_of("b")] == [2]
     assert await journal.delete_run("a") == 0
     await journal.append(events("a", [1]))  # a new run of that id starts clean
     assert [e.seq for e in await journal.read_run("a")] == [1]
