@@ -8,45 +8,24 @@ call id, and the run it ran in, to ``effects``: a re-run shows up as a repeated 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from note_team import note_team
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
     Team,
     TeamRunResult,
-    TokenUsage,
-    ToolContext,
-    define_tool,
 )
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions, JsonlRunJournal
-from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore
-from oma_actors.testing import ScriptedAdapter
-
-
-class Note(BaseModel):
-    text: str
-
-
-def script(turns: int, calls: int) -> Callable[[Sequence[Message], ChatOptions], LLMResponse]:
-    def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-        n = sum(1 for m in messages if m.role == "assistant")
-        if n < turns:
-            blocks = [ToolUseBlock(f"c{n}-{i}", "note", {"text": f"t{n}"}) for i in range(calls)]
-            return LLMResponse(blocks, stop_reason="tool_use", usage=TokenUsage(7, 3))  # type: ignore[arg-type]
-        return LLMResponse([TextBlock("done")], usage=TokenUsage(2, 1))
-
-    return answer
 
 
 @dataclass
@@ -62,26 +41,11 @@ class Effects:
 def make_team(
     turns: int, calls: int, effect: str, effects: Effects, *, agents: Sequence[str] = ("w", "v")
 ) -> Team:
-    async def note(args: Note, ctx: ToolContext) -> str:
-        effects.calls.append((ctx.run_id, ctx.tool_call_id or ""))
-        return f"noted {args.text}"
-
-    tool = define_tool(
-        name="note", description="n", input_model=Note, execute=note,
-        effect=effect,  # type: ignore[arg-type]
+    return note_team(
+        turns, calls, effect,
+        lambda ctx: effects.calls.append((ctx.run_id, ctx.tool_call_id or "")),
+        agents=agents,
     )  # fmt: skip
-    return Team(
-        "t",
-        [
-            AgentConfig(
-                name,
-                adapter=ScriptedAdapter(script(turns, calls)),
-                tools=[tool],
-                max_turns=turns + 5,
-            )
-            for name in agents
-        ],
-    )
 
 
 def tasks(count: int) -> list[Task]:

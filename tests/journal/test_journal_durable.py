@@ -13,24 +13,19 @@ import difflib
 import json
 import shutil
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
 import pytest
-from pydantic import BaseModel
+from note_team import note_team
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
     Team,
-    TokenUsage,
-    ToolContext,
-    define_tool,
 )
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.checkpoint.codec import encode
@@ -39,44 +34,15 @@ from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
-from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import fold_restored
 from oma_actors.runs import MemoryStoreRunStore
 from oma_actors.stores import FileStore, InMemoryStore
-from oma_actors.testing import ScriptedAdapter
-
-
-class Note(BaseModel):
-    text: str
-
-
-def script(turns: int, calls: int) -> Callable[[Sequence[Message], ChatOptions], LLMResponse]:
-    def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-        n = sum(1 for m in messages if m.role == "assistant")
-        if n < turns:
-            blocks = [ToolUseBlock(f"c{n}-{i}", "note", {"text": f"t{n}"}) for i in range(calls)]
-            return LLMResponse(blocks, stop_reason="tool_use", usage=TokenUsage(7, 3))  # type: ignore[arg-type]
-        return LLMResponse([TextBlock("done")], usage=TokenUsage(2, 1))
-
-    return answer
 
 
 def team(turns: int, calls: int, effect: str, effects: list[str]) -> Team:
-    async def note(args: Note, ctx: ToolContext) -> str:
-        effects.append(ctx.tool_call_id)
-        return f"noted {args.text} " + "x" * 300
-
-    tool = define_tool(
-        name="note", description="n", input_model=Note, execute=note,
-        effect=effect,  # type: ignore[arg-type]
-    )  # fmt: skip
-    agents = [
-        AgentConfig(
-            name, adapter=ScriptedAdapter(script(turns, calls)), tools=[tool], max_turns=turns + 5
-        )
-        for name in ("w", "v")
-    ]
-    return Team("t", agents)
+    return note_team(
+        turns, calls, effect, lambda ctx: effects.append(ctx.tool_call_id or ""), padding=300
+    )
 
 
 @dataclass
