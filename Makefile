@@ -55,6 +55,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/encryption.py
 	$(BIN)/python bench/history.py
 	$(BIN)/python bench/store_prefix.py
+	$(BIN)/python bench/dispatch_marks.py
+	$(BIN)/python bench/redaction.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache oma-demo-out

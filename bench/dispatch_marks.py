@@ -1,4 +1,4 @@
-"""Issues 18/19: what the dispatch marks cost, and what a journal-only task admission saves.
+"""Issue 18: what the dispatch marks cost; and how a multi-task run's saves are made.
 
 Two tables, every figure a median of interleaved repeats in one process (BENCH.md):
 
@@ -7,9 +7,10 @@ Two tables, every figure a median of interleaved repeats in one process (BENCH.m
    a JSONL journal beside a FileStore. Time per turn with the dispatch mark written (today) and
    with it switched off (``RunWriter._mark_dispatched`` a no-op: the journal before issue 18),
    run by run interleaved; their ratio is the marks' cost.
-2. **Whole-snapshot compactions** of a ``--tasks``-task run (each task: one unsafe tool turn,
-   then an answer), with the "conversation is new: its admission compacts" rule put back
-   (before) and as it is (after), counted from ``CheckpointSaved.mode``.
+2. **Saves by mode** of a ``--tasks``-task run (each task: one unsafe tool turn, then an
+   answer), counted from ``CheckpointSaved.mode``: whole-snapshot compactions against
+   journal-only saves. (Session 5 measured 21 compactions before a task's admission became a
+   journal append, 11 after; the rule it removed no longer exists to be put back.)
 
 Run: ``.venv/bin/python bench/dispatch_marks.py [--turns 300] [--repeats 3] [--tasks 10]``.
 """
@@ -36,7 +37,6 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
-from oma_actors.checkpoint import journal_path
 from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
@@ -101,16 +101,6 @@ async def no_marks(self: RunWriter, snapshot: object) -> None:
     """``RunWriter._mark_dispatched`` switched off (the journal before issue 18)."""
 
 
-def old_uncarried(view: object, actual: object) -> str | None:
-    """``journal_path.uncarried`` with the rule issue 19 removed put back (before)."""
-    known = {(e.task_id, e.assignee) for e in view.in_flight}  # type: ignore[attr-defined]
-    for entry in actual.in_flight:  # type: ignore[attr-defined]
-        if (entry.task_id, entry.assignee) not in known:
-            return f"task {entry.task_id!r}'s conversation is new: its admission compacts"
-    return CURRENT_UNCARRIED(view, actual)  # type: ignore[arg-type]
-
-
-CURRENT_UNCARRIED = journal_path.uncarried
 CURRENT_MARK = RunWriter._mark_dispatched
 
 
@@ -134,14 +124,11 @@ async def main(turns: int, repeats: int, tasks: int) -> None:
     print(f"marks / no marks: {ratio:.2f}x (paired runs: {', '.join(f'{p:.2f}' for p in paired)})")
 
     print(f"\n{tasks}-task run (each: 1 unsafe tool turn, then an answer)")
-    print("| rule | whole-snapshot compactions | journal-only saves |")
-    print("|---|---|---|")
-    for label, rule in (("before: new conversation compacts", old_uncarried), ("after", None)):
-        journal_path.uncarried = rule or CURRENT_UNCARRIED  # type: ignore[assignment]
-        with tempfile.TemporaryDirectory() as folder:
-            _, saves = await one_run(Path(folder), tasks, 1)
-        print(f"| {label} | {saves.get('snapshot', 0)} | {saves.get('journal', 0)} |")
-    journal_path.uncarried = CURRENT_UNCARRIED
+    with tempfile.TemporaryDirectory() as folder:
+        _, saves = await one_run(Path(folder), tasks, 1)
+    print("| whole-snapshot compactions | journal-only saves |")
+    print("|---|---|")
+    print(f"| {saves.get('snapshot', 0)} | {saves.get('journal', 0)} |")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast, overload
 from oma_actors.errors import ConfigurationError
 from oma_actors.stores.base import is_memory_store
 from oma_actors.stores.prefix import list_under
-from oma_actors.stores.redaction import compile_patterns, redact_compiled
+from oma_actors.stores.redaction import Redactor
 
 if TYPE_CHECKING:
     import builtins
@@ -58,7 +58,7 @@ class RedactingStore:
     """
 
     _inner: MemoryStore
-    _patterns: tuple[re.Pattern[str], ...]
+    _redactor: Redactor
 
     @overload
     def __new__(
@@ -91,11 +91,11 @@ class RedactingStore:
             )
         self = object.__new__(cls)
         self._inner = inner
-        self._patterns = compile_patterns(patterns)
+        self._redactor = Redactor(patterns)
         return self
 
     def _redact(self, value: str) -> str:
-        return redact_compiled(value, self._patterns)
+        return self._redactor.value(value)
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the wrapped store's entry at ``key`` (values are as redacted on write)."""
