@@ -8,7 +8,9 @@ run interleaved, run by run, in one process (BENCH.md); the table gives the medi
 turn and the ratio, and one line times the rules alone on the run's last snapshot.
 
 Before the assignment rules were made linear, one 1 KiB word cost 45 ms to scan, so this run
-at 20 turns took minutes per save (see ``tests/stores/test_redaction_linear.py``).
+at 20 turns took minutes per save (see ``tests/stores/test_redaction_linear.py``); then 9.6x,
+with the store parsing, redacting and encoding every snapshot again; since the codec redacts
+each message as it first encodes it (``EncodeCache(redactor)``), about 1.0x.
 
 Run: ``.venv/bin/python bench/redaction.py [--turns 100] [--payload 1024] [--repeats 5]``.
 """

@@ -22,7 +22,7 @@ from oma_actors.approvals import (
     request_to_json,
 )
 from oma_actors.checkpoint.carry import carry_snapshot
-from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments, dumps
+from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments
 from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
@@ -162,14 +162,14 @@ def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> Js
     """
     fragments = Fragments(cache or EncodeCache())
     try:
-        skeleton = dumps(to_json_object(snapshot, fragments))
+        skeleton = fragments.cache.dumps(to_json_object(snapshot, fragments))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"snapshot cannot be serialized: {exc}") from exc
     if cache is not None:
         cache.keep(fragments.used)
     # A ``JsonText``: a store that keeps values as JSON strings (the FileStore) takes its
     # literal from the escaped fragments instead of escaping the whole text again (#25).
-    return EncodedText(fragments.splice(skeleton), skeleton, fragments)
+    return EncodedText(fragments.splice(skeleton), skeleton, fragments, fragments.cache.redactor)
 
 
 def _completed_to_json(item: CompletedTask) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from oma_actors.stores.base import JsonText
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from oma_actors.stores.redaction import Redactor
+
 
 def dumps(value: object) -> str:
     """Compact JSON, non-ASCII kept, NaN and infinities refused."""
@@ -55,9 +57,18 @@ class EncodeCache:
     too: a list that only grew since is escaped from where it stopped (#25).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
         self._texts: dict[int, _Text] = {}
         self._escaped: dict[int, tuple[list[_Text], str]] = {}
+        self.redactor = redactor
+        """The rules of the run's ``RedactingStore`` (``redactor_of``): every text this cache
+        makes is redacted as it is encoded, each message once a run."""
+
+    def dumps(self, value: dict[str, Any] | list[Any]) -> str:
+        """``dumps(value)``, under the redactor's rules when there is one (placeholders kept)."""
+        if self.redactor is None:
+            return dumps(value)
+        return self.redactor.encode(value, is_placeholder)
 
     def text(
         self, value: object, render: Callable[[Any], dict[str, Any]], used: dict[int, Any]
@@ -66,7 +77,7 @@ class EncodeCache:
         key = id(value)
         hit = self._texts.get(key)
         if hit is None or hit.value is not value:
-            hit = _Text(value, dumps(render(value)))
+            hit = _Text(value, self.dumps(render(value)))
         used[key] = hit
         return hit
 
@@ -107,24 +118,31 @@ _NONCE = secrets.token_hex(8)
 _PLACEHOLDER = re.compile(r'"\\u0000' + _NONCE + r':(\d+)\\u0000"')
 # The same placeholder in the escaped text: each quote and backslash escaped once more.
 _ESCAPED_PLACEHOLDER = re.compile(r'\\"\\\\u0000' + _NONCE + r':(\d+)\\\\u0000\\"')
+_PLACEHOLDER_HEAD = f"\x00{_NONCE}:"
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether ``text`` is a placeholder ``Fragments.list_of`` made (a user string cannot be:
+    it would have to guess the process's nonce)."""
+    return text.startswith(_PLACEHOLDER_HEAD) and text.endswith("\x00")
 
 
 class Fragments:
     """Collects pre-encoded list texts for one ``encode`` call, behind unique placeholders."""
 
     def __init__(self, cache: EncodeCache) -> None:
-        self._cache = cache
+        self.cache = cache
         self.texts: list[str] = []
         self.parts: list[list[_Text]] = []
         self.used: dict[int, _Text] = {}
 
     def list_of(self, items: Sequence[Any], render: Callable[[Any], dict[str, Any]]) -> str:
         """A placeholder string standing for the JSON array of ``items``."""
-        parts = [self._cache.text(item, render, self.used) for item in items]
+        parts = [self.cache.text(item, render, self.used) for item in items]
         self.parts.append(parts)
         self.texts.append("[" + ",".join(part.text for part in parts) + "]")
         # NUL cannot appear raw in JSON text, and the nonce keeps user strings from matching.
-        return f"\x00{_NONCE}:{len(self.texts) - 1}\x00"
+        return f"{_PLACEHOLDER_HEAD}{len(self.texts) - 1}\x00"
 
     def splice(self, text: str) -> str:
         """Replace each quoted placeholder in ``text`` with its array text."""
@@ -140,7 +158,7 @@ class Fragments:
 
         def escaped_list(match: re.Match[str]) -> str:
             index = int(match.group(1))
-            return self._cache.escaped_list(self.parts[index], self.texts[index])
+            return self.cache.escaped_list(self.parts[index], self.texts[index])
 
         return _ESCAPED_PLACEHOLDER.sub(escaped_list, literal)
 
@@ -152,13 +170,22 @@ class EncodedText(JsonText):
     _fragments: Fragments | None
     _literal: str | None
 
-    def __new__(cls, text: str, skeleton: str, fragments: Fragments) -> EncodedText:
-        """``text`` is ``fragments.splice(skeleton)``."""
+    _redactor: Redactor | None
+
+    def __new__(
+        cls, text: str, skeleton: str, fragments: Fragments, redactor: Redactor | None = None
+    ) -> EncodedText:
+        """``text`` is ``fragments.splice(skeleton)``, encoded under ``redactor``'s rules."""
         self = super().__new__(cls, text)
         self._skeleton = skeleton
         self._fragments = fragments
         self._literal = None
+        self._redactor = redactor
         return self
+
+    def redacted_by(self) -> Redactor | None:
+        """The redactor this text was encoded under (``EncodeCache.redactor``), if any."""
+        return self._redactor
 
     def json_literal(self) -> str:
         """``json.dumps(self, ensure_ascii=False)``, escaping only the skeleton and new parts."""

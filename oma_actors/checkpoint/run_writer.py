@@ -63,6 +63,7 @@ from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import ConditionalStore
+from oma_actors.stores.redacting import redactor_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -179,7 +180,9 @@ class RunWriter:
         self._saved = 0
         self._failed = 0
         self._journal_saves = 0
-        self._cache = EncodeCache()
+        # On a RedactingStore, each message is redacted as it is first encoded, and the store
+        # writes the text as it is: one serialization per save, not encode + parse + encode.
+        self._cache = EncodeCache(redactor_of(checkpoint.store))
         self._lock = asyncio.Lock()
         self._journal: JournalPath | None = None
         self._marks: DispatchMarks | None = None

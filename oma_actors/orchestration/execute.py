@@ -199,6 +199,7 @@ async def _until_done_or_lost(
             if not watcher.done():
                 watcher.cancel()
     if done.done():
+        done.result()  # the run's own failure, if it stopped on one (``RunActor.receive``)
         return None
     return watcher.result()
 

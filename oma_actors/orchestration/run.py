@@ -140,7 +140,20 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._self = ref
 
     async def receive(self, message: RunMessage) -> bool | None:
-        """Start the run, record a boundary or a task outcome, then dispatch what is ready."""
+        """Start the run, record a boundary or a task outcome, then dispatch what is ready.
+
+        A failure here (a bug in a save, a dispatch or a fold: not a refused save, which is an
+        outcome) stops this actor; the run's caller gets it from ``done``, where it would
+        otherwise wait for an end nobody is left to report.
+        """
+        try:
+            return await self._receive(message)
+        except Exception as exc:
+            if self._done is not None and not self._done.done():
+                self._done.set_exception(exc)
+            raise
+
+    async def _receive(self, message: RunMessage) -> bool | None:
         match message:
             case StartRun(done=done):
                 self._done = done

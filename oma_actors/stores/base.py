@@ -42,6 +42,12 @@ class JsonText(str):
         """``json.dumps(self, ensure_ascii=False)``: the quoted, escaped string literal."""
         return json.dumps(str(self), ensure_ascii=False)
 
+    def redacted_by(self) -> object | None:
+        """The redactor (``oma_actors.stores.redaction.Redactor``) whose rules this text was
+        encoded under, so the ``RedactingStore`` owning it need not parse and redact it again;
+        ``None``: not redacted."""
+        return None
+
 
 @runtime_checkable
 class MemoryStore(Protocol):

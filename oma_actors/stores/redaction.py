@@ -202,16 +202,34 @@ class Redactor:
             return known
         redacted = _redact_text(text, self._patterns)
         if len(text) >= _WORTH_KEEPING:
-            if self._held + len(text) > self._max_chars:
+            size = len(text) + len(redacted)
+            if self._held + size > self._max_chars:
                 self._seen.clear()
                 self._held = 0
             self._seen[text] = redacted
-            self._held += len(text) + len(redacted)
+            self._held += size
         return redacted
 
     def value(self, value: str) -> str:
         """``redact(value, patterns)``: structure-aware for a JSON object or array."""
         return redact_compiled(value, self._patterns, self.text)
+
+    def encode(self, node: dict[str, Any] | list[Any], keep: Callable[[str], bool]) -> str:
+        """The JSON text ``value`` would make of ``node``'s text, made from ``node`` directly.
+
+        For a producer that encodes its own values (the checkpoint codec): it redacts before it
+        encodes instead of the store parsing its text again. Strings ``keep`` accepts are left
+        as they are (the producer's own placeholders, spliced afterwards, and redacted when
+        they were encoded). NaN and infinities are refused (``ValueError``).
+        """
+
+        def text(leaf: str) -> str:
+            return leaf if keep(leaf) else self.text(leaf)
+
+        encoded = json.dumps(
+            _walk(node, text), separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        return _LONE_SURROGATE.sub(_escape_surrogate, encoded)
 
 
 # Below this length a string is redacted faster than it is remembered.
