@@ -25,9 +25,9 @@ from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments, dumps
 from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
 from oma_actors.checkpoint.once import (
-    drop_outputs,
+    records_once,
     restore_entry,
-    restore_outputs,
+    restore_records,
     write_entry_once,
     writes_once,
 )
@@ -198,9 +198,7 @@ def _completed_to_json(item: CompletedTask, once: bool) -> dict[str, Any]:
     if agent is not None:
         candidate = result_to_json(agent)
         if once:
-            candidate["toolCalls"] = drop_outputs(
-                agent.tool_calls, candidate["toolCalls"], agent.messages
-            )
+            candidate["toolCalls"] = records_once(agent.tool_calls, agent.messages)
         try:
             json.dumps(candidate, allow_nan=False)
         except (TypeError, ValueError):
@@ -345,7 +343,7 @@ def _agent_result(item: dict[str, Any]) -> AgentRunResult | None:
     if not isinstance(raw, dict):
         return agent
     where = f"the result of task {item['taskId']!r}"
-    records = restore_outputs(agent.tool_calls, raw.get("toolCalls"), agent.messages, where)
+    records = restore_records(agent.tool_calls, raw.get("toolCalls"), agent.messages, where)
     return replace(agent, tool_calls=records)
 
 

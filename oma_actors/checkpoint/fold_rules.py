@@ -24,7 +24,7 @@ from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
     message_from_json,
-    record_from_json,
+    record_from_json_once,
     usage_from_json,
 )
 from oma_actors.domain.messages import Message, ToolResultBlock, ToolUseBlock, text_of
@@ -421,9 +421,8 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
         )
     if not isinstance(raw, dict):
         raise TypeError(f"record is not an object: {raw!r}")
-    if "output" not in raw:  # journal-first: the output is written once, in the result
-        raw = {**raw, "output": text_of(block.content)}
-    return record_from_json(raw, tool_call_id=call.id, is_error=block.is_error)
+    # Journal-first, the record leaves out what its call and its result hold (issue 19).
+    return record_from_json_once(raw, call, block, tool_call_id=call.id, is_error=block.is_error)
 
 
 def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:

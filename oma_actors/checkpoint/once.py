@@ -2,17 +2,17 @@
 
 OMA's in-flight entry says most of its conversation twice, and each tool output three times:
 ``messages`` (the runner's own messages) is, unless a context strategy rewrote the
-conversation, the tail of ``conversationMessages`` after the prompt; and the ``output`` of each
-``toolCalls`` record is the text of its result block in those messages (``after_tool_results``
-appends the records and the message of their results together, in call order, so the n-th
-record pairs with the n-th result block). A completed task's ``agentResult`` repeats its
-records' outputs the same way.
+conversation, the tail of ``conversationMessages`` after the prompt; and each ``toolCalls``
+record repeats its call (``toolName``, ``input``) and its result's text (``output``) from
+those messages (``after_tool_results`` appends the records and the message of their results
+together, in call order, so the n-th record pairs with the n-th result block). A completed
+task's ``agentResult`` repeats its records the same way.
 
 A snapshot that depends on its journal (``journalRef.durable``, D15) is read only by us, with
 its journal, so there each is written once: the entry's ``messages`` is ``[]`` with
-``messagesFrom: k`` (``conversationMessages[k:]``), and a record whose output is its result's
-text has no ``output`` member. ``decode`` puts both back (``restore_entry``,
-``restore_outputs``), sharing the message objects. OMA's mode (and any snapshot without a
+``messagesFrom: k`` (``conversationMessages[k:]``), and a record leaves out the members its
+call and result hold (``record_to_json_once``). ``decode`` puts both back (``restore_entry``,
+``restore_records``), sharing the message objects. OMA's mode (and any snapshot without a
 durable journal) writes OMA's form, every member in full.
 """
 
@@ -23,8 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.journal_fields import is_journaled
 from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER
-from oma_actors.domain.jsonforms import record_to_json
-from oma_actors.domain.messages import ToolResultBlock, text_of
+from oma_actors.domain.jsonforms import (
+    record_from_json_once,
+    record_to_json,
+    record_to_json_once,
+)
+from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.errors import CheckpointError
 
 if TYPE_CHECKING:
@@ -72,24 +76,35 @@ def result_blocks(messages: Sequence[Message]) -> list[ToolResultBlock]:
     ]
 
 
-def drop_outputs(
-    records: Sequence[ToolCallRecord], rendered: list[Json], messages: Sequence[Message]
-) -> list[Json]:
-    """``rendered`` (the records' JSON) without each ``output`` that is its result's text.
+def _calls(messages: Sequence[Message]) -> dict[str, ToolUseBlock]:
+    return {
+        block.id: block
+        for message in messages
+        if message.role == "assistant"
+        for block in message.content
+        if isinstance(block, ToolUseBlock)
+    }
 
-    Nothing is left out when the records and the result blocks do not pair one to one (a run
-    restored from a snapshot whose records another writer kept otherwise).
+
+def records_once(records: Sequence[ToolCallRecord], messages: Sequence[Message]) -> list[Json]:
+    """The records' JSON without what their calls and results in ``messages`` hold.
+
+    Record n pairs with the n-th result block and that block's call. When the records and the
+    result blocks do not pair one to one (a run restored from a snapshot whose records another
+    writer kept otherwise), or a record names another call, the records are written in full.
     """
     blocks = result_blocks(messages)
-    if len(blocks) != len(records):
-        return rendered
-    out = []
-    for record, raw, block in zip(records, rendered, blocks, strict=True):
-        same_call = not record.tool_call_id or record.tool_call_id == block.tool_use_id
-        if same_call and record.output == text_of(block.content):
-            raw = {key: value for key, value in raw.items() if key != "output"}
-        out.append(raw)
-    return out
+    paired = len(blocks) == len(records) and all(
+        not record.tool_call_id or record.tool_call_id == block.tool_use_id
+        for record, block in zip(records, blocks, strict=True)
+    )
+    if not paired:
+        return [record_to_json(record) for record in records]
+    calls = _calls(messages)
+    return [
+        record_to_json_once(record, calls.get(block.tool_use_id), block)
+        for record, block in zip(records, blocks, strict=True)
+    ]
 
 
 def write_entry_once(out: Json, state: RunnerState) -> None:
@@ -99,46 +114,46 @@ def write_entry_once(out: Json, state: RunnerState) -> None:
         out["messages"] = []
         out[MESSAGES_FROM] = k
     if state.tool_calls:
-        rendered = [record_to_json(record) for record in state.tool_calls]
-        out["toolCalls"] = drop_outputs(state.tool_calls, rendered, state.messages)
+        out["toolCalls"] = records_once(state.tool_calls, state.messages)
 
 
-def restore_outputs(
-    records: Sequence[ToolCallRecord], raw: Any, messages: Sequence[Message], where: str
+def restore_records(
+    decoded: Sequence[ToolCallRecord], raw: Any, messages: Sequence[Message], where: str
 ) -> list[ToolCallRecord]:
-    """``records`` (decoded from ``raw``) with each output left out put back from its result.
+    """``decoded`` (read from ``raw``, a ``toolCalls`` array) with what ``records_once`` left
+    out put back.
 
     Raises:
-        CheckpointError: an output is left out but the records and the result blocks of
-            ``messages`` do not pair one to one.
+        CheckpointError: a record leaves members out but the records and the result blocks of
+            ``messages`` do not pair one to one, or its call is not in ``messages``.
     """
-    missing = [
-        index
-        for index, item in enumerate(raw if isinstance(raw, list) else [])
-        if isinstance(item, dict) and "output" not in item
-    ]
-    if not missing:
-        return list(records)
+    items = raw if isinstance(raw, list) else []
+    if all(isinstance(item, dict) and item.keys() >= _FULL for item in items):
+        return list(decoded)
     blocks = result_blocks(messages)
-    if len(blocks) != len(records):
+    if len(blocks) != len(items):
         raise CheckpointError(
-            f"{where}: {len(missing)} tool call record(s) leave their output to their result, "
-            f"but {len(records)} records do not pair with {len(blocks)} result blocks"
+            f"{where}: tool call records leave members to their calls and results, but "
+            f"{len(items)} records do not pair with {len(blocks)} result blocks"
         )
-    out = list(records)
-    for index in missing:
-        out[index] = replace(out[index], output=text_of(blocks[index].content))
-    return out
+    calls = _calls(messages)
+    return [
+        record_from_json_once(item, calls.get(block.tool_use_id), block)
+        for item, block in zip(items, blocks, strict=True)
+    ]
+
+
+_FULL = frozenset({"toolName", "input", "output"})
 
 
 def restore_entry(state: RunnerState, raw: Json, where: str) -> RunnerState:
-    """A validated in-flight entry's state, its ``messages`` and outputs written once put back.
+    """A validated in-flight entry's state, its ``messages`` and records written once put back.
 
     Raises:
-        CheckpointError: an output is left out that cannot be put back.
+        CheckpointError: a record leaves out what cannot be put back.
     """
     k = raw.get(MESSAGES_FROM)
     if k is not None:  # the validator checked it is an index of the conversation
         state = replace(state, messages=state.conversation[k:])
-    records = restore_outputs(state.tool_calls, raw.get("toolCalls"), state.messages, where)
+    records = restore_records(state.tool_calls, raw.get("toolCalls"), state.messages, where)
     return replace(state, tool_calls=tuple(records))

@@ -17,9 +17,13 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from oma_actors.domain.jsonforms import block_to_json, message_to_json, record_to_json
+from oma_actors.domain.jsonforms import (
+    block_to_json,
+    message_to_json,
+    record_to_json,
+    record_to_json_once,
+)
 from oma_actors.domain.jsonforms import usage_to_json as usage_to_json
-from oma_actors.domain.messages import text_of
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
     RECORDED_RESULT,
@@ -234,18 +238,19 @@ def tool_result(
     record: ToolCallRecord | None = None,
     delegation_usage: TokenUsage | None = None,
     once: bool = False,
+    call: ToolUseBlock | None = None,
     **scope: Any,
 ) -> EventDraft:
     """``tool/result``: a tool result was committed; lineage: its ``tool/call``.
 
-    ``once`` (journal-first only): the output is written once, in ``result``; the record's
-    ``output`` is left out when it is the result's text, and the fold takes it from there
-    (issue 19). OMA's mode writes OMA's record, output included.
+    ``once`` (journal-first only): each fact is written once (issue 19): the output in
+    ``result``, and the record without the members ``call`` (when known) and the result
+    already hold (``record_to_json_once``); the fold puts them back from the entry's pending
+    call. OMA's mode writes OMA's record in full.
     """
-    raw_record = None if record is None else record_to_json(record)
-    # A record whose output differs from the result's text keeps its own.
-    if raw_record is not None and once and raw_record["output"] == text_of(result.content):
-        del raw_record["output"]
+    raw_record = None
+    if record is not None:
+        raw_record = record_to_json_once(record, call, result) if once else record_to_json(record)
     return _draft(
         TOOL_RESULT,
         scope,

@@ -486,6 +486,7 @@ class RunJournaling:
                 record=record,
                 delegation_usage=usage,
                 once=self.recorder.durable,
+                call=call,
                 source_event_seqs=[source] if source is not None else None,
                 **scope,
             )

@@ -87,6 +87,20 @@ def test_a_durable_snapshot_holds_each_output_once_and_decodes_to_its_state() ->
     assert agent.tool_calls == snapshot.completed[0].agent_result.tool_calls  # type: ignore[union-attr]
 
 
+def test_a_record_keeps_the_members_that_differ_from_its_call_and_result() -> None:
+    snapshot = durable(snapshot_with_rounds())
+    item = snapshot.in_flight[0]
+    records = list(item.state.tool_calls)
+    records[1] = replace(records[1], input={"i": "edited"}, output="reported apart")
+    state = replace(item.state, tool_calls=tuple(records))
+    snapshot = replace(snapshot, in_flight=(replace(item, state=state),))
+    text = encode(snapshot)
+    written = json.loads(text)["inFlightTasks"][0]["toolCalls"]
+    assert written[0] == {"duration": 0}
+    assert written[1] == {"input": {"i": "edited"}, "output": "reported apart", "duration": 1}
+    assert decode(text, key=KEY).in_flight[0].state == state
+
+
 def test_omas_form_is_unchanged_without_a_durable_journal() -> None:
     text = encode(snapshot_with_rounds())
     # The conversation, the messages and the records of the entry, and the completed result's.
@@ -136,3 +150,11 @@ def test_a_durable_snapshot_re_saved_in_omas_form_carries_nothing_of_the_short_f
     assert "messagesFrom" not in entry
     assert len(entry["messages"]) == 6
     assert decode(encode(oma), key=KEY).in_flight[0].state == restored.in_flight[0].state
+
+
+def test_a_record_leaving_its_name_to_a_missing_call_is_refused() -> None:
+    raw = json.loads(encode(durable(snapshot_with_rounds())))
+    entry = raw["inFlightTasks"][0]
+    entry["conversationMessages"][1]["content"][0]["id"] = "another"  # c0's call is gone
+    with pytest.raises(CheckpointError, match="not there"):
+        decode(json.dumps(raw), key=KEY)

@@ -41,8 +41,7 @@ def referring_results(seq: int, result_seq: int, call_id: str = "tu-1", **kw: An
 def once(start: int = 101) -> list[JournalEvent]:
     """``whole_round`` as journal-first writes it now: each output once."""
     events = whole_round(start)
-    record = {key: value for key, value in RECORD_JSON.items() if key != "output"}
-    events[4].data["record"] = record
+    events[4].data["record"] = {"duration": RECORD_JSON["duration"]}
     events[5] = referring_results(start + 5, start + 4, sources=[start + 4])
     return events
 
@@ -56,13 +55,29 @@ def test_a_round_written_once_folds_to_the_state_of_the_old_form() -> None:
     assert state.tool_calls[0].output == "found x"
 
 
-def test_a_record_without_its_output_takes_the_results_text() -> None:
+def test_a_record_written_once_takes_its_calls_name_and_input_and_the_results_text() -> None:
     result_event = tool_result(101)
-    result_event.data["record"] = {"toolName": "lookup", "input": {"q": "x"}, "duration": 7}
+    result_event.data["record"] = {"duration": 7}
     item = _folded(fold_tail(journaled(executing()), [result_event])).snapshot.in_flight[0]
     commit = item.state.pending[0].commit
     assert commit is not None
-    assert (commit.record.output, commit.record.duration_ms) == ("found x", 7)
+    record = commit.record
+    assert (record.tool_name, record.input, record.output, record.duration_ms) == (
+        "lookup",
+        {"q": "x"},
+        "found x",
+        7,
+    )
+    assert record.tool_call_id == "tu-1"
+
+
+def test_a_record_keeps_what_differs_from_its_call() -> None:
+    result_event = tool_result(101)
+    result_event.data["record"] = {"input": {"q": "edited"}, "output": "own", "duration": 7}
+    item = _folded(fold_tail(journaled(executing()), [result_event])).snapshot.in_flight[0]
+    commit = item.state.pending[0].commit
+    assert commit is not None
+    assert (commit.record.input, commit.record.output) == ({"q": "edited"}, "own")
 
 
 def test_a_reference_to_a_result_committed_under_the_snapshot_folds() -> None:

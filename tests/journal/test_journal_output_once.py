@@ -26,15 +26,19 @@ def old_form(journal: bytes) -> bytes:
     """``journal`` as it was written before issue 19 item 5: every output in full.
 
     A results message's reference becomes the block of the ``tool/result`` it names; a record
-    without ``output`` gets its result's text back.
+    gets back the name and input of its call and its result's text.
     """
     lines = [json.loads(line) for line in journal.splitlines()]
     by_seq = {line["seq"]: line for line in lines}
+    calls = {line["call"]["id"]: line["call"] for line in lines if line["type"] == "tool/call"}
     out = []
     for line in lines:
         record = line.get("record")
-        if line["type"] == "tool/result" and isinstance(record, dict) and "output" not in record:
-            record["output"] = line["result"]["content"]  # a string in these workloads
+        if line["type"] == "tool/result" and isinstance(record, dict):
+            call = calls[line["toolCallId"]]
+            record.setdefault("toolName", call["name"])
+            record.setdefault("input", call["input"])
+            record.setdefault("output", line["result"]["content"])  # a string here
             # OMA's member order: toolName, input, output, duration.
             line["record"] = {k: record[k] for k in ("toolName", "input", "output", "duration")}
         if line["type"] == "user/message":
