@@ -71,6 +71,7 @@ IN_FLIGHT = _shape(
     "taskId", "assignee", "phase", "conversationMessages", "messages", "tokenUsage", "toolCalls",
     "turns", "pendingToolCalls", "pendingToolResultText", "finalOutput", "success",
     "journalSeq", "conversationLineage",  # v5 only; we write v4
+    "messagesFrom",  # a journal-first snapshot's (checkpoint.once): never carried
     loopWarned=False, loopDetected=False, budgetExceeded=False,
 )  # fmt: skip
 PENDING_CALL = _shape("call", "commit", "approvalRequest", "approvalDecision", "dispatched")

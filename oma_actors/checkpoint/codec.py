@@ -24,6 +24,13 @@ from oma_actors.approvals import (
 from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments
 from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
+from oma_actors.checkpoint.once import (
+    records_once,
+    restore_entry,
+    restore_records,
+    write_entry_once,
+    writes_once,
+)
 from oma_actors.checkpoint.snapshot import (
     READ_VERSIONS,
     CheckpointSnapshot,
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.results import AgentRunResult
     from oma_actors.stores.base import JsonText
 
 _PARTITIONS = (
@@ -100,8 +108,12 @@ def to_json_object(
     )
     if snapshot.turn_count is not None:
         out["turnCount"] = snapshot.turn_count
-    out["completedTaskResults"] = [_completed_to_json(item) for item in snapshot.completed]
-    out["inFlightTasks"] = [_in_flight_to_json(item, fragments) for item in snapshot.in_flight]
+    # Journal-first, each tool output is written once (``once``, issue 19); OMA's form otherwise.
+    once = writes_once(snapshot)
+    out["completedTaskResults"] = [_completed_to_json(item, once) for item in snapshot.completed]
+    out["inFlightTasks"] = [
+        _in_flight_to_json(item, fragments, once) for item in snapshot.in_flight
+    ]
     out["pendingApprovals"] = [request_to_json(r) for r in snapshot.pending_approvals]
     out["approvalDecisions"] = [decision_to_json(d) for d in snapshot.approval_decisions]
     add_journal_members(out, snapshot)  # v5 only (JR-10): nothing for a run without a journal
@@ -134,11 +146,15 @@ def _queue_to_json(snapshot: CheckpointSnapshot) -> dict[str, Any]:
     return queue
 
 
-def _in_flight_to_json(item: InFlightTask, fragments: Fragments | None) -> dict[str, Any]:
+def _in_flight_to_json(
+    item: InFlightTask, fragments: Fragments | None, once: bool
+) -> dict[str, Any]:
     if fragments is None:
         out = runner_to_json(item.task_id, item.assignee, item.state)
     else:
         out = runner_to_json(item.task_id, item.assignee, item.state, lists=fragments.list_of)
+    if once:
+        write_entry_once(out, item.state)
     # Approval fields ride on the pending calls (spec 7.2); their JSON belongs to approvals.
     for call, entry in zip(item.state.pending, out.get("pendingToolCalls", []), strict=True):
         if call.commit is not None:
@@ -172,14 +188,17 @@ def encode(snapshot: CheckpointSnapshot, cache: EncodeCache | None = None) -> Js
     return EncodedText(fragments.splice(skeleton), skeleton, fragments, fragments.cache.redactor)
 
 
-def _completed_to_json(item: CompletedTask) -> dict[str, Any]:
+def _completed_to_json(item: CompletedTask, once: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"taskId": item.task_id}
     if item.assignee is not None:
         out["assignee"] = item.assignee
     if item.result is not None:
         out["result"] = item.result
-    if item.agent_result is not None:
-        candidate = result_to_json(item.agent_result)
+    agent = item.agent_result
+    if agent is not None:
+        candidate = result_to_json(agent)
+        if once:
+            candidate["toolCalls"] = records_once(agent.tool_calls, agent.messages)
         try:
             json.dumps(candidate, allow_nan=False)
         except (TypeError, ValueError):
@@ -257,17 +276,17 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
             task_id=item["taskId"],
             assignee=item.get("assignee"),
             result=item.get("result"),
-            agent_result=(
-                result_from_json(item["agentResult"], item.get("result") or "")
-                if "agentResult" in item
-                else None
-            ),
+            agent_result=_agent_result(item),
         )
         for item in raw["completedTaskResults"]
         if isinstance(item, dict) and isinstance(item.get("taskId"), str)
     )
     in_flight = tuple(
-        InFlightTask(task_id=e["taskId"], assignee=e["assignee"], state=_runner_state(e))
+        InFlightTask(
+            task_id=e["taskId"],
+            assignee=e["assignee"],
+            state=restore_entry(_runner_state(e), e, f"in-flight task {e['taskId']!r}"),
+        )
         for e in (raw.get("inFlightTasks") or [] if version >= 3 else [])
     )
     synthesis = raw.get("synthesisResult")
@@ -313,6 +332,19 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
         raw=raw,
         source=raw,
     )
+
+
+def _agent_result(item: dict[str, Any]) -> AgentRunResult | None:
+    """A completed task's ``agentResult``, its outputs written once put back (``once``)."""
+    if "agentResult" not in item:
+        return None
+    raw = item["agentResult"]
+    agent = result_from_json(raw, item.get("result") or "")
+    if not isinstance(raw, dict):
+        return agent
+    where = f"the result of task {item['taskId']!r}"
+    records = restore_records(agent.tool_calls, raw.get("toolCalls"), agent.messages, where)
+    return replace(agent, tool_calls=records)
 
 
 def _refuse_constant(name: str) -> object:

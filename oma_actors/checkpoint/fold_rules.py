@@ -24,7 +24,7 @@ from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
     message_from_json,
-    record_from_json,
+    record_from_json_once,
     usage_from_json,
 )
 from oma_actors.domain.messages import Message, ToolResultBlock, ToolUseBlock, text_of
@@ -34,6 +34,7 @@ from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
     CONTEXT_REPLACE,
     FOLDED_TYPES,
+    RECORDED_RESULT,
     TOOL_CALL,
     TOOL_RESULT,
     USER_MESSAGE,
@@ -224,8 +225,20 @@ def _where(draft: EntryDraft, event: JournalEvent) -> str:
     return f"{event.type} at seq {event.seq} (task {draft.base.task_id!r})"
 
 
-def _message(event: JournalEvent, role: str, *, enforce_lineage: bool) -> Message:
-    message = message_from_json(event.data["message"])
+def _message(
+    event: JournalEvent,
+    role: str,
+    *,
+    enforce_lineage: bool,
+    committed: dict[str, ToolResultBlock] | None = None,
+) -> Message:
+    raw = event.data["message"]
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if isinstance(content, list) and any(_is_reference(b) for b in content):
+        # Journal-first results message (issue 19): its results are the entry's commits.
+        message = Message(raw["role"], [_resolved(b, committed or {}, event) for b in content])
+    else:
+        message = message_from_json(raw)
     if message.role != role:
         raise ValueError(f"message role {message.role!r} is not {role!r}")
     # A prompt or a seeded message is where lineage starts; everything else names its sources.
@@ -237,6 +250,33 @@ def _message(event: JournalEvent, role: str, *, enforce_lineage: bool) -> Messag
             event.seq,
         )
     return message
+
+
+def _is_reference(block: Any) -> bool:
+    return isinstance(block, dict) and RECORDED_RESULT in block
+
+
+def _resolved(block: Any, commits: dict[str, ToolResultBlock], event: JournalEvent) -> Any:
+    """A block of a results message: a reference (``RECORDED_RESULT``) is the committed block.
+
+    Journal-first, a result's block is written once, in its ``tool/result`` (issue 19); the
+    results message refers to it. The entry holds every call's commit by then (the round
+    cannot close without them), so the block is the commit's, whether its ``tool/result`` is
+    in this tail or under the snapshot.
+    """
+    if not _is_reference(block):
+        return block_from_json(block)
+    if block.get("type") != "tool_result":
+        raise ValueError(f"a {block.get('type')!r} block cannot refer to a recorded result")
+    call_id = block.get("tool_use_id")
+    committed = commits.get(call_id) if isinstance(call_id, str) else None
+    if committed is None:
+        raise TailRejected(
+            f"{event.type} at seq {event.seq} refers to the result of call {call_id!r} "
+            f"(seq {block.get(RECORDED_RESULT)!r}), which the entry has not committed",
+            event.seq,
+        )
+    return committed
 
 
 def _context_replace(draft: EntryDraft, event: JournalEvent) -> None:
@@ -381,11 +421,13 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
         )
     if not isinstance(raw, dict):
         raise TypeError(f"record is not an object: {raw!r}")
-    return record_from_json(raw, tool_call_id=call.id, is_error=block.is_error)
+    # Journal-first, the record leaves out what its call and its result hold (issue 19).
+    return record_from_json_once(raw, call, block, tool_call_id=call.id, is_error=block.is_error)
 
 
 def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
-    message = _message(event, "user", enforce_lineage=enforce_lineage)
+    committed = {p.call.id: p.commit.block for p in draft.pending if p.commit is not None}
+    message = _message(event, "user", enforce_lineage=enforce_lineage, committed=committed)
     answers = [b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)]
     if event.data.get("origin") != "tool_results" and not answers:
         if draft.phase == "executing_tools":

@@ -28,10 +28,10 @@ synthesis, run end ...), the first boundary of the writer (there is no view yet:
 admission; a restored attempt's view is seeded from its restore, ``seed``, so its admission is
 the append of its ``run/start``, which carries the attempt and its trace ids),
 any boundary after a failed save or a failed append (what is on disk is no longer known), a
-fact the fold does not carry, and a boundary whose tail since the last snapshot outgrew that
-snapshot and ``MIN_TAIL_BYTES`` (so a restore never folds more bytes than it reads in the
-snapshot, or 64 KiB, and the snapshots written form a geometric series: O(what changed)
-amortized).
+fact the fold does not carry, and a boundary whose tail since the last snapshot outgrew
+``TAIL_RATIO`` times that snapshot and ``MIN_TAIL_BYTES`` (so a restore folds at most twice the
+bytes it reads in the snapshot, or 64 KiB, and the snapshots written form a geometric series:
+O(what changed) amortized).
 """
 
 from __future__ import annotations
@@ -70,6 +70,16 @@ attempt, D14). A fresh run's admission has no view yet, so it always compacts.""
 MIN_TAIL_BYTES = 64 * 1024
 """A tail may always grow this far before it compacts: rewriting a small snapshot for every
 few events would cost more than folding them (64 KiB folds in a few milliseconds)."""
+
+
+TAIL_RATIO = 2
+"""A tail may grow to this many times its snapshot's bytes before it compacts.
+
+A journal-first snapshot holds each tool output once (``checkpoint.once``) where OMA's form
+holds it three times, so it is about half as large as it was when the bound was 1: twice the
+smaller snapshot keeps a restore's bytes (snapshot + tail) no larger than the old bound let
+them be, and the series of snapshots a long run rewrites half as frequent (P3; measured with
+``bench/restore_stages.py`` and ``bench/checkpoint.py --only P3``, issue 19 item 5)."""
 
 
 class JournalTail(Protocol):
@@ -183,7 +193,7 @@ class JournalPath:
         self.divergence = marked or _uncarried_event(events)
         if self.divergence is not None:
             return None
-        if self._tail_bytes > max(self._snapshot_bytes, MIN_TAIL_BYTES):
+        if self._tail_bytes > max(TAIL_RATIO * self._snapshot_bytes, MIN_TAIL_BYTES):
             self.outgrown = True
             self.divergence = (
                 f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "

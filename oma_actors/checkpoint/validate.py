@@ -179,6 +179,12 @@ def _in_flight_problem(entry: Any, where: str) -> str | None:
     for name in ("conversationMessages", "messages", "toolCalls"):
         if not isinstance(entry.get(name), list):
             return f"{where}.{name} is not an array"
+    if "messagesFrom" in entry:  # a journal-first snapshot's messages (checkpoint.once)
+        start = entry["messagesFrom"]
+        if not _is_int(start) or start > len(entry["conversationMessages"]):
+            return f"{where}.messagesFrom is not an index of conversationMessages"
+        if entry["messages"]:
+            return f"{where}.messages is not empty beside messagesFrom"
     if not _is_int(entry.get("turns")):
         return f"{where}.turns is not a non-negative integer"
     found = _usage_problem(entry.get("tokenUsage"), f"{where}.tokenUsage")

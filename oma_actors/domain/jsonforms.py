@@ -19,6 +19,7 @@ from oma_actors.domain.messages import (
     TokenUsage,
     ToolResultBlock,
     ToolUseBlock,
+    text_of,
 )
 from oma_actors.domain.results import AgentRunResult, ToolCallRecord
 
@@ -146,6 +147,53 @@ def record_from_json(raw: Any, *, tool_call_id: str = "", is_error: bool = False
         tool_call_id=tool_call_id,
         is_error=is_error,
     )
+
+
+def record_to_json_once(
+    record: ToolCallRecord, call: ToolUseBlock | None, result: ToolResultBlock
+) -> Json:
+    """OMA's record without the members its call and its result already hold.
+
+    Journal-first (issue 19, item 5) each fact is written once: a record's ``toolName`` and
+    ``input`` are usually its call's, its ``output`` its result's text. A member that differs
+    (an input an approval edited, an output the tool reported apart) stays.
+    ``record_from_json_once`` reads it back.
+    """
+    out = record_to_json(record)
+    if call is not None and record.tool_name == call.name:
+        del out["toolName"]
+    if call is not None and record.input == call.input:
+        del out["input"]
+    if record.output == text_of(result.content):
+        del out["output"]
+    return out
+
+
+def record_from_json_once(
+    raw: Json,
+    call: ToolUseBlock | None,
+    result: ToolResultBlock,
+    *,
+    tool_call_id: str = "",
+    is_error: bool = False,
+) -> ToolCallRecord:
+    """A record written by ``record_to_json_once``, or in full, its left-out members put back
+    (``tool_call_id`` and ``is_error`` as for ``record_from_json``).
+
+    Raises:
+        CheckpointError: ``toolName`` or ``input`` is left out but the call is unknown.
+    """
+    if call is None and ("toolName" not in raw or "input" not in raw):
+        raise CheckpointError(
+            f"tool call record for {result.tool_use_id!r} leaves its name or input to a call "
+            "that is not there"
+        )
+    full = dict(raw)
+    if call is not None:
+        full.setdefault("toolName", call.name)
+        full.setdefault("input", call.input)
+    full.setdefault("output", text_of(result.content))
+    return record_from_json(full, tool_call_id=tool_call_id, is_error=is_error)
 
 
 def result_to_json(result: AgentRunResult) -> Json:

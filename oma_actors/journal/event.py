@@ -27,6 +27,13 @@ FOLDED_TYPES = frozenset(
 """The event types that change an in-flight entry when a tail is folded (JR-14; we also fold
 ``context/replace``, which OMA skips, so a restore resumes with the context the model saw)."""
 
+RECORDED_RESULT = "recorded"
+"""The member of a ``tool_result`` block in a journal-first ``user/message`` (origin
+``tool_results``) that stands for the block: the seq of the ``tool/result`` event holding it
+(issue 19: each output reaches the journal once). Such a block has no ``content``; the fold
+takes the block from the call's commit, which that ``tool/result`` made (OMA's mode never
+writes one)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalEvent:

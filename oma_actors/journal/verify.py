@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.journal.event import RECORDED_RESULT
 from oma_actors.journal.vocabulary import canonical_content_hash
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def _check_block(seq: int, block: Any, by_seq: dict[int, JournalEvent]) -> Verif
         source = by_seq.get(ref)
         if source is None:
             missing.append(ref)
-        elif wanted in _hashes_of(source):
+        elif wanted in _hashes_of(source, by_seq):
             return None
     if missing:
         return _finding(
@@ -170,7 +171,7 @@ def _check_block(seq: int, block: Any, by_seq: dict[int, JournalEvent]) -> Verif
     return _finding(MISSING_CONTEXT_REPLACE, "not-reproducible", seq, block=block)
 
 
-def _hashes_of(source: JournalEvent) -> set[str]:
+def _hashes_of(source: JournalEvent, by_seq: dict[int, JournalEvent]) -> set[str]:
     blocks: list[Any] = []
     if source.type in _MESSAGE_TYPES:
         message = source.data.get("message")
@@ -178,9 +179,28 @@ def _hashes_of(source: JournalEvent) -> set[str]:
         if isinstance(content, str):
             blocks = [{"type": "text", "text": content}]
         elif isinstance(content, list):
-            blocks = content
+            blocks = [_recorded(block, by_seq) for block in content]
     elif source.type == "context/replace":
         for replacement in source.data.get("replacements") or []:
             if isinstance(replacement, dict) and "block" in replacement:
                 blocks.append(replacement["block"])
     return {canonical_content_hash(block) for block in blocks}
+
+
+def _recorded(block: Any, by_seq: dict[int, JournalEvent]) -> Any:
+    """A journal-first results message's reference: the block of the ``tool/result`` it names.
+
+    A reference the journal cannot resolve stays as it is (its hash then matches nothing).
+    """
+    if not isinstance(block, dict) or RECORDED_RESULT not in block:
+        return block
+    source = by_seq.get(block[RECORDED_RESULT])
+    result = source.data.get("result") if source is not None else None
+    if (
+        source is None
+        or source.type != "tool/result"
+        or not isinstance(result, dict)
+        or result.get("tool_use_id") != block.get("tool_use_id")
+    ):
+        return block
+    return result

@@ -17,10 +17,16 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from oma_actors.domain.jsonforms import block_to_json, message_to_json, record_to_json
+from oma_actors.domain.jsonforms import (
+    block_to_json,
+    message_to_json,
+    record_to_json,
+    record_to_json_once,
+)
 from oma_actors.domain.jsonforms import usage_to_json as usage_to_json
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
+    RECORDED_RESULT,
     TASK_STATUS,
     TOOL_CALL,
     TOOL_RESULT,
@@ -30,7 +36,7 @@ from oma_actors.journal.event import (
 from oma_actors.journal.jsjson import js_dumps
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.domain.messages import (
         ContentBlock,
@@ -149,10 +155,34 @@ def turn_ended(*, turn: int, outcome: TurnOutcome, **scope: Any) -> EventDraft:
 
 
 def user_message(
-    *, message: Message, origin: Literal["input", "seed", "tool_results"], **scope: Any
+    *,
+    message: Message,
+    origin: Literal["input", "seed", "tool_results"],
+    recorded: Mapping[str, int] | None = None,
+    **scope: Any,
 ) -> EventDraft:
-    """``user/message``; with origin ``tool_results`` its lineage names the tool/result events."""
-    return _draft(USER_MESSAGE, scope, message=message_to_json(message), origin=origin)
+    """``user/message``; with origin ``tool_results`` its lineage names the tool/result events.
+
+    ``recorded`` (journal-first only): call id -> the seq of the ``tool/result`` event that
+    holds exactly that call's result block. Each such block is written as a reference,
+    ``{"type": "tool_result", "tool_use_id": ..., "recorded": seq}``, so an output reaches
+    the journal once (issue 19); the fold takes the block from the call's commit. OMA's mode
+    passes none: its bytes stay OMA's.
+    """
+    raw = message_to_json(message)
+    if recorded:
+        raw["content"] = [_reference(block, recorded) for block in raw["content"]]
+    return _draft(USER_MESSAGE, scope, message=raw, origin=origin)
+
+
+def _reference(block: Json, recorded: Mapping[str, int]) -> Json:
+    """``block``, or the reference standing for it when a ``tool/result`` holds it."""
+    if block.get("type") != "tool_result":
+        return block
+    seq = recorded.get(block["tool_use_id"])
+    if seq is None:
+        return block
+    return {"type": "tool_result", "tool_use_id": block["tool_use_id"], RECORDED_RESULT: seq}
 
 
 def assistant_message(
@@ -207,15 +237,26 @@ def tool_result(
     result: ToolResultBlock,
     record: ToolCallRecord | None = None,
     delegation_usage: TokenUsage | None = None,
+    once: bool = False,
+    call: ToolUseBlock | None = None,
     **scope: Any,
 ) -> EventDraft:
-    """``tool/result``: a tool result was committed; lineage: its ``tool/call``."""
+    """``tool/result``: a tool result was committed; lineage: its ``tool/call``.
+
+    ``once`` (journal-first only): each fact is written once (issue 19): the output in
+    ``result``, and the record without the members ``call`` (when known) and the result
+    already hold (``record_to_json_once``); the fold puts them back from the entry's pending
+    call. OMA's mode writes OMA's record in full.
+    """
+    raw_record = None
+    if record is not None:
+        raw_record = record_to_json_once(record, call, result) if once else record_to_json(record)
     return _draft(
         TOOL_RESULT,
         scope,
         toolCallId=result.tool_use_id,
         result=block_to_json(result),
-        record=None if record is None else record_to_json(record),
+        record=raw_record,
         delegationUsage=None if delegation_usage is None else usage_to_json(delegation_usage),
     )
 

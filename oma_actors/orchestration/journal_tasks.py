@@ -9,7 +9,7 @@ from oma_actors.journal import vocabulary as v
 
 if TYPE_CHECKING:
     from oma_actors.domain.inflight import RunnerState
-    from oma_actors.domain.messages import ChatOptions, ToolUseBlock
+    from oma_actors.domain.messages import ChatOptions, ToolResultBlock, ToolUseBlock
 
 Lineage = tuple[tuple[int, ...] | None, ...]
 
@@ -25,7 +25,9 @@ class TaskJournal:
     # tool/call is that attempt's). A restore settles such a call without running it, so its
     # commit gets no tool/call of its own: the journal's fact that it did not run again.
     calls: dict[str, int | None] = field(default_factory=dict)
-    results: dict[str, int] = field(default_factory=dict)  # call id -> its tool/result seq
+    # call id -> its tool/result seq and the block that event holds (what a journal-first
+    # results message refers to instead of writing it again)
+    results: dict[str, tuple[int, ToolResultBlock]] = field(default_factory=dict)
     answer: int | None = None  # the open round's assistant/message seq
     requested: dict[str, ToolUseBlock] = field(default_factory=dict)  # the open round's calls
     last_seq: int | None = None

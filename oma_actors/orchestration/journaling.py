@@ -426,14 +426,24 @@ class RunJournaling:
                 self._record_result(task, block, call, None, scope)
         # A result committed before a restore has no tool/result this attempt knows of: its
         # tool/call then, when known.
-        sources = [
-            seq
-            for b in results
-            if (seq := task.results.get(b.tool_use_id, task.calls.get(b.tool_use_id))) is not None
-        ]
+        sources = []
+        # Journal-first, a result is written once (issue 19): the message refers to the
+        # tool/result holding the very block; OMA's mode writes OMA's message.
+        recorded: dict[str, int] = {}
+        for b in results:
+            held = task.results.get(b.tool_use_id)
+            seq = held[0] if held is not None else task.calls.get(b.tool_use_id)
+            if seq is not None:
+                sources.append(seq)
+            if held is not None and self.recorder.durable and held[1] == b:
+                recorded[b.tool_use_id] = held[0]
         event = self.recorder.emit(
             v.user_message(
-                message=message, origin="tool_results", source_event_seqs=sources, **scope
+                message=message,
+                origin="tool_results",
+                recorded=recorded,
+                source_event_seqs=sources,
+                **scope,
             )
         )
         task.committed.clear()
@@ -475,12 +485,14 @@ class RunJournaling:
                 result=block,
                 record=record,
                 delegation_usage=usage,
+                once=self.recorder.durable,
+                call=call,
                 source_event_seqs=[source] if source is not None else None,
                 **scope,
             )
         )
         task.committed.add(block.tool_use_id)
-        task.results[block.tool_use_id] = event.seq
+        task.results[block.tool_use_id] = (event.seq, block)
         task.last_seq = event.seq
 
 

@@ -29,7 +29,7 @@ from oma_actors import (
 )
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.checkpoint.codec import encode
-from oma_actors.checkpoint.journal_path import MIN_TAIL_BYTES
+from oma_actors.checkpoint.journal_path import MIN_TAIL_BYTES, TAIL_RATIO
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.checkpoint.snapshot import CheckpointSnapshot
 from oma_actors.events import CheckpointSaved, ProgressEvent
@@ -177,18 +177,18 @@ async def test_a_tail_never_outgrows_its_snapshot_and_compactions_are_geometric(
             compactions += 1
             written += len(capture.store)
             continue
-        # A restore reads the snapshot and folds the tail since: the tail stays within it (or
-        # within the minimum a tail may always reach), plus the last boundary's own events.
-        limit = max(snapshot_size, MIN_TAIL_BYTES) + 8192
+        # A restore reads the snapshot and folds the tail since: the tail stays within twice
+        # it (or within the minimum a tail may always reach), plus the last boundary's events.
+        limit = max(TAIL_RATIO * snapshot_size, MIN_TAIL_BYTES) + 8192
         assert len(capture.journal) - snapshot_at <= limit, capture.boundary
     # 450 per-turn boundaries; a snapshot when the tail outgrows the last one (past 64 KiB):
     # a handful, plus admission, the first turn (the task starts) and the task's end.
     assert 5 <= compactions <= 16, compactions
     final = len(captures[-1].store)
     # A geometric series, not 450 rewrites of a growing snapshot: a turn adds t bytes to the
-    # journal and s to the snapshot (t ~ 2s: a result is in its tool/result and its message),
-    # so each snapshot is (1 + s/t) ~ 1.5x the last and they sum to ~3x the final one, plus
-    # the task's terminal and completion snapshots. 450 full rewrites would be ~220x.
+    # journal and s to the snapshot (each holds a result once, t ~ s + the events' overhead),
+    # so each snapshot is (1 + TAIL_RATIO * s/t) ~ 2x the last and they sum to ~2x the final
+    # one, plus the task's terminal and completion snapshots. 450 full rewrites would be ~220x.
     assert written <= 8 * final, (written, final)
 
 
