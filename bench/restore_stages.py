@@ -30,8 +30,8 @@ import time
 from checkpoint_workload import RUN_ID, run_ours
 
 from oma_actors.checkpoint import Checkpoint, fold_tail, read_journal_tail
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.stores import FileStore
 
 STAGES = ("open", "load_latest", "read_journal_tail", "fold_tail")

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.fold import tail_read_from
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.fold import tail_read_from
 from oma_actors.keyspace import history_key
 from oma_actors.stores.base import Put
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from oma_actors.checkpoint.manager import Checkpoint
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
 SUMMARY = "history"
 """The metadata member holding the summary."""

@@ -9,8 +9,6 @@ fails the validator raises ``CheckpointError``, and neither is ever read as "no 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -23,21 +21,12 @@ from oma_actors.approvals import (
 )
 from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments
-from oma_actors.checkpoint.journal_fields import add_journal_members, write_version
 from oma_actors.checkpoint.once import (
     records_once,
     restore_entry,
     restore_records,
     write_entry_once,
     writes_once,
-)
-from oma_actors.checkpoint.snapshot import (
-    READ_VERSIONS,
-    CheckpointSnapshot,
-    CompletedTask,
-    ForkedFrom,
-    InFlightTask,
-    RunIdentity,
 )
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.jsonforms import (
@@ -52,11 +41,19 @@ from oma_actors.domain.jsonforms import (
     usage_from_json,
     usage_to_json,
 )
+from oma_actors.domain.snapshot import (
+    READ_VERSIONS,
+    CheckpointSnapshot,
+    CompletedTask,
+    ForkedFrom,
+    InFlightTask,
+    RunIdentity,
+)
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
+from oma_actors.gc_pause import gc_paused
+from oma_actors.journal.fields import add_journal_members, write_version
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.stores.base import JsonText
@@ -205,25 +202,6 @@ def _completed_to_json(item: CompletedTask, once: bool) -> dict[str, Any]:
             return out  # CK-10: save without the unserializable result; durability wins
         out["agentResult"] = candidate
     return out
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Hold the cyclic garbage collector off while a large value is built (P5).
-
-    Decoding a long run allocates tens of thousands of containers, none of them garbage; each
-    700 allocations start a collection, and the older generations' passes walk the whole
-    growing value again and again (about a third of a restore's decode). Reference counting
-    still frees everything; the collector's state is put back as it was, even on an error.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def decode(text: str, *, key: str) -> CheckpointSnapshot:

@@ -36,19 +36,19 @@ from oma_actors.checkpoint.anchors import latest_anchor
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
-from oma_actors.checkpoint.journal_ref import THROUGH_MEMBER
 from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.checkpoint.snapshot import ForkedFrom
 from oma_actors.clock import to_iso, utcnow
+from oma_actors.domain.snapshot import ForkedFrom
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.ref import THROUGH_MEMBER
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 from oma_actors.stores.base import Expect, is_conditional_store
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.fold import StartedCall
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
+    from oma_actors.journal.fold import StartedCall
     from oma_actors.stores.base import ConditionalStore, MemoryStore
 
 

@@ -36,9 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, summarize
 from oma_actors.checkpoint.codec import decode
-from oma_actors.checkpoint.fold import Discarded, StartedCall, fold_tail, tail_read_from
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.checkpoint.journal_ref import open_journal_ref
 from oma_actors.clock import from_iso
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
 from oma_actors.journal.base import read_run_range
@@ -50,12 +47,15 @@ from oma_actors.journal.event import (
     TOOL_RESULT,
     TURN_END,
 )
+from oma_actors.journal.fields import adopt_journal_fields
+from oma_actors.journal.fold import Discarded, StartedCall, fold_tail, tail_read_from
+from oma_actors.journal.ref import open_journal_ref
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
     from oma_actors.stores.base import MemoryStore

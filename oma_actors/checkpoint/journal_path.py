@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Protocol
 
 import orjson
 
-from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER, durable_ref
+from oma_actors.journal.ref import DURABLE_MEMBER, durable_ref
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
-    from oma_actors.checkpoint.fold import StartedCall
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot, RunIdentity
+    from oma_actors.domain.snapshot import CheckpointSnapshot, RunIdentity
     from oma_actors.journal.event import JournalEvent
+    from oma_actors.journal.fold import StartedCall
     from oma_actors.journal.sql import AppendFence
 
 JOURNAL_BOUNDARIES: frozenset[str] = frozenset(

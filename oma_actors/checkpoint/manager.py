@@ -9,13 +9,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint.codec import decode, encode
-from oma_actors.checkpoint.journal_fields import write_version
 from oma_actors.errors import StoreError
+from oma_actors.journal.fields import write_version
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import Put
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.stores.base import MemoryStore
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.journal_fields import is_journaled
-from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER
 from oma_actors.domain.jsonforms import (
     record_from_json_once,
     record_to_json,
@@ -30,14 +28,16 @@ from oma_actors.domain.jsonforms import (
 )
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.fields import is_journaled
+from oma_actors.journal.ref import DURABLE_MEMBER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.messages import Message
     from oma_actors.domain.results import ToolCallRecord
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
 MESSAGES_FROM = "messagesFrom"
 """The in-flight entry member saying ``messages`` is ``conversationMessages[k:]`` (``[]``

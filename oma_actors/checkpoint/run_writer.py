@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from oma_actors.checkpoint.boundaries import Boundary
     from oma_actors.checkpoint.journal_path import JournalPath, JournalTail
     from oma_actors.checkpoint.manager import Checkpoint
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.marks import DispatchMarks
     from oma_actors.stores.base import Expect, MemoryEntry, MemoryStore, Put, Write

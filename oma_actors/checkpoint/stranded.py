@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.checkpoint.snapshot import InFlightTask
 from oma_actors.domain.inflight import RunnerState
 from oma_actors.domain.messages import Message, TextBlock, ToolUseBlock
+from oma_actors.domain.snapshot import InFlightTask
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from oma_actors.checkpoint.fold import StartedCall
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
+    from oma_actors.journal.fold import StartedCall
 
 OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 """The code a stranded task's output starts with (``agents.tool_calls.OUTCOME_UNKNOWN``; the

@@ -18,7 +18,7 @@ from oma_actors.checkpoint.run_writer import (
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.boundaries import Boundary
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
 __all__ = ["CheckpointActor", "CheckpointMessage", "Save"]
 

@@ -3,8 +3,14 @@
 ``JsonlRunJournal`` writes the JSONL the TypeScript OMA writes; ``open_journal`` opens the journal
 a store URI names (a JSONL file, a table in a SQLite or PostgreSQL store's database, or memory,
 D15); ``JournalRecorder`` gives one run's events their seqs across attempts; the constructors
-of ``vocabulary`` build OMA's event types; ``verify_run`` audits a journal offline. The tail
-fold lives in ``oma_actors.checkpoint.fold``.
+of ``vocabulary`` build OMA's event types; ``verify_run`` audits a journal offline.
+
+The journal is one room (D14): beside the vocabulary, the recorder, the codec, verify and the
+backends live the pure fold that turns a snapshot plus events into the run's state (``fold``,
+its rules in ``fold_rules``, a context rewrite's layout in ``context_layout``), the snapshot's
+journal members (``fields``, ``ref``) and the read of a snapshot's tail (``tail``). The state
+types the fold produces sit below it, in ``oma_actors.domain.snapshot``; ``oma_actors.checkpoint``
+exports the fold's public names (``fold_tail``, ``read_journal_tail``) with the snapshot's.
 """
 
 from oma_actors.journal import vocabulary

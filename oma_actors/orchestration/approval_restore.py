@@ -21,9 +21,9 @@ from oma_actors.approvals import (
 from oma_actors.errors import DurableApprovalError
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
 INTEGRITY = "APPROVAL_INTEGRITY_ERROR"
 STALE = "APPROVAL_STALE_DECISION"

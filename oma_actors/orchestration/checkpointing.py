@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import Fence, RunWriter
-from oma_actors.checkpoint.snapshot import (
+from oma_actors.clock import SYSTEM_CLOCK, Clock, to_iso
+from oma_actors.domain.snapshot import (
     CheckpointSnapshot,
     CompletedTask,
     InFlightTask,
     RunIdentity,
     RunMode,
 )
-from oma_actors.clock import SYSTEM_CLOCK, Clock, to_iso
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence

@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from oma_actors.agents.config import Team
     from oma_actors.agents.runner import Emit
     from oma_actors.approvals.gates import Gate
-    from oma_actors.checkpoint.snapshot import RunMode
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
+    from oma_actors.domain.snapshot import RunMode
     from oma_actors.journal import JournalOptions
     from oma_actors.orchestration.budget import RunBudget
     from oma_actors.orchestration.checkpointing import RunCheckpointing

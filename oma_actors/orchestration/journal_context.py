@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.context_layout import layout_of
 from oma_actors.domain.jsonforms import block_to_json
 from oma_actors.journal import vocabulary as v
+from oma_actors.journal.context_layout import layout_of
 from oma_actors.journal.errors import JournalLineageError
 
 if TYPE_CHECKING:

@@ -9,25 +9,25 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal, get_args
 
-from oma_actors.checkpoint.fold import Discarded, Folded, StartedCall, fold_tail
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
-from oma_actors.checkpoint.journal_ref import depends_on_journal, journal_through
-from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.stranded import strand_unresumable
 from oma_actors.errors import ConfigurationError, JournalDamagedError
 from oma_actors.events import JournalTailDiscarded, ToolOutcomeUnknown
 from oma_actors.journal.base import InMemoryRunJournal
 from oma_actors.journal.event import TOOL_CALL
+from oma_actors.journal.fields import adopt_journal_fields
+from oma_actors.journal.fold import Discarded, Folded, StartedCall, fold_tail
 from oma_actors.journal.marks import marks_of_journal
 from oma_actors.journal.options import JournalOptions
+from oma_actors.journal.ref import depends_on_journal, journal_through
+from oma_actors.journal.tail import read_journal_tail
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
 
     from oma_actors.agents.config import Team
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent

@@ -43,11 +43,11 @@ from oma_actors.agents.facts import (
     TurnLimitReached,
 )
 from oma_actors.checkpoint.journal_path import JournalPath
-from oma_actors.checkpoint.journal_ref import durable_ref
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.journal import vocabulary as v
 from oma_actors.journal.event import TURN_END
 from oma_actors.journal.recorder import JournalRecorder
+from oma_actors.journal.ref import durable_ref
 from oma_actors.orchestration.journal_context import (
     check_rewrite_lineage,
     record_rewrite,
@@ -70,13 +70,13 @@ if TYPE_CHECKING:
     from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import BoundaryHook, RequestHook
     from oma_actors.checkpoint.run_writer import RunWriter
-    from oma_actors.checkpoint.snapshot import (
+    from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
+    from oma_actors.domain.messages import ChatOptions, Message
+    from oma_actors.domain.snapshot import (
         CheckpointSnapshot,
         ConversationLineage,
         InFlightTask,
     )
-    from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
-    from oma_actors.domain.messages import ChatOptions, Message
     from oma_actors.events import ProgressEvent
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.options import JournalOptions

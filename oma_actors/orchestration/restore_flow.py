@@ -7,8 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.checkpoint.journal_ref import depends_on_journal, open_journal_ref
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
@@ -21,7 +19,9 @@ from oma_actors.errors import (
     StoreError,
 )
 from oma_actors.events import ApprovalPending, SynthesisFailed
+from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.options import JournalOptions
+from oma_actors.journal.ref import depends_on_journal, open_journal_ref
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, identity_json, new_identity
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.agents.config import AgentConfig, Team
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.domain.tasks import Task
     from oma_actors.orchestration.flows import FlowContext
     from oma_actors.orchestration.options import ResolvedCheckpoint

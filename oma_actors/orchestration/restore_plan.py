@@ -14,8 +14,8 @@ from oma_actors.orchestration.queue import TaskQueue
 
 if TYPE_CHECKING:
     from oma_actors.agents.config import Team
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
     from oma_actors.domain.inflight import RunnerState
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,15 +16,15 @@ import pytest
 from oma_actors import ContextStrategyError, TokenUsage
 from oma_actors.agents.context import ContextRewrite, SlidingWindow
 from oma_actors.agents.context_rules import sliding_window
-from oma_actors.checkpoint.context_layout import layout_of
-from oma_actors.checkpoint.fold_rules import TailRejected, apply_event
-from oma_actors.checkpoint.snapshot import InFlightTask
 from oma_actors.domain.inflight import PendingCall, RunnerState
 from oma_actors.domain.jsonforms import block_to_json
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
+from oma_actors.domain.snapshot import InFlightTask
 from oma_actors.journal import InMemoryRunJournal, JournalEvent
 from oma_actors.journal.codec import parse_line
+from oma_actors.journal.context_layout import layout_of
 from oma_actors.journal.errors import JournalCorruptError, JournalLineageError
+from oma_actors.journal.fold_rules import TailRejected, apply_event
 from oma_actors.journal.recorder import JournalRecorder
 from oma_actors.llm import Message, TextBlock
 from oma_actors.orchestration.journal_context import check_rewrite_lineage

@@ -32,7 +32,7 @@ from oma_actors.agents.context_rules import (
     sliding_window,
 )
 from oma_actors.agents.context_step import ContextStep
-from oma_actors.checkpoint.context_layout import apply_layout, layout_of
+from oma_actors.journal.context_layout import apply_layout, layout_of
 from oma_actors.llm import (
     ChatOptions,
     LLMResponse,

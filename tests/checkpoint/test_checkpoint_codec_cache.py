@@ -7,10 +7,10 @@ from dataclasses import replace
 
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.fragments import EncodeCache
-from oma_actors.checkpoint.snapshot import CheckpointSnapshot, InFlightTask, RunIdentity
 from oma_actors.domain.inflight import RunnerState
 from oma_actors.domain.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import ToolCallRecord
+from oma_actors.domain.snapshot import CheckpointSnapshot, InFlightTask, RunIdentity
 from oma_actors.domain.tasks import TaskState
 
 

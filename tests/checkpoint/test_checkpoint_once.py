@@ -16,11 +16,11 @@ import pytest
 from checkpoint_support import KEY, make_snapshot, task_state
 
 from oma_actors.checkpoint import CheckpointSnapshot, InFlightTask, decode, encode
-from oma_actors.checkpoint.snapshot import CompletedTask
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.inflight import RunnerState
 from oma_actors.domain.messages import Message, TextBlock, TokenUsage, ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import AgentRunResult, ToolCallRecord
+from oma_actors.domain.snapshot import CompletedTask
 from oma_actors.errors import CheckpointError
 
 PROMPT = Message("user", [TextBlock("do it")])

@@ -14,8 +14,8 @@ from checkpoint_support import KEY, golden_json
 from fold_support import CALL_JSON, entry, event, journaled
 
 from oma_actors.checkpoint import decode, encode
-from oma_actors.checkpoint.fold import Folded, fold_tail
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.fold import Folded, fold_tail
 from oma_actors.llm import ReasoningBlock
 
 THOUGHT_JSON = {"type": "reasoning", "text": "Look it up first.", "signature": "sig-Eq1"}

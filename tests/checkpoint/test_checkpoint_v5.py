@@ -10,9 +10,9 @@ from checkpoint_support import KEY, golden_json, golden_text, make_snapshot
 from fold_support import entry, executing, journaled
 
 from oma_actors.checkpoint import Checkpoint, InFlightTask, decode, encode
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.validate import problem
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.stores import InMemoryStore
 
 

@@ -20,9 +20,9 @@ from fold_support import (
 )
 
 from oma_actors.checkpoint import decode, encode
-from oma_actors.checkpoint.fold import Folded, fold_tail, tail_read_from
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.messages import TokenUsage
+from oma_actors.journal.fold import Folded, fold_tail, tail_read_from
 
 
 def _folded(result: object) -> Folded:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from fold_support import RUN, entry, event, journaled
 
-from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
-from oma_actors.checkpoint.snapshot import RunIdentity
+from oma_actors.domain.snapshot import RunIdentity
+from oma_actors.journal.fold import Discarded, Folded, fold_tail
 
 
 def identity(attempt: int = 2, **changes: Any) -> dict[str, Any]:

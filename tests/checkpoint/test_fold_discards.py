@@ -18,14 +18,14 @@ from fold_support import (
 )
 
 from oma_actors.checkpoint import CheckpointSnapshot
-from oma_actors.checkpoint.fold import (
+from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.fold import (
     JOURNAL_TAIL_DISCARDED,
     Discarded,
     Folded,
     StartedCall,
     fold_tail,
 )
-from oma_actors.journal.event import JournalEvent
 
 
 def _discarded(

@@ -22,8 +22,8 @@ from fold_support import (
     whole_round,
 )
 
-from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
 from oma_actors.journal.event import RECORDED_RESULT, JournalEvent
+from oma_actors.journal.fold import Discarded, Folded, fold_tail
 
 
 def _folded(result: object) -> Folded:

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from fold_support import assistant_tool_turn, entry, event, journaled
 
-from oma_actors.checkpoint.fold import Discarded, Folded, fold_tail
 from oma_actors.clock import from_iso
+from oma_actors.journal.fold import Discarded, Folded, fold_tail
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.event import JournalEvent
 
 STAMP = "2026-12-02T01:02:03.456Z"

@@ -19,8 +19,8 @@ from fold_support import (
 
 from oma_actors.checkpoint import CheckpointSnapshot, journal_path
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, JournalPath
-from oma_actors.checkpoint.snapshot import RunIdentity
 from oma_actors.domain.messages import Message, TextBlock, TokenUsage
+from oma_actors.domain.snapshot import RunIdentity
 from oma_actors.journal.event import JournalEvent
 
 

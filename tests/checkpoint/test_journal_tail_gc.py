@@ -7,8 +7,8 @@ import gc
 import pytest
 from fold_support import RUN, entry, event, journaled
 
-from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.tail import read_journal_tail
 
 
 class _Journal:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from fold_support import entry, executing, journaled
 
-from oma_actors.checkpoint.fold import StartedCall
 from oma_actors.checkpoint.stranded import strand_unresumable
+from oma_actors.journal.fold import StartedCall
 
 
 def started(task: str, call: str = "tu-9", agent: str = "worker") -> StartedCall:

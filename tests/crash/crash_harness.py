@@ -30,8 +30,8 @@ from service_kit import POSTGRES_DSN
 
 from oma_actors import open_store
 from oma_actors.checkpoint import decode, encode, read_journal_tail
-from oma_actors.checkpoint.fold import Folded, FoldResult, fold_tail
 from oma_actors.journal import JsonlRunJournal, RunJournal, open_journal, to_json_line
+from oma_actors.journal.fold import Folded, FoldResult, fold_tail
 from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.stores import FileStore
 from oma_actors.stores.base import MemoryStore

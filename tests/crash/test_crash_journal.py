@@ -38,7 +38,7 @@ from crash_checks import (
 from crash_child import REFUSED_EXIT
 from crash_harness import DATABASE_SAVES, Child, Scenario
 
-from oma_actors.checkpoint.fold import Discarded
+from oma_actors.journal.fold import Discarded
 from oma_actors.testing.crash_points import CRASH_EXIT
 
 pytestmark = pytest.mark.crash

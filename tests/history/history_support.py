@@ -23,7 +23,7 @@ from oma_actors import (
     TeamRunResult,
 )
 from oma_actors.checkpoint.codec import encode
-from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.stores import FileStore
 

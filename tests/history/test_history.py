@@ -22,7 +22,7 @@ from oma_actors import CheckpointError
 from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
-from oma_actors.checkpoint.snapshot import CheckpointSnapshot, ForkedFrom
+from oma_actors.domain.snapshot import CheckpointSnapshot, ForkedFrom
 from oma_actors.journal import InMemoryRunJournal
 from oma_actors.stores import InMemoryStore
 

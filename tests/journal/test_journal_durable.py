@@ -31,7 +31,7 @@ from oma_actors.checkpoint import Checkpoint
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.journal_path import MIN_TAIL_BYTES, TAIL_RATIO
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
-from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal, verify_run
 from oma_actors.orchestration.journal_setup import fold_restored

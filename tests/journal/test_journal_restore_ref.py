@@ -26,9 +26,9 @@ import pytest
 from journal_first import RUN_ID, Ledger, crash_image, restore_charging, the_task
 
 from oma_actors import CheckpointError, CheckpointOptions, ConfigurationError, OpenMultiAgent
-from oma_actors.checkpoint.journal_ref import open_journal_ref
 from oma_actors.errors import JournalDamagedError, JournalUnavailableError
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+from oma_actors.journal.ref import open_journal_ref
 from oma_actors.stores import InMemoryStore
 
 UNKNOWN = "TOOL_OUTCOME_UNKNOWN"

@@ -12,7 +12,6 @@ import pytest
 from service_kit import FreshStores
 
 from oma_actors import ConfigurationError, open_journal, open_store
-from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.journal import (
     InMemoryRunJournal,
     JournalCorruptError,
@@ -21,6 +20,7 @@ from oma_actors.journal import (
     SqliteRunJournal,
 )
 from oma_actors.journal.sqlite import JOURNAL_TABLE
+from oma_actors.journal.tail import read_journal_tail
 from oma_actors.testing.journal_contract import event, events
 
 
@@ -138,7 +138,7 @@ class _CountingReads(SqliteRunJournal):
 
 
 async def test_a_snapshots_tail_is_read_by_the_indexed_run_query(tmp_path: Path) -> None:
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
 
     journal = _CountingReads(tmp_path / "state.db")
     await journal.append([event("other", 5), event("mine", 4), event("mine", 5), event("mine", 6)])

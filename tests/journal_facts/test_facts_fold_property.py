@@ -40,13 +40,13 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint.codec import decode, encode
-from oma_actors.checkpoint.fold import Discarded, fold_tail
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, mark_started_unsafe
-from oma_actors.checkpoint.journal_tail import read_journal_tail
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.journal.fields import adopt_journal_fields
+from oma_actors.journal.fold import Discarded, fold_tail
+from oma_actors.journal.tail import read_journal_tail
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import unsafe_tools
 from oma_actors.stores import InMemoryStore

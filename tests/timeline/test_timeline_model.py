@@ -12,8 +12,8 @@ from timeline_runs import restored_demo
 from oma_actors import TaskState, TokenUsage
 from oma_actors.approvals import ApprovalDecision, ApprovalRequest, Reviewer
 from oma_actors.checkpoint import CheckpointSnapshot
-from oma_actors.checkpoint.snapshot import InFlightTask
 from oma_actors.domain.inflight import PendingCall, RunnerState
+from oma_actors.domain.snapshot import InFlightTask
 from oma_actors.journal import JournalEvent
 from oma_actors.llm import Message, TextBlock, ToolUseBlock
 from oma_actors.timeline import build_timeline

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from oma_actors.checkpoint.codec import gc_paused
-from oma_actors.checkpoint.fold import tail_read_from
+from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.base import read_run
+from oma_actors.journal.fold import tail_read_from
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
 

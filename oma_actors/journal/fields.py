@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.snapshot import (
+from oma_actors.domain.snapshot import (
     JOURNAL_WRITE_VERSION,
     WRITE_VERSION,
     CheckpointSnapshot,

@@ -27,8 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from oma_actors.checkpoint.codec import gc_paused
-from oma_actors.checkpoint.fold_rules import (
+from oma_actors.domain.inflight import RunnerState
+from oma_actors.domain.snapshot import InFlightTask, RunIdentity
+from oma_actors.gc_pause import gc_paused
+from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from oma_actors.journal.fields import adopt_journal_fields
+from oma_actors.journal.fold_rules import (
     FOLDED_TYPES,
     EntryDraft,
     TailRejected,
@@ -37,16 +41,12 @@ from oma_actors.checkpoint.fold_rules import (
     run_start,
     task_status,
 )
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
-from oma_actors.checkpoint.journal_ref import DURABLE_MEMBER
-from oma_actors.checkpoint.snapshot import InFlightTask, RunIdentity
-from oma_actors.domain.inflight import RunnerState
-from oma_actors.journal.event import RUN_START, TASK_STATUS, TOOL_CALL, TOOL_RESULT, USER_MESSAGE
+from oma_actors.journal.ref import DURABLE_MEMBER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
 from oma_actors.errors import JournalUnavailableError
+from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.journal.open import journal_beside
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from oma_actors.checkpoint.snapshot import CheckpointSnapshot
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
 
 DURABLE_MEMBER = "durable"

@@ -30,8 +30,8 @@ from oma_actors.domain.messages import Message
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.checkpoint.snapshot import InFlightTask
     from oma_actors.domain.messages import ContentBlock
+    from oma_actors.domain.snapshot import InFlightTask
     from oma_actors.journal.event import JournalEvent
 
 Json = dict[str, Any]

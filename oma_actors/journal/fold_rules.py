@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.context_layout import apply_layout
-from oma_actors.checkpoint.snapshot import RunIdentity
 from oma_actors.clock import from_iso
 from oma_actors.domain.inflight import PendingCall, ToolCommit
 from oma_actors.domain.jsonforms import (
@@ -29,7 +27,9 @@ from oma_actors.domain.jsonforms import (
 )
 from oma_actors.domain.messages import Message, ToolResultBlock, ToolUseBlock, text_of
 from oma_actors.domain.results import ToolCallRecord
+from oma_actors.domain.snapshot import RunIdentity
 from oma_actors.errors import CheckpointError
+from oma_actors.journal.context_layout import apply_layout
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
     CONTEXT_REPLACE,
@@ -41,9 +41,9 @@ from oma_actors.journal.event import (
 )
 
 if TYPE_CHECKING:
-    from oma_actors.checkpoint.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
+    from oma_actors.domain.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
 
