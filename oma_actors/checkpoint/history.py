@@ -102,7 +102,8 @@ class RunTimeline:
             to one point starts from it).
         events: the run's own events from the first anchor's ``read_from`` on, of the types
             that make points (a listing) or that a fold reads (a fold to one point).
-        points: the history points they make, oldest first.
+        points: the history points they make, oldest first (a fold to one point: the
+            anchors' and that point alone).
     """
 
     run_id: str
@@ -189,8 +190,8 @@ async def load_timeline(
     """Read a run's anchors and journal events and list its points (see the module docstring).
 
     Args:
-        at: only what a fold to the point ``at`` needs: the anchor at or below it and the
-            events from there up to ``at`` (the points listed stop at ``at`` too). A seq that
+        at: only what a fold to the point ``at`` needs: the anchor at or below it, the
+            events from there up to ``at``, and of the points the anchors' and ``at``. A seq that
             is no point there gets the whole history read, so that the error names the nearest
             points of all.
 
@@ -227,7 +228,7 @@ async def load_timeline(
         anchors=anchors,
         values=values,
         events=mine,
-        points=tuple(_points(segment, mine)),
+        points=tuple(_points(segment, mine, only=at)),
         decoded=decoded,
     )
     if at is not None and at not in {p.seq for p in timeline.points}:
@@ -334,8 +335,11 @@ def _summary(
 
 
 def _points(
-    anchors: tuple[AnchorSummary, ...], events: tuple[JournalEvent, ...]
+    anchors: tuple[AnchorSummary, ...], events: tuple[JournalEvent, ...], only: int | None = None
 ) -> list[HistoryPoint]:
+    """The points of ``anchors`` and ``events``; with ``only``, the anchors' and the point at
+    ``only`` alone (a fold to one point checks that it is one: the others' labels and times
+    were most of its cost, profiled on a 1000-turn run)."""
     points: list[HistoryPoint] = []
     seqs = [event.seq for event in events]
     for index, anchor in enumerate(anchors):
@@ -360,9 +364,9 @@ def _points(
                 # anchor lacks shows its points from the next anchor on.)
                 turns[key] = 0
             if key in turns:
-                point = _event_point(event, turns, names)
-                if point is not None:
-                    points.append(point)
+                what = _event_boundary(event, turns, names)
+                if what is not None and (only is None or event.seq == only):
+                    points.append(_event_point(event, turns[key], *what))
     return points
 
 
@@ -381,39 +385,47 @@ def _anchor_point(anchor: AnchorSummary) -> HistoryPoint:
     )
 
 
-def _event_point(
+def _event_boundary(
     event: JournalEvent, turns: dict[tuple[str, str], int], names: dict[str, str]
-) -> HistoryPoint | None:
+) -> tuple[str, str] | None:
+    """The boundary ``event`` closes and what it did, or ``None``: it closes none.
+
+    Counts the conversation's turns (``turns``) and learns its calls' tool names (``names``).
+    """
     key = (event.task_id or "", event.agent_name or "")
     data = event.data
-    what: str | None = None
-    boundary = ""
-    if event.type == ASSISTANT_MESSAGE:
+    kind = event.type
+    if kind == ASSISTANT_MESSAGE:
         turns[key] += 1
         content = (data.get("message") or {}).get("content") or []
         calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
         for block in calls:
             names[str(block.get("id"))] = str(block.get("name"))
         if calls:
-            boundary = "assistant_tool_turn"
-            what = "asks for " + ", ".join(str(block.get("name")) for block in calls)
-    elif event.type == TOOL_CALL:
+            return "assistant_tool_turn", "asks for " + ", ".join(
+                str(block.get("name")) for block in calls
+            )
+    elif kind == TOOL_CALL:
         call = data.get("call") or {}
-        boundary, what = "tool_dispatch", f"tool {call.get('name')} dispatched"
-    elif event.type == TOOL_RESULT:
+        return "tool_dispatch", f"tool {call.get('name')} dispatched"
+    elif kind == TOOL_RESULT:
         name = names.get(str(data.get("toolCallId")), "?")
-        boundary, what = "tool_commit", f"tool {name} committed"
-    elif event.type == TURN_END and data.get("outcome") == "tool_use":
-        boundary, what = "tool_results", "results sent to the model"
-    elif event.type == TURN_END and data.get("outcome") == "completed":
-        boundary, what = "terminal", "final answer"
-    if what is None:
-        return None
+        return "tool_commit", f"tool {name} committed"
+    elif kind == TURN_END:
+        outcome = data.get("outcome")
+        if outcome == "tool_use":
+            return "tool_results", "results sent to the model"
+        if outcome == "completed":
+            return "terminal", "final answer"
+    return None
+
+
+def _event_point(event: JournalEvent, turn: int, boundary: str, what: str) -> HistoryPoint:
     return HistoryPoint(
         seq=event.seq,
         attempt=event.attempt,
         boundary=boundary,
         task_id=event.task_id,
         at=datetime.fromtimestamp(event.timestamp_unix_ms / 1000, UTC),
-        label=f"{event.task_id} turn {turns[key]}: {what}",
+        label=f"{event.task_id} turn {turn}: {what}",
     )
