@@ -293,24 +293,32 @@ def _started_calls(events: Sequence[JournalEvent]) -> tuple[StartedCall, ...]:
     Read leniently (a malformed event is skipped), because this must hold for a tail the fold
     refuses too.
     """
-    found: dict[tuple[str | None, str | None, str], StartedCall] = {}
+    # Each call's first seq and whether a result showed, by first appearance; one
+    # ``StartedCall`` per call at the end (a long tail shows thousands of calls).
+    first: dict[tuple[str | None, str | None, str], int] = {}
+    results: set[tuple[str | None, str | None, str]] = set()
     for event in events:
-        if event.type == TOOL_CALL:
+        kind = event.type
+        if kind == TOOL_CALL:
             call = event.data.get("call")
             call_id = call.get("id") if isinstance(call, dict) else None
-        elif event.type == TOOL_RESULT:
+        elif kind == TOOL_RESULT:
             call_id = event.data.get("toolCallId")
         else:
             continue
         if not isinstance(call_id, str):
             continue
         key = (event.task_id, event.agent_name, call_id)
-        known = found.get(key)
-        found[key] = StartedCall(
-            task_id=event.task_id,
-            agent_name=event.agent_name,
+        first.setdefault(key, event.seq)
+        if kind == TOOL_RESULT:
+            results.add(key)
+    return tuple(
+        StartedCall(
+            task_id=task_id,
+            agent_name=agent_name,
             call_id=call_id,
-            seq=known.seq if known else event.seq,
-            has_result=(known is not None and known.has_result) or event.type == TOOL_RESULT,
+            seq=seq,
+            has_result=(task_id, agent_name, call_id) in results,
         )
-    return tuple(found.values())
+        for (task_id, agent_name, call_id), seq in first.items()
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -9,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oma_actors.journal.codec import parse_line, parse_line_bytes
+from oma_actors.journal.codec import _SLOTS, parse_line, parse_line_bytes, slot_setters
 from oma_actors.journal.errors import JournalCorruptError
+from oma_actors.journal.event import JournalEvent
 
 BASE = '{"type":"tool/result","seq":7,"timestampUnixMs":1,"runId":"r","attempt":1,'
 
@@ -75,3 +77,37 @@ def test_any_data_reads_the_same(data: dict[str, Any]) -> None:
     text = BASE + json.dumps(data, ensure_ascii=False)[1:] if data else BASE[:-1] + "}"
     first, second = both(text)
     assert first == second
+
+
+def test_parsed_event_is_the_dataclass_built_by_its_init() -> None:
+    """``_event_of`` sets the slots itself (``_built``): every field, as ``__init__`` would."""
+    line = (
+        '{"type":"tool/result","seq":7,"timestampUnixMs":5,"runId":"r","attempt":2,'
+        '"taskId":"t","agentName":"a","traceId":"x","spanId":"y","sourceEventSeqs":[3,4],'
+        '"toolCallId":"c"}'
+    )
+    expected = JournalEvent(
+        seq=7,
+        type="tool/result",
+        run_id="r",
+        attempt=2,
+        timestamp_unix_ms=5,
+        task_id="t",
+        agent_name="a",
+        trace_id="x",
+        span_id="y",
+        source_event_seqs=[3, 4],
+        data={"toolCallId": "c"},
+    )
+    for event in (parse_line(line), parse_line_bytes(line.encode())):
+        assert event == expected
+        assert repr(event) == repr(expected)
+        assert {f.name: getattr(event, f.name) for f in dataclasses.fields(event)} == {
+            f.name: getattr(expected, f.name) for f in dataclasses.fields(expected)
+        }
+
+
+def test_slot_setters_refuse_a_field_list_that_is_not_the_class_s() -> None:
+    with pytest.raises(TypeError, match="not"):
+        slot_setters(JournalEvent, ("seq", "type"))
+    assert len(slot_setters(JournalEvent, _SLOTS)) == len(dataclasses.fields(JournalEvent))
