@@ -182,7 +182,7 @@ def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
         )
     optional: list[str | None] = []
     for name in _OPTIONAL_STRINGS:
-        value = raw.pop(name, None) if name in raw else _ABSENT
+        value = raw.pop(name, _ABSENT)
         if value is not _ABSENT and not isinstance(value, str):
             raise JournalCorruptError(path, line, name, f"must be a string, got {value!r}")
         optional.append(None if value is _ABSENT else value)

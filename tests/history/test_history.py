@@ -9,6 +9,7 @@ stored JSON, less ``history_support.IGNORED_ROOT`` and the ``dispatched`` marks 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.domain.snapshot import CheckpointSnapshot, ForkedFrom
-from oma_actors.journal import InMemoryRunJournal
+from oma_actors.journal import InMemoryRunJournal, JsonlRunJournal
 from oma_actors.stores import InMemoryStore
 
 
@@ -103,6 +104,26 @@ async def test_points_have_labels_attempts_and_boundaries(
     asks = next(p for p in points if p.boundary == "assistant_tool_turn" and p.seq > commit.seq)
     assert asks.label == "t0 turn 2: asks for note, note"
     assert all(a.at <= b.at for a, b in itertools.pairwise(points))
+
+
+async def test_the_collector_is_held_off_while_the_journal_reads_and_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A history's read is thousands of new containers, none garbage (``gc_paused``).
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    seen: list[bool] = []
+    original = JsonlRunJournal.read_range
+
+    async def recording(self: JsonlRunJournal, *args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(JsonlRunJournal, "read_range", recording)
+    points = await run_history(space.store(), "r1")
+    await state_at(space.store(), "r1", points[len(points) // 2].seq)
+    assert seen == [False, False]
+    assert gc.isenabled()
 
 
 async def test_a_seq_that_is_no_point_is_refused_naming_the_nearest(
