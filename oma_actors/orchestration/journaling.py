@@ -39,6 +39,7 @@ from oma_actors.agents.facts import (
     CallDispatched,
     Prompted,
     ResultsReturned,
+    Retrying,
     TurnEnded,
     TurnLimitReached,
 )
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.context import ContextRewrite
     from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import BoundaryHook, RequestHook
+    from oma_actors.agents.runner import FactHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.checkpoint.snapshot import (
         CheckpointSnapshot,
@@ -226,6 +228,14 @@ class RunJournaling:
 
         return hook
 
+    def facts_hook(self, task_id: str | None, agent: str) -> FactHook:
+        """The hook that records the facts one task's runner reports outside a boundary."""
+
+        def hook(facts: Facts) -> None:
+            self.record(task_id, agent, facts)
+
+        return hook
+
     def boundary_hook(self, task_id: str | None, agent: str) -> BoundaryHook:
         """The boundary hook of one task's runner in a run without a checkpoint.
 
@@ -350,6 +360,8 @@ class RunJournaling:
                     self.recorder.uncarried(f"task {task_id!r} exceeded its token budget")
                 case TurnLimitReached(max_turns=limit):
                     self.recorder.uncarried(f"task {task_id!r} stopped at max_turns ({limit})")
+                case Retrying():
+                    self.turn_failed(task_id)  # the attempt's model call failed
                 case _:
                     assert_never(fact)
 
