@@ -16,7 +16,9 @@ requests); this module records what the run learns elsewhere, at the moment it h
 The fold (``checkpoint.fold``) carries two of them, so that neither forces a snapshot in
 journal-first mode (D14): a task's start (``task/status`` ``in_progress`` with the queue's
 ``updatedAt``) and a completion's announcement (``task/status`` ``completed``). The others are
-written at compaction points, whose snapshot holds them.
+written at compaction points, whose snapshot holds them. Two facts have no event at all (a task
+a dispatch gate held back after its assignment, an approval used up): each makes the writer's
+next save compact.
 """
 
 from __future__ import annotations

@@ -12,8 +12,10 @@ its run actor adopts the boundary's state, so the snapshot built next has a wate
 records the conversation's opening prompt when no request sent it yet (``user/message`` origin
 ``input``), then ``turn/start`` and ``llm/request`` (every block with its lineage, JR-07).
 Every recorded block is registered with the recorder (JR-19), and a restore re-attaches the
-snapshot's ``conversationLineage`` to the restored blocks. The run's other events (plan, task
-status, approvals, shared memory) are recorded by ``journal_events``.
+snapshot's ``conversationLineage`` to the restored blocks. A retry the runner decides outside
+any boundary (``Retrying``) comes through ``facts_hook`` and closes the failed turn. The run's
+other events (plan, task status, approvals, shared memory) are recorded by ``journal_events``,
+task status and approvals from the facts the run actor reports (``run_facts``).
 
 Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
 never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
