@@ -26,12 +26,8 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.approvals import Allow, Deny, Reviewer, Suspend, decide_approval
-from oma_actors.checkpoint.fold import Discarded, fold_tail
-from oma_actors.checkpoint.journal_fields import adopt_journal_fields
+from oma_actors.checkpoint import Checkpoint, Discarded, RunWriter, fold_tail, read_journal_tail
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES
-from oma_actors.checkpoint.journal_tail import read_journal_tail
-from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.domain.tasks import TaskState
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
@@ -199,7 +195,6 @@ async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
         if outcome.durable:  # the process dies now: what would a restore fold to?
             stored = await Checkpoint(store, run_id="r").load_latest()
             assert stored is not None
-            stored = adopt_journal_fields(stored)
             watermark = snapshot.journal_watermark_seq or 0
             tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
             result = fold_tail(stored, tail, enforce_lineage=False)
