@@ -27,6 +27,7 @@ __all__ = [
     "Facts",
     "Prompted",
     "ResultsReturned",
+    "Retrying",
     "TurnEnded",
     "TurnLimitReached",
     "turn_end",
@@ -137,6 +138,19 @@ class TurnLimitReached:
     max_turns: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retrying:
+    """The attempt ended without an answer and the task is retried (its open turn failed).
+
+    Reported by the runner as it decides the retry, with no boundary: no state goes with it.
+
+    Attributes:
+        attempt: the attempt that failed.
+    """
+
+    attempt: int
+
+
 Fact: TypeAlias = (
     Prompted
     | Answered
@@ -144,6 +158,7 @@ Fact: TypeAlias = (
     | CallDispatched
     | CallCommitted
     | ResultsReturned
+    | Retrying
     | TurnEnded
     | TurnLimitReached
 )

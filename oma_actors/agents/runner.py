@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 from oma_actors.actors import Actor, ActorRef
 from oma_actors.agents.context_step import ContextStep, summary_options
+from oma_actors.agents.facts import Facts, Retrying
 from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive, prompted
 from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[ProgressEvent], None]
+FactHook = Callable[[Facts], None]
+"""Takes the facts a runner reports outside any boundary (a retry), as they happen (D14)."""
 MAX_RETRY_DELAY_MS = 30_000
 
 
@@ -145,13 +148,15 @@ async def run_task(
     resume: RunnerState | None = None,
     policy: CallPolicy | None = None,
     on_request: RequestHook | None = None,
+    on_facts: FactHook | None = None,
 ) -> TaskOutcome:
     """Run ``prompt`` on ``agent``, retrying an unsuccessful, retryable attempt per the task.
 
     With ``task=None`` (``run_agent``) there is exactly one attempt. ``resume`` continues the
     first attempt from a restored conversation instead of the prompt (spec RN-03); retries
     always start fresh. ``on_request`` sees every model request just before it is sent (the
-    run's journal records it, spec 17.2).
+    run's journal records it, spec 17.2); ``on_facts`` takes a retry's ``Retrying`` as the
+    runner decides it.
     """
     config = agent.config
     options = ChatOptions(
@@ -239,6 +244,8 @@ async def run_task(
         if state.success or attempt >= max_attempts or not state.retryable or task is None:
             return TaskOutcome(task_id=task_id, agent=config.name, result=result, attempts=attempt)
         delay = retry_delay_ms(task, attempt)
+        if on_facts is not None:
+            on_facts((Retrying(attempt=attempt),))
         emit(
             TaskRetry(
                 run_id=run_id,
@@ -290,6 +297,7 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
         on_boundary: BoundaryHook | None = None,
         policy: CallPolicy | None = None,
         on_request: RequestHook | None = None,
+        on_facts: FactHook | None = None,
     ) -> None:
         self._agent = agent
         self._run_id = run_id
@@ -297,6 +305,7 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
         self._on_boundary = on_boundary
         self._policy = policy
         self._on_request = on_request
+        self._on_facts = on_facts
 
     async def receive(self, message: RunnerMessage) -> TaskOutcome:
         """Run the task; the outcome is the ask's reply and is told to ``reply_to`` if set."""
@@ -319,6 +328,7 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
                 resume=message.resume,
                 policy=self._policy,
                 on_request=self._on_request,
+                on_facts=self._on_facts,
             )
         except Exception as exc:
             # Whoever waits for this task must hear back, or the run would wait forever.

@@ -20,13 +20,21 @@ if TYPE_CHECKING:
     from oma_actors.actors import ActorRef, ActorSystem
     from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import BoundaryHook, RequestHook
-    from oma_actors.agents.runner import Emit, ResolvedAgent, RunnerMessage, TaskOutcome
+    from oma_actors.agents.runner import (
+        Emit,
+        FactHook,
+        ResolvedAgent,
+        RunnerMessage,
+        TaskOutcome,
+    )
     from oma_actors.agents.tool_calls import CallPolicy
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
 
 
 RequestHooks: TypeAlias = "Callable[[str, str], RequestHook]"
 """Builds the model-request hook of one task (task id, agent): the run's journal (spec 17.2)."""
+FactHooks: TypeAlias = "Callable[[str, str], FactHook]"
+"""Builds the hook of one task (task id, agent) taking its runner's retries: the run's journal."""
 BoundaryHooks: TypeAlias = "Callable[[str, str], BoundaryHook]"
 """Builds the boundary hook of one task of a run without a checkpoint: the run's journal."""
 
@@ -59,6 +67,7 @@ class AgentActor(Actor[AgentMessage, None]):
         policy: CallPolicy | None = None,
         requests: RequestHooks | None = None,
         observers: BoundaryHooks | None = None,
+        reporters: FactHooks | None = None,
     ) -> None:
         self._agent = agent
         self._system = system
@@ -67,6 +76,7 @@ class AgentActor(Actor[AgentMessage, None]):
         self._policy = policy
         self._requests = requests
         self._observers = observers
+        self._reporters = reporters
         self._runners: dict[str, ActorRef[RunnerMessage, TaskOutcome]] = {}
         self._runs: dict[str, ActorRef[RunMessage]] = {}
         self._self: ActorRef[AgentMessage] | None = None
@@ -95,6 +105,9 @@ class AgentActor(Actor[AgentMessage, None]):
                         policy=self._policy,
                         on_request=(
                             self._requests(task.id, self._agent.name) if self._requests else None
+                        ),
+                        on_facts=(
+                            self._reporters(task.id, self._agent.name) if self._reporters else None
                         ),
                     ),
                     name=f"runner:{self._agent.name}:{task.id}",

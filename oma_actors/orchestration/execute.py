@@ -137,6 +137,7 @@ async def execute_queue(
                 resolve_agent(config), system, run_id=run_id, emit=emit, policy=policy,
                 requests=journaling.request_hook if journaling is not None else None,
                 observers=journaling.boundary_hook if journaling is not None else None,
+                reporters=journaling.facts_hook if journaling is not None else None,
             )  # fmt: skip
             ref: ActorRef[AgentMessage] = system.spawn(actor, name=f"agent:{config.name}")
             actor.bind(ref)
@@ -148,6 +149,7 @@ async def execute_queue(
             max_concurrency=max_concurrency,
             emit=emit,
             checkpointing=checkpointing,
+            journaling=journaling,
             writer=writer,
             ledger=ledger,
             gate=gate,

@@ -15,7 +15,6 @@ from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpoin
 from oma_actors.orchestration.execute import RunApprovals, execute_queue
 from oma_actors.orchestration.journal_events import (
     finish_journal,
-    observing,
     record_plan,
     start_fresh,
     watch_memory,
@@ -168,7 +167,7 @@ async def run_queue(
         run_id=run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=observing(journaling, ctx.emit, queue),
+        emit=ctx.emit,
         checkpointing=checkpointing,
         approvals=ctx.approvals(),
         clock=ctx.clock,

@@ -6,48 +6,49 @@ requests); this module records what the run learns elsewhere, at the moment it h
 * ``run/start`` then ``plan/set`` (source ``initial``) when a fresh run starts; ``run/start`` with
   mode ``restore`` when a restore continues a run, then an ``approval/decision`` for each decision
   the restore reconciled from the ledger (one the snapshot did not hold yet);
-* ``task/status`` from the queue's progress events, so cascades appear: ``TaskStarted`` is
-  ``in_progress``, ``TaskCompleted`` ``completed``, ``TaskFailed`` ``failed`` and ``TaskSkipped``
-  ``skipped``, each failure or skip with its reason;
-* ``approval/request`` when ``ApprovalPending`` is announced, i.e. once the request is durable;
+* ``task/status`` from the facts the run reports as its queue changes (``run_facts``), so
+  cascades appear: ``Started`` is ``in_progress``, ``Announced`` ``completed``, ``Failed``
+  ``failed`` and ``Skipped`` ``skipped``, each failure or skip with its reason;
+* ``approval/request`` when a request is ``Requested``, i.e. once it is durable and announced;
 * ``memory/set`` when a value (a task's result) is written to the team's shared memory;
 * ``run/end`` on every exit path (``finish_journal``).
 
 The fold (``checkpoint.fold``) carries two of them, so that neither forces a snapshot in
 journal-first mode (D14): a task's start (``task/status`` ``in_progress`` with the queue's
 ``updatedAt``) and a completion's announcement (``task/status`` ``completed``). The others are
-written at compaction points, whose snapshot holds them.
+written at compaction points, whose snapshot holds them. Two facts have no event at all (a task
+a dispatch gate held back after its assignment, an approval used up): each makes the writer's
+next save compact.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from oma_actors.approvals.records import decision_to_json, request_to_json
 from oma_actors.clock import to_iso
-from oma_actors.events import (
-    ApprovalPending,
-    TaskCompleted,
-    TaskFailed,
-    TaskRetry,
-    TaskSkipped,
-    TaskStarted,
-)
 from oma_actors.journal import vocabulary as v
+from oma_actors.orchestration.run_facts import (
+    Announced,
+    ApprovalUsedUp,
+    Failed,
+    HeldBack,
+    Requested,
+    RunFact,
+    Skipped,
+    Started,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
     from oma_actors.domain.results import RunOutcome
     from oma_actors.domain.tasks import TaskState
-    from oma_actors.events import ProgressEvent
     from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
-
-    Emit = Callable[[ProgressEvent], None]
 
 
 def start_fresh(
@@ -117,56 +118,44 @@ def record_resumed(
             journaling.recorder.uncarried(f"task {task.id!r} returned to pending")
 
 
-def observing(journaling: RunJournaling | None, emit: Emit, queue: TaskQueue | None = None) -> Emit:
-    """``emit`` that also records the run's task and approval events (then passes them on).
+def record_run_fact(journaling: RunJournaling | None, fact: RunFact) -> None:
+    """Record ``fact``, which the run's queue or approval gate reports as it happens (D14).
 
-    ``queue``: the run's queue, whose stamp of a task's start a journal-first run records.
+    Best-effort like every journal append (JR-06): never raises, never breaks the run.
     """
     if journaling is None:
-        return emit
-
-    def observe(event: ProgressEvent) -> None:
-        # Recording is best-effort like every journal append (JR-06): never breaks the run.
-        with contextlib.suppress(Exception):
-            record_progress(journaling, event, queue)
-        emit(event)
-
-    return observe
+        return
+    with contextlib.suppress(Exception):
+        _record(journaling, fact)
 
 
-def record_progress(
-    journaling: RunJournaling, event: ProgressEvent, queue: TaskQueue | None = None
-) -> None:
-    """Record what ``event`` tells the journal, if anything.
-
-    Journal-first (D14), a task's start carries the queue's ``updatedAt``: the fold then puts
-    the task in progress exactly as the queue has it, and the start needs no snapshot.
-    TaskStarted is emitted right after ``TaskQueue.start``, so the queue holds that very stamp.
-    """
+def _record(journaling: RunJournaling, fact: RunFact) -> None:
     recorder = journaling.recorder
-    if isinstance(event, TaskStarted):
-        stamp = None
-        if journaling.durable and queue is not None:
-            stamp = to_iso(queue.get(event.task_id).updated_at)
-        recorder.emit(_status(event.task_id, "in_progress", agent=event.agent, updated_at=stamp))
-    elif isinstance(event, TaskCompleted):
-        recorder.emit(_status(event.task_id, "completed", agent=event.agent))
-    elif isinstance(event, TaskFailed):
-        journaling.turn_failed(event.task_id)
-        recorder.emit(_status(event.task_id, "failed", agent=event.agent, reason=event.error))
-    elif isinstance(event, TaskSkipped):
-        recorder.emit(_status(event.task_id, "skipped", reason=event.reason))
-    elif isinstance(event, TaskRetry):
-        journaling.turn_failed(event.task_id)  # the attempt's model call failed
-    elif isinstance(event, ApprovalPending):
-        request = event.request
-        content = request.content
-        scope: dict[str, Any] = {}
-        if isinstance(content.get("taskId"), str):
-            scope["task_id"] = content["taskId"]
-        if isinstance(content.get("agentName"), str):
-            scope["agent_name"] = content["agentName"]
-        recorder.emit(v.approval_requested(request=request_to_json(request), **scope))
+    match fact:
+        case Started(task_id=task_id, agent=agent, updated_at=updated_at):
+            stamp = to_iso(updated_at) if journaling.durable else None
+            recorder.emit(_status(task_id, "in_progress", agent=agent, updated_at=stamp))
+        case Announced(task_id=task_id, agent=agent):
+            recorder.emit(_status(task_id, "completed", agent=agent))
+        case Failed(task_id=task_id, agent=agent, error=error):
+            journaling.turn_failed(task_id)
+            recorder.emit(_status(task_id, "failed", agent=agent, reason=error))
+        case Skipped(task_id=task_id, reason=reason):
+            recorder.emit(_status(task_id, "skipped", reason=reason))
+        case Requested(request=request):
+            content = request.content
+            scope: dict[str, Any] = {}
+            if isinstance(content.get("taskId"), str):
+                scope["task_id"] = content["taskId"]
+            if isinstance(content.get("agentName"), str):
+                scope["agent_name"] = content["agentName"]
+            recorder.emit(v.approval_requested(request=request_to_json(request), **scope))
+        case HeldBack(task_id=task_id, agent=agent):
+            recorder.uncarried(f"task {task_id!r} was assigned to {agent!r}")
+        case ApprovalUsedUp(request_id=request_id):
+            recorder.uncarried(f"approval {request_id!r} was used up")
+        case _:
+            assert_never(fact)
 
 
 def watch_memory(journaling: RunJournaling | None, memory: SharedMemory | None) -> None:

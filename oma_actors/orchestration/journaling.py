@@ -12,8 +12,10 @@ its run actor adopts the boundary's state, so the snapshot built next has a wate
 records the conversation's opening prompt when no request sent it yet (``user/message`` origin
 ``input``), then ``turn/start`` and ``llm/request`` (every block with its lineage, JR-07).
 Every recorded block is registered with the recorder (JR-19), and a restore re-attaches the
-snapshot's ``conversationLineage`` to the restored blocks. The run's other events (plan, task
-status, approvals, shared memory) are recorded by ``journal_events``.
+snapshot's ``conversationLineage`` to the restored blocks. A retry the runner decides outside
+any boundary (``Retrying``) comes through ``facts_hook`` and closes the failed turn. The run's
+other events (plan, task status, approvals, shared memory) are recorded by ``journal_events``,
+task status and approvals from the facts the run actor reports (``run_facts``).
 
 Two modes (``JournalOptions.durable``). OMA's (``False``): appends are best-effort (JR-06), they
 never fail or slow the run; the snapshot stays the save path and the tail only adds granularity
@@ -39,6 +41,7 @@ from oma_actors.agents.facts import (
     CallDispatched,
     Prompted,
     ResultsReturned,
+    Retrying,
     TurnEnded,
     TurnLimitReached,
 )
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
     from oma_actors.agents.context import ContextRewrite
     from oma_actors.agents.facts import Facts
     from oma_actors.agents.loop import BoundaryHook, RequestHook
+    from oma_actors.agents.runner import FactHook
     from oma_actors.checkpoint.run_writer import RunWriter
     from oma_actors.domain.inflight import BoundaryKind, RunnerState, ToolCommit
     from oma_actors.domain.messages import ChatOptions, Message
@@ -226,6 +230,14 @@ class RunJournaling:
 
         return hook
 
+    def facts_hook(self, task_id: str | None, agent: str) -> FactHook:
+        """The hook that records the facts one task's runner reports outside a boundary."""
+
+        def hook(facts: Facts) -> None:
+            self.record(task_id, agent, facts)
+
+        return hook
+
     def boundary_hook(self, task_id: str | None, agent: str) -> BoundaryHook:
         """The boundary hook of one task's runner in a run without a checkpoint.
 
@@ -350,6 +362,8 @@ class RunJournaling:
                     self.recorder.uncarried(f"task {task_id!r} exceeded its token budget")
                 case TurnLimitReached(max_turns=limit):
                     self.recorder.uncarried(f"task {task_id!r} stopped at max_turns ({limit})")
+                case Retrying():
+                    self.turn_failed(task_id)  # the attempt's model call failed
                 case _:
                     assert_never(fact)
 

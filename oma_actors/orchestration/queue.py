@@ -1,7 +1,8 @@
 """The task queue state machine (spec section 15): statuses, readiness and cascades.
 
 The queue is plain state owned by one RunActor; it performs no I/O and emits nothing. Every
-mutation returns the tasks it changed so the caller can publish events in order.
+mutation returns the tasks it changed so the caller can report each change as a fact to the
+run's journal (``run_facts``) and publish its event, in order.
 """
 
 from __future__ import annotations

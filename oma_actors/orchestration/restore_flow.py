@@ -39,7 +39,6 @@ from oma_actors.orchestration.goal_flow import charge_synthesis
 from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journal_events import (
     finish_journal,
-    observing,
     record_resumed,
     start_restore,
     watch_memory,
@@ -257,7 +256,7 @@ async def _continue_owned(
         run_id=plan.run_id,
         memory=memory,
         max_concurrency=ctx.max_concurrency,
-        emit=observing(journaling, ctx.emit, plan.queue),
+        emit=ctx.emit,
         checkpointing=checkpointing,
         resume=reconciled.resume,
         restored_results=plan.results,

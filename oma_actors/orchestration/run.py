@@ -32,6 +32,7 @@ from oma_actors.events import (
 from oma_actors.orchestration.budget import RunBudget, exhausted
 from oma_actors.orchestration.checkpointing import build_snapshot
 from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
+from oma_actors.orchestration.journal_events import record_run_fact
 from oma_actors.orchestration.messages import (
     AgentMessage,
     Assign,
@@ -41,6 +42,15 @@ from oma_actors.orchestration.messages import (
     TaskFinished,
 )
 from oma_actors.orchestration.prompts import task_prompt
+from oma_actors.orchestration.run_facts import (
+    Announced,
+    ApprovalUsedUp,
+    Failed,
+    HeldBack,
+    Requested,
+    Skipped,
+    Started,
+)
 from oma_actors.orchestration.shared_memory import task_result_key
 
 if TYPE_CHECKING:
@@ -58,7 +68,9 @@ if TYPE_CHECKING:
     from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import TaskState
     from oma_actors.orchestration.checkpointing import RunCheckpointing
+    from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.run_facts import RunFact
     from oma_actors.orchestration.shared_memory import SharedMemory
 
 
@@ -89,6 +101,7 @@ class RunWiring:
     max_concurrency: int
     emit: Emit
     checkpointing: RunCheckpointing | None = None
+    journaling: RunJournaling | None = None  # the checkpointing's, when it has one
     writer: ActorRef[CheckpointMessage, SaveOutcome] | None = None
     ledger: DurableApprovalLedger | None = None
     gate: DispatchGate | None = None
@@ -174,6 +187,7 @@ class RunActor(Actor[RunMessage, bool | None]):
             if task.id in self._announced or result is None:
                 continue
             agent = task.assignee or ""
+            self._report(Announced(task_id=task.id, agent=agent))
             self._w.emit(
                 TaskCompleted(
                     run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent,
@@ -226,6 +240,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         for request in requests:
             # The row comes after the checkpoint: a crash in between is repaired on restore.
             await ledger.ensure_request(request)
+            self._report(Requested(request=request))
             self._w.emit(ApprovalPending(run_id=self._w.run_id, request=request))
         return True
 
@@ -286,26 +301,25 @@ class RunActor(Actor[RunMessage, bool | None]):
                 verdict = await self._w.gate.check(task, self._publish)
                 if not isinstance(verdict, Go):
                     if task is not waiting:  # assigned, not started: no event says so
-                        self._uncarried(f"task {task.id!r} was assigned to {agent!r}")
+                        self._report(HeldBack(task_id=task.id, agent=agent))
                     self._stop = verdict
                     break
                 consumed = verdict.consumed
                 if consumed is not None and self._pending.pop(consumed, None) is not None:
-                    self._uncarried(f"approval {consumed!r} was used up")
+                    self._report(ApprovalUsedUp(request_id=consumed))
             self._start(task, agent)
         if not self._running and self._done is not None and not self._done.done():
             await self._conclude()
 
-    def _uncarried(self, reason: str) -> None:
-        """A change no journal event carries: the run's next save compacts (D14)."""
-        cp = self._w.checkpointing
-        if cp is not None and cp.journaling is not None:
-            cp.journaling.recorder.uncarried(reason)
+    def _report(self, fact: RunFact) -> None:
+        """Record a change of the queue or the approvals as it happens (D14), before its event."""
+        record_run_fact(self._w.journaling, fact)
 
     def _start(self, task: TaskState, agent: str) -> None:
         assert self._self is not None
         started = self._queue.start(task.id, agent)
         self._running[task.id] = agent
+        self._report(Started(task_id=task.id, agent=agent, updated_at=started.updated_at))
         logger.info("run %s: task %r started on %s", self._w.run_id, task.title, agent)
         self._w.emit(
             TaskStarted(run_id=self._w.run_id, task_id=task.id, title=task.title, agent=agent)
@@ -342,6 +356,7 @@ class RunActor(Actor[RunMessage, bool | None]):
 
     def _skip(self, reason: str) -> None:
         for task in self._queue.skip_remaining(reason):
+            self._report(Skipped(task_id=task.id, reason=reason))
             self._w.emit(
                 TaskSkipped(run_id=self._w.run_id, task_id=task.id, title=task.title, reason=reason)
             )
@@ -383,13 +398,15 @@ class RunActor(Actor[RunMessage, bool | None]):
         if not result.success:
             cascade = self._queue.fail(task_id, result.output)
             for failed in (self._queue.get(task_id), *cascade):
+                error = failed.result or ""
+                self._report(Failed(task_id=failed.id, agent=failed.assignee, error=error))
                 self._w.emit(
                     TaskFailed(
                         run_id=run_id,
                         task_id=failed.id,
                         title=failed.title,
                         agent=failed.assignee,
-                        error=failed.result or "",
+                        error=error,
                     )
                 )
             self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
@@ -403,6 +420,7 @@ class RunActor(Actor[RunMessage, bool | None]):
             memory.advance_turn()
         self._queue.complete(task_id, result.output)
         await self._save("task_completed", task_id)
+        self._report(Announced(task_id=task_id, agent=agent))
         self._w.emit(
             TaskCompleted(
                 run_id=run_id, task_id=task_id, title=task.title, agent=agent, result=result

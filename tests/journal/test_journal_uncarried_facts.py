@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -23,7 +25,9 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
-from oma_actors.approvals import Allow, Deny
+from oma_actors.approvals import Allow, Deny, Reviewer, Suspend, decide_approval
+from oma_actors.checkpoint import Checkpoint, Discarded, RunWriter, fold_tail, read_journal_tail
+from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES
 from oma_actors.domain.tasks import TaskState
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
@@ -146,3 +150,72 @@ async def test_a_task_assigned_but_not_dispatched_compacts(tmp_path: Path) -> No
     modes = {e.boundary: e.mode for e in saved}
     assert modes["tool_commit"] == "snapshot", saved
     assert modes["tool_results"] == "journal", saved
+
+
+async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The dispatch of ``a`` waits for a reviewer; the restore dispatches it on the approval
+    # and uses the approval up (AP-32). No OMA event says so: the save after the dispatch
+    # must compact, or a restore from the journal would list the used-up request as pending.
+    store = FileStore(tmp_path / "state")
+    path = tmp_path / "run.jsonl"
+    options = CheckpointOptions(store=store, run_id="r")
+
+    def search_once(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        if len(messages) == 1:
+            return search("a1", TokenUsage(1, 1))
+        return LLMResponse([TextBlock("a done")], usage=TokenUsage(1, 1))
+
+    async def run_search(args: Query, ctx: ToolContext) -> str:
+        return f"found {args.q}"
+
+    tool = define_tool(name="search", description="search", input_model=Query, execute=run_search)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(search_once), tools=[tool])])
+    journal = JsonlRunJournal(path, flush_interval_ms=0)
+    try:
+        first = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).run_tasks(
+            team, [Task("a", "a", assignee="w", id="a")], checkpoint=options,
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+    finally:
+        await journal.close()
+    assert first.status.code == "suspended", first.status
+    [request] = first.pending_approvals
+    await decide_approval(
+        store, request_id=request.id, request_hash=request.request_hash, decision="approve",
+        reviewer=Reviewer("lead"),
+    )  # fmt: skip
+
+    folded: list[tuple[str, list[str], list[str]]] = []  # boundary, restore's view, run's
+    original = RunWriter.save
+
+    async def save_then_fold(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
+        outcome = await original(self, snapshot, **kw)
+        if outcome.durable:  # the process dies now: what would a restore fold to?
+            stored = await Checkpoint(store, run_id="r").load_latest()
+            assert stored is not None
+            watermark = snapshot.journal_watermark_seq or 0
+            tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
+            result = fold_tail(stored, tail, enforce_lineage=False)
+            assert not isinstance(result, Discarded), result.reason
+            pending = [r.id for r in result.snapshot.pending_approvals]
+            held = [r.id for r in snapshot.pending_approvals]
+            folded.append((kw.get("boundary", "?"), pending, held))
+        return outcome
+
+    monkeypatch.setattr(RunWriter, "save", save_then_fold)
+    journal = JsonlRunJournal(path, flush_interval_ms=0)
+    try:
+        restored = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).restore(
+            team, checkpoint=options, journal=JournalOptions(journal, durable=True)
+        )
+    finally:
+        await journal.close()
+        await store.aclose()
+    assert restored.success, restored.status
+    assert restored.pending_approvals == []
+    # The saves after the dispatch were checked: at each, a restore folds to what the run held.
+    assert any(boundary in JOURNAL_BOUNDARIES for boundary, _, _ in folded), folded
+    assert all(pending == held for _, pending, held in folded), folded
+    assert folded[-1][1] == [], folded
