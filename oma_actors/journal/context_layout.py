@@ -21,18 +21,14 @@ No I/O; both directions live here so the writer and the fold can never disagree 
 
 from __future__ import annotations
 
-from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.domain.jsonforms import block_from_json, usage_from_json
 from oma_actors.domain.messages import Message
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.domain.messages import ContentBlock
-    from oma_actors.domain.snapshot import InFlightTask
-    from oma_actors.journal.event import JournalEvent
 
 Json = dict[str, Any]
 Lineage = tuple[tuple[int, ...] | None, ...]
@@ -156,29 +152,3 @@ def _resolve(
             source = lineage[m][b] if lineage is not None else None
             return conversation[m].content[b], source
     raise ValueError(f"layout names block {ref!r}, which the conversation does not have")
-
-
-def replaced(item: InFlightTask, event: JournalEvent) -> InFlightTask:
-    """``item`` after the ``context/replace`` ``event`` (the fold's rule, JR-14).
-
-    The conversation is rebuilt from ``detail.layout``; a summary's usage (``detail.usage``) is
-    added to the task's, as the runner added it. An event without a layout (OMA's) cannot be
-    rebuilt exactly: ``ValueError``, and the fold discards the tail (JR-16) rather than restore
-    a conversation the model never saw.
-
-    Raises:
-        ValueError: the event has no usable layout or replacements.
-    """
-    raw = event.data.get("replacements") or []
-    if not isinstance(raw, list):
-        raise ValueError(f"replacements must be a list, got {raw!r}")
-    derived = [block_from_json(r["block"]) for r in raw]
-    detail = event.data.get("detail")
-    detail = detail if isinstance(detail, dict) else {}
-    state = item.state
-    conversation, lineage = apply_layout(
-        state.conversation, item.conversation_lineage, detail.get("layout"), derived, event.seq
-    )
-    usage = state.token_usage + usage_from_json(detail.get("usage"))
-    state = dc_replace(state, conversation=conversation, token_usage=usage)
-    return dc_replace(item, state=state, conversation_lineage=lineage)
