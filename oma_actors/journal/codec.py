@@ -310,6 +310,14 @@ _RUN_PREFIX = re.compile(
 )
 
 
+_PLAIN_RUN_PREFIX = re.compile(
+    rb'\{"type":"([^"\\]{1,64})","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
+    rb'"runId":"([^"\\]{0,1024})"[,}]'
+)
+"""``_RUN_PREFIX`` for a run id without escapes (every run id a restore scans for): the same
+groups where it matches, and about 2.5x cheaper than the alternation (P5's backward scan)."""
+
+
 def peek_run(line: bytes) -> tuple[int, bytes] | None:
     """The seq and the run id (as the line spells it) of a JSONL line, without parsing it.
 
@@ -317,13 +325,13 @@ def peek_run(line: bytes) -> tuple[int, bytes] | None:
     (``{"type":...,"seq":N,"timestampUnixMs":T,"runId":"...",``). Compare the run id with
     ``spelled_run_id(run_id)``.
     """
-    found = _RUN_PREFIX.match(line)
+    found = _PLAIN_RUN_PREFIX.match(line) or _RUN_PREFIX.match(line)
     return None if found is None else (int(found[2]), found[3])
 
 
 def peek_head(line: bytes) -> tuple[int, bytes, bytes] | None:
     """``peek_run`` with the event type too: ``(seq, run id, type)`` as the line spells them."""
-    found = _RUN_PREFIX.match(line)
+    found = _PLAIN_RUN_PREFIX.match(line) or _RUN_PREFIX.match(line)
     return None if found is None else (int(found[2]), found[3], found[1])
 
 

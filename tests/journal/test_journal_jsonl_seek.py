@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from oma_actors.journal import JournalEvent, JsonlRunJournal, jsonl_scan, to_json_line
+from oma_actors.journal.codec import peek_head, peek_run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -218,3 +219,11 @@ async def test_a_line_longer_than_the_directorys_chunk_is_not_skipped(
     with path.open("a", encoding="utf-8") as file:
         file.write(to_json_line(event("b", 1)) + "\n")
     assert await seek(journal, "b", 1) == [("b", 1)]
+
+
+@pytest.mark.parametrize("spelled", ["a", "\\u0061", 'x\\"y', "\\\\"])
+def test_a_peek_reads_a_run_id_as_spelled_plain_or_escaped(spelled: str) -> None:
+    # The plain-run-id fast match must hand an escaped spelling on to the full pattern.
+    line = to_json_line(event("a", 7)).replace('"runId":"a"', f'"runId":"{spelled}"').encode()
+    assert peek_head(line) == (7, spelled.encode(), b"turn/start")
+    assert peek_run(line) == (7, spelled.encode())
