@@ -24,6 +24,7 @@ next save compact.
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any, assert_never
 
 from oma_actors.approvals.records import decision_to_json, request_to_json
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.shared_memory import SharedMemory
+
+
+logger = logging.getLogger(__name__)
 
 
 def start_fresh(
@@ -121,12 +125,18 @@ def record_resumed(
 def record_run_fact(journaling: RunJournaling | None, fact: RunFact) -> None:
     """Record ``fact``, which the run's queue or approval gate reports as it happens (D14).
 
-    Best-effort like every journal append (JR-06): never raises, never breaks the run.
+    Best-effort like every journal append (JR-06): never raises, never breaks the run. A fact
+    that could not be recorded is not in the journal, so the writer's next save must not lean
+    on the journal for it: it compacts, and the whole snapshot holds the fact.
     """
     if journaling is None:
         return
-    with contextlib.suppress(Exception):
+    try:
         _record(journaling, fact)
+    except Exception as exc:
+        logger.warning("a run fact could not be journaled (%r): %s", fact, exc)
+        with contextlib.suppress(Exception):
+            journaling.recorder.uncarried(f"{type(fact).__name__} could not be journaled: {exc}")
 
 
 def _record(journaling: RunJournaling, fact: RunFact) -> None:

@@ -28,3 +28,32 @@ def test_a_fact_that_cannot_be_recorded_does_not_break_the_run() -> None:
 
 def test_a_run_without_a_journal_reports_its_facts_to_nobody() -> None:
     record_run_fact(None, Skipped(task_id="a", reason="Skipped: run aborted."))
+
+
+class FailingEmitRecorder:
+    """A recorder whose appends fail; it keeps what it was told the fold cannot carry."""
+
+    def __init__(self) -> None:
+        self.uncarried_reasons: list[str] = []
+
+    def emit(self, event: object) -> None:
+        raise ValueError("the event cannot be built")
+
+    def uncarried(self, reason: str) -> None:
+        self.uncarried_reasons.append(reason)
+
+
+class FailingEmitJournaling:
+    durable = True
+
+    def __init__(self) -> None:
+        self.recorder = FailingEmitRecorder()
+
+
+def test_a_fact_the_journal_missed_makes_the_next_save_compact() -> None:
+    # The journal now lacks the task's start: a journal-only save would give a restore a
+    # queue without it. The recorder is told, so the next save writes the whole snapshot.
+    journaling = FailingEmitJournaling()
+    record_run_fact(cast("RunJournaling", journaling), Skipped(task_id="a", reason="aborted"))
+    assert len(journaling.recorder.uncarried_reasons) == 1
+    assert "Skipped could not be journaled" in journaling.recorder.uncarried_reasons[0]
