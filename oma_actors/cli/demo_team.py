@@ -6,7 +6,6 @@ writes notes under the demo folder, and answers from what its tools returned.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -35,7 +34,6 @@ from oma_actors.llm import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -237,8 +235,3 @@ def demo_team(
         ],
         shared_memory=True,
     )
-
-
-def describe_tool_input(value: object) -> str:
-    """Short JSON for display."""
-    return shorten(json.dumps(value), 60)

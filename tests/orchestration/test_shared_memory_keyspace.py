@@ -28,3 +28,16 @@ async def test_reserved_keys_stay_out_of_shared_memory(prefix: str) -> None:
 def test_the_sidecar_s_records_are_reserved() -> None:
     assert is_reserved_key("__oma_sidecar__/run/r1")
     assert not is_reserved_key("agent/__oma_sidecar__/x")
+
+
+async def test_list_by_agent_gives_one_agents_visible_entries() -> None:
+    # OMA's ``listByAgent``: the entries an agent wrote, never another agent's whose name
+    # merely starts the same way, never the runtime's reserved keys.
+    store = InMemoryStore()
+    await store.set(RESERVED_PREFIXES[0] + "writer/record", "runtime-owned")
+    memory = SharedMemory(store)
+    await memory.write("writer", "notes", "a")
+    await memory.write("writer2", "notes", "b")
+    await memory.write("writer", "plan", "c")
+    assert [e.key for e in await memory.list_by_agent("writer")] == ["writer/notes", "writer/plan"]
+    assert await memory.list_by_agent("nobody") == []
