@@ -1,4 +1,7 @@
-"""The typed checkpoint snapshot (spec 7.2): frozen values, no I/O, no JSON here."""
+"""The typed checkpoint snapshot (spec 7.2): the run state the journal's fold produces (D14).
+
+Frozen values, no I/O, no JSON here; below the journal and the checkpoint, which both use it.
+"""
 
 from __future__ import annotations
 

@@ -41,6 +41,8 @@ from oma_actors.journal.event import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from oma_actors.domain.inflight import RunnerPhase
     from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.snapshot import ConversationLineage, InFlightTask
@@ -230,13 +232,14 @@ def _message(
     role: str,
     *,
     enforce_lineage: bool,
-    committed: dict[str, ToolResultBlock] | None = None,
+    pending: Sequence[PendingCall] = (),
 ) -> Message:
     raw = event.data["message"]
     content = raw.get("content") if isinstance(raw, dict) else None
     if isinstance(content, list) and any(_is_reference(b) for b in content):
         # Journal-first results message (issue 19): its results are the entry's commits.
-        message = Message(raw["role"], [_resolved(b, committed or {}, event) for b in content])
+        committed = {p.call.id: p.commit.block for p in pending if p.commit is not None}
+        message = Message(raw["role"], [_resolved(b, committed, event) for b in content])
     else:
         message = message_from_json(raw)
     if message.role != role:
@@ -426,8 +429,7 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
 
 
 def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
-    committed = {p.call.id: p.commit.block for p in draft.pending if p.commit is not None}
-    message = _message(event, "user", enforce_lineage=enforce_lineage, committed=committed)
+    message = _message(event, "user", enforce_lineage=enforce_lineage, pending=draft.pending)
     answers = [b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)]
     if event.data.get("origin") != "tool_results" and not answers:
         if draft.phase == "executing_tools":
