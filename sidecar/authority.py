@@ -67,8 +67,12 @@ def shown(
         # registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
         return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
     # No lease (a new run's first attempt has not acquired it yet, or it was given up
-    # unfinished): a TTL later nobody has taken it.
-    if (now - record.updated_at).total_seconds() < ttl:
+    # unfinished): a TTL later nobody has taken it. Counted from the run record's last write
+    # (the release) when there is one: an attempt that stopped on an unreachable store gives
+    # its lease up as the store returns and goes on at once (``Execution._resume``), however
+    # long ago the registry last wrote.
+    since = lease.updated_at if lease is not None else record.updated_at
+    if (now - since).total_seconds() < ttl:
         return record
     return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
 
