@@ -14,11 +14,9 @@ record wins:
 ``STATUS_OF_RECORD`` is the one table from the run record's vocabulary to the wire's.
 
 A claim on a run (a restore, an adoption, a cancel, a deletion) is decided by its run record
-first (``sidecar.run_ledger``: a restore, an adoption and a deletion take its lease, a cancel
-cancels it unless a sidecar holds it), then written to the registry in a compare-and-set that
-requires the record unchanged since it was read (``check_unchanged``, which still separates
-two claims of one process: they share an owner, so the lease cannot). Of two claims racing,
-exactly one wins.
+alone (``sidecar.run_ledger``: a restore, an adoption and a deletion take its lease, a cancel
+cancels it unless a sidecar holds it); two claims of one process, which share an owner, are
+taken one after the other (``sidecar.claims``). Of two claims racing, exactly one wins.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.owner import label_of
 from sidecar.record import TERMINAL, Outcome
 from sidecar.status import FailedPrecondition
 
@@ -53,44 +50,61 @@ INTERRUPTED = Outcome(code="interrupted", message="no live sidecar holds the run
 def shown(
     record: RunRecordV1, lease: LeaseRecord | None, *, now: datetime, ttl: float
 ) -> RunRecordV1:
-    """``record`` with the status its run record ``lease`` decides (for an active ``record``
-    that does not execute in this process)."""
-    if not record.active:
-        return record
-    if lease is not None and lease.status not in UNSETTLED:
-        return replace(record, status=STATUS_OF_RECORD[lease.status])
-    holder = lease.lease if lease is not None else None
+    """``record`` with the status its run record ``lease`` decides, for a run that does not
+    execute in this process (whatever the registry last wrote: D16).
+
+    - The run record settled (completed, failed, cancelled, suspended): that status. The
+      registry's outcome is kept when it says the same (it names host calls that timed out),
+      else the run record's.
+    - Someone holds a live lease: the run runs there (``RUNNING``, or the registry's
+      ``QUEUED`` while its claimant has not started the attempt yet).
+    - The lease lapsed, or nobody took the run for a TTL after it was given up (or, with no
+      run record yet, after the registry created it): ``INTERRUPTED``.
+    - No run record and an ended registry record (a run that never held a lease): as it is.
+    """
+    if lease is None:
+        if not record.active:
+            return record
+        return _unheld(record, record.updated_at, now=now, ttl=ttl)
+    if lease.status not in UNSETTLED:
+        status = STATUS_OF_RECORD[lease.status]
+        if status == record.status:
+            return record
+        return replace(record, status=status, outcome=_outcome_of(lease))
+    holder = lease.lease
     if holder is not None and holder.expires_at > now:
-        return record  # its holder renews it: it runs there
+        if record.active:
+            return record  # its holder renews it: it runs there
+        return replace(record, status=pb.RUN_STATUS_RUNNING, outcome=Outcome())
     if holder is not None:
         # Lapsed, whoever held it: a claim takes the lease before it names its owner in the
         # registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
         return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
-    # No lease (a new run's first attempt has not acquired it yet, or it was given up
-    # unfinished): a TTL later nobody has taken it. Counted from the run record's last write
-    # (the release) when there is one: an attempt that stopped on an unreachable store gives
+    # No lease (given up unfinished): a TTL later nobody has taken it. Counted from the run
+    # record's last write (the release): an attempt that stopped on an unreachable store gives
     # its lease up as the store returns and goes on at once (``Execution._resume``), however
     # long ago the registry last wrote.
-    since = lease.updated_at if lease is not None else record.updated_at
+    return _unheld(record, lease.updated_at, now=now, ttl=ttl)
+
+
+def _unheld(record: RunRecordV1, since: datetime, *, now: datetime, ttl: float) -> RunRecordV1:
+    """``record`` of a run nobody holds since ``since``: as it is for a TTL, then interrupted."""
     if (now - since).total_seconds() < ttl:
-        return record
+        return record if record.active else replace(record, status=pb.RUN_STATUS_QUEUED)
     return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
 
 
-def check_unchanged(current: RunRecordV1, seen: RunRecordV1, claimed: str = "RUN_ACTIVE") -> None:
-    """Refuse a claim on a run another request changed after it was ``seen``: a restore or an
-    adoption claimed it (``claimed``), or it ended (``RUN_ALREADY_TERMINAL``)."""
-    if current.deleting:
-        raise deleting_error(current)
-    if (current.owner_id, current.attempt) != (seen.owner_id, seen.attempt):
-        raise FailedPrecondition(
-            claimed,
-            f"run {current.run_id!r} runs in another sidecar ({label_of(current.owner_id)})",
-            metadata={"owner_id": current.owner_id},
-        )
-    if current.status != seen.status:
-        check_cancellable(current)
-        raise FailedPrecondition("RUN_ACTIVE", f"run {current.run_id!r} is running")
+def _outcome_of(lease: LeaseRecord) -> Outcome:
+    """The run record's outcome (OMA's ``{code, message}``) as the registry spells one."""
+    found = lease.outcome or {}
+    code, message = found.get("code", ""), found.get("message", "")
+    return Outcome(code=code if isinstance(code, str) else "", message=str(message or ""))
+
+
+def check_not_deleting(record: RunRecordV1) -> None:
+    """Refuse (``RUN_DELETING``) a claim on a run ``DeleteRun`` claimed first."""
+    if record.deleting:
+        raise deleting_error(record)
 
 
 def deleting_error(record: RunRecordV1) -> FailedPrecondition:

@@ -22,6 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors import LeaseError, OmaError
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.keyspace import RUN_KEY_PREFIX
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.runs import RunRecord as LeaseRecord
+from oma_actors.stores.prefix import list_under
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -32,7 +36,8 @@ from sidecar.attempt import (
     run_attempt,
     settled,
 )
-from sidecar.authority import check_cancellable, check_unchanged, deleting_error, shown
+from sidecar.authority import check_cancellable, check_not_deleting, deleting_error, shown
+from sidecar.claims import Claims
 from sidecar.convert import now
 from sidecar.fencing import Change, NotMine, both, still_mine
 from sidecar.host_events import HostCallEvents
@@ -145,6 +150,7 @@ class RunExecutor:
         self._allowed_stores = tuple(allowed_stores)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
+        self._claims = Claims()
         self.run_store = run_store
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
@@ -161,13 +167,40 @@ class RunExecutor:
 
     async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunRecordV1:
         """``record`` with the status its run record decides (``sidecar.authority``) and,
-        with ``tasks``, the task statuses of its latest state, when it is active and does not
-        execute here (the registry's tasks are written when an attempt settles)."""
-        if not record.active or self.running(record.run_id) or self.run_store is None:
+        with ``tasks``, the task statuses of its latest state, when it does not execute here
+        (the registry's tasks are written when an attempt settles)."""
+        if self.running(record.run_id) or self.run_store is None:
             return record
         lease = await self.run_store.store.get(record.run_id)
         view = shown(record, lease, now=now(), ttl=self.run_store.lease_ttl)
-        return replace(view, tasks=await self._current_tasks(record)) if tasks else view
+        if tasks and view.active:
+            return replace(view, tasks=await self._current_tasks(record))
+        return view
+
+    async def viewed_all(self, records: Sequence[RunRecordV1]) -> list[RunRecordV1]:
+        """Each of ``records`` :meth:`viewed` (without tasks), reading the run records once.
+
+        On the sidecar's state store the run records are listed in one read of their prefix
+        (``ListRuns`` of thousands of runs makes one read, not one per run).
+        """
+        terms = self.run_store
+        if terms is None:
+            return list(records)
+        run_store = terms.store
+        if not isinstance(run_store, MemoryStoreRunStore):
+            return [await self.viewed(record) for record in records]
+        leases: dict[str, LeaseRecord] = {}
+        for entry in await list_under(run_store.store, RUN_KEY_PREFIX):
+            run_id = entry.key.removeprefix(RUN_KEY_PREFIX)
+            with contextlib.suppress(LeaseError):  # unreadable: GetRun reports it
+                leases[run_id] = LeaseRecord.parse(entry.value, run_id=run_id)
+        moment, ttl = now(), terms.lease_ttl
+        return [
+            record
+            if self.running(record.run_id)
+            else shown(record, leases.get(record.run_id), now=moment, ttl=ttl)
+            for record in records
+        ]
 
     async def _current_tasks(self, record: RunRecordV1) -> tuple[TaskRow, ...]:
         """The tasks of ``record``'s latest state (checkpoint and journal tail), else the
@@ -299,7 +332,11 @@ class RunExecutor:
         The restoring sidecar becomes the run's owner.
         """
         convert.check_run_id(request.run_id)
-        stored, record = await self.current(request.run_id)
+        async with self._claims.held(request.run_id):
+            return await self._restore(request)
+
+    async def _restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
+        _, record = await self.current(request.run_id)
         self._check_restorable(record)
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
@@ -318,8 +355,7 @@ class RunExecutor:
         lease = await self._claim_lease(record.run_id)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
-            # A concurrent restore or adoption may have claimed it meanwhile.
-            check_unchanged(current, stored)
+            check_not_deleting(current)
             return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
 
         try:
@@ -348,6 +384,10 @@ class RunExecutor:
         then refuses a restore of this process claiming it meanwhile. ``None``: another
         sidecar was first, or the run is not interrupted.
         """
+        async with self._claims.held(run_id):
+            return await self._adopt(run_id)
+
+    async def _adopt(self, run_id: str) -> RunRecordV1 | None:
         if self.running(run_id):
             return None
         owner = self._registry.owner_id
@@ -363,7 +403,7 @@ class RunExecutor:
             return None
 
         def claim(current: RunRecordV1) -> RunRecordV1:
-            check_unchanged(current, stored)
+            check_not_deleting(current)
             return replace(current, attempt=current.attempt + 1, owner_id=owner)
 
         try:
@@ -418,7 +458,11 @@ class RunExecutor:
         convert.check_run_id(run_id)
         if len(reason) > convert.MAX_REASON:
             raise InvalidArgument("reason", f"is longer than {convert.MAX_REASON} characters")
-        stored, record = await self.current(run_id)
+        async with self._claims.held(run_id):
+            return await self._cancel(run_id, reason)
+
+    async def _cancel(self, run_id: str, reason: str) -> RunRecordV1:
+        _, record = await self.current(run_id)
         if record.status == pb.RUN_STATUS_CANCELLED:
             return record
         check_cancellable(record)
@@ -445,8 +489,7 @@ class RunExecutor:
             raise claim_refused(exc, "RUN_OWNED_ELSEWHERE") from None
 
         def cancelled(current: RunRecordV1) -> RunRecordV1:
-            # Adopted, restored or ended meanwhile.
-            check_unchanged(current, stored, "RUN_OWNED_ELSEWHERE")
+            check_not_deleting(current)
             return stop_tasks(current)
 
         return await self._registry.set_status(
@@ -545,6 +588,10 @@ class RunExecutor:
         Raises:
             FailedPrecondition: ``RUN_ACTIVE``: a sidecar executes the run (or claimed it).
         """
+        async with self._claims.held(run_id):
+            return await self._claim_deletion(run_id)
+
+    async def _claim_deletion(self, run_id: str) -> RunRecordV1:
         stored, record = await self.current(run_id)
         task = self._tasks.get(run_id)
         if task is not None and record.status not in ACTIVE:
@@ -565,7 +612,6 @@ class RunExecutor:
         def deleting(current: RunRecordV1) -> RunRecordV1:
             if current.deleting:
                 return current  # another DeleteRun got here first: finish it all the same
-            check_unchanged(current, stored)
             return replace(current, deleting=True)
 
         return await self._registry.update(run_id, deleting)
@@ -587,8 +633,10 @@ class RunExecutor:
         mapped = map_error(exc)
         outcome = Outcome(code=mapped.reason, message=mapped.message)
         with contextlib.suppress(NotMine):
-            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
+            mine(await self._registry.get(run_id))  # taken over meanwhile: not ours to fail
+            # The run record first: it decides what every sidecar shows (D16).
             await fail_record(self.run_store, run_id, {"code": "error", "message": mapped.message})
+            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
 
     async def _finish(self, run_id: str, result: TeamRunResult, mine: Change) -> None:
         status, outcome = finished(result)

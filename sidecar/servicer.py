@@ -134,7 +134,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         statuses = set(request.statuses)
         caller = self._tenancy.caller(context)
         found, unreadable = await self._registry.scan()
-        found = [await self._executor.viewed(r) for r in found if sees(caller, r.tenant)]
+        found = await self._executor.viewed_all([r for r in found if sees(caller, r.tenant)])
         if statuses:
             found = [record for record in found if record.status in statuses]
         if not _sees_unreadable(caller):

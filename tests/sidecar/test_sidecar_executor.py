@@ -1,15 +1,18 @@
-"""The executor's checks hold at the write: a restore or cancel racing another writer loses."""
+"""A restore or a cancel racing a sibling's claim loses: the run record decides (D16), whatever
+this sidecar read of the run before."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from sidecar_helpers import ECHO, SiblingWritesFirst, run_request
+from sidecar_helpers import ECHO, run_request
 
+import sidecar.execution
 from oma_actors.keyspace import sidecar_key
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
+from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
 from sidecar.record import RunRecordV1
@@ -23,10 +26,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 
+SIBLING = "owner-b"
+
+
 @pytest.fixture
-async def parts() -> AsyncIterator[tuple[SiblingWritesFirst, RunExecutor]]:
-    """An executor of owner-a on a store where a sibling can write first."""
-    store = SiblingWritesFirst()
+async def parts() -> AsyncIterator[tuple[InMemoryStore, RunExecutor]]:
+    """An executor of owner-a, leasing on its state store, and an interrupted run r1."""
+    store = InMemoryStore()
     async with StoreRegistry() as stores, asyncio.TaskGroup() as group:
         registry = RunRegistry(store, owner_id="owner-a", spawn=group.create_task)
         executor = RunExecutor(
@@ -36,6 +42,7 @@ async def parts() -> AsyncIterator[tuple[SiblingWritesFirst, RunExecutor]]:
             python_tools={"echo": ECHO},
             spawn=group.create_task,
             default_store_uri="memory://",
+            run_store=RunStoreOptions(MemoryStoreRunStore(store), owner="owner-a"),
         )
         request = run_request("r1", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
         record = RunRecordV1(
@@ -46,42 +53,56 @@ async def parts() -> AsyncIterator[tuple[SiblingWritesFirst, RunExecutor]]:
         yield store, executor
 
 
-async def stored(store: SiblingWritesFirst) -> RunRecordV1:
+async def stored(store: InMemoryStore) -> RunRecordV1:
     entry = await store.get(sidecar_key("run", "r1"))
     assert entry is not None
     return decode(entry.value)
 
 
-def sibling_restores(record: RunRecordV1) -> RunRecordV1:
-    return replace(record, owner_id="owner-b", status=pb.RUN_STATUS_RUNNING, attempt=2)
+def sibling_claims_first(monkeypatch: pytest.MonkeyPatch, store: InMemoryStore, name: str) -> None:
+    """A sibling takes r1's run record (its lease) after this sidecar read the run, just
+    before this sidecar's own claim on the run record (``name`` in ``sidecar.execution``)."""
+    ours = getattr(sidecar.execution, name)
+
+    async def sibling_then_ours(*args: Any, **kwargs: Any) -> Any:
+        ledger = RunLedger(MemoryStoreRunStore(store), owner=SIBLING)
+        await ledger.acquire("r1", heartbeat=False)
+        return await ours(*args, **kwargs)
+
+    monkeypatch.setattr(sidecar.execution, name, sibling_then_ours)
 
 
 async def test_a_restore_racing_a_sibling_restore_finds_the_run_active(
-    parts: tuple[SiblingWritesFirst, RunExecutor],
+    parts: tuple[InMemoryStore, RunExecutor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, executor = parts
-    store.sibling_change = sibling_restores
+    sibling_claims_first(monkeypatch, store, "claim_record")
     with pytest.raises(FailedPrecondition) as caught:
         await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert caught.value.reason == "RUN_ACTIVE"
     after = await stored(store)
-    assert (after.owner_id, after.status, after.attempt) == ("owner-b", pb.RUN_STATUS_RUNNING, 2)
+    assert (after.status, after.attempt) == (pb.RUN_STATUS_INTERRUPTED, 1)  # not claimed here
     assert not executor.running("r1")
+    _, shown = await executor.current("r1")
+    assert shown.status == pb.RUN_STATUS_RUNNING  # the sibling's, as its run record says
 
 
 async def test_a_cancel_racing_a_sibling_restore_does_not_mark_its_run(
-    parts: tuple[SiblingWritesFirst, RunExecutor],
+    parts: tuple[InMemoryStore, RunExecutor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, executor = parts
-    store.sibling_change = sibling_restores
+    sibling_claims_first(monkeypatch, store, "cancel_unheld")
     with pytest.raises(FailedPrecondition) as caught:
         await executor.cancel("r1")
     assert caught.value.reason == "RUN_OWNED_ELSEWHERE"
-    assert (await stored(store)).status == pb.RUN_STATUS_RUNNING
+    assert (await stored(store)).status == pb.RUN_STATUS_INTERRUPTED
+    record = await RunLedger(MemoryStoreRunStore(store)).get("r1")
+    assert record is not None
+    assert record.status == "running"
 
 
 async def test_a_restore_claims_the_run_for_this_owner(
-    parts: tuple[SiblingWritesFirst, RunExecutor],
+    parts: tuple[InMemoryStore, RunExecutor],
 ) -> None:
     store, executor = parts
     claimed, resumed = await executor.restore(pb.RestoreRunRequest(run_id="r1"))

@@ -81,8 +81,11 @@ def terms(store: AtomicStore, owner: str, *, shared: bool, ago: float = 0.0) -> 
     return RunStoreOptions(run_store, owner=owner, lease_ttl=TTL, clock=lambda: time.time() - ago)
 
 
-def executor(store: AtomicStore, stores: StoreRegistry, *, shared: bool) -> RunExecutor:
-    """This sidecar ("me"), leasing on ``store``; its attempts never run (only claims)."""
+def executor(
+    store: AtomicStore, stores: StoreRegistry, *, shared: bool, owner: str = "me"
+) -> RunExecutor:
+    """A sidecar (``owner``, "me" by default), leasing on ``store``; its attempts never run
+    (only claims)."""
 
     def spawn(coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         coro.close()
@@ -91,13 +94,13 @@ def executor(store: AtomicStore, stores: StoreRegistry, *, shared: bool) -> RunE
         return cast("asyncio.Task[None]", done)
 
     return RunExecutor(
-        registry=RunRegistry(store, owner_id="me", spawn=spawn),
+        registry=RunRegistry(store, owner_id=owner, spawn=spawn),
         tool_host=ToolHost(),
         stores=stores,
         python_tools={},
         spawn=spawn,
         default_store_uri=CHECKPOINTS,
-        run_store=terms(store, "me", shared=shared),
+        run_store=terms(store, owner, shared=shared),
     )
 
 
@@ -183,12 +186,17 @@ async def test_the_outcome_table_holds_on_every_store(
     assert found == OUTCOMES
 
 
+@pytest.mark.parametrize("restorer", ["another sidecar", "this sidecar"])
 async def test_delete_and_restore_racing_exactly_one_wins(
-    state: tuple[AtomicStore, bool], stores: StoreRegistry
+    state: tuple[AtomicStore, bool], stores: StoreRegistry, restorer: str
 ) -> None:
+    """The run record arbitrates two sidecars' claims; two claims of one sidecar (one owner,
+    which the lease cannot tell apart) are taken one after the other (``sidecar.claims``)."""
     store, shared = state
     me = executor(store, stores, shared=shared)
-    other = executor(store, stores, shared=shared)
+    other = executor(store, stores, shared=shared, owner="other")
+    if restorer == "this sidecar":
+        other = me
     deleter = RunDeleter(registry=me._registry, executor=me, stores=stores)
     for index in range(5):
         run_id = f"race-{index}"
