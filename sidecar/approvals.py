@@ -247,10 +247,10 @@ class ApprovalDesk:
         self, module: ModuleType, store: MemoryStore, run_id: str
     ) -> pb.Run | None:
         try:
-            _, record = await self._executor.current(run_id)
+            view = await self._executor.current(run_id)
         except (DataLoss, NotFound):
             return None  # the decision is recorded; the run's record needs the operator
-        if record.status != pb.RUN_STATUS_SUSPENDED:
+        if view.status != pb.RUN_STATUS_SUSPENDED:
             return None
         rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
         if any(row.decision is None for row in rows):

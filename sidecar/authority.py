@@ -1,15 +1,19 @@
-"""What a run's status is: the run record (``oma_actors.runs``) decides, the registry shows.
+"""What a run is: its run record (``oma_actors.runs``) decides, the registry only shows it (D16).
 
 Every sidecar runs its runs under a lease in its state store (``sidecar.failover``), so the run
-record says who owns a run and whether it settled. The sidecar's registry keeps what it was
-last told; where the two disagree for a run that does not execute in this process, the run
-record wins:
+record says who holds a run and whether it settled. The registry's record keeps the run's spec,
+the claims on it and what its last attempt left, and no status: :func:`view_of` derives the
+status every sidecar shows from the run record alone:
 
-- its lease expired (its holder died, stalled or lost the store), or it has no lease (never
-  acquired, or given up unfinished) and nobody took it for a TTL: the run is ``INTERRUPTED``
-  (a live sidecar adopts it, ``RestoreRun`` may too);
-- it settled (completed, failed, cancelled, suspended) while the registry still says it runs
-  (its sidecar died between the two writes): the run record's status is shown.
+- the run record settled (completed, failed, cancelled, suspended): that status;
+- someone holds a live lease: ``RUNNING`` (there, or here);
+- the lease lapsed (its holder died, stalled or lost the store), or nobody has taken the run
+  for a TTL since it was given up unfinished: ``INTERRUPTED`` (a live sidecar adopts it,
+  ``RestoreRun`` may too); within that TTL, ``QUEUED``.
+
+A run that has no run record yet was registered and not yet taken (``QUEUED``, ``INTERRUPTED``
+a TTL after it was registered), or forked and never started (``INTERRUPTED``: ``RestoreRun``
+starts it), or registered before D16 (the status its record stored).
 
 ``STATUS_OF_RECORD`` is the one table from the run record's vocabulary to the wire's.
 
@@ -21,11 +25,10 @@ taken one after the other (``sidecar.claims``). Of two claims racing, exactly on
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import TERMINAL, Outcome
+from sidecar.record import ACTIVE, TERMINAL, Outcome, RunView
 from sidecar.status import FailedPrecondition
 
 if TYPE_CHECKING:
@@ -45,60 +48,95 @@ STATUS_OF_RECORD: dict[str, RunStatus] = {
 """A run record's status as the wire shows it."""
 UNSETTLED = frozenset({"queued", "running"})
 INTERRUPTED = Outcome(code="interrupted", message="no live sidecar holds the run's lease")
+NO_OUTCOME = Outcome()
 
 
-def shown(
-    record: RunRecordV1, lease: LeaseRecord | None, *, now: datetime, ttl: float
-) -> RunRecordV1:
-    """``record`` with the status its run record ``lease`` decides, for a run that does not
-    execute in this process (whatever the registry last wrote: D16).
+def view_of(
+    record: RunRecordV1,
+    lease: LeaseRecord | None,
+    *,
+    now: datetime,
+    ttl: float,
+    here: RunStatus | None = None,
+) -> RunView:
+    """The run of ``record`` as its run record ``lease`` decides (see the module docstring).
 
-    - The run record settled (completed, failed, cancelled, suspended): that status. The
-      registry's outcome is kept when it says the same (it names host calls that timed out),
-      else the run record's.
-    - Someone holds a live lease: the run runs there (``RUNNING``, or the registry's
-      ``QUEUED`` while its claimant has not started the attempt yet).
-    - The lease lapsed, or nobody took the run for a TTL after it was given up (or, with no
-      run record yet, after the registry created it): ``INTERRUPTED``.
-    - No run record and an ended registry record (a run that never held a lease): as it is.
+    Args:
+        record: the registry's record of the run.
+        lease: its run record, ``None`` when it has none.
+        now: the time the lease is judged at.
+        ttl: the lease TTL.
+        here: the status of an attempt executing in this process (``QUEUED`` until it
+            starts, then ``RUNNING``): shown until the attempt has written what it left, so a
+            client never sees the run ended without its result.
     """
+    if here is not None:
+        return _view(record, here, record.outcome, record.updated_at)
     if lease is None:
-        if not record.active:
-            return record
-        return _unheld(record, record.updated_at, now=now, ttl=ttl)
+        return _unrecorded(record, now=now, ttl=ttl)
     if lease.status not in UNSETTLED:
-        status = STATUS_OF_RECORD[lease.status]
-        if status == record.status:
-            return record
-        return replace(record, status=status, outcome=_outcome_of(lease))
+        outcome = outcome_of_record(record, lease)
+        return _view(record, STATUS_OF_RECORD[lease.status], outcome, lease.updated_at)
     holder = lease.lease
     if holder is not None and holder.expires_at > now:
-        if record.active:
-            return record  # its holder renews it: it runs there
-        return replace(record, status=pb.RUN_STATUS_RUNNING, outcome=Outcome())
+        return _view(record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at)
     if holder is not None:
         # Lapsed, whoever held it: a claim takes the lease before it names its owner in the
         # registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
-        return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
+        return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, lease.updated_at)
     # No lease (given up unfinished): a TTL later nobody has taken it. Counted from the run
     # record's last write (the release): an attempt that stopped on an unreachable store gives
-    # its lease up as the store returns and goes on at once (``Execution._resume``), however
-    # long ago the registry last wrote.
+    # its lease up as the store returns and goes on at once (``Execution._resume``).
     return _unheld(record, lease.updated_at, now=now, ttl=ttl)
 
 
-def _unheld(record: RunRecordV1, since: datetime, *, now: datetime, ttl: float) -> RunRecordV1:
-    """``record`` of a run nobody holds since ``since``: as it is for a TTL, then interrupted."""
+def _unrecorded(record: RunRecordV1, *, now: datetime, ttl: float) -> RunView:
+    """The view of a run that has no run record."""
+    legacy = record.legacy_status
+    if legacy is not None and legacy not in ACTIVE:
+        return _view(record, legacy, record.outcome, record.updated_at)
+    if legacy is None and not record.owner_id:
+        # Forked and never started: ``RestoreRun`` starts it; nothing adopts it.
+        return _view(record, pb.RUN_STATUS_INTERRUPTED, record.outcome, record.updated_at)
+    return _unheld(record, record.updated_at, now=now, ttl=ttl)
+
+
+def _unheld(record: RunRecordV1, since: datetime, *, now: datetime, ttl: float) -> RunView:
+    """The view of a run nobody holds since ``since``: queued for a TTL, then interrupted."""
     if (now - since).total_seconds() < ttl:
-        return record if record.active else replace(record, status=pb.RUN_STATUS_QUEUED)
-    return replace(record, status=pb.RUN_STATUS_INTERRUPTED, outcome=INTERRUPTED)
+        return _view(record, pb.RUN_STATUS_QUEUED, NO_OUTCOME, since)
+    return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, since)
 
 
-def _outcome_of(lease: LeaseRecord) -> Outcome:
-    """The run record's outcome (OMA's ``{code, message}``) as the registry spells one."""
+def _view(record: RunRecordV1, status: RunStatus, outcome: Outcome, at: datetime) -> RunView:
+    return RunView(record=record, status=status, outcome=outcome, updated_at=at, tasks=record.tasks)
+
+
+def outcome_of_record(record: RunRecordV1, lease: LeaseRecord | None) -> Outcome:
+    """How the run of a settled run record ``lease`` ended.
+
+    The registry's outcome belongs to the latest claim's attempt (a claim empties it) and names
+    more (a mapped error reason, the host calls that timed out); until that attempt's sidecar
+    wrote it, the run record's (OMA's ``{code, message}``).
+    """
+    if record.outcome.code or lease is None:
+        return record.outcome
     found = lease.outcome or {}
-    code, message = found.get("code", ""), found.get("message", "")
-    return Outcome(code=code if isinstance(code, str) else "", message=str(message or ""))
+    code, message = found.get("code"), found.get("message")
+    if not isinstance(code, str):
+        code = lease.status if lease.status == "suspended" else ""
+    return Outcome(code=code, message=message if isinstance(message, str) else "")
+
+
+def settled_status(record: RunRecordV1, lease: LeaseRecord | None) -> RunStatus | None:
+    """The status the run of ``record`` ended with (``None``: it has not ended): its run
+    record's, or, with none, the status a record from before D16 stored."""
+    if lease is None:
+        legacy = record.legacy_status
+        return legacy if legacy is not None and legacy not in ACTIVE else None
+    if lease.status in UNSETTLED:
+        return None
+    return STATUS_OF_RECORD[lease.status]
 
 
 def check_not_deleting(record: RunRecordV1) -> None:
@@ -112,10 +150,10 @@ def deleting_error(record: RunRecordV1) -> FailedPrecondition:
     return FailedPrecondition("RUN_DELETING", f"run {record.run_id!r} is being deleted")
 
 
-def check_cancellable(record: RunRecordV1) -> None:
+def check_cancellable(view: RunView) -> None:
     """Refuse (``RUN_ALREADY_TERMINAL``) a run that has ended."""
-    if record.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
+    if view.status in TERMINAL | {pb.RUN_STATUS_FAILED}:
         raise FailedPrecondition(
             "RUN_ALREADY_TERMINAL",
-            f"run {record.run_id!r} is {pb.RunStatus.Name(record.status)}",
+            f"run {view.run_id!r} is {pb.RunStatus.Name(view.status)}",
         )

@@ -1,13 +1,12 @@
 """Starting, restoring and cancelling runs; each attempt runs as a task of the server.
 
-Every change of a run's record goes through the registry (``RunRegistry.create`` and
-``set_status`` with a change); a check that must hold when the record is written (a restore,
-an adoption or a deletion claiming a run nobody else claimed since it was read, a cancel of a
-run that has not finished: ``sidecar.authority``) is made inside that change, so it holds
-against concurrent requests and sibling sidecars alike. A restore or an adoption takes the
-run's lease first (``sidecar.run_ledger.claim_record``): whatever it read, the run record's
-``acquire`` lets only one claimant through. What a run is comes from its run record
-(``sidecar.authority``); the attempt itself is ``sidecar.attempt``.
+What a run is comes from its run record (``sidecar.authority``, D16): this module writes no
+status. A claim is decided by the run record: a restore, an adoption and a deletion take the
+run's lease first (``sidecar.run_ledger.claim_record``), so whatever each claimant read, the
+run record's ``acquire`` lets one through; a cancel cancels the run record unless a sidecar
+holds it; two claims of this process take turns (``sidecar.claims``). The registry then
+records the claim (owner, attempt) and announces it to watchers (``RunRegistry.announce``).
+The attempt itself is ``sidecar.attempt``.
 """
 
 from __future__ import annotations
@@ -36,7 +35,13 @@ from sidecar.attempt import (
     run_attempt,
     settled,
 )
-from sidecar.authority import check_cancellable, check_not_deleting, deleting_error, shown
+from sidecar.authority import (
+    check_cancellable,
+    check_not_deleting,
+    deleting_error,
+    settled_status,
+    view_of,
+)
 from sidecar.claims import Claims
 from sidecar.convert import now
 from sidecar.fencing import Change, NotMine, both, still_mine
@@ -46,11 +51,13 @@ from sidecar.outage import unreachable, until_stored
 from sidecar.owner import label_of
 from sidecar.plugins import approval_gates_available
 from sidecar.record import (
-    ACTIVE,
+    FINISHED,
     NO_TENANT,
     Outcome,
     RunExistsError,
     RunRecordV1,
+    RunStatus,
+    RunView,
     TaskRow,
 )
 from sidecar.redelivery import latest_state
@@ -116,8 +123,8 @@ class RunExecutor:
         allowed_stores: the patterns a request's PostgreSQL or Redis store must match
             (``sidecar.stores.store_allowed``).
         host_events: announces host tool calls; the calls that timed out go into the outcome.
-        run_store: this sidecar's lease terms (owner id, TTL) on its state store; ``None``:
-            runs are not leased (tests).
+        run_store: this sidecar's lease terms (owner id, TTL) on its state store, where the
+            run records are.
         fenced: the orchestrator fences a durable run's writes with its lease (a store several
             sidecars share); otherwise the attempt holds the lease (``sidecar.attempt``).
         journals: where runs keep their journals; ``None``: new runs keep none.
@@ -135,7 +142,7 @@ class RunExecutor:
         store_roots: Sequence[str] = (),
         allowed_stores: Sequence[str] = (),
         host_events: HostCallEvents | None = None,
-        run_store: RunStoreOptions | None = None,
+        run_store: RunStoreOptions,
         fenced: bool = True,
         journals: RunJournals | None = None,
     ) -> None:
@@ -151,6 +158,7 @@ class RunExecutor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self._claims = Claims()
+        self._here: dict[str, RunStatus] = {}  # run id -> its attempt's status, once started
         self.run_store = run_store
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
@@ -165,27 +173,32 @@ class RunExecutor:
         """Whether the run executes in this process now."""
         return run_id in self._tasks
 
-    async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunRecordV1:
-        """``record`` with the status its run record decides (``sidecar.authority``) and,
-        with ``tasks``, the task statuses of its latest state, when it does not execute here
+    def _here_status(self, run_id: str) -> RunStatus | None:
+        """The status of the attempt executing ``run_id`` here, or ``None`` (none does, or it
+        has written and told its end: the run record shows it from there)."""
+        if run_id not in self._tasks or self._registry.told(run_id) in FINISHED:
+            return None
+        return self._here.get(run_id, pb.RUN_STATUS_QUEUED)
+
+    async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunView:
+        """The run of ``record`` as its run record decides (``sidecar.authority``); with
+        ``tasks``, the task statuses of its latest state while another sidecar executes it
         (the registry's tasks are written when an attempt settles)."""
-        if self.running(record.run_id) or self.run_store is None:
-            return record
-        lease = await self.run_store.store.get(record.run_id)
-        view = shown(record, lease, now=now(), ttl=self.run_store.lease_ttl)
-        if tasks and view.active:
+        terms = self.run_store
+        here = self._here_status(record.run_id)
+        lease = None if here is not None else await terms.store.get(record.run_id)
+        view = view_of(record, lease, now=now(), ttl=terms.lease_ttl, here=here)
+        if tasks and view.active and here is None:
             return replace(view, tasks=await self._current_tasks(record))
         return view
 
-    async def viewed_all(self, records: Sequence[RunRecordV1]) -> list[RunRecordV1]:
+    async def viewed_all(self, records: Sequence[RunRecordV1]) -> list[RunView]:
         """Each of ``records`` :meth:`viewed` (without tasks), reading the run records once.
 
         On the sidecar's state store the run records are listed in one read of their prefix
-        (``ListRuns`` of thousands of runs makes one read, not one per run).
+        (``ListRuns``, the failover sweep and retention make one read, not one per run).
         """
         terms = self.run_store
-        if terms is None:
-            return list(records)
         run_store = terms.store
         if not isinstance(run_store, MemoryStoreRunStore):
             return [await self.viewed(record) for record in records]
@@ -196,9 +209,13 @@ class RunExecutor:
                 leases[run_id] = LeaseRecord.parse(entry.value, run_id=run_id)
         moment, ttl = now(), terms.lease_ttl
         return [
-            record
-            if self.running(record.run_id)
-            else shown(record, leases.get(record.run_id), now=moment, ttl=ttl)
+            view_of(
+                record,
+                leases.get(record.run_id),
+                now=moment,
+                ttl=ttl,
+                here=self._here_status(record.run_id),
+            )
             for record in records
         ]
 
@@ -225,10 +242,9 @@ class RunExecutor:
             return record.tasks
         return tuple(task_row_from_state(task) for task in snapshot.tasks)
 
-    async def current(self, run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
-        """The stored record of ``run_id`` and it :meth:`viewed` (``UnknownRunError``)."""
-        stored = await self._registry.get(run_id)
-        return stored, await self.viewed(stored)
+    async def current(self, run_id: str) -> RunView:
+        """The run ``run_id`` :meth:`viewed` (``UnknownRunError``)."""
+        return await self.viewed(await self._registry.get(run_id))
 
     # -- start -----------------------------------------------------------------------------
 
@@ -244,19 +260,19 @@ class RunExecutor:
 
     async def start(
         self, request: pb.StartRunRequest, *, tenant: str = NO_TENANT
-    ) -> tuple[RunRecordV1, bool]:
-        """Register and launch a run of ``tenant``; ``(record, created)``, idempotent on
+    ) -> tuple[RunView, bool]:
+        """Register and launch a run of ``tenant``; ``(run, created)``, idempotent on
         request_id within the tenant."""
         if not request.run_id and request.request_id:
             earlier = await self._registry.query(request_id=request.request_id)
             mine = [record for record in earlier if record.tenant == tenant]
             if mine:
-                return attach(request, mine[0]), False
+                return attach(request, await self.viewed(mine[0])), False
         if request.run_id:
             convert.check_run_id(request.run_id)
             existing = await self._registry.find(request.run_id)
             if existing is not None:
-                return attach_own(request, existing, tenant), False
+                return attach_own(request, await self.viewed(existing), tenant), False
         declared = {definition.name for definition in request.team.host_tools}
         # The schema checks take up to seconds: done in a thread, found cached by check_start.
         await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
@@ -292,9 +308,9 @@ class RunExecutor:
         try:
             record = await self._registry.create(record)
         except RunExistsError as exc:  # a concurrent start won meanwhile
-            return attach_own(request, exc.existing, tenant), False
+            return attach_own(request, await self.viewed(exc.existing), tenant), False
         self._launch(record, restoring=False)
-        return record, True
+        return await self.viewed(record), True
 
     def _check_gates(self, gates: pb.ApprovalGates) -> None:
         wanted = gates.plan or gates.task_dispatch or bool(gates.tool_calls)
@@ -319,15 +335,15 @@ class RunExecutor:
 
     # -- restore and cancel ----------------------------------------------------------------
 
-    def _check_restorable(self, record: RunRecordV1) -> None:
-        if record.deleting:
-            raise deleting_error(record)
-        if self.running(record.run_id) or record.status in ACTIVE:
-            raise FailedPrecondition("RUN_ACTIVE", f"run {record.run_id!r} is running")
-        check_cancellable(record)  # a failed run's record is failed too: start a new run
+    def _check_restorable(self, view: RunView) -> None:
+        if view.record.deleting:
+            raise deleting_error(view.record)
+        if self.running(view.run_id) or view.active:
+            raise FailedPrecondition("RUN_ACTIVE", f"run {view.run_id!r} is running")
+        check_cancellable(view)  # a failed run's record is failed too: start a new run
 
-    async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
-        """Resume a run from its checkpoint with its persisted spec; ``(record, resumed)``.
+    async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunView, bool]:
+        """Resume a run from its checkpoint with its persisted spec; ``(run, resumed)``.
 
         The restoring sidecar becomes the run's owner.
         """
@@ -335,9 +351,10 @@ class RunExecutor:
         async with self._claims.held(request.run_id):
             return await self._restore(request)
 
-    async def _restore(self, request: pb.RestoreRunRequest) -> tuple[RunRecordV1, bool]:
-        _, record = await self.current(request.run_id)
-        self._check_restorable(record)
+    async def _restore(self, request: pb.RestoreRunRequest) -> tuple[RunView, bool]:
+        view = await self.current(request.run_id)
+        self._check_restorable(view)
+        record = view.record
         spec = pb.StartRunRequest()
         spec.CopyFrom(record.request)
         if request.HasField("team"):
@@ -360,7 +377,7 @@ class RunExecutor:
 
         try:
             # Announce QUEUED before returning, so a watch started now follows the new attempt.
-            claimed = await self._registry.set_status(
+            claimed = await self._registry.announce(
                 record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
         except Exception:
@@ -368,7 +385,7 @@ class RunExecutor:
             raise
         self._cancel_requested.pop(record.run_id, None)
         self._launch(claimed, restoring=resumed)
-        return claimed, resumed
+        return await self.viewed(claimed), resumed
 
     async def adopt(self, run_id: str) -> RunRecordV1 | None:
         """Take over an active run nobody holds the lease of (``sidecar.failover``).
@@ -379,10 +396,10 @@ class RunExecutor:
         than the TTL) stopped and wrote nothing, and the run is adopted again like any other.
 
         The claim first takes the run's lease (``claim_record``): of two sidecars adopting at
-        once, the run record's ``acquire`` lets one through, whatever either read before. The
-        registry's compare-and-set, which requires the record unchanged since it was read,
-        then refuses a restore of this process claiming it meanwhile. ``None``: another
-        sidecar was first, or the run is not interrupted.
+        once, the run record's ``acquire`` lets one through, whatever either read before; a
+        restore of this process waits for the adoption's turn (``sidecar.claims``). ``None``:
+        another sidecar was first, or the run is not interrupted, or it was forked and never
+        started (``RestoreRun`` starts it).
         """
         async with self._claims.held(run_id):
             return await self._adopt(run_id)
@@ -391,8 +408,10 @@ class RunExecutor:
         if self.running(run_id):
             return None
         owner = self._registry.owner_id
-        stored, record = await self.current(run_id)
-        if record.status != pb.RUN_STATUS_INTERRUPTED or not stored.active:
+        view = await self.current(run_id)
+        record = view.record
+        never_started = not record.owner_id and record.legacy_status is None
+        if view.status != pb.RUN_STATUS_INTERRUPTED or never_started:
             return None
         resumed = await self._has_checkpoint(record)
         try:
@@ -407,14 +426,14 @@ class RunExecutor:
             return replace(current, attempt=current.attempt + 1, owner_id=owner)
 
         try:
-            claimed = await self._registry.set_status(
+            claimed = await self._registry.announce(
                 run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
         except FailedPrecondition:
             await release_claim(lease)
-            return None  # claimed or ended meanwhile
+            return None  # being deleted
         logger.warning(
-            "adopted run %s of %s (attempt %d)", run_id, stored.owner_id, claimed.attempt
+            "adopted run %s of %s (attempt %d)", run_id, record.owner_id, claimed.attempt
         )
         self._launch(claimed, restoring=resumed)
         return claimed
@@ -446,7 +465,7 @@ class RunExecutor:
         )
         return await checkpoint.load_latest() is not None
 
-    async def cancel(self, run_id: str, reason: str = "") -> RunRecordV1:
+    async def cancel(self, run_id: str, reason: str = "") -> RunView:
         """Ask a run to stop; a no-op for a cancelled run.
 
         ``reason`` becomes the run's outcome message; the tasks it leaves in progress end
@@ -461,25 +480,25 @@ class RunExecutor:
         async with self._claims.held(run_id):
             return await self._cancel(run_id, reason)
 
-    async def _cancel(self, run_id: str, reason: str) -> RunRecordV1:
-        _, record = await self.current(run_id)
-        if record.status == pb.RUN_STATUS_CANCELLED:
-            return record
-        check_cancellable(record)
+    async def _cancel(self, run_id: str, reason: str) -> RunView:
+        view = await self.current(run_id)
+        if view.status == pb.RUN_STATUS_CANCELLED:
+            return view
+        check_cancellable(view)
         task = self._tasks.get(run_id)
         if task is not None:
             self._cancel_requested[run_id] = reason
             task.cancel()
             await cancel_record(self.run_store, run_id, reason)
-            return record
+            return view
         stop_tasks = cancelled_tasks(reason)
-
-        if record.active and not self.running(run_id):
+        owner = view.record.owner_id
+        if view.active:
             # Marking it cancelled here would not stop it: its owner runs it.
             raise FailedPrecondition(
                 "RUN_OWNED_ELSEWHERE",
-                f"run {run_id!r} runs in another sidecar ({label_of(record.owner_id)})",
-                metadata={"owner_id": record.owner_id},
+                f"run {run_id!r} runs in another sidecar ({label_of(owner)})",
+                metadata={"owner_id": owner},
             )
 
         try:
@@ -492,9 +511,10 @@ class RunExecutor:
             check_not_deleting(current)
             return stop_tasks(current)
 
-        return await self._registry.set_status(
+        record = await self._registry.announce(
             run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
         )
+        return await self.viewed(record)
 
     # -- execution -------------------------------------------------------------------------
 
@@ -510,7 +530,8 @@ class RunExecutor:
         run_id = record.run_id
         mine = still_mine(self._registry.owner_id, record.attempt)
         try:
-            await self._registry.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome(), change=mine)
+            await self._registry.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome(), change=mine)
+            self._here[run_id] = pb.RUN_STATUS_RUNNING
             store = await self._stores.get(record.store_uri)
             result = await run_attempt(
                 record,
@@ -555,6 +576,7 @@ class RunExecutor:
             self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
+            self._here.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
 
     async def _resume(self, record: RunRecordV1) -> None:
@@ -565,15 +587,16 @@ class RunExecutor:
         the run interrupted, and it is adopted (attempt + 1), here if nowhere else first.
         """
         run_id = record.run_id
-        stored, shown_now = await until_stored(lambda: self.current(run_id))
+        view = await until_stored(lambda: self.current(run_id))
+        stored = view.record
         if self.running(run_id) or (stored.owner_id, stored.attempt) != (
             record.owner_id,
             record.attempt,
         ):
             return  # adopted, restored or cancelled meanwhile
-        if shown_now.status == pb.RUN_STATUS_INTERRUPTED:
+        if view.status == pb.RUN_STATUS_INTERRUPTED:
             await self.adopt(run_id)
-        elif stored.active:
+        elif view.active:
             restoring = await self._has_checkpoint(stored)
             if not self.running(run_id):  # the failover sweep may have adopted it meanwhile
                 self._launch(stored, restoring=restoring)
@@ -592,17 +615,18 @@ class RunExecutor:
             return await self._claim_deletion(run_id)
 
     async def _claim_deletion(self, run_id: str) -> RunRecordV1:
-        stored, record = await self.current(run_id)
         task = self._tasks.get(run_id)
-        if task is not None and record.status not in ACTIVE:
-            await asyncio.wait({task})  # settled: only its bookkeeping is left
-            stored, record = await self.current(run_id)
-        if self.running(run_id) or record.status in ACTIVE:
+        if task is not None:
+            record = await self._registry.get(run_id)
+            if settled_status(record, await self.run_store.store.get(run_id)) is not None:
+                await asyncio.wait({task})  # settled: only its bookkeeping is left
+        view = await self.current(run_id)
+        if self.running(run_id) or view.active:
             raise FailedPrecondition(
                 "RUN_ACTIVE",
-                f"run {run_id!r} is {pb.RunStatus.Name(record.status)}: cancel it first",
+                f"run {run_id!r} is {pb.RunStatus.Name(view.status)}: cancel it first",
             )
-        if not stored.deleting:  # else another DeleteRun holds it: finish that deletion
+        if not view.record.deleting:  # else another DeleteRun holds it: finish that deletion
             try:
                 # A restore or an adoption may have acquired it since it was read.
                 await claim_unfinished(self.run_store, run_id)
@@ -622,7 +646,7 @@ class RunExecutor:
             return
         reason = self._cancel_requested[run_id]
         with contextlib.suppress(NotMine):
-            await self._registry.set_status(
+            await self._registry.announce(
                 run_id,
                 pb.RUN_STATUS_CANCELLED,
                 cancel_outcome(reason),
@@ -636,12 +660,12 @@ class RunExecutor:
             mine(await self._registry.get(run_id))  # taken over meanwhile: not ours to fail
             # The run record first: it decides what every sidecar shows (D16).
             await fail_record(self.run_store, run_id, {"code": "error", "message": mapped.message})
-            await self._registry.set_status(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
+            await self._registry.announce(run_id, pb.RUN_STATUS_FAILED, outcome, change=mine)
 
     async def _finish(self, run_id: str, result: TeamRunResult, mine: Change) -> None:
         status, outcome = finished(result)
         outcome = self._host_events.annotate(run_id, outcome)
         with contextlib.suppress(NotMine):
-            await self._registry.set_status(
+            await self._registry.announce(
                 run_id, status, outcome, change=both(mine, settled(result))
             )

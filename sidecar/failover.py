@@ -14,8 +14,8 @@ attempt acquires the lease again as the same owner before any work. The loser do
 No membership, no consensus: the store's compare-and-set is the only arbiter
 (shared/DESIGN.md "Scale-out").
 
-Cost: a sweep lists the registry's records (``RunRegistry.query``: one ``AtomicStore.list``) and
-reads the run record of each active one that does not execute here.
+Cost: a sweep lists the registry's records and the run records (two ``AtomicStore.list`` by
+prefix), then reads again only the runs it adopts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.runs import MemoryStoreRunStore, RunStoreOptions
 from oma_actors.stores import parse_store_uri
-from sidecar.record import ACTIVE
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.sweeps import sweep_forever
 
 if TYPE_CHECKING:
@@ -77,10 +77,12 @@ class Failover:
         await sweep_forever(self.sweep, interval=self._interval, what="failover", at_once=True)
 
     async def sweep(self) -> list[str]:
-        """Adopt every active run that shows interrupted (``sidecar.authority``); the ids."""
+        """Adopt every run that shows interrupted (``sidecar.authority``); the ids."""
         adopted: list[str] = []
-        for record in await self._registry.query(statuses=ACTIVE):
-            if self._executor.running(record.run_id):
+        views = await self._executor.viewed_all(await self._registry.query())
+        for view in views:
+            record = view.record
+            if view.status != pb.RUN_STATUS_INTERRUPTED or self._executor.running(record.run_id):
                 continue
             try:
                 claimed = await self._executor.adopt(record.run_id)

@@ -2,9 +2,9 @@
 
 Both work on the run's checkpoint store (the one its record names) and, when the sidecar keeps
 the run's journal, that journal. ``ForkRun`` writes the child through ``fork_run`` (no model
-call, the parent untouched) and registers it as ``INTERRUPTED`` with the parent's spec under
-the child's id, so ``RestoreRun`` continues it like any interrupted run; the child keeps its
-own journal from there.
+call, the parent untouched) and registers it with the parent's spec under the child's id and no
+owner: it shows ``INTERRUPTED`` until ``RestoreRun`` continues it like any interrupted run (no
+failover sweep adopts it: ``sidecar.authority``); the child keeps its own journal from there.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sidecar.status import AlreadyExists, FailedPrecondition
 if TYPE_CHECKING:
     from oma_actors.checkpoint import HistoryPoint
     from oma_actors.journal import RunJournal
+    from sidecar.execution import RunExecutor
     from sidecar.journals import RunJournals
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
@@ -36,14 +37,21 @@ class RunForks:
 
     Args:
         registry: the run records (which store each run checkpoints to).
+        executor: what each run is (a running run is not forked).
         stores: opens a run's checkpoint store.
         journals: where runs keep their journals (``None``: each snapshot's ``journalRef``).
     """
 
     def __init__(
-        self, *, registry: RunRegistry, stores: StoreRegistry, journals: RunJournals | None = None
+        self,
+        *,
+        registry: RunRegistry,
+        executor: RunExecutor,
+        stores: StoreRegistry,
+        journals: RunJournals | None = None,
     ) -> None:
         self._registry = registry
+        self._executor = executor
         self._stores = stores
         self._journals = journals
 
@@ -80,9 +88,10 @@ class RunForks:
         """
         convert.check_run_id(request.run_id)
         convert.check_run_id(request.new_run_id, "new_run_id")
-        parent = await self._registry.get(request.run_id)
-        if parent.active:
-            raise FailedPrecondition("RUN_ACTIVE", f"run {parent.run_id!r} is running")
+        view = await self._executor.current(request.run_id)
+        if view.active:
+            raise FailedPrecondition("RUN_ACTIVE", f"run {view.run_id!r} is running")
+        parent = view.record
         if await self._registry.find(request.new_run_id) is not None:
             raise AlreadyExists("RUN_EXISTS", f"run {request.new_run_id!r} exists already")
         store = await self._stores.get(parent.store_uri)
@@ -114,16 +123,16 @@ class RunForks:
                 request_id=f"fork:{info.parent_run_id}@{info.parent_seq}",
                 owner_id="",
                 request=spec,
-                status=pb.RUN_STATUS_INTERRUPTED,
                 store_uri=parent.store_uri,
                 tenant=parent.tenant,  # the child belongs to the parent's tenant
-            )
+            ),
+            owned=False,
         )
         return pb.ForkRunResponse(
             run_id=info.run_id,
             parent_run_id=info.parent_run_id,
             parent_seq=info.parent_seq,
-            run=self._registry.run_message(child, full=False),
+            run=self._registry.run_message(await self._executor.viewed(child), full=False),
         )
 
     async def _journal(self, record: RunRecordV1) -> RunJournal | None:

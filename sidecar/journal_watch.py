@@ -348,7 +348,7 @@ class JournalWatch:
                 # A run/end read says the attempt ended, also of a run executing elsewhere; the
                 # stream ends once the run's record says so too (it is written right after the
                 # journal closes), so a GetRun after the stream shows the status it ended with.
-                finished = (await self._registry.get(log.run_id)).status in end
+                finished = (await self._executor.current(log.run_id)).status in end
             more = True
             while more:
                 events, more = await tail.read(cursor, final=finished)

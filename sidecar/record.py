@@ -1,14 +1,17 @@
-"""The sidecar's run record: one frozen value per run, the registry's unit of storage.
+"""The sidecar's run record and the view of a run: what the registry keeps, what a client sees.
 
 A ``RunRecordV1`` is what the registry persists under ``__oma_sidecar__/run/<run_id>`` (through
-``sidecar.record_codec``, as versioned JSON) and what every module reads back. It is never
-mutated: a change is a new record built with ``dataclasses.replace`` and written by
-``RunRegistry.update`` with a compare-and-set, so two writers of one run cannot silently
-overwrite each other.
+``sidecar.record_codec``, as versioned JSON) and what every module reads back: the run's spec
+(the start request), the claims on it (owner, attempt, deletion), its event seq reservation and
+what its last attempt left (result, tasks, approvals, outcome). It holds no status: what a run
+is (queued, running, interrupted, ended) is its run record's (``oma_actors.runs``, D16), and a
+``RunView`` is the two together (``sidecar.authority``). A record is never mutated: a change
+is a new record built with ``dataclasses.replace`` and written by ``RunRegistry.update`` with a
+compare-and-set, so two writers of one run cannot silently overwrite each other.
 
 Statuses are the wire enum's values (``pb.RUN_STATUS_*``, plain ints) because every reader
-compares them with the wire's; the codec stores them by name, so the storage format does not
-depend on the enum's numbers.
+compares them with the wire's; the codec stores task statuses by name, so the storage format
+does not depend on the enum's numbers.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from sidecar.convert import now
 from sidecar.status import DataLoss, NotFound, SidecarError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable
     from datetime import datetime
 
 RunStatus: TypeAlias = pb.RunStatus
@@ -90,15 +93,15 @@ class RunRecordV1:
         run_id: the run.
         request_id: the ``StartRun`` request that created it (idempotency).
         owner_id: the sidecar process (``sidecar.owner``) that created, last restored or
-            adopted the run: the owner its lease is expected to name. Empty only for a record
-            read from the format before owners existed.
+            adopted the run: the owner its lease is expected to name. Empty for a forked run
+            nobody has started yet, and for a record read from the format before owners.
         request: the run's spec (``RestoreRun`` rebuilds the team from it). Never mutated:
             copy it, change the copy and ``replace`` the record.
-        status: a ``pb.RUN_STATUS_*`` value.
-        attempt: 1 for a fresh run, +1 per restore.
+        attempt: 1 for a fresh run, +1 per restore or adoption (a claim by a sidecar).
         created_at: when the run was registered.
-        updated_at: the last status change.
-        outcome: how the last finished attempt ended.
+        updated_at: the record's last write.
+        outcome: how the last finished attempt ended, as the sidecar that ran it told (empty
+            from a claim until that attempt ends).
         tasks: the run's tasks, in first-seen order.
         result: the last finished attempt's result, if any.
         pending_approvals: ids of the approval requests the run waits for.
@@ -110,13 +113,14 @@ class RunRecordV1:
             creation and never changed. ``""`` without principals, and in older records.
         deleting: ``DeleteRun`` claimed the run (its keys are being removed): no restore,
             cancel or adoption may claim it after that.
+        legacy_status: the status a record written before D16 stored (``None`` in a record
+            written since): shown only while the run has no run record.
     """
 
     run_id: str
     request_id: str
     owner_id: str
     request: pb.StartRunRequest
-    status: RunStatus = pb.RUN_STATUS_QUEUED
     attempt: int = 1
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
@@ -129,21 +133,45 @@ class RunRecordV1:
     request_digest: str = ""
     tenant: str = ""
     deleting: bool = False
+    legacy_status: RunStatus | None = None
+
+    def matches(self, *, request_id: str | None, owner_id: str | None) -> bool:
+        """Whether the run has the ids given (``None``: any)."""
+        return (request_id is None or self.request_id == request_id) and (
+            owner_id is None or self.owner_id == owner_id
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """A run as a client sees it: its registry record with the status its run record decides.
+
+    Built only by ``sidecar.authority`` (and, for a run executing in this process, from what
+    the process knows of its attempt).
+
+    Attributes:
+        record: the registry's record.
+        status: a ``pb.RUN_STATUS_*`` value.
+        outcome: how the run's last attempt ended (empty while one runs).
+        updated_at: the last change of the run (its run record's, else the registry's).
+        tasks: the run's tasks as known now (the latest state's, else the record's).
+    """
+
+    record: RunRecordV1
+    status: RunStatus
+    outcome: Outcome
+    updated_at: datetime
+    tasks: tuple[TaskRow, ...]
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        return self.record.run_id
 
     @property
     def active(self) -> bool:
         """Whether the run is queued or running (some sidecar executes it)."""
         return self.status in ACTIVE
-
-    def matches(
-        self, *, statuses: Collection[RunStatus], request_id: str | None, owner_id: str | None
-    ) -> bool:
-        """Whether the run has one of ``statuses`` (empty: any) and the ids (``None``: any)."""
-        return (
-            (not statuses or self.status in statuses)
-            and (request_id is None or self.request_id == request_id)
-            and (owner_id is None or self.owner_id == owner_id)
-        )
 
 
 def reserving_until(wanted: int) -> Callable[[RunRecordV1], RunRecordV1]:

@@ -3,7 +3,7 @@
 Schema 1 (``encode`` writes it)::
 
     {"schema": 1, "run_id": "...", "request_id": "...", "owner_id": "...",
-     "status": "running", "attempt": 1, "created_at": "<ISO 8601>", "updated_at": "...",
+     "attempt": 1, "created_at": "<ISO 8601>", "updated_at": "...",
      "outcome": {"code": "", "message": ""},
      "tasks": [{"id": "t1", "title": "...", "status": "pending", "assignee": "",
                 "depends_on": [], "result": ""}],
@@ -13,9 +13,12 @@ Schema 1 (``encode`` writes it)::
      "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
 (``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``;
-``"deleting": true`` is written only while ``DeleteRun`` removes the run.)
+``"deleting": true`` is written only while ``DeleteRun`` removes the run. A record written before
+the run record became the only authority on a run's status (D16) has a ``"status"``: it is read
+as ``legacy_status``, shown only while the run has no run record, and kept when such a record is
+written again, so an old finished run is never taken for an interrupted one.)
 
-Every field is the registry's own, stored by name (statuses as ``running``, ``completed``...),
+Every field is the registry's own, stored by name (task statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
 part kept in the API's own shape is ``spec``: it *is* the ``StartRunRequest`` the client sent,
 replayed by ``RestoreRun``, so it is stored in protobuf's canonical JSON mapping (field names,
@@ -73,7 +76,6 @@ def encode(record: RunRecordV1) -> str:
         "run_id": record.run_id,
         "request_id": record.request_id,
         "owner_id": record.owner_id,
-        "status": _RUN_STATUS_NAME[record.status],
         "attempt": record.attempt,
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
@@ -89,6 +91,8 @@ def encode(record: RunRecordV1) -> str:
     }
     if record.deleting:
         document["deleting"] = True
+    if record.legacy_status is not None:
+        document["status"] = _RUN_STATUS_NAME[record.legacy_status]
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -171,7 +175,7 @@ def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
         request_id=str(raw["request_id"]),
         owner_id=str(raw["owner_id"]),
         request=spec,
-        status=_run_status(raw["status"]),
+        legacy_status=_run_status(raw["status"]) if "status" in raw else None,
         attempt=int(raw["attempt"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
         updated_at=datetime.fromisoformat(raw["updated_at"]),
@@ -214,7 +218,7 @@ def _from_legacy(raw: dict[str, Any]) -> RunRecordV1:
         request_id=raw["request_id"],
         owner_id="",
         request=pb.StartRunRequest.FromString(base64.b64decode(raw["request"], validate=True)),
-        status=pb.RunStatus.Value(raw["status"]),
+        legacy_status=pb.RunStatus.Value(raw["status"]),
         attempt=int(raw["attempt"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
         updated_at=datetime.fromisoformat(raw["updated_at"]),

@@ -30,7 +30,7 @@ from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.approvals import ledger_module
 from sidecar.journals import JournalFileError
-from sidecar.record import FINISHED, UnknownRunError
+from sidecar.record import FINISHED, TERMINAL, UnknownRunError
 from sidecar.run_history import delete_key
 from sidecar.runs import listed
 from sidecar.status import SidecarError
@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RETAINED: frozenset[RunStatus] = FINISHED - {pb.RUN_STATUS_SUSPENDED}
-"""Statuses the retention policy deletes (a suspended run waits for a reviewer)."""
+RETAINED: frozenset[RunStatus] = TERMINAL | {pb.RUN_STATUS_FAILED}
+"""Statuses the retention policy deletes: ended ones (a suspended run waits for a reviewer, an
+interrupted one for a sidecar to adopt it)."""
 DEFAULT_INTERVAL = 10.0
 PARALLEL_DELETES = 32
 """Runs a sweep deletes at a time."""
@@ -111,6 +112,7 @@ class Retention:
 
     Args:
         registry: the run registry.
+        executor: what each run is (only finished runs are deleted).
         deleter: deletes one run.
         keep_runs: keep the newest this many finished runs (``None``: no count limit).
         keep_seconds: keep finished runs this long after their last change (``None``: no age).
@@ -122,6 +124,7 @@ class Retention:
         self,
         *,
         registry: RunRegistry,
+        executor: RunExecutor,
         deleter: RunDeleter,
         keep_runs: int | None = None,
         keep_seconds: float | None = None,
@@ -129,6 +132,7 @@ class Retention:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._registry = registry
+        self._executor = executor
         self._deleter = deleter
         self._keep_runs = keep_runs
         self._keep_seconds = keep_seconds
@@ -146,16 +150,17 @@ class Retention:
         for run_id, status in self._registry.cached().items():
             if run_id not in stored and status in FINISHED:
                 self._registry.forget(run_id)  # a sibling deleted it
-        finished = [record for record in records if record.status in RETAINED]
-        finished.sort(key=lambda record: record.updated_at, reverse=True)
+        views = await self._executor.viewed_all(records)
+        finished = [view for view in views if view.status in RETAINED]
+        finished.sort(key=lambda view: view.updated_at, reverse=True)
         now = self._clock()
         doomed = [
-            record.run_id
-            for index, record in enumerate(finished)
+            view.run_id
+            for index, view in enumerate(finished)
             if (self._keep_runs is not None and index >= self._keep_runs)
             or (
                 self._keep_seconds is not None
-                and now - record.updated_at.timestamp() > self._keep_seconds
+                and now - view.updated_at.timestamp() > self._keep_seconds
             )
         ]
         # Several at a time: a file store folds concurrent writes into one rewrite of the

@@ -20,6 +20,7 @@ from sidecar.record_codec import decode_history, encode_history
 if TYPE_CHECKING:
     from oma_actors.stores import AtomicStore, MemoryStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+    from sidecar.record import RunStatus
     from sidecar.run_log import KnownRun
 
 EVENTS_KIND = "events"
@@ -57,20 +58,20 @@ class RunHistory:
         history = await self._store.get(history_key(known.log.run_id))
         return decode_history(history.value) if history is not None else []
 
-    async def told_elsewhere(self, known: KnownRun) -> bool:
-        """Whether the run's saved history announces its stored finished status after all.
+    async def told_elsewhere(self, known: KnownRun, status: RunStatus) -> bool:
+        """Whether the run's saved history announces its end ``status`` after all.
 
-        A sidecar writes a run's status first and its history right after: another sidecar that
-        reads the record in between must not announce the status itself (a second event, seqs
-        from a new block, and its own history saved over the finisher's). On a shared store it
-        waits :data:`SETTLE_GRACE_S` and reads the history again; only a status still untold is
-        announced (its owner died).
+        A run's run record ends it first and its sidecar saves its history right after: another
+        sidecar that reads the run in between must not announce the end itself (a second
+        event, seqs from a new block, and its own history saved over the finisher's). On a
+        shared store it waits :data:`SETTLE_GRACE_S` and reads the history again; only a status
+        still untold is announced (its owner died).
         """
         if not self.shared:
             return False
         await asyncio.sleep(SETTLE_GRACE_S)
         known.log.merge_history(await self.stored_events(known))
-        return known.log.last_status == known.record.status
+        return bool(known.log.last_status == status)
 
     async def save(self, known: KnownRun) -> None:
         """Save every event of the run's log so far (a finished run's, or at a stop)."""

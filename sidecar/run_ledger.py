@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 from oma_actors import LeaseError
 from oma_actors.runs import RunLedger, is_terminal
 
-NOT_FOUND = "RUN_NOT_FOUND"
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -46,18 +44,18 @@ async def cancel_unheld(terms: RunStoreOptions | None, run_id: str, reason: str)
 
     Refused while another sidecar holds a live lease of it (it runs there, or adopted or
     restored it since it was read): the run record decides, in one compare-and-set, against
-    every claim. No record (the run never acquired a lease): nothing to cancel.
+    every claim. A run that has no run record yet (forked and never started, or registered and
+    never taken) gets one first, so its end is recorded where every sidecar reads it (D16).
 
     Raises:
         LeaseError: ``RUN_LEASE_HELD``, ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
     """
     if terms is None:
         return
-    try:
-        await terms.ledger().cancel(run_id, reason or None, unless_held=True)
-    except LeaseError as exc:
-        if exc.code != NOT_FOUND:
-            raise
+    ledger = terms.ledger()
+    if await ledger.get(run_id) is None:
+        await ledger.acquire(run_id, heartbeat=False)  # refused if a sidecar took it meanwhile
+    await ledger.cancel(run_id, reason or None, unless_held=True)
 
 
 async def fail_record(

@@ -23,7 +23,7 @@ from sidecar.record import SEQ_BLOCK, TaskRow
 from sidecar.run_view import outcome_pb, run_message
 
 if TYPE_CHECKING:
-    from sidecar.record import Outcome, RunRecordV1, RunStatus
+    from sidecar.record import Outcome, RunRecordV1, RunStatus, RunView
 
 MAX_RETAINED = 20_000
 
@@ -231,14 +231,14 @@ def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:
     return event
 
 
-def known_run_message(record: RunRecordV1, known: KnownRun | None, *, full: bool) -> pb.Run:
+def known_run_message(view: RunView, known: KnownRun | None, *, full: bool) -> pb.Run:
     """The wire form of a run, with the fresher progress ``known`` has (if any)."""
     progress = known.progress if known is not None else None
     return run_message(
-        record,
-        tasks=progress.tasks.values() if progress is not None else record.tasks,
+        view,
+        tasks=progress.tasks.values() if progress is not None else view.tasks,
         pending_approvals=(
-            progress.pending_approvals if progress is not None else record.pending_approvals
+            progress.pending_approvals if progress is not None else view.record.pending_approvals
         ),
         last_seq=known.log.last_seq if known is not None else 0,
         full=full,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from oma_actors import TaskState, TeamRunResult
-    from sidecar.record import RunRecordV1
+    from sidecar.record import RunView
 
 
 def initial_tasks(request: pb.StartRunRequest) -> tuple[TaskRow, ...]:
@@ -116,7 +116,7 @@ def outcome_pb(outcome: Outcome) -> pb.Outcome:
 
 
 def run_message(
-    record: RunRecordV1,
+    view: RunView,
     *,
     tasks: Iterable[TaskRow],
     pending_approvals: Iterable[str],
@@ -126,12 +126,13 @@ def run_message(
     """The wire form of a run.
 
     Args:
-        record: the run's record.
-        tasks: the run's tasks as known now (the record's, or fresher live progress).
+        view: the run (``sidecar.authority``).
+        tasks: the run's tasks as known now (the view's, or fresher live progress).
         pending_approvals: the approval ids the run waits for, as known now.
         last_seq: the seq of the run's newest event.
         full: add the tasks and the result (``RUN_VIEW_FULL``).
     """
+    record = view.record
     request = record.request
     checkpoint = request.checkpoint
     rows = list(tasks)
@@ -139,12 +140,12 @@ def run_message(
     message = pb.Run(
         run_id=record.run_id,
         mode=MODE_OF.get(request.WhichOneof("mode") or "", pb.RUN_MODE_UNSPECIFIED),
-        status=record.status,
+        status=view.status,
         attempt=record.attempt,
         request_id=record.request_id,
         created_at=timestamp(record.created_at),
-        updated_at=timestamp(record.updated_at),
-        outcome=outcome_pb(record.outcome),
+        updated_at=timestamp(view.updated_at),
+        outcome=outcome_pb(view.outcome),
         task_counts=task_counts(states),
         pending_approval_ids=list(pending_approvals),
         last_event_seq=last_seq,

@@ -13,7 +13,10 @@ sibling sidecar sharing the store, wrote it: its write is never lost). Reads go 
 
 Each sidecar process has an owner id (``sidecar.owner``): the registry stamps it on the runs it
 creates, and a restore or an adoption claims the run for it. What a run is (running,
-interrupted, ended) is decided by its run record (``sidecar.authority``).
+interrupted, ended) is its run record's (``sidecar.authority``, D16): the registry stores no
+status; it announces each change of one to watchers as a ``run_status`` event
+(:meth:`RunRegistry.announce`), and announces an end that a sidecar which died never told
+(:meth:`RunRegistry.refresh`).
 """
 
 from __future__ import annotations
@@ -26,10 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import StoreError
 from oma_actors.keyspace import sidecar_key
+from oma_actors.runs import MemoryStoreRunStore
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.authority import outcome_of_record, settled_status
 from sidecar.convert import now, timestamp
 from sidecar.record import (
     FINISHED,
     SEQ_BLOCK,
+    Outcome,
     RunExistsError,
     RunRecordConflictError,
     RunRecordV1,
@@ -58,11 +65,11 @@ from sidecar.run_log import (
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Coroutine
+    from collections.abc import Callable, Coroutine
 
+    from oma_actors.runs import RunRecord as LeaseRecord
     from oma_actors.stores import AtomicStore, MemoryEntry, MemoryStore
-    from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-    from sidecar.record import Outcome, RunStatus
+    from sidecar.record import RunStatus, RunView
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +116,7 @@ class RunRegistry:
         self._reserving: set[str] = set()
         self._settling: set[str] = set()
         self._history = RunHistory(store, shared=shared)
+        self._run_records = MemoryStoreRunStore(store)  # the authority on each run's status
         self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
     @property
@@ -141,23 +149,15 @@ class RunRegistry:
         return record
 
     async def query(
-        self,
-        *,
-        statuses: Collection[RunStatus] = (),
-        request_id: str | None = None,
-        owner_id: str | None = None,
+        self, *, request_id: str | None = None, owner_id: str | None = None
     ) -> list[RunRecordV1]:
-        """Every readable stored record with one of ``statuses`` (empty: any), of the
-        ``request_id`` and ``owner_id`` given, in store order."""
-        found, _ = await self.scan(statuses=statuses, request_id=request_id, owner_id=owner_id)
+        """Every readable stored record of the ``request_id`` and ``owner_id`` given (``None``:
+        any), in store order."""
+        found, _ = await self.scan(request_id=request_id, owner_id=owner_id)
         return found
 
     async def scan(
-        self,
-        *,
-        statuses: Collection[RunStatus] = (),
-        request_id: str | None = None,
-        owner_id: str | None = None,
+        self, *, request_id: str | None = None, owner_id: str | None = None
     ) -> tuple[list[RunRecordV1], dict[str, str]]:
         """Like :meth:`query`, plus every record that cannot be read: run id -> the problem.
 
@@ -173,7 +173,7 @@ class RunRegistry:
             except UnreadableRunError as exc:
                 unreadable[run_id] = exc.problem
                 continue
-            if record.matches(statuses=statuses, request_id=request_id, owner_id=owner_id):
+            if record.matches(request_id=request_id, owner_id=owner_id):
                 found.append(record)
         return found, unreadable
 
@@ -183,7 +183,8 @@ class RunRegistry:
         return self._runs[run_id].log
 
     async def refresh(self, run_id: str) -> None:
-        """Re-read a run another sidecar writes: its saved history, then its record."""
+        """Re-read a run another sidecar writes: its saved history, its record, and whether its
+        run record ended it (an end its sidecar died before telling is announced here)."""
         writes = self._writes(run_id)
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         known = self._runs.get(run_id)
@@ -191,6 +192,9 @@ class RunRegistry:
             known.log.merge_history(await self._history.stored_events(known))
         if entry is not None:
             await self._record(run_id, entry.value, writes)
+            known = self._runs.get(run_id)
+            if known is not None:
+                self._settle(run_id, known, await self._run_records.get(run_id))
 
     def _writes(self, run_id: str) -> int:
         """How many of this process's writes of ``run_id`` it has taken in so far."""
@@ -241,7 +245,6 @@ class RunRegistry:
             known.text, known.record = text, record
         else:
             known = await self._load(run_id, text, record)
-        self._settle(run_id, known)
         return known
 
     async def _load(self, run_id: str, text: str, record: RunRecordV1) -> KnownRun:
@@ -255,48 +258,53 @@ class RunRegistry:
             known.text, known.record = text, record
         return known
 
-    def _settle(self, run_id: str, known: KnownRun) -> None:
-        """Announce a finished status that the record has and the log never told.
+    def _settle(self, run_id: str, known: KnownRun, lease: LeaseRecord | None) -> None:
+        """Announce an end that the run record ``lease`` has and the log never told.
 
-        A crash between writing a run's final status and writing its events leaves a record
-        that says COMPLETED and a log whose last status says RUNNING: a watcher would wait
-        forever. A background task emits the missing ``run_status`` event (and saves the
-        history); never while this process writes the run (``set_status`` announces that).
+        A crash between a run's end (its run record settled) and the announcement of it leaves
+        a log whose last status says RUNNING: a watcher would wait forever. A background task
+        emits the missing ``run_status`` event (and saves the history); never while this
+        process writes the run (``announce`` tells that).
         """
-        record = known.record
+        status = settled_status(known.record, lease)
         lock = self._locks.get(run_id)
         if (
-            record.status not in FINISHED
-            or known.log.last_status == record.status
+            status is None
+            or known.log.last_status == status
             or (lock is not None and lock.locked())
             or run_id in self._settling
         ):
             return
         self._settling.add(run_id)
-        self._spawn(self._announce_stored_status(run_id))
+        outcome = outcome_of_record(known.record, lease)
+        self._spawn(self._announce_stored_status(run_id, status, outcome))
 
-    async def _announce_stored_status(self, run_id: str) -> None:
+    async def _announce_stored_status(
+        self, run_id: str, status: RunStatus, outcome: Outcome
+    ) -> None:
         try:
             known, above = self._runs[run_id], list[int]()
-            if await self._history.told_elsewhere(known):
+            if await self._history.told_elsewhere(known, status):
                 return
             record = await self.update(run_id, reserving_next_block(above))
             # Another sidecar may have used seqs up to the reservation it found: never reuse one.
             known.log.skip_to(above[-1] + 1)
             known.log.extend_reservation(record.seq_reserved_until)
-            if record.status in FINISHED and known.log.last_status != record.status:
-                self.emit(run_id, status_event(record.status, record.outcome))
+            if known.log.last_status != status:
+                self.emit(run_id, status_event(status, outcome))
                 await self._history.save(known)
         finally:
             self._settling.discard(run_id)
 
-    async def create(self, record: RunRecordV1) -> RunRecordV1:
-        """Store a new run, owned by this sidecar, with its first block of event seqs.
+    async def create(self, record: RunRecordV1, *, owned: bool = True) -> RunRecordV1:
+        """Store a new run, owned by this sidecar (unless not ``owned``: a forked run nobody
+        started yet), with its first block of event seqs.
 
         Raises:
             RunExistsError: a record of ``record.run_id`` exists already (it is attached).
         """
-        record = replace(record, owner_id=self._owner_id, seq_reserved_until=SEQ_BLOCK)
+        owner = self._owner_id if owned else ""
+        record = replace(record, owner_id=owner, seq_reserved_until=SEQ_BLOCK)
         run_id = record.run_id
         async with self._lock_of(run_id):
             existing = await self.find(run_id)
@@ -378,14 +386,19 @@ class RunRegistry:
         self._runs.pop(run_id, None)
         self._locks.pop(run_id, None)
 
+    def told(self, run_id: str) -> RunStatus:
+        """The last status this process's log of ``run_id`` told (``UNSPECIFIED``: none)."""
+        known = self._runs.get(run_id)
+        return known.log.last_status if known is not None else pb.RUN_STATUS_UNSPECIFIED
+
     def cached(self) -> dict[str, RunStatus]:
-        """The runs this process keeps in memory, and their statuses as last read."""
-        return {run_id: known.record.status for run_id, known in self._runs.items()}
+        """The runs this process keeps in memory, and the last status each one's log told."""
+        return {run_id: known.log.last_status for run_id, known in self._runs.items()}
 
     def _lock_of(self, run_id: str) -> asyncio.Lock:
         return self._locks.setdefault(run_id, asyncio.Lock())
 
-    async def set_status(
+    async def announce(
         self,
         run_id: str,
         status: RunStatus,
@@ -393,10 +406,11 @@ class RunRegistry:
         *,
         change: Callable[[RunRecordV1], RunRecordV1] | None = None,
     ) -> RunRecordV1:
-        """Change the status (after ``change``), persist it, then announce it as an event.
+        """Write ``change`` and ``outcome`` into the record, then announce ``status`` (which
+        the run record holds already, or a claim is about to take) as a ``run_status`` event.
 
-        The write also reserves the next block of seqs if the log runs low, so the
-        ``run_status`` event has a durable seq. A finished run's history is kept.
+        The write also reserves the next block of seqs if the log runs low, so the event has a
+        durable seq. A finished run's history is kept.
 
         Raises:
             UnknownRunError: there is no record of ``run_id``.
@@ -410,7 +424,6 @@ class RunRegistry:
                 reserved = max(reserved, log.wanted_reservation())
             return replace(
                 base,
-                status=status,
                 updated_at=now(),
                 outcome=outcome if outcome is not None else base.outcome,
                 seq_reserved_until=reserved,
@@ -471,6 +484,6 @@ class RunRegistry:
             except (StoreError, SidecarError) as exc:
                 logger.warning("run %s: events not released at stop: %s", run_id, exc)
 
-    def run_message(self, record: RunRecordV1, *, full: bool) -> pb.Run:
+    def run_message(self, view: RunView, *, full: bool) -> pb.Run:
         """The wire form of a run, with this process's fresher progress when it has some."""
-        return known_run_message(record, self._runs.get(record.run_id), full=full)
+        return known_run_message(view, self._runs.get(view.run_id), full=full)

@@ -280,6 +280,7 @@ class Sidecar:
         if config.retain_runs is not None or config.retain_seconds is not None:
             retention = Retention(
                 registry=registry,
+                executor=executor,
                 deleter=deleter,
                 keep_runs=config.retain_runs,
                 keep_seconds=config.retain_seconds,
@@ -314,7 +315,9 @@ class Sidecar:
                 deleter=deleter,
                 timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
                 tenancy=tenancy,
-                forks=RunForks(registry=registry, stores=stores, journals=journals),
+                forks=RunForks(
+                    registry=registry, executor=executor, stores=stores, journals=journals
+                ),
                 heartbeat_s=heartbeat,
             ),
             server,

@@ -134,13 +134,13 @@ class RunServicer(pb_grpc.RunServiceServicer):
         statuses = set(request.statuses)
         caller = self._tenancy.caller(context)
         found, unreadable = await self._registry.scan()
-        found = await self._executor.viewed_all([r for r in found if sees(caller, r.tenant)])
+        views = await self._executor.viewed_all([r for r in found if sees(caller, r.tenant)])
         if statuses:
-            found = [record for record in found if record.status in statuses]
+            views = [view for view in views if view.status in statuses]
         if not _sees_unreadable(caller):
             unreadable = {}
-        records = sorted(found, key=lambda r: (r.created_at, r.run_id), reverse=True)
-        runs = [self._registry.run_message(record, full=False) for record in records]
+        views.sort(key=lambda view: (view.record.created_at, view.run_id), reverse=True)
+        runs = [self._registry.run_message(view, full=False) for view in views]
         if statuses and UNREADABLE not in statuses:
             unreadable = {}
         elif statuses == {UNREADABLE}:

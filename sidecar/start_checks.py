@@ -15,7 +15,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.status import AlreadyExists, InvalidArgument
 
 if TYPE_CHECKING:
-    from sidecar.record import RunRecordV1
+    from sidecar.record import RunView
 
 
 def request_digest(request: pb.StartRunRequest) -> str:
@@ -23,7 +23,7 @@ def request_digest(request: pb.StartRunRequest) -> str:
     return hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
 
 
-def attach(request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
+def attach(request: pb.StartRunRequest, view: RunView) -> RunView:
     """The existing run a start request attaches to.
 
     A retry (the same ``request_id``) attaches only if it is the same request: the same id with
@@ -34,6 +34,7 @@ def attach(request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
         AlreadyExists: ``REQUEST_ID_REUSED`` for the same id with another body,
             ``RUN_ALREADY_EXISTS`` for another request without ``USE_EXISTING``.
     """
+    record = view.record
     if record.request_id == request.request_id:
         if record.request_digest and record.request_digest != request_digest(request):
             raise AlreadyExists(
@@ -42,20 +43,20 @@ def attach(request: pb.StartRunRequest, record: RunRecordV1) -> RunRecordV1:
                 "request body; use a new request_id for a new request",
                 metadata={"existing_run_id": record.run_id},
             )
-        return record
+        return view
     if request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
-        return record
+        return view
     raise AlreadyExists(
         "RUN_ALREADY_EXISTS",
         f"run {record.run_id!r} was started by another request",
         metadata={
             "existing_request_id": record.request_id,
-            "existing_status": pb.RunStatus.Name(record.status),
+            "existing_status": pb.RunStatus.Name(view.status),
         },
     )
 
 
-def attach_own(request: pb.StartRunRequest, record: RunRecordV1, tenant: str) -> RunRecordV1:
+def attach_own(request: pb.StartRunRequest, view: RunView, tenant: str) -> RunView:
     """Like :func:`attach`, for a start request of ``tenant`` naming an existing run id.
 
     A run of another tenant is never attached to, and nothing of it is told (not its request,
@@ -65,9 +66,9 @@ def attach_own(request: pb.StartRunRequest, record: RunRecordV1, tenant: str) ->
         AlreadyExists: as :func:`attach`; ``RUN_ALREADY_EXISTS`` with no detail when the run is
             another tenant's.
     """
-    if record.tenant != tenant:
-        raise AlreadyExists("RUN_ALREADY_EXISTS", f"run id {record.run_id!r} is taken")
-    return attach(request, record)
+    if view.record.tenant != tenant:
+        raise AlreadyExists("RUN_ALREADY_EXISTS", f"run id {view.run_id!r} is taken")
+    return attach(request, view)
 
 
 def check_checkpoint_key(key: str, run_id: str, *, assigned: bool) -> None:

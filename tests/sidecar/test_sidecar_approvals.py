@@ -129,7 +129,6 @@ async def test_listing_every_runs_approvals_skips_an_unreachable_store(
         request_id="q",
         owner_id=registry.owner_id,
         request=run_request("dead-store"),
-        status=pb.RUN_STATUS_SUSPENDED,
         store_uri="redis://127.0.0.1:1/0",
     )
     await registry.create(dead)

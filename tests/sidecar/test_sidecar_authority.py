@@ -1,10 +1,10 @@
-"""What status a run shows when it executes elsewhere or nowhere: the run record decides (D16).
+"""What a run is: its run record decides, the registry stores no status (D16).
 
-Unit tests of ``sidecar.authority.shown``: a run nobody holds is interrupted a TTL after the run
-record was last written (its lease given up), not a TTL after the registry last wrote. An
-attempt that stopped on an unreachable store gives its lease up as the store returns and goes
-on at once; counted from the registry's last write (the run's start, long before), the run
-showed INTERRUPTED for that moment and was adopted (attempt 2) after a 1 s outage.
+Unit tests of ``sidecar.authority.view_of``. Among them: a run nobody holds is interrupted a TTL
+after the run record was last written (its lease given up), not a TTL after the registry last
+wrote. An attempt that stopped on an unreachable store gives its lease up as the store returns
+and goes on at once; counted from the registry's last write (the run's start, long before), the
+run showed INTERRUPTED for that moment and was adopted (attempt 2) after a 1 s outage.
 """
 
 from __future__ import annotations
@@ -15,26 +15,31 @@ from sidecar_helpers import run_request
 
 from oma_actors.runs import Lease, RunRecord, RunStatus
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.authority import shown
-from sidecar.record import Outcome, RunRecordV1
+from sidecar.authority import INTERRUPTED, view_of
+from sidecar.record import Outcome, RunRecordV1, RunView
 
 NOW = datetime(2026, 12, 4, 21, 0, tzinfo=UTC)
 TTL = 6.0
 NO_OUTCOME = Outcome()
+LONG_AGO = NOW - timedelta(seconds=60)
 
 
 def registry_record(
-    written: datetime, status: pb.RunStatus = pb.RUN_STATUS_RUNNING, outcome: Outcome = NO_OUTCOME
+    written: datetime = LONG_AGO,
+    *,
+    owner: str = "owner-a",
+    outcome: Outcome = NO_OUTCOME,
+    legacy: pb.RunStatus | None = None,
 ) -> RunRecordV1:
     return RunRecordV1(
         run_id="r1",
         request_id="q1",
-        owner_id="owner-a",
+        owner_id=owner,
         request=run_request("r1"),
-        status=status,
         created_at=written,
         updated_at=written,
         outcome=outcome,
+        legacy_status=legacy,
     )
 
 
@@ -50,67 +55,79 @@ def run_record(
     )  # fmt: skip
 
 
+def view(record: RunRecordV1, lease: RunRecord | None, **kwargs: pb.RunStatus) -> RunView:
+    return view_of(record, lease, now=NOW, ttl=TTL, **kwargs)
+
+
 def test_a_lease_given_up_just_now_is_not_yet_interrupted() -> None:
-    long_ago = NOW - timedelta(seconds=60)
-    view = shown(
-        registry_record(long_ago), run_record(NOW - timedelta(seconds=1)), now=NOW, ttl=TTL
-    )
-    assert view.status == pb.RUN_STATUS_RUNNING
+    shown = view(registry_record(), run_record(NOW - timedelta(seconds=1)))
+    assert shown.status == pb.RUN_STATUS_QUEUED
 
 
 def test_a_lease_given_up_a_ttl_ago_is_interrupted() -> None:
     given_up = NOW - timedelta(seconds=TTL + 1)
-    view = shown(
-        registry_record(NOW - timedelta(seconds=1)), run_record(given_up), now=NOW, ttl=TTL
-    )
-    assert view.status == pb.RUN_STATUS_INTERRUPTED
+    shown = view(registry_record(NOW - timedelta(seconds=1)), run_record(given_up))
+    assert (shown.status, shown.outcome) == (pb.RUN_STATUS_INTERRUPTED, INTERRUPTED)
 
 
 def test_a_run_without_a_run_record_counts_from_the_registry() -> None:
-    assert shown(registry_record(NOW), None, now=NOW, ttl=TTL).status == pb.RUN_STATUS_RUNNING
+    assert view(registry_record(NOW), None).status == pb.RUN_STATUS_QUEUED
     old = registry_record(NOW - timedelta(seconds=TTL + 1))
-    assert shown(old, None, now=NOW, ttl=TTL).status == pb.RUN_STATUS_INTERRUPTED
+    assert view(old, None).status == pb.RUN_STATUS_INTERRUPTED
 
 
-def test_a_held_lease_shows_the_record_and_a_lapsed_one_interrupts() -> None:
-    long_ago = NOW - timedelta(seconds=60)
-    live = Lease("owner-a", long_ago, NOW + timedelta(seconds=3))
-    lapsed = Lease("owner-a", long_ago, NOW - timedelta(seconds=1))
-    record = registry_record(long_ago)
-    assert (
-        shown(record, run_record(long_ago, live), now=NOW, ttl=TTL).status == pb.RUN_STATUS_RUNNING
-    )
-    view = shown(record, run_record(long_ago, lapsed), now=NOW, ttl=TTL)
-    assert view.status == pb.RUN_STATUS_INTERRUPTED
+def test_a_held_lease_runs_and_a_lapsed_one_interrupts() -> None:
+    live = Lease("owner-a", LONG_AGO, NOW + timedelta(seconds=3))
+    lapsed = Lease("owner-a", LONG_AGO, NOW - timedelta(seconds=1))
+    record = registry_record()
+    assert view(record, run_record(LONG_AGO, live)).status == pb.RUN_STATUS_RUNNING
+    assert view(record, run_record(LONG_AGO, lapsed)).status == pb.RUN_STATUS_INTERRUPTED
 
 
-def test_the_run_record_decides_whatever_the_registry_last_wrote() -> None:
-    """D16: a registry that says a run ended while its run record was taken again (a restore
-    elsewhere claimed it and has not written the registry yet) shows the run record's view."""
-    long_ago = NOW - timedelta(seconds=60)
-    suspended = registry_record(long_ago, pb.RUN_STATUS_SUSPENDED, Outcome(code="suspended"))
+def test_the_run_record_decides_whatever_the_registry_last_told() -> None:
+    """The registry's outcome of an attempt that suspended does not make the run suspended
+    once a restore elsewhere took its run record (and has not written the registry yet)."""
+    suspended = registry_record(outcome=Outcome(code="suspended"))
     live = Lease("owner-b", NOW, NOW + timedelta(seconds=3))
-    view = shown(suspended, run_record(NOW, live), now=NOW, ttl=TTL)
-    assert (view.status, view.outcome) == (pb.RUN_STATUS_RUNNING, Outcome())
-    lapsed = Lease("owner-b", long_ago, NOW - timedelta(seconds=1))
-    view = shown(suspended, run_record(long_ago, lapsed), now=NOW, ttl=TTL)
-    assert view.status == pb.RUN_STATUS_INTERRUPTED
+    shown = view(suspended, run_record(NOW, live))
+    assert (shown.status, shown.outcome) == (pb.RUN_STATUS_RUNNING, NO_OUTCOME)
 
 
-def test_a_settled_run_record_names_its_status_and_outcome() -> None:
-    running = registry_record(NOW)
+def test_a_settled_run_record_names_the_status_and_the_attempt_the_outcome() -> None:
     failed = run_record(NOW, status="failed", outcome={"code": "error", "message": "boom"})
-    view = shown(running, failed, now=NOW, ttl=TTL)
-    assert (view.status, view.outcome) == (
+    shown = view(registry_record(), failed)
+    assert (shown.status, shown.outcome) == (
         pb.RUN_STATUS_FAILED,
         Outcome(code="error", message="boom"),
     )
-    # Where both agree, the registry's outcome stays (it names the host calls that timed out).
-    told = Outcome(code="error", message="boom; host call c1 timed out")
-    same = registry_record(NOW, pb.RUN_STATUS_FAILED, told)
-    assert shown(same, failed, now=NOW, ttl=TTL).outcome == told
+    assert shown.updated_at == NOW  # the run record's last change
+    # The attempt's sidecar names more (the host calls that timed out): its outcome is shown.
+    told = Outcome(code="TOOL_FAILED", message="boom; host call c1 timed out")
+    assert view(registry_record(outcome=told), failed).outcome == told
+    suspended = view(registry_record(), run_record(NOW, status="suspended"))
+    assert (suspended.status, suspended.outcome.code) == (pb.RUN_STATUS_SUSPENDED, "suspended")
 
 
-def test_an_ended_run_without_a_run_record_is_as_the_registry_says() -> None:
-    done = registry_record(NOW - timedelta(seconds=60), pb.RUN_STATUS_COMPLETED)
-    assert shown(done, None, now=NOW, ttl=TTL) is done
+def test_an_attempt_executing_here_shows_its_own_status_until_it_has_written_its_end() -> None:
+    completed = run_record(NOW, status="completed", outcome={"code": "ok"})
+    here = view(registry_record(), completed, here=pb.RUN_STATUS_RUNNING)
+    assert here.status == pb.RUN_STATUS_RUNNING
+    assert view(registry_record(), None, here=pb.RUN_STATUS_QUEUED).status == pb.RUN_STATUS_QUEUED
+
+
+def test_a_forked_run_nobody_started_is_interrupted_at_once() -> None:
+    child = registry_record(NOW, owner="")
+    assert view(child, None).status == pb.RUN_STATUS_INTERRUPTED
+
+
+def test_a_record_from_before_d16_shows_its_stored_status_while_it_has_no_run_record() -> None:
+    done = registry_record(legacy=pb.RUN_STATUS_COMPLETED, owner="")
+    assert view(done, None).status == pb.RUN_STATUS_COMPLETED
+    running = registry_record(NOW, legacy=pb.RUN_STATUS_RUNNING)
+    assert view(running, None).status == pb.RUN_STATUS_QUEUED  # then interrupted, a TTL on
+    assert view(registry_record(legacy=pb.RUN_STATUS_RUNNING), None).status == (
+        pb.RUN_STATUS_INTERRUPTED
+    )
+    # Once it has a run record, the run record decides.
+    cancelled = run_record(NOW, status="cancelled", outcome={"code": "cancelled"})
+    assert view(done, cancelled).status == pb.RUN_STATUS_CANCELLED

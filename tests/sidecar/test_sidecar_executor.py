@@ -4,6 +4,7 @@ this sidecar read of the run before."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -49,7 +50,12 @@ async def parts() -> AsyncIterator[tuple[InMemoryStore, RunExecutor]]:
             run_id="r1", request_id="q", owner_id="", request=request, store_uri="memory://"
         )
         await registry.create(record)
-        await registry.set_status("r1", pb.RUN_STATUS_INTERRUPTED)
+        # Its sidecar died holding the lease, which expired long ago: the run is interrupted.
+        dead = RunLedger(
+            MemoryStoreRunStore(store), owner="dead", lease_ttl=1, clock=lambda: time.time() - 60
+        )
+        await dead.acquire("r1", heartbeat=False)
+        assert (await executor.current("r1")).status == pb.RUN_STATUS_INTERRUPTED
         yield store, executor
 
 
@@ -81,9 +87,9 @@ async def test_a_restore_racing_a_sibling_restore_finds_the_run_active(
         await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert caught.value.reason == "RUN_ACTIVE"
     after = await stored(store)
-    assert (after.status, after.attempt) == (pb.RUN_STATUS_INTERRUPTED, 1)  # not claimed here
+    assert (after.owner_id, after.attempt) == ("owner-a", 1)  # not claimed here
     assert not executor.running("r1")
-    _, shown = await executor.current("r1")
+    shown = await executor.current("r1")
     assert shown.status == pb.RUN_STATUS_RUNNING  # the sibling's, as its run record says
 
 
@@ -95,7 +101,7 @@ async def test_a_cancel_racing_a_sibling_restore_does_not_mark_its_run(
     with pytest.raises(FailedPrecondition) as caught:
         await executor.cancel("r1")
     assert caught.value.reason == "RUN_OWNED_ELSEWHERE"
-    assert (await stored(store)).status == pb.RUN_STATUS_INTERRUPTED
+    assert (await stored(store)).outcome.code == ""  # nothing of a cancel written
     record = await RunLedger(MemoryStoreRunStore(store)).get("r1")
     assert record is not None
     assert record.status == "running"
@@ -107,9 +113,14 @@ async def test_a_restore_claims_the_run_for_this_owner(
     store, executor = parts
     claimed, resumed = await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert not resumed
-    assert (claimed.owner_id, claimed.attempt) == ("owner-a", 2)
+    assert (claimed.status, claimed.record.owner_id, claimed.record.attempt) == (
+        pb.RUN_STATUS_QUEUED,
+        "owner-a",
+        2,
+    )
     for _ in range(500):
-        if (await stored(store)).status == pb.RUN_STATUS_COMPLETED:
+        if (await executor.current("r1")).status == pb.RUN_STATUS_COMPLETED:
             break
         await asyncio.sleep(0.01)
-    assert (await stored(store)).status == pb.RUN_STATUS_COMPLETED
+    assert (await executor.current("r1")).status == pb.RUN_STATUS_COMPLETED
+    assert (await stored(store)).result is not None  # written before the run shows its end

@@ -16,7 +16,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
 from sidecar.failover import Failover
 from sidecar.fencing import NotMine, still_mine
-from sidecar.record import Outcome, RunRecordV1
+from sidecar.record import Outcome, RunRecordV1, RunView
 from sidecar.runs import RunRegistry
 from sidecar.status import FailedPrecondition
 from sidecar.stores import StoreRegistry
@@ -64,7 +64,7 @@ async def dead_run(store: InMemoryStore, run_id: str, owner: str = "dead") -> No
         run_id=run_id, request_id="r", owner_id=owner, request=request, store_uri=URI
     )
     await dead.create(record)
-    await dead.set_status(run_id, pb.RUN_STATUS_RUNNING, Outcome())
+    await dead.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome())
 
 
 async def leased(store: InMemoryStore, run_id: str, owner: str, *, ago: float) -> None:
@@ -133,11 +133,11 @@ async def test_a_fenced_sidecar_marks_nothing(stores: StoreRegistry) -> None:
     old = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
     assert await executor(store, stores, "b").adopt("run-2") is not None
     with pytest.raises(NotMine):
-        await old.set_status(
+        await old.announce(
             "run-2", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)
         )
     stored = await old.get("run-2")
-    assert (stored.owner_id, stored.attempt, stored.status) == ("b", 2, pb.RUN_STATUS_QUEUED)
+    assert (stored.owner_id, stored.attempt, stored.outcome) == ("b", 2, Outcome())
 
 
 async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegistry) -> None:
@@ -147,18 +147,18 @@ async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegi
     assert isinstance(store, InMemoryStore)
     await dead_run(store, "run-3", owner="a")
     registry = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
-    await registry.set_status(
+    await registry.announce(
         "run-3",
         pb.RUN_STATUS_QUEUED,
         Outcome(),
         change=lambda record: replace(record, attempt=record.attempt + 1),  # RestoreRun's claim
     )
     with pytest.raises(NotMine):
-        await registry.set_status(
+        await registry.announce(
             "run-3", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)
         )
     stored = await registry.get("run-3")
-    assert (stored.owner_id, stored.attempt, stored.status) == ("a", 2, pb.RUN_STATUS_QUEUED)
+    assert (stored.owner_id, stored.attempt, stored.outcome) == ("a", 2, Outcome())
 
 
 async def test_never_two_attempts_of_one_run_in_one_process(stores: StoreRegistry) -> None:
@@ -188,7 +188,7 @@ def rival_takes_lease_after_read(claimant: RunExecutor, store: InMemoryStore, ri
     unchanged)."""
     read = claimant.current
 
-    async def read_then_rival(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+    async def read_then_rival(run_id: str) -> RunView:
         seen = await read(run_id)
         await leased(store, run_id, rival, ago=0.0)
         return seen
@@ -232,7 +232,7 @@ async def test_a_restore_that_loses_the_registry_claim_gives_the_lease_back(
     b = executor(store, stores, "b")
     read = b.current
 
-    async def read_then_delete_claim(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+    async def read_then_delete_claim(run_id: str) -> RunView:
         seen = await read(run_id)
         registry = RunRegistry(store, owner_id="x", spawn=lambda c: c.close())
         await registry.update(run_id, lambda r: replace(r, deleting=True))
@@ -263,7 +263,7 @@ async def test_a_cancel_loses_to_a_lease_taken_after_its_read(stores: StoreRegis
     assert record.lease is not None
     assert record.lease.owner == "c"
     stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-8")
-    assert stored.status == pb.RUN_STATUS_RUNNING
+    assert stored.outcome == Outcome()  # nothing of a cancel written
 
 
 async def test_a_deletion_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
@@ -288,7 +288,7 @@ async def test_a_restore_loses_to_a_deletion_that_holds_the_run(stores: StoreReg
     deleter, restorer = executor(store, stores, "b"), executor(store, stores, "c")
     read = restorer.current
 
-    async def read_then_deletion(run_id: str) -> tuple[RunRecordV1, RunRecordV1]:
+    async def read_then_deletion(run_id: str) -> RunView:
         seen = await read(run_id)
         await deleter.claim_deletion(run_id)
         return seen
@@ -311,6 +311,31 @@ async def test_a_lapsed_lease_of_another_owner_is_interrupted_at_once(
     await dead_run(store, "run-11")
     await leased(store, "run-11", "claimant", ago=2 * TTL)
     b = executor(store, stores, "b")
-    _, view = await b.current("run-11")
+    view = await b.current("run-11")
     assert view.status == pb.RUN_STATUS_INTERRUPTED
     assert await b.adopt("run-11") is not None
+
+
+async def test_a_forked_run_nobody_started_is_never_adopted_and_can_be_cancelled(
+    stores: StoreRegistry,
+) -> None:
+    # ForkRun registers the child with no owner and no run record: it shows INTERRUPTED, so
+    # RestoreRun starts it, but no failover sweep does (a fork makes no model call).
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    b = executor(store, stores, "b")
+    child = RunRecordV1(
+        run_id="child", request_id="fork:p@3", owner_id="", request=run_request("child"),
+        store_uri=URI,
+    )  # fmt: skip
+    await b._registry.create(child, owned=False)
+    assert (await b.current("child")).status == pb.RUN_STATUS_INTERRUPTED
+    sweep = Failover(executor=b, registry=b._registry, lease_ttl=TTL)
+    assert await sweep.sweep() == []
+    assert await b.adopt("child") is None
+    # Cancelled, it gets a run record that says so (the only place a status is kept).
+    cancelled = await b.cancel("child", "not wanted")
+    assert cancelled.status == pb.RUN_STATUS_CANCELLED
+    record = await MemoryStoreRunStore(store).get("child")
+    assert record is not None
+    assert record.status == "cancelled"

@@ -131,27 +131,26 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
 async def test_the_stream_ends_once_the_record_agrees_with_its_run_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The run's final status is written a while after its journal closed (here 2 s later): a
-    # watcher that read run/end is not let go before the record says so, so a GetRun right
-    # after the stream shows the status the stream ended with.
-    real_set_status = RunRegistry.set_status
+    # The attempt's end (its result) is written a while after its journal closed (here 2 s
+    # later): a watcher that read run/end is not let go before the run shows its end, so a
+    # GetRun right after the stream shows the status the stream ended with, and its result.
+    real_announce = RunRegistry.announce
 
-    async def late_set_status(
-        self: RunRegistry, run_id: str, status: Any, *a: Any, **k: Any
-    ) -> Any:
+    async def late_announce(self: RunRegistry, run_id: str, status: Any, *a: Any, **k: Any) -> Any:
         if status in TERMINAL:
             await asyncio.sleep(2)
-        return await real_set_status(self, run_id, status, *a, **k)
+        return await real_announce(self, run_id, status, *a, **k)
 
-    monkeypatch.setattr(RunRegistry, "set_status", late_set_status)
+    monkeypatch.setattr(RunRegistry, "announce", late_announce)
     state = tmp_path / "state.json"
     async with serving(f"file://{state}") as client:
         await client.start_run(echo_run("jw-late"))
         watched = await asyncio.wait_for(watch_journal(client, "jw-late"), 20)
-        run = await client.get_run("jw-late")
+        run = await client.get_run("jw-late", full=True)
     assert watched[-1].type == "run/end"
     assert watched[-1].run_status.status == pb.RUN_STATUS_COMPLETED
     assert run.status == pb.RUN_STATUS_COMPLETED
+    assert run.result.status.code == "ok"
 
 
 @pytest.mark.crash

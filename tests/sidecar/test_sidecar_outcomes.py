@@ -130,6 +130,7 @@ async def seed(store: AtomicStore, run_id: str, state: str, *, shared: bool) -> 
         "cancelled": pb.RUN_STATUS_CANCELLED,
         "suspended": pb.RUN_STATUS_SUSPENDED,
     }.get(state, pb.RUN_STATUS_RUNNING)
+    await registry.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome())
     if state == "completed":
         await lease.complete({"code": "ok"})
     elif state == "failed":
@@ -138,7 +139,8 @@ async def seed(store: AtomicStore, run_id: str, state: str, *, shared: bool) -> 
         await lease.cancel()
     elif state == "suspended":
         await lease.suspend(["ap-1"])
-    await registry.set_status(run_id, status, Outcome())
+    if status != pb.RUN_STATUS_RUNNING:
+        await registry.announce(run_id, status, Outcome(code=state))
 
 
 async def outcome_of(operation: Coroutine[Any, Any, Any], kind: str) -> str:
@@ -151,7 +153,7 @@ async def outcome_of(operation: Coroutine[Any, Any, Any], kind: str) -> str:
     if isinstance(result, int):
         return "deleted"
     if kind == "restore":
-        assert (result.status, result.attempt, result.owner_id) == (
+        assert (result.status, result.record.attempt, result.record.owner_id) == (
             pb.RUN_STATUS_QUEUED,
             2,
             "me",
@@ -179,7 +181,7 @@ async def test_the_outcome_table_holds_on_every_store(
     retained = {name: f"{name.replace(' ', '-')}-kept" for name in OUTCOMES}
     for name, run_id in retained.items():
         await seed(store, run_id, name, shared=shared)
-    swept = Retention(registry=me._registry, deleter=deleter, keep_runs=0)
+    swept = Retention(registry=me._registry, executor=me, deleter=deleter, keep_runs=0)
     deleted = set(await swept.sweep())
     for name, run_id in retained.items():
         found[name] += ("deleted" if run_id in deleted else "kept",)
@@ -275,7 +277,8 @@ async def test_an_attempt_that_fails_fails_its_run_record(
     request.team.host_tools.add(name="lookup", input_schema_json='{"type": "object"}')
     await me.start(request)
     await asyncio.gather(*tasks)
-    assert (await me._registry.get("boom")).status == pb.RUN_STATUS_FAILED
+    assert (await me.current("boom")).status == pb.RUN_STATUS_FAILED
+    assert (await me._registry.get("boom")).outcome.code != ""  # its end, as the sidecar told
     record = await RunLedger(MemoryStoreRunStore(store)).get("boom")
     assert record is not None
     assert record.status == "failed"

@@ -57,6 +57,8 @@ async def seed(state: str, records: dict[str, str], history: Sequence[pb.RunEven
 
 
 def record(status: RunStatus, *, owner_id: str = "someone") -> str:
+    """r-1's registry record as a sidecar from before D16 left it (with its status, and no run
+    record: the status it stored is what it shows)."""
     request = run_request("r-1", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
     return encode(
         RunRecordV1(
@@ -64,7 +66,7 @@ def record(status: RunStatus, *, owner_id: str = "someone") -> str:
             request_id=request.request_id,
             owner_id=owner_id,
             request=request,
-            status=status,
+            legacy_status=status,
             store_uri="memory://",
             seq_reserved_until=1024,
         )

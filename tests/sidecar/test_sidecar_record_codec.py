@@ -24,7 +24,6 @@ def full_record() -> RunRecordV1:
         request_id=request.request_id,
         owner_id="sidecar-a",
         request=request,
-        status=pb.RUN_STATUS_SUSPENDED,
         attempt=2,
         created_at=MOMENT,
         updated_at=MOMENT,
@@ -61,7 +60,7 @@ def test_schema_1_is_named_json_without_protobuf_bytes() -> None:
     document = json.loads(encode(full_record()))
     assert document["schema"] == 1
     assert "version" not in document
-    assert document["status"] == "suspended"
+    assert "status" not in document  # the run record's (D16)
     assert [task["status"] for task in document["tasks"]] == ["completed", "blocked"]
     assert document["owner_id"] == "sidecar-a"
     assert document["result"]["input_tokens"] == 12
@@ -95,7 +94,7 @@ def test_a_record_in_the_format_before_schema_1_is_read() -> None:
     assert record.owner_id == ""  # written before owners existed
     assert record.run_id == "old-1"
     assert record.request == request
-    assert record.status == pb.RUN_STATUS_COMPLETED
+    assert record.legacy_status == pb.RUN_STATUS_COMPLETED
     assert [(t.id, t.status, t.result) for t in record.tasks] == [
         ("t1", pb.TASK_STATUS_COMPLETED, "r1"),
         ("t2", pb.TASK_STATUS_PENDING, ""),
@@ -107,8 +106,19 @@ def test_a_record_in_the_format_before_schema_1_is_read() -> None:
     )  # fmt: skip
     assert record.pending_approvals == ("ap-9",)
     assert record.seq_reserved_until == 3072
-    # Written again, it is schema 1.
-    assert json.loads(encode(record))["schema"] == 1
+    # Written again, it is schema 1, and keeps the status it had (while it has no run record,
+    # that status is all that says the run ended: ``sidecar.authority``).
+    again = json.loads(encode(record))
+    assert (again["schema"], again["status"]) == (1, "completed")
+    assert decode(encode(record)) == record
+
+
+def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
+    document = json.loads(encode(full_record()))
+    document["status"] = "completed"
+    record = decode(json.dumps(document))
+    assert record.legacy_status == pb.RUN_STATUS_COMPLETED
+    assert json.loads(encode(record))["status"] == "completed"
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,15 @@ import pytest
 from sidecar_helpers import SiblingWritesFirst, run_request
 
 from oma_actors.keyspace import sidecar_key
+from oma_actors.runs import MemoryStoreRunStore, RunLedger
 from oma_actors.stores import InMemoryStore, MemoryEntry
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.authority import view_of
 from sidecar.record import (
     RunExistsError,
     RunRecordConflictError,
     RunRecordV1,
+    RunView,
     TaskRow,
     UnknownRunError,
 )
@@ -26,6 +29,11 @@ from sidecar.runs import RunRegistry
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+
+def shown(record: RunRecordV1) -> RunView:
+    """The view of a run that has no run record, just registered."""
+    return view_of(record, None, now=record.updated_at, ttl=10)
 
 
 def new_record(run_id: str, owner_id: str = "") -> RunRecordV1:
@@ -129,23 +137,20 @@ async def test_reads_see_a_record_another_sidecar_changed(group: asyncio.TaskGro
     store = InMemoryStore()
     mine, sibling = registry(store, "owner-a", group), registry(store, "owner-b", group)
     await mine.create(new_record("r1"))
-    await sibling.set_status("r1", pb.RUN_STATUS_FAILED)
-    assert (await mine.get("r1")).status == pb.RUN_STATUS_FAILED
+    await sibling.update("r1", lambda record: replace(record, attempt=5))
+    assert (await mine.get("r1")).attempt == 5
     await sibling.create(new_record("r2"))
     assert (await mine.get("r2")).owner_id == "owner-b"
 
 
-async def test_query_filters_by_status_request_and_owner(group: asyncio.TaskGroup) -> None:
+async def test_query_filters_by_request_and_owner(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
     a, b = registry(store, "owner-a", group), registry(store, "owner-b", group)
     first = await a.create(new_record("r1"))
     await a.create(new_record("r2"))
     await b.create(new_record("r3"))
-    await a.set_status("r2", pb.RUN_STATUS_COMPLETED)
     ids = [record.run_id for record in await a.query()]
     assert ids == ["r1", "r2", "r3"]
-    done = await a.query(statuses={pb.RUN_STATUS_COMPLETED})
-    assert [record.run_id for record in done] == ["r2"]
     assert [r.run_id for r in await a.query(owner_id="owner-b")] == ["r3"]
     assert await a.query(request_id=first.request_id) == [first]
 
@@ -160,10 +165,10 @@ async def test_progress_is_live_at_once_and_written_with_the_next_update(
     event.task_status.status = pb.TASK_STATUS_IN_PROGRESS
     runs.emit("r1", event)
     # Live in the wire view, not yet in the stored record (no store write per event).
-    live = runs.run_message(await runs.get("r1"), full=True)
+    live = runs.run_message(shown(await runs.get("r1")), full=True)
     assert [(t.status, t.assignee) for t in live.tasks] == [(pb.TASK_STATUS_IN_PROGRESS, "worker")]
     assert (await runs.get("r1")).tasks == record.tasks
-    written = await runs.set_status("r1", pb.RUN_STATUS_RUNNING)
+    written = await runs.announce("r1", pb.RUN_STATUS_RUNNING)
     assert written.tasks == (
         TaskRow(id="t1", status=pb.TASK_STATUS_IN_PROGRESS, assignee="worker"),
     )
@@ -208,11 +213,11 @@ async def test_a_read_during_its_own_write_shows_the_written_tasks_not_older_pro
     done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
     writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
     await store.stored.wait()
-    seen = runs.run_message(await runs.get("r1"), full=True)
+    seen = runs.run_message(shown(await runs.get("r1")), full=True)
     store.go.set()
     await writing
     assert [(t.status, t.result) for t in seen.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
-    after = runs.run_message(await runs.get("r1"), full=True)
+    after = runs.run_message(shown(await runs.get("r1")), full=True)
     assert [(t.status, t.result) for t in after.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
 
 
@@ -265,25 +270,22 @@ async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have
     group: asyncio.TaskGroup,
 ) -> None:
     # This process knows run r at seq 1; a sibling restored it, used seqs up to its
-    # reservation (3072) and saved COMPLETED, but its events never reached this log. The
-    # announcement of the saved status must not reuse one of the sibling's seqs.
+    # reservation (3072) and completed it (its run record), but its events never reached this
+    # log. The announcement of the end must not reuse one of the sibling's seqs.
     store = InMemoryStore()
     here = registry(store, "owner-a", group)
     await here.create(new_record("r"))
-    await here.set_status("r", pb.RUN_STATUS_RUNNING)
+    await here.announce("r", pb.RUN_STATUS_RUNNING)
     log = await here.log_of("r")
     assert log.last_seq < 1024
     key = sidecar_key("run", "r")
     entry = await store.get(key)
     assert entry is not None
-    sibling = replace(
-        decode(entry.value),
-        owner_id="owner-b",
-        status=pb.RUN_STATUS_COMPLETED,
-        seq_reserved_until=3072,
-    )
+    sibling = replace(decode(entry.value), owner_id="owner-b", seq_reserved_until=3072)
     await store.set(key, encode(sibling))
-    assert (await here.get("r")).status == pb.RUN_STATUS_COMPLETED
+    lease = await RunLedger(MemoryStoreRunStore(store), owner="owner-b").acquire("r")
+    await lease.complete({"code": "ok"})
+    await here.refresh("r")  # what a watcher of a run executing elsewhere does
     for _ in range(200):
         if log.last_status == pb.RUN_STATUS_COMPLETED:
             break

@@ -59,13 +59,14 @@ async def test_restore_of_a_failed_run_with_a_terminal_run_record_is_refused(
     )
     await handle.fail({"code": "boom"})
     registry = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
-    await registry.set_status("r-failed", pb.RUN_STATUS_FAILED, Outcome(code="boom"))
+    await registry.announce("r-failed", pb.RUN_STATUS_FAILED, Outcome(code="boom"))
     survivor = leased_executor(store, stores, "b")
     with pytest.raises(FailedPrecondition) as caught:
         await survivor.restore(pb.RestoreRunRequest(run_id="r-failed"))
     assert caught.value.reason == "RUN_ALREADY_TERMINAL"
     stored = await registry.get("r-failed")
-    assert (stored.status, stored.attempt, stored.owner_id) == (pb.RUN_STATUS_FAILED, 1, "a")
+    assert (stored.attempt, stored.owner_id) == (1, "a")
+    assert (await survivor.current("r-failed")).status == pb.RUN_STATUS_FAILED
 
 
 async def test_cancel_also_cancels_the_run_record_so_no_sidecar_adopts_it(
@@ -76,7 +77,7 @@ async def test_cancel_also_cancels_the_run_record_so_no_sidecar_adopts_it(
     await dead_run(store, "r-cancel", owner="dead")
     await leased(store, "r-cancel", "dead", ago=60)  # the dead sidecar's lease, expired
     survivor = leased_executor(store, stores, "b")
-    assert (await survivor.current("r-cancel"))[1].status == pb.RUN_STATUS_INTERRUPTED
+    assert (await survivor.current("r-cancel")).status == pb.RUN_STATUS_INTERRUPTED
     cancelled = await survivor.cancel("r-cancel", "not wanted")
     assert cancelled.status == pb.RUN_STATUS_CANCELLED
     record = await RunLedger(MemoryStoreRunStore(store)).get("r-cancel")

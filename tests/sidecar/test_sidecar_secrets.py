@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import RunRecordV1
+from sidecar.record import Outcome, RunRecordV1, RunView
 from sidecar.run_view import run_message
 from sidecar.servicer import SystemServicer
 
@@ -19,7 +19,11 @@ def test_get_run_masks_the_password_of_the_run_store() -> None:
         record = RunRecordV1(
             run_id="r-1", request_id="q", owner_id="o", request=pb.StartRunRequest(), store_uri=uri
         )
-        shown = run_message(record, tasks=(), pending_approvals=(), last_seq=0, full=True)
+        view = RunView(
+            record=record, status=pb.RUN_STATUS_QUEUED, outcome=Outcome(),
+            updated_at=record.updated_at, tasks=(),
+        )  # fmt: skip
+        shown = run_message(view, tasks=(), pending_approvals=(), last_seq=0, full=True)
         assert "hunter2" not in str(shown)
         assert "db.example" in shown.checkpoint.store_uri or "cache.example" in (
             shown.checkpoint.store_uri
