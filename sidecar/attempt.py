@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from oma_actors.runs import RunLeaseHandle, RunStoreOptions
     from oma_actors.stores import MemoryStore
     from sidecar.journals import RunJournals
-    from sidecar.record import RunRecordV1, RunStatus
+    from sidecar.record import RunRecordV1, WireStatus
     from sidecar.runs import RunRegistry
     from sidecar.tool_host import ToolHost
 
-STATUS_OF_CODE: dict[str, RunStatus] = {
+STATUS_OF_CODE: dict[str, WireStatus] = {
     "ok": pb.RUN_STATUS_COMPLETED,
     "suspended": pb.RUN_STATUS_SUSPENDED,
     "aborted": pb.RUN_STATUS_CANCELLED,
@@ -258,7 +258,7 @@ def observer(
     return on_progress
 
 
-def finished(result: TeamRunResult) -> tuple[RunStatus, Outcome]:
+def finished(result: TeamRunResult) -> tuple[WireStatus, Outcome]:
     """The run status and outcome a finished attempt leaves."""
     status = STATUS_OF_CODE.get(result.status.code, pb.RUN_STATUS_FAILED)
     return status, Outcome(code=result.status.code, message=result.status.message or "")

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from oma_actors.runs import RunRecord as LeaseRecord
-    from sidecar.record import RunRecordV1, RunStatus
+    from sidecar.record import RunRecordV1, WireStatus
 
-STATUS_OF_RECORD: dict[str, RunStatus] = {
+STATUS_OF_RECORD: dict[str, WireStatus] = {
     "queued": pb.RUN_STATUS_QUEUED,
     "running": pb.RUN_STATUS_RUNNING,
     "suspended": pb.RUN_STATUS_SUSPENDED,
@@ -57,7 +57,7 @@ def view_of(
     *,
     now: datetime,
     ttl: float,
-    here: RunStatus | None = None,
+    here: WireStatus | None = None,
 ) -> RunView:
     """The run of ``record`` as its run record ``lease`` decides (see the module docstring).
 
@@ -108,7 +108,7 @@ def _unheld(record: RunRecordV1, since: datetime, *, now: datetime, ttl: float) 
     return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, since)
 
 
-def _view(record: RunRecordV1, status: RunStatus, outcome: Outcome, at: datetime) -> RunView:
+def _view(record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetime) -> RunView:
     return RunView(record=record, status=status, outcome=outcome, updated_at=at, tasks=record.tasks)
 
 
@@ -128,7 +128,7 @@ def outcome_of_record(record: RunRecordV1, lease: LeaseRecord | None) -> Outcome
     return Outcome(code=code, message=message if isinstance(message, str) else "")
 
 
-def settled_status(record: RunRecordV1, lease: LeaseRecord | None) -> RunStatus | None:
+def settled_status(record: RunRecordV1, lease: LeaseRecord | None) -> WireStatus | None:
     """The status the run of ``record`` ended with (``None``: it has not ended): its run
     record's, or, with none, the status a record from before D16 stored."""
     if lease is None:

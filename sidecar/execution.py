@@ -56,9 +56,9 @@ from sidecar.record import (
     Outcome,
     RunExistsError,
     RunRecordV1,
-    RunStatus,
     RunView,
     TaskRow,
+    WireStatus,
 )
 from sidecar.redelivery import latest_state
 from sidecar.run_ledger import (
@@ -158,7 +158,7 @@ class RunExecutor:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self._claims = Claims()
-        self._here: dict[str, RunStatus] = {}  # run id -> its attempt's status, once started
+        self._here: dict[str, WireStatus] = {}  # run id -> its attempt's status, once started
         self.run_store = run_store
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
@@ -173,7 +173,7 @@ class RunExecutor:
         """Whether the run executes in this process now."""
         return run_id in self._tasks
 
-    def _here_status(self, run_id: str) -> RunStatus | None:
+    def _here_status(self, run_id: str) -> WireStatus | None:
         """The status of the attempt executing ``run_id`` here, or ``None`` (none does, or it
         has written and told its end: the run record shows it from there)."""
         if run_id not in self._tasks or self._registry.told(run_id) in FINISHED:
@@ -411,7 +411,9 @@ class RunExecutor:
         view = await self.current(run_id)
         record = view.record
         never_started = not record.owner_id and record.legacy_status is None
-        if view.status != pb.RUN_STATUS_INTERRUPTED or never_started:
+        # A run being deleted has its run record removed before its registry record: in
+        # between it has none and shows interrupted; taking it would give it one again.
+        if view.status != pb.RUN_STATUS_INTERRUPTED or never_started or record.deleting:
             return None
         resumed = await self._has_checkpoint(record)
         try:

@@ -82,7 +82,11 @@ class Failover:
         views = await self._executor.viewed_all(await self._registry.query())
         for view in views:
             record = view.record
-            if view.status != pb.RUN_STATUS_INTERRUPTED or self._executor.running(record.run_id):
+            if (
+                view.status != pb.RUN_STATUS_INTERRUPTED
+                or record.deleting
+                or self._executor.running(record.run_id)
+            ):
                 continue
             try:
                 claimed = await self._executor.adopt(record.run_id)

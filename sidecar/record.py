@@ -29,12 +29,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
-RunStatus: TypeAlias = pb.RunStatus
+WireStatus: TypeAlias = pb.RunStatus
+"""A run's status on the wire (``pb.RUN_STATUS_*``); the run record's own vocabulary is
+``oma_actors.runs.RunStatus``, mapped to this one in ``sidecar.authority.STATUS_OF_RECORD``."""
 TaskStatus: TypeAlias = pb.TaskStatus
 
-TERMINAL: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_CANCELLED})
+TERMINAL: frozenset[WireStatus] = frozenset({pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_CANCELLED})
 """Statuses a run never leaves."""
-FINISHED: frozenset[RunStatus] = TERMINAL | {
+FINISHED: frozenset[WireStatus] = TERMINAL | {
     pb.RUN_STATUS_FAILED,
     pb.RUN_STATUS_INTERRUPTED,
     pb.RUN_STATUS_SUSPENDED,
@@ -42,7 +44,7 @@ FINISHED: frozenset[RunStatus] = TERMINAL | {
 """Statuses after which the run's event history is kept for watchers of a later process."""
 SEQ_BLOCK = 1024
 """Event seqs reserved in a run record at a time (see ``sidecar.run_log``)."""
-ACTIVE: frozenset[RunStatus] = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
+ACTIVE: frozenset[WireStatus] = frozenset({pb.RUN_STATUS_QUEUED, pb.RUN_STATUS_RUNNING})
 """Statuses of a run some sidecar (its owner) is executing."""
 NO_TENANT = ""
 """The tenant of runs started without principals (``sidecar.tenancy``)."""
@@ -133,7 +135,7 @@ class RunRecordV1:
     request_digest: str = ""
     tenant: str = ""
     deleting: bool = False
-    legacy_status: RunStatus | None = None
+    legacy_status: WireStatus | None = None
 
     def matches(self, *, request_id: str | None, owner_id: str | None) -> bool:
         """Whether the run has the ids given (``None``: any)."""
@@ -158,7 +160,7 @@ class RunView:
     """
 
     record: RunRecordV1
-    status: RunStatus
+    status: WireStatus
     outcome: Outcome
     updated_at: datetime
     tasks: tuple[TaskRow, ...]

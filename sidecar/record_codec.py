@@ -48,14 +48,14 @@ from sidecar.run_view import attempt_result_of, task_row_of
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sidecar.record import RunStatus, TaskStatus
+    from sidecar.record import TaskStatus, WireStatus
 
 logger = logging.getLogger(__name__)
 
 SCHEMA = 1
 LEGACY_VERSION = 1  # the "version" of the format before schema 1
 
-_RUN_STATUS: dict[str, RunStatus] = {
+_RUN_STATUS: dict[str, WireStatus] = {
     name.removeprefix("RUN_STATUS_").lower(): value for name, value in pb.RunStatus.items()
 }
 _RUN_STATUS_NAME = {value: name for name, value in _RUN_STATUS.items()}
@@ -153,7 +153,7 @@ def _result_document(result: AttemptResult | None) -> dict[str, Any] | None:
     }
 
 
-def _run_status(name: str) -> RunStatus:
+def _run_status(name: str) -> WireStatus:
     try:
         return _RUN_STATUS[name]
     except KeyError:

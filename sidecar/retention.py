@@ -41,13 +41,13 @@ if TYPE_CHECKING:
 
     from sidecar.execution import RunExecutor
     from sidecar.journals import RunJournals
-    from sidecar.record import RunStatus
+    from sidecar.record import WireStatus
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
 
 logger = logging.getLogger(__name__)
 
-RETAINED: frozenset[RunStatus] = TERMINAL | {pb.RUN_STATUS_FAILED}
+RETAINED: frozenset[WireStatus] = TERMINAL | {pb.RUN_STATUS_FAILED}
 """Statuses the retention policy deletes: ended ones (a suspended run waits for a reviewer, an
 interrupted one for a sidecar to adopt it)."""
 DEFAULT_INTERVAL = 10.0

@@ -20,7 +20,7 @@ from sidecar.record_codec import decode_history, encode_history
 if TYPE_CHECKING:
     from oma_actors.stores import AtomicStore, MemoryStore
     from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-    from sidecar.record import RunStatus
+    from sidecar.record import WireStatus
     from sidecar.run_log import KnownRun
 
 EVENTS_KIND = "events"
@@ -58,7 +58,7 @@ class RunHistory:
         history = await self._store.get(history_key(known.log.run_id))
         return decode_history(history.value) if history is not None else []
 
-    async def told_elsewhere(self, known: KnownRun, status: RunStatus) -> bool:
+    async def told_elsewhere(self, known: KnownRun, status: WireStatus) -> bool:
         """Whether the run's saved history announces its end ``status`` after all.
 
         A run's run record ends it first and its sidecar saves its history right after: another

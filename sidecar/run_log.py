@@ -23,7 +23,7 @@ from sidecar.record import SEQ_BLOCK, TaskRow
 from sidecar.run_view import outcome_pb, run_message
 
 if TYPE_CHECKING:
-    from sidecar.record import Outcome, RunRecordV1, RunStatus, RunView
+    from sidecar.record import Outcome, RunRecordV1, RunView, WireStatus
 
 MAX_RETAINED = 20_000
 
@@ -44,7 +44,7 @@ class RunLog:
         self.reserved_until = reserved_until
         self._held: list[pb.RunEvent] = []
         self._changed = asyncio.Event()
-        self.last_status: RunStatus = pb.RUN_STATUS_UNSPECIFIED
+        self.last_status: WireStatus = pb.RUN_STATUS_UNSPECIFIED
         self.published = 0  # events this process gave a seq (not history read from the store)
 
     @property
@@ -223,7 +223,7 @@ class Write:
     changes: int
 
 
-def status_event(status: RunStatus, outcome: Outcome) -> pb.RunEvent:
+def status_event(status: WireStatus, outcome: Outcome) -> pb.RunEvent:
     """The ``run_status`` event announcing ``status`` (no seq, run id or time yet)."""
     event = pb.RunEvent(type="run_status")
     event.run_status.status = status

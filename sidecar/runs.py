@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from oma_actors.runs import RunRecord as LeaseRecord
     from oma_actors.stores import AtomicStore, MemoryEntry, MemoryStore
-    from sidecar.record import RunStatus, RunView
+    from sidecar.record import RunView, WireStatus
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +280,7 @@ class RunRegistry:
         self._spawn(self._announce_stored_status(run_id, status, outcome))
 
     async def _announce_stored_status(
-        self, run_id: str, status: RunStatus, outcome: Outcome
+        self, run_id: str, status: WireStatus, outcome: Outcome
     ) -> None:
         try:
             known, above = self._runs[run_id], list[int]()
@@ -386,12 +386,12 @@ class RunRegistry:
         self._runs.pop(run_id, None)
         self._locks.pop(run_id, None)
 
-    def told(self, run_id: str) -> RunStatus:
+    def told(self, run_id: str) -> WireStatus:
         """The last status this process's log of ``run_id`` told (``UNSPECIFIED``: none)."""
         known = self._runs.get(run_id)
         return known.log.last_status if known is not None else pb.RUN_STATUS_UNSPECIFIED
 
-    def cached(self) -> dict[str, RunStatus]:
+    def cached(self) -> dict[str, WireStatus]:
         """The runs this process keeps in memory, and the last status each one's log told."""
         return {run_id: known.log.last_status for run_id, known in self._runs.items()}
 
@@ -401,7 +401,7 @@ class RunRegistry:
     async def announce(
         self,
         run_id: str,
-        status: RunStatus,
+        status: WireStatus,
         outcome: Outcome | None = None,
         *,
         change: Callable[[RunRecordV1], RunRecordV1] | None = None,

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 from sidecar_helpers import run_request
 
-from oma_actors.runs import Lease, RunRecord, RunStatus
+from oma_actors.runs import Lease, RunRecord
+from oma_actors.runs import RunStatus as RecordStatus
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import INTERRUPTED, view_of
 from sidecar.record import Outcome, RunRecordV1, RunView
@@ -46,7 +47,7 @@ def registry_record(
 def run_record(
     written: datetime,
     lease: Lease | None = None,
-    status: RunStatus = "running",
+    status: RecordStatus = "running",
     outcome: dict[str, object] | None = None,
 ) -> RunRecord:
     return RunRecord(

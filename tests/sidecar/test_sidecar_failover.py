@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -339,3 +340,26 @@ async def test_a_forked_run_nobody_started_is_never_adopted_and_can_be_cancelled
     record = await MemoryStoreRunStore(store).get("child")
     assert record is not None
     assert record.status == "cancelled"
+
+
+async def test_a_run_being_deleted_is_not_adopted_between_its_two_records(
+    stores: StoreRegistry,
+) -> None:
+    # DeleteRun removes the run record before the registry's: in between the run has none and
+    # shows interrupted. A sweep that took it would give it a run record again (left behind
+    # once the registry record is gone) and launch a run being deleted.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    b = executor(store, stores, "b")
+    record = RunRecordV1(
+        run_id="going", request_id="r", owner_id="dead", request=run_request("going"),
+        store_uri=URI,
+    )  # fmt: skip
+    await b._registry.create(record)
+    long_ago = datetime.now(UTC) - timedelta(seconds=2 * TTL)
+    await b._registry.update("going", lambda r: replace(r, deleting=True, updated_at=long_ago))
+    assert (await b.current("going")).status == pb.RUN_STATUS_INTERRUPTED
+    sweep = Failover(executor=b, registry=b._registry, lease_ttl=TTL)
+    assert await sweep.sweep() == []
+    assert await b.adopt("going") is None
+    assert await MemoryStoreRunStore(store).get("going") is None

@@ -18,7 +18,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient
 from sidecar.convert import struct_to_dict
 from sidecar.plugins import usable_providers
-from sidecar.record import RunRecordV1, RunStatus
+from sidecar.record import RunRecordV1, WireStatus
 from sidecar.record_codec import encode, encode_history
 from sidecar.run_history import EVENTS_KIND
 from sidecar.runs import RUN_KIND
@@ -41,7 +41,7 @@ def config(store_uri: str, **kwargs: Any) -> ServerConfig:
     )
 
 
-def status_event(seq: int, status: RunStatus) -> pb.RunEvent:
+def status_event(seq: int, status: WireStatus) -> pb.RunEvent:
     event = pb.RunEvent(seq=seq, run_id="r-1", attempt=1, type="run_status")
     event.run_status.status = status
     return event
@@ -56,7 +56,7 @@ async def seed(state: str, records: dict[str, str], history: Sequence[pb.RunEven
             await store.set(sidecar_key(EVENTS_KIND, "r-1"), encode_history(history))
 
 
-def record(status: RunStatus, *, owner_id: str = "someone") -> str:
+def record(status: WireStatus, *, owner_id: str = "someone") -> str:
     """r-1's registry record as a sidecar from before D16 left it (with its status, and no run
     record: the status it stored is what it shows)."""
     request = run_request("r-1", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
