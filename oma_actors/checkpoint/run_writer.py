@@ -27,21 +27,23 @@ run has lost its lease and must stop.
 **Journal-first saves (decision D10).** With a durable journal attached (``attach_journal``), a
 per-turn boundary whose journal events, folded into the restore view, give exactly the run's
 state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
-other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
-fenced writer (a run with a lease) takes the journal path only when its appends can carry the
-fence (D15): a database journal in the database of the run record appends each batch in one
-transaction with the record check, so after a takeover no event of the old owner lands, and a
-refused append is ``Fenced`` like a refused snapshot. An append to a journal file cannot carry
-the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11). Each
-compaction also keeps its history anchor (``anchors``, D17), which ``run_history`` and
-``state_at`` fold the journal from: on an atomic store the latest snapshot is its own newest
-anchor, copied only when the next compaction overwrites it (``_store_latest_anchor``).
+other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). The
+snapshot is built only then (``RunAtBoundary.build``): a journal-only save reads the run's
+watermark and calls in flight alone (issue 19). A fenced writer (a run with a lease) takes the
+journal path only when its appends can carry the fence (D15): a database journal in the
+database of the run record appends each batch in one transaction with the record check, so
+after a takeover no event of the old owner lands, and a refused append is ``Fenced`` like a
+refused snapshot. An append to a journal file cannot carry the fence, so on a JSONL journal
+every boundary of a leased run stays a fenced snapshot (D11). Each compaction also keeps its
+history anchor (``anchors``, D17), which ``run_history`` and ``state_at`` fold the journal
+from: on an atomic store the latest snapshot is its own newest anchor, copied only when the
+next compaction overwrites it (``_store_latest_anchor``).
 
 **Dispatch marks (issue 18).** A journal-only ``tool_dispatch`` save is the one an ``unsafe``
 call runs on, and events above the last compaction are known to the journal alone: cut off, they
 would take the dispatch record with them. So once the boundary's events are durable, the writer
 also makes a ``DispatchMark`` durable (``journal.marks``: beside the journal, never in its
-tail) for each call the snapshot newly holds dispatched and uncommitted: "the journal held seq
+tail) for each call the run newly holds dispatched and uncommitted: "the journal held seq
 S". A restore whose journal ends below a mark refuses (or salvages, never re-running the
 marked calls). A mark that cannot be made durable fails the boundary (``Unknown``): the call
 does not run.
