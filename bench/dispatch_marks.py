@@ -97,7 +97,7 @@ async def one_run(folder: Path, tasks: int, turns: int) -> tuple[float, dict[str
     return elapsed, saves
 
 
-async def no_marks(self: RunWriter, snapshot: object) -> None:
+async def no_marks(self: RunWriter, run: object, seq: int) -> None:
     """``RunWriter._mark_dispatched`` switched off (the journal before issue 18)."""
 
 

@@ -149,7 +149,7 @@ def mark_started_unsafe(
 
 @dataclass(slots=True)
 class JournalPath:
-    """The journal side of one run's writer: the restore view and the compaction policy.
+    """The journal side of one run's writer: when a boundary is journal-only, and compaction.
 
     Args:
         tail: the run's recorder.
@@ -160,7 +160,9 @@ class JournalPath:
     tail: JournalTail
     unsafe: Mapping[str, Collection[str]]
     enforce_lineage: bool = False
-    _view: CheckpointSnapshot | None = None
+    _based: bool = False
+    """Whether the journal extends a state known durable (a compaction, a restore, a commit):
+    until then, and after any failed save, a journal boundary compacts."""
     _snapshot_bytes: int = 0
     _tail_bytes: int = 0
     _compacted_through: int = 0
@@ -171,67 +173,69 @@ class JournalPath:
     alone folds to it exactly, so it needs no history anchor (D17)."""
 
     def fold(self, snapshot: CheckpointSnapshot, boundary: str) -> CheckpointSnapshot | None:
-        """The restore view after this boundary (``snapshot`` itself), or ``None`` to compact.
+        """``snapshot`` when its boundary is journal-only (``journal_only``), else ``None``."""
+        if self.journal_only(snapshot.journal_watermark_seq or 0, boundary):
+            return snapshot
+        return None
+
+    def journal_only(self, watermark: int, boundary: str) -> bool:
+        """Whether the boundary recorded through ``watermark`` is saved by its events alone.
 
         The fold carries every fact a journal boundary changes (D14: conversations, task
-        starts, announcements, final answers), so the view is the run's own state by
+        starts, announcements, final answers), so the restore view is the run's own state by
         construction; the property test (``tests/journal_facts``) asserts that a restore folds
-        to it at every durable boundary. Nothing is compared here: the boundary compacts when a
-        fact recorded since the last save is one the fold does not carry (its events, the
-        recorder's marks). Every call takes the boundary's events and marks from the tail, so
-        nothing piles up, whichever way the boundary is saved.
+        to it at every durable boundary. Nothing is compared here, and no snapshot is needed
+        (issue 19): the boundary compacts (``False``) when a fact recorded since the last save
+        is one the fold does not carry (its events, the recorder's marks). Every call takes
+        the boundary's events and marks from the tail, so nothing piles up, whichever way the
+        boundary is saved.
         """
-        watermark = snapshot.journal_watermark_seq or 0
         events = self.tail.take_through(watermark)
         marked = self.tail.take_uncarried()
-        view = self._view
         self.divergence = None
         self.outgrown = False
-        if boundary not in JOURNAL_BOUNDARIES or view is None:
-            return None
+        if boundary not in JOURNAL_BOUNDARIES or not self._based:
+            return False
         self._tail_bytes += _size(events)
         self.divergence = marked or _uncarried_event(events)
         if self.divergence is not None:
-            return None
+            return False
         if self._tail_bytes > max(TAIL_RATIO * self._snapshot_bytes, MIN_TAIL_BYTES):
             self.outgrown = True
             self.divergence = (
                 f"the tail since the last snapshot ({self._tail_bytes} bytes) outgrew it "
                 f"({self._snapshot_bytes} bytes)"
             )
-            return None
-        return snapshot
+            return False
+        return True
 
     def seed(self, restored: CheckpointSnapshot, identity: RunIdentity) -> None:
         """Start from a restore: ``restored`` (snapshot and tail) with the attempt's ``run/start``.
 
         ``restored`` must be what a restore folds from the store and this journal right now (a
         journal-first snapshot whose tail folded cleanly), and ``identity`` what this attempt's
-        ``run/start`` carries: the fold makes it the run's attempt and identity. The restored
-        attempt's admission is then an append, not a rewrite of the whole state (issue 19).
+        ``run/start`` carries: the fold makes it the run's attempt and identity. The journal
+        then extends a durable state, so the restored attempt's admission is the append of its
+        ``run/start``, not a rewrite of the whole state (issue 19). Neither is kept: the
+        journal, not a copy of the state, is what the next boundaries extend (D14).
         The size of the stored snapshot is not known here (0): the tail compacts once it grows
         past ``MIN_TAIL_BYTES``, one whole write where the restore used to make one at once.
         """
-        # A run's own snapshots hold no message bus (the codec writes the one of the snapshot
-        # the run was restored from, ``source``): a decoded one is that very bus, so the view
-        # holds none either, as the admission's snapshot will.
-        bus = restored.message_bus
-        if bus is not None and bus == _written_bus(restored.source):
-            bus = None
-        self._view = replace(restored, attempt=identity.attempt, identity=identity, message_bus=bus)
+        del restored, identity  # the contract of the call; nothing of them is needed here
+        self._based = True
         self._snapshot_bytes = 0
         self._tail_bytes = 0
         self._compacted_through = 0
 
-    async def commit(self, view: CheckpointSnapshot, watermark: int) -> None:
-        """Wait until the boundary's events are durable, then adopt ``view``.
+    async def commit(self, watermark: int) -> None:
+        """Wait until the boundary's events (through ``watermark``) are durable.
 
         Raises:
             Exception: the journal could not make them durable; the next boundary compacts.
         """
-        self._view = None
+        self._based = False
         await self.tail.durable_through(watermark)
-        self._view = view
+        self._based = True
 
     async def vouch(self, snapshot: CheckpointSnapshot) -> CheckpointSnapshot:
         """``snapshot`` about to compact, its ref naming how far the journal holds the run (D15).
@@ -252,8 +256,8 @@ class JournalPath:
         return replace(snapshot, journal_ref=durable_ref(ref, through=self.tail.appended_seq))
 
     def compacted(self, snapshot: CheckpointSnapshot, size: int) -> None:
-        """The snapshot (``size`` bytes) is durable: it is the new restore view."""
-        self._view = snapshot
+        """The snapshot (``size`` bytes) is durable: the journal extends it from now on."""
+        self._based = True
         self._snapshot_bytes = size
         self._tail_bytes = 0
         watermark = snapshot.journal_watermark_seq or 0
@@ -266,7 +270,7 @@ class JournalPath:
 
     def lost(self) -> None:
         """A save failed: what is on disk is unknown, so the next boundary compacts."""
-        self._view = None
+        self._based = False
 
 
 # How each kind of event changes what a snapshot holds, for the compaction decision (D14).
@@ -296,11 +300,6 @@ def _uncarried_event(events: Sequence[JournalEvent]) -> str | None:
         if kind == "turn/end" and data.get("outcome") in _UNCARRIED_ENDS:
             return "a completion other than a final answer"
     return None
-
-
-def _written_bus(source: Mapping[str, object] | None) -> object:
-    """The message bus the codec writes for a snapshot holding none (``codec.encode``)."""
-    return (source or {}).get("messageBus") or {"version": 1, "messages": [], "readState": []}
 
 
 def _size(events: Sequence[JournalEvent]) -> int:

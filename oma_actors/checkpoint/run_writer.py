@@ -27,21 +27,23 @@ run has lost its lease and must stop.
 **Journal-first saves (decision D10).** With a durable journal attached (``attach_journal``), a
 per-turn boundary whose journal events, folded into the restore view, give exactly the run's
 state is saved by making those events durable (``CheckpointSaved.mode == "journal"``); every
-other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). A
-fenced writer (a run with a lease) takes the journal path only when its appends can carry the
-fence (D15): a database journal in the database of the run record appends each batch in one
-transaction with the record check, so after a takeover no event of the old owner lands, and a
-refused append is ``Fenced`` like a refused snapshot. An append to a journal file cannot carry
-the fence, so on a JSONL journal every boundary of a leased run stays a fenced snapshot (D11). Each
-compaction also keeps its history anchor (``anchors``, D17), which ``run_history`` and
-``state_at`` fold the journal from: on an atomic store the latest snapshot is its own newest
-anchor, copied only when the next compaction overwrites it (``_store_latest_anchor``).
+other boundary compacts: the whole v5 snapshot is written as above (``journal_path``). The
+snapshot is built only then (``RunAtBoundary.build``): a journal-only save reads the run's
+watermark and calls in flight alone (issue 19). A fenced writer (a run with a lease) takes the
+journal path only when its appends can carry the fence (D15): a database journal in the
+database of the run record appends each batch in one transaction with the record check, so
+after a takeover no event of the old owner lands, and a refused append is ``Fenced`` like a
+refused snapshot. An append to a journal file cannot carry the fence, so on a JSONL journal
+every boundary of a leased run stays a fenced snapshot (D11). Each compaction also keeps its
+history anchor (``anchors``, D17), which ``run_history`` and ``state_at`` fold the journal
+from: on an atomic store the latest snapshot is its own newest anchor, copied only when the
+next compaction overwrites it (``_store_latest_anchor``).
 
 **Dispatch marks (issue 18).** A journal-only ``tool_dispatch`` save is the one an ``unsafe``
 call runs on, and events above the last compaction are known to the journal alone: cut off, they
 would take the dispatch record with them. So once the boundary's events are durable, the writer
 also makes a ``DispatchMark`` durable (``journal.marks``: beside the journal, never in its
-tail) for each call the snapshot newly holds dispatched and uncommitted: "the journal held seq
+tail) for each call the run newly holds dispatched and uncommitted: "the journal held seq
 S". A restore whose journal ends below a mark refuses (or salvages, never re-running the
 marked calls). A mark that cannot be made durable fails the boundary (``Unknown``): the call
 does not run.
@@ -55,6 +57,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from oma_actors.checkpoint.anchors import anchor_put, latest_anchor, uncopied_anchor
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
@@ -271,41 +274,68 @@ class RunWriter:
     ) -> SaveOutcome:
         """Write ``snapshot`` stamped with the next revision, as the boundary ``boundary``.
 
+        ``save_run`` with the snapshot already built (a flow's save, a test): see there.
+        """
+        return await self.save_run(
+            RunAtBoundary.of(snapshot), boundary=boundary, task_id=task_id, committed=committed
+        )
+
+    async def save_run(
+        self,
+        run: RunAtBoundary,
+        *,
+        boundary: Boundary,
+        task_id: str | None = None,
+        committed: Sequence[str] = (),
+    ) -> SaveOutcome:
+        """Save ``run`` as the boundary ``boundary``, stamped with the next revision.
+
+        The whole snapshot is built (``run.build``) only when it is written: a journal-only
+        save (D10) appends the boundary's events and builds none (issue 19).
+
         Never raises for a store or encoding failure: the outcome says what happened, and a
         ``CheckpointSaveFailed`` event reports it. A strict boundary's caller must not go on
         unless the outcome is ``Saved`` (``outcome.durable``).
 
         Args:
-            snapshot: the run as it is at the boundary (its revision is replaced).
+            run: the run as it is at the boundary.
             boundary: the boundary's name; decides strictness.
             task_id: the task whose state the boundary records, if any.
-            committed: tool-call ids whose commit records ``snapshot`` contains.
+            committed: tool-call ids whose commit records the save makes durable.
         """
         async with self._lock:
-            return await self._write(snapshot, boundary, task_id, tuple(committed))
+            return await self._write(run, boundary, task_id, tuple(committed))
 
     async def _write(
         self,
-        snapshot: CheckpointSnapshot,
+        run: RunAtBoundary,
         boundary: Boundary,
         task_id: str | None,
         committed: tuple[str, ...],
     ) -> SaveOutcome:
         strict = boundary in STRICT_BOUNDARIES
-        snapshot = replace(snapshot, revision=self._revision + 1)
-        run_id = snapshot.run_id
-        point = BoundaryPoint(
-            run_id=run_id, boundary=boundary, phase="before", task_id=task_id,
-            revision=snapshot.revision,
+        revision = self._revision + 1
+        run_id = run.run_id
+        report(
+            BoundaryPoint(
+                run_id=run_id, boundary=boundary, phase="before", task_id=task_id,
+                revision=revision,
+            )
         )  # fmt: skip
-        report(point)
-        outcome, mode = await self._save_by_path(snapshot, boundary)
-        report(replace(point, phase="after", durable=outcome.durable))
+        outcome, snapshot = await self._save_by_path(run, boundary, revision)
+        # Built, not ``replace``d from the first: a few microseconds at every boundary.
+        report(
+            BoundaryPoint(
+                run_id=run_id, boundary=boundary, phase="after", task_id=task_id,
+                revision=revision, durable=outcome.durable,
+            )
+        )  # fmt: skip
         if isinstance(outcome, Saved):
             self._revision = outcome.revision
             self._saved += 1
+            mode: SaveMode = "snapshot" if snapshot is not None else "journal"
             self._journal_saves += mode == "journal"
-            if mode == "snapshot" and self._on_snapshot is not None:
+            if snapshot is not None and self._on_snapshot is not None:
                 self._on_snapshot(snapshot)
             self._emit(
                 CheckpointSaved(
@@ -330,24 +360,32 @@ class RunWriter:
         return outcome
 
     async def _save_by_path(
-        self, snapshot: CheckpointSnapshot, boundary: Boundary
-    ) -> tuple[SaveOutcome, SaveMode]:
+        self, run: RunAtBoundary, boundary: Boundary, revision: int
+    ) -> tuple[SaveOutcome, CheckpointSnapshot | None]:
+        """Save ``run`` by the journal alone or as a whole snapshot; return that snapshot.
+
+        ``None`` for the snapshot: the save was (or failed as) a journal-only one, and no
+        snapshot was built.
+        """
         journal = self._journal
         if journal is None:
-            return await self._store(snapshot), "snapshot"
-        view = journal.fold(snapshot, boundary)
-        if view is not None:
+            snapshot = replace(await run.build(), revision=revision)
+            return await self._store(snapshot), snapshot
+        watermark = run.watermark or 0
+        if journal.journal_only(watermark, boundary):
             try:
-                await journal.commit(view, snapshot.journal_watermark_seq or 0)
+                await journal.commit(watermark)
                 if boundary == "tool_dispatch":
-                    await self._mark_dispatched(snapshot)
+                    await self._mark_dispatched(run, watermark)
             except Exception as exc:  # the append failed: an outcome, never a crash of the run
                 lost = _lease_lost(exc)
                 if lost is not None:  # the fence refused the append: nothing of it landed
-                    return Fenced(str(lost)), "journal"
-                return Unknown(f"{type(exc).__name__}: {exc}"), "journal"
-            return Saved(snapshot.revision), "journal"
-        snapshot = await journal.vouch(snapshot)
+                    return Fenced(str(lost)), None
+                return Unknown(f"{type(exc).__name__}: {exc}"), None
+            return Saved(revision), None
+        # A compaction: only now is the whole snapshot needed (built at the boundary's
+        # watermark, the seq the decision took the boundary's events through).
+        snapshot = await journal.vouch(replace(await run.build(), revision=revision))
         # A compaction only because the tail outgrew the snapshot is exactly what the journal
         # folds to: its history point needs no anchor (a full copy in the store, D17). Keeping
         # one would bound every ``state_at`` fold to one tail, but on a FileStore every anchor
@@ -359,13 +397,13 @@ class RunWriter:
             journal.compacted(snapshot, self._last_size)
         else:
             journal.lost()
-        return outcome, "snapshot"
+        return outcome, snapshot
 
-    async def _mark_dispatched(self, snapshot: CheckpointSnapshot) -> None:
-        """Mark each call ``snapshot`` newly holds dispatched and uncommitted (issue 18).
+    async def _mark_dispatched(self, run: RunAtBoundary, seq: int) -> None:
+        """Mark each call ``run`` newly holds dispatched and uncommitted (issue 18).
 
         Called once the boundary's events are durable, so a mark never claims more than the
-        journal holds. The seq marked is the snapshot's watermark: the journal holds the run
+        journal holds. The seq marked is the boundary's watermark: the journal holds the run
         at least that far, the call's ``tool/call`` included.
 
         Raises:
@@ -374,19 +412,17 @@ class RunWriter:
         marks = self._marks
         if marks is None:
             return
-        seq = snapshot.journal_watermark_seq or 0
-        for entry in snapshot.in_flight:
-            for item in entry.state.pending:
-                key = (entry.task_id, entry.assignee, item.call.id)
-                if not item.dispatched or item.commit is not None or key in self._marked:
-                    continue
-                await marks.mark(
-                    DispatchMark(
-                        run_id=snapshot.run_id, seq=seq, task_id=entry.task_id,
-                        agent_name=entry.assignee, call_id=item.call.id,
-                    )
-                )  # fmt: skip
-                self._marked.add(key)
+        for task_id, agent, call_id in run.dispatched_uncommitted():
+            key = (task_id, agent, call_id)
+            if key in self._marked:
+                continue
+            await marks.mark(
+                DispatchMark(
+                    run_id=run.run_id, seq=seq, task_id=task_id, agent_name=agent,
+                    call_id=call_id,
+                )
+            )  # fmt: skip
+            self._marked.add(key)
 
     async def _store(
         self, snapshot: CheckpointSnapshot, *, anchor: Boundary | None = None

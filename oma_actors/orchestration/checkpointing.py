@@ -6,6 +6,7 @@ import secrets
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import Fence, RunWriter
 from oma_actors.clock import SYSTEM_CLOCK, Clock, to_iso
@@ -18,7 +19,7 @@ from oma_actors.domain.snapshot import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import RunnerState
@@ -92,6 +93,34 @@ class RunCheckpointing:
         return self.writer.checkpoint
 
 
+def run_at_boundary(
+    cp: RunCheckpointing,
+    *,
+    in_flight: Mapping[str, tuple[str, RunnerState]],
+    build: Callable[[int | None], Awaitable[CheckpointSnapshot]],
+) -> RunAtBoundary:
+    """The run at a boundary for its writer: the watermark now, the whole snapshot on demand.
+
+    ``build(watermark)`` must build this boundary's snapshot with ``snapshot_of`` (the journal
+    is settled here, once, as ``build_snapshot`` does); it is given the watermark captured
+    here, so a snapshot built later still holds the run exactly through the seq the writer
+    took the boundary's events to. A journal-only save never calls it (issue 19).
+    """
+    journaling = cp.journaling
+    if journaling is not None:
+        # The boundary's facts are recorded (``RunActor._boundary``), so the watermark
+        # captured below covers them (JR-08); the journal forgets tasks no longer in flight.
+        journaling.settle(in_flight)
+    watermark = journaling.recorder.last_seq if journaling is not None else None
+
+    async def built() -> CheckpointSnapshot:
+        return await build(watermark)
+
+    return RunAtBoundary(
+        run_id=cp.identity.run_id, watermark=watermark, in_flight=in_flight, build=built
+    )
+
+
 async def build_snapshot(
     cp: RunCheckpointing,
     *,
@@ -106,6 +135,35 @@ async def build_snapshot(
 ) -> CheckpointSnapshot:
     """A complete snapshot of the run as it is now (revision is stamped by the writer).
 
+    The journal is settled first and the watermark taken, as at every boundary
+    (``run_at_boundary``); then ``snapshot_of``.
+    """
+    journaling = cp.journaling
+    if journaling is not None:
+        journaling.settle(in_flight)
+    return await snapshot_of(
+        cp, queue=queue, memory=memory, results=results, in_flight=in_flight,
+        watermark=journaling.recorder.last_seq if journaling is not None else None,
+        synthesis=synthesis, pending_approvals=pending_approvals, decisions=decisions,
+        announced=announced,
+    )  # fmt: skip
+
+
+async def snapshot_of(
+    cp: RunCheckpointing,
+    *,
+    queue: TaskQueue,
+    memory: SharedMemory | None,
+    results: Mapping[str, AgentRunResult],
+    in_flight: Mapping[str, tuple[str, RunnerState]],
+    watermark: int | None,
+    synthesis: AgentRunResult | None = None,
+    pending_approvals: Sequence[ApprovalRequest] = (),
+    decisions: Sequence[ApprovalDecision] = (),
+    announced: Collection[str] | None = None,
+) -> CheckpointSnapshot:
+    """The whole snapshot of the run at a boundary whose journal was settled at ``watermark``.
+
     A restored task waiting to be re-dispatched is written as in progress while it has an
     in-flight entry, so the snapshot stays consistent (spec OR-08) even if the process dies
     before the task is dispatched again.
@@ -117,10 +175,6 @@ async def build_snapshot(
         for task in queue.tasks
     )
     journaling = cp.journaling
-    if journaling is not None:
-        # The boundary's facts are recorded (``RunActor._boundary``), so the watermark
-        # captured below covers them (JR-08); the journal forgets tasks no longer in flight.
-        journaling.settle(in_flight)
     shared: dict[str, Any] | None = None
     if memory is not None and cp.embed_memory:
         shared = await memory.snapshot()
@@ -152,7 +206,7 @@ async def build_snapshot(
             _entry(journaling, task_id, assignee, state)
             for task_id, (assignee, state) in in_flight.items()
         ),
-        journal_watermark_seq=journaling.recorder.last_seq if journaling is not None else None,
+        journal_watermark_seq=watermark,
         journal_ref=journaling.ref if journaling is not None else None,
         synthesis=synthesis or cp.synthesis,
         planning_usage=cp.planning_usage,

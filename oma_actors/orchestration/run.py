@@ -3,10 +3,11 @@
 The RunActor owns the task queue, the in-flight runner states, the pending approvals and every
 decision about them. It dispatches ready tasks to their agents up to ``max_concurrency``; each
 AgentActor (``agent_actor.py``) spawns one RunnerActor per task. Runners report durable
-boundaries to the RunActor, which builds the snapshot from its own state (so it is consistent)
-and has the CheckpointActor write it through the run's one ``RunWriter``, naming the boundary.
-Because the RunActor handles one message at a time, snapshots are built and written in boundary
-order.
+boundaries to the RunActor, which has the CheckpointActor save the run through the run's one
+``RunWriter``, naming the boundary. The writer builds the whole snapshot from the RunActor's own
+state (so it is consistent) only when it writes one: a journal-only save appends the boundary's
+events and builds none (issue 19). Because the RunActor handles one message at a time and waits
+for each save, snapshots are built and written in boundary order.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.run_writer import Fenced, Saved
-from oma_actors.checkpoint.writer import Save
+from oma_actors.checkpoint.writer import SaveRun
 from oma_actors.domain.messages import ToolResultBlock
 from oma_actors.domain.results import RunOutcome
 from oma_actors.events import (
@@ -30,7 +31,7 @@ from oma_actors.events import (
     TaskStarted,
 )
 from oma_actors.orchestration.budget import RunBudget, exhausted
-from oma_actors.orchestration.checkpointing import build_snapshot
+from oma_actors.orchestration.checkpointing import run_at_boundary, snapshot_of
 from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
 from oma_actors.orchestration.journal_events import record_run_fact
 from oma_actors.orchestration.messages import (
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.inflight import BoundaryKind, RunnerState
     from oma_actors.domain.results import AgentRunResult
+    from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.domain.tasks import TaskState
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.journaling import RunJournaling
@@ -254,18 +256,26 @@ class RunActor(Actor[RunMessage, bool | None]):
         cp, writer = self._w.checkpointing, self._w.writer
         if cp is None or writer is None:
             return False
-        snapshot = await build_snapshot(
-            cp,
-            queue=self._queue,
-            memory=self._w.memory,
-            results=self._state.task_results,
-            in_flight=self._runner_states,
-            pending_approvals=self._pending_requests(),
-            decisions=self._state.decisions,
-            announced=self._announced,
-        )
+        in_flight = self._runner_states
+
+        async def build(watermark: int | None) -> CheckpointSnapshot:
+            # Called by the writer only when it writes the whole snapshot (issue 19). This
+            # actor waits for the outcome meanwhile, so it reads the state of this boundary.
+            return await snapshot_of(
+                cp,
+                queue=self._queue,
+                memory=self._w.memory,
+                results=self._state.task_results,
+                in_flight=in_flight,
+                watermark=watermark,
+                pending_approvals=self._pending_requests(),
+                decisions=self._state.decisions,
+                announced=self._announced,
+            )
+
+        run = run_at_boundary(cp, in_flight=in_flight, build=build)
         outcome = await writer.ask(
-            Save(snapshot=snapshot, boundary=boundary, task_id=task_id, committed=committed)
+            SaveRun(run=run, boundary=boundary, task_id=task_id, committed=committed)
         )
         if isinstance(outcome, Saved):
             self._state.revision = outcome.revision

@@ -21,6 +21,7 @@ from history_support import Effects, Workspace, comparable, make_team, run_journ
 
 from oma_actors import CheckpointError
 from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.domain.snapshot import CheckpointSnapshot, ForkedFrom
@@ -50,12 +51,14 @@ async def capture_run(
     saved: dict[int, tuple[str, CheckpointSnapshot]] = {}
     original = RunWriter._save_by_path
 
-    async def capturing(self: RunWriter, snapshot: CheckpointSnapshot, boundary: Any) -> Any:
-        outcome, mode = await original(self, snapshot, boundary)
+    async def capturing(self: RunWriter, run: RunAtBoundary, boundary: Any, revision: int) -> Any:
+        outcome, snapshot = await original(self, run, boundary, revision)
         if isinstance(outcome, Saved):
+            # A journal-only save built no snapshot: the state the run held there.
+            held = snapshot or replace(await run.build(), revision=revision)
             # Two boundaries at one watermark: the later one is the state at that seq.
-            saved[snapshot.journal_watermark_seq or 0] = (boundary, snapshot)
-        return outcome, mode
+            saved[held.journal_watermark_seq or 0] = (boundary, held)
+        return outcome, snapshot
 
     monkeypatch.setattr(RunWriter, "_save_by_path", capturing)
     team = make_team(work.turns, work.calls, work.effect, Effects())
@@ -192,15 +195,15 @@ async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_fo
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)  # every outgrown tail compacts
     space = Workspace(tmp_path)
     outgrown: list[int] = []
-    real_fold = journal_path.JournalPath.fold
+    real_decision = journal_path.JournalPath.journal_only
 
-    def fold(self: journal_path.JournalPath, snapshot: Any, boundary: str) -> Any:
-        result = real_fold(self, snapshot, boundary)
+    def journal_only(self: journal_path.JournalPath, watermark: int, boundary: str) -> bool:
+        result = real_decision(self, watermark, boundary)
         if self.outgrown:
-            outgrown.append(snapshot.journal_watermark_seq or 0)
+            outgrown.append(watermark)
         return result
 
-    monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
+    monkeypatch.setattr(journal_path.JournalPath, "journal_only", journal_only)
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
     assert outgrown, "the workload must outgrow a snapshot at least once"
     anchors = set(await anchor_marks(space.store()))
@@ -221,15 +224,15 @@ async def outgrown_run(
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)
     space = Workspace(tmp_path)
     outgrown: list[int] = []
-    real_fold = journal_path.JournalPath.fold
+    real_decision = journal_path.JournalPath.journal_only
 
-    def fold(self: journal_path.JournalPath, snapshot: Any, boundary: str) -> Any:
-        result = real_fold(self, snapshot, boundary)
+    def journal_only(self: journal_path.JournalPath, watermark: int, boundary: str) -> bool:
+        result = real_decision(self, watermark, boundary)
         if self.outgrown:
-            outgrown.append(snapshot.journal_watermark_seq or 0)
+            outgrown.append(watermark)
         return result
 
-    monkeypatch.setattr(journal_path.JournalPath, "fold", fold)
+    monkeypatch.setattr(journal_path.JournalPath, "journal_only", journal_only)
     saved = await capture_run(space, WORKLOADS["parallel_unsafe"], monkeypatch)
     anchors = await anchor_marks(space.store())
     mark = outgrown[0]

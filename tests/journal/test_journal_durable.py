@@ -28,6 +28,7 @@ from oma_actors import (
     Team,
 )
 from oma_actors.checkpoint import Checkpoint
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.journal_path import MIN_TAIL_BYTES, TAIL_RATIO
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
@@ -77,12 +78,15 @@ async def run_capturing(
     captures: list[Capture] = []
     original = RunWriter._save_by_path
 
-    async def capturing(self: RunWriter, snapshot: CheckpointSnapshot, boundary: Any) -> Any:
-        outcome, mode = await original(self, snapshot, boundary)
+    async def capturing(self: RunWriter, run: RunAtBoundary, boundary: Any, revision: int) -> Any:
+        outcome, written = await original(self, run, boundary, revision)
         if isinstance(outcome, Saved):
+            mode = "snapshot" if written is not None else "journal"
+            # A journal-only save builds no snapshot: the state the run holds there.
+            held = written or replace(await run.build(), revision=revision)
             journal = journal_path.read_bytes() if journal_path.exists() else b""
-            captures.append(Capture(boundary, mode, snapshot, store_path.read_bytes(), journal))
-        return outcome, mode
+            captures.append(Capture(boundary, mode, held, store_path.read_bytes(), journal))
+        return outcome, written
 
     monkeypatch.setattr(RunWriter, "_save_by_path", capturing)
     effects: list[str] = []

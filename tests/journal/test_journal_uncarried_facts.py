@@ -27,6 +27,7 @@ from oma_actors import (
 )
 from oma_actors.approvals import Allow, Deny, Reviewer, Suspend, decide_approval
 from oma_actors.checkpoint import Checkpoint, Discarded, RunWriter, fold_tail, read_journal_tail
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES
 from oma_actors.domain.tasks import TaskState
 from oma_actors.events import CheckpointSaved, ProgressEvent
@@ -188,11 +189,12 @@ async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
     )  # fmt: skip
 
     folded: list[tuple[str, list[str], list[str]]] = []  # boundary, restore's view, run's
-    original = RunWriter.save
+    original = RunWriter.save_run
 
-    async def save_then_fold(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
-        outcome = await original(self, snapshot, **kw)
+    async def save_then_fold(self: RunWriter, run: RunAtBoundary, **kw: Any) -> Any:
+        outcome = await original(self, run, **kw)
         if outcome.durable:  # the process dies now: what would a restore fold to?
+            snapshot = await run.build()  # the run at this boundary (it waits for the save)
             stored = await Checkpoint(store, run_id="r").load_latest()
             assert stored is not None
             watermark = snapshot.journal_watermark_seq or 0
@@ -204,7 +206,7 @@ async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
             folded.append((kw.get("boundary", "?"), pending, held))
         return outcome
 
-    monkeypatch.setattr(RunWriter, "save", save_then_fold)
+    monkeypatch.setattr(RunWriter, "save_run", save_then_fold)
     journal = JsonlRunJournal(path, flush_interval_ms=0)
     try:
         restored = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).restore(

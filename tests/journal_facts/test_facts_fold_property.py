@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Sequence
-from dataclasses import fields
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,12 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, mark_started_unsafe
 from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.checkpoint.run_writer import RunWriter
+from oma_actors.checkpoint.run_writer import RunWriter, SaveOutcome
+from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, fold_tail
@@ -153,6 +155,24 @@ def on_disk(snapshot: Any) -> Any:
     return adopt_journal_fields(decode(encode(snapshot), key="k"))
 
 
+async def saved_with_snapshot(
+    save: Callable[..., Awaitable[SaveOutcome]], writer: RunWriter, run: RunAtBoundary, **kw: Any
+) -> tuple[SaveOutcome, CheckpointSnapshot]:
+    """Save ``run``; the outcome and the whole snapshot of the run at that boundary.
+
+    The snapshot the writer built when it wrote one; else (a journal-only save builds none,
+    issue 19) one built now, while the run still waits for the save: the state it holds there.
+    """
+    built: list[CheckpointSnapshot] = []
+
+    async def build() -> CheckpointSnapshot:
+        built.append(await run.build())
+        return built[-1]
+
+    outcome = await save(writer, replace(run, build=build), **kw)
+    return outcome, built[-1] if built else await run.build()
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
     seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -165,10 +185,10 @@ async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
     run_id = f"prop-{seed}"
     mismatches: list[str] = []
     checked: dict[str, int] = {}
-    original = RunWriter.save
+    original = RunWriter.save_run
 
-    async def save_then_restore(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
-        outcome = await original(self, snapshot, **kw)
+    async def save_then_restore(self: RunWriter, run: RunAtBoundary, **kw: Any) -> Any:
+        outcome, snapshot = await saved_with_snapshot(original, self, run, **kw)
         if not outcome.durable:
             return outcome
         # The process dies now: what would a restore read back, and fold to?
@@ -189,7 +209,7 @@ async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
             mismatches.append(f"{boundary} (watermark {watermark}): {found}")
         return outcome
 
-    monkeypatch.setattr(RunWriter, "save", save_then_restore)
+    monkeypatch.setattr(RunWriter, "save_run", save_then_restore)
     try:
         await OpenMultiAgent(max_concurrency=rng.choice((1, 2))).run_tasks(
             team,
@@ -237,12 +257,12 @@ async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission
     stop_after = rng.randint(2, 8)
     stopped = asyncio.Event()
     journal = JsonlRunJournal(path, flush_interval_ms=0)
-    original = RunWriter.save
+    original = RunWriter.save_run
 
-    async def save_then_restore(self: RunWriter, snapshot: Any, **kw: Any) -> Any:
+    async def save_then_restore(self: RunWriter, run: RunAtBoundary, **kw: Any) -> Any:
         nonlocal saves
         before = self.journal_saves
-        outcome = await original(self, snapshot, **kw)
+        outcome, snapshot = await saved_with_snapshot(original, self, run, **kw)
         if not outcome.durable:
             return outcome
         saves += 1
@@ -271,7 +291,7 @@ async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission
             mismatches.append(f"{key} (watermark {watermark}): {found}")
         return outcome
 
-    monkeypatch.setattr(RunWriter, "save", save_then_restore)
+    monkeypatch.setattr(RunWriter, "save_run", save_then_restore)
     options = CheckpointOptions(store=store, run_id=run_id)
     orchestrator = OpenMultiAgent(max_concurrency=rng.choice((1, 2)))
     journaled = JournalOptions(journal, durable=True)
