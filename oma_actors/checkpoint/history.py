@@ -17,7 +17,10 @@ The points, oldest first:
   task's completion compacts at the same seq, that anchor is the point).
 
 The newest anchor may be the run's latest snapshot itself (its metadata carries the summary,
-``checkpoint.anchors``); it is read as the others are.
+``checkpoint.anchors``); it is read as the others are. A fold to one point (``state_at``,
+``fork_run``) starts from the newest stored state below it: the anchor, or the latest snapshot
+when that is a nearer compaction of the same line of attempts (an interrupted run's; what a
+restore folds from), so a late point costs about a restore.
 
 A safe tool's ``tool/call`` is recorded just before its result, in the same boundary; the
 journal cannot tell it from an unsafe call's dispatch record, so it is a point too, whose state
@@ -186,22 +189,28 @@ async def state_at(
 
 
 async def load_timeline(
-    store: MemoryStore, run_id: str, *, journal: RunJournal | None = None, at: int | None = None
+    store: MemoryStore,
+    run_id: str,
+    *,
+    journal: RunJournal | None = None,
+    at: int | None = None,
+    use_latest: bool = True,
 ) -> RunTimeline:
     """Read a run's anchors and journal events and list its points (see the module docstring).
 
     Args:
-        at: only what a fold to the point ``at`` needs: the anchor at or below it, the
-            events from there up to ``at``, and of the points the anchors' and ``at``. A seq that
-            is no point there gets the whole history read, so that the error names the nearest
-            points of all.
+        at: only what a fold to the point ``at`` needs: the newest stored state below it (an
+            anchor, or the run's latest snapshot: ``_with_latest``), the events from there up
+            to ``at``, and of the points the anchors' and ``at``. A seq that is no point there
+            gets the whole history read, so that the error names the nearest points of all.
+        use_latest: with ``at``, the run's latest snapshot may be the state folded from.
 
     Raises:
         CheckpointError: as ``run_history``.
     """
     anchors, values, latest = await _anchors(store, run_id)
     decoded: dict[str, CheckpointSnapshot] = {}
-    if at is not None and latest is not None:
+    if at is not None and latest is not None and use_latest:
         anchors = _with_latest(anchors, latest, run_id, at, values, decoded)
     first, last = 0, len(anchors)
     if at is not None:
@@ -238,7 +247,19 @@ async def load_timeline(
         )
     if at is not None and at not in {p.seq for p in timeline.points}:
         return await load_timeline(store, run_id, journal=journal)
+    if at is not None and decoded and _older_attempt(timeline, at):
+        return await load_timeline(store, run_id, journal=journal, at=at, use_latest=False)
     return timeline
+
+
+def _older_attempt(timeline: RunTimeline, at: int) -> bool:
+    """The point ``at`` was reached by an attempt older than the latest snapshot it would be
+    folded from (a writer of a superseded attempt, whose events that snapshot never held):
+    the fold starts at the anchor below instead."""
+    marks = [anchor.watermark for anchor in timeline.anchors]
+    base = timeline.anchors[bisect_right(marks, at) - 1]
+    snapshot = timeline.decoded.get(base.key)
+    return snapshot is not None and timeline.point(at).attempt < snapshot.attempt
 
 
 async def _anchors(
@@ -280,7 +301,9 @@ def _with_latest(
     decoded: dict[str, CheckpointSnapshot],
 ) -> tuple[AnchorSummary, ...]:
     """``anchors`` with the run's latest snapshot among them when a fold to ``at`` is shorter
-    from it: its watermark is above the nearest anchor at or below ``at``, and below ``at``.
+    from it: its watermark is above the nearest anchor at or below ``at``, and below ``at``,
+    and its attempt is not older than that anchor's (the same line of attempts; the point's
+    own attempt is checked once the events are read: ``_older_attempt``).
 
     The latest snapshot is a compaction the journal folds to exactly (a compaction of any other
     kind keeps an anchor at its watermark, D17), so folding from it and from the anchor below
@@ -289,7 +312,8 @@ def _with_latest(
     not decoded; the decoded snapshot is what is checked.
     """
     key, text = latest
-    floor = max((a.watermark for a in anchors if a.watermark <= at), default=-1)
+    below = [anchor for anchor in anchors if anchor.watermark <= at]
+    floor = below[-1].watermark if below else -1
     hint = _watermark_hint(text)
     if hint is None or not floor < hint < at:
         return anchors
@@ -300,6 +324,8 @@ def _with_latest(
     watermark = snapshot.journal_watermark_seq
     if snapshot.run_id != run_id or watermark is None or not floor < watermark < at:
         return anchors
+    if below and snapshot.attempt < below[-1].attempt:
+        return anchors  # written by a superseded attempt after a newer one's anchor
     values[key] = text
     decoded[key] = snapshot
     summary = replace(summarize(snapshot, "snapshot"), key=key)
