@@ -57,7 +57,7 @@ from oma_actors.journal.ref import open_journal_ref
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
@@ -144,7 +144,9 @@ class RunTimeline:
         if anchor.watermark == seq:
             return base, ()
         start = tail_read_from(base)
-        events = [event for event in self.events if start <= event.seq <= seq]
+        events: Sequence[JournalEvent] = self.events
+        if not events or events[0].seq < start or events[-1].seq > seq:
+            events = [event for event in events if start <= event.seq <= seq]
         result = fold_tail(base, events)
         if isinstance(result, Discarded):
             raise CheckpointError(
@@ -394,10 +396,16 @@ def _points(
                 # task's assignee's. (A task started before the anchor whose conversation the
                 # anchor lacks shows its points from the next anchor on.)
                 turns[key] = 0
-            if key in turns:
-                what = _event_boundary(event, key, turns, names)
-                if what is not None and (only is None or event.seq == only):
-                    points.append(_event_point(event, turns[key], *what))
+            if key not in turns:
+                continue
+            if only is not None and event.seq != only:
+                # Not the point asked for: only what its label needs (turns, tool names).
+                if event.type == ASSISTANT_MESSAGE:
+                    _count_turn(event, key, turns, names)
+                continue
+            what = _event_boundary(event, key, turns, names)
+            if what is not None:
+                points.append(_event_point(event, turns[key], *what))
     return points
 
 
@@ -430,11 +438,7 @@ def _event_boundary(
     data = event.data
     kind = event.type
     if kind == ASSISTANT_MESSAGE:
-        turns[key] += 1
-        content = (data.get("message") or {}).get("content") or []
-        calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
-        for block in calls:
-            names[str(block.get("id"))] = str(block.get("name"))
+        calls = _count_turn(event, key, turns, names)
         if calls:
             return "assistant_tool_turn", "asks for " + ", ".join(
                 str(block.get("name")) for block in calls
@@ -452,6 +456,22 @@ def _event_boundary(
         if outcome == "completed":
             return "terminal", "final answer"
     return None
+
+
+def _count_turn(
+    event: JournalEvent,
+    key: tuple[str, str],
+    turns: dict[tuple[str, str], int],
+    names: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Count the turn an ``assistant/message`` opens and learn its calls' tool names; its
+    calls."""
+    turns[key] += 1
+    content = (event.data.get("message") or {}).get("content") or []
+    calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    for block in calls:
+        names[str(block.get("id"))] = str(block.get("name"))
+    return calls
 
 
 def _event_point(event: JournalEvent, turn: int, boundary: str, what: str) -> HistoryPoint:

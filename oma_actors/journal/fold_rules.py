@@ -14,7 +14,7 @@ copying the conversation and the dataclasses per event (that copying made a fold
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso
@@ -137,7 +137,7 @@ class EntryDraft:
         self.messages.append(message)
         if self.lineage is not None:
             # Every block of a folded message comes from the event that carried it (JR-07).
-            self.added_lineage.append(tuple((seq,) for _ in message.content))
+            self.added_lineage.append(((seq,),) * len(message.content))
 
     def whole_conversation(self) -> tuple[tuple[Message, ...], ConversationLineage | None]:
         """The conversation as it stands, with its lineage (joined: a rewrite reads it all)."""
@@ -372,17 +372,39 @@ def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
 
 
 def _tool_call(draft: EntryDraft, event: JournalEvent) -> None:
-    call = block_from_json(event.data["call"])
-    if not isinstance(call, ToolUseBlock):
-        raise ValueError("call is not a tool_use block")
-    requested = draft.phase == "executing_tools" and any(
-        p.call.id == call.id and p.call.name == call.name for p in draft.pending
-    )
+    raw = event.data["call"]
+    if _plain_call(raw):
+        # The block ``block_from_json`` would build, read off the object (only checked).
+        call_id, name = raw["id"], raw["name"]
+    else:
+        call = block_from_json(raw)
+        if not isinstance(call, ToolUseBlock):
+            raise ValueError("call is not a tool_use block")
+        call_id, name = call.id, call.name
+    requested = False
+    if draft.phase == "executing_tools":
+        for pending in draft.pending:
+            if pending.call.id == call_id and pending.call.name == name:
+                requested = True
+                break
     if not requested:
         raise TailRejected(
-            f"{_where(draft, event)} for call {call.id!r}: no assistant turn requesting it",
+            f"{_where(draft, event)} for call {call_id!r}: no assistant turn requesting it",
             event.seq,
         )
+
+
+def _plain_call(raw: Any) -> bool:
+    """``raw`` is a ``tool_use`` block as the recorder writes it: ``block_from_json`` reads it
+    without error to a ``ToolUseBlock`` of these very ``id`` and ``name``."""
+    if type(raw) is not dict or raw.get("type") != "tool_use":
+        return False
+    given = raw.get("input")
+    return (
+        type(raw.get("id")) is str
+        and type(raw.get("name")) is str
+        and (type(given) is dict or not given)
+    )
 
 
 def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
@@ -409,7 +431,24 @@ def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
             else None
         ),
     )
-    draft.pending[index] = replace(pending, commit=commit)
+    draft.pending[index] = _committed(pending, commit)
+
+
+_PENDING_FIELDS = ("call", "commit", "dispatched", "approval_request", "approval_decision")
+if tuple(f.name for f in fields(PendingCall)) != _PENDING_FIELDS:  # pragma: no cover
+    raise TypeError(f"PendingCall's fields are not {_PENDING_FIELDS}: update _committed")
+
+
+def _committed(pending: PendingCall, commit: ToolCommit) -> PendingCall:
+    """``replace(pending, commit=commit)``, each field passed by name (``replace`` was a
+    fifth of a ``tool/result``'s fold); the import-time check above keeps the list whole."""
+    return PendingCall(
+        call=pending.call,
+        commit=commit,
+        dispatched=pending.dispatched,
+        approval_request=pending.approval_request,
+        approval_decision=pending.approval_decision,
+    )
 
 
 def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRecord:
