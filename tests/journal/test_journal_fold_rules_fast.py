@@ -14,7 +14,14 @@ import pytest
 
 from oma_actors.domain.approvals import ApprovalRequest
 from oma_actors.domain.inflight import PendingCall, RunnerState
-from oma_actors.domain.messages import Message, TextBlock, ToolUseBlock
+from oma_actors.domain.jsonforms import block_from_json, record_from_json_once, usage_from_json
+from oma_actors.domain.messages import (
+    Message,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from oma_actors.domain.snapshot import InFlightTask
 from oma_actors.journal import JournalEvent
 from oma_actors.journal.fold_rules import TailRejected, apply_event
@@ -138,3 +145,62 @@ def test_a_numeric_name_is_read_as_its_text_as_the_block_reads_it() -> None:
     # ``block_from_json`` reads ``"name": 1`` as the name "1": the call of tool "1" is requested.
     numeric = PendingCall(call=ToolUseBlock("c1", "1", {}))
     assert outcome(entry(numeric), {**PLAIN, "name": 1}) == "folded"
+
+
+USAGES: list[Any] = [
+    None,
+    {},
+    {"input_tokens": 3, "output_tokens": 4},
+    {"input_tokens": 3},
+    {"input_tokens": True, "output_tokens": "5"},
+    {"input_tokens": 2.0, "output_tokens": 1},
+]
+
+
+@pytest.mark.parametrize("raw", USAGES)
+def test_an_answers_usage_adds_as_usage_from_json_reads_it(raw: Any) -> None:
+    item = InFlightTask(
+        task_id="t",
+        assignee="w",
+        state=RunnerState(
+            phase="awaiting_model",
+            conversation=(Message("user", [TextBlock("go")]),),
+            token_usage=TokenUsage(10, 20),
+        ),
+        journal_seq=2,
+    )
+    message = {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
+    data = {"message": message} if raw is None else {"message": message, "usage": raw}
+    after = apply_event(item, event("assistant/message", **data), enforce_lineage=False)
+    assert after.state.token_usage == TokenUsage(10, 20) + usage_from_json(raw)
+
+
+RECORDS: list[Any] = [
+    None,
+    {},
+    {"duration": 7},
+    {"duration": True},
+    {"duration": "7"},
+    {"duration": 7, "output": "other"},
+    {"toolName": "renamed", "input": {"x": 1}},
+]
+
+
+@pytest.mark.parametrize("raw", RECORDS)
+def test_a_results_record_reads_as_record_from_json_once(raw: Any) -> None:
+    result = {"type": "tool_result", "tool_use_id": "c1", "content": "ok", "is_error": True}
+    data: dict[str, Any] = {"toolCallId": "c1", "result": result}
+    if raw is not None:
+        data["record"] = raw
+    after = apply_event(
+        entry(PendingCall(call=CALL)), event("tool/result", **data), enforce_lineage=False
+    )
+    commit = after.state.pending[0].commit
+    assert commit is not None
+    if raw is None:
+        return  # the record rebuilt from the call (no record on OMA's event): not a fast path
+    block = block_from_json(result)
+    assert isinstance(block, ToolResultBlock)
+    expected = record_from_json_once(raw, CALL, block, tool_call_id="c1", is_error=True)
+    assert commit.record == expected
+    assert commit.record.input is not CALL.input  # a copy, as record_from_json makes
