@@ -198,8 +198,14 @@ def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
         span_id = _optional("spanId", span_id, line, path)
     else:
         trace_id = span_id = None
-    if sources is not None and not (type(sources) is list and all(type(s) is int for s in sources)):
-        sources = _seqs(sources, line, path)
+    if sources is not None:
+        if type(sources) is list:
+            for source in sources:  # a loop: ``all`` over a generator cost more than the rest
+                if type(source) is not int:
+                    sources = _seqs(sources, line, path)
+                    break
+        else:
+            sources = _seqs(sources, line, path)
     # What is left is the variant's own fields, in line order.
     return _built(
         seq, kind, run_id, attempt, stamp, task_id, agent_name, trace_id, span_id, sources, raw
