@@ -69,6 +69,8 @@ POINT_TYPES = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, TURN_END, TA
 """The event types that can close a per-turn boundary (the points between anchors), and the
 task start that names the assignee of a conversation opened between two anchors (issue 19: a
 task's start compacts no more)."""
+_LABEL_READS = frozenset({ASSISTANT_MESSAGE, TASK_STATUS})
+"""What a fold to one point reads of the events before it to label it (``_points``)."""
 _FOLD_READS = FOLDED_TYPES | {TASK_STATUS}
 """What ``fold_tail`` reads: the entries' types and the run-level task statuses (D14)."""
 
@@ -384,7 +386,13 @@ def _points(
         turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
         names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
         assigned: set[tuple[str, str]] = set()
-        for event in events[first:last]:
+        segment = events[first:last]
+        if only is not None:
+            # Of the other events, only those its label needs: the turns and the tool names
+            # (answers) and the conversations opened (task starts); the loop below does the
+            # same with them alone.
+            segment = tuple(e for e in segment if e.seq == only or e.type in _LABEL_READS)
+        for event in segment:
             key = (event.task_id or "", event.agent_name or "")
             if event.type == TASK_STATUS:
                 if event.data.get("status") == "in_progress":

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_support import comparable
+from history_support import Workspace, comparable
 from test_history import fold_bases, outgrown_run
 
-from oma_actors.checkpoint import Checkpoint, encode, state_at
+from oma_actors.checkpoint import Checkpoint, encode, run_history, state_at
 from oma_actors.checkpoint.anchors import SUMMARY
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.domain.snapshot import RunIdentity
@@ -99,3 +99,20 @@ async def test_a_latest_snapshot_older_than_the_anchor_below_it_is_not_folded_fr
         await state_at(space.store(), "r1", seq)
     assert len(bases) == len(above)
     assert all(base is not None and base < mark for base in bases), bases
+
+
+@pytest.mark.parametrize("name", ["parallel_unsafe", "two_tasks_one_journal"])
+async def test_a_fold_to_one_point_labels_it_as_the_listing_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # A fold to one point reads only what that point's label needs of the events before it;
+    # the point is the listing's, label, turn and tool name included.
+    from test_history import WORKLOADS, capture_run
+
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS[name], monkeypatch)
+    points = await run_history(space.store(), "r1")
+    assert any(p.boundary == "tool_commit" for p in points)
+    for point in points:
+        timeline = await load_timeline(space.store(), "r1", at=point.seq, use_latest=False)
+        assert timeline.point(point.seq) == point
