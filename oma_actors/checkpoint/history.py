@@ -46,6 +46,7 @@ from oma_actors.journal.base import read_run_range
 from oma_actors.journal.event import (
     ASSISTANT_MESSAGE,
     FOLDED_TYPES,
+    RUN_START,
     TASK_STATUS,
     TOOL_CALL,
     TOOL_RESULT,
@@ -71,8 +72,9 @@ task start that names the assignee of a conversation opened between two anchors 
 task's start compacts no more)."""
 _LABEL_READS = frozenset({ASSISTANT_MESSAGE, TASK_STATUS})
 """What a fold to one point reads of the events before it to label it (``_points``)."""
-_FOLD_READS = FOLDED_TYPES | {TASK_STATUS}
-"""What ``fold_tail`` reads: the entries' types and the run-level task statuses (D14)."""
+_FOLD_READS = FOLDED_TYPES | {TASK_STATUS, RUN_START}
+"""What ``fold_tail`` reads: the entries' types and the run-level facts (D14): task statuses
+and an attempt's admission (so a point a restored attempt reached names that attempt)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
