@@ -133,8 +133,11 @@ class RunTimeline:
             return self.points[index - 1]
         raise NotAHistoryPointError(self.run_id, seq, seqs[max(index - 1, 0) : index + 1])
 
-    def fold_at(self, seq: int) -> tuple[CheckpointSnapshot, tuple[StartedCall, ...]]:
-        """The state at the point ``seq``, and the calls its fold shows as started.
+    def fold_at(
+        self, seq: int, *, started: bool = True
+    ) -> tuple[CheckpointSnapshot, tuple[StartedCall, ...]]:
+        """The state at the point ``seq``, and the calls its fold shows as started (with
+        ``started=False``: none listed, for a caller that only wants the state).
 
         Raises:
             CheckpointError: ``seq`` is not a point, or the journal does not fold up to it.
@@ -151,7 +154,7 @@ class RunTimeline:
         events: Sequence[JournalEvent] = self.events
         if not events or events[0].seq < start or events[-1].seq > seq:
             events = [event for event in events if start <= event.seq <= seq]
-        result = fold_tail(base, events)
+        result = fold_tail(base, events, started_calls=started)
         if isinstance(result, Discarded):
             raise CheckpointError(
                 f"the journal of run {self.run_id!r} does not fold up to seq {seq}: {result.reason}"
@@ -191,7 +194,7 @@ async def state_at(
             not decode, or as ``run_history``.
     """
     timeline = await load_timeline(store, run_id, journal=journal, at=seq)
-    return timeline.fold_at(seq)[0]
+    return timeline.fold_at(seq, started=False)[0]
 
 
 async def load_timeline(

@@ -116,3 +116,28 @@ async def test_a_fold_to_one_point_labels_it_as_the_listing_does(
     for point in points:
         timeline = await load_timeline(space.store(), "r1", at=point.seq, use_latest=False)
         assert timeline.point(point.seq) == point
+
+
+async def test_state_at_folds_without_listing_started_calls_and_fork_run_lists_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only a fork marks the calls started at its point (D1); the state alone does not need
+    # them, and the fold is the same without them.
+    from oma_actors.journal import fold
+
+    space, _saved, _mark, above = await outgrown_run(tmp_path, monkeypatch)
+    listed: list[int] = []
+    real = fold._started_calls
+
+    def spy(events: Any) -> Any:
+        listed.append(len(events))
+        return real(events)
+
+    monkeypatch.setattr(fold, "_started_calls", spy)
+    state = await state_at(space.store(), "r1", above[-1])
+    assert listed == []
+    timeline = await load_timeline(space.store(), "r1", at=above[-1])
+    with_calls, started = timeline.fold_at(above[-1])
+    assert listed
+    assert started
+    assert with_calls == state
