@@ -141,3 +141,24 @@ async def test_state_at_folds_without_listing_started_calls_and_fork_run_lists_t
     assert listed
     assert started
     assert with_calls == state
+
+
+async def test_a_listings_points_are_whole_history_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A point's slots are set one by one (``history._event_point``): each is set, and the
+    # point equals the one ``HistoryPoint(...)`` builds of the same values.
+    from dataclasses import fields
+
+    from test_history import WORKLOADS, capture_run
+
+    from oma_actors.checkpoint.history import HistoryPoint
+
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["two_tasks_one_journal"], monkeypatch)
+    points = await run_history(space.store(), "r1")
+    assert any(p.boundary == "tool_commit" for p in points)
+    for point in points:
+        again = HistoryPoint(**{f.name: getattr(point, f.name) for f in fields(HistoryPoint)})
+        assert again == point
+        assert hash(again) == hash(point)
