@@ -322,7 +322,6 @@ _new = object.__new__
 
 
 _ABSENT: Any = object()
-_OPTIONAL_STRINGS = ("taskId", "agentName", "traceId", "spanId")
 
 
 def _is_int(value: object) -> TypeGuard[int]:
