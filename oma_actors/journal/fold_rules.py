@@ -189,16 +189,17 @@ def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
     Raises:
         TailRejected: the event does not fit the entry (the reason names the rule).
     """
+    kind = event.type
     try:
-        if event.type == ASSISTANT_MESSAGE:
+        if kind == ASSISTANT_MESSAGE:
             _assistant(draft, event, enforce_lineage=enforce_lineage)
-        elif event.type == USER_MESSAGE:
+        elif kind == USER_MESSAGE:
             _user(draft, event, enforce_lineage=enforce_lineage)
-        elif event.type == TOOL_CALL:
+        elif kind == TOOL_CALL:
             _tool_call(draft, event)
-        elif event.type == TOOL_RESULT:
+        elif kind == TOOL_RESULT:
             _tool_result(draft, event)
-        elif event.type == CONTEXT_REPLACE:
+        elif kind == CONTEXT_REPLACE:
             _context_replace(draft, event)
         else:
             _turn_end(draft, event)
@@ -523,10 +524,11 @@ def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> N
             event.seq,
         )
     done = [commit for commit in commits if commit is not None]
-    delegated = [c.delegation_usage for c in done if c.delegation_usage is not None]
-    draft.token_usage = sum(delegated, draft.token_usage)
+    for commit in done:
+        if commit.delegation_usage is not None:
+            draft.token_usage = draft.token_usage + commit.delegation_usage
+        draft.records.append(commit.record)
     draft.phase = "awaiting_model"
-    draft.records.extend(c.record for c in done)
     draft.pending = []
     draft.pending_tool_result_text = None
     draft.append(message, event.seq)
