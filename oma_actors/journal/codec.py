@@ -158,44 +158,123 @@ def _event_of(raw: dict[str, Any], *, line: int, path: str) -> JournalEvent:
     """``from_json_object`` of an object the caller gives up: its base keys are popped off
     and the rest becomes ``data`` as it is (a restore parses thousands of lines: no copy).
 
-    The checks are ``from_json_object``'s, in its order, written out inline: this runs once
-    per line read.
+    This runs once per line read, so a line as the recorder writes it takes one test of exact
+    types (``type(x) is int`` holds for no ``bool``); anything else (a missing or mistyped
+    field, a subclass) is judged by ``_checked``, whose checks and errors are
+    ``from_json_object``'s, in its order.
     """
-    seq = raw.pop("seq", None)
+    pop = raw.pop
+    seq = pop("seq", None)
+    kind = pop("type", None)
+    stamp = pop("timestampUnixMs", None)
+    run_id = pop("runId", None)
+    attempt = pop("attempt", None)
+    task_id = pop("taskId", _ABSENT)
+    agent_name = pop("agentName", _ABSENT)
+    trace_id = pop("traceId", _ABSENT)
+    span_id = pop("spanId", _ABSENT)
+    sources = pop("sourceEventSeqs", None)
+    if (
+        type(seq) is not int
+        or seq < 1
+        or kind not in EVENT_TYPES
+        or type(stamp) is not int
+        or type(run_id) is not str
+        or type(attempt) is not int
+        or attempt < 1
+    ):
+        _checked(seq, kind, stamp, run_id, attempt, line, path)
+    # Absent optional strings are None; a present one must be a string (so must not be null).
+    if task_id is _ABSENT:
+        task_id = None
+    elif type(task_id) is not str:
+        task_id = _string("taskId", task_id, line, path)
+    if agent_name is _ABSENT:
+        agent_name = None
+    elif type(agent_name) is not str:
+        agent_name = _string("agentName", agent_name, line, path)
+    if trace_id is not _ABSENT or span_id is not _ABSENT:
+        trace_id = _optional("traceId", trace_id, line, path)
+        span_id = _optional("spanId", span_id, line, path)
+    else:
+        trace_id = span_id = None
+    if sources is not None:
+        if type(sources) is list:
+            for source in sources:  # a loop: ``all`` over a generator cost more than the rest
+                if type(source) is not int:
+                    sources = _seqs(sources, line, path)
+                    break
+        else:
+            sources = _seqs(sources, line, path)
+    # The slots set directly: the frozen dataclass's ``__init__`` (one ``object.__setattr__``
+    # per field) was 1.8 us of an event's 2.8 us past orjson, profiled on a 1000-turn history
+    # read; this is about 0.6 us, the same event (``tests/journal/test_journal_parse_bytes.py``
+    # compares them). What is left of ``raw`` is the variant's own fields, in line order.
+    event: JournalEvent = _new(JournalEvent)
+    _set_seq(event, seq)
+    _set_type(event, kind)
+    _set_run_id(event, run_id)
+    _set_attempt(event, attempt)
+    _set_stamp(event, stamp)
+    _set_task_id(event, task_id)
+    _set_agent_name(event, agent_name)
+    _set_trace_id(event, trace_id)
+    _set_span_id(event, span_id)
+    _set_sources(event, sources)
+    _set_data(event, raw)
+    return event
+
+
+def _checked(
+    seq: Any, kind: Any, stamp: Any, run_id: Any, attempt: Any, line: int, path: str
+) -> None:
+    """The base fields' checks of ``from_json_object``, in its order (a subclass passes).
+
+    Raises:
+        JournalCorruptError: the first field that fails, named.
+    """
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
         raise JournalCorruptError(path, line, "seq", f"must be a positive integer, got {seq!r}")
-    kind = raw.pop("type", None)
     if kind not in EVENT_TYPES:
         raise JournalCorruptError(path, line, "type", f"unknown event type {kind!r}")
-    stamp = raw.pop("timestampUnixMs", None)
     if not isinstance(stamp, int) or isinstance(stamp, bool):
         raise JournalCorruptError(
             path, line, "timestampUnixMs", f"must be an integer, got {stamp!r}"
         )
-    run_id = raw.pop("runId", None)
     if not isinstance(run_id, str):
         raise JournalCorruptError(path, line, "runId", f"must be a string, got {run_id!r}")
-    attempt = raw.pop("attempt", None)
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
         raise JournalCorruptError(
             path, line, "attempt", f"must be a positive integer, got {attempt!r}"
         )
-    optional: list[str | None] = []
-    for name in _OPTIONAL_STRINGS:
-        value = raw.pop(name, _ABSENT)
-        if value is not _ABSENT and not isinstance(value, str):
-            raise JournalCorruptError(path, line, name, f"must be a string, got {value!r}")
-        optional.append(None if value is _ABSENT else value)
-    task_id, agent_name, trace_id, span_id = optional
-    sources = raw.pop("sourceEventSeqs", None)
-    if sources is not None and not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
+
+
+def _string(name: str, value: Any, line: int, path: str) -> str:
+    """A present optional field that is no exact ``str``: a subclass passes.
+
+    Raises:
+        JournalCorruptError: it is not a string (``null`` included).
+    """
+    if not isinstance(value, str):
+        raise JournalCorruptError(path, line, name, f"must be a string, got {value!r}")
+    return value
+
+
+def _optional(name: str, value: Any, line: int, path: str) -> str | None:
+    return None if value is _ABSENT else _string(name, value, line, path)
+
+
+def _seqs(sources: Any, line: int, path: str) -> list[int]:
+    """``sourceEventSeqs`` that is not a list of exact ints: a list of int subclasses passes.
+
+    Raises:
+        JournalCorruptError: it is not a list of integers.
+    """
+    if not (isinstance(sources, list) and all(_is_int(s) for s in sources)):
         raise JournalCorruptError(
             path, line, "sourceEventSeqs", f"must be a list of integers, got {sources!r}"
         )
-    # What is left is the variant's own fields, in line order.
-    return _built(
-        seq, kind, run_id, attempt, stamp, task_id, agent_name, trace_id, span_id, sources, raw
-    )
+    return sources
 
 
 _SLOTS = (
@@ -218,7 +297,7 @@ def slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Any, ...]:
 
     Raises:
         TypeError: ``names`` is not the list of ``cls``'s fields in order (a field added to
-            ``JournalEvent`` and not here would be left unset by ``_built``).
+            ``JournalEvent`` and not here would be left unset by ``_event_of``).
     """
     fields = tuple(f.name for f in dataclasses.fields(cls))
     if fields != names:
@@ -242,40 +321,7 @@ def slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Any, ...]:
 _new = object.__new__
 
 
-def _built(
-    seq: int,
-    kind: str,
-    run_id: str,
-    attempt: int,
-    stamp: int,
-    task_id: str | None,
-    agent_name: str | None,
-    trace_id: str | None,
-    span_id: str | None,
-    sources: list[int] | None,
-    data: dict[str, Any],
-) -> JournalEvent:
-    """``JournalEvent(...)`` of checked fields, its slots set directly: the frozen dataclass's
-    ``__init__`` (one ``object.__setattr__`` per field) was 1.8 us of an event's 2.8 us past
-    orjson, profiled on a 1000-turn history read; this is 0.7 us. The same event
-    (``tests/journal/test_journal_parse_bytes.py`` compares them)."""
-    event: JournalEvent = _new(JournalEvent)
-    _set_seq(event, seq)
-    _set_type(event, kind)
-    _set_run_id(event, run_id)
-    _set_attempt(event, attempt)
-    _set_stamp(event, stamp)
-    _set_task_id(event, task_id)
-    _set_agent_name(event, agent_name)
-    _set_trace_id(event, trace_id)
-    _set_span_id(event, span_id)
-    _set_sources(event, sources)
-    _set_data(event, data)
-    return event
-
-
 _ABSENT: Any = object()
-_OPTIONAL_STRINGS = ("taskId", "agentName", "traceId", "spanId")
 
 
 def _is_int(value: object) -> TypeGuard[int]:

@@ -133,7 +133,11 @@ def tail_read_from(snapshot: CheckpointSnapshot) -> int:
 
 
 def fold_tail(
-    snapshot: CheckpointSnapshot, events: Sequence[JournalEvent], *, enforce_lineage: bool = False
+    snapshot: CheckpointSnapshot,
+    events: Sequence[JournalEvent],
+    *,
+    enforce_lineage: bool = False,
+    started_calls: bool = True,
 ) -> FoldResult:
     """Fold the journal ``events`` (read from ``tail_read_from(snapshot)``) into ``snapshot``.
 
@@ -143,12 +147,14 @@ def fold_tail(
             reading from further back is harmless.
         enforce_lineage: a folded message that is not a prompt must name its source events
             (``sourceEventSeqs``), or the tail is discarded (spec JR-09's rule for the fold).
+        started_calls: list the calls the tail shows as started; ``False``: the result's
+            ``started_calls`` is empty (a caller that only wants the state, ``state_at``).
 
     Returns:
         ``Folded``, or ``Discarded`` with the reason when any check failed (JR-16).
     """
     snapshot = adopt_journal_fields(snapshot)
-    started = _started_calls(events)
+    started = _started_calls(events) if started_calls else ()
     if snapshot.journal_watermark_seq is None:
         return Folded(snapshot=snapshot, folded_events=0, started_calls=started)
     try:

@@ -14,7 +14,7 @@ copying the conversation and the dataclasses per event (that copying made a fold
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso
@@ -25,7 +25,7 @@ from oma_actors.domain.jsonforms import (
     record_from_json_once,
     usage_from_json,
 )
-from oma_actors.domain.messages import Message, ToolResultBlock, ToolUseBlock, text_of
+from oma_actors.domain.messages import Message, TokenUsage, ToolResultBlock, ToolUseBlock, text_of
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.domain.snapshot import RunIdentity
 from oma_actors.errors import CheckpointError
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.domain.inflight import RunnerPhase
-    from oma_actors.domain.messages import TokenUsage
     from oma_actors.domain.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
@@ -137,7 +136,7 @@ class EntryDraft:
         self.messages.append(message)
         if self.lineage is not None:
             # Every block of a folded message comes from the event that carried it (JR-07).
-            self.added_lineage.append(tuple((seq,) for _ in message.content))
+            self.added_lineage.append(((seq,),) * len(message.content))
 
     def whole_conversation(self) -> tuple[tuple[Message, ...], ConversationLineage | None]:
         """The conversation as it stands, with its lineage (joined: a rewrite reads it all)."""
@@ -190,16 +189,17 @@ def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
     Raises:
         TailRejected: the event does not fit the entry (the reason names the rule).
     """
+    kind = event.type
     try:
-        if event.type == ASSISTANT_MESSAGE:
+        if kind == ASSISTANT_MESSAGE:
             _assistant(draft, event, enforce_lineage=enforce_lineage)
-        elif event.type == USER_MESSAGE:
+        elif kind == USER_MESSAGE:
             _user(draft, event, enforce_lineage=enforce_lineage)
-        elif event.type == TOOL_CALL:
+        elif kind == TOOL_CALL:
             _tool_call(draft, event)
-        elif event.type == TOOL_RESULT:
+        elif kind == TOOL_RESULT:
             _tool_result(draft, event)
-        elif event.type == CONTEXT_REPLACE:
+        elif kind == CONTEXT_REPLACE:
             _context_replace(draft, event)
         else:
             _turn_end(draft, event)
@@ -236,7 +236,7 @@ def _message(
 ) -> Message:
     raw = event.data["message"]
     content = raw.get("content") if isinstance(raw, dict) else None
-    if isinstance(content, list) and any(_is_reference(b) for b in content):
+    if isinstance(content, list) and _refers(content):
         # Journal-first results message (issue 19): its results are the entry's commits.
         committed = {p.call.id: p.commit.block for p in pending if p.commit is not None}
         message = Message(raw["role"], [_resolved(b, committed, event) for b in content])
@@ -257,6 +257,15 @@ def _message(
 
 def _is_reference(block: Any) -> bool:
     return isinstance(block, dict) and RECORDED_RESULT in block
+
+
+def _refers(content: list[Any]) -> bool:
+    """A block of ``content`` is a reference (``_is_reference``)."""
+    # A plain loop: ``any`` over a generator was a fifth of a folded message's cost.
+    for block in content:  # noqa: SIM110
+        if isinstance(block, dict) and RECORDED_RESULT in block:
+            return True
+    return False
 
 
 def _resolved(block: Any, commits: dict[str, ToolResultBlock], event: JournalEvent) -> Any:
@@ -361,7 +370,7 @@ def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
         )
     message = _message(event, "assistant", enforce_lineage=enforce_lineage)
     calls = [block for block in message.content if isinstance(block, ToolUseBlock)]
-    usage = draft.token_usage + usage_from_json(event.data.get("usage"))
+    usage = _added_usage(draft.token_usage, event.data.get("usage"))
     draft.turns += 1
     draft.token_usage = usage
     if calls:
@@ -371,18 +380,49 @@ def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
     draft.append(message, event.seq)
 
 
+def _added_usage(usage: TokenUsage, raw: Any) -> TokenUsage:
+    """``usage + usage_from_json(raw)``, one value built when ``raw`` holds exact ints."""
+    if type(raw) is dict:
+        given, taken = raw.get("input_tokens", 0), raw.get("output_tokens", 0)
+        if type(given) is int and type(taken) is int:
+            return TokenUsage(usage.input_tokens + given, usage.output_tokens + taken)
+    return usage + usage_from_json(raw)
+
+
 def _tool_call(draft: EntryDraft, event: JournalEvent) -> None:
-    call = block_from_json(event.data["call"])
-    if not isinstance(call, ToolUseBlock):
-        raise ValueError("call is not a tool_use block")
-    requested = draft.phase == "executing_tools" and any(
-        p.call.id == call.id and p.call.name == call.name for p in draft.pending
-    )
+    raw = event.data["call"]
+    if _plain_call(raw):
+        # The block ``block_from_json`` would build, read off the object (only checked).
+        call_id, name = raw["id"], raw["name"]
+    else:
+        call = block_from_json(raw)
+        if not isinstance(call, ToolUseBlock):
+            raise ValueError("call is not a tool_use block")
+        call_id, name = call.id, call.name
+    requested = False
+    if draft.phase == "executing_tools":
+        for pending in draft.pending:
+            if pending.call.id == call_id and pending.call.name == name:
+                requested = True
+                break
     if not requested:
         raise TailRejected(
-            f"{_where(draft, event)} for call {call.id!r}: no assistant turn requesting it",
+            f"{_where(draft, event)} for call {call_id!r}: no assistant turn requesting it",
             event.seq,
         )
+
+
+def _plain_call(raw: Any) -> bool:
+    """``raw`` is a ``tool_use`` block as the recorder writes it: ``block_from_json`` reads it
+    without error to a ``ToolUseBlock`` of these very ``id`` and ``name``."""
+    if type(raw) is not dict or raw.get("type") != "tool_use":
+        return False
+    given = raw.get("input")
+    return (
+        type(raw.get("id")) is str
+        and type(raw.get("name")) is str
+        and (type(given) is dict or not given)
+    )
 
 
 def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
@@ -390,10 +430,11 @@ def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
     block = block_from_json(event.data["result"])
     if not isinstance(block, ToolResultBlock) or block.tool_use_id != call_id:
         raise ValueError(f"result is not a tool_result block for {call_id!r}")
-    index = next(
-        (i for i, p in enumerate(draft.pending) if p.call.id == call_id and p.commit is None),
-        None,
-    )
+    index = None
+    for i, candidate in enumerate(draft.pending):
+        if candidate.call.id == call_id and candidate.commit is None:
+            index = i
+            break
     if draft.phase != "executing_tools" or index is None:
         raise TailRejected(
             f"{_where(draft, event)}: call {call_id!r} is not pending (uncommitted) in the entry",
@@ -409,7 +450,24 @@ def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
             else None
         ),
     )
-    draft.pending[index] = replace(pending, commit=commit)
+    draft.pending[index] = _committed(pending, commit)
+
+
+_PENDING_FIELDS = ("call", "commit", "dispatched", "approval_request", "approval_decision")
+if tuple(f.name for f in fields(PendingCall)) != _PENDING_FIELDS:  # pragma: no cover
+    raise TypeError(f"PendingCall's fields are not {_PENDING_FIELDS}: update _committed")
+
+
+def _committed(pending: PendingCall, commit: ToolCommit) -> PendingCall:
+    """``replace(pending, commit=commit)``, each field passed by name (``replace`` was a
+    fifth of a ``tool/result``'s fold); the import-time check above keeps the list whole."""
+    return PendingCall(
+        call=pending.call,
+        commit=commit,
+        dispatched=pending.dispatched,
+        approval_request=pending.approval_request,
+        approval_decision=pending.approval_decision,
+    )
 
 
 def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRecord:
@@ -424,6 +482,17 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
         )
     if not isinstance(raw, dict):
         raise TypeError(f"record is not an object: {raw!r}")
+    if not raw or (len(raw) == 1 and type(raw.get("duration")) is int):
+        # Journal-first's usual record, its duration alone: what ``record_from_json_once``
+        # builds from its call and its result, without copying the object first.
+        return ToolCallRecord(
+            tool_name=call.name,
+            input=dict(call.input),
+            output=text_of(block.content),
+            duration_ms=raw.get("duration", 0),
+            tool_call_id=call.id,
+            is_error=block.is_error,
+        )
     # Journal-first, the record leaves out what its call and its result hold (issue 19).
     return record_from_json_once(raw, call, block, tool_call_id=call.id, is_error=block.is_error)
 
@@ -455,10 +524,11 @@ def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> N
             event.seq,
         )
     done = [commit for commit in commits if commit is not None]
-    delegated = [c.delegation_usage for c in done if c.delegation_usage is not None]
-    draft.token_usage = sum(delegated, draft.token_usage)
+    for commit in done:
+        if commit.delegation_usage is not None:
+            draft.token_usage = draft.token_usage + commit.delegation_usage
+        draft.records.append(commit.record)
     draft.phase = "awaiting_model"
-    draft.records.extend(c.record for c in done)
     draft.pending = []
     draft.pending_tool_result_text = None
     draft.append(message, event.seq)

@@ -80,7 +80,7 @@ def test_any_data_reads_the_same(data: dict[str, Any]) -> None:
 
 
 def test_parsed_event_is_the_dataclass_built_by_its_init() -> None:
-    """``_event_of`` sets the slots itself (``_built``): every field, as ``__init__`` would."""
+    """``_event_of`` sets the slots itself: every field, as ``__init__`` would."""
     line = (
         '{"type":"tool/result","seq":7,"timestampUnixMs":5,"runId":"r","attempt":2,'
         '"taskId":"t","agentName":"a","traceId":"x","spanId":"y","sourceEventSeqs":[3,4],'
