@@ -93,6 +93,19 @@ class RunCheckpointing:
         return self.writer.checkpoint
 
 
+def _settled(cp: RunCheckpointing, in_flight: Mapping[str, tuple[str, RunnerState]]) -> int | None:
+    """Settle the run's journal at a boundary; the watermark its snapshot carries.
+
+    The boundary's facts are recorded (``RunActor._boundary``), so the watermark taken here
+    covers them (JR-08); the journal forgets the tasks no longer in flight.
+    """
+    journaling = cp.journaling
+    if journaling is None:
+        return None
+    journaling.settle(in_flight)
+    return journaling.recorder.last_seq
+
+
 def run_at_boundary(
     cp: RunCheckpointing,
     *,
@@ -106,12 +119,7 @@ def run_at_boundary(
     here, so a snapshot built later still holds the run exactly through the seq the writer
     took the boundary's events to. A journal-only save never calls it (issue 19).
     """
-    journaling = cp.journaling
-    if journaling is not None:
-        # The boundary's facts are recorded (``RunActor._boundary``), so the watermark
-        # captured below covers them (JR-08); the journal forgets tasks no longer in flight.
-        journaling.settle(in_flight)
-    watermark = journaling.recorder.last_seq if journaling is not None else None
+    watermark = _settled(cp, in_flight)
 
     async def built() -> CheckpointSnapshot:
         return await build(watermark)
@@ -138,14 +146,10 @@ async def build_snapshot(
     The journal is settled first and the watermark taken, as at every boundary
     (``run_at_boundary``); then ``snapshot_of``.
     """
-    journaling = cp.journaling
-    if journaling is not None:
-        journaling.settle(in_flight)
     return await snapshot_of(
         cp, queue=queue, memory=memory, results=results, in_flight=in_flight,
-        watermark=journaling.recorder.last_seq if journaling is not None else None,
-        synthesis=synthesis, pending_approvals=pending_approvals, decisions=decisions,
-        announced=announced,
+        watermark=_settled(cp, in_flight), synthesis=synthesis,
+        pending_approvals=pending_approvals, decisions=decisions, announced=announced,
     )  # fmt: skip
 
 
