@@ -5,6 +5,7 @@ the attempt that reached the point, as the snapshot saved there does."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint import run_history, state_at
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions
@@ -56,11 +58,13 @@ async def interrupted_then_restored(
     saved: dict[int, CheckpointSnapshot] = {}
     original = RunWriter._save_by_path
 
-    async def capturing(self: RunWriter, snapshot: CheckpointSnapshot, boundary: Any) -> Any:
-        outcome, mode = await original(self, snapshot, boundary)
+    async def capturing(self: RunWriter, run: RunAtBoundary, boundary: Any, revision: int) -> Any:
+        outcome, snapshot = await original(self, run, boundary, revision)
         if isinstance(outcome, Saved):
-            saved[snapshot.journal_watermark_seq or 0] = snapshot
-        return outcome, mode
+            # A journal-only save built no snapshot: the state the run held there.
+            held = snapshot or replace(await run.build(), revision=revision)
+            saved[held.journal_watermark_seq or 0] = held
+        return outcome, snapshot
 
     monkeypatch.setattr(RunWriter, "_save_by_path", capturing)
     stalled = asyncio.Event()
