@@ -9,7 +9,8 @@ status every sidecar shows from the run record alone:
 - someone holds a live lease: ``RUNNING`` (there, or here);
 - the lease lapsed (its holder died, stalled or lost the store), or nobody has taken the run
   for a TTL since it was given up unfinished: ``INTERRUPTED`` (a live sidecar adopts it,
-  ``RestoreRun`` may too); within that TTL, ``QUEUED``.
+  ``RestoreRun`` may too); within that TTL, still ``RUNNING`` (an attempt a short store outage
+  stopped gives its lease up and goes on at once: nothing visible changes).
 
 A run that has no run record yet was registered and not yet taken (``QUEUED``, ``INTERRUPTED``
 a TTL after it was registered), or forked and never started (``INTERRUPTED``: ``RestoreRun``
@@ -86,8 +87,9 @@ def view_of(
         return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, lease.updated_at)
     # No lease (given up unfinished): a TTL later nobody has taken it. Counted from the run
     # record's last write (the release): an attempt that stopped on an unreachable store gives
-    # its lease up as the store returns and goes on at once (``Execution._resume``).
-    return _unheld(record, lease.updated_at, now=now, ttl=ttl)
+    # its lease up as the store returns and goes on at once (``Execution._resume``), so until
+    # then it still shows running: an outage shorter than the lease changes nothing visible.
+    return _unheld(record, lease.updated_at, now=now, ttl=ttl, waiting=pb.RUN_STATUS_RUNNING)
 
 
 def _unrecorded(record: RunRecordV1, *, now: datetime, ttl: float) -> RunView:
@@ -101,10 +103,18 @@ def _unrecorded(record: RunRecordV1, *, now: datetime, ttl: float) -> RunView:
     return _unheld(record, record.updated_at, now=now, ttl=ttl)
 
 
-def _unheld(record: RunRecordV1, since: datetime, *, now: datetime, ttl: float) -> RunView:
-    """The view of a run nobody holds since ``since``: queued for a TTL, then interrupted."""
+def _unheld(
+    record: RunRecordV1,
+    since: datetime,
+    *,
+    now: datetime,
+    ttl: float,
+    waiting: WireStatus = pb.RUN_STATUS_QUEUED,
+) -> RunView:
+    """The view of a run nobody holds since ``since``: ``waiting`` for a TTL, then
+    interrupted."""
     if (now - since).total_seconds() < ttl:
-        return _view(record, pb.RUN_STATUS_QUEUED, NO_OUTCOME, since)
+        return _view(record, waiting, NO_OUTCOME, since)
     return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, since)
 
 

@@ -178,7 +178,7 @@ class RunExecutor:
         has written and told its end: the run record shows it from there)."""
         if run_id not in self._tasks or self._registry.told(run_id) in FINISHED:
             return None
-        return self._here.get(run_id, pb.RUN_STATUS_QUEUED)
+        return self._here.get(run_id)
 
     async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunView:
         """The run of ``record`` as its run record decides (``sidecar.authority``); with
@@ -520,12 +520,17 @@ class RunExecutor:
 
     # -- execution -------------------------------------------------------------------------
 
-    def _launch(self, record: RunRecordV1, *, restoring: bool) -> None:
+    def _launch(
+        self, record: RunRecordV1, *, restoring: bool, shown: WireStatus = pb.RUN_STATUS_QUEUED
+    ) -> None:
+        """Start an attempt of ``record`` here, showing ``shown`` until it starts (``QUEUED``
+        for a new claim; ``RUNNING`` for the attempt a store outage paused, which goes on)."""
         if record.run_id in self._tasks:
             # Never two attempts of one run in one process: the one running meets the newer
             # claim at its next write (NotMine) and stops; the run is then adopted again.
             logger.warning("run %s: an attempt runs here already", record.run_id)
             return
+        self._here[record.run_id] = shown
         self._tasks[record.run_id] = self._spawn(self._execute(record, restoring=restoring))
 
     async def _execute(self, record: RunRecordV1, *, restoring: bool) -> None:
@@ -601,7 +606,7 @@ class RunExecutor:
         elif view.active:
             restoring = await self._has_checkpoint(stored)
             if not self.running(run_id):  # the failover sweep may have adopted it meanwhile
-                self._launch(stored, restoring=restoring)
+                self._launch(stored, restoring=restoring, shown=pb.RUN_STATUS_RUNNING)
 
     async def claim_deletion(self, run_id: str) -> RunRecordV1:
         """Mark ``run_id`` as being deleted, in a compare-and-set against every other claim:

@@ -61,8 +61,9 @@ def view(record: RunRecordV1, lease: RunRecord | None, **kwargs: pb.RunStatus) -
 
 
 def test_a_lease_given_up_just_now_is_not_yet_interrupted() -> None:
+    # Its attempt stopped on a short store outage and goes on: nothing visible changes.
     shown = view(registry_record(), run_record(NOW - timedelta(seconds=1)))
-    assert shown.status == pb.RUN_STATUS_QUEUED
+    assert shown.status == pb.RUN_STATUS_RUNNING
 
 
 def test_a_lease_given_up_a_ttl_ago_is_interrupted() -> None:
