@@ -73,11 +73,12 @@ def view_of(
     """
     if here is not None:
         return _view(record, here, record.outcome, record.updated_at)
+    ended = settled_status(record, lease)
+    if ended is not None:
+        at = lease.updated_at if lease is not None else record.updated_at
+        return _view(record, ended, outcome_of_record(record, lease), at)
     if lease is None:
         return _unrecorded(record, now=now, ttl=ttl)
-    if lease.status not in UNSETTLED:
-        outcome = outcome_of_record(record, lease)
-        return _view(record, STATUS_OF_RECORD[lease.status], outcome, lease.updated_at)
     holder = lease.lease
     if holder is not None and holder.expires_at > now:
         return _view(record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at)
@@ -93,11 +94,8 @@ def view_of(
 
 
 def _unrecorded(record: RunRecordV1, *, now: datetime, ttl: float) -> RunView:
-    """The view of a run that has no run record."""
-    legacy = record.legacy_status
-    if legacy is not None and legacy not in ACTIVE:
-        return _view(record, legacy, record.outcome, record.updated_at)
-    if legacy is None and not record.owner_id:
+    """The view of a run that has no run record and has not ended."""
+    if record.legacy_status is None and not record.owner_id:
         # Forked and never started: ``RestoreRun`` starts it; nothing adopts it.
         return _view(record, pb.RUN_STATUS_INTERRUPTED, record.outcome, record.updated_at)
     return _unheld(record, record.updated_at, now=now, ttl=ttl)

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors import LeaseError, OmaError
 from oma_actors.checkpoint import Checkpoint
-from oma_actors.keyspace import RUN_KEY_PREFIX
-from oma_actors.runs import MemoryStoreRunStore
-from oma_actors.runs import RunRecord as LeaseRecord
+from oma_actors.runs import MemoryStoreRunStore, read_run_records
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
@@ -69,7 +67,6 @@ from sidecar.run_ledger import (
     release_claim,
 )
 from sidecar.run_view import initial_tasks, task_row_from_state
-from sidecar.runs import listed
 from sidecar.schema import check_off_loop_schemas
 from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
@@ -202,11 +199,11 @@ class RunExecutor:
         run_store = terms.store
         if not isinstance(run_store, MemoryStoreRunStore):
             return [await self.viewed(record) for record in records]
-        leases: dict[str, LeaseRecord] = {}
-        for entry in await listed(run_store.store, RUN_KEY_PREFIX):
-            run_id = entry.key.removeprefix(RUN_KEY_PREFIX)
-            with contextlib.suppress(LeaseError):  # unreadable: GetRun reports it
-                leases[run_id] = LeaseRecord.parse(entry.value, run_id=run_id)
+        leases = {
+            run_id: record
+            for run_id, record in (await read_run_records(run_store.store)).items()
+            if not isinstance(record, LeaseError)  # unreadable: GetRun reports it
+        }
         moment, ttl = now(), terms.lease_ttl
         return [
             view_of(

@@ -1,6 +1,6 @@
 """The ``CheckpointActor``: the actor-side shell of a run's ``RunWriter``.
 
-The RunActor asks it to save at each boundary (``SaveRun``: the run, its whole snapshot built
+The RunActor asks it to save at each boundary (``Save``: the run, its whole snapshot built
 only if the writer writes one); it forwards to the writer, which owns the revision, the outcome
 classification, strictness and the events (``run_writer.py``). Being an actor gives the run's
 saves a mailbox: boundaries queue in the order they were reached.
@@ -20,30 +20,12 @@ from oma_actors.checkpoint.run_writer import (
 if TYPE_CHECKING:
     from oma_actors.checkpoint.at_boundary import RunAtBoundary
     from oma_actors.checkpoint.boundaries import Boundary
-    from oma_actors.domain.snapshot import CheckpointSnapshot
 
-__all__ = ["CheckpointActor", "CheckpointMessage", "Save", "SaveRun"]
+__all__ = ["CheckpointActor", "CheckpointMessage", "Save"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Save:
-    """Write ``snapshot`` as the boundary ``boundary``; the reply is a ``SaveOutcome``.
-
-    Attributes:
-        snapshot: the run at the boundary.
-        boundary: the boundary's name (it decides strictness).
-        task_id: the task whose state the boundary records, if any.
-        committed: tool-call ids whose commit records the snapshot contains.
-    """
-
-    snapshot: CheckpointSnapshot
-    boundary: Boundary
-    task_id: str | None = None
-    committed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SaveRun:
     """Save ``run`` as the boundary ``boundary``; the reply is a ``SaveOutcome``.
 
     The writer builds the run's whole snapshot only when it writes one: a journal-only save
@@ -62,7 +44,7 @@ class SaveRun:
     committed: tuple[str, ...] = ()
 
 
-CheckpointMessage = Save | SaveRun
+CheckpointMessage = Save
 
 
 class CheckpointActor(Actor[CheckpointMessage, SaveOutcome]):
@@ -79,11 +61,7 @@ class CheckpointActor(Actor[CheckpointMessage, SaveOutcome]):
     async def receive(self, message: CheckpointMessage) -> SaveOutcome:
         """Save through the writer and reply with the outcome."""
         match message:
-            case Save(snapshot=snapshot, boundary=boundary, task_id=task_id, committed=committed):
-                return await self._writer.save(
-                    snapshot, boundary=boundary, task_id=task_id, committed=committed
-                )
-            case SaveRun(run=run, boundary=boundary, task_id=task_id, committed=committed):
+            case Save(run=run, boundary=boundary, task_id=task_id, committed=committed):
                 return await self._writer.save_run(
                     run, boundary=boundary, task_id=task_id, committed=committed
                 )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
 from oma_actors.checkpoint.run_writer import Fenced, Saved
-from oma_actors.checkpoint.writer import SaveRun
+from oma_actors.checkpoint.writer import Save
 from oma_actors.domain.messages import ToolResultBlock
 from oma_actors.domain.results import RunOutcome
 from oma_actors.events import (
@@ -275,7 +275,7 @@ class RunActor(Actor[RunMessage, bool | None]):
 
         run = run_at_boundary(cp, in_flight=in_flight, build=build)
         outcome = await writer.ask(
-            SaveRun(run=run, boundary=boundary, task_id=task_id, committed=committed)
+            Save(run=run, boundary=boundary, task_id=task_id, committed=committed)
         )
         if isinstance(outcome, Saved):
             self._state.revision = outcome.revision

@@ -15,7 +15,7 @@ the old owner lands. Records are OMA's JSON at ``__oma_run__/<runId>``::
 from oma_actors.runs.handle import RunLeaseHandle
 from oma_actors.runs.ledger import DEFAULT_LEASE_TTL, Acquisition, RunLedger
 from oma_actors.runs.lifecycle import RUN_STATUSES, RunStatus, can_transition, is_terminal
-from oma_actors.runs.listing import RunSummary, list_runs
+from oma_actors.runs.listing import RunSummary, list_runs, read_run_records
 from oma_actors.runs.options import RunStoreOptions, resolve_run_store
 from oma_actors.runs.record import Lease, RunRecord, lease_live
 from oma_actors.runs.settle import settle_record
@@ -39,6 +39,7 @@ __all__ = [
     "is_terminal",
     "lease_live",
     "list_runs",
+    "read_run_records",
     "resolve_run_store",
     "settle_record",
 ]

@@ -42,21 +42,31 @@ class RunSummary:
     error: str | None = None
 
 
-async def list_runs(store: MemoryStore) -> list[RunSummary]:
-    """Summarize every run record in ``store`` (keys under ``__oma_run__/``), in store order.
+async def read_run_records(store: MemoryStore) -> dict[str, RunRecord | LeaseError]:
+    """Every run record in ``store`` by run id, in store order: the record, or why it cannot
+    be read (``RUN_VALIDATION_ERROR``).
 
     Only the run records are read (``list(prefix=)``): a store's checkpoints, journal rows and
     approvals never cross the wire for a listing.
     """
-    found: list[RunSummary] = []
+    found: dict[str, RunRecord | LeaseError] = {}
     for entry in await list_under(store, RUN_KEY_PREFIX):
         run_id = entry.key.removeprefix(RUN_KEY_PREFIX)
         try:
-            record = RunRecord.parse(entry.value, run_id=run_id)
+            found[run_id] = RunRecord.parse(entry.value, run_id=run_id)
         except LeaseError as exc:
+            found[run_id] = exc
+    return found
+
+
+async def list_runs(store: MemoryStore) -> list[RunSummary]:
+    """Summarize every run record in ``store`` (keys under ``__oma_run__/``), in store order."""
+    found: list[RunSummary] = []
+    for run_id, record in (await read_run_records(store)).items():
+        if isinstance(record, LeaseError):
             found.append(
                 RunSummary(run_id=run_id, status="unreadable", attempt=0, fencing_token=0,
-                           error=str(exc))
+                           error=str(record))
             )  # fmt: skip
             continue
         lease = record.lease

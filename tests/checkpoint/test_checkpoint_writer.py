@@ -6,7 +6,7 @@ import asyncio
 import builtins
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpoint_support import make_snapshot
 
@@ -20,9 +20,19 @@ from oma_actors.checkpoint import (
     Saved,
     Unknown,
 )
+from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 from oma_actors.stores.base import MemoryEntry
 from oma_actors.stores.memory import InMemoryStore
+
+if TYPE_CHECKING:
+    from oma_actors.checkpoint.boundaries import Boundary
+    from oma_actors.domain.snapshot import CheckpointSnapshot
+
+
+def save(snapshot: CheckpointSnapshot, boundary: Boundary) -> Save:
+    """The checkpoint actor's message saving ``snapshot``, built already, as ``boundary``."""
+    return Save(run=RunAtBoundary.of(snapshot), boundary=boundary)
 
 
 class RecordingStore(InMemoryStore):
@@ -58,9 +68,7 @@ async def test_revisions_count_up_in_order() -> None:
         ref = system.spawn(actor, name="checkpoint")
         outcomes = await asyncio.gather(
             *(
-                ref.ask(
-                    Save(snapshot=make_snapshot(goal=f"g{i}", revision=99), boundary="tool_commit")
-                )
+                ref.ask(save(make_snapshot(goal=f"g{i}", revision=99), boundary="tool_commit"))
                 for i in (1, 2, 3)
             )
         )
@@ -85,7 +93,7 @@ async def test_revision_continues_from_a_restored_snapshot() -> None:
     checkpoint = Checkpoint(InMemoryStore(), run_id="run-test")
     async with ActorSystem() as system:
         ref = system.spawn(CheckpointActor(RunWriter(checkpoint, emit=lambda _: None, revision=12)))
-        assert await ref.ask(Save(snapshot=make_snapshot(), boundary="admission")) == Saved(13)
+        assert await ref.ask(save(make_snapshot(), boundary="admission")) == Saved(13)
     loaded = await checkpoint.load_latest()
     assert loaded is not None
     assert loaded.revision == 13
@@ -98,10 +106,10 @@ async def test_a_failing_store_is_unknown_and_keeps_the_revision() -> None:
     actor = CheckpointActor(RunWriter(checkpoint, emit=events.append))
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
-        first = await ref.ask(Save(snapshot=make_snapshot(goal="one"), boundary="admission"))
-        failed = await ref.ask(Save(snapshot=make_snapshot(goal="two"), boundary="tool_dispatch"))
+        first = await ref.ask(save(make_snapshot(goal="one"), boundary="admission"))
+        failed = await ref.ask(save(make_snapshot(goal="two"), boundary="tool_dispatch"))
         assert actor.revision == 1
-        third = await ref.ask(Save(snapshot=make_snapshot(goal="three"), boundary="task_completed"))
+        third = await ref.ask(save(make_snapshot(goal="three"), boundary="task_completed"))
         assert ref.is_alive  # a store failure is an outcome, not a crash
     assert first == Saved(1)
     assert isinstance(failed, Unknown)
@@ -126,11 +134,11 @@ async def test_an_unencodable_snapshot_is_not_saved_and_never_reaches_the_store(
     async with ActorSystem() as system:
         ref = system.spawn(actor, name="checkpoint")
         outcome = await ref.ask(
-            Save(snapshot=make_snapshot(metadata={"handle": object()}), boundary="admission")
+            save(make_snapshot(metadata={"handle": object()}), boundary="admission")
         )
         assert store.calls == 0
         assert actor.revision == 0
-        after = await ref.ask(Save(snapshot=make_snapshot(), boundary="admission"))
+        after = await ref.ask(save(make_snapshot(), boundary="admission"))
     assert isinstance(outcome, NotSaved)
     assert "snapshot cannot be serialized" in outcome.error
     assert events[0] == CheckpointSaveFailed(

@@ -57,14 +57,17 @@ def executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> RunExec
     )
 
 
+def new_record(run_id: str) -> RunRecordV1:
+    """A registry record of ``run_id`` to create (the registry stamps its owner)."""
+    return RunRecordV1(
+        run_id=run_id, request_id="r", owner_id="", request=run_request(run_id), store_uri=URI
+    )
+
+
 async def dead_run(store: InMemoryStore, run_id: str, owner: str = "dead") -> None:
     """A run record of ``owner``, running, as a sidecar that died leaves it."""
     dead = RunRegistry(store, owner_id=owner, spawn=lambda coro: coro.close())
-    request = run_request(run_id)
-    record = RunRecordV1(
-        run_id=run_id, request_id="r", owner_id=owner, request=request, store_uri=URI
-    )
-    await dead.create(record)
+    await dead.create(new_record(run_id))
     await dead.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome())
 
 
@@ -325,11 +328,7 @@ async def test_a_forked_run_nobody_started_is_never_adopted_and_can_be_cancelled
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     b = executor(store, stores, "b")
-    child = RunRecordV1(
-        run_id="child", request_id="fork:p@3", owner_id="", request=run_request("child"),
-        store_uri=URI,
-    )  # fmt: skip
-    await b._registry.create(child, owned=False)
+    await b._registry.create(new_record("child"), owned=False)
     assert (await b.current("child")).status == pb.RUN_STATUS_INTERRUPTED
     sweep = Failover(executor=b, registry=b._registry, lease_ttl=TTL)
     assert await sweep.sweep() == []
@@ -351,11 +350,7 @@ async def test_a_run_being_deleted_is_not_adopted_between_its_two_records(
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     b = executor(store, stores, "b")
-    record = RunRecordV1(
-        run_id="going", request_id="r", owner_id="dead", request=run_request("going"),
-        store_uri=URI,
-    )  # fmt: skip
-    await b._registry.create(record)
+    await b._registry.create(new_record("going"))
     long_ago = datetime.now(UTC) - timedelta(seconds=2 * TTL)
     await b._registry.update("going", lambda r: replace(r, deleting=True, updated_at=long_ago))
     assert (await b.current("going")).status == pb.RUN_STATUS_INTERRUPTED
