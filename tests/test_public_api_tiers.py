@@ -78,7 +78,7 @@ PINNED: dict[str, list[str]] = {
         "Acquisition", "DEFAULT_LEASE_TTL", "Lease", "MemoryStoreRunStore", "RUN_STATUSES",
         "RunLeaseHandle", "RunLedger", "RunRecord", "RunStatus", "RunStore", "RunStoreOptions",
         "RunSummary", "can_transition", "is_run_record_key", "is_terminal", "lease_live",
-        "list_runs", "resolve_run_store", "settle_record",
+        "list_runs", "read_run_records", "resolve_run_store", "settle_record",
     ],
     "oma_actors.stores": [
         "AtomicStore", "ConditionalStore", "EncryptingStore", "Expect", "ExpiringStore",
