@@ -15,7 +15,7 @@ never becomes a bad line in the middle. Any other bad line raises ``JournalCorru
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ from oma_actors.stores.file_io import (
     open_for_append,
     read_regular,
 )
+from oma_actors.stores.io_thread import IoThread
 from oma_actors.stores.redaction import compile_patterns, redact_tree
 
 if TYPE_CHECKING:
@@ -84,11 +85,14 @@ class JsonlRunJournal:
         self._patterns = None if redact is None else compile_patterns(redact)
         self._fd: int | None = None
         self._tail_checked = False
+        # The open batch: its lines, its future (shared by every appender in it), the timer of
+        # its window and whether that window closed; the batch on its way to disk, if any.
         self._pending: list[str] = []
         self._batch: asyncio.Future[None] | None = None
-        self._window: asyncio.Event | None = None
-        self._flushers: set[asyncio.Task[None]] = set()
-        self._write_lock = asyncio.Lock()
+        self._window: asyncio.Handle | None = None
+        self._due = False
+        self._writing: asyncio.Future[None] | None = None
+        self._thread = IoThread(f"oma-journal:{os.path.basename(self._path)}")
         self._closed = False
         # Which runs the file holds, so a run starting on a shared journal skips the scan; used
         # from reader threads, hence its own lock.
@@ -160,16 +164,20 @@ class JsonlRunJournal:
         if self._closed:
             raise JournalClosedError(f"{self._path}: the journal is closed")
         lines = [self._encode(event) for event in events]
-        if self._batch is None:
-            self._batch = asyncio.get_running_loop().create_future()
-            self._window = asyncio.Event()
-            flusher = asyncio.create_task(self._flush_after(self._window))
-            self._flushers.add(flusher)
-            flusher.add_done_callback(self._flushers.discard)
         batch = self._batch
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            self._batch = batch = loop.create_future()
+            # A window of 0 still closes on the next turn of the loop, not at once: appends
+            # made in the same turn (concurrent runs sharing the file) ride in one batch.
+            if now or self._delay <= 0:
+                self._window = loop.call_soon(self._close_window)
+            else:
+                self._window = loop.call_later(self._delay, self._close_window)
+        elif now and not self._due and self._delay > 0 and self._window is not None:
+            self._window.cancel()
+            self._window = asyncio.get_running_loop().call_soon(self._close_window)
         self._pending.extend(lines)
-        if now and self._window is not None:
-            self._window.set()
         return batch
 
     async def _append(self, events: Sequence[JournalEvent], *, now: bool) -> None:
@@ -282,14 +290,16 @@ class JsonlRunJournal:
     async def close(self) -> None:
         """Flush the open batch now, wait for every write, close the file; later appends raise."""
         self._closed = True
-        if self._window is not None:
-            self._window.set()
-        while self._flushers:
-            await asyncio.gather(*self._flushers, return_exceptions=True)
+        if self._batch is not None and not self._due:
+            if self._window is not None:
+                self._window.cancel()
+            self._close_window()
+        while (waited := self._writing or self._batch) is not None:
+            await asyncio.wait([waited])  # its outcome is its appenders' to take
         await self._marks.close()
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            await asyncio.to_thread(os.close, fd)
+            await self._thread.submit(os.close, fd)
 
     def _encode(self, event: JournalEvent) -> str:
         obj = to_json_object(event)
@@ -297,24 +307,33 @@ class JsonlRunJournal:
             obj = redact_tree(obj, self._patterns)
         return js_dumps(obj)
 
-    async def _flush_after(self, window: asyncio.Event) -> None:
-        if self._delay > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(window.wait(), self._delay)
-        async with self._write_lock:
-            # Taken under the lock: whatever arrived while the previous batch was on its way to
-            # disk rides in this one.
-            lines, batch = self._pending, self._batch
-            self._pending, self._batch, self._window = [], None, None
-            if batch is None:
-                return
-            try:
-                await asyncio.to_thread(self._write, "".join(f"{line}\n" for line in lines))
-            except Exception as exc:
-                batch.set_exception(exc)
-                batch.exception()  # retrieved: waiters that were cancelled must not log it
-            else:
-                batch.set_result(None)
+    def _close_window(self) -> None:
+        """The open batch's window closed: it goes to disk once the batch before it is there."""
+        self._window = None
+        self._due = True
+        self._write_next()
+
+    def _write_next(self) -> None:
+        # One batch on its way at a time, in order: whatever arrived while the previous batch
+        # was written rides in this one.
+        if self._writing is not None or not self._due or self._batch is None:
+            return
+        lines, batch = self._pending, self._batch
+        self._pending, self._batch, self._due = [], None, False
+        self._writing = written = self._thread.submit(
+            self._write, "".join(f"{line}\n" for line in lines)
+        )
+        written.add_done_callback(functools.partial(self._written, batch))
+
+    def _written(self, batch: asyncio.Future[None], written: asyncio.Future[None]) -> None:
+        self._writing = None
+        error = written.exception()
+        if error is not None:
+            batch.set_exception(error)
+            batch.exception()  # retrieved: waiters that were cancelled must not log it
+        else:
+            batch.set_result(None)
+        self._write_next()
 
     def _write(self, text: str) -> None:
         try:

@@ -20,6 +20,7 @@ from oma_actors.journal.batching import GroupCommit
 from oma_actors.journal.errors import JournalCorruptError
 from oma_actors.journal.marks import DispatchMark, mark_from_json
 from oma_actors.stores.file_io import append_synced, open_for_append, read_regular
+from oma_actors.stores.io_thread import IoThread
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,6 +41,7 @@ class JsonlMarkFile:
         self._path = path
         self._fd: int | None = None
         self._group: GroupCommit[DispatchMark, bool] = GroupCommit(self._commit, window_s=0)
+        self._thread = IoThread(f"oma-marks:{os.path.basename(path)}")
 
     @property
     def path(self) -> str:
@@ -69,11 +71,11 @@ class JsonlMarkFile:
         await self._group.drain()
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            await asyncio.to_thread(os.close, fd)
+            await self._thread.submit(os.close, fd)
 
     async def _commit(self, marks: Sequence[DispatchMark]) -> list[bool]:
         data = b"".join(mark.to_json() + b"\n" for mark in marks)
-        await asyncio.to_thread(self._write, data)
+        await self._thread.submit(self._write, data)
         return [True] * len(marks)
 
     def _write(self, data: bytes) -> None:

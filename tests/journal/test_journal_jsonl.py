@@ -81,6 +81,18 @@ async def test_concurrent_appends_in_one_window_share_one_write_and_one_fsync(
     assert len(lines(tmp_path / "group.jsonl")) == 11
 
 
+async def test_appends_made_in_one_turn_of_the_loop_share_a_zero_window(
+    tmp_path: Path, fsyncs: list[int]
+) -> None:
+    # Concurrent runs on one file (P13): a window of 0 closes on the loop's next turn, so the
+    # appends of one turn ride one batch; a batch written at its first append would take one.
+    journal = JsonlRunJournal(tmp_path / "turn.jsonl", flush_interval_ms=0)
+    await asyncio.gather(*(journal.append_now([event(s)]) for s in range(1, 11)))
+    assert len(fsyncs) == 1
+    await journal.close()
+    assert len(lines(tmp_path / "turn.jsonl")) == 10
+
+
 async def test_appends_return_only_after_the_fsync(tmp_path: Path, fsyncs: list[int]) -> None:
     journal = JsonlRunJournal(tmp_path / "d.jsonl", flush_interval_ms=0)
     await journal.append([event(1)])
