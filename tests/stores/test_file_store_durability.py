@@ -57,14 +57,17 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _failing_replace(calls: list[str], fail_first: int) -> Any:
-    """An ``aiofiles.os.replace`` whose first ``fail_first`` calls fail like a refused rename."""
-    real = aiofiles.os.replace
+    """An ``os.replace`` (a FileStore renames in its worker thread) whose first ``fail_first`` calls fail like a refused rename."""
+    real = os.replace
 
-    async def replace(src: str, dst: str) -> None:
+    def replace(src: str, dst: str) -> None:
+        if ".tmp-" not in os.fspath(src):  # not a state file's rename: not counted
+            real(src, dst)
+            return
         calls.append(src)
         if len(calls) <= fail_first:
             raise PermissionError(13, "injected rename failure", dst)
-        await real(src, dst)
+        real(src, dst)
 
     return replace
 
@@ -138,7 +141,7 @@ async def test_failed_flush_fails_its_caller_only(
     await store.set("a", "1")
     before = await _read(path)
     calls: list[str] = []
-    monkeypatch.setattr(aiofiles.os, "replace", _failing_replace(calls, fail_first=1))
+    monkeypatch.setattr(os, "replace", _failing_replace(calls, fail_first=1))
     with pytest.raises(StoreError, match="injected rename failure") as caught:
         await store.set("b", "2")
     assert isinstance(caught.value.__cause__, PermissionError)
@@ -159,7 +162,7 @@ async def test_failed_flush_does_not_poison_concurrent_writers(
     store = FileStore(path)
     await store.list()
     calls: list[str] = []
-    monkeypatch.setattr(aiofiles.os, "replace", _failing_replace(calls, fail_first=1))
+    monkeypatch.setattr(os, "replace", _failing_replace(calls, fail_first=1))
     results = await asyncio.gather(
         *(store.set(f"k{i}", str(i)) for i in range(5)), return_exceptions=True
     )
@@ -173,7 +176,7 @@ async def test_concurrent_writes_share_flushes(path: Path, monkeypatch: pytest.M
     store = FileStore(path)
     await store.list()
     calls: list[str] = []
-    monkeypatch.setattr(aiofiles.os, "replace", _failing_replace(calls, fail_first=0))
+    monkeypatch.setattr(os, "replace", _failing_replace(calls, fail_first=0))
     await asyncio.gather(*(store.set("k", str(i)) for i in range(100)))
     assert len(calls) < 100  # later flushes found their change already on disk
     entry = await FileStore(path).get("k")
@@ -187,7 +190,7 @@ async def test_cas_mismatch_does_not_touch_disk(
     store = FileStore(path)
     await store.set("k", "a")
     calls: list[str] = []
-    monkeypatch.setattr(aiofiles.os, "replace", _failing_replace(calls, fail_first=99))
+    monkeypatch.setattr(os, "replace", _failing_replace(calls, fail_first=99))
     assert await store.compare_and_set("k", "b", "c") is False
     assert await store.compare_and_set("k", None, "c") is False
     assert calls == []
