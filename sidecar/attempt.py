@@ -22,7 +22,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.events import event_message
 from sidecar.journals import journal_options
 from sidecar.plugins import gates_of
-from sidecar.record import Outcome
+from sidecar.record import Outcome, TaskRow
 from sidecar.redelivery import issued_before
 from sidecar.run_view import attempt_result_from, task_row_from_state
 
@@ -244,13 +244,60 @@ async def _run(
     )
 
 
+class Progress:
+    """The tasks and pending approvals of an attempt executing here, as its events tell.
+
+    Progress arrives as synchronous events (``on_progress`` is a plain callback), so it cannot
+    wait for a store write, and the run's durable state is its checkpoint and journal, not the
+    registry's record: this is what ``GetRun`` shows while the attempt runs here (the record
+    gets the tasks when the attempt ends: ``settled``, or :meth:`fold` on a cancel or failure).
+    It starts from the record the attempt's claim wrote.
+    """
+
+    def __init__(self, record: RunRecordV1) -> None:
+        self.tasks: dict[str, TaskRow] = {task.id: task for task in record.tasks}
+        self.pending_approvals: list[str] = list(record.pending_approvals)
+
+    def track(self, event: pb.RunEvent) -> None:
+        """Keep the task table and the pending approvals current from ``event``."""
+        detail = event.WhichOneof("detail")
+        if detail == "approval_pending":
+            if event.approval_pending.id not in self.pending_approvals:
+                self.pending_approvals.append(event.approval_pending.id)
+            return
+        if detail != "task_status" or not event.task_id:
+            return
+        task = self.tasks.get(event.task_id)
+        if task is None:
+            fields = event.data.fields
+            title = fields["title"].string_value if "title" in fields else ""
+            task = TaskRow(id=event.task_id, title=title)
+        self.tasks[event.task_id] = replace(
+            task,
+            status=event.task_status.status,
+            assignee=event.agent or task.assignee,
+            result=event.task_status.reason or task.result,
+        )
+
+    def fold(self, record: RunRecordV1) -> RunRecordV1:
+        """``record`` with this progress in it."""
+        return replace(
+            record,
+            tasks=tuple(self.tasks.values()),
+            pending_approvals=tuple(self.pending_approvals),
+        )
+
+
 def observer(
-    registry: RunRegistry, tool_host: ToolHost, run_id: str
+    registry: RunRegistry, tool_host: ToolHost, run_id: str, progress: Progress
 ) -> Callable[[ProgressEvent], None]:
-    """The ``on_progress`` of an attempt: log the event, acknowledge what a save made durable."""
+    """The ``on_progress`` of an attempt: track and log the event, acknowledge what a save
+    made durable."""
 
     def on_progress(event: ProgressEvent) -> None:
-        registry.emit(run_id, event_message(event))
+        message = event_message(event)
+        progress.track(message)
+        registry.emit(run_id, message)
         if isinstance(event, CheckpointSaved) and event.committed:
             # The save outcome itself says which commit records are durable now.
             tool_host.on_saved(event.run_id or run_id, event.task_id, event.committed)

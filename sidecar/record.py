@@ -157,6 +157,7 @@ class RunView:
         outcome: how the run's last attempt ended (empty while one runs).
         updated_at: the last change of the run (its run record's, else the registry's).
         tasks: the run's tasks as known now (the latest state's, else the record's).
+        pending_approvals: the ids of the approval requests the run waits for, as known now.
     """
 
     record: RunRecordV1
@@ -164,6 +165,7 @@ class RunView:
     outcome: Outcome
     updated_at: datetime
     tasks: tuple[TaskRow, ...]
+    pending_approvals: tuple[str, ...]
 
     @property
     def run_id(self) -> str:
