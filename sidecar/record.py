@@ -104,9 +104,11 @@ class RunRecordV1:
         updated_at: the record's last write.
         outcome: how the last finished attempt ended, as the sidecar that ran it told (empty
             from a claim until that attempt ends).
-        tasks: the run's tasks, in first-seen order.
+        tasks: the run's tasks, in first-seen order, as an attempt's end (or claim) left them:
+            while an attempt runs, its progress and the run's latest state are fresher
+            (``sidecar.execution``).
         result: the last finished attempt's result, if any.
-        pending_approvals: ids of the approval requests the run waits for.
+        pending_approvals: ids of the approval requests the run waits for (as for ``tasks``).
         store_uri: the checkpoint store of the run.
         seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
         request_digest: sha256 of the ``StartRunRequest`` as received, so a retry with the
