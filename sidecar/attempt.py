@@ -54,7 +54,7 @@ async def run_attempt(
     python_tools: Mapping[str, Tool],
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
-    run_store: RunStoreOptions | None = None,
+    run_store: RunStoreOptions,
     fenced: bool = True,
     journals: RunJournals | None = None,
 ) -> TeamRunResult:
@@ -75,8 +75,8 @@ async def run_attempt(
         python_tools: the sidecar's own tools, by name.
         tool_host: delivers the calls of host tools.
         on_progress: receives the orchestrator's progress events.
-        run_store: the lease terms of this sidecar (``None``: runs are not leased). A run
-            suspended on approvals is made eligible for a lease again before it is restored.
+        run_store: the lease terms of this sidecar. A run suspended on approvals is made
+            eligible for a lease again before it is restored.
         fenced: the orchestrator holds a durable run's lease and fences its writes.
         journals: where the run's journal is (``None``: the run keeps none).
 
@@ -84,7 +84,7 @@ async def run_attempt(
         LeaseError: the lease could not be acquired, or was lost (``RUN_LEASE_LOST``).
     """
     durable = not record.request.checkpoint.disabled
-    if run_store is None or (fenced and durable):
+    if fenced and durable:
         return await _journaled(
             record, store, restoring=restoring, python_tools=python_tools,
             tool_host=tool_host, on_progress=on_progress, run_store=run_store, journals=journals,

@@ -450,7 +450,7 @@ class RunExecutor:
         self._launch(claimed, restoring=resumed)
         return claimed
 
-    async def _claim_lease(self, run_id: str) -> RunLeaseHandle | None:
+    async def _claim_lease(self, run_id: str) -> RunLeaseHandle:
         """Take the run's lease for a restore (``claim_record``), refusals as the wire's."""
         try:
             return await claim_record(self.run_store, run_id)
