@@ -139,12 +139,6 @@ class RunRecordV1:
     deleting: bool = False
     legacy_status: WireStatus | None = None
 
-    def matches(self, *, request_id: str | None, owner_id: str | None) -> bool:
-        """Whether the run has the ids given (``None``: any)."""
-        return (request_id is None or self.request_id == request_id) and (
-            owner_id is None or self.owner_id == owner_id
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunView:

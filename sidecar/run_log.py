@@ -34,7 +34,6 @@ class RunLog:
     def __init__(self, run_id: str, *, next_seq: int, reserved_until: int) -> None:
         self.run_id = run_id
         self.events: list[pb.RunEvent] = []
-        self.first_seq = next_seq  # the oldest seq a watcher can still get from memory
         self.next_seq = next_seq
         self.reserved_until = reserved_until
         self._held: list[pb.RunEvent] = []
@@ -85,12 +84,8 @@ class RunLog:
         if event.type == "run_status":
             self.last_status = event.run_status.status
         self.events.append(event)
-        if len(self.events) > MAX_RETAINED:
-            drop = len(self.events) - MAX_RETAINED
-            del self.events[:drop]
-            self.first_seq = self.events[0].seq
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        del self.events[: max(0, len(self.events) - MAX_RETAINED)]
+        self.wake()
 
     def since(self, after_seq: int) -> list[pb.RunEvent]:
         """Retained events with seq > ``after_seq``."""
@@ -105,8 +100,8 @@ class RunLog:
         return self._changed
 
     def wake(self) -> None:
-        """Wake the watchers without an event: something they read elsewhere changed (the
-        run's journal, sidecar.journal_watch)."""
+        """Wake the watchers (also without an event: something they read elsewhere changed,
+        the run's journal, sidecar.journal_watch)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -120,16 +115,13 @@ class RunLog:
                 self.last_status = event.run_status.status
         self.events.extend(newer)
         del self.events[: max(0, len(self.events) - MAX_RETAINED)]
-        self.first_seq = self.events[0].seq
         self.next_seq = max(self.next_seq, self.last_seq + 1)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self.wake()
 
     def restore_history(self, events: list[pb.RunEvent]) -> None:
         """Seed the log with persisted history (boot)."""
         if events:
             self.events = events[-MAX_RETAINED:]
-            self.first_seq = self.events[0].seq
             for event in reversed(self.events):
                 if event.type == "run_status":
                     self.last_status = event.run_status.status

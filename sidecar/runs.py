@@ -139,18 +139,14 @@ class RunRegistry:
             raise UnknownRunError(run_id)
         return record
 
-    async def query(
-        self, *, request_id: str | None = None, owner_id: str | None = None
-    ) -> list[RunRecordV1]:
-        """Every readable stored record of the ``request_id`` and ``owner_id`` given (``None``:
-        any), in store order."""
-        found, _ = await self.scan(request_id=request_id, owner_id=owner_id)
-        return found
+    async def query(self, *, request_id: str | None = None) -> list[RunRecordV1]:
+        """Every readable stored record (of ``request_id`` if given), in store order."""
+        found, _ = await self.scan()
+        return [r for r in found if request_id is None or r.request_id == request_id]
 
-    async def scan(
-        self, *, request_id: str | None = None, owner_id: str | None = None
-    ) -> tuple[list[RunRecordV1], dict[str, str]]:
-        """Like :meth:`query`, plus every record that cannot be read: run id -> the problem.
+    async def scan(self) -> tuple[list[RunRecordV1], dict[str, str]]:
+        """Every readable stored record, and every one that cannot be read: run id -> the
+        problem.
 
         A record that fails to decode must not make its run vanish: ``ListRuns`` shows it.
         """
@@ -159,12 +155,9 @@ class RunRegistry:
         for entry in await listed(self._store, RUN_PREFIX):
             run_id = entry.key.removeprefix(RUN_PREFIX)
             try:
-                record = await self._record(run_id, entry.value)
+                found.append(await self._record(run_id, entry.value))
             except UnreadableRunError as exc:
                 unreadable[run_id] = exc.problem
-                continue
-            if record.matches(request_id=request_id, owner_id=owner_id):
-                found.append(record)
         return found, unreadable
 
     async def log_of(self, run_id: str) -> RunLog:
