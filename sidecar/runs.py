@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
     from oma_actors.runs import RunRecord as LeaseRecord
-    from oma_actors.stores import AtomicStore, MemoryEntry, MemoryStore
+    from oma_actors.stores import AtomicStore
     from sidecar.record import RunView, WireStatus
 
 logger = logging.getLogger(__name__)
@@ -68,16 +68,6 @@ logger = logging.getLogger(__name__)
 RUN_KIND = "run"
 RUN_PREFIX = sidecar_key(RUN_KIND, "")
 MAX_CAS_ATTEMPTS = 32
-
-
-async def listed(store: MemoryStore, prefix: str) -> list[MemoryEntry]:
-    """The entries of ``store`` whose keys start with ``prefix``, in store order.
-
-    The one place the sidecar lists a store (the registry's records for the failover sweep,
-    retention and ``ListRuns``; a run's history anchors): only those keys are read
-    (``MemoryStore.list(prefix=)``, a range scan on a database store).
-    """
-    return await store.list(prefix=prefix)
 
 
 class RunRegistry:
@@ -152,7 +142,7 @@ class RunRegistry:
         """
         found: list[RunRecordV1] = []
         unreadable: dict[str, str] = {}
-        for entry in await listed(self._store, RUN_PREFIX):
+        for entry in await self._store.list(prefix=RUN_PREFIX):  # a range scan, not every key
             run_id = entry.key.removeprefix(RUN_PREFIX)
             try:
                 found.append(await self._record(run_id, entry.value))
