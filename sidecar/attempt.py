@@ -10,7 +10,7 @@ folds the journal's tail into the snapshot. The attempt closes the journal when 
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -83,18 +83,25 @@ async def run_attempt(
     Raises:
         LeaseError: the lease could not be acquired, or was lost (``RUN_LEASE_LOST``).
     """
-    durable = not record.request.checkpoint.disabled
-    if fenced and durable:
-        return await _journaled(
-            record, store, restoring=restoring, python_tools=python_tools,
-            tool_host=tool_host, on_progress=on_progress, run_store=run_store, journals=journals,
-        )  # fmt: skip
-    async with held_lease(run_store, record.run_id) as lease:
-        result = await _journaled(
-            record, store, restoring=restoring, python_tools=python_tools,
-            tool_host=tool_host, on_progress=on_progress, run_store=None, journals=journals,
-        )  # fmt: skip
-        await settle(lease, result)
+    orchestrated = fenced and not record.request.checkpoint.disabled
+    held: AbstractAsyncContextManager[RunLeaseHandle | None] = (
+        nullcontext() if orchestrated else held_lease(run_store, record.run_id)
+    )
+    async with held as lease:
+        async with _journal_of(record, journals) as journal:
+            result = await _run(
+                record,
+                store,
+                restoring=restoring,
+                redelivered=await _redelivered(record, store, journal, restoring=restoring),
+                python_tools=python_tools,
+                tool_host=tool_host,
+                on_progress=on_progress,
+                run_store=run_store if orchestrated else None,
+                journal=journal_options(journal),
+            )
+        if lease is not None:  # once the journal is closed: the run ends with it complete
+            await settle(lease, result)
         return result
 
 
@@ -126,39 +133,19 @@ async def settle(lease: RunLeaseHandle, result: TeamRunResult) -> None:
     await settle_record(lease, status.code, status.message, pending)
 
 
-async def _journaled(
-    record: RunRecordV1,
-    store: MemoryStore,
-    *,
-    restoring: bool,
-    python_tools: Mapping[str, Tool],
-    tool_host: ToolHost,
-    on_progress: Callable[[ProgressEvent], None],
-    run_store: RunStoreOptions | None,
-    journals: RunJournals | None,
-) -> TeamRunResult:
-    """The attempt with the run's journal open (``run_store``: the orchestrator's lease)."""
-    request = record.request
-    durable = not request.checkpoint.disabled
-    journal = (
-        await journals.open(record.run_id, record.store_uri)
-        if journals is not None and durable
-        else None
-    )
+@asynccontextmanager
+async def _journal_of(
+    record: RunRecordV1, journals: RunJournals | None
+) -> AsyncIterator[RunJournal | None]:
+    """The run's journal, open for the block (``None``: the run keeps none)."""
+    if journals is None or record.request.checkpoint.disabled:
+        yield None
+        return
+    journal = await journals.open(record.run_id, record.store_uri)
     try:
-        return await _run(
-            record,
-            store,
-            restoring=restoring,
-            redelivered=await _redelivered(record, store, journal, restoring=restoring),
-            python_tools=python_tools,
-            tool_host=tool_host,
-            on_progress=on_progress,
-            run_store=run_store,
-            journal=journal_options(journal),
-        )
+        yield journal
     finally:
-        if journal is not None and journals is not None:
+        if journal is not None:
             await journals.release(journal)  # a file's holds a descriptor
 
 
@@ -208,7 +195,7 @@ async def _run(
     orchestrator = OpenMultiAgent(
         on_progress=on_progress,
         max_concurrency=request.max_concurrency or convert.DEFAULT_CONCURRENCY,
-        run_store=run_store if durable else None,
+        run_store=run_store,  # the orchestrator's lease: a durable run's on a shared store
         **gates_of(request.approval_gates),
     )
     checkpoint: CheckpointOptions | bool = (
