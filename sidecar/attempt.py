@@ -10,7 +10,7 @@ folds the journal's tail into the snapshot. The attempt closes the journal when 
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.events import event_message
 from sidecar.journals import journal_options
 from sidecar.plugins import gates_of
-from sidecar.record import Outcome
+from sidecar.record import Outcome, TaskRow
 from sidecar.redelivery import issued_before
 from sidecar.run_view import attempt_result_from, task_row_from_state
 
@@ -54,7 +54,7 @@ async def run_attempt(
     python_tools: Mapping[str, Tool],
     tool_host: ToolHost,
     on_progress: Callable[[ProgressEvent], None],
-    run_store: RunStoreOptions | None = None,
+    run_store: RunStoreOptions,
     fenced: bool = True,
     journals: RunJournals | None = None,
 ) -> TeamRunResult:
@@ -75,26 +75,33 @@ async def run_attempt(
         python_tools: the sidecar's own tools, by name.
         tool_host: delivers the calls of host tools.
         on_progress: receives the orchestrator's progress events.
-        run_store: the lease terms of this sidecar (``None``: runs are not leased). A run
-            suspended on approvals is made eligible for a lease again before it is restored.
+        run_store: the lease terms of this sidecar. A run suspended on approvals is made
+            eligible for a lease again before it is restored.
         fenced: the orchestrator holds a durable run's lease and fences its writes.
         journals: where the run's journal is (``None``: the run keeps none).
 
     Raises:
         LeaseError: the lease could not be acquired, or was lost (``RUN_LEASE_LOST``).
     """
-    durable = not record.request.checkpoint.disabled
-    if run_store is None or (fenced and durable):
-        return await _journaled(
-            record, store, restoring=restoring, python_tools=python_tools,
-            tool_host=tool_host, on_progress=on_progress, run_store=run_store, journals=journals,
-        )  # fmt: skip
-    async with held_lease(run_store, record.run_id) as lease:
-        result = await _journaled(
-            record, store, restoring=restoring, python_tools=python_tools,
-            tool_host=tool_host, on_progress=on_progress, run_store=None, journals=journals,
-        )  # fmt: skip
-        await settle(lease, result)
+    orchestrated = fenced and not record.request.checkpoint.disabled
+    held: AbstractAsyncContextManager[RunLeaseHandle | None] = (
+        nullcontext() if orchestrated else held_lease(run_store, record.run_id)
+    )
+    async with held as lease:
+        async with _journal_of(record, journals) as journal:
+            result = await _run(
+                record,
+                store,
+                restoring=restoring,
+                redelivered=await _redelivered(record, store, journal, restoring=restoring),
+                python_tools=python_tools,
+                tool_host=tool_host,
+                on_progress=on_progress,
+                run_store=run_store if orchestrated else None,
+                journal=journal_options(journal),
+            )
+        if lease is not None:  # once the journal is closed: the run ends with it complete
+            await settle(lease, result)
         return result
 
 
@@ -126,39 +133,19 @@ async def settle(lease: RunLeaseHandle, result: TeamRunResult) -> None:
     await settle_record(lease, status.code, status.message, pending)
 
 
-async def _journaled(
-    record: RunRecordV1,
-    store: MemoryStore,
-    *,
-    restoring: bool,
-    python_tools: Mapping[str, Tool],
-    tool_host: ToolHost,
-    on_progress: Callable[[ProgressEvent], None],
-    run_store: RunStoreOptions | None,
-    journals: RunJournals | None,
-) -> TeamRunResult:
-    """The attempt with the run's journal open (``run_store``: the orchestrator's lease)."""
-    request = record.request
-    durable = not request.checkpoint.disabled
-    journal = (
-        await journals.open(record.run_id, record.store_uri)
-        if journals is not None and durable
-        else None
-    )
+@asynccontextmanager
+async def _journal_of(
+    record: RunRecordV1, journals: RunJournals | None
+) -> AsyncIterator[RunJournal | None]:
+    """The run's journal, open for the block (``None``: the run keeps none)."""
+    if journals is None or record.request.checkpoint.disabled:
+        yield None
+        return
+    journal = await journals.open(record.run_id, record.store_uri)
     try:
-        return await _run(
-            record,
-            store,
-            restoring=restoring,
-            redelivered=await _redelivered(record, store, journal, restoring=restoring),
-            python_tools=python_tools,
-            tool_host=tool_host,
-            on_progress=on_progress,
-            run_store=run_store,
-            journal=journal_options(journal),
-        )
+        yield journal
     finally:
-        if journal is not None and journals is not None:
+        if journal is not None:
             await journals.release(journal)  # a file's holds a descriptor
 
 
@@ -208,7 +195,7 @@ async def _run(
     orchestrator = OpenMultiAgent(
         on_progress=on_progress,
         max_concurrency=request.max_concurrency or convert.DEFAULT_CONCURRENCY,
-        run_store=run_store if durable else None,
+        run_store=run_store,  # the orchestrator's lease: a durable run's on a shared store
         **gates_of(request.approval_gates),
     )
     checkpoint: CheckpointOptions | bool = (
@@ -244,13 +231,60 @@ async def _run(
     )
 
 
+class Progress:
+    """The tasks and pending approvals of an attempt executing here, as its events tell.
+
+    Progress arrives as synchronous events (``on_progress`` is a plain callback), so it cannot
+    wait for a store write, and the run's durable state is its checkpoint and journal, not the
+    registry's record: this is what ``GetRun`` shows while the attempt runs here (the record
+    gets the tasks when the attempt ends: ``settled``, or :meth:`fold` on a cancel or failure).
+    It starts from the record the attempt's claim wrote.
+    """
+
+    def __init__(self, record: RunRecordV1) -> None:
+        self.tasks: dict[str, TaskRow] = {task.id: task for task in record.tasks}
+        self.pending_approvals: list[str] = list(record.pending_approvals)
+
+    def track(self, event: pb.RunEvent) -> None:
+        """Keep the task table and the pending approvals current from ``event``."""
+        detail = event.WhichOneof("detail")
+        if detail == "approval_pending":
+            if event.approval_pending.id not in self.pending_approvals:
+                self.pending_approvals.append(event.approval_pending.id)
+            return
+        if detail != "task_status" or not event.task_id:
+            return
+        task = self.tasks.get(event.task_id)
+        if task is None:
+            fields = event.data.fields
+            title = fields["title"].string_value if "title" in fields else ""
+            task = TaskRow(id=event.task_id, title=title)
+        self.tasks[event.task_id] = replace(
+            task,
+            status=event.task_status.status,
+            assignee=event.agent or task.assignee,
+            result=event.task_status.reason or task.result,
+        )
+
+    def fold(self, record: RunRecordV1) -> RunRecordV1:
+        """``record`` with this progress in it."""
+        return replace(
+            record,
+            tasks=tuple(self.tasks.values()),
+            pending_approvals=tuple(self.pending_approvals),
+        )
+
+
 def observer(
-    registry: RunRegistry, tool_host: ToolHost, run_id: str
+    registry: RunRegistry, tool_host: ToolHost, run_id: str, progress: Progress
 ) -> Callable[[ProgressEvent], None]:
-    """The ``on_progress`` of an attempt: log the event, acknowledge what a save made durable."""
+    """The ``on_progress`` of an attempt: track and log the event, acknowledge what a save
+    made durable."""
 
     def on_progress(event: ProgressEvent) -> None:
-        registry.emit(run_id, event_message(event))
+        message = event_message(event)
+        progress.track(message)
+        registry.emit(run_id, message)
         if isinstance(event, CheckpointSaved) and event.committed:
             # The save outcome itself says which commit records are durable now.
             tool_host.on_saved(event.run_id or run_id, event.task_id, event.committed)

@@ -117,7 +117,14 @@ def _unheld(
 
 
 def _view(record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetime) -> RunView:
-    return RunView(record=record, status=status, outcome=outcome, updated_at=at, tasks=record.tasks)
+    return RunView(
+        record=record,
+        status=status,
+        outcome=outcome,
+        updated_at=at,
+        tasks=record.tasks,
+        pending_approvals=record.pending_approvals,
+    )
 
 
 def outcome_of_record(record: RunRecordV1, lease: LeaseRecord | None) -> Outcome:

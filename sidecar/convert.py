@@ -35,7 +35,7 @@ MAX_TEXT = 1_000_000
 MAX_REASON = 4096
 DEFAULT_CONCURRENCY = 4
 
-TASK_STATUS = {
+TASK_STATUS: dict[str, pb.TaskStatus] = {
     "pending": pb.TASK_STATUS_PENDING,
     "blocked": pb.TASK_STATUS_BLOCKED,
     "in_progress": pb.TASK_STATUS_IN_PROGRESS,
@@ -43,6 +43,8 @@ TASK_STATUS = {
     "failed": pb.TASK_STATUS_FAILED,
     "skipped": pb.TASK_STATUS_SKIPPED,
 }
+"""OMA's task statuses (a ``TaskState``'s, a journal's ``task/status``) as the wire's; their
+names are the ``pb.TaskCounts`` fields too."""
 MODE_OF = {"goal": pb.RUN_MODE_TEAM, "tasks": pb.RUN_MODE_TASKS, "plan": pb.RUN_MODE_PLAN}
 
 
@@ -334,14 +336,7 @@ def plan_of(spec: pb.PlanArtifact) -> PlanArtifact:
 def task_counts(tasks: Sequence[pb.TaskState]) -> pb.TaskCounts:
     """How many tasks are in each status."""
     counts = pb.TaskCounts()
-    names = {
-        pb.TASK_STATUS_PENDING: "pending",
-        pb.TASK_STATUS_BLOCKED: "blocked",
-        pb.TASK_STATUS_IN_PROGRESS: "in_progress",
-        pb.TASK_STATUS_COMPLETED: "completed",
-        pb.TASK_STATUS_FAILED: "failed",
-        pb.TASK_STATUS_SKIPPED: "skipped",
-    }
+    names = {status: name for name, status in TASK_STATUS.items()}
     for task in tasks:
         name = names.get(task.status)
         if name is not None:

@@ -25,6 +25,7 @@ from oma_actors.runs import MemoryStoreRunStore, read_run_records
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import (
+    Progress,
     cancel_outcome,
     cancelled_tasks,
     finished,
@@ -80,9 +81,11 @@ if TYPE_CHECKING:
         Mapping,
         Sequence,
     )
+    from datetime import datetime
 
     from oma_actors import TeamRunResult, Tool
     from oma_actors.runs import RunLeaseHandle, RunStoreOptions
+    from oma_actors.runs import RunRecord as LeaseRecord
     from sidecar.runs import RunRegistry
     from sidecar.stores import StoreRegistry
     from sidecar.tool_host import ToolHost
@@ -156,6 +159,7 @@ class RunExecutor:
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
         self._claims = Claims()
         self._here: dict[str, WireStatus] = {}  # run id -> its attempt's status, once started
+        self._progress: dict[str, Progress] = {}  # run id -> what its attempt here did so far
         self.run_store = run_store
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
@@ -178,16 +182,30 @@ class RunExecutor:
         return self._here.get(run_id)
 
     async def viewed(self, record: RunRecordV1, *, tasks: bool = False) -> RunView:
-        """The run of ``record`` as its run record decides (``sidecar.authority``); with
-        ``tasks``, the task statuses of its latest state while another sidecar executes it
-        (the registry's tasks are written when an attempt settles)."""
-        terms = self.run_store
+        """The run of ``record`` as its run record decides (``sidecar.authority``), with the
+        progress of its attempt when it executes here; with ``tasks``, the task statuses of
+        its latest state when it has not ended elsewhere (the registry's tasks are written
+        when an attempt ends)."""
         here = self._here_status(record.run_id)
-        lease = None if here is not None else await terms.store.get(record.run_id)
-        view = view_of(record, lease, now=now(), ttl=terms.lease_ttl, here=here)
-        if tasks and view.active and here is None:
+        if here is not None:
+            return self._judged(record, None, now(), here)
+        view = self._judged(record, await self.run_store.store.get(record.run_id), now(), here)
+        if tasks and (view.active or view.status == pb.RUN_STATUS_INTERRUPTED):
             return replace(view, tasks=await self._current_tasks(record))
         return view
+
+    def _judged(
+        self,
+        record: RunRecordV1,
+        lease: LeaseRecord | None,
+        moment: datetime,
+        here: WireStatus | None,
+    ) -> RunView:
+        """The run of ``record`` as its run record ``lease`` decides at ``moment``, or as its
+        attempt executing here shows it (``here``: ``_here_status``), with its progress."""
+        if here is not None:
+            record = self._progress[record.run_id].fold(record)
+        return view_of(record, lease, now=moment, ttl=self.run_store.lease_ttl, here=here)
 
     async def viewed_all(self, records: Sequence[RunRecordV1]) -> list[RunView]:
         """Each of ``records`` :meth:`viewed` (without tasks), reading the run records once.
@@ -195,8 +213,7 @@ class RunExecutor:
         On the sidecar's state store the run records are listed in one read of their prefix
         (``ListRuns``, the failover sweep and retention make one read, not one per run).
         """
-        terms = self.run_store
-        run_store = terms.store
+        run_store = self.run_store.store
         if not isinstance(run_store, MemoryStoreRunStore):
             return [await self.viewed(record) for record in records]
         leases = {
@@ -204,14 +221,10 @@ class RunExecutor:
             for run_id, record in (await read_run_records(run_store.store)).items()
             if not isinstance(record, LeaseError)  # unreadable: GetRun reports it
         }
-        moment, ttl = now(), terms.lease_ttl
+        moment = now()
         return [
-            view_of(
-                record,
-                leases.get(record.run_id),
-                now=moment,
-                ttl=ttl,
-                here=self._here_status(record.run_id),
+            self._judged(
+                record, leases.get(record.run_id), moment, self._here_status(record.run_id)
             )
             for record in records
         ]
@@ -437,7 +450,7 @@ class RunExecutor:
         self._launch(claimed, restoring=resumed)
         return claimed
 
-    async def _claim_lease(self, run_id: str) -> RunLeaseHandle | None:
+    async def _claim_lease(self, run_id: str) -> RunLeaseHandle:
         """Take the run's lease for a restore (``claim_record``), refusals as the wire's."""
         try:
             return await claim_record(self.run_store, run_id)
@@ -490,7 +503,6 @@ class RunExecutor:
             task.cancel()
             await cancel_record(self.run_store, run_id, reason)
             return view
-        stop_tasks = cancelled_tasks(reason)
         owner = view.record.owner_id
         if view.active:
             # Marking it cancelled here would not stop it: its owner runs it.
@@ -505,10 +517,13 @@ class RunExecutor:
             await cancel_unheld(self.run_store, run_id, reason)
         except LeaseError as exc:
             raise claim_refused(exc, "RUN_OWNED_ELSEWHERE") from None
+        # The tasks its last attempt left are in its latest state, not in the registry.
+        tasks = await self._current_tasks(view.record)
+        stop_tasks = cancelled_tasks(reason)
 
         def cancelled(current: RunRecordV1) -> RunRecordV1:
             check_not_deleting(current)
-            return stop_tasks(current)
+            return stop_tasks(replace(current, tasks=tasks))
 
         record = await self._registry.announce(
             run_id, pb.RUN_STATUS_CANCELLED, cancel_outcome(reason), change=cancelled
@@ -528,12 +543,17 @@ class RunExecutor:
             logger.warning("run %s: an attempt runs here already", record.run_id)
             return
         self._here[record.run_id] = shown
+        self._progress[record.run_id] = Progress(record)
         self._tasks[record.run_id] = self._spawn(self._execute(record, restoring=restoring))
 
     async def _execute(self, record: RunRecordV1, *, restoring: bool) -> None:
         run_id = record.run_id
-        mine = still_mine(self._registry.owner_id, record.attempt)
+        progress = self._progress[run_id]
+        # Every write of the attempt: only while the run is still its own, with its progress.
+        mine = both(still_mine(self._registry.owner_id, record.attempt), progress.fold)
         try:
+            if restoring:  # it goes on from its latest state: show that state's tasks
+                progress.tasks = {task.id: task for task in await self._current_tasks(record)}
             await self._registry.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome(), change=mine)
             self._here[run_id] = pb.RUN_STATUS_RUNNING
             store = await self._stores.get(record.store_uri)
@@ -543,7 +563,7 @@ class RunExecutor:
                 restoring=restoring,
                 python_tools=self._python_tools,
                 tool_host=self._tool_host,
-                on_progress=observer(self._registry, self._tool_host, run_id),
+                on_progress=observer(self._registry, self._tool_host, run_id, progress),
                 run_store=self.run_store,
                 fenced=self.fenced,
                 journals=self.journals,
@@ -581,6 +601,7 @@ class RunExecutor:
             self._tool_host.forget_run(run_id)
             self._tasks.pop(run_id, None)
             self._here.pop(run_id, None)
+            self._progress.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
 
     async def _resume(self, record: RunRecordV1) -> None:

@@ -67,14 +67,6 @@ FIELD = "journal"
 SETTLE_FIRST_S = 0.02  # the record's write follows the journal's close at once
 JOURNAL_MISSING = "JOURNAL_MISSING"
 READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
-TASK_STATUSES: dict[str, pb.TaskStatus] = {
-    "pending": pb.TASK_STATUS_PENDING,
-    "blocked": pb.TASK_STATUS_BLOCKED,
-    "in_progress": pb.TASK_STATUS_IN_PROGRESS,
-    "completed": pb.TASK_STATUS_COMPLETED,
-    "failed": pb.TASK_STATUS_FAILED,
-    "skipped": pb.TASK_STATUS_SKIPPED,
-}
 
 
 NOTICES = frozenset(
@@ -224,8 +216,8 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
         text = error.get("message") if isinstance(error, dict) else error
         message.run_status.outcome.code = code
         message.run_status.outcome.message = text if isinstance(text, str) else ""
-    elif event.type == "task/status" and isinstance(status, str) and status in TASK_STATUSES:
-        message.task_status.status = TASK_STATUSES[status]
+    elif event.type == "task/status" and isinstance(status, str) and status in convert.TASK_STATUS:
+        message.task_status.status = convert.TASK_STATUS[status]
         reason = data.get("reason")
         message.task_status.reason = reason if isinstance(reason, str) else ""
     return message

@@ -104,9 +104,11 @@ class RunRecordV1:
         updated_at: the record's last write.
         outcome: how the last finished attempt ended, as the sidecar that ran it told (empty
             from a claim until that attempt ends).
-        tasks: the run's tasks, in first-seen order.
+        tasks: the run's tasks, in first-seen order, as an attempt's end (or claim) left them:
+            while an attempt runs, its progress and the run's latest state are fresher
+            (``sidecar.execution``).
         result: the last finished attempt's result, if any.
-        pending_approvals: ids of the approval requests the run waits for.
+        pending_approvals: ids of the approval requests the run waits for (as for ``tasks``).
         store_uri: the checkpoint store of the run.
         seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
         request_digest: sha256 of the ``StartRunRequest`` as received, so a retry with the
@@ -137,12 +139,6 @@ class RunRecordV1:
     deleting: bool = False
     legacy_status: WireStatus | None = None
 
-    def matches(self, *, request_id: str | None, owner_id: str | None) -> bool:
-        """Whether the run has the ids given (``None``: any)."""
-        return (request_id is None or self.request_id == request_id) and (
-            owner_id is None or self.owner_id == owner_id
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunView:
@@ -157,6 +153,7 @@ class RunView:
         outcome: how the run's last attempt ended (empty while one runs).
         updated_at: the last change of the run (its run record's, else the registry's).
         tasks: the run's tasks as known now (the latest state's, else the record's).
+        pending_approvals: the ids of the approval requests the run waits for, as known now.
     """
 
     record: RunRecordV1
@@ -164,6 +161,7 @@ class RunView:
     outcome: Outcome
     updated_at: datetime
     tasks: tuple[TaskRow, ...]
+    pending_approvals: tuple[str, ...]
 
     @property
     def run_id(self) -> str:

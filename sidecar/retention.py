@@ -32,7 +32,6 @@ from sidecar.approvals import ledger_module
 from sidecar.journals import JournalFileError
 from sidecar.record import FINISHED, TERMINAL, UnknownRunError
 from sidecar.run_history import delete_key
-from sidecar.runs import listed
 from sidecar.status import SidecarError
 from sidecar.sweeps import sweep_forever
 
@@ -94,7 +93,7 @@ class RunDeleter:
         keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
         # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
         anchors = history_prefix(run_id)
-        keys.extend(entry.key for entry in await listed(store, anchors))
+        keys.extend(entry.key for entry in await store.list(prefix=anchors))
         module = ledger_module()
         if module is not None:
             rows = await module.DurableApprovalLedger(store).list(run_id=run_id)

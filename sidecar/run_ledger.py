@@ -30,16 +30,14 @@ if TYPE_CHECKING:
     from oma_actors.runs import RunLeaseHandle, RunStoreOptions
 
 
-async def cancel_record(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
+async def cancel_record(terms: RunStoreOptions, run_id: str, reason: str) -> None:
     """Cancel the run record of ``run_id`` if it has one and it is not terminal yet."""
-    if terms is None:
-        return
     ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
     with contextlib.suppress(LeaseError):  # no record, or it ended already
         await ledger.cancel(run_id, reason or None)
 
 
-async def cancel_unheld(terms: RunStoreOptions | None, run_id: str, reason: str) -> None:
+async def cancel_unheld(terms: RunStoreOptions, run_id: str, reason: str) -> None:
     """Cancel the run record of a run this sidecar does not execute, before its registry does.
 
     Refused while another sidecar holds a live lease of it (it runs there, or adopted or
@@ -50,40 +48,32 @@ async def cancel_unheld(terms: RunStoreOptions | None, run_id: str, reason: str)
     Raises:
         LeaseError: ``RUN_LEASE_HELD``, ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
     """
-    if terms is None:
-        return
     ledger = terms.ledger()
     if await ledger.get(run_id) is None:
         await ledger.acquire(run_id, heartbeat=False)  # refused if a sidecar took it meanwhile
     await ledger.cancel(run_id, reason or None, unless_held=True)
 
 
-async def fail_record(
-    terms: RunStoreOptions | None, run_id: str, outcome: Mapping[str, object]
-) -> None:
+async def fail_record(terms: RunStoreOptions, run_id: str, outcome: Mapping[str, object]) -> None:
     """Fail the run record of ``run_id`` unless another owner holds it or it has ended."""
-    if terms is None:
-        return
     ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
     with contextlib.suppress(LeaseError):  # held elsewhere, or it ended already
         lease = await ledger.acquire(run_id, heartbeat=False)
         await lease.fail(outcome)
 
 
-async def claim_record(terms: RunStoreOptions | None, run_id: str) -> RunLeaseHandle | None:
+async def claim_record(terms: RunStoreOptions, run_id: str) -> RunLeaseHandle:
     """Take the lease of ``run_id`` for this sidecar before it claims the run.
 
     A suspended run record is queued first (``request_resume``) so it can be acquired. The
     handle renews nothing: the attempt launched next acquires the lease again as the same
     owner (a renewal, which fences this handle out), and a claim that goes no further lets it
-    lapse or releases it. ``None`` without lease terms (tests).
+    lapse or releases it.
 
     Raises:
         LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease),
             ``RUN_ALREADY_TERMINAL`` or ``RUN_CONFLICT``.
     """
-    if terms is None:
-        return None
     ledger = terms.ledger()
     current = await ledger.get(run_id)
     if current is not None and current.status == "suspended":
@@ -91,7 +81,7 @@ async def claim_record(terms: RunStoreOptions | None, run_id: str) -> RunLeaseHa
     return await ledger.acquire(run_id, heartbeat=False)
 
 
-async def claim_unfinished(terms: RunStoreOptions | None, run_id: str) -> None:
+async def claim_unfinished(terms: RunStoreOptions, run_id: str) -> None:
     """Take the lease of ``run_id`` for a deletion unless its run record has ended.
 
     Held (until the run's keys, its run record among them, are gone), it refuses every
@@ -102,15 +92,12 @@ async def claim_unfinished(terms: RunStoreOptions | None, run_id: str) -> None:
         LeaseError: ``RUN_LEASE_HELD`` (another sidecar holds a live lease) or
             ``RUN_CONFLICT``.
     """
-    if terms is None:
-        return
     current = await terms.ledger().get(run_id)
     if current is not None and not is_terminal(current.status):
         await claim_record(terms, run_id)
 
 
-async def release_claim(handle: RunLeaseHandle | None) -> None:
+async def release_claim(handle: RunLeaseHandle) -> None:
     """Give back the lease of a claim that went no further (lost, or ended, meanwhile)."""
-    if handle is not None:
-        with contextlib.suppress(LeaseError):  # taken over or deleted meanwhile: not ours
-            await handle.release()
+    with contextlib.suppress(LeaseError):  # taken over or deleted meanwhile: not ours
+        await handle.release()

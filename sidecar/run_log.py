@@ -1,29 +1,24 @@
-"""What a sidecar process holds of one run in memory: its event log and its live progress.
+"""What a sidecar process holds of one run in memory: its event log.
 
 Sequence numbers are never reused, also across a crash, without writing every event: seqs are
 handed out from blocks reserved in the run record (``seq_reserved_until``). A block is persisted
 *before* any seq in it is used; a new process continues above the reservation. Events that only
 lived in a process that died are reported to watchers as a gap.
-
-Task and approval progress arrives as synchronous events (``on_progress`` is a plain callback),
-so it cannot wait for a store write. ``Progress`` keeps it in memory; the registry writes it with
-the run's next record update (a status change or a seq reservation), exactly when the record
-used to be persisted, so progress costs no store write per event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import SEQ_BLOCK, TaskRow
-from sidecar.run_view import outcome_pb, run_message
+from sidecar.record import SEQ_BLOCK
+from sidecar.run_view import outcome_pb
 
 if TYPE_CHECKING:
-    from sidecar.record import Outcome, RunRecordV1, RunView, WireStatus
+    from sidecar.record import Outcome, RunRecordV1, WireStatus
 
 MAX_RETAINED = 20_000
 
@@ -39,7 +34,6 @@ class RunLog:
     def __init__(self, run_id: str, *, next_seq: int, reserved_until: int) -> None:
         self.run_id = run_id
         self.events: list[pb.RunEvent] = []
-        self.first_seq = next_seq  # the oldest seq a watcher can still get from memory
         self.next_seq = next_seq
         self.reserved_until = reserved_until
         self._held: list[pb.RunEvent] = []
@@ -90,12 +84,8 @@ class RunLog:
         if event.type == "run_status":
             self.last_status = event.run_status.status
         self.events.append(event)
-        if len(self.events) > MAX_RETAINED:
-            drop = len(self.events) - MAX_RETAINED
-            del self.events[:drop]
-            self.first_seq = self.events[0].seq
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        del self.events[: max(0, len(self.events) - MAX_RETAINED)]
+        self.wake()
 
     def since(self, after_seq: int) -> list[pb.RunEvent]:
         """Retained events with seq > ``after_seq``."""
@@ -110,8 +100,8 @@ class RunLog:
         return self._changed
 
     def wake(self) -> None:
-        """Wake the watchers without an event: something they read elsewhere changed (the
-        run's journal, sidecar.journal_watch)."""
+        """Wake the watchers (also without an event: something they read elsewhere changed,
+        the run's journal, sidecar.journal_watch)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
@@ -125,102 +115,26 @@ class RunLog:
                 self.last_status = event.run_status.status
         self.events.extend(newer)
         del self.events[: max(0, len(self.events) - MAX_RETAINED)]
-        self.first_seq = self.events[0].seq
         self.next_seq = max(self.next_seq, self.last_seq + 1)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self.wake()
 
     def restore_history(self, events: list[pb.RunEvent]) -> None:
         """Seed the log with persisted history (boot)."""
         if events:
             self.events = events[-MAX_RETAINED:]
-            self.first_seq = self.events[0].seq
             for event in reversed(self.events):
                 if event.type == "run_status":
                     self.last_status = event.run_status.status
                     break
 
 
-def tracks(event: pb.RunEvent) -> bool:
-    """Whether ``event`` changes a run's tasks or pending approvals (see ``Progress``)."""
-    detail = event.WhichOneof("detail")
-    return detail == "approval_pending" or (detail == "task_status" and bool(event.task_id))
-
-
-class Progress:
-    """A run's tasks and pending approvals as this process's events tell, ahead of the record.
-
-    Starts from a record's tasks and approvals; :meth:`track` applies each emitted event;
-    :meth:`fold` writes the result into a record for the next update.
-    """
-
-    def __init__(self, record: RunRecordV1) -> None:
-        self.tasks: dict[str, TaskRow] = {task.id: task for task in record.tasks}
-        self.pending_approvals: list[str] = list(record.pending_approvals)
-        self.changes = 0  # events tracked so far: tells a writer whether more came meanwhile
-
-    def track(self, event: pb.RunEvent) -> None:
-        """Keep the task table and the pending approvals current from ``event``."""
-        if not tracks(event):
-            return
-        self.changes += 1
-        if event.WhichOneof("detail") == "approval_pending":
-            if event.approval_pending.id not in self.pending_approvals:
-                self.pending_approvals.append(event.approval_pending.id)
-            return
-        task = self.tasks.get(event.task_id)
-        if task is None:
-            fields = event.data.fields
-            title = fields["title"].string_value if "title" in fields else ""
-            task = TaskRow(id=event.task_id, title=title)
-        self.tasks[event.task_id] = replace(
-            task,
-            status=event.task_status.status,
-            assignee=event.agent or task.assignee,
-            result=event.task_status.reason or task.result,
-        )
-
-    def fold(self, record: RunRecordV1) -> RunRecordV1:
-        """``record`` with this progress in it."""
-        return replace(
-            record,
-            tasks=tuple(self.tasks.values()),
-            pending_approvals=tuple(self.pending_approvals),
-        )
-
-
 @dataclass(slots=True, kw_only=True)
 class KnownRun:
-    """A run as this process last read or wrote it, with its in-memory log and progress."""
+    """A run as this process last read or wrote it, with its in-memory log."""
 
     text: str  # the stored text ``record`` was decoded from or encoded as
     record: RunRecordV1
     log: RunLog
-    progress: Progress | None = None  # events not yet written into the record
-    writing: Write | None = None  # this process's record write in flight, if any
-    writes: int = 0  # this process's writes taken in: a read begun before one is older
-
-    def written(self, write: Write) -> None:
-        """``write`` is stored: it is the record now, and the progress it folded in is no
-        longer ahead of it (unless more came after it was folded)."""
-        if self.writing is write:
-            self.writing = None
-        if self.text == write.text:
-            return  # already taken in (by a read that saw it stored, or by the writer)
-        self.text, self.record = write.text, write.record
-        self.writes += 1
-        if self.progress is not None and self.progress.changes == write.changes:
-            self.progress = None  # all of it is in the record now
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """A record write of this process: its text, the record, and how many progress changes
-    were folded into it (``Progress.changes`` then)."""
-
-    text: str
-    record: RunRecordV1
-    changes: int
 
 
 def status_event(status: WireStatus, outcome: Outcome) -> pb.RunEvent:
@@ -229,17 +143,3 @@ def status_event(status: WireStatus, outcome: Outcome) -> pb.RunEvent:
     event.run_status.status = status
     event.run_status.outcome.CopyFrom(outcome_pb(outcome))
     return event
-
-
-def known_run_message(view: RunView, known: KnownRun | None, *, full: bool) -> pb.Run:
-    """The wire form of a run, with the fresher progress ``known`` has (if any)."""
-    progress = known.progress if known is not None else None
-    return run_message(
-        view,
-        tasks=progress.tasks.values() if progress is not None else view.tasks,
-        pending_approvals=(
-            progress.pending_approvals if progress is not None else view.record.pending_approvals
-        ),
-        last_seq=known.log.last_seq if known is not None else 0,
-        full=full,
-    )

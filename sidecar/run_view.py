@@ -15,8 +15,6 @@ from sidecar.record import AttemptResult, Outcome, TaskRow
 from sidecar.stores import shown_uri
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from oma_actors import TaskState, TeamRunResult
     from sidecar.record import RunView
 
@@ -115,28 +113,18 @@ def outcome_pb(outcome: Outcome) -> pb.Outcome:
     return pb.Outcome(code=outcome.code, message=outcome.message)
 
 
-def run_message(
-    view: RunView,
-    *,
-    tasks: Iterable[TaskRow],
-    pending_approvals: Iterable[str],
-    last_seq: int,
-    full: bool,
-) -> pb.Run:
+def run_message(view: RunView, *, last_seq: int, full: bool) -> pb.Run:
     """The wire form of a run.
 
     Args:
         view: the run (``sidecar.authority``).
-        tasks: the run's tasks as known now (the view's, or fresher live progress).
-        pending_approvals: the approval ids the run waits for, as known now.
         last_seq: the seq of the run's newest event.
         full: add the tasks and the result (``RUN_VIEW_FULL``).
     """
     record = view.record
     request = record.request
     checkpoint = request.checkpoint
-    rows = list(tasks)
-    states = [task_state_pb(row) for row in rows]
+    states = [task_state_pb(row) for row in view.tasks]
     message = pb.Run(
         run_id=record.run_id,
         mode=MODE_OF.get(request.WhichOneof("mode") or "", pb.RUN_MODE_UNSPECIFIED),
@@ -147,7 +135,7 @@ def run_message(
         updated_at=timestamp(view.updated_at),
         outcome=outcome_pb(view.outcome),
         task_counts=task_counts(states),
-        pending_approval_ids=list(pending_approvals),
+        pending_approval_ids=list(view.pending_approvals),
         last_event_seq=last_seq,
         checkpoint=pb.CheckpointRef(
             enabled=not checkpoint.disabled,

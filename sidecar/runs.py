@@ -22,7 +22,6 @@ status; it announces each change of one to watchers as a ``run_status`` event
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -53,22 +52,15 @@ from sidecar.record_codec import (
     shown_problem,
 )
 from sidecar.run_history import RunHistory, delete_key
-from sidecar.run_log import (
-    KnownRun,
-    Progress,
-    RunLog,
-    Write,
-    known_run_message,
-    status_event,
-    tracks,
-)
+from sidecar.run_log import KnownRun, RunLog, status_event
+from sidecar.run_view import run_message
 from sidecar.status import SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
     from oma_actors.runs import RunRecord as LeaseRecord
-    from oma_actors.stores import AtomicStore, MemoryEntry, MemoryStore
+    from oma_actors.stores import AtomicStore
     from sidecar.record import RunView, WireStatus
 
 logger = logging.getLogger(__name__)
@@ -76,16 +68,6 @@ logger = logging.getLogger(__name__)
 RUN_KIND = "run"
 RUN_PREFIX = sidecar_key(RUN_KIND, "")
 MAX_CAS_ATTEMPTS = 32
-
-
-async def listed(store: MemoryStore, prefix: str) -> list[MemoryEntry]:
-    """The entries of ``store`` whose keys start with ``prefix``, in store order.
-
-    The one place the sidecar lists a store (the registry's records for the failover sweep,
-    retention and ``ListRuns``; a run's history anchors): only those keys are read
-    (``MemoryStore.list(prefix=)``, a range scan on a database store).
-    """
-    return await store.list(prefix=prefix)
 
 
 class RunRegistry:
@@ -135,11 +117,10 @@ class RunRegistry:
         Raises:
             UnreadableRunError: the record exists but cannot be decoded.
         """
-        writes = self._writes(run_id)
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         if entry is None:
             return None
-        return await self._record(run_id, entry.value, writes)
+        return await self._record(run_id, entry.value)
 
     async def get(self, run_id: str) -> RunRecordV1:
         """The stored record of ``run_id`` (``UnknownRunError``, ``UnreadableRunError``)."""
@@ -148,33 +129,25 @@ class RunRegistry:
             raise UnknownRunError(run_id)
         return record
 
-    async def query(
-        self, *, request_id: str | None = None, owner_id: str | None = None
-    ) -> list[RunRecordV1]:
-        """Every readable stored record of the ``request_id`` and ``owner_id`` given (``None``:
-        any), in store order."""
-        found, _ = await self.scan(request_id=request_id, owner_id=owner_id)
-        return found
+    async def query(self, *, request_id: str | None = None) -> list[RunRecordV1]:
+        """Every readable stored record (of ``request_id`` if given), in store order."""
+        found, _ = await self.scan()
+        return [r for r in found if request_id is None or r.request_id == request_id]
 
-    async def scan(
-        self, *, request_id: str | None = None, owner_id: str | None = None
-    ) -> tuple[list[RunRecordV1], dict[str, str]]:
-        """Like :meth:`query`, plus every record that cannot be read: run id -> the problem.
+    async def scan(self) -> tuple[list[RunRecordV1], dict[str, str]]:
+        """Every readable stored record, and every one that cannot be read: run id -> the
+        problem.
 
         A record that fails to decode must not make its run vanish: ``ListRuns`` shows it.
         """
         found: list[RunRecordV1] = []
         unreadable: dict[str, str] = {}
-        writes = {run_id: known.writes for run_id, known in self._runs.items()}
-        for entry in await listed(self._store, RUN_PREFIX):
+        for entry in await self._store.list(prefix=RUN_PREFIX):  # a range scan, not every key
             run_id = entry.key.removeprefix(RUN_PREFIX)
             try:
-                record = await self._record(run_id, entry.value, writes.get(run_id, 0))
+                found.append(await self._record(run_id, entry.value))
             except UnreadableRunError as exc:
                 unreadable[run_id] = exc.problem
-                continue
-            if record.matches(request_id=request_id, owner_id=owner_id):
-                found.append(record)
         return found, unreadable
 
     async def log_of(self, run_id: str) -> RunLog:
@@ -185,54 +158,30 @@ class RunRegistry:
     async def refresh(self, run_id: str) -> None:
         """Re-read a run another sidecar writes: its saved history, its record, and whether its
         run record ended it (an end its sidecar died before telling is announced here)."""
-        writes = self._writes(run_id)
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
         known = self._runs.get(run_id)
         if known is not None:
             known.log.merge_history(await self._history.stored_events(known))
         if entry is not None:
-            await self._record(run_id, entry.value, writes)
+            record = await self._record(run_id, entry.value)
             known = self._runs.get(run_id)
             if known is not None:
-                self._settle(run_id, known, await self._run_records.get(run_id))
+                self._settle(run_id, known, record, await self._run_records.get(run_id))
 
-    def _writes(self, run_id: str) -> int:
-        """How many of this process's writes of ``run_id`` it has taken in so far."""
-        known = self._runs.get(run_id)
-        return known.writes if known is not None else 0
+    async def _record(self, run_id: str, text: str) -> RunRecordV1:
+        """The record stored as ``text``, decoded unless it is the text already known.
 
-    async def _record(self, run_id: str, text: str, writes: int) -> RunRecordV1:
-        """The record stored as ``text``, read when this process had taken in ``writes`` of its
-        own writes of the run.
-
-        A read that began before a write of this process returned may bring back the older
-        text: the reader gets it (it was stored when the read began), but it is not taken in,
-        so the record this process keeps, which its progress starts from and folds into the
-        next write, never goes back to before its own write.
-
-        Raises:
-            UnreadableRunError: ``text`` is not a record this sidecar can read.
-        """
-        known = self._runs.get(run_id)
-        if known is not None and known.writes != writes and known.text != text:
-            with contextlib.suppress(RecordFormatError):
-                return decode(text)
-        return (await self._read(run_id, text)).record
-
-    async def _read(self, run_id: str, text: str) -> KnownRun:
-        """The run as stored in ``text``, decoded unless it is the text already known.
+        A read that began before a claim of this process wrote the run may return after it,
+        with the record of an earlier attempt: the reader gets it (it was stored when the read
+        began), but it is not taken in, so the events of the claimed attempt are stamped with
+        its number (``emit``).
 
         Raises:
             UnreadableRunError: ``text`` is not a record this sidecar can read.
         """
         known = self._runs.get(run_id)
         if known is not None and known.text == text:
-            return known
-        if known is not None and known.writing is not None and known.writing.text == text:
-            # This process's own write, stored but not yet returned: its record is what was
-            # written, and the progress it folded in must not be shown as ahead of it.
-            known.written(known.writing)
-            return known
+            return known.record
         try:
             record = decode(text)
         except RecordFormatError as exc:
@@ -241,11 +190,11 @@ class RunRegistry:
                 self._unreadable[key] = text
                 logger.error("unreadable run record %s: %s", key, exc)
             raise UnreadableRunError(run_id, shown_problem(exc)) from None
-        if known is not None:
-            known.text, known.record = text, record
-        else:
+        if known is None:
             known = await self._load(run_id, text, record)
-        return known
+        if record.attempt >= known.record.attempt:
+            known.text, known.record = text, record
+        return record
 
     async def _load(self, run_id: str, text: str, record: RunRecordV1) -> KnownRun:
         """A run this process has not seen: its log continues above the stored reservation."""
@@ -253,20 +202,20 @@ class RunRegistry:
         log = RunLog(run_id, next_seq=reserved + 1, reserved_until=reserved)
         fresh = KnownRun(text=text, record=record, log=log)
         log.restore_history(await self._history.stored_events(fresh))
-        known = self._runs.setdefault(run_id, fresh)
-        if known.text != text:  # a concurrent read got here first with older text
-            known.text, known.record = text, record
-        return known
+        return self._runs.setdefault(run_id, fresh)  # a concurrent read may have been first
 
-    def _settle(self, run_id: str, known: KnownRun, lease: LeaseRecord | None) -> None:
-        """Announce an end that the run record ``lease`` has and the log never told.
+    def _settle(
+        self, run_id: str, known: KnownRun, record: RunRecordV1, lease: LeaseRecord | None
+    ) -> None:
+        """Announce an end that the run record ``lease`` of ``record`` has and the log never
+        told.
 
         A crash between a run's end (its run record settled) and the announcement of it leaves
         a log whose last status says RUNNING: a watcher would wait forever. A background task
         emits the missing ``run_status`` event (and saves the history); never while this
         process writes the run (``announce`` tells that).
         """
-        status = settled_status(known.record, lease)
+        status = settled_status(record, lease)
         lock = self._locks.get(run_id)
         if (
             status is None
@@ -276,7 +225,7 @@ class RunRegistry:
         ):
             return
         self._settling.add(run_id)
-        outcome = outcome_of_record(known.record, lease)
+        outcome = outcome_of_record(record, lease)
         self._spawn(self._announce_stored_status(run_id, status, outcome))
 
     async def _announce_stored_status(
@@ -337,8 +286,8 @@ class RunRegistry:
         """Apply ``change`` to the stored record and write it with a compare-and-set.
 
         ``change`` is a pure function of the record (it may run more than once, on a fresh read
-        each time, when another writer wins). It sees this process's unwritten progress already
-        folded in. An exception it raises leaves the record as it is and propagates.
+        each time, when another writer wins). An exception it raises leaves the record as it
+        is and propagates.
 
         Returns:
             The record as written (or as stored, when ``change`` changed nothing).
@@ -353,23 +302,14 @@ class RunRegistry:
                 entry = await self._store.get(key)
                 if entry is None:
                     raise UnknownRunError(run_id)
-                known = await self._read(run_id, entry.value)
-                progress = known.progress
-                seen = progress.changes if progress is not None else 0
-                new = change(progress.fold(known.record) if progress is not None else known.record)
-                if new == known.record:
+                record = await self._record(run_id, entry.value)
+                new = change(record)
+                if new == record:
                     return new
-                write = Write(encode(new), new, seen)
-                # A read of this run may see the new text stored before the write returns
-                # (``_read``): it takes the write in, progress included, as the writer would.
-                known.writing = write
-                try:
-                    stored = await self._store.compare_and_set(key, entry.value, write.text)
-                finally:
-                    if known.writing is write:
-                        known.writing = None
-                if stored:
-                    known.written(write)
+                text = encode(new)
+                if await self._store.compare_and_set(key, entry.value, text):
+                    known = self._runs[run_id]
+                    known.text, known.record = text, new
                     return new
         raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
 
@@ -449,10 +389,6 @@ class RunRegistry:
         event.attempt = known.record.attempt
         if not event.HasField("time"):
             event.time.CopyFrom(timestamp(now()))
-        if tracks(event):
-            if known.progress is None:
-                known.progress = Progress(known.record)
-            known.progress.track(event)
         known.log.add(event)
         if known.log.needs_block() and run_id not in self._reserving:
             self._reserving.add(run_id)
@@ -485,5 +421,6 @@ class RunRegistry:
                 logger.warning("run %s: events not released at stop: %s", run_id, exc)
 
     def run_message(self, view: RunView, *, full: bool) -> pb.Run:
-        """The wire form of a run, with this process's fresher progress when it has some."""
-        return known_run_message(view, self._runs.get(view.run_id), full=full)
+        """The wire form of a run, with the seq of the newest event this process knows."""
+        known = self._runs.get(view.run_id)
+        return run_message(view, last_seq=known.log.last_seq if known is not None else 0, full=full)

@@ -408,11 +408,6 @@ class ToolHost:
         """The run ended: results still waiting for a durable save will never get one."""
         self._acks.forget_run(run_id)
 
-    @property
-    def outstanding(self) -> int:
-        """Calls waiting for a result."""
-        return len(self._pending)
-
 
 async def _off_loop_problem(
     tool_name: str, compiled: CompiledSchema, data: object

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from sidecar_helpers import ECHO, run_request
 
 import sidecar.execution
+from oma_actors import TaskState
 from oma_actors.keyspace import sidecar_key
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import InMemoryStore
@@ -105,6 +107,56 @@ async def test_a_cancel_racing_a_sibling_restore_does_not_mark_its_run(
     record = await RunLedger(MemoryStoreRunStore(store)).get("r1")
     assert record is not None
     assert record.status == "running"
+
+
+async def test_an_interrupted_run_shows_and_cancels_the_tasks_of_its_latest_state(
+    parts: tuple[InMemoryStore, RunExecutor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The registry's record gets a run's tasks when an attempt ends; its dead attempt's
+    # progress is in its latest state (checkpoint and journal), which GetRun and a cancel read.
+    store, executor = parts
+    working = TaskState(id="t1", title="t1", description="d", status="in_progress")
+
+    async def latest_state(*_: object) -> SimpleNamespace:
+        return SimpleNamespace(tasks=[working])
+
+    monkeypatch.setattr(sidecar.execution, "latest_state", latest_state)
+    shown = await executor.viewed(await stored(store), tasks=True)
+    assert [task.status for task in shown.tasks] == [pb.TASK_STATUS_IN_PROGRESS]
+    assert (await executor.cancel("r1", "enough")).status == pb.RUN_STATUS_CANCELLED
+    [task] = (await stored(store)).tasks
+    assert (task.status, task.result) == (pb.TASK_STATUS_FAILED, "cancelled: enough")
+
+
+async def test_an_adopted_attempt_shows_the_tasks_of_the_state_it_goes_on_from(
+    parts: tuple[InMemoryStore, RunExecutor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The restored attempt reports no event for a task done before: its progress starts from
+    # the latest state, not from the registry's record (its tasks as the last attempt began).
+    _, executor = parts
+    done = TaskState(id="t1", title="t1", description="d", status="completed", result="42")
+    running = asyncio.Event()
+
+    async def latest_state(*_: object) -> SimpleNamespace:
+        return SimpleNamespace(tasks=[done])
+
+    async def has_checkpoint(_: RunRecordV1) -> bool:
+        return True
+
+    async def attempt(*_: object, **__: object) -> None:
+        running.set()
+        await asyncio.Event().wait()  # until the cancel below
+
+    monkeypatch.setattr(sidecar.execution, "latest_state", latest_state)
+    monkeypatch.setattr(sidecar.execution, "run_attempt", attempt)
+    monkeypatch.setattr(executor, "_has_checkpoint", has_checkpoint)
+    assert await executor.adopt("r1") is not None
+    try:
+        await asyncio.wait_for(running.wait(), 5)
+        shown = await executor.current("r1")
+    finally:
+        await executor.cancel("r1")
+    assert [(t.status, t.result) for t in shown.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
 
 
 async def test_a_restore_claims_the_run_for_this_owner(

@@ -210,11 +210,14 @@ async def test_a_cancel_keeps_its_reason_and_ends_the_task_in_progress(
         await asyncio.wait_for(host.registered.wait(), 5)
         await client.start_run(run_request("cancel-1", task_ids=("t1", "t2")))
         await asyncio.wait_for(stalled.wait(), 5)
+        live = await client.get_run("cancel-1", full=True)  # its attempt's progress, live
         await client.cancel_run("cancel-1", reason="the user gave up")
         events = await asyncio.wait_for(_all(client.watch("cancel-1")), 5)
         run = await client.get_run("cancel-1", full=True)
         host.stop()
         serving.cancel()
+    assert [task.status for task in live.tasks][:1] == [pb.TASK_STATUS_IN_PROGRESS]
+    assert live.task_counts.in_progress >= 1
     assert events[-1].run_status.outcome.message == "the user gave up"
     assert (run.status, run.outcome.code) == (pb.RUN_STATUS_CANCELLED, "cancelled")
     assert run.outcome.message == "the user gave up"

@@ -1,4 +1,4 @@
-"""The run registry: compare-and-set updates, typed errors, queries, live progress."""
+"""The run registry: compare-and-set updates, typed errors, queries; an attempt's live progress."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from oma_actors.keyspace import sidecar_key
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
 from oma_actors.stores import InMemoryStore, MemoryEntry
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.attempt import Progress
 from sidecar.authority import view_of
 from sidecar.record import (
     RunExistsError,
@@ -143,7 +144,7 @@ async def test_reads_see_a_record_another_sidecar_changed(group: asyncio.TaskGro
     assert (await mine.get("r2")).owner_id == "owner-b"
 
 
-async def test_query_filters_by_request_and_owner(group: asyncio.TaskGroup) -> None:
+async def test_query_filters_by_request(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
     a, b = registry(store, "owner-a", group), registry(store, "owner-b", group)
     first = await a.create(new_record("r1"))
@@ -151,29 +152,30 @@ async def test_query_filters_by_request_and_owner(group: asyncio.TaskGroup) -> N
     await b.create(new_record("r3"))
     ids = [record.run_id for record in await a.query()]
     assert ids == ["r1", "r2", "r3"]
-    assert [r.run_id for r in await a.query(owner_id="owner-b")] == ["r3"]
+    assert [r.owner_id for r in await a.query()] == ["owner-a", "owner-a", "owner-b"]
     assert await a.query(request_id=first.request_id) == [first]
 
 
-async def test_progress_is_live_at_once_and_written_with_the_next_update(
-    group: asyncio.TaskGroup,
-) -> None:
-    store = InMemoryStore()
-    runs = registry(store, "owner-a", group)
-    record = await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
-    event = pb.RunEvent(type="task_started", task_id="t1", agent="worker")
-    event.task_status.status = pb.TASK_STATUS_IN_PROGRESS
-    runs.emit("r1", event)
-    # Live in the wire view, not yet in the stored record (no store write per event).
-    live = runs.run_message(shown(await runs.get("r1")), full=True)
-    assert [(t.status, t.assignee) for t in live.tasks] == [(pb.TASK_STATUS_IN_PROGRESS, "worker")]
-    assert (await runs.get("r1")).tasks == record.tasks
-    written = await runs.announce("r1", pb.RUN_STATUS_RUNNING)
-    assert written.tasks == (
+def test_progress_tracks_tasks_and_approvals_and_folds_them_into_a_record() -> None:
+    # What GetRun shows of an attempt executing here, and what its record gets when it ends.
+    record = replace(new_record("r1"), tasks=(TaskRow(id="t1"),))
+    progress = Progress(record)
+    started = pb.RunEvent(type="task_started", task_id="t1", agent="worker")
+    started.task_status.status = pb.TASK_STATUS_IN_PROGRESS
+    added = pb.RunEvent(type="task_started", task_id="t2")
+    added.task_status.status = pb.TASK_STATUS_IN_PROGRESS
+    added.data.fields["title"].string_value = "second"
+    asked = pb.RunEvent(type="approval_pending")
+    asked.approval_pending.id = "a1"
+    for event in (started, added, asked, asked, pb.RunEvent(type="agent_message")):
+        progress.track(event)
+    folded = progress.fold(record)
+    assert folded.tasks == (
         TaskRow(id="t1", status=pb.TASK_STATUS_IN_PROGRESS, assignee="worker"),
+        TaskRow(id="t2", title="second", status=pb.TASK_STATUS_IN_PROGRESS),
     )
-    assert decode((await store.get(sidecar_key("run", "r1"))).value).tasks == written.tasks  # type: ignore[union-attr]
-    assert [e.type for e in (await runs.log_of("r1")).since(0)] == ["task_started", "run_status"]
+    assert folded.pending_approvals == ("a1",)
+    assert record.tasks == (TaskRow(id="t1"),)  # a record is never mutated
 
 
 class StoredBeforeReturning(InMemoryStore):
@@ -198,18 +200,14 @@ class StoredBeforeReturning(InMemoryStore):
         return written
 
 
-async def test_a_read_during_its_own_write_shows_the_written_tasks_not_older_progress(
+async def test_a_read_during_its_own_write_shows_the_written_record(
     group: asyncio.TaskGroup,
 ) -> None:
-    # The run's last write settles t1 with its result; the progress it folds in knew t1 as
-    # completed without one. A GetRun whose read sees the write stored before the writer
-    # resumes must show the written record, not that progress (the kill -9 adoption flake).
+    # A GetRun whose read sees this process's write stored before the writer resumes shows
+    # what was written (the kill -9 adoption flake showed the run's older tasks).
     store = StoredBeforeReturning()
     runs = registry(store, "owner-a", group)
     await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
-    event = pb.RunEvent(type="task_completed", task_id="t1", agent="worker")
-    event.task_status.status = pb.TASK_STATUS_COMPLETED
-    runs.emit("r1", event)
     done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
     writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
     await store.stored.wait()
@@ -239,31 +237,25 @@ class ReadReturnsLate(InMemoryStore):
         return entry
 
 
-async def test_a_read_older_than_this_process_s_own_write_does_not_set_its_progress_back(
+async def test_a_read_older_than_this_process_s_claim_does_not_set_its_attempt_back(
     group: asyncio.TaskGroup,
 ) -> None:
-    # A GetRun reads t1 pending; before its read returns, this process writes t1 completed.
-    # The late read must not become the record the run's progress starts from: the next
-    # write would store t1 pending again (its result lost).
+    # A GetRun reads attempt 1; before its read returns, this process claims attempt 2. The
+    # late read must not become the record its events are stamped from: the new attempt's
+    # events would say attempt 1.
     store = ReadReturnsLate()
     runs = registry(store, "owner-a", group)
-    await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"), TaskRow(id="t2"))))
+    await runs.create(new_record("r1"))
     store.holding = True
     reading = group.create_task(runs.get("r1"))
     await store.held.wait()
-    done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, result="42")
-    await runs.update("r1", lambda r: replace(r, tasks=(done, *r.tasks[1:])))
+    await runs.update("r1", lambda r: replace(r, attempt=2))
     store.go.set()
     late = await reading
-    assert late.tasks[0] == TaskRow(id="t1")  # what was stored when it began
-    event = pb.RunEvent(type="task_started", task_id="t2", agent="worker")
-    event.task_status.status = pb.TASK_STATUS_IN_PROGRESS
+    assert late.attempt == 1  # what was stored when it began
+    event = pb.RunEvent(type="task_started", task_id="t1")
     runs.emit("r1", event)
-    written = await runs.update("r1", lambda r: r)
-    assert [(t.id, t.status, t.result) for t in written.tasks] == [
-        ("t1", pb.TASK_STATUS_COMPLETED, "42"),
-        ("t2", pb.TASK_STATUS_IN_PROGRESS, ""),
-    ]
+    assert event.attempt == 2
 
 
 async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have_used(

@@ -21,9 +21,9 @@ def test_get_run_masks_the_password_of_the_run_store() -> None:
         )
         view = RunView(
             record=record, status=pb.RUN_STATUS_QUEUED, outcome=Outcome(),
-            updated_at=record.updated_at, tasks=(),
+            updated_at=record.updated_at, tasks=(), pending_approvals=(),
         )  # fmt: skip
-        shown = run_message(view, tasks=(), pending_approvals=(), last_seq=0, full=True)
+        shown = run_message(view, last_seq=0, full=True)
         assert "hunter2" not in str(shown)
         assert "db.example" in shown.checkpoint.store_uri or "cache.example" in (
             shown.checkpoint.store_uri

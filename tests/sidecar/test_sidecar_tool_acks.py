@@ -12,7 +12,7 @@ from oma_actors import ToolContext
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ToolCalled
 from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.attempt import observer
+from sidecar.attempt import Progress, observer
 from sidecar.client import HostTools, SidecarClient
 from sidecar.record import RunRecordV1
 from sidecar.runs import RunRegistry
@@ -56,16 +56,18 @@ def acks(session: HostSession) -> list[int]:
 
 async def run_registry(group: asyncio.TaskGroup) -> RunRegistry:
     registry = RunRegistry(InMemoryStore(), owner_id="owner-a", spawn=group.create_task)
-    request = run_request("r1")
-    await registry.create(
-        RunRecordV1(run_id="r1", request_id=request.request_id, owner_id="", request=request)
-    )
+    await registry.create(run_record())
     return registry
+
+
+def run_record() -> RunRecordV1:
+    request = run_request("r1")
+    return RunRecordV1(run_id="r1", request_id=request.request_id, owner_id="", request=request)
 
 
 async def test_only_a_save_naming_the_call_commits_it(group: asyncio.TaskGroup) -> None:
     host = ToolHost()
-    on_progress = observer(await run_registry(group), host, "r1")
+    on_progress = observer(await run_registry(group), host, "r1", Progress(run_record()))
     session, status = await answered_call(host, group)
     assert status is None  # waits for a durable save
     # The call returned and saves happened, but none contained this call's commit record.
