@@ -56,6 +56,7 @@ from sidecar.record import (
     RunRecordV1,
     RunView,
     TaskRow,
+    UnknownRunError,
     WireStatus,
 )
 from sidecar.redelivery import latest_state
@@ -64,6 +65,7 @@ from sidecar.run_ledger import (
     cancel_unheld,
     claim_record,
     claim_unfinished,
+    drop_claim,
     fail_record,
     release_claim,
 )
@@ -427,8 +429,9 @@ class RunExecutor:
             return None
         resumed = await self._has_checkpoint(record)
         try:
-            # It may have been taken since it was read: its lease says by whom.
-            lease = await claim_record(self.run_store, run_id)
+            # It may have been taken since it was read: its lease says by whom. The handle
+            # renews nothing (``claim_record``): the attempt launched next acquires again.
+            await claim_record(self.run_store, run_id)
         except LeaseError as exc:
             logger.info("run %s: not adopted: %s", run_id, exc)
             return None
@@ -441,9 +444,12 @@ class RunExecutor:
             claimed = await self._registry.announce(
                 run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
-        except FailedPrecondition:
-            await release_claim(lease)
-            return None  # being deleted
+        except (FailedPrecondition, UnknownRunError):
+            # Being deleted, or deleted, since it was read (by another sidecar: a DeleteRun
+            # here waits for this claim): the deletion may have removed the run record before
+            # this claim's acquire made a new one.
+            await drop_claim(self.run_store, run_id)
+            return None
         logger.warning(
             "adopted run %s of %s (attempt %d)", run_id, record.owner_id, claimed.attempt
         )

@@ -22,7 +22,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from oma_actors import LeaseError
-from oma_actors.runs import RunLedger, is_terminal
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, is_terminal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -95,6 +95,18 @@ async def claim_unfinished(terms: RunStoreOptions, run_id: str) -> None:
     current = await terms.ledger().get(run_id)
     if current is not None and not is_terminal(current.status):
         await claim_record(terms, run_id)
+
+
+async def drop_claim(terms: RunStoreOptions, run_id: str) -> None:
+    """Remove the run record a claim took on a run whose deletion it raced.
+
+    A deletion removes the run record before the registry's record; a claim that read the
+    run before the deletion began and acquired it after the run record was gone made a new
+    one, which nothing else would remove (a run record naming a run nobody lists).
+    """
+    store = terms.store
+    if isinstance(store, MemoryStoreRunStore):
+        await store.delete(run_id)
 
 
 async def release_claim(handle: RunLeaseHandle) -> None:

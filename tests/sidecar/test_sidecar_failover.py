@@ -378,3 +378,34 @@ async def test_an_attempt_a_short_outage_paused_goes_on_showing_running(
     await b._resume(await b._registry.get("paused"))
     assert b.running("paused")
     assert (await b.current("paused")).status == pb.RUN_STATUS_RUNNING
+
+
+@pytest.mark.parametrize("deletion", ["marked", "done"])
+async def test_an_adoption_that_raced_a_deletion_leaves_no_run_record(
+    stores: StoreRegistry, monkeypatch: pytest.MonkeyPatch, deletion: str
+) -> None:
+    # Another sidecar's DeleteRun goes on between this adoption's read of the run (not being
+    # deleted yet, no run record: interrupted) and its acquire, which then makes a run record.
+    # The registry's record then refuses the claim (being deleted) or is gone: the run record
+    # the claim made must go too, or it names a run nobody lists, forever "queued".
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    b = executor(store, stores, "b")
+    dead = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    await dead.create(new_record("going"))
+    long_ago = datetime.now(UTC) - timedelta(seconds=2 * TTL)
+    await dead.update("going", lambda r: replace(r, updated_at=long_ago))
+    assert (await b.current("going")).status == pb.RUN_STATUS_INTERRUPTED
+    real = b._has_checkpoint
+
+    async def deleted_meanwhile(record: RunRecordV1) -> bool:
+        if deletion == "marked":
+            await dead.update("going", lambda r: replace(r, deleting=True))
+        else:
+            await dead.delete("going")
+        return await real(record)
+
+    monkeypatch.setattr(b, "_has_checkpoint", deleted_meanwhile)
+    assert await b.adopt("going") is None
+    assert await MemoryStoreRunStore(store).get("going") is None
+    assert not b.running("going")
