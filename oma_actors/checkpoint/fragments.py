@@ -8,11 +8,11 @@ save escapes only the messages that are new since the last one (#25).
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from oma_actors.jsontext import compact_dumps, string_literal
 from oma_actors.stores.base import JsonText
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def dumps(value: object) -> str:
-    """Compact JSON, non-ASCII kept, NaN and infinities refused."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Compact JSON, non-ASCII kept, NaN and infinities refused (``json.dumps``'s text, by
+    orjson where it writes the same: ``jsontext``)."""
+    return compact_dumps(value)
 
 
 def escaped(text: str) -> str:
@@ -32,7 +33,7 @@ def escaped(text: str) -> str:
     Escaping maps each character on its own, so the escape of a concatenation is the
     concatenation of the escapes: what lets escaped parts be spliced like plain ones.
     """
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    return string_literal(text)[1:-1]
 
 
 class _Text:
@@ -152,7 +153,7 @@ class Fragments:
 
     def splice_literal(self, text: str) -> str:
         """The JSON string literal of ``splice(text)``, from the lists' cached escapes."""
-        literal = json.dumps(text, ensure_ascii=False)
+        literal = string_literal(text)
         if not self.texts:
             return literal
 

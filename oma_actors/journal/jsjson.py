@@ -5,11 +5,12 @@ layout (``1e-07`` against ``1e-7``, ``1.0`` against ``1``), non-finite numbers (
 ``null``), and lone surrogates (JavaScript escapes them, Python would write unencodable text).
 Strings otherwise escape identically with ``ensure_ascii=False``.
 
-The common case goes through ``orjson`` (C, no walk in Python): its strings escape exactly as
-``JSON.stringify`` does (every code point checked, tests/journal_facts), it refuses integers past
-2**53 (``OPT_STRICT_INTEGER``), lone surrogates, non-string keys and every non-JSON type. Only its
-number layout differs (``1.0``, ``1e+16``, ``-0.0``): a value holding a float, and every value
-orjson refuses, is written by the reference encoder below instead.
+The common case goes through ``orjson`` (``jsontext.plain_text``: C, no walk in Python): for a
+value of plain JSON types without a float, its text is ``JSON.stringify``'s (strings escape
+alike, every code point checked in tests/journal_facts). A value holding a float (orjson lays out
+``1.0``, ``1e+16``, ``-0.0`` unlike JavaScript), anything not of a plain JSON type, and every
+value orjson refuses (an integer past 2**53, a lone surrogate) is written, or refused, by the
+reference encoder below instead.
 """
 
 from __future__ import annotations
@@ -20,18 +21,11 @@ import re
 from decimal import Decimal
 from typing import Any
 
-import orjson
+from oma_actors.jsontext import plain_text
 
 _MAX_SAFE_INTEGER = 2**53 - 1
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _encode_string = json.encoder.encode_basestring
-# Anything but a plain JSON value is refused (then written, or refused, by the reference).
-_FAST_OPTIONS = (
-    orjson.OPT_STRICT_INTEGER
-    | orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
 
 
 def js_dumps(value: Any, *, sort_keys: bool = False) -> str:
@@ -45,37 +39,11 @@ def js_dumps(value: Any, *, sort_keys: bool = False) -> str:
     Raises:
         TypeError: the value holds something that is not a JSON value.
     """
-    if not sort_keys and _no_floats(value):
-        try:
-            return orjson.dumps(value, option=_FAST_OPTIONS).decode()
-        except TypeError:  # orjson.JSONEncodeError: refused, the reference decides
-            pass
+    if not sort_keys:
+        text = plain_text(value)  # orjson, where it writes what the reference writes
+        if text is not None:
+            return text
     return reference_dumps(value, sort_keys=sort_keys)
-
-
-def _no_floats(value: Any) -> bool:
-    """Whether ``value`` holds no float, the one JSON value orjson lays out unlike JavaScript.
-
-    A walk over the containers only (strings are not looked into): a few hundred nanoseconds
-    for an event, where scanning orjson's output for a float's layout costs ten times orjson.
-    """
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind is str or kind is int or kind is bool or item is None:
-            continue
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list or kind is tuple:
-            stack.extend(item)
-        elif isinstance(item, float):
-            return False
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return True
 
 
 def reference_dumps(value: Any, *, sort_keys: bool = False) -> str:

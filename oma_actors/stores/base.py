@@ -7,9 +7,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from oma_actors.jsontext import string_literal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -40,7 +41,7 @@ class JsonText(str):
 
     def json_literal(self) -> str:
         """``json.dumps(self, ensure_ascii=False)``: the quoted, escaped string literal."""
-        return json.dumps(str(self), ensure_ascii=False)
+        return string_literal(str(self))
 
     def redacted_by(self) -> object | None:
         """The redactor (``oma_actors.stores.redaction.Redactor``) whose rules this text was

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.jsontext import compact_dumps
 from oma_actors.stores.base import JsonText, MemoryEntry
 
 if TYPE_CHECKING:
@@ -170,7 +171,7 @@ def _entry_object(entry: MemoryEntry) -> dict[str, Any]:
 
 def _dumps(document: object, what: str) -> str:
     try:
-        text = json.dumps(document, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = compact_dumps(document)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"{what} is not JSON-serializable: {exc}") from exc
     return text
