@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/journal_postgres.py
 	$(BIN)/python bench/context_strategies.py
 	$(BIN)/python bench/journal_p13.py
+	$(BIN)/python bench/runs_p13.py
 	$(BIN)/python bench/sidecar_retention.py
 	$(BIN)/python bench/sidecar_scaleout.py
 	$(BIN)/python bench/sidecar_outage.py
