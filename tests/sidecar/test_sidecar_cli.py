@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import gc
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -11,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.cli import LISTEN_LINE, TOKEN_LINE
+from sidecar.cli import LISTEN_LINE, TOKEN_LINE, add_arguments, collector_threshold, run
+from sidecar.defaults import DEFAULT_GC_THRESHOLD
 from sidecar.server import ServerConfigError, is_loopback, split_address
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,6 +232,7 @@ def test_a_token_file_every_user_can_read_is_refused(tmp_path: Path) -> None:
         ("--heartbeat", "nan"),
         ("--host-call-timeout", "nan"),
         ("--max-input-bytes", "10"),
+        ("--gc-threshold", "-1"),
     ],
 )
 def test_nonsense_numbers_exit_2_naming_the_option(option: tuple[str, str]) -> None:
@@ -235,3 +241,36 @@ def test_nonsense_numbers_exit_2_naming_the_option(option: tuple[str, str]) -> N
     assert process.returncode == 2, out + err
     assert option[0] in err
     assert "Traceback" not in err
+
+
+async def test_the_collector_threshold_is_set_while_serving_and_put_back_after() -> None:
+    before = gc.get_threshold()
+    async with collector_threshold(12_345):
+        assert gc.get_threshold() == (12_345, max(before[1], 20), max(before[2], 100))
+    assert gc.get_threshold() == before
+    async with collector_threshold(0):  # 0: the interpreter's setting stays
+        assert gc.get_threshold() == before
+
+
+async def test_a_sidecar_serves_with_the_default_threshold_and_leaves_the_process_as_it_was(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OMA_SIDECAR_TOKEN", "t")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--listen", "127.0.0.1:0", "--store", "memory://"])
+    before = gc.get_threshold()
+    serving = asyncio.create_task(run(args))
+    printed = ""
+    for _ in range(500):
+        printed += capsys.readouterr().out
+        if LISTEN_LINE in printed or serving.done():
+            break
+        await asyncio.sleep(0.02)
+    try:
+        assert LISTEN_LINE in printed
+        assert gc.get_threshold()[0] == DEFAULT_GC_THRESHOLD
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)  # the sidecar's own handler stops it
+        assert await asyncio.wait_for(serving, 30) == 0
+    assert gc.get_threshold() == before
