@@ -16,5 +16,6 @@ long-lived sidecar's store stays bounded (``--no-retention`` keeps every run).""
 DEFAULT_GC_THRESHOLD = 50_000
 """``oma serve --gc-threshold``: allocations between the cyclic collector's young passes while
 serving (CPython's own is 700). A sidecar holds many runs' conversations at once, and each pass
-of an older generation walks them all: with 1,000 runs in flight, 50,000 carried about 10% more
-checkpoint saves per second (``bench/sidecar.py`` P8, memory store, 3 of 3 pairs)."""
+of an older generation walks them all: with 1,000 runs in flight, 50,000 carried 13-17% more
+checkpoint saves per second (``bench/sidecar.py``'s P8 against ``--gc-threshold 0``, memory store,
+three alternated pairs)."""
