@@ -119,11 +119,15 @@ class Trace:
 def bench_agent(
     turns: int,
     payload: int,
-    trace: Trace,
+    trace: Trace | None,
     on_call: Callable[[int, Sequence[Message]], None] | None = None,
     max_turns: int | None = None,
 ) -> AgentConfig:
-    """An agent whose model asks for ``turns`` tool calls, then answers; 1 tool result = payload."""
+    """An agent whose model asks for ``turns`` tool calls, then answers; 1 tool result = payload.
+
+    ``trace`` stamps every model call (the time and the process's bytes, read from ``/proc``);
+    ``None``: no stamps, the calls counted from the conversation (many runs at once, P13).
+    """
 
     async def echo(args: EchoInput, ctx: ToolContext) -> str:
         return make_content(args.i, payload)
@@ -134,10 +138,13 @@ def bench_agent(
     usage = TokenUsage(1, 1)
 
     def script(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-        trace.sample()
-        n = len(trace.stamps)
-        if n == 1:
-            trace.messages_at_first_call = len(messages)
+        if trace is None:
+            n = 1 + sum(1 for message in messages if message.role == "assistant")
+        else:
+            trace.sample()
+            n = len(trace.stamps)
+            if n == 1:
+                trace.messages_at_first_call = len(messages)
         if on_call is not None:
             on_call(n, messages)
         if n <= turns:

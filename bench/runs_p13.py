@@ -33,50 +33,19 @@ import pstats
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from checkpoint_report import fmt_ratio, median, rotated, table, verdict
-from checkpoint_workload import AGENT, EchoInput, bench_task, make_content
+from checkpoint_workload import bench_agent, bench_task
 
-from oma_actors import (
-    AgentConfig,
-    CheckpointOptions,
-    OpenMultiAgent,
-    Team,
-    TokenUsage,
-    ToolContext,
-    define_tool,
-)
+from oma_actors import CheckpointOptions, OpenMultiAgent, Team
 from oma_actors.actors import event_loop_factory
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
-from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore
-from oma_actors.testing import ScriptedAdapter
 
 GOAL = 20_000.0
 VARIANTS = ("journal", "none")
-
-
-def agent(turns: int, payload: int) -> AgentConfig:
-    """The P1 workload's agent (``checkpoint_workload.bench_agent``) without its per-call
-    timing and ``/proc`` reads: the model asks for ``turns`` echo calls, then answers."""
-
-    async def echo(args: EchoInput, ctx: ToolContext) -> str:
-        return make_content(args.i, payload)
-
-    usage = TokenUsage(1, 1)
-
-    def script(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-        n = sum(1 for m in messages if m.role == "assistant") + 1
-        if n <= turns:
-            call = ToolUseBlock(f"call-{n}", "echo", {"i": n})
-            return LLMResponse([call], stop_reason="tool_use", usage=usage)
-        return LLMResponse([TextBlock("done")], usage=usage)
-
-    tool = define_tool(name="echo", description="Echo.", input_model=EchoInput, execute=echo)
-    return AgentConfig(AGENT, adapter=ScriptedAdapter(script), tools=[tool], max_turns=turns + 10)
 
 
 async def one(
@@ -95,7 +64,7 @@ async def one(
     stores = [FileStore(os.path.join(root, f"run-{i}.json")) for i in range(a.runs)]
 
     async def run(i: int) -> bool:
-        team = Team("p13", [agent(a.turns, a.payload)])
+        team = Team("p13", [bench_agent(a.turns, a.payload, None)])
         if variant == "none":
             result = await oma.run_tasks(team, [bench_task()])
         else:
