@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.journal.codec import parse_line, peek_head, peek_run
+from oma_actors.journal.codec import PLAIN_HEAD, parse_line, peek_run
 from oma_actors.journal.errors import JournalCorruptError
 
 if TYPE_CHECKING:
@@ -56,19 +56,23 @@ def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[Line
     """
     found: list[Line] = []
     last = True  # the next non-empty line seen (going backwards) is the file's last one
+    head = PLAIN_HEAD.match  # one match a line, its groups read only for the run's own lines
     for line in _lines_backwards(fd, size):
-        if not line.strip():
-            continue
         if last:
+            if not line.strip():
+                continue
             last = False
             if _torn(line, path):
                 continue  # not written (D6)
-        peeked = peek_head(line)
-        if peeked is None or b"\\" in peeked[1]:
+        matched = head(line)
+        if matched is None:
+            if not line.strip():
+                continue  # an empty line (never a match)
             return None  # not the layout we write, or a run id spelled with escapes
-        seq, owner, kind = peeked
+        kind, digits, owner = matched.groups()
         if owner != run:
             continue  # another run's line, skipped unparsed
+        seq = int(digits)
         if seq >= start:
             found.append((seq, kind, line))
             continue
