@@ -48,7 +48,7 @@ def test_every_code_point_escapes_as_json_dumps_does() -> None:
 
 
 PLAIN = [
-    {"role": "user", "content": [{"type": "text", "text": "héllo \n\t\"q\" \\ \x00 \x1f \x7f"}]},
+    {"role": "user", "content": [{"type": "text", "text": 'héllo \n\t"q" \\ \x00 \x1f \x7f'}]},
     [1, -2, 2**53 - 1, -(2**53 - 1), True, False, None, "", [], {}],
     ("a", ("b", 1)),
     "just a string",
