@@ -60,20 +60,20 @@ async def one(
 
     oma = OpenMultiAgent(on_progress=count)
     root = tempfile.mkdtemp(dir=workdir)
+    checkpointed = variant == "journal"
     journal = JsonlRunJournal(os.path.join(root, "runs.jsonl"), flush_interval_ms=0)
-    stores = [FileStore(os.path.join(root, f"run-{i}.json")) for i in range(a.runs)]
+    stores = [FileStore(os.path.join(root, f"run-{i}.json")) for i in range(a.runs * checkpointed)]
 
     async def run(i: int) -> bool:
         team = Team("p13", [bench_agent(a.turns, a.payload, None)])
-        if variant == "none":
-            result = await oma.run_tasks(team, [bench_task()])
-        else:
-            result = await oma.run_tasks(
-                team,
-                [bench_task()],
-                checkpoint=CheckpointOptions(store=stores[i], run_id=f"run-{i}"),
-                journal=JournalOptions(journal),
-            )
+        if not checkpointed:
+            return (await oma.run_tasks(team, [bench_task()])).success
+        result = await oma.run_tasks(
+            team,
+            [bench_task()],
+            checkpoint=CheckpointOptions(store=stores[i], run_id=f"run-{i}"),
+            journal=JournalOptions(journal),
+        )
         return result.success
 
     try:
@@ -85,7 +85,7 @@ async def one(
         if profile is not None:
             profile.disable()
     finally:
-        await journal.close()
+        await journal.close()  # never opened without a checkpoint: nothing to write
         for store in stores:
             await store.aclose()
         shutil.rmtree(root, ignore_errors=True)

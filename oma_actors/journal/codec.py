@@ -356,16 +356,15 @@ _RUN_PREFIX = re.compile(
 )
 
 
-_PLAIN_RUN_PREFIX = re.compile(
+PLAIN_HEAD = re.compile(
     rb'\{"type":"([^"\\]{1,64})","seq":(\d{1,18}),"timestampUnixMs":-?\d{1,18},'
     rb'"runId":"([^"\\]{0,1024})"[,}]'
 )
-"""``_RUN_PREFIX`` for a run id without escapes (every run id a restore scans for): the same
-groups where it matches, and about 2.5x cheaper than the alternation (P5's backward scan)."""
-PLAIN_HEAD = _PLAIN_RUN_PREFIX
-"""The start of a line as this module and OMA write it, for a run id without escapes; groups:
-the event type, the seq and the run id, as the line spells them. A line it does not match is in
-another layout, or spells its run id with escapes (``peek_head`` reads those)."""
+"""The start of a line as this module and OMA write it, for a run id without escapes (every run
+id a restore scans for); groups: the event type, the seq and the run id, as the line spells them.
+``_RUN_PREFIX`` where it matches, and about 2.5x cheaper than it (P5's backward scan). A line it
+does not match is in another layout, or spells its run id with escapes (``peek_run`` reads
+those)."""
 
 
 def peek_run(line: bytes) -> tuple[int, bytes] | None:
@@ -375,14 +374,8 @@ def peek_run(line: bytes) -> tuple[int, bytes] | None:
     (``{"type":...,"seq":N,"timestampUnixMs":T,"runId":"...",``). Compare the run id with
     ``spelled_run_id(run_id)``.
     """
-    found = _PLAIN_RUN_PREFIX.match(line) or _RUN_PREFIX.match(line)
+    found = PLAIN_HEAD.match(line) or _RUN_PREFIX.match(line)
     return None if found is None else (int(found[2]), found[3])
-
-
-def peek_head(line: bytes) -> tuple[int, bytes, bytes] | None:
-    """``peek_run`` with the event type too: ``(seq, run id, type)`` as the line spells them."""
-    found = _PLAIN_RUN_PREFIX.match(line) or _RUN_PREFIX.match(line)
-    return None if found is None else (int(found[2]), found[3], found[1])
 
 
 def spelled_run_id(run_id: str) -> bytes:
