@@ -253,13 +253,16 @@ async def sweep_stale_temps(path: str) -> None:
     if os.name != "posix":
         return  # os.kill(pid, 0) terminates the process on Windows instead of probing it
     directory, name = os.path.split(path)
-    pattern = re.compile(re.escape(name) + r"\.tmp-(\d+)-\d+")
+    prefix = f"{name}.tmp-"
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-\d+")
     try:
         names = await aiofiles.os.listdir(directory)
     except OSError:
         return
     for candidate in names:
-        match = pattern.fullmatch(candidate)
+        # A directory of many stores' files (a run per file) lists thousands of names for each
+        # store that opens: a prefix test first, the pattern only for that store's temps.
+        match = pattern.fullmatch(candidate) if candidate.startswith(prefix) else None
         if match is None:
             continue
         temp = os.path.join(directory, candidate)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -90,8 +92,27 @@ class Tool:
         return ToolSpec(
             name=self.name,
             description=self.description,
-            input_schema=self.input_model.model_json_schema(),
+            input_schema=input_schema(self.input_model),
         )
+
+
+# pydantic builds a model's JSON schema anew on every call: about 200 us for a one-field
+# model, milliseconds for a large one, and every task of every run asks for its tools' specs.
+# A model class's schema does not change once the class is built, so it is made once per class
+# (weakly held: a class defined per run is not kept alive by this table).
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of ``model`` (``model_json_schema()``), made once per class.
+
+    Each call returns a copy of its own: a caller (an adapter building a request) may change
+    it without changing what the next run sends.
+    """
+    schema = _SCHEMAS.get(model)
+    if schema is None:
+        schema = _SCHEMAS[model] = model.model_json_schema()
+    return copy.deepcopy(schema)
 
 
 def define_tool(

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.stores import FileStore, open_store
+from oma_actors.stores import FileStore, file_lock, open_store
 from oma_actors.testing import FakeClock
 
 
@@ -151,3 +153,58 @@ async def test_the_first_opener_s_clock_stamps_for_every_user(tmp_path: Path) ->
         entry = await first.get("k")
         assert entry is not None
         assert entry.created_at == clock.now()
+
+
+def _slow_lock(
+    monkeypatch: pytest.MonkeyPatch, calls: list[str], started: threading.Event | None = None
+) -> None:
+    """Make creating and locking the lock file take 50 ms (it runs on a worker thread)."""
+    real_lock = file_lock._lock
+
+    def slow(path: str, real: str) -> int | None:
+        calls.append(real)
+        if started is not None:
+            started.set()
+        time.sleep(0.05)
+        return real_lock(path, real)
+
+    monkeypatch.setattr(file_lock, "_lock", slow)
+
+
+async def test_claims_of_one_file_made_at_once_share_one_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    calls: list[str] = []
+    _slow_lock(monkeypatch, calls)
+    holds = await asyncio.gather(*(file_lock.hold_state_file(str(state)) for _ in range(5)))
+    assert len(calls) == 1, "the file is locked once for this process, not once per claim"
+    assert locked_by_someone(state)
+    for hold in holds[:-1]:
+        hold.release()
+    assert locked_by_someone(state), "held until the process's last claim is released"
+    holds[-1].release()
+    assert not locked_by_someone(state)
+
+
+async def test_a_claim_cancelled_while_it_locks_leaves_the_file_unlocked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state.json"
+    calls: list[str] = []
+    started = threading.Event()
+    _slow_lock(monkeypatch, calls, started)
+    claim = asyncio.ensure_future(file_lock.hold_state_file(str(state)))
+    # Cancelled while the worker thread is creating and locking the file.
+    assert await asyncio.to_thread(started.wait, 5)
+    claim.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await claim
+    for _ in range(100):  # the thread finishes its lock; the claim gives it back
+        await asyncio.sleep(0.01)
+        if not file_lock._TURNS:
+            break
+    await asyncio.sleep(0)
+    assert not locked_by_someone(state), "a cancelled claim left the file locked"
+    async with FileStore.open(state) as store:
+        await store.set("k", "v")
