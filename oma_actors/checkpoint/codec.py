@@ -52,7 +52,7 @@ from oma_actors.domain.snapshot import (
 from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.fields import add_journal_members, write_version
-from oma_actors.jsontext import plain_text
+from oma_actors.jsontext import NotExact, exact_loads, plain_text
 
 if TYPE_CHECKING:
     from oma_actors.domain.inflight import RunnerState
@@ -234,7 +234,10 @@ def decode(text: str, *, key: str) -> CheckpointSnapshot:
 
 def _decode(text: str, *, key: str) -> CheckpointSnapshot:
     try:
-        raw = json.loads(text, parse_constant=_refuse_constant)
+        try:
+            raw = exact_loads(text)  # orjson, where its value is json's
+        except NotExact:
+            raw = json.loads(text, parse_constant=_refuse_constant)
     except (json.JSONDecodeError, ValueError):
         raise CheckpointError(f'Checkpoint: stored value at "{key}" is not valid JSON.') from None
     if isinstance(raw, dict) and raw.get("version") not in READ_VERSIONS:

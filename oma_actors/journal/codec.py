@@ -21,11 +21,10 @@ import json
 import re
 from typing import Any, TypeGuard
 
-import orjson
-
 from oma_actors.journal.errors import JournalCorruptError
 from oma_actors.journal.event import JournalEvent
 from oma_actors.journal.jsjson import js_dumps
+from oma_actors.jsontext import NotExact, exact_loads
 
 EVENT_TYPES = frozenset(
     {
@@ -122,29 +121,21 @@ def parse_line_bytes(data: bytes, *, line: int = 0, path: str = "<journal>") -> 
     """``parse_line(data.decode(), ...)``: the same event, or the same error (P5).
 
     A line is parsed by orjson (C, about 2.5x the ``json`` module) when that gives the very
-    value ``json`` would. orjson reads an integer beyond 64 bits as a float where ``json``
-    keeps it exact, so a line holding a run of 19 or more digits is left to ``json``; so is
-    every line orjson refuses (invalid UTF-8, a lone surrogate escape, ``1e400``, ...), which
-    ``parse_line`` then reads or refuses with its own error.
+    value ``json`` would (``exact_loads``); any other line is read or refused by
+    ``parse_line`` with its own error.
 
     Raises:
         JournalCorruptError: as ``parse_line``.
         UnicodeDecodeError: the line is not UTF-8.
     """
-    if _LONG_DIGITS not in data.translate(_DIGITS_AS_ZERO):
-        try:
-            raw = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            if isinstance(raw, dict):
-                return _event_of(raw, line=line, path=path)
+    try:
+        raw = exact_loads(data)
+    except NotExact:
+        pass
+    else:
+        if isinstance(raw, dict):
+            return _event_of(raw, line=line, path=path)
     return parse_line(data.decode(), line=line, path=path)
-
-
-# A run of 19 digits may be an integer orjson reads as a float (above 2**63 - 1).
-_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
-_LONG_DIGITS = b"0" * 19
 
 
 def from_json_object(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from oma_actors.journal.jsjson import js_dumps, reference_dumps
-from oma_actors.jsontext import compact_dumps, plain_text, string_literal
+from oma_actors.jsontext import NotExact, compact_dumps, exact_loads, plain_text, string_literal
 
 
 def _standard(value: Any) -> str:
@@ -113,3 +113,41 @@ def test_the_journal_encoder_refuses_what_is_no_json_value(value: Any) -> None:
         reference_dumps(value)
     with pytest.raises(TypeError):
         js_dumps(value)
+
+
+EXACT_TEXTS = [
+    '{"a":1,"b":[true,false,null],"c":{"d":"\\u00e9\\n"}}',
+    '{"a":0.1,"b":-0.0,"c":1E5,"d":1e-400,"e":2.5e-8}',
+    '{"a":1,"a":2}',
+    '{"max":922337203685477580,"min":-922337203685477580,"id":"184467440737095516"}',
+    '["x", 123456789012345678, "1234 5678 9012 3456 7890 12"]',
+]
+NOT_EXACT_TEXTS = [
+    '{"a":123456789012345678901234567890}',  # orjson: a float; json: the integer
+    '{"a":-9223372036854775809}',
+    '{"a":9223372036854775807}',  # within 64 bits, but 19 digits: left to json all the same
+    '{"a":"1234567890123456789"}',  # 19 digits in a string: the guard does not parse
+    '{"a":1e400}',  # json: infinity; orjson refuses
+    '{"a":NaN}',
+    '{"a":"\\ud800"}',  # a lone surrogate escape
+    '{"a":1',
+    "[" * 2000 + "]" * 2000,
+]
+
+
+@pytest.mark.parametrize("text", EXACT_TEXTS)
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_exact_loads_reads_what_json_reads(text: str, kind: type) -> None:
+    data = text if kind is str else text.encode()
+    value = exact_loads(data)
+    assert value == json.loads(text)
+    assert repr(value) == repr(json.loads(text))  # the same types too (int vs float)
+
+
+@pytest.mark.parametrize("text", NOT_EXACT_TEXTS)
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_exact_loads_leaves_to_json_what_orjson_reads_otherwise_or_refuses(
+    text: str, kind: type
+) -> None:
+    with pytest.raises(NotExact):
+        exact_loads(text if kind is str else text.encode())
