@@ -26,9 +26,12 @@ speed) only where it is the value ``json.loads`` gives, and says so otherwise (`
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _OPTIONS = (
     orjson.OPT_STRICT_INTEGER
@@ -100,6 +103,20 @@ def exact_loads(data: bytes | str) -> Any:
         raise NotExact from None
 
 
+def loads(data: bytes | str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """``json.loads(data, parse_constant=parse_constant)`` (bytes decoded as UTF-8 first), by
+    orjson where its value is the same (``exact_loads``).
+
+    Raises:
+        UnicodeDecodeError, ValueError, RecursionError: as ``json.loads``.
+    """
+    try:
+        return exact_loads(data)
+    except NotExact:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, parse_constant=parse_constant)
+
+
 # A run of 19 digits may be an integer orjson reads as a float (above 2**63 - 1).
 _DIGITS_AS_ZERO_BYTES = bytes.maketrans(b"0123456789", b"0000000000")
 _LONG_DIGITS_BYTES = b"0" * 19
@@ -128,4 +145,4 @@ def _plain(value: Any) -> bool:
     return True
 
 
-__all__ = ["NotExact", "compact_dumps", "exact_loads", "plain_text", "string_literal"]
+__all__ = ["NotExact", "compact_dumps", "exact_loads", "loads", "plain_text", "string_literal"]
