@@ -5,11 +5,14 @@ bytes per turn on the scripted model) is run in a fresh child process per sample
 with this tree's ``oma_actors`` and with the baseline's (``--baseline``: a directory holding
 another ``oma_actors``, e.g. ``git archive main oma_actors | tar -x -C /tmp/base``). Each child
 reports the run's wall time, the bytes it wrote (``wchar`` of ``/proc/self/io``, logical bytes as
-P3 counts them), the store file's final size and the run's compactions; the table gives medians
-of the interleaved repeats and the ratio this tree / baseline (P2/P3: a regression over 5% of
-the run time per turn is not acceptable; differences under 1.3x are noise on shared machines).
+P3 counts them), the store file's final size and the run's compactions (``--store sqlite``: a
+``SqliteStore`` with its database's own journal, the file then holding both); the table gives
+medians of the interleaved repeats and the ratio this tree / baseline (P2/P3: a regression over
+5% of the run time per turn is not acceptable; differences under 1.3x are noise on shared
+machines).
 
-Run: ``.venv/bin/python bench/history_run_cost.py --baseline /tmp/base [--turns 1000]``.
+Run: ``.venv/bin/python bench/history_run_cost.py --baseline /tmp/base [--turns 1000]
+[--store sqlite]``.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ from pathlib import Path
 from pydantic import BaseModel
 from oma_actors import (AgentConfig, CheckpointOptions, JournalOptions, OpenMultiAgent, Task,
                         Team, ToolContext, define_tool)
-from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal import JsonlRunJournal, SqliteRunJournal
 from oma_actors.llm import LLMResponse, TextBlock, ToolUseBlock
-from oma_actors.stores import FileStore
+from oma_actors.stores import FileStore, SqliteStore
 from oma_actors.testing import ScriptedAdapter
 
-turns, payload = int(sys.argv[1]), int(sys.argv[2])
+turns, payload, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 
 class Note(BaseModel):
     text: str
@@ -60,7 +63,11 @@ async def main() -> None:
     tool = define_tool(name="note", description="n", input_model=Note, execute=note)
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool],
                                   max_turns=turns + 5)])
-    journal = JsonlRunJournal(root / "run.jsonl", flush_interval_ms=0)
+    if kind == "file":
+        store, journal = FileStore(root / "state.json"), JsonlRunJournal(root / "run.jsonl",
+                                                                        flush_interval_ms=0)
+    else:
+        store, journal = SqliteStore(root / "state.db"), SqliteRunJournal(root / "state.db")
     saves = {"snapshot": 0, "journal": 0}
     def on_event(event):
         mode = getattr(event, "mode", None)
@@ -70,25 +77,28 @@ async def main() -> None:
     try:
         result = await OpenMultiAgent(on_progress=on_event).run_tasks(
             team, [Task("long", "x", assignee="w", id="t0")],
-            checkpoint=CheckpointOptions(store=FileStore(root / "state.json"), run_id="r1"),
+            checkpoint=CheckpointOptions(store=store, run_id="r1"),
             journal=JournalOptions(journal))
     finally:
         await journal.close()
+        if kind != "file":
+            await store.aclose()
     seconds, written = time.perf_counter() - started, wchar() - before
     assert result.success, result.status
-    print(json.dumps({"seconds": seconds, "wchar": written,
-                      "store": (root / "state.json").stat().st_size,
-                      "journal": (root / "run.jsonl").stat().st_size, "saves": saves}))
+    # The store file (a SQLite database: with its WAL, journal rows included).
+    files = ["state.json"] if kind == "file" else ["state.db", "state.db-wal"]
+    size = sum((root / name).stat().st_size for name in files if (root / name).exists())
+    print(json.dumps({"seconds": seconds, "wchar": written, "store": size, "saves": saves}))
 
 asyncio.run(main())
 """
 
 
-def sample(source: Path, turns: int, payload: int) -> dict[str, object]:
+def sample(source: Path, turns: int, payload: int, kind: str) -> dict[str, object]:
     """One run in a fresh process importing ``oma_actors`` from ``source``."""
     env = {**os.environ, "PYTHONPATH": str(source)}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(turns), str(payload)],
+        [sys.executable, "-c", CHILD, str(turns), str(payload), kind],
         env=env,
         capture_output=True,
         text=True,
@@ -105,19 +115,23 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--payload", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--store", choices=("file", "sqlite"), default="file")
     a = ap.parse_args()
     trees = {"baseline": Path(a.baseline).resolve(), "this tree": Path(__file__).parents[1]}
     got: dict[str, list[dict[str, object]]] = {name: [] for name in trees}
     for repeat in range(a.repeats):
         names = list(trees) if repeat % 2 == 0 else list(reversed(trees))
         for name in names:
-            got[name].append(sample(trees[name], a.turns, a.payload))
+            got[name].append(sample(trees[name], a.turns, a.payload, a.store))
             print(f"# {name} repeat {repeat + 1}: {got[name][-1]}", flush=True)
 
     def med(name: str, field: str) -> float:
         return statistics.median(float(str(s[field])) for s in got[name])
 
-    print(f"\n{a.turns} turns x {a.payload} B, medians of {a.repeats} interleaved repeats")
+    print(
+        f"\n{a.store} store, {a.turns} turns x {a.payload} B, medians of {a.repeats} interleaved"
+        " repeats"
+    )
     print(f"{'tree':<11}{'ms/turn':>9}{'wchar MiB':>11}{'store KiB':>11}")
     for name in trees:
         print(

@@ -91,11 +91,14 @@ def exact_loads(data: bytes | str) -> Any:
     Raises:
         NotExact: the caller must use ``json.loads``.
     """
-    if isinstance(data, bytes):
-        digits = _LONG_DIGITS_BYTES in data.translate(_DIGITS_AS_ZERO_BYTES)
-    else:
-        digits = _LONG_DIGITS in data.translate(_DIGITS_AS_ZERO)
-    if digits:
+    if not isinstance(data, bytes):
+        # Checked and read as UTF-8: ``str.translate`` maps through a dict, about 3x the
+        # table of ``bytes.translate`` (and orjson reads either at one speed).
+        try:
+            data = data.encode()
+        except UnicodeEncodeError:  # a lone surrogate: orjson refuses it, ``json`` reads it
+            raise NotExact from None
+    if _LONG_DIGITS_BYTES in data.translate(_DIGITS_AS_ZERO_BYTES):
         raise NotExact
     try:
         return orjson.loads(data)
@@ -120,8 +123,6 @@ def loads(data: bytes | str, *, parse_constant: Callable[[str], Any] | None = No
 # A run of 19 digits may be an integer orjson reads as a float (above 2**63 - 1).
 _DIGITS_AS_ZERO_BYTES = bytes.maketrans(b"0123456789", b"0000000000")
 _LONG_DIGITS_BYTES = b"0" * 19
-_DIGITS_AS_ZERO = str.maketrans("0123456789", "0000000000")
-_LONG_DIGITS = "0" * 19
 
 
 def _plain(value: Any) -> bool:

@@ -43,6 +43,7 @@ from oma_actors.errors import CheckpointError
 from oma_actors.journal.ref import THROUGH_MEMBER
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
 from oma_actors.stores.base import Expect, is_conditional_store
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
@@ -123,8 +124,7 @@ async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
         raise CheckpointError(f"run {child_id!r} already exists: a fork never overwrites a run")
     if is_conditional_store(store):
         return  # the write itself checks (``apply``), without scanning every key here
-    prefix = history_prefix(child_id)
-    if any(entry.key.startswith(prefix) for entry in await store.list()):
+    if await list_under(store, history_prefix(child_id)):
         raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
 
 

@@ -57,6 +57,7 @@ from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, StartedCall, fold_tail, tail_read_from
 from oma_actors.journal.ref import open_journal_ref
 from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -276,21 +277,19 @@ async def _anchors(
     store: MemoryStore, run_id: str
 ) -> tuple[tuple[AnchorSummary, ...], dict[str, str], tuple[str, str] | None]:
     """The run's anchors by watermark, their texts, and its latest snapshot's key and text."""
-    prefix = history_prefix(run_id)
-    latest_key = checkpoint_key(run_id)
+    # The run's own keys alone: a database store holds every run's anchors.
     found: list[AnchorSummary] = []
     values: dict[str, str] = {}
     latest: tuple[str, str] | None = None
     newest: AnchorSummary | None = None
-    for entry in await store.list():
-        if entry.key == latest_key:
-            latest = (entry.key, entry.value)
-            if (entry.metadata or {}).get(SUMMARY) is not None:
-                # The newest anchor, not yet copied: the latest snapshot is it (``anchors``).
-                newest = _summary(entry.key, entry.value, entry.metadata, run_id)
-                newest = replace(newest, key=history_key(run_id, newest.watermark))
-        if not entry.key.startswith(prefix):
-            continue
+    entry = await store.get(checkpoint_key(run_id))
+    if entry is not None:
+        latest = (entry.key, entry.value)
+        if (entry.metadata or {}).get(SUMMARY) is not None:
+            # The newest anchor, not yet copied: the latest snapshot is it (``anchors``).
+            newest = _summary(entry.key, entry.value, entry.metadata, run_id)
+            newest = replace(newest, key=history_key(run_id, newest.watermark))
+    for entry in await list_under(store, history_prefix(run_id)):
         values[entry.key] = entry.value
         found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
     if newest is not None and latest is not None and newest.key not in values:

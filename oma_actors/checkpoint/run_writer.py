@@ -65,7 +65,7 @@ from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.keyspace import checkpoint_key
-from oma_actors.stores.base import ConditionalStore
+from oma_actors.stores.base import ConditionalStore, one_document
 from oma_actors.stores.redacting import redactor_of
 
 if TYPE_CHECKING:
@@ -387,11 +387,15 @@ class RunWriter:
         # watermark, the seq the decision took the boundary's events through).
         snapshot = await journal.vouch(replace(await run.build(), revision=revision))
         # A compaction only because the tail outgrew the snapshot is exactly what the journal
-        # folds to: its history point needs no anchor (a full copy in the store, D17). Keeping
-        # one would bound every ``state_at`` fold to one tail, but on a FileStore every anchor
-        # is in the file each restore parses: measured, a 1000-turn run's restore 2x slower,
-        # its bytes written 1.9x (``bench/history_run_cost.py``); so it is not kept.
-        anchor = None if journal.outgrown else boundary
+        # folds to: history is complete without its anchor (D17). Where an anchor costs only
+        # its bytes (a database row or a memory key: a restore reads the latest snapshot
+        # alone) it is kept, so a fold to any point (``state_at``, ``fork_run``) starts at most
+        # one compaction's tail below it. In a store that is one document (a FileStore) every
+        # anchor is in the file each restore parses and each write rewrites: measured, a
+        # 1000-turn run's restore 2x slower, its bytes written 1.9x
+        # (``bench/history_run_cost.py``); so it is not kept there.
+        keep = not journal.outgrown or not one_document(self._checkpoint.store)
+        anchor = boundary if keep else None
         outcome = await self._store(snapshot, anchor=anchor)
         if isinstance(outcome, Saved):
             journal.compacted(snapshot, self._last_size)

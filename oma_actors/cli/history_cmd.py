@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from oma_actors.stores import AtomicStore
 
 ACTIONS = ("history", "fork", "cancel", "delete")
-# Spelled as the keyspace spells them; the CLI reads the store as a third party.
+# Spelled as the keyspace spells it; the CLI reads the store as a third party.
 _HISTORY_PREFIX = "__oma_history__/"
 
 
@@ -134,8 +134,8 @@ async def _delete(store: AtomicStore, run_id: str, console: Console) -> int:
         )
         return 2
     keys = [checkpoint_key(run_id)]
-    prefix = f"{_HISTORY_PREFIX}{run_id}/"
-    keys += [entry.key for entry in await store.list() if entry.key.startswith(prefix)]
+    # The run's own keys alone (a database store holds every run's).
+    keys += [entry.key for entry in await store.list(prefix=f"{_HISTORY_PREFIX}{run_id}/")]
     found = [key for key in keys if await store.get(key) is not None]
     if not found and record is None:
         _fail(f"no run {run_id!r} in this store")

@@ -99,6 +99,10 @@ def to_json_line(event: JournalEvent) -> str:
 def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalEvent:
     """Read one journal line, strictly.
 
+    The line is parsed by orjson (C, about 2.5x the ``json`` module) when that gives the very
+    value ``json`` would (``exact_loads``); any other line is read or refused by the ``json``
+    module, with its own error (a database journal's rows are read so too).
+
     Args:
         text: the line, without its newline.
         line: its 1-based line number, for the error.
@@ -108,26 +112,20 @@ def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalE
         JournalCorruptError: the line is not a JSON object, or a base field is missing or of the
             wrong type, or the event type is unknown. The error names the line and the field.
     """
-    try:
-        raw = _DECODER.decode(text)
-    except (ValueError, RecursionError) as exc:
-        raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise JournalCorruptError(path, line, "json", "not a JSON object")
-    return _event_of(raw, line=line, path=path)
+    return _parse(text, line, path)
 
 
 def parse_line_bytes(data: bytes, *, line: int = 0, path: str = "<journal>") -> JournalEvent:
     """``parse_line(data.decode(), ...)``: the same event, or the same error (P5).
 
-    A line is parsed by orjson (C, about 2.5x the ``json`` module) when that gives the very
-    value ``json`` would (``exact_loads``); any other line is read or refused by
-    ``parse_line`` with its own error.
-
     Raises:
         JournalCorruptError: as ``parse_line``.
         UnicodeDecodeError: the line is not UTF-8.
     """
+    return _parse(data, line, path)
+
+
+def _parse(data: str | bytes, line: int, path: str) -> JournalEvent:
     try:
         raw = exact_loads(data)
     except NotExact:
@@ -135,7 +133,14 @@ def parse_line_bytes(data: bytes, *, line: int = 0, path: str = "<journal>") -> 
     else:
         if isinstance(raw, dict):
             return _event_of(raw, line=line, path=path)
-    return parse_line(data.decode(), line=line, path=path)
+    text = data.decode() if isinstance(data, bytes) else data
+    try:
+        raw = _DECODER.decode(text)
+    except (ValueError, RecursionError) as exc:
+        raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise JournalCorruptError(path, line, "json", "not a JSON object")
+    return _event_of(raw, line=line, path=path)
 
 
 def from_json_object(
@@ -329,6 +334,15 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 _SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
+_TYPE_HEAD = re.compile(r'\{"type":"([^"\\]{1,64})",')
+
+
+def line_type(text: str) -> str | None:
+    """The event type a line shows at its start (``{"type":"...",``, as this module and OMA
+    write lines), without parsing it; ``None``: the line starts otherwise (another writer's key
+    order, an escape in the type): only its parse can tell."""
+    found = _TYPE_HEAD.match(text)
+    return None if found is None else found[1]
 
 
 def peek_seq(line: bytes) -> int | None:

@@ -21,7 +21,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import ConfigurationError
-from oma_actors.journal.sql import SqlRunJournal, checked_keys, fence_holds
+from oma_actors.journal.sql import NO_LAST, SqlRunJournal, checked_keys, fence_holds
 from oma_actors.stores.postgres import (
     TABLE_NAME,
     PostgresStore,
@@ -149,8 +149,8 @@ class PostgresRunJournal(SqlRunJournal):
                 f"SELECT run_id, seq, payload FROM {quoted} WHERE seq >= $1 ORDER BY seq, run_id"
             ),
             "run": (
-                f"SELECT run_id, seq, payload FROM {quoted} WHERE run_id = $1 AND seq >= $2 "
-                "ORDER BY seq"
+                f"SELECT run_id, seq, payload FROM {quoted} WHERE run_id = $1 "
+                "AND seq BETWEEN $2 AND $3 ORDER BY seq"
             ),
         }
 
@@ -316,13 +316,16 @@ class PostgresRunJournal(SqlRunJournal):
                     raise _Conflict  # rolls the transaction back
         results[:] = answers
 
-    async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
+    async def _select(
+        self, run_id: str | None, seq: int, last: int | None = None
+    ) -> Sequence[tuple[str, int, str]]:
         self._check_open()
         pool = await self._connected()
         if run_id is None:
             rows = await self._call(pool.fetch(self._sql["all"], seq))
         else:
-            rows = await self._call(pool.fetch(self._sql["run"], run_id, seq))
+            end = NO_LAST if last is None else last
+            rows = await self._call(pool.fetch(self._sql["run"], run_id, seq, end))
         return [(row[0], row[1], row[2]) for row in rows]
 
     async def _release(self) -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oma_actors.journal.batching import GroupCommit
-from oma_actors.journal.codec import parse_line, to_json_line
+from oma_actors.journal.codec import line_type, parse_line, to_json_line
 from oma_actors.journal.errors import (
     JournalAppendError,
     JournalClosedError,
@@ -41,10 +41,14 @@ from oma_actors.journal.errors import (
 from oma_actors.journal.marks import DispatchMark, mark_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
     from oma_actors.journal.event import JournalEvent
     from oma_actors.stores.base import ConditionalStore, Expect, Write
+
+
+NO_LAST = 2**63 - 1
+"""The highest seq a journal row can hold (a signed 64-bit column): no upper bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +204,26 @@ class SqlRunJournal(ABC):
         """
         return self._decode(await self._select(run_id, seq))
 
+    async def read_range(
+        self,
+        run_id: str,
+        first: int,
+        last: int | None = None,
+        *,
+        types: Collection[str] | None = None,
+    ) -> list[JournalEvent]:
+        """The stored events of ``run_id`` with ``first <= seq <= last`` (``None``: no bound)
+        of one of ``types`` (``None``: any), in seq order (``RangeReader``).
+
+        The bound is the query's; a row whose payload shows another type at its start
+        (``line_type``) is not parsed (a history point's fold reads only what it folds).
+
+        Raises:
+            JournalCorruptError: a row read does not parse or does not match its key.
+        """
+        wanted = None if types is None else frozenset(types)
+        return self._decode(await self._select(run_id, first, last), wanted)
+
     async def mark(self, mark: DispatchMark) -> None:
         """Make a dispatch mark durable in the marks table (``marks.DispatchMarks``).
 
@@ -265,8 +289,11 @@ class SqlRunJournal(ABC):
         """
 
     @abstractmethod
-    async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
-        """``(run_id, seq, payload)`` rows with ``seq >= seq`` (of ``run_id`` when given)."""
+    async def _select(
+        self, run_id: str | None, seq: int, last: int | None = None
+    ) -> Sequence[tuple[str, int, str]]:
+        """``(run_id, seq, payload)`` rows with ``seq >= seq`` (of ``run_id`` when given; then
+        with ``seq <= last`` too, unless ``last`` is ``None``), by seq."""
 
     @abstractmethod
     async def _delete(self, run_id: str) -> int:
@@ -322,17 +349,35 @@ class SqlRunJournal(ABC):
         """The error of an append whose ``(run_id, seq)`` is already stored."""
         return JournalDuplicateError(self._name, run_id, seq)
 
-    def _decode(self, rows: Iterable[tuple[str, int, str]]) -> list[JournalEvent]:
+    def _decode(
+        self, rows: Iterable[tuple[str, int, str]], types: frozenset[str] | None = None
+    ) -> list[JournalEvent]:
+        """The rows' events, checked against their keys; with ``types``, only those types."""
         events = []
         for run_id, seq, payload in rows:
-            where = f"{self._name}: run {run_id!r} seq {seq}"
-            event = parse_line(payload, line=seq, path=where)
+            if types is not None:
+                shown = line_type(payload)
+                if shown is not None and shown not in types:
+                    continue
+            try:
+                event = parse_line(payload, line=seq, path=self._name)
+            except JournalCorruptError:
+                # The error again, naming the row (built only then: thousands of rows a read).
+                parse_line(payload, line=seq, path=self._where(run_id, seq))
+                raise
             if event.run_id != run_id or event.seq != seq:
                 raise JournalCorruptError(
-                    where, seq, "key", f"the payload is run {event.run_id!r} seq {event.seq}"
+                    self._where(run_id, seq),
+                    seq,
+                    "key",
+                    f"the payload is run {event.run_id!r} seq {event.seq}",
                 )
-            events.append(event)
+            if types is None or event.type in types:
+                events.append(event)
         return events
+
+    def _where(self, run_id: str, seq: int) -> str:
+        return f"{self._name}: run {run_id!r} seq {seq}"
 
 
 def fence_holds(part: AppendPart, current: Mapping[str, str | None]) -> bool:
@@ -353,6 +398,7 @@ def checked_keys(parts: Sequence[AppendPart], results: Sequence[PartResult | Non
 
 
 __all__ = [
+    "NO_LAST",
     "AppendFence",
     "AppendPart",
     "FencedJournal",

@@ -17,7 +17,7 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from oma_actors.journal.sql import SqlRunJournal, checked_keys, fence_holds
+from oma_actors.journal.sql import NO_LAST, SqlRunJournal, checked_keys, fence_holds
 from oma_actors.stores.sqlite import SqliteStore, connect, immediate_transaction, store_error
 
 if TYPE_CHECKING:
@@ -134,14 +134,17 @@ class SqliteRunJournal(SqlRunJournal):
         connection.execute("RELEASE part")
         return True
 
-    async def _select(self, run_id: str | None, seq: int) -> Sequence[tuple[str, int, str]]:
+    async def _select(
+        self, run_id: str | None, seq: int, last: int | None = None
+    ) -> Sequence[tuple[str, int, str]]:
         self._check_open()
         columns = f"SELECT run_id, seq, payload FROM {JOURNAL_TABLE}"
         args: tuple[object, ...]
         if run_id is None:
             query, args = f"{columns} WHERE seq >= ? ORDER BY seq, run_id", (seq,)
         else:
-            query, args = f"{columns} WHERE run_id = ? AND seq >= ? ORDER BY seq", (run_id, seq)
+            query = f"{columns} WHERE run_id = ? AND seq BETWEEN ? AND ? ORDER BY seq"
+            args = (run_id, seq, NO_LAST if last is None else last)
         return await self._run(lambda connection: connection.execute(query, args).fetchall())
 
     async def _delete(self, run_id: str) -> int:

@@ -220,3 +220,11 @@ def is_atomic_store(candidate: object) -> bool:
 def is_conditional_store(candidate: object) -> bool:
     """Whether ``candidate`` is an atomic store with a callable ``apply``."""
     return is_atomic_store(candidate) and callable(getattr(candidate, "apply", None))
+
+
+def one_document(store: object) -> bool:
+    """Whether ``store`` keeps every entry in one document that each load and each write
+    handles whole (a ``FileStore``, also behind an encrypting or redacting wrapper): there a
+    key kept costs every later restore and write, where a database row or a memory key costs
+    its bytes once. Any other store (one without a ``one_document`` of its own) is not."""
+    return getattr(store, "one_document", False) is True

@@ -36,7 +36,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
-from oma_actors.stores.base import Apply, CompareAndSet, Expect, Put, SetWithExpiry, is_memory_store
+from oma_actors.stores.base import (
+    Apply,
+    CompareAndSet,
+    Expect,
+    Put,
+    SetWithExpiry,
+    is_memory_store,
+    one_document,
+)
 from oma_actors.stores.keyring import KeyRing, UnsealError
 from oma_actors.stores.prefix import list_under
 
@@ -118,6 +126,11 @@ class EncryptingStore:
             self.apply = self._apply
         if callable(getattr(inner, "set_with_expiry", None)):
             self.set_with_expiry = self._set_with_expiry
+
+    @property
+    def one_document(self) -> bool:
+        """Whether the wrapped store is one document (``stores.base.one_document``)."""
+        return one_document(self.inner)
 
     def seal(self, key: str, value: str) -> str:
         """The envelope of ``value`` at ``key``, sealed under the active key.

@@ -76,6 +76,10 @@ class FileStore(AppliesConditionally):
 
     _path: str
 
+    one_document = True
+    """Every entry lives in one file that each load and write handles whole
+    (``stores.base.one_document``)."""
+
     def __new__(cls, path: str | os.PathLike[str], *, clock: Clock = SYSTEM_CLOCK) -> FileStore:
         """The live instance of this file in this process, or a new one."""
         real = os.path.realpath(os.fspath(path))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from oma_actors.errors import ConfigurationError
-from oma_actors.stores.base import JsonText, is_memory_store
+from oma_actors.stores.base import JsonText, is_memory_store, one_document
 from oma_actors.stores.prefix import list_under
 from oma_actors.stores.redaction import Redactor
 
@@ -93,6 +93,11 @@ class RedactingStore:
         self._inner = inner
         self._redactor = Redactor(patterns)
         return self
+
+    @property
+    def one_document(self) -> bool:
+        """Whether the wrapped store is one document (``stores.base.one_document``)."""
+        return one_document(self._inner)
 
     def _redact(self, value: str) -> str:
         return self._redactor.value(value)

@@ -12,12 +12,14 @@ every check gets its own and closes it. What only some backends can show is opte
     )
 
 The rules: events come back in append order and ``read_from`` / ``read_run`` filter by seq and
-run; a closed journal refuses appends and loses none it accepted; a keyed journal refuses a
-duplicate ``(run_id, seq)`` for that append alone; concurrent appends of many runs share
-commits (counted by ``commits``, never timed); a failed commit makes every append of its batch
-raise and leaves none of it visible; a stored event that does not parse is a typed error; a
-journal keeping dispatch marks (``journal.marks``, issue 18) keeps them beside its events,
-durable across a reopen, filtered by run and seq, several calls at one seq included.
+run, and ``read_run_range`` by run, both seq bounds and type (by the journal's own
+``read_range`` where it has one); a closed journal refuses appends and loses none it accepted; a
+keyed journal refuses a duplicate ``(run_id, seq)`` for that append alone; concurrent appends
+of many runs share commits (counted by ``commits``, never timed); a failed commit makes every
+append of its batch raise and leaves none of it visible; a stored event that does not parse is
+a typed error; a journal keeping dispatch marks (``journal.marks``, issue 18) keeps them beside
+its events, durable across a reopen, filtered by run and seq, several calls at one seq
+included.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from oma_actors.errors import StoreError
-from oma_actors.journal.base import read_run
+from oma_actors.journal.base import read_run, read_run_range
 from oma_actors.journal.errors import (
     JournalClosedError,
     JournalCorruptError,
@@ -96,6 +98,7 @@ async def check_run_journal(make_journal: MakeJournal, hooks: JournalHooks | Non
     checks: list[Callable[[RunJournal, JournalHooks], Awaitable[None]]] = [
         _order_and_read_from,
         _read_run_filters_by_run_and_seq,
+        _read_run_range_bounds_seqs_and_types,
         _close_refuses_appends_and_keeps_accepted_ones,
     ]
     if hooks.keyed:
@@ -154,6 +157,34 @@ async def _read_run_filters_by_run_and_seq(journal: RunJournal, hooks: JournalHo
     for run_id in ("a", "b"):
         seqs = [e.seq for e in every if e.run_id == run_id]
         expect(seqs == sorted(seqs), f"run {run_id}'s events out of order: {seqs}")
+
+
+async def _read_run_range_bounds_seqs_and_types(journal: RunJournal, hooks: JournalHooks) -> None:
+    kinds = ("turn/start", "turn/end", "tool/call")
+
+    def typed(run_id: str, seq: int) -> JournalEvent:
+        kind = kinds[seq % len(kinds)]
+        return JournalEvent(
+            seq=seq, type=kind, run_id=run_id, attempt=1, timestamp_unix_ms=seq, data={"n": seq}
+        )
+
+    await journal.append([typed("a", seq) for seq in range(1, 8)])
+    await journal.append([typed("b", seq) for seq in range(1, 8)])
+    reader = await _readback(journal, hooks)
+    bounded = await read_run_range(reader, "a", 2, 5)
+    expect(_keys(bounded) == [("a", s) for s in range(2, 6)], f"2..5 gave {_keys(bounded)}")
+    expect(bounded[0] == typed("a", 2), "an event read back differs from the one appended")
+    open_ended = await read_run_range(reader, "a", 6)
+    expect(_keys(open_ended) == [("a", 6), ("a", 7)], f"6.. gave {_keys(open_ended)}")
+    wanted = {"turn/end", "tool/call"}
+    of_types = await read_run_range(reader, "b", 1, 6, types=wanted)
+    keys = _keys(of_types)
+    expect(
+        keys == [("b", s) for s in (1, 2, 4, 5)] and {e.type for e in of_types} == wanted,
+        f"types {sorted(wanted)} of b 1..6 gave {[(e.seq, e.type) for e in of_types]}",
+    )
+    if reader is not journal:
+        await reader.close()
 
 
 async def _close_refuses_appends_and_keeps_accepted_ones(

@@ -25,7 +25,7 @@ from oma_actors import (
 from oma_actors.checkpoint.codec import encode
 from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.journal import JournalOptions, JsonlRunJournal
-from oma_actors.stores import FileStore
+from oma_actors.stores import FileStore, InMemoryStore
 
 
 @dataclass
@@ -90,6 +90,17 @@ def _pairs(items: Any) -> list[tuple[str, Any]]:
     if isinstance(items, dict):
         return [(str(key), value) for key, value in items.items()]
     return [(str(item.get("key")), item) for item in items]
+
+
+@dataclass
+class MemoryWorkspace(Workspace):
+    """A memory store (one instance: it is the store) and a JSONL journal: a store where an
+    anchor costs only its bytes, so every compaction keeps one (D17), size-only ones too."""
+
+    kept: InMemoryStore = field(default_factory=InMemoryStore)
+
+    def store(self) -> InMemoryStore:  # type: ignore[override]
+        return self.kept
 
 
 async def run_journal_first(

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from history_support import Effects, Workspace, comparable, make_team, run_journal_first
+from history_support import (
+    Effects,
+    MemoryWorkspace,
+    Workspace,
+    comparable,
+    make_team,
+    run_journal_first,
+)
 
 from oma_actors import CheckpointError
 from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
@@ -67,11 +74,13 @@ async def capture_run(
     return saved
 
 
+@pytest.mark.parametrize("kind", [Workspace, MemoryWorkspace])
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 async def test_state_at_every_boundary_is_the_snapshot_saved_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, kind: type[Workspace]
 ) -> None:
-    space = Workspace(tmp_path)
+    # On a FileStore and on a store that keeps an anchor at every compaction.
+    space = kind(tmp_path)
     saved = await capture_run(space, WORKLOADS[name], monkeypatch)
     points = await run_history(space.store(), "r1")
     seqs = [point.seq for point in points]
@@ -214,15 +223,31 @@ async def test_a_compaction_only_for_size_keeps_no_anchor_and_its_point_still_fo
         assert comparable(state) == comparable(snapshot), boundary
 
 
-async def outgrown_run(
+async def test_a_compaction_only_for_size_keeps_an_anchor_where_an_anchor_costs_only_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A memory store (as a database) reads the latest snapshot alone on a restore: keeping a
+    # size-only compaction costs its bytes once, and a fold to a point above it starts there.
+    space, saved, mark, above = await outgrown_run(tmp_path, monkeypatch, MemoryWorkspace)
+    assert mark in await anchor_marks(space.store())
+    bases = fold_bases(monkeypatch)
+    for seq in above:
+        state = await state_at(space.store(), "r1", seq)
+        assert comparable(state) == comparable(saved[seq][1]), seq
+    assert bases == [mark] * len(above)
+
+
+async def outgrown_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: type[Workspace] = Workspace,
 ) -> tuple[Workspace, dict[int, tuple[str, CheckpointSnapshot]], int, list[int]]:
     """The ``parallel_unsafe`` run with every outgrown tail compacted; its first such
     compaction's watermark, and the saved points above it below the next anchor."""
     from oma_actors.checkpoint import journal_path
 
     monkeypatch.setattr(journal_path, "MIN_TAIL_BYTES", 0)
-    space = Workspace(tmp_path)
+    space = kind(tmp_path)
     outgrown: list[int] = []
     real_decision = journal_path.JournalPath.journal_only
 
@@ -348,3 +373,25 @@ async def test_a_latest_snapshot_that_does_not_decode_leaves_the_anchors_to_answ
     for seq in above:
         state = await state_at(space.store(), "r1", seq)
         assert comparable(state) == comparable(saved[seq][1]), seq
+
+
+async def test_a_history_lists_only_the_runs_own_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database store holds every run's anchors: a history reads its run's alone.
+    from oma_actors.keyspace import history_prefix
+
+    space = MemoryWorkspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    listed: list[str | None] = []
+    real = InMemoryStore.list
+
+    async def spy(self: InMemoryStore, prefix: str | None = None) -> Any:
+        listed.append(prefix)
+        return await real(self, prefix)
+
+    monkeypatch.setattr(InMemoryStore, "list", spy)
+    points = await run_history(space.store(), "r1")
+    await state_at(space.store(), "r1", points[-2].seq)
+    assert listed
+    assert set(listed) == {history_prefix("r1")}
