@@ -68,7 +68,8 @@ from oma_actors.checkpoint import (
 )
 from oma_actors.journal import JsonlRunJournal, PostgresRunJournal, SqliteRunJournal
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
-from oma_actors.stores import FileStore, PostgresStore, SqliteStore
+from oma_actors.stores import FileStore, SqliteStore
+from oma_actors.stores.postgres import PostgresStore
 from oma_actors.testing import ScriptedAdapter
 
 _T = TypeVar("_T")
@@ -255,15 +256,17 @@ async def measure(files: Files, turns: int, repeats: int) -> int:
         await closing(files.store(), lambda s: fork_run(s, "r1", at_seq=mid, new_run_id=child))
 
     variants: dict[str, Callable[[], Coroutine[Any, Any, object]]] = {
-        "restore": lambda: restore_read(files),
+        "restore": lambda: restore_read(files)
+    }
+    for n, at in ((turns // 2, "mid"), (turns, "last")):
+        if n in copies:
+            variants[f"restore at {at}"] = lambda copy=copies[n]: restore_read(copy)
+    variants |= {
         "run_history": lambda: closing(files.store(), lambda s: run_history(s, "r1")),
         "state_at mid": lambda: closing(files.store(), lambda s: state_at(s, "r1", mid)),
         "state_at last": lambda: closing(files.store(), lambda s: state_at(s, "r1", last)),
         "fork_run mid": fork_once,
     }
-    for n, at in ((turns // 2, "mid"), (turns, "last")):
-        if n in copies:
-            variants[f"restore at {at}"] = lambda copy=copies[n]: restore_read(copy)
     samples: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     names = list(variants)

@@ -37,7 +37,9 @@ refused snapshot. An append to a journal file cannot carry the fence, so on a JS
 every boundary of a leased run stays a fenced snapshot (D11). Each compaction also keeps its
 history anchor (``anchors``, D17), which ``run_history`` and ``state_at`` fold the journal
 from: on an atomic store the latest snapshot is its own newest anchor, copied only when the
-next compaction overwrites it (``_store_latest_anchor``).
+next compaction overwrites it (``_store_latest_anchor``). A compaction made only because the
+tail outgrew the snapshot keeps none in a store that is one document (a FileStore: see
+``_save_by_path``).
 
 **Dispatch marks (issue 18).** A journal-only ``tool_dispatch`` save is the one an ``unsafe``
 call runs on, and events above the last compaction are known to the journal alone: cut off, they
