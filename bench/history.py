@@ -45,7 +45,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import asyncpg
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -133,6 +132,8 @@ class Files:
         if self._shared is None:
             return
         await self._shared.aclose()
+        import asyncpg  # the postgres extra: only this store needs it
+
         connection = await asyncpg.connect(self.dsn)
         try:
             for suffix in ("", "_journal", "_journal_marks"):

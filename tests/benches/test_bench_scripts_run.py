@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SMALL = {
     "dispatch_marks.py": [["--turns", "2", "--repeats", "1", "--tasks", "2"]],
     "redaction.py": [["--turns", "2", "--repeats", "1"]],
-    "history.py": [["--turns", "6", "--repeats", "1"]],
+    "history.py": [
+        ["--turns", "6", "--repeats", "1"],
+        ["--turns", "6", "--repeats", "1", "--store", "sqlite"],
+    ],
     "journal_p13.py": [["--runs", "4", "--boundaries", "3", "--repeats", "1", "--only", "jsonl"]],
     "restore_stages.py": [
         ["--capture", "--turns", "6", "--workdir", "{tmp}"],
