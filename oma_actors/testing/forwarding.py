@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from oma_actors.stores.base import Apply, CompareAndSet, SetWithExpiry
+from oma_actors.stores.base import Apply, CompareAndSet, SetWithExpiry, one_document
 from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
@@ -55,6 +55,11 @@ class ForwardingStore:
             self.apply = self._apply
         if callable(getattr(inner, "set_with_expiry", None)):
             self.set_with_expiry = self._set_with_expiry
+
+    @property
+    def one_document(self) -> bool:
+        """Whether the inner store is one document (``stores.base.one_document``)."""
+        return one_document(self.inner)
 
     async def get(self, key: str) -> MemoryEntry | None:
         """Return the inner store's entry at ``key``."""

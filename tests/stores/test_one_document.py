@@ -13,6 +13,7 @@ import pytest
 from oma_actors.stores import EncryptingStore, FileStore, InMemoryStore, RedactingStore, SqliteStore
 from oma_actors.stores.base import MemoryStore, one_document
 from oma_actors.stores.keyring import KeyRing
+from oma_actors.testing.forwarding import ForwardingStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,10 +33,12 @@ RING = KeyRing({"k1": bytes(range(32))}, active="k1")
         (lambda path: SqliteStore(path / "state.db"), False),
         (lambda path: EncryptingStore(InMemoryStore(), RING), False),
         (lambda path: RedactingStore(InMemoryStore()), False),
+        (lambda path: ForwardingStore(FileStore(path / "state.json")), True),
+        (lambda path: ForwardingStore(InMemoryStore()), False),
     ],
     ids=[
         "file", "encrypted-file", "redacted-file", "redacted-encrypted-file", "memory", "sqlite",
-        "encrypted-memory", "redacted-memory",
+        "encrypted-memory", "redacted-memory", "test-kit-wrapped-file", "test-kit-wrapped-memory",
     ],
 )  # fmt: skip
 def test_only_a_file_store_is_one_document_also_behind_wrappers(
