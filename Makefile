@@ -55,6 +55,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/sidecar_outage.py
 	$(BIN)/python bench/encryption.py
 	$(BIN)/python bench/history.py
+	$(BIN)/python bench/history.py --store sqlite
+	$(BIN)/python bench/history.py --store postgres
 	$(BIN)/python bench/store_prefix.py
 	$(BIN)/python bench/dispatch_marks.py
 	$(BIN)/python bench/redaction.py

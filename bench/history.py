@@ -142,6 +142,20 @@ class Files:
             await connection.close()
 
 
+async def unreachable(dsn: str) -> str | None:
+    """Why PostgreSQL at ``dsn`` cannot be used (``None``: it can): no driver, no server."""
+    try:
+        import asyncpg
+    except ImportError:
+        return "asyncpg is not installed (the postgres extra)"
+    try:
+        connection = await asyncpg.connect(dsn, timeout=5)
+    except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    await connection.close()
+    return None
+
+
 async def closing(store: Any, action: Callable[[Any], Awaitable[_T]]) -> _T:
     """``action(store)``, the store closed after it when it is a SQLite store of its own."""
     try:
@@ -231,6 +245,9 @@ async def timed(action: Callable[[], Coroutine[Any, Any, object]]) -> tuple[floa
 
 
 async def main(turns: int, repeats: int, kind: str, dsn: str) -> int:
+    if kind == "postgres" and (why := await unreachable(dsn)) is not None:
+        print(f"skipped: PostgreSQL at {dsn} is not usable ({why})")
+        return 0
     root = Path(tempfile.mkdtemp(prefix="oma-history-bench-"))
     files = Files(kind, root, dsn)
     try:
