@@ -122,8 +122,9 @@ async def fork_run(
 async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
     if await store.get(checkpoint_key(child_id)) is not None:
         raise CheckpointError(f"run {child_id!r} already exists: a fork never overwrites a run")
-    if is_conditional_store(store):
-        return  # the write itself checks (``apply``), without scanning every key here
+    # Any anchor of the id refuses it (a history of another run's would mix with the child's);
+    # the child's keys alone are listed. On a conditional store the write checks its own keys
+    # again, atomically (``apply``): a fork racing this one is refused there.
     if await list_under(store, history_prefix(child_id)):
         raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
 

@@ -11,7 +11,14 @@ import itertools
 from pathlib import Path
 
 import pytest
-from history_support import Effects, Workspace, make_team, restore_run, run_journal_first
+from history_support import (
+    Effects,
+    MemoryWorkspace,
+    Workspace,
+    make_team,
+    restore_run,
+    run_journal_first,
+)
 
 from oma_actors import CheckpointError
 from oma_actors.approvals import (
@@ -24,6 +31,9 @@ from oma_actors.approvals import (
 )
 from oma_actors.checkpoint import Checkpoint, fork_run, run_history, state_at
 from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
+from oma_actors.keyspace import history_key
+from oma_actors.stores.base import MemoryStore
+from oma_actors.testing.stores import MinimalStore
 
 
 def parent_bytes(space: Workspace, run_id: str) -> tuple[dict[str, object], list[str]]:
@@ -218,3 +228,25 @@ async def test_a_fork_writes_the_childs_text_once_and_its_first_compaction_keeps
     assert (await restore_run(space, team, "child")).success
     assert history_key("child", asks.seq) in space.entries("/child/")
     assert (await run_history(space.store(), "child"))[0].boundary == "fork"
+
+
+@pytest.mark.parametrize("kind", ["conditional", "plain"])
+async def test_a_fork_onto_an_id_that_has_a_history_is_refused_and_writes_nothing(
+    tmp_path: Path, kind: str
+) -> None:
+    # A leftover anchor of the new id at another seq (no latest snapshot): the child's history
+    # would mix with it. Refused on every store kind, before anything is written.
+    space = MemoryWorkspace(tmp_path)
+    team = make_team(2, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1)).success
+    store: MemoryStore = space.store()
+    if kind == "plain":
+        store = MinimalStore()
+        for entry in await space.store().list():
+            await store.set(entry.key, entry.value, entry.metadata)
+    await store.set(history_key("child", 1), "{}", None)
+    before = [(e.key, e.value) for e in await store.list()]
+    seqs = [p.seq for p in await run_history(store, "r1")]
+    with pytest.raises(CheckpointError, match="already has a history"):
+        await fork_run(store, "r1", at_seq=seqs[-2], new_run_id="child")
+    assert [(e.key, e.value) for e in await store.list()] == before
