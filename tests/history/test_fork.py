@@ -8,7 +8,10 @@ parent's stored entries (its snapshot, its anchors) and its journal lines stay b
 from __future__ import annotations
 
 import itertools
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from history_support import (
@@ -31,8 +34,9 @@ from oma_actors.approvals import (
 )
 from oma_actors.checkpoint import Checkpoint, fork_run, run_history, state_at
 from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
-from oma_actors.keyspace import history_key
-from oma_actors.stores.base import MemoryStore
+from oma_actors.keyspace import approval_key, checkpoint_key, history_key, history_prefix
+from oma_actors.stores.base import Expect, MemoryStore, Write
+from oma_actors.testing.forwarding import ForwardingStore
 from oma_actors.testing.stores import MinimalStore
 
 
@@ -250,3 +254,73 @@ async def test_a_fork_onto_an_id_that_has_a_history_is_refused_and_writes_nothin
     with pytest.raises(CheckpointError, match="already has a history"):
         await fork_run(store, "r1", at_seq=seqs[-2], new_run_id="child")
     assert [(e.key, e.value) for e in await store.list()] == before
+
+
+async def test_a_fork_that_loses_the_id_to_a_concurrent_one_is_refused_and_overwrites_nothing(
+    tmp_path: Path,
+) -> None:
+    # Another fork takes the id between this one's check and its write: the write's own check
+    # (one atomic apply) refuses it, and the other's snapshot stays.
+    space = MemoryWorkspace(tmp_path)
+    assert (await run_journal_first(space, make_team(2, 1, "idempotent", Effects()), 1)).success
+    seqs = [p.seq for p in await run_history(space.store(), "r1")]
+
+    class Racing(ForwardingStore):
+        async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+            await self.inner.set(checkpoint_key("child"), "the other fork's", None)
+            return await super()._apply(checks, writes)
+
+    with pytest.raises(CheckpointError, match="created concurrently"):
+        await fork_run(Racing(space.store()), "r1", at_seq=seqs[-2], new_run_id="child")
+    entry = await space.store().get(checkpoint_key("child"))
+    assert entry is not None
+    assert entry.value == "the other fork's"
+    assert await space.store().list(prefix=history_prefix("child")) == []
+
+
+async def suspended_then_committed(space: Workspace) -> tuple[str, int]:
+    """The parent suspends on an unsafe call, is approved, resumes and commits it: the approval
+    request's id and the seq of the commit's point (its snapshot holds the decision)."""
+    team = make_team(1, 1, "unsafe", Effects())
+
+    def gate(call: ToolCallRequest) -> Suspend | Allow:
+        return Suspend("review") if call.run_id == "r1" else Allow()
+
+    [request] = (await run_journal_first(space, team, 1, on_tool_call=gate)).pending_approvals
+    await decide_approval(
+        space.store(), request_id=request.id, request_hash=request.request_hash,
+        decision="approve", reviewer=Reviewer("alice"),
+    )  # fmt: skip
+    assert (await restore_run(space, team, "r1", on_tool_call=gate)).success
+    commits = [p for p in await run_history(space.store(), "r1") if p.boundary == "tool_commit"]
+    return request.id, commits[-1].seq
+
+
+async def test_a_fork_whose_decision_has_no_ledger_row_is_refused(tmp_path: Path) -> None:
+    space = MemoryWorkspace(tmp_path)
+    request_id, at = await suspended_then_committed(space)
+    await space.store().delete(approval_key(request_id))
+    with pytest.raises(CheckpointError, match="has no ledger row"):
+        await fork_run(space.store(), "r1", at_seq=at, new_run_id="child")
+    assert await space.store().get(checkpoint_key("child")) is None
+
+
+async def test_a_fork_whose_decision_its_ledger_does_not_hold_is_refused(tmp_path: Path) -> None:
+    # The ledger row is back to undecided (the row as it was before the decision): the
+    # snapshot's decision cannot be bound to the child's request.
+    space = MemoryWorkspace(tmp_path)
+    undecided: dict[str, Any] = {}
+    real = decide_approval
+
+    async def keeping(store: MemoryStore, *, request_id: str, **kwargs: Any) -> Any:
+        undecided[request_id] = await store.get(approval_key(request_id))
+        return await real(store, request_id=request_id, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "decide_approval", keeping)
+        request_id, at = await suspended_then_committed(space)
+    row = undecided[request_id]
+    await space.store().set(row.key, row.value, row.metadata)
+    with pytest.raises(CheckpointError, match="not in its ledger"):
+        await fork_run(space.store(), "r1", at_seq=at, new_run_id="child")
+    assert await space.store().get(checkpoint_key("child")) is None

@@ -400,3 +400,37 @@ async def test_a_history_lists_only_the_runs_own_keys(
     await state_at(space.store(), "r1", points[-2].seq)
     assert listed
     assert set(listed) == {history_prefix("r1")}
+
+
+async def test_a_journal_that_does_not_fold_up_to_the_point_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tool/result cut out of the journal: the results message after it refers to a result
+    # the fold never committed, so no state is made up for a later point.
+    space = Workspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    points = await run_history(space.store(), "r1")
+    last = [p.seq for p in points if p.boundary == "tool_results"][-1]
+    lines = space.journal_path.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "tool/result")
+    space.journal_path.write_text("".join(lines[:cut] + lines[cut + 1 :]))
+    with pytest.raises(CheckpointError, match=f"does not fold up to seq {last}"):
+        await state_at(space.store(), "r1", last)
+
+
+async def test_an_anchor_that_holds_another_run_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under r2's history prefix, a snapshot of r1 whose summary metadata is gone: read from the
+    # snapshot itself, it names another run, and the history refuses it.
+    from oma_actors.checkpoint.anchors import SUMMARY
+    from oma_actors.keyspace import history_key, history_prefix
+
+    space = MemoryWorkspace(tmp_path)
+    await capture_run(space, WORKLOADS["one_call_per_turn"], monkeypatch)
+    store = space.store()
+    [first, *_] = await store.list(prefix=history_prefix("r1"))
+    metadata = {k: v for k, v in (first.metadata or {}).items() if k != SUMMARY}
+    await store.set(history_key("r2", 2), first.value, metadata)
+    with pytest.raises(CheckpointError, match="holds run 'r1'"):
+        await run_history(store, "r2")
