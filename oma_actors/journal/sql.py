@@ -113,7 +113,7 @@ class SqlRunJournal(ABC):
     def __init__(self, name: str, table: str, *, flush_interval_ms: float) -> None:
         self._name = name
         self._table = table
-        self._group: GroupCommit[AppendPart, PartResult] = GroupCommit(
+        self._group: GroupCommit[AppendPart, bool] = GroupCommit(
             self._commit, window_s=flush_interval_ms / 1000
         )
         self._closed = False
@@ -159,7 +159,7 @@ class SqlRunJournal(ABC):
         self._check_open()
         rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
         if not rows:  # nothing to commit: done at once, as ``append`` returns at once
-            done: asyncio.Future[PartResult] = asyncio.get_running_loop().create_future()
+            done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             done.set_result(True)
             return done
         return self._group.enqueue(AppendPart(rows), now=now)
@@ -323,10 +323,8 @@ class SqlRunJournal(ABC):
         if not events:
             return True
         rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
-        result = await self._group.submit(AppendPart(rows, checks), now=now)
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        # A part's error (a duplicate, the batch's failure) is raised by the batch's future.
+        return await self._group.submit(AppendPart(rows, checks), now=now)
 
     async def _commit(self, parts: Sequence[AppendPart]) -> list[PartResult]:
         results: list[PartResult | None] = [None] * len(parts)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from checkpoint_support import make_snapshot
 
-from oma_actors.checkpoint.anchors import SUMMARY
+from oma_actors.checkpoint.anchors import SUMMARY, uncopied_anchor
 from oma_actors.checkpoint.history import _anchors
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
+from oma_actors.errors import CheckpointError
 from oma_actors.keyspace import history_key
 from oma_actors.stores import InMemoryStore
 
@@ -154,3 +156,27 @@ async def test_after_a_failed_compaction_the_writer_reads_the_store_again() -> N
     assert store.reads.count(checkpoint.key) == reads + 1
     assert await store.get(history_key("run-test", 7)) is not None
     assert await store.get(history_key("run-test", 9)) is None
+
+
+async def test_a_latest_anchor_whose_summary_is_malformed_is_not_overwritten() -> None:
+    # Its copy cannot be named (no watermark): overwriting it would lose that anchor, so the
+    # save is an outcome other than Saved and the stored snapshot stays as it was.
+    store = InMemoryStore()
+    checkpoint = Checkpoint(store, run_id="run-test")
+    writer = RunWriter(checkpoint, emit=lambda event: None)
+    assert isinstance(
+        await writer._store(make_snapshot(journal_watermark_seq=7), anchor="admission"), Saved
+    )
+    stored = await store.get(checkpoint.key)
+    assert stored is not None
+    metadata = dict(stored.metadata or {})
+    metadata[SUMMARY] = {k: v for k, v in metadata[SUMMARY].items() if k != "watermark"}
+    await store.set(checkpoint.key, stored.value, metadata)
+    with pytest.raises(CheckpointError, match="malformed anchor summary"):
+        uncopied_anchor(checkpoint.key, stored.value, metadata)
+    fresh = RunWriter(checkpoint, emit=lambda event: None)
+    outcome = await fresh._store(make_snapshot(journal_watermark_seq=9), anchor="task_completed")
+    assert not isinstance(outcome, Saved)
+    after = await store.get(checkpoint.key)
+    assert after is not None
+    assert after.value == stored.value

@@ -1,4 +1,5 @@
-"""A database journal's ``read_range`` (``RangeReader``): what it leaves unparsed, what it names.
+"""A database journal's ``read_range`` (``RangeReader``): what it leaves unparsed, what it names;
+and its dispatch marks read back strictly.
 
 The contract (``test_journal_contract``) checks the bounds and types on every backend; here, on
 SQLite rows written by hand: a row's type is read from its start when it shows it there, and
@@ -15,7 +16,8 @@ import pytest
 
 from oma_actors.journal import JournalCorruptError, SqliteRunJournal
 from oma_actors.journal.base import RangeReader
-from oma_actors.journal.sqlite import JOURNAL_TABLE
+from oma_actors.journal.marks import DispatchMark
+from oma_actors.journal.sqlite import JOURNAL_TABLE, MARKS_TABLE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -98,3 +100,31 @@ async def test_a_row_whose_payload_names_another_key_is_an_error_naming_the_row(
         await journal.close()
     assert "run 'r' seq 4" in str(caught.value)
     assert "the payload is run 'r' seq 3" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ("{not json", "json"),
+        (  # a mark of another run stored under this run's key
+            '{"runId":"other","seq":2,"taskId":"t","agentName":"x","callId":"c"}',
+            "the mark is run 'other'",
+        ),
+    ],
+)
+async def test_a_dispatch_mark_row_that_does_not_read_back_is_an_error(
+    tmp_path: Path, payload: str, named: str
+) -> None:
+    # A mark is what keeps an unsafe call from running twice: a damaged one is never skipped.
+    journal = await _journal(tmp_path, [(2, _line(2, "tool/call"))])
+    try:
+        await journal.mark(
+            DispatchMark(run_id="r", seq=2, task_id="t", agent_name="x", call_id="c")
+        )
+        assert [m.call_id for m in await journal.marks_of("r")] == ["c"]
+        with sqlite3.connect(journal.path) as connection:
+            connection.execute(f"UPDATE {MARKS_TABLE} SET payload = ?", (payload,))
+        with pytest.raises(JournalCorruptError, match=named):
+            await journal.marks_of("r")
+    finally:
+        await journal.close()
