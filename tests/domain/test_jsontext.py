@@ -151,3 +151,11 @@ def test_exact_loads_leaves_to_json_what_orjson_reads_otherwise_or_refuses(
 ) -> None:
     with pytest.raises(NotExact):
         exact_loads(text if kind is str else text.encode())
+
+
+def test_a_str_holding_a_lone_surrogate_itself_is_left_to_json() -> None:
+    # Not an escape: the character itself, which no UTF-8 text (so no orjson read) can hold.
+    text = '{"a":"\ud800"}'
+    with pytest.raises(NotExact):
+        exact_loads(text)
+    assert json.loads(text) == {"a": "\ud800"}
