@@ -166,9 +166,7 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
     reviewer = raw.get("reviewer")
     if not isinstance(reviewer, dict):
         raise DurableApprovalError(VALIDATION, f"{where} has no reviewer object")
-    display_name = reviewer.get("displayName")
-    if "displayName" in reviewer and not isinstance(display_name, str):
-        raise DurableApprovalError(VALIDATION, "approval reviewer displayName must be a string")
+    display_name = reviewer.get("displayName")  # checked with the id by ``check_reviewer``
     decision = ApprovalDecision(
         request_id=request_id,
         run_id=run_id,

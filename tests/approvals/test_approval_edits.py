@@ -12,6 +12,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,15 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.approvals import (
+    ApprovalDecision,
     Suspend,
     ToolCallRequest,
     decide_approval,
+    decision_from_json,
     decision_to_json,
     get_approval_record,
 )
+from oma_actors.approvals.canonical import hash_approval_edit
 from oma_actors.approvals.records import record_text
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore, InMemoryStore
@@ -97,6 +101,46 @@ async def test_a_stored_edit_changed_after_the_decision_is_refused(change: Any) 
     )  # fmt: skip
     await tamper(store, request.id, lambda row: change(row["decision"]))
     assert await _code(get_approval_record(store, request.id)) == "APPROVAL_INTEGRITY_ERROR"
+
+
+async def test_an_edit_that_is_no_object_is_refused_even_with_a_matching_hash() -> None:
+    # Whoever can write the store can recompute the hash: the shape is checked on its own.
+    store = InMemoryStore()
+    request = tool_request()
+    await _ledger(store).ensure_request(request)
+    await _ledger(store).decide(
+        request_id=request.id, request_hash=request.request_hash, decision="approve",
+        reviewer=ALICE, edited_input={"amount": 5},
+    )  # fmt: skip
+
+    def to_a_list(decision: dict[str, Any]) -> None:
+        decision["editedInput"] = [5]
+        decision["editHash"] = hash_approval_edit(request.request_hash, [5])  # type: ignore[arg-type]
+
+    await tamper(store, request.id, lambda row: to_a_list(row["decision"]))
+    with pytest.raises(DurableApprovalError, match="no editedInput object") as caught:
+        await get_approval_record(store, request.id)
+    assert caught.value.code == "APPROVAL_INTEGRITY_ERROR"
+
+
+def test_a_decision_given_in_python_is_checked_as_a_stored_one() -> None:
+    # ``decision_from_json`` is public: what no JSON text can hold is refused, typed.
+    request = tool_request()
+    good = decision_to_json(
+        ApprovalDecision(
+            request_id=request.id, run_id=request.run_id, scope=request.scope,
+            request_hash=request.request_hash, decision="approved", reviewer=ALICE,
+            decided_at=datetime(2026, 12, 5, tzinfo=UTC), edited_input={"amount": 5},
+        )
+    )  # fmt: skip
+    assert decision_from_json(good, request=request).edited_input == {"amount": 5}
+    with pytest.raises(DurableApprovalError, match="must be an object") as caught:
+        decision_from_json([good])
+    assert caught.value.code == "APPROVAL_INTEGRITY_ERROR"
+    nan = {**good, "editedInput": {"amount": float("nan")}}
+    with pytest.raises(DurableApprovalError, match="not canonical JSON") as caught:
+        decision_from_json(nan, request=request)
+    assert caught.value.code == "APPROVAL_INTEGRITY_ERROR"
 
 
 async def test_an_edit_is_refused_where_it_has_no_meaning() -> None:

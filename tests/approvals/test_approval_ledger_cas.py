@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,6 +25,7 @@ from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.stores.base import AtomicStore
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.testing import MinimalStore, RendezvousStore
+from oma_actors.testing.forwarding import ForwardingStore
 
 
 async def test_t31_stale_hash_then_one_of_two_concurrent_decisions_wins(store: AtomicStore) -> None:
@@ -129,3 +131,75 @@ async def test_one_file_store_instance_lets_exactly_one_of_many_deciders_win(
     assert record == wins[0]
     document = json.loads(await asyncio.to_thread(path.read_text))
     assert [entry["key"] for entry in document["entries"]] == [approval_key(request.id)]
+
+
+class _Meddling(ForwardingStore):
+    """Runs ``meddle`` on the inner store just before the next compare-and-set (once): what
+    another writer did between the ledger's read and its write."""
+
+    def __init__(self, inner: InMemoryStore) -> None:
+        super().__init__(inner)
+        self.meddle: Callable[[InMemoryStore], Awaitable[None]] | None = None
+
+    async def _compare_and_set(
+        self, key: str, expected: str | None, value: str, metadata: Any = None
+    ) -> bool:
+        meddle, self.meddle = self.meddle, None
+        if meddle is not None:
+            await meddle(cast("InMemoryStore", self.inner))
+        return await super()._compare_and_set(key, expected, value, metadata)
+
+
+async def test_a_request_row_that_vanishes_between_write_and_read_is_a_conflict() -> None:
+    # Another writer holds the id at the ledger's compare-and-set, then the row is removed
+    # before the ledger reads it: a typed conflict, not a crash on the missing row.
+    inner = InMemoryStore()
+    store = _Meddling(inner)
+    request = tool_request()
+    key = approval_key(request.id)
+
+    async def taken_then_removed(raw: InMemoryStore) -> None:
+        await raw.set(key, "someone else's", None)
+        real_get = raw.get
+
+        async def get_once_gone(k: str) -> Any:
+            if k == key:
+                await raw.delete(key)
+            return await real_get(k)
+
+        raw.get = get_once_gone  # type: ignore[method-assign]
+
+    store.meddle = taken_then_removed
+    assert await _code(_ledger(store).ensure_request(request)) == "APPROVAL_CONFLICT"
+
+
+@pytest.mark.parametrize("winner", ["removed", "undecided"])
+async def test_a_decision_that_loses_to_a_write_without_a_decision_is_a_conflict(
+    winner: str,
+) -> None:
+    # The row changed between the ledger's verified read and its compare-and-set, and what is
+    # there now is no decision to repeat or refuse: a typed conflict, the store left as it is.
+    inner = InMemoryStore()
+    store = _Meddling(inner)
+    ledger = _ledger(store)
+    request = tool_request()
+    await ledger.ensure_request(request)
+    key = approval_key(request.id)
+    entry = await inner.get(key)
+    assert entry is not None
+
+    async def rewrite(raw: InMemoryStore) -> None:
+        if winner == "removed":
+            await raw.delete(key)
+        else:  # the same undecided row, written again with its members in another order
+            row = json.loads(entry.value)
+            await raw.set(key, json.dumps(dict(reversed(list(row.items())))), entry.metadata)
+
+    store.meddle = rewrite
+    assert await _code(_decide(ledger)) == "APPROVAL_CONFLICT"
+    after = await inner.get(key)
+    assert (
+        (after is None)
+        if winner == "removed"
+        else (after is not None and "decision" not in after.value)
+    )
