@@ -139,6 +139,22 @@ async def test_contention_is_retried_five_times_then_refused(clock: FakeClock) -
     assert await code_of(ledger(losing, clock, "b").acquire("new-run")) == "RUN_CONFLICT"
 
 
+async def test_an_operators_change_that_stays_contended_is_refused(clock: FakeClock) -> None:
+    # A cancel and a resume request retry their compare-and-set too, then refuse: never a
+    # silent "done" that wrote nothing.
+    inner = InMemoryStore()
+    await (await ledger(inner, clock, "a").acquire("run-1", heartbeat=False)).suspend(["apr_1"])
+    losing = LosingStore(inner)
+    operator = ledger(losing, clock, "operator")
+    assert await code_of(operator.request_resume("run-1")) == "RUN_CONFLICT"
+    assert losing.swaps == 6
+    assert await code_of(operator.cancel("run-1")) == "RUN_CONFLICT"
+    assert losing.swaps == 12
+    stored = await MemoryStoreRunStore(inner).get("run-1")
+    assert stored is not None
+    assert stored.status == "suspended"
+
+
 # --- RS-07 ----------------------------------------------------------------------------------
 
 
