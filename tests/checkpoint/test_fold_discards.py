@@ -18,7 +18,7 @@ from fold_support import (
 )
 
 from oma_actors.checkpoint import CheckpointSnapshot
-from oma_actors.journal.event import JournalEvent
+from oma_actors.journal.event import RECORDED_RESULT, JournalEvent
 from oma_actors.journal.fold import (
     JOURNAL_TAIL_DISCARDED,
     Discarded,
@@ -209,3 +209,30 @@ def test_a_folded_tail_reports_its_started_calls_too() -> None:
         StartedCall(task_id="b", agent_name="worker", call_id="tu-1", seq=102, has_result=False),
     )
     assert result.snapshot.in_flight[0].state.uncommitted[0].call.id == "tu-1"
+
+
+@pytest.mark.parametrize(
+    ("start", "broken", "reason"),
+    [
+        ("idle", event(101, "tool/call", call={"type": "text", "text": "x"}),
+         "call is not a tool_use block"),
+        ("committed", event(101, "user/message", origin="tool_results", message={
+            "role": "user", "content": [{"type": "text", "text": "x", RECORDED_RESULT: 100}]}),
+         "'text' block cannot refer to a recorded result"),
+        ("executing", event(101, "tool/result", toolCallId="tu-1", result=RESULT_JSON,
+                            record=[1]), "record is not an object"),
+        ("idle", event(101, "context/replace", replacements={"block": "x"}),
+         "replacements must be a list"),
+        ("executing", event(101, "context/replace", replacements=[]),
+         "a strategy rewrites the conversation only before a model call"),
+    ],
+    ids=["call-not-tool", "text-refers", "record-not-object", "replacements-not-list",
+         "rewrite-mid-round"],
+)  # fmt: skip
+def test_a_malformed_event_is_discarded_for_what_it_breaks(
+    start: str, broken: JournalEvent, reason: str
+) -> None:
+    # Each rule names what it refuses: a tail is never folded past an event it cannot read,
+    # and the reason says which rule (not whichever attribute failed next).
+    base = {"idle": entry(), "executing": executing(), "committed": executing(committed=True)}
+    _discarded(journaled(base[start]), [broken], reason)
