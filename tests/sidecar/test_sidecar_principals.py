@@ -28,6 +28,8 @@ from sidecar.access import METHOD_ROLES, allowed
 from sidecar.client import HostTool, HostTools, SidecarClient, error_reason
 from sidecar.principals import Principal, Principals, PrincipalsError
 from sidecar.server import ServerConfig, Sidecar
+from sidecar.status import Unauthenticated
+from sidecar.tenancy import Tenancy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -526,3 +528,32 @@ def test_serve_refuses_a_readable_principals_file_in_one_line(tmp_path: Path) ->
     assert len(lines) == 1
     assert lines[0].startswith("oma serve: --principals:")
     assert "group or others" in lines[0]
+
+
+class _Context:
+    """A call's context as the servicers read it: only its metadata."""
+
+    def __init__(self, *metadata: tuple[str, str]) -> None:
+        self._metadata = metadata
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [(), (("authorization", "Bearer not-a-token-of-anyone-at-all"),), (("authorization", "x"),)],
+    ids=["no token", "unknown token", "not a bearer"],
+)
+def test_a_call_nobody_holds_is_unauthenticated_behind_the_interceptor_too(
+    tmp_path: Path, metadata: tuple[tuple[str, str], ...]
+) -> None:
+    # The interceptor refuses such a call first; the servicers identify the caller again and
+    # must not take "nobody" for "no principals" (which sees every tenant).
+    tenancy = Tenancy(Principals.from_file(write_principals(tmp_path / "p.json", ENTRIES)))
+    with pytest.raises(Unauthenticated):
+        tenancy.caller(_Context(*metadata))
+    alice = tenancy.caller(_Context(("authorization", f"Bearer {TOKENS['alice']}")))
+    assert alice is not None
+    assert (alice.principal, alice.tenant) == ("alice", "acme")
+    assert Tenancy().caller(_Context()) is None  # no principals at all: every call is one
