@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import Any
 
 import grpc
 import pytest
@@ -186,3 +187,28 @@ async def test_approve_with_an_edited_input_over_the_wire(
             edited(approval, '{"text": "other"}'), metadata=client.metadata
         )
     assert error_reason(caught.value) == "APPROVAL_CONFLICT"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda c: c.approvals.GetApproval(pb.GetApprovalRequest(id="  "), metadata=c.metadata),
+         "id"),
+        (lambda c: c.approvals.ListApprovals(pb.ListApprovalsRequest(page_size=501),
+                                             metadata=c.metadata), "page_size"),
+        (lambda c: c.approvals.ListApprovals(pb.ListApprovalsRequest(page_token="next"),
+                                             metadata=c.metadata), "page_token"),
+        (lambda c: c.approvals.DecideApproval(
+            Decision(id="apr_" + "0" * 32, request_hash="0" * 64,
+                     decision=Decision.DECISION_APPROVE, reviewer=pb.Reviewer(id="ann"),
+                     resume=99), metadata=c.metadata), "resume"),
+    ],
+    ids=["blank-id", "page-size", "page-token", "unknown-resume"],
+)  # fmt: skip
+async def test_bad_approval_requests_are_refused_naming_the_field(
+    client: SidecarClient, call: Any, field: str
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(client)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(caught.value).metadata["field"] == field
