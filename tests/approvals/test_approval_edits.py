@@ -34,6 +34,7 @@ from oma_actors import (
 )
 from oma_actors.approvals import (
     ApprovalDecision,
+    ApprovalRequest,
     Suspend,
     ToolCallRequest,
     decide_approval,
@@ -81,6 +82,17 @@ async def test_a_decision_without_an_edit_keeps_omas_row() -> None:
     assert record.raw == record_text(request, record.decision)
 
 
+async def approved_with_an_edit(store: InMemoryStore) -> ApprovalRequest:
+    """A tool call's request in ``store``'s ledger, approved by Alice on ``{"amount": 5}``."""
+    request = tool_request()
+    await _ledger(store).ensure_request(request)
+    await _ledger(store).decide(
+        request_id=request.id, request_hash=request.request_hash, decision="approve",
+        reviewer=ALICE, edited_input={"amount": 5},
+    )  # fmt: skip
+    return request
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -93,12 +105,7 @@ async def test_a_decision_without_an_edit_keeps_omas_row() -> None:
 )
 async def test_a_stored_edit_changed_after_the_decision_is_refused(change: Any) -> None:
     store = InMemoryStore()
-    request = tool_request()
-    await _ledger(store).ensure_request(request)
-    await _ledger(store).decide(
-        request_id=request.id, request_hash=request.request_hash, decision="approve",
-        reviewer=ALICE, edited_input={"amount": 5},
-    )  # fmt: skip
+    request = await approved_with_an_edit(store)
     await tamper(store, request.id, lambda row: change(row["decision"]))
     assert await _code(get_approval_record(store, request.id)) == "APPROVAL_INTEGRITY_ERROR"
 
@@ -106,12 +113,7 @@ async def test_a_stored_edit_changed_after_the_decision_is_refused(change: Any) 
 async def test_an_edit_that_is_no_object_is_refused_even_with_a_matching_hash() -> None:
     # Whoever can write the store can recompute the hash: the shape is checked on its own.
     store = InMemoryStore()
-    request = tool_request()
-    await _ledger(store).ensure_request(request)
-    await _ledger(store).decide(
-        request_id=request.id, request_hash=request.request_hash, decision="approve",
-        reviewer=ALICE, edited_input={"amount": 5},
-    )  # fmt: skip
+    request = await approved_with_an_edit(store)
 
     def to_a_list(decision: dict[str, Any]) -> None:
         decision["editedInput"] = [5]
