@@ -17,14 +17,13 @@ first and the base fields in documented order. The order lives in ``to_json_obje
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import Any, TypeGuard
 
 from oma_actors.journal.errors import JournalCorruptError
 from oma_actors.journal.event import JournalEvent
 from oma_actors.journal.jsjson import js_dumps
-from oma_actors.jsontext import NotExact, exact_loads
+from oma_actors.jsontext import loads
 
 EVENT_TYPES = frozenset(
     {
@@ -99,9 +98,9 @@ def to_json_line(event: JournalEvent) -> str:
 def parse_line(text: str, *, line: int = 0, path: str = "<journal>") -> JournalEvent:
     """Read one journal line, strictly.
 
-    The line is parsed by orjson (C, about 2.5x the ``json`` module) when that gives the very
-    value ``json`` would (``exact_loads``); any other line is read or refused by the ``json``
-    module, with its own error (a database journal's rows are read so too).
+    The line is read by ``jsontext.loads``: orjson (C, about 2.5x the ``json`` module) where
+    that gives the very value ``json`` would, the ``json`` module (and its error) otherwise; a
+    database journal's rows are read so too.
 
     Args:
         text: the line, without its newline.
@@ -127,15 +126,9 @@ def parse_line_bytes(data: bytes, *, line: int = 0, path: str = "<journal>") -> 
 
 def _parse(data: str | bytes, line: int, path: str) -> JournalEvent:
     try:
-        raw = exact_loads(data)
-    except NotExact:
-        pass
-    else:
-        if isinstance(raw, dict):
-            return _event_of(raw, line=line, path=path)
-    text = data.decode() if isinstance(data, bytes) else data
-    try:
-        raw = _DECODER.decode(text)
+        raw = loads(data, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise  # not a text line at all: the caller tells that from a line that is no JSON
     except (ValueError, RecursionError) as exc:
         raise JournalCorruptError(path, line, "json", f"not JSON ({exc})") from None
     if not isinstance(raw, dict):
@@ -327,10 +320,6 @@ def _is_int(value: object) -> TypeGuard[int]:
 def _reject_constant(name: str) -> Any:
     # JSON.parse rejects NaN and Infinity; so does a journal line.
     raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-"""One decoder for every line (``json.loads`` with an argument builds one per call)."""
 
 
 _SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')
