@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sidecar_helpers import ECHO, run_request
 
+import sidecar.convert
 import sidecar.execution
 from oma_actors import TaskState
 from oma_actors.keyspace import sidecar_key
@@ -18,10 +19,11 @@ from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.execution import RunExecutor
+from sidecar.forks import RunForks
 from sidecar.record import RunRecordV1
 from sidecar.record_codec import decode
 from sidecar.runs import RunRegistry
-from sidecar.status import FailedPrecondition
+from sidecar.status import FailedPrecondition, InvalidArgument
 from sidecar.stores import StoreRegistry
 from sidecar.tool_host import ToolHost
 
@@ -176,3 +178,145 @@ async def test_a_restore_claims_the_run_for_this_owner(
         await asyncio.sleep(0.01)
     assert (await executor.current("r1")).status == pb.RUN_STATUS_COMPLETED
     assert (await stored(store)).result is not None  # written before the run shows its end
+
+
+async def test_a_start_with_gates_is_refused_by_a_build_without_them(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    executor.gates_available = False  # a build without the approvals module (plugins)
+    request = run_request("r2", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
+    request.approval_gates.plan = True
+    with pytest.raises(FailedPrecondition) as caught:
+        await executor.start(request)
+    assert caught.value.reason == "APPROVAL_GATES_UNAVAILABLE"
+    assert await store.get(sidecar_key("run", "r2")) is None  # nothing registered
+
+
+async def test_an_explicit_checkpoint_key_needs_an_explicit_run_id(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    _, executor = parts
+    request = run_request("", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
+    # Whatever the key, the client cannot have known the id the server assigns.
+    request.checkpoint.key = "__oma_checkpoint__/guess/latest"
+    with pytest.raises(InvalidArgument, match="an explicit key needs an explicit run_id"):
+        await executor.start(request)
+
+
+async def test_a_restore_of_a_run_being_deleted_touches_no_lease(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    await executor.claim_deletion("r1")
+    before = await RunLedger(MemoryStoreRunStore(store)).get("r1")
+    with pytest.raises(FailedPrecondition) as caught:
+        await executor.restore(pb.RestoreRunRequest(run_id="r1"))
+    assert caught.value.reason == "RUN_DELETING"
+    # Refused before any claim: the run record the deletion is removing is not leased again.
+    assert await RunLedger(MemoryStoreRunStore(store)).get("r1") == before
+    assert not executor.running("r1")
+
+
+async def test_a_run_another_sidecar_executes_is_not_forked(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    await RunLedger(MemoryStoreRunStore(store), owner=SIBLING).acquire("r1", heartbeat=False)
+    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
+    stores: Any = SimpleNamespace()  # never opened
+    forks = RunForks(registry=registry, executor=executor, stores=stores)
+    with pytest.raises(FailedPrecondition) as caught:
+        await forks.fork(pb.ForkRunRequest(run_id="r1", at_seq=3, new_run_id="child"))
+    assert caught.value.reason == "RUN_ACTIVE"  # refused before its store is even opened
+    assert await store.get(sidecar_key("run", "child")) is None
+
+
+async def test_a_restore_of_a_run_executing_here_claims_nothing(
+    parts: tuple[InMemoryStore, RunExecutor], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, executor = parts
+    # Its attempt runs in this process (its lease, this owner's, may even read as expired):
+    # a restore must not start a second attempt beside it.
+    monkeypatch.setattr(executor, "running", lambda run_id: run_id == "r1")
+    with pytest.raises(FailedPrecondition) as caught:
+        await executor.restore(pb.RestoreRunRequest(run_id="r1"))
+    assert caught.value.reason == "RUN_ACTIVE"
+    assert (await stored(store)).attempt == 1
+
+
+async def test_the_history_of_a_run_that_keeps_none_is_a_typed_refusal(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
+    async with StoreRegistry() as stores:
+        forks = RunForks(registry=registry, executor=executor, stores=stores)
+        with pytest.raises(FailedPrecondition) as caught:
+            await forks.history(pb.GetRunHistoryRequest(run_id="r1"))
+    assert caught.value.reason == "NO_HISTORY"
+    assert "r1" in str(caught.value)
+
+
+async def test_a_restore_overriding_the_team_must_keep_its_agents(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    team = pb.TeamSpec()
+    team.CopyFrom((await stored(store)).request.team)
+    team.agents[0].name = "someone-else"
+    with pytest.raises(InvalidArgument) as caught:
+        await executor.restore(pb.RestoreRunRequest(run_id="r1", team=team))
+    assert caught.value.field == "team.agents"
+    assert (await stored(store)).attempt == 1  # nothing claimed
+
+
+async def test_a_cancel_reason_over_the_limit_is_refused_before_anything(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    with pytest.raises(InvalidArgument) as caught:
+        await executor.cancel("r1", "x" * (sidecar.convert.MAX_REASON + 1))
+    assert caught.value.field == "reason"
+    assert (await stored(store)).outcome.code == ""
+    record = await RunLedger(MemoryStoreRunStore(store)).get("r1")
+    assert record is not None
+    assert record.status == "running"  # still interrupted, not cancelled
+
+
+async def test_a_cancel_of_a_run_another_sidecar_executes_names_its_owner(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    await RunLedger(MemoryStoreRunStore(store), owner=SIBLING).acquire("r1", heartbeat=False)
+    with pytest.raises(FailedPrecondition) as caught:
+        await executor.cancel("r1")
+    assert caught.value.reason == "RUN_OWNED_ELSEWHERE"
+    assert "runs in another sidecar" in caught.value.message
+    assert (await stored(store)).outcome.code == ""
+
+
+async def test_a_fork_of_a_run_that_keeps_no_history_is_a_typed_refusal(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
+    async with StoreRegistry() as stores:
+        forks = RunForks(registry=registry, executor=executor, stores=stores)
+        with pytest.raises(FailedPrecondition) as caught:
+            await forks.fork(pb.ForkRunRequest(run_id="r1", at_seq=3, new_run_id="child"))
+    assert caught.value.reason == "NO_HISTORY"
+    assert await store.get(sidecar_key("run", "child")) is None
+
+
+async def test_a_restore_giving_a_task_list_run_a_coordinator_is_refused(
+    parts: tuple[InMemoryStore, RunExecutor],
+) -> None:
+    store, executor = parts
+    request = pb.RestoreRunRequest(run_id="r1")
+    request.coordinator.name = "lead"
+    request.coordinator.model = "scripted"
+    with pytest.raises(InvalidArgument) as caught:
+        await executor.restore(request)
+    assert caught.value.field == "coordinator"
+    assert (await stored(store)).attempt == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -21,12 +22,13 @@ from test_sidecar_auth import error_info
 from test_sidecar_crash import SHORT_LEASE, finished, free_port, sidecar_process
 from test_sidecar_journal import PADDING, echo_run, journal_events, run_to_end, serving
 
-from oma_actors.journal import JournalEvent, to_json_line
+from oma_actors.journal import JournalEvent, SqliteRunJournal, parse_line, to_json_line
 from oma_actors.journal import vocabulary as v
+from oma_actors.journal.sqlite import JOURNAL_TABLE
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journal_watch import JournalTail, journal_message
-from sidecar.journals import journal_name
+from sidecar.journals import DatabaseTail, JournalFileError, RunJournals, journal_name
 from sidecar.record import TERMINAL
 from sidecar.runs import RunRegistry
 from sidecar.status import DataLoss
@@ -348,3 +350,42 @@ def test_run_end_and_task_status_carry_their_detail() -> None:
     assert skipped.task_status.reason == "upstream failed"
     assert (skipped.seq, skipped.attempt, skipped.task_id, skipped.agent) == (7, 2, "t", "")
     assert message("turn/start", turn=1).WhichOneof("detail") is None
+
+
+async def test_a_database_tail_reports_a_damaged_row_as_data_loss(tmp_path: Path) -> None:
+    journal = SqliteRunJournal(str(tmp_path / "runs.db"), flush_interval_ms=0)
+    try:
+        await journal.append([parse_line(line(1))])
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            db.execute(
+                f"INSERT INTO {JOURNAL_TABLE} (run_id, seq, payload) VALUES ('r', 2, 'not json')"
+            )
+        with pytest.raises(DataLoss) as damaged:
+            await DatabaseTail(journal, "r").read(0)
+        assert damaged.value.reason == "JOURNAL_CORRUPT"
+        assert "'r'" in damaged.value.message
+    finally:
+        await journal.close()
+
+
+async def test_a_journal_file_that_cannot_be_created_is_a_typed_error(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/state.json"
+    journals = RunJournals(state_uri=uri)
+    (tmp_path / "state.json.journals").write_text("a file where the directory goes")
+    with pytest.raises(JournalFileError) as failed:
+        await journals.open("r", uri)
+    assert failed.value.reason == "JOURNAL_OPEN_FAILED"
+    assert failed.value.metadata["path"] == journals.path_of("r", uri)
+
+
+async def test_the_events_of_a_damaged_journal_file_are_data_loss(tmp_path: Path) -> None:
+    uri = f"file://{tmp_path}/state.json"
+    journals = RunJournals(state_uri=uri)
+    path = tmp_path / "state.json.journals" / journal_name("r")
+    assert journals.path_of("r", uri) == str(path)
+    path.parent.mkdir()
+    path.write_text(f"{line(1)}\nnot json\n{line(3)}\n")
+    with pytest.raises(DataLoss) as damaged:
+        await journals.events("r", uri)
+    assert damaged.value.reason == "JOURNAL_CORRUPT"
+    assert "'r'" in damaged.value.message

@@ -26,7 +26,13 @@ from test_sidecar_auth import error_info
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.access import METHOD_ROLES, allowed
 from sidecar.client import HostTool, HostTools, SidecarClient, error_reason
-from sidecar.principals import Principal, Principals, PrincipalsError
+from sidecar.principals import (
+    MAX_ENTRIES,
+    Principal,
+    Principals,
+    PrincipalsError,
+    parse_entries,
+)
 from sidecar.server import ServerConfig, Sidecar
 from sidecar.status import Unauthenticated
 from sidecar.tenancy import Tenancy
@@ -506,6 +512,12 @@ def test_bad_entries_are_named(tmp_path: Path, document: object, message: str) -
     with pytest.raises(PrincipalsError, match=message) as caught:
         Principals.from_file(path)
     assert "t" * 32 not in str(caught.value)  # a token never reaches the message
+
+
+def test_a_principals_list_over_the_limit_is_refused_before_its_entries() -> None:
+    # Counted first: a huge file is not walked entry by entry to find its first bad one.
+    with pytest.raises(PrincipalsError, match=f"more than {MAX_ENTRIES} entries"):
+        parse_entries(["x"] * (MAX_ENTRIES + 1), source="p.json")
 
 
 def test_bad_json_is_refused(tmp_path: Path) -> None:

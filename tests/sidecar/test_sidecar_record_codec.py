@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -122,19 +123,22 @@ def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "named"),
     [
-        "not json",
-        "[]",
-        '{"schema": 2}',
-        '{"version": 7}',
-        "{}",
-        '{"schema": 1, "run_id": "x"}',
-        '{"version": 1, "run_id": "x", "request": "!!!"}',
+        ("not json", "malformed run record: JSONDecodeError"),
+        # Not an object: named as such (``"schema"`` would pass an ``in`` test as a string).
+        ("[]", "a run record is a JSON object"),
+        ('"schema"', "a run record is a JSON object"),
+        ("3", "a run record is a JSON object"),
+        ('{"schema": 2}', "unknown run record schema 2"),
+        ('{"version": 7}', "neither a schema nor a version"),
+        ("{}", "neither a schema nor a version"),
+        ('{"schema": 1, "run_id": "x"}', "malformed run record: KeyError"),
+        ('{"version": 1, "run_id": "x", "request": "!!!"}', "malformed run record: KeyError"),
     ],
 )
-def test_unreadable_records_raise_a_format_error(text: str) -> None:
-    with pytest.raises(RecordFormatError):
+def test_unreadable_records_raise_a_format_error_naming_the_problem(text: str, named: str) -> None:
+    with pytest.raises(RecordFormatError, match=re.escape(named)):
         decode(text)
 
 
@@ -142,4 +146,12 @@ def test_an_unknown_status_name_is_a_format_error() -> None:
     document = json.loads(encode(full_record()))
     document["status"] = "sleeping"
     with pytest.raises(RecordFormatError, match="sleeping"):
+        decode(json.dumps(document))
+
+
+def test_an_unknown_task_status_name_is_a_format_error() -> None:
+    # Never a task without a status (the view would show it as nothing at all).
+    document = json.loads(encode(full_record()))
+    document["tasks"][1]["status"] = "snoozing"
+    with pytest.raises(RecordFormatError, match="unknown task status 'snoozing'"):
         decode(json.dumps(document))

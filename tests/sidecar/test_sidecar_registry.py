@@ -67,6 +67,13 @@ class AlwaysConflicts(InMemoryStore):
         return expected is None and await super().compare_and_set(key, expected, value, metadata)
 
 
+def test_a_registry_without_an_owner_id_is_refused() -> None:
+    # An empty owner is what a forked run nobody has started carries: a registry stamping it
+    # on the runs it creates would make them look never started.
+    with pytest.raises(ValueError, match="owner id"):
+        RunRegistry(InMemoryStore(), owner_id="", spawn=lambda coro: coro.close())
+
+
 async def test_create_stamps_the_owner_and_persists_schema_1(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
     runs = registry(store, "owner-a", group)
@@ -79,6 +86,56 @@ async def test_create_stamps_the_owner_and_persists_schema_1(group: asyncio.Task
     with pytest.raises(RunExistsError) as caught:
         await runs.create(new_record("r1"))
     assert caught.value.existing == created
+
+
+async def test_a_refused_create_keeps_the_run_this_process_knows(
+    group: asyncio.TaskGroup,
+) -> None:
+    runs = registry(InMemoryStore(), "owner-a", group)
+    await runs.create(new_record("r1"))
+    first = pb.RunEvent()
+    runs.emit("r1", first)
+    with pytest.raises(RunExistsError):
+        await runs.create(new_record("r1"))
+    # Refused before anything of the new record is taken in: the run's log is the one it had,
+    # so its events go on from the last seq (a log read again would start a new block).
+    second = pb.RunEvent()
+    runs.emit("r1", second)
+    assert (first.seq, second.seq) == (1, 2)
+
+
+class SiblingCreatesFirst(InMemoryStore):
+    """A store where another sidecar creates the record between our read and our write."""
+
+    sibling: str = ""
+
+    async def compare_and_set(
+        self,
+        key: str,
+        expected: str | None,
+        value: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        if self.sibling:
+            await self.set(key, self.sibling)
+            self.sibling = ""
+        return await super().compare_and_set(key, expected, value, metadata)
+
+
+async def test_a_create_losing_to_a_sibling_attaches_to_the_sibling_s_record(
+    group: asyncio.TaskGroup,
+) -> None:
+    store = SiblingCreatesFirst()
+    theirs = replace(new_record("r1", owner_id="owner-b"), seq_reserved_until=1024)
+    store.sibling = encode(theirs)
+    runs = registry(store, "owner-a", group)
+    with pytest.raises(RunExistsError) as caught:
+        await runs.create(new_record("r1"))
+    assert caught.value.existing.owner_id == "owner-b"
+    stored = await store.get(sidecar_key("run", "r1"))
+    assert stored is not None
+    assert decode(stored.value).owner_id == "owner-b"
+    assert (await runs.get("r1")).owner_id == "owner-b"
 
 
 async def test_update_retries_and_keeps_a_sibling_write(group: asyncio.TaskGroup) -> None:
@@ -108,6 +165,9 @@ async def test_update_of_an_unknown_run_raises_a_typed_error(group: asyncio.Task
     with pytest.raises(UnknownRunError):
         await runs.get("nope")
     assert await runs.find("nope") is None
+    # An event for a run this process never read or wrote has no log to go to.
+    with pytest.raises(UnknownRunError, match="nope"):
+        runs.emit("nope", pb.RunEvent())
 
 
 async def test_update_gives_up_after_repeated_conflicts(group: asyncio.TaskGroup) -> None:

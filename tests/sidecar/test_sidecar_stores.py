@@ -113,3 +113,18 @@ async def test_a_run_on_sqlite_stores_completes_and_its_state_is_there(tmp_path:
     assert (summary.run_id, summary.status) == ("sq-1", "completed")
     async with open_store(state) as store:
         assert await store.get(sidecar_key(RUN_KIND, "sq-1")) is not None
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("file:///tmp/a\x00b.json", "contains a NUL byte"),
+        ("file:///tmp/a%00b.json", "contains a NUL byte"),  # decoded later, refused now
+        ("sqlite:///tmp/" + "d/" * 2100 + "s.db", "the path is longer than 4096 bytes"),
+        ("file:///tmp/" + "n" * 256 + ".json", "a path component is longer than 255 bytes"),
+    ],
+)
+def test_store_paths_the_system_cannot_name_are_refused_up_front(uri: str, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message) as caught:
+        normalize_uri(uri, field="checkpoint.store_uri")
+    assert caught.value.metadata["field"] == "checkpoint.store_uri"
