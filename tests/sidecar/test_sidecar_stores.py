@@ -17,7 +17,7 @@ from sidecar.client import SidecarClient
 from sidecar.runs import RUN_KIND
 from sidecar.server import ServerConfig, Sidecar
 from sidecar.status import InvalidArgument
-from sidecar.stores import StoreRegistry, normalize_uri
+from sidecar.stores import StoreRegistry, check_request_store, normalize_uri
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,4 +127,17 @@ async def test_a_run_on_sqlite_stores_completes_and_its_state_is_there(tmp_path:
 def test_store_paths_the_system_cannot_name_are_refused_up_front(uri: str, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message) as caught:
         normalize_uri(uri, field="checkpoint.store_uri")
+    assert caught.value.metadata["field"] == "checkpoint.store_uri"
+
+
+async def test_a_store_in_a_run_journal_directory_is_refused(tmp_path: Path) -> None:
+    # A state file there would read, or overwrite, a run's journal file of the same name.
+    inside = tmp_path / "state.json.journals" / "r1.jsonl"
+    with pytest.raises(InvalidArgument, match="is in a run journal directory") as caught:
+        await check_request_store(
+            f"file://{inside}",
+            roots=[str(tmp_path)],
+            default_uri=f"file://{tmp_path}/state.json",
+            field="checkpoint.store_uri",
+        )
     assert caught.value.metadata["field"] == "checkpoint.store_uri"
