@@ -217,11 +217,14 @@ async def test_watch_and_get_validate_their_arguments(client: SidecarClient) -> 
         client.runs.GetRun(pb.GetRunRequest(run_id=""), metadata=client.metadata),
         client.runs.GetRun(unknown_view, metadata=client.metadata),
         client.runs.ListRuns(pb.ListRunsRequest(page_token="zz"), metadata=client.metadata),
+        client.runs.ListRuns(pb.ListRunsRequest(page_size=501), metadata=client.metadata),
     ]
-    for call in bad:
+    fields = ["run_id", "view", "page_token", "page_size"]
+    for call, field in zip(bad, fields, strict=True):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_info(caught.value).metadata["field"] == field
     stream = client.runs.WatchRun(
         pb.WatchRunRequest(run_id="a", after_seq=-1), metadata=client.metadata
     )
