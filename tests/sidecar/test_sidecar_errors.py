@@ -211,6 +211,15 @@ async def test_register_rejects_bad_tools_and_needs_a_host_id(client: SidecarCli
     assert error_info(caught.value).metadata["field"] == "register.host_id"
 
 
+async def test_a_host_message_carrying_nothing_is_refused(client: SidecarClient) -> None:
+    registered = pb.ToolHostMessage(register=pb.Register(host_id="h"))
+    call = client.tools.Connect(iter([registered, pb.ToolHostMessage()]), metadata=client.metadata)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await read_until_error(call)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(caught.value).metadata["field"] == "msg"
+
+
 async def test_watch_and_get_validate_their_arguments(client: SidecarClient) -> None:
     unknown_view = pb.GetRunRequest(run_id="a", view=9)  # type: ignore[arg-type]
     bad = [
