@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -21,9 +22,11 @@ from oma_actors import (
 )
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.events import CheckpointSaveFailed, LeaseLost, ProgressEvent
+from oma_actors.keyspace import checkpoint_key, run_record_key
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import InMemoryStore
+from oma_actors.stores.base import Expect, Write
 from oma_actors.testing import FakeClock, ScriptedAdapter
 
 
@@ -175,3 +178,37 @@ async def test_a_suspended_run_records_its_pending_approvals() -> None:
     assert record.status == "suspended"
     assert record.suspension is not None
     assert record.suspension["pendingApprovalIds"] == [r.id for r in result.pending_approvals]
+
+
+class RecordingStore(InMemoryStore):
+    """Records which keys each write touched, and whether the run record fenced it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[frozenset[str], bool]] = []
+
+    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        fenced = any(check.key == run_record_key("r1") for check in checks)
+        self.writes.append((frozenset(write.key for write in writes), fenced))
+        return await super().apply(checks, writes)
+
+    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
+        self.writes.append((frozenset({key}), False))
+        await super().set(key, value, metadata)
+
+
+async def test_a_snapshot_in_the_run_record_s_store_is_written_in_the_fence_s_transaction() -> None:
+    store = RecordingStore()
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(lambda m, o: answer("done")))])
+    result = await OpenMultiAgent(run_store=MemoryStoreRunStore(store)).run_tasks(
+        team, [Task("a", "x")], checkpoint=CheckpointOptions(store=store, run_id="r1")
+    )
+    assert result.success
+    snapshot = checkpoint_key("r1")
+    saves = [(keys, fenced) for keys, fenced in store.writes if snapshot in keys]
+    assert saves
+    # D11: one transaction checks the record, moves it and writes the snapshot, never a
+    # snapshot written beside a record moved apart (the order a record elsewhere needs).
+    for keys, fenced in saves:
+        assert fenced, keys
+        assert run_record_key("r1") in keys
