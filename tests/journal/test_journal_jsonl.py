@@ -18,6 +18,7 @@ from oma_actors.journal import (
     RunJournal,
     to_json_line,
 )
+from oma_actors.journal.marks import DispatchMark
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -256,6 +257,11 @@ async def test_close_flushes_the_open_batch_and_later_appends_raise(tmp_path: Pa
     assert len(lines(path)) == 1
     with pytest.raises(JournalClosedError):
         await journal.append([event(2)])
+    # A dispatch mark too: a call must not be told its dispatch is durable by a closed journal.
+    mark = DispatchMark(run_id="r", seq=1, task_id="t", agent_name="x", call_id="c")
+    with pytest.raises(JournalClosedError):
+        await journal.mark(mark)
+    assert not (tmp_path / "closed.jsonl.marks").exists()
 
 
 async def test_in_memory_journal_is_a_ring_buffer() -> None:
