@@ -257,6 +257,8 @@ async def test_close_flushes_the_open_batch_and_later_appends_raise(tmp_path: Pa
     assert len(lines(path)) == 1
     with pytest.raises(JournalClosedError):
         await journal.append([event(2)])
+    with pytest.raises(JournalClosedError):
+        await journal.append([])  # nothing to write is still a write to a closed journal
     # A dispatch mark too: a call must not be told its dispatch is durable by a closed journal.
     mark = DispatchMark(run_id="r", seq=1, task_id="t", agent_name="x", call_id="c")
     with pytest.raises(JournalClosedError):
