@@ -223,9 +223,7 @@ async def test_a_run_another_sidecar_executes_is_not_forked(
 ) -> None:
     store, executor = parts
     await RunLedger(MemoryStoreRunStore(store), owner=SIBLING).acquire("r1", heartbeat=False)
-    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
-    stores: Any = SimpleNamespace()  # never opened
-    forks = RunForks(registry=registry, executor=executor, stores=stores)
+    forks = run_forks(store, executor, SimpleNamespace())  # its stores are never opened
     with pytest.raises(FailedPrecondition) as caught:
         await forks.fork(pb.ForkRunRequest(run_id="r1", at_seq=3, new_run_id="child"))
     assert caught.value.reason == "RUN_ACTIVE"  # refused before its store is even opened
@@ -243,19 +241,6 @@ async def test_a_restore_of_a_run_executing_here_claims_nothing(
         await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert caught.value.reason == "RUN_ACTIVE"
     assert (await stored(store)).attempt == 1
-
-
-async def test_the_history_of_a_run_that_keeps_none_is_a_typed_refusal(
-    parts: tuple[InMemoryStore, RunExecutor],
-) -> None:
-    store, executor = parts
-    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
-    async with StoreRegistry() as stores:
-        forks = RunForks(registry=registry, executor=executor, stores=stores)
-        with pytest.raises(FailedPrecondition) as caught:
-            await forks.history(pb.GetRunHistoryRequest(run_id="r1"))
-    assert caught.value.reason == "NO_HISTORY"
-    assert "r1" in str(caught.value)
 
 
 async def test_a_restore_overriding_the_team_must_keep_its_agents(
@@ -296,16 +281,24 @@ async def test_a_cancel_of_a_run_another_sidecar_executes_names_its_owner(
     assert (await stored(store)).outcome.code == ""
 
 
-async def test_a_fork_of_a_run_that_keeps_no_history_is_a_typed_refusal(
+def run_forks(store: InMemoryStore, executor: RunExecutor, stores: Any) -> RunForks:
+    """The history and fork service over r1's store and executor."""
+    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
+    return RunForks(registry=registry, executor=executor, stores=stores)
+
+
+async def test_history_and_fork_of_a_run_that_keeps_no_history_are_typed_refusals(
     parts: tuple[InMemoryStore, RunExecutor],
 ) -> None:
     store, executor = parts
-    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
     async with StoreRegistry() as stores:
-        forks = RunForks(registry=registry, executor=executor, stores=stores)
-        with pytest.raises(FailedPrecondition) as caught:
+        forks = run_forks(store, executor, stores)
+        with pytest.raises(FailedPrecondition) as listed:
+            await forks.history(pb.GetRunHistoryRequest(run_id="r1"))
+        with pytest.raises(FailedPrecondition) as forked:
             await forks.fork(pb.ForkRunRequest(run_id="r1", at_seq=3, new_run_id="child"))
-    assert caught.value.reason == "NO_HISTORY"
+    assert (listed.value.reason, forked.value.reason) == ("NO_HISTORY", "NO_HISTORY")
+    assert "r1" in str(listed.value)
     assert await store.get(sidecar_key("run", "child")) is None
 
 
