@@ -178,6 +178,18 @@ async def test_a_bad_line_in_the_middle_raises_with_its_line_number(tmp_path: Pa
     assert (caught.value.line, caught.value.field) == (2, "json")
 
 
+async def test_a_line_that_is_no_utf8_in_the_middle_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "bytes.jsonl"
+    path.write_bytes(
+        f"{to_json_line(event(1))}\n".encode()
+        + b'{"type":"\xff"}\n'
+        + to_json_line(event(3)).encode()
+    )
+    with pytest.raises(JournalCorruptError, match="not UTF-8") as caught:
+        await JsonlRunJournal(path).read_from(0)
+    assert (caught.value.line, caught.value.field) == (2, "json")
+
+
 async def test_a_failed_write_is_cut_off_and_reported_to_every_waiter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
