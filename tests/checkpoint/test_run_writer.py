@@ -17,6 +17,8 @@ from oma_actors.checkpoint.boundaries import (
     BoundaryPoint,
     probing,
 )
+from oma_actors.checkpoint.run_writer import Fenced
+from oma_actors.errors import LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEvent
 from oma_actors.stores.memory import InMemoryStore
 
@@ -151,4 +153,34 @@ async def test_an_unencodable_snapshot_is_not_saved() -> None:
         make_snapshot(metadata={"handle": object()}), boundary="synthesis"
     )
     assert isinstance(outcome, NotSaved)
+    assert store.landed == []
+
+
+class RefusingFence:
+    """A lease whose fenced writes are refused with ``code`` (the run record's answer)."""
+
+    fence_store = None
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    async def fenced(self, apply: Any, *, checkpoint_ref: Any = None) -> bool:
+        raise LeaseError(self.code, "refused")
+
+    async def record_checkpoint(self, ref: Mapping[str, object]) -> Any:
+        raise LeaseError(self.code, "refused")
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"), [("RUN_LEASE_LOST", Fenced), ("RUN_CONFLICT", NotSaved)]
+)
+async def test_only_a_lost_lease_fences_the_writer_out(code: str, outcome: type) -> None:
+    # Another owner holds the run only when the lease is lost; any other refusal of the
+    # record's update is a save that did not happen (the run goes on and may save again).
+    store = FlakyStore()
+    writer = RunWriter(
+        Checkpoint(store, run_id="run-test"), emit=[].append, fence=RefusingFence(code)
+    )
+    result = await writer.save(make_snapshot(goal="g"), boundary="admission")
+    assert type(result) is outcome
     assert store.landed == []
