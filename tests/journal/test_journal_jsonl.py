@@ -339,3 +339,15 @@ async def test_read_from_skips_older_lines_unparsed_and_still_checks_the_rest(
         await journal.read_from(2)
     with pytest.raises(JournalCorruptError, match="line 2"):
         await journal.read_from(0)
+
+
+async def test_a_journal_that_cannot_be_opened_for_reading_is_a_store_error(
+    tmp_path: Path,
+) -> None:
+    journal = JsonlRunJournal(tmp_path / ("x" * 300 + ".jsonl"))  # over NAME_MAX
+    with pytest.raises(StoreError, match="journal read failed"):
+        await journal.read_run("r")
+    with pytest.raises(StoreError, match="journal read failed"):
+        await journal.read_range("r", 1)
+    with pytest.raises(StoreError, match="journal read failed"):
+        await journal.read_from(0)
