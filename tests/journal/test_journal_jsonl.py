@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from oma_actors.journal import (
     RunJournal,
     to_json_line,
 )
+from oma_actors.journal import jsonl as jsonl_module
 from oma_actors.journal.marks import DispatchMark
 
 if TYPE_CHECKING:
@@ -351,3 +353,17 @@ async def test_a_journal_that_cannot_be_opened_for_reading_is_a_store_error(
         await journal.read_range("r", 1)
     with pytest.raises(StoreError, match="journal read failed"):
         await journal.read_from(0)
+
+
+async def test_a_journal_whose_read_fails_midway_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "eio.jsonl"
+    path.write_text(to_json_line(event(1)) + "\n")
+
+    def failing_scan(*args: Any) -> None:
+        raise OSError(errno.EIO, "Input/output error")  # a disk failing under the read
+
+    monkeypatch.setattr(jsonl_module, "scan_run", failing_scan)
+    with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
+        await JsonlRunJournal(path).read_run("run-1")
