@@ -367,3 +367,6 @@ async def test_a_journal_whose_read_fails_midway_is_a_store_error(
     monkeypatch.setattr(jsonl_module, "scan_run", failing_scan)
     with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
         await JsonlRunJournal(path).read_run("run-1")
+    monkeypatch.setattr(jsonl_module, "read_regular", failing_scan)  # the whole-file read
+    with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
+        await JsonlRunJournal(path).read_from(0)
