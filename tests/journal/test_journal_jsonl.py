@@ -361,7 +361,7 @@ async def test_a_journal_whose_read_fails_midway_is_a_store_error(
     path = tmp_path / "eio.jsonl"
     path.write_text(to_json_line(event(1)) + "\n")
 
-    def failing_scan(*args: Any) -> None:
+    def failing_scan(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.EIO, "Input/output error")  # a disk failing under the read
 
     monkeypatch.setattr(jsonl_module, "scan_run", failing_scan)
