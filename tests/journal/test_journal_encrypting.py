@@ -30,7 +30,7 @@ from oma_actors.journal import (
     JsonlRunJournal,
     verify_run,
 )
-from oma_actors.journal.encrypting import SEALED_FIELD, EncryptingJournal
+from oma_actors.journal.encrypting import SEALED_FIELD, EncryptingJournal, _context, open_event
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore, InMemoryStore
 from oma_actors.stores.encrypting import EncryptingStore
@@ -254,3 +254,12 @@ async def test_the_journal_contract_holds_through_the_seal_on_every_backend(
         assert SECRET not in json.dumps([e.data for e in raw])
     finally:
         await sealed.close()
+
+
+def test_an_authentic_payload_that_is_no_object_is_refused() -> None:
+    # Only a writer holding the key can seal it; still the reader takes no list for a payload.
+    plain = event(1)
+    envelope = RING.seal(b"[1, 2]", _context(plain))
+    sealed = replace(plain, data={SEALED_FIELD: envelope})
+    with pytest.raises(CorruptStoreError, match="the sealed payload is not a JSON object"):
+        open_event(sealed, RING, journal="j.jsonl")
