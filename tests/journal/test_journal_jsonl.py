@@ -370,3 +370,15 @@ async def test_a_journal_whose_read_fails_midway_is_a_store_error(
     monkeypatch.setattr(jsonl_module, "read_regular", failing_scan)  # the whole-file read
     with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
         await JsonlRunJournal(path).read_from(0)
+
+
+async def test_a_dispatch_mark_that_cannot_be_written_raises(tmp_path: Path) -> None:
+    # The call it marks must not run: a failed mark is never taken for a durable one. The
+    # journal's own name fits NAME_MAX; its marks file's (``.marks`` added) does not.
+    journal = JsonlRunJournal(tmp_path / ("x" * 249 + ".jsonl"), flush_interval_ms=0)
+    mark = DispatchMark(run_id="run-1", seq=1, task_id="t", agent_name="x", call_id="c")
+    try:
+        with pytest.raises(StoreError, match="dispatch mark failed"):
+            await journal.mark(mark)
+    finally:
+        await journal.close()
