@@ -20,6 +20,7 @@ from oma_actors.journal import (
     to_json_line,
 )
 from oma_actors.journal import jsonl as jsonl_module
+from oma_actors.journal import jsonl_marks as jsonl_marks_module
 from oma_actors.journal.marks import DispatchMark
 
 if TYPE_CHECKING:
@@ -382,3 +383,29 @@ async def test_a_dispatch_mark_that_cannot_be_written_raises(tmp_path: Path) -> 
             await journal.mark(mark)
     finally:
         await journal.close()
+
+
+async def test_a_damaged_dispatch_mark_is_named_and_a_torn_last_one_is_not_written(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.jsonl"
+    good = DispatchMark(run_id="run-1", seq=1, task_id="t", agent_name="x", call_id="c")
+    marks = tmp_path / "m.jsonl.marks"
+    marks.write_bytes(good.to_json() + b'\n{"runId":"run-1","seq":\n' + good.to_json()[:20])
+    journal = JsonlRunJournal(path)
+    with pytest.raises(JournalCorruptError) as caught:
+        await journal.marks_of("run-1")  # a mark lost mid-file is never skipped silently
+    assert caught.value.line == 2
+    marks.write_bytes(good.to_json() + b"\n" + good.to_json()[:20])
+    assert await journal.marks_of("run-1") == [good]
+
+
+async def test_a_dispatch_marks_read_failing_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def failing_read(*args: Any, **kwargs: Any) -> bytes:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(jsonl_marks_module, "read_regular", failing_read)
+    with pytest.raises(StoreError, match="dispatch marks read failed"):
+        await JsonlRunJournal(tmp_path / "m.jsonl").marks_of("run-1")
