@@ -356,19 +356,20 @@ async def test_a_journal_that_cannot_be_opened_for_reading_is_a_store_error(
         await journal.read_from(0)
 
 
+def disk_error(*args: Any, **kwargs: Any) -> Any:
+    """A stand-in for a read of a disk failing under it."""
+    raise OSError(errno.EIO, "Input/output error")
+
+
 async def test_a_journal_whose_read_fails_midway_is_a_store_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "eio.jsonl"
     path.write_text(to_json_line(event(1)) + "\n")
-
-    def failing_scan(*args: Any, **kwargs: Any) -> None:
-        raise OSError(errno.EIO, "Input/output error")  # a disk failing under the read
-
-    monkeypatch.setattr(jsonl_module, "scan_run", failing_scan)
+    monkeypatch.setattr(jsonl_module, "scan_run", disk_error)
     with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
         await JsonlRunJournal(path).read_run("run-1")
-    monkeypatch.setattr(jsonl_module, "read_regular", failing_scan)  # the whole-file read
+    monkeypatch.setattr(jsonl_module, "read_regular", disk_error)  # the whole-file read
     with pytest.raises(StoreError, match=r"journal read failed: .*Input/output error"):
         await JsonlRunJournal(path).read_from(0)
 
@@ -403,9 +404,6 @@ async def test_a_damaged_dispatch_mark_is_named_and_a_torn_last_one_is_not_writt
 async def test_a_dispatch_marks_read_failing_is_a_store_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def failing_read(*args: Any, **kwargs: Any) -> bytes:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(jsonl_marks_module, "read_regular", failing_read)
+    monkeypatch.setattr(jsonl_marks_module, "read_regular", disk_error)
     with pytest.raises(StoreError, match="dispatch marks read failed"):
         await JsonlRunJournal(tmp_path / "m.jsonl").marks_of("run-1")

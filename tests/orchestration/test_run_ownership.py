@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
 from pydantic import BaseModel
@@ -27,7 +26,7 @@ from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUse
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import InMemoryStore
 from oma_actors.stores.base import Expect, Write
-from oma_actors.testing import FakeClock, ScriptedAdapter
+from oma_actors.testing import FakeClock, RecordingStore, ScriptedAdapter
 
 
 class Note(BaseModel):
@@ -180,35 +179,34 @@ async def test_a_suspended_run_records_its_pending_approvals() -> None:
     assert record.suspension["pendingApprovalIds"] == [r.id for r in result.pending_approvals]
 
 
-class RecordingStore(InMemoryStore):
-    """Records which keys each write touched, and whether the run record fenced it."""
+class FenceWatchingStore(RecordingStore):
+    """The test kit's recording store, also noting the keys of each batch the run record's
+    check fences."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[tuple[frozenset[str], bool]] = []
+        super().__init__(InMemoryStore())
+        self.fenced_batches: list[frozenset[str]] = []
 
-    async def apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
-        fenced = any(check.key == run_record_key("r1") for check in checks)
-        self.writes.append((frozenset(write.key for write in writes), fenced))
-        return await super().apply(checks, writes)
-
-    async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        self.writes.append((frozenset({key}), False))
-        await super().set(key, value, metadata)
+    async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        if any(check.key == run_record_key("r1") for check in checks):
+            self.fenced_batches.append(frozenset(write.key for write in writes))
+        return await super()._apply(checks, writes)
 
 
 async def test_a_snapshot_in_the_run_record_s_store_is_written_in_the_fence_s_transaction() -> None:
-    store = RecordingStore()
+    store = FenceWatchingStore()
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(lambda m, o: answer("done")))])
     result = await OpenMultiAgent(run_store=MemoryStoreRunStore(store)).run_tasks(
         team, [Task("a", "x")], checkpoint=CheckpointOptions(store=store, run_id="r1")
     )
     assert result.success
     snapshot = checkpoint_key("r1")
-    saves = [(keys, fenced) for keys, fenced in store.writes if snapshot in keys]
+    saves = [call for call in store.writes if call.key == snapshot]
     assert saves
     # D11: one transaction checks the record, moves it and writes the snapshot, never a
     # snapshot written beside a record moved apart (the order a record elsewhere needs).
-    for keys, fenced in saves:
-        assert fenced, keys
+    assert all(call.op == "apply" for call in saves), saves
+    fenced = [keys for keys in store.fenced_batches if snapshot in keys]
+    assert len(fenced) == len(saves)
+    for keys in fenced:
         assert run_record_key("r1") in keys

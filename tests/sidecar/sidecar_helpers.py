@@ -142,11 +142,13 @@ def legacy_record_text(
 
 
 class SiblingWritesFirst(InMemoryStore):
-    """A store where another sidecar writes the record just before our next compare-and-set."""
+    """A store where another sidecar writes the record just before our next compare-and-set:
+    changes it (``sibling_change``), or creates it (``sibling_creates``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.sibling_change: Callable[[RunRecordV1], RunRecordV1] | None = None
+        self.sibling_creates: RunRecordV1 | None = None
 
     async def compare_and_set(
         self,
@@ -155,6 +157,9 @@ class SiblingWritesFirst(InMemoryStore):
         value: str,
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
+        created, self.sibling_creates = self.sibling_creates, None
+        if created is not None:
+            await self.set(key, encode(created))
         change, self.sibling_change = self.sibling_change, None
         if change is not None:
             current = await self.get(key)

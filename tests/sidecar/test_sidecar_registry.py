@@ -104,30 +104,11 @@ async def test_a_refused_create_keeps_the_run_this_process_knows(
     assert (first.seq, second.seq) == (1, 2)
 
 
-class SiblingCreatesFirst(InMemoryStore):
-    """A store where another sidecar creates the record between our read and our write."""
-
-    sibling: str = ""
-
-    async def compare_and_set(
-        self,
-        key: str,
-        expected: str | None,
-        value: str,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> bool:
-        if self.sibling:
-            await self.set(key, self.sibling)
-            self.sibling = ""
-        return await super().compare_and_set(key, expected, value, metadata)
-
-
 async def test_a_create_losing_to_a_sibling_attaches_to_the_sibling_s_record(
     group: asyncio.TaskGroup,
 ) -> None:
-    store = SiblingCreatesFirst()
-    theirs = replace(new_record("r1", owner_id="owner-b"), seq_reserved_until=1024)
-    store.sibling = encode(theirs)
+    store = SiblingWritesFirst()
+    store.sibling_creates = replace(new_record("r1", owner_id="owner-b"), seq_reserved_until=1024)
     runs = registry(store, "owner-a", group)
     with pytest.raises(RunExistsError) as caught:
         await runs.create(new_record("r1"))
