@@ -26,6 +26,7 @@ taken one after the other (``sidecar.claims``). Of two claims racing, exactly on
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -81,10 +82,11 @@ def view_of(
         return _unrecorded(record, now=now, ttl=ttl)
     holder = lease.lease
     if holder is not None and holder.expires_at > now:
-        return _view(record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at)
+        running = _view(record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at)
+        return replace(running, holder=holder.owner)
     if holder is not None:
-        # Lapsed, whoever held it: a claim takes the lease before it names its owner in the
-        # registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
+        # Lapsed, whoever held it: a claim takes the lease before it counts its attempt in
+        # the registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
         return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, lease.updated_at)
     # No lease (given up unfinished): a TTL later nobody has taken it. Counted from the run
     # record's last write (the release): an attempt that stopped on an unreachable store gives
@@ -95,7 +97,7 @@ def view_of(
 
 def _unrecorded(record: RunRecordV1, *, now: datetime, ttl: float) -> RunView:
     """The view of a run that has no run record and has not ended."""
-    if record.legacy_status is None and not record.owner_id:
+    if record.legacy_status is None and record.forked:
         # Forked and never started: ``RestoreRun`` starts it; nothing adopts it.
         return _view(record, pb.RUN_STATUS_INTERRUPTED, record.outcome, record.updated_at)
     return _unheld(record, record.updated_at, now=now, ttl=ttl)

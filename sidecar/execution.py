@@ -5,7 +5,8 @@ status. A claim is decided by the run record: a restore, an adoption and a delet
 run's lease first (``sidecar.run_ledger.claim_record``), so whatever each claimant read, the
 run record's ``acquire`` lets one through; a cancel cancels the run record unless a sidecar
 holds it; two claims of this process take turns (``sidecar.claims``). The registry then
-records the claim (owner, attempt) and announces it to watchers (``RunRegistry.announce``).
+counts the claim's attempt and announces it to watchers (``RunRegistry.announce``); the run's
+owner is its run record's lease holder.
 The attempt itself is ``sidecar.attempt``.
 """
 
@@ -310,7 +311,6 @@ class RunExecutor:
         record = RunRecordV1(
             run_id=spec.run_id,
             request_id=request.request_id,
-            owner_id=self._registry.owner_id,
             request=spec,
             store_uri=uri,
             tasks=initial_tasks(spec),
@@ -380,12 +380,11 @@ class RunExecutor:
             )
             spec.goal.coordinator.CopyFrom(request.coordinator)
         resumed = await self._has_checkpoint(record)
-        owner = self._registry.owner_id
         lease = await self._claim_lease(record.run_id)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
             check_not_deleting(current)
-            return replace(current, request=spec, attempt=current.attempt + 1, owner_id=owner)
+            return replace(current, request=spec, attempt=current.attempt + 1)
 
         try:
             # Announce QUEUED before returning, so a watch started now follows the new attempt.
@@ -419,14 +418,14 @@ class RunExecutor:
     async def _adopt(self, run_id: str) -> RunRecordV1 | None:
         if self.running(run_id):
             return None
-        owner = self._registry.owner_id
         view = await self.current(run_id)
         record = view.record
-        never_started = not record.owner_id and record.legacy_status is None
         # A run being deleted has its run record removed before its registry record: in
         # between it has none and shows interrupted; taking it would give it one again.
-        if view.status != pb.RUN_STATUS_INTERRUPTED or never_started or record.deleting:
+        if view.status != pb.RUN_STATUS_INTERRUPTED or record.deleting:
             return None
+        if record.forked and await self.run_store.store.get(run_id) is None:
+            return None  # forked and never started: ``RestoreRun`` starts it
         resumed = await self._has_checkpoint(record)
         try:
             # It may have been taken since it was read: its lease says by whom. The handle
@@ -438,7 +437,7 @@ class RunExecutor:
 
         def claim(current: RunRecordV1) -> RunRecordV1:
             check_not_deleting(current)
-            return replace(current, attempt=current.attempt + 1, owner_id=owner)
+            return replace(current, attempt=current.attempt + 1)
 
         try:
             claimed = await self._registry.announce(
@@ -450,9 +449,7 @@ class RunExecutor:
             # this claim's acquire made a new one.
             await drop_claim(self.run_store, run_id)
             return None
-        logger.warning(
-            "adopted run %s of %s (attempt %d)", run_id, record.owner_id, claimed.attempt
-        )
+        logger.warning("adopted run %s (attempt %d)", run_id, claimed.attempt)
         self._launch(claimed, restoring=resumed)
         return claimed
 
@@ -509,7 +506,7 @@ class RunExecutor:
             task.cancel()
             await cancel_record(self.run_store, run_id, reason)
             return view
-        owner = view.record.owner_id
+        owner = view.holder
         if view.active:
             # Marking it cancelled here would not stop it: its owner runs it.
             raise FailedPrecondition(
@@ -556,7 +553,7 @@ class RunExecutor:
         run_id = record.run_id
         progress = self._progress[run_id]
         # Every write of the attempt: only while the run is still its own, with its progress.
-        mine = both(still_mine(self._registry.owner_id, record.attempt), progress.fold)
+        mine = both(still_mine(record.attempt), progress.fold)
         try:
             if restoring:  # it goes on from its latest state: show that state's tasks
                 progress.tasks = {task.id: task for task in await self._current_tasks(record)}
@@ -620,11 +617,8 @@ class RunExecutor:
         run_id = record.run_id
         view = await until_stored(lambda: self.current(run_id))
         stored = view.record
-        if self.running(run_id) or (stored.owner_id, stored.attempt) != (
-            record.owner_id,
-            record.attempt,
-        ):
-            return  # adopted, restored or cancelled meanwhile
+        if self.running(run_id) or stored.attempt != record.attempt:
+            return  # adopted or restored meanwhile
         if view.status == pb.RUN_STATUS_INTERRUPTED:
             await self.adopt(run_id)
         elif view.active:

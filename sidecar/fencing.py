@@ -4,7 +4,9 @@ On a store shared by several sidecars a run can change hands while an attempt st
 its lease expired (the sidecar stalled) and a sibling adopted it (``sidecar.failover``), or a
 ``RestoreRun`` elsewhere claimed it. The old attempt must then write nothing more into the run's
 record: every status it writes goes through :func:`still_mine`, checked inside the record's
-compare-and-set, so the check holds against the sibling's concurrent claim.
+compare-and-set, so the check holds against the sibling's concurrent claim. Every claim counts
+a new attempt in that compare-and-set, so no two claims hold one attempt: the attempt alone
+names the claim an attempt belongs to (the owner is the run record's, ``sidecar.authority``).
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ Change: TypeAlias = "Callable[[RunRecordV1], RunRecordV1]"
 
 
 class NotMine(Exception):
-    """Raised inside a record change: another sidecar (or a later attempt) owns the run now."""
+    """Raised inside a record change: a later attempt (a claim here or elsewhere) took the run."""
 
 
-def still_mine(owner: str, attempt: int) -> Change:
-    """A change refusing (``NotMine``) a record that another owner or a later attempt took."""
+def still_mine(attempt: int) -> Change:
+    """A change refusing (``NotMine``) a record that a later attempt (a later claim) took."""
 
     def change(record: RunRecordV1) -> RunRecordV1:
-        if record.owner_id != owner or record.attempt != attempt:
+        if record.attempt != attempt:
             raise NotMine(record.run_id)
         return record
 

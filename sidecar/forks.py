@@ -121,12 +121,11 @@ class RunForks:
             RunRecordV1(
                 run_id=info.run_id,
                 request_id=f"fork:{info.parent_run_id}@{info.parent_seq}",
-                owner_id="",
                 request=spec,
+                forked=True,
                 store_uri=parent.store_uri,
                 tenant=parent.tenant,  # the child belongs to the parent's tenant
-            ),
-            owned=False,
+            )
         )
         return pb.ForkRunResponse(
             run_id=info.run_id,

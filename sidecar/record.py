@@ -2,12 +2,13 @@
 
 A ``RunRecordV1`` is what the registry persists under ``__oma_sidecar__/run/<run_id>`` (through
 ``sidecar.record_codec``, as versioned JSON) and what every module reads back: the run's spec
-(the start request), the claims on it (owner, attempt, deletion), its event seq reservation and
-what its last attempt left (result, tasks, approvals, outcome). It holds no status: what a run
-is (queued, running, interrupted, ended) is its run record's (``oma_actors.runs``, D16), and a
-``RunView`` is the two together (``sidecar.authority``). A record is never mutated: a change
-is a new record built with ``dataclasses.replace`` and written by ``RunRegistry.update`` with a
-compare-and-set, so two writers of one run cannot silently overwrite each other.
+(the start request), the claims on it (attempt, deletion), its event seq reservation and what its
+last attempt left (result, tasks, approvals, outcome). It holds no status and no owner: what a
+run is (queued, running, interrupted, ended) and who holds it are its run record's
+(``oma_actors.runs``, D16), and a ``RunView`` is the two together (``sidecar.authority``). A
+record is never mutated: a change is a new record built with ``dataclasses.replace`` and
+written by ``RunRegistry.update`` with a compare-and-set, so two writers of one run cannot
+silently overwrite each other.
 
 Statuses are the wire enum's values (``pb.RUN_STATUS_*``, plain ints) because every reader
 compares them with the wire's; the codec stores task statuses by name, so the storage format
@@ -89,17 +90,20 @@ class AttemptResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecordV1:
-    """Everything the sidecar keeps about one run (record schema 1).
+    """Everything the sidecar keeps about one run (stored as record schema 2).
 
     Attributes:
         run_id: the run.
         request_id: the ``StartRun`` request that created it (idempotency).
-        owner_id: the sidecar process (``sidecar.owner``) that created, last restored or
-            adopted the run: the owner its lease is expected to name. Empty for a forked run
-            nobody has started yet, and for a record read from the format before owners.
         request: the run's spec (``RestoreRun`` rebuilds the team from it). Never mutated:
             copy it, change the copy and ``replace`` the record.
-        attempt: 1 for a fresh run, +1 per restore or adoption (a claim by a sidecar).
+        attempt: 1 for a fresh run, +1 per restore or adoption (a claim by a sidecar, in a
+            compare-and-set: no two claims hold one attempt, so it alone tells an attempt
+            whether the run is still its own, ``sidecar.fencing``). The run record's attempt
+            counts lease takeovers (OMA RS-06: a restore of a suspended or released run keeps
+            it); this one counts restores, as the wire's ``Run.attempt`` does (ID-04).
+        forked: made by ``ForkRun``; such a run is started only by ``RestoreRun``, and nothing
+            adopts it while it has no run record.
         created_at: when the run was registered.
         updated_at: the record's last write.
         outcome: how the last finished attempt ended, as the sidecar that ran it told (empty
@@ -123,9 +127,9 @@ class RunRecordV1:
 
     run_id: str
     request_id: str
-    owner_id: str
     request: pb.StartRunRequest
     attempt: int = 1
+    forked: bool = False
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
     outcome: Outcome = Outcome()
@@ -154,6 +158,7 @@ class RunView:
         updated_at: the last change of the run (its run record's, else the registry's).
         tasks: the run's tasks as known now (the latest state's, else the record's).
         pending_approvals: the ids of the approval requests the run waits for, as known now.
+        holder: the owner id of the sidecar holding the run's live lease (``""``: none).
     """
 
     record: RunRecordV1
@@ -162,6 +167,7 @@ class RunView:
     updated_at: datetime
     tasks: tuple[TaskRow, ...]
     pending_approvals: tuple[str, ...]
+    holder: str = ""
 
     @property
     def run_id(self) -> str:

@@ -1,9 +1,9 @@
 """The storage format of run records: versioned JSON, plus the reader of the format before it.
 
-Schema 1 (``encode`` writes it)::
+Schema 2 (``encode`` writes it)::
 
-    {"schema": 1, "run_id": "...", "request_id": "...", "owner_id": "...",
-     "attempt": 1, "created_at": "<ISO 8601>", "updated_at": "...",
+    {"schema": 2, "run_id": "...", "request_id": "...", "attempt": 1,
+     "created_at": "<ISO 8601>", "updated_at": "...",
      "outcome": {"code": "", "message": ""},
      "tasks": [{"id": "t1", "title": "...", "status": "pending", "assignee": "",
                 "depends_on": [], "result": ""}],
@@ -13,10 +13,16 @@ Schema 1 (``encode`` writes it)::
      "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
 (``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``;
-``"deleting": true`` is written only while ``DeleteRun`` removes the run. A record written before
+``"deleting": true`` is written only while ``DeleteRun`` removes the run, ``"forked": true``
+only for a run ``ForkRun`` made. A record written before
 the run record became the only authority on a run's status (D16) has a ``"status"``: it is read
 as ``legacy_status``, shown only while the run has no run record, and kept when such a record is
 written again, so an old finished run is never taken for an interrupted one.)
+
+Schema 1 is schema 2 with an ``"owner_id"``: the sidecar that last claimed the run, ``""`` for a
+forked run nobody had started. The run record's lease names who holds a run (D16), so schema 2
+keeps no owner; a schema 1 record is read with ``forked`` for an empty owner, and an older
+sidecar refuses a schema 2 record as unknown rather than misread it.
 
 Every field is the registry's own, stored by name (task statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
@@ -24,9 +30,9 @@ part kept in the API's own shape is ``spec``: it *is* the ``StartRunRequest`` th
 replayed by ``RestoreRun``, so it is stored in protobuf's canonical JSON mapping (field names,
 readable, never bytes).
 
-The previous format (``{"version": 1, ...}`` with base64 protobuf blobs and no owner) is still
-read, so a state file written by an older sidecar loads; the registry writes such a record in
-schema 1 the next time it changes it.
+The format before schema 1 (``{"version": 1, ...}`` with base64 protobuf blobs and no owner)
+is still read, so a state file written by an older sidecar loads; the registry writes such a
+record in schema 2 the next time it changes it.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA = 1
+SCHEMA = 2
+OWNED_SCHEMA = 1  # schema 2 with an owner (see the module docstring)
 LEGACY_VERSION = 1  # the "version" of the format before schema 1
 
 _RUN_STATUS: dict[str, WireStatus] = {
@@ -70,12 +77,11 @@ class RecordFormatError(ValueError):
 
 
 def encode(record: RunRecordV1) -> str:
-    """The stored text of ``record`` (schema 1, compact JSON)."""
+    """The stored text of ``record`` (schema 2, compact JSON)."""
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": record.run_id,
         "request_id": record.request_id,
-        "owner_id": record.owner_id,
         "attempt": record.attempt,
         "created_at": record.created_at.isoformat(),
         "updated_at": record.updated_at.isoformat(),
@@ -91,13 +97,15 @@ def encode(record: RunRecordV1) -> str:
     }
     if record.deleting:
         document["deleting"] = True
+    if record.forked:
+        document["forked"] = True
     if record.legacy_status is not None:
         document["status"] = _RUN_STATUS_NAME[record.legacy_status]
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode(text: str) -> RunRecordV1:
-    """Read a stored record, in schema 1 or in the format before it.
+    """Read a stored record, in schema 2, schema 1 or the format before them.
 
     Raises:
         RecordFormatError: the text is not a record this sidecar can read.
@@ -107,9 +115,9 @@ def decode(text: str) -> RunRecordV1:
         if not isinstance(raw, dict):
             raise RecordFormatError("a run record is a JSON object")
         if "schema" in raw:
-            if raw["schema"] != SCHEMA:
+            if raw["schema"] not in (SCHEMA, OWNED_SCHEMA):
                 raise RecordFormatError(f"unknown run record schema {raw['schema']!r}")
-            return _from_schema_1(raw)
+            return _from_schema(raw)
         if raw.get("version") == LEGACY_VERSION:
             return _from_legacy(raw)
         raise RecordFormatError("neither a schema nor a version: not a run record")
@@ -167,14 +175,18 @@ def _task_status(name: str) -> TaskStatus:
         raise RecordFormatError(f"unknown task status {name!r}") from None
 
 
-def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
+def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
     result = raw["result"]
+    if raw["schema"] == OWNED_SCHEMA:
+        forked = str(raw["owner_id"]) == "" and "status" not in raw
+    else:
+        forked = raw.get("forked") is True
     spec = json_format.ParseDict(raw["spec"], pb.StartRunRequest())
     return RunRecordV1(
         run_id=str(raw["run_id"]),
         request_id=str(raw["request_id"]),
-        owner_id=str(raw["owner_id"]),
         request=spec,
+        forked=forked,
         legacy_status=_run_status(raw["status"]) if "status" in raw else None,
         attempt=int(raw["attempt"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
@@ -211,12 +223,11 @@ def _from_schema_1(raw: dict[str, Any]) -> RunRecordV1:
 
 
 def _from_legacy(raw: dict[str, Any]) -> RunRecordV1:
-    """The format before schema 1: base64 protobuf blobs, and no owner (``owner_id=""``)."""
+    """The format before schema 1: base64 protobuf blobs, and no owner."""
     result = raw.get("result")
     return RunRecordV1(
         run_id=raw["run_id"],
         request_id=raw["request_id"],
-        owner_id="",
         request=pb.StartRunRequest.FromString(base64.b64decode(raw["request"], validate=True)),
         legacy_status=pb.RunStatus.Value(raw["status"]),
         attempt=int(raw["attempt"]),

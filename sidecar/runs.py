@@ -11,12 +11,11 @@ sibling sidecar sharing the store, wrote it: its write is never lost). Reads go 
 (a decoded record is cached by its stored text), so a record a sibling changed is seen as it is;
 :meth:`RunRegistry.refresh` also takes in the history a sibling saved.
 
-Each sidecar process has an owner id (``sidecar.owner``): the registry stamps it on the runs it
-creates, and a restore or an adoption claims the run for it. What a run is (running,
-interrupted, ended) is its run record's (``sidecar.authority``, D16): the registry stores no
-status; it announces each change of one to watchers as a ``run_status`` event
-(:meth:`RunRegistry.announce`), and announces an end that a sidecar which died never told
-(:meth:`RunRegistry.refresh`).
+What a run is (running, interrupted, ended) and which sidecar holds it are its run record's
+(``sidecar.authority``, D16): the registry stores no status and no owner (a restore or an
+adoption takes the run's lease, then counts a new attempt here). It announces each change of a
+run's status to watchers as a ``run_status`` event (:meth:`RunRegistry.announce`), and
+announces an end that a sidecar which died never told (:meth:`RunRegistry.refresh`).
 """
 
 from __future__ import annotations
@@ -75,7 +74,6 @@ class RunRegistry:
 
     Args:
         store: the state store; its compare-and-set guards every record write.
-        owner_id: this sidecar's owner id, stamped on the runs it creates or restores.
         spawn: schedules a background coroutine (owned by the server's task group).
         shared: several sidecars share the store (``sidecar.run_history``).
     """
@@ -84,14 +82,10 @@ class RunRegistry:
         self,
         store: AtomicStore,
         *,
-        owner_id: str,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
         shared: bool = False,
     ) -> None:
-        if not owner_id:
-            raise ValueError("a run registry needs an owner id")
         self._store = store
-        self._owner_id = owner_id
         self._spawn = spawn
         self._runs: dict[str, KnownRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -105,11 +99,6 @@ class RunRegistry:
     def store(self) -> AtomicStore:
         """The state store the records (and the runs' leases) are kept in."""
         return self._store
-
-    @property
-    def owner_id(self) -> str:
-        """The owner id stamped on the runs this sidecar creates or restores."""
-        return self._owner_id
 
     async def find(self, run_id: str) -> RunRecordV1 | None:
         """The stored record of ``run_id``, or ``None``.
@@ -245,15 +234,13 @@ class RunRegistry:
         finally:
             self._settling.discard(run_id)
 
-    async def create(self, record: RunRecordV1, *, owned: bool = True) -> RunRecordV1:
-        """Store a new run, owned by this sidecar (unless not ``owned``: a forked run nobody
-        started yet), with its first block of event seqs.
+    async def create(self, record: RunRecordV1) -> RunRecordV1:
+        """Store a new run with its first block of event seqs.
 
         Raises:
             RunExistsError: a record of ``record.run_id`` exists already (it is attached).
         """
-        owner = self._owner_id if owned else ""
-        record = replace(record, owner_id=owner, seq_reserved_until=SEQ_BLOCK)
+        record = replace(record, seq_reserved_until=SEQ_BLOCK)
         run_id = record.run_id
         async with self._lock_of(run_id):
             existing = await self.find(run_id)

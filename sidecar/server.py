@@ -239,7 +239,7 @@ class Sidecar:
         stores = await self._stack.enter_async_context(StoreRegistry(config.encryption_keys))
         state = await stores.atomic(store_uri)
         shared = shared_store(store_uri)
-        registry = RunRegistry(state, owner_id=self.owner_id, spawn=self.spawn, shared=shared)
+        registry = RunRegistry(state, spawn=self.spawn, shared=shared)
         self.registry, self.state = registry, state
         # Entered before the task group, so it runs at a stop once every run's task has ended
         # and before the stores close: the next process continues each log with no gap.

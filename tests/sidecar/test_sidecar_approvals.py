@@ -128,7 +128,6 @@ async def test_listing_every_runs_approvals_skips_an_unreachable_store(
     dead = RunRecordV1(
         run_id="dead-store",
         request_id="q",
-        owner_id=registry.owner_id,
         request=run_request("dead-store"),
         store_uri="redis://127.0.0.1:1/0",
     )

@@ -28,15 +28,15 @@ LONG_AGO = NOW - timedelta(seconds=60)
 def registry_record(
     written: datetime = LONG_AGO,
     *,
-    owner: str = "owner-a",
+    forked: bool = False,
     outcome: Outcome = NO_OUTCOME,
     legacy: pb.RunStatus | None = None,
 ) -> RunRecordV1:
     return RunRecordV1(
         run_id="r1",
         request_id="q1",
-        owner_id=owner,
         request=run_request("r1"),
+        forked=forked,
         created_at=written,
         updated_at=written,
         outcome=outcome,
@@ -82,8 +82,10 @@ def test_a_held_lease_runs_and_a_lapsed_one_interrupts() -> None:
     live = Lease("owner-a", LONG_AGO, NOW + timedelta(seconds=3))
     lapsed = Lease("owner-a", LONG_AGO, NOW - timedelta(seconds=1))
     record = registry_record()
-    assert view(record, run_record(LONG_AGO, live)).status == pb.RUN_STATUS_RUNNING
-    assert view(record, run_record(LONG_AGO, lapsed)).status == pb.RUN_STATUS_INTERRUPTED
+    running = view(record, run_record(LONG_AGO, live))
+    assert (running.status, running.holder) == (pb.RUN_STATUS_RUNNING, "owner-a")
+    interrupted = view(record, run_record(LONG_AGO, lapsed))
+    assert (interrupted.status, interrupted.holder) == (pb.RUN_STATUS_INTERRUPTED, "")
 
 
 def test_the_run_record_decides_whatever_the_registry_last_told() -> None:
@@ -118,12 +120,12 @@ def test_an_attempt_executing_here_shows_its_own_status_until_it_has_written_its
 
 
 def test_a_forked_run_nobody_started_is_interrupted_at_once() -> None:
-    child = registry_record(NOW, owner="")
+    child = registry_record(NOW, forked=True)
     assert view(child, None).status == pb.RUN_STATUS_INTERRUPTED
 
 
 def test_a_record_from_before_d16_shows_its_stored_status_while_it_has_no_run_record() -> None:
-    done = registry_record(legacy=pb.RUN_STATUS_COMPLETED, owner="")
+    done = registry_record(legacy=pb.RUN_STATUS_COMPLETED)
     assert view(done, None).status == pb.RUN_STATUS_COMPLETED
     running = registry_record(NOW, legacy=pb.RUN_STATUS_RUNNING)
     assert view(running, None).status == pb.RUN_STATUS_QUEUED  # then interrupted, a TTL on

@@ -39,7 +39,7 @@ async def parts() -> AsyncIterator[tuple[InMemoryStore, RunExecutor]]:
     """An executor of owner-a, leasing on its state store, and an interrupted run r1."""
     store = InMemoryStore()
     async with StoreRegistry() as stores, asyncio.TaskGroup() as group:
-        registry = RunRegistry(store, owner_id="owner-a", spawn=group.create_task)
+        registry = RunRegistry(store, spawn=group.create_task)
         executor = RunExecutor(
             registry=registry,
             tool_host=ToolHost(),
@@ -50,9 +50,7 @@ async def parts() -> AsyncIterator[tuple[InMemoryStore, RunExecutor]]:
             run_store=RunStoreOptions(MemoryStoreRunStore(store), owner="owner-a"),
         )
         request = run_request("r1", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
-        record = RunRecordV1(
-            run_id="r1", request_id="q", owner_id="", request=request, store_uri="memory://"
-        )
+        record = RunRecordV1(run_id="r1", request_id="q", request=request, store_uri="memory://")
         await registry.create(record)
         # Its sidecar died holding the lease, which expired long ago: the run is interrupted.
         dead = RunLedger(
@@ -67,6 +65,14 @@ async def stored(store: InMemoryStore) -> RunRecordV1:
     entry = await store.get(sidecar_key("run", "r1"))
     assert entry is not None
     return decode(entry.value)
+
+
+async def holder(store: InMemoryStore) -> str:
+    """Who holds r1's lease: its run record says, and nothing else does (D16)."""
+    record = await MemoryStoreRunStore(store).get("r1")
+    assert record is not None
+    assert record.lease is not None
+    return record.lease.owner
 
 
 def sibling_claims_first(monkeypatch: pytest.MonkeyPatch, store: InMemoryStore, name: str) -> None:
@@ -90,11 +96,14 @@ async def test_a_restore_racing_a_sibling_restore_finds_the_run_active(
     with pytest.raises(FailedPrecondition) as caught:
         await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert caught.value.reason == "RUN_ACTIVE"
-    after = await stored(store)
-    assert (after.owner_id, after.attempt) == ("owner-a", 1)  # not claimed here
+    assert (await stored(store)).attempt == 1  # not claimed here
+    assert await holder(store) == SIBLING
     assert not executor.running("r1")
     shown = await executor.current("r1")
-    assert shown.status == pb.RUN_STATUS_RUNNING  # the sibling's, as its run record says
+    assert (shown.status, shown.holder) == (
+        pb.RUN_STATUS_RUNNING,
+        SIBLING,
+    )  # as its run record says
 
 
 async def test_a_cancel_racing_a_sibling_restore_does_not_mark_its_run(
@@ -167,11 +176,8 @@ async def test_a_restore_claims_the_run_for_this_owner(
     store, executor = parts
     claimed, resumed = await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert not resumed
-    assert (claimed.status, claimed.record.owner_id, claimed.record.attempt) == (
-        pb.RUN_STATUS_QUEUED,
-        "owner-a",
-        2,
-    )
+    assert (claimed.status, claimed.record.attempt) == (pb.RUN_STATUS_QUEUED, 2)
+    assert await holder(store) == "owner-a"
     for _ in range(500):
         if (await executor.current("r1")).status == pb.RUN_STATUS_COMPLETED:
             break
@@ -283,7 +289,7 @@ async def test_a_cancel_of_a_run_another_sidecar_executes_names_its_owner(
 
 def run_forks(store: InMemoryStore, executor: RunExecutor, stores: Any) -> RunForks:
     """The history and fork service over r1's store and executor."""
-    registry = RunRegistry(store, owner_id="owner-a", spawn=lambda coro: coro.close())
+    registry = RunRegistry(store, spawn=lambda coro: coro.close())
     return RunForks(registry=registry, executor=executor, stores=stores)
 
 

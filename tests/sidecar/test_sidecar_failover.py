@@ -45,7 +45,7 @@ def executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> RunExec
         done.set_result(None)
         return cast("asyncio.Task[None]", done)
 
-    registry = RunRegistry(store, owner_id=owner, spawn=spawn)
+    registry = RunRegistry(store, spawn=spawn)
     return RunExecutor(
         registry=registry,
         tool_host=ToolHost(),
@@ -58,17 +58,25 @@ def executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> RunExec
 
 
 def new_record(run_id: str) -> RunRecordV1:
-    """A registry record of ``run_id`` to create (the registry stamps its owner)."""
-    return RunRecordV1(
-        run_id=run_id, request_id="r", owner_id="", request=run_request(run_id), store_uri=URI
-    )
+    """A registry record of ``run_id`` to create."""
+    return RunRecordV1(run_id=run_id, request_id="r", request=run_request(run_id), store_uri=URI)
 
 
-async def dead_run(store: InMemoryStore, run_id: str, owner: str = "dead") -> None:
-    """A run record of ``owner``, running, as a sidecar that died leaves it."""
-    dead = RunRegistry(store, owner_id=owner, spawn=lambda coro: coro.close())
+async def dead_run(store: InMemoryStore, run_id: str) -> None:
+    """A registry record, running, as a sidecar that died leaves it (its lease: ``leased``)."""
+    dead = RunRegistry(store, spawn=lambda coro: coro.close())
     await dead.create(new_record(run_id))
     await dead.announce(run_id, pb.RUN_STATUS_RUNNING, Outcome())
+
+
+async def claim_of(store: InMemoryStore, run_id: str) -> tuple[str, int]:
+    """Who holds ``run_id`` (its run record's lease owner, the only one, D16) and the attempt
+    the registry counted."""
+    lease = await MemoryStoreRunStore(store).get(run_id)
+    assert lease is not None
+    assert lease.lease is not None
+    attempt = (await RunRegistry(store, spawn=lambda c: c.close()).get(run_id)).attempt
+    return lease.lease.owner, attempt
 
 
 async def leased(store: InMemoryStore, run_id: str, owner: str, *, ago: float) -> None:
@@ -85,7 +93,7 @@ async def test_only_one_of_two_survivors_adopts(stores: StoreRegistry) -> None:
     await dead_run(store, "run-1")
     await leased(store, "run-1", "dead", ago=2 * TTL)
     b, c = executor(store, stores, "b"), executor(store, stores, "c")
-    stale = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-1")
+    stale = await RunRegistry(store, spawn=lambda c: c.close()).get("run-1")
     assert await b.adopt("run-1") is not None
 
     fresh_read = c._registry.get
@@ -96,8 +104,7 @@ async def test_only_one_of_two_survivors_adopts(stores: StoreRegistry) -> None:
 
     c._registry.get = stale_read  # type: ignore[method-assign]
     assert await c.adopt("run-1") is None  # the claim's compare-and-set decides
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-1")
-    assert (stored.owner_id, stored.attempt) == ("b", 2)
+    assert await claim_of(store, "run-1") == ("b", 2)
 
 
 async def test_the_sweep_adopts_lapsed_leases_only(stores: StoreRegistry) -> None:
@@ -121,36 +128,38 @@ async def test_a_run_whose_lease_lapsed_in_this_sidecar_is_adopted_by_it(
     # runs nowhere, and its own sidecar adopts it like any other once the store answers.
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "run-own", owner="b")
+    await dead_run(store, "run-own")
     await leased(store, "run-own", "b", ago=2 * TTL)
     own = executor(store, stores, "b")
     claimed = await own.adopt("run-own")
     assert claimed is not None
-    assert (claimed.owner_id, claimed.attempt) == ("b", 2)
+    assert claimed.attempt == 2
+    assert await claim_of(store, "run-own") == ("b", 2)
 
 
 async def test_a_fenced_sidecar_marks_nothing(stores: StoreRegistry) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "run-2", owner="a")
+    await dead_run(store, "run-2")
     await leased(store, "run-2", "a", ago=2 * TTL)
-    old = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    old = RunRegistry(store, spawn=lambda coro: coro.close())
     assert await executor(store, stores, "b").adopt("run-2") is not None
     with pytest.raises(NotMine):
         await old.announce(
-            "run-2", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)
+            "run-2", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine(1)
         )
     stored = await old.get("run-2")
-    assert (stored.owner_id, stored.attempt, stored.outcome) == ("b", 2, Outcome())
+    assert (stored.attempt, stored.outcome) == (2, Outcome())
+    assert await claim_of(store, "run-2") == ("b", 2)
 
 
 async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegistry) -> None:
-    # The fence compares attempts too: a restore on the same sidecar keeps the owner but starts
-    # a new attempt, and the old attempt's late "completed" must not overwrite the new one's.
+    # The fence compares attempts: a restore on the same sidecar keeps the owner but starts a
+    # new attempt, and the old attempt's late "completed" must not overwrite the new one's.
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "run-3", owner="a")
-    registry = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    await dead_run(store, "run-3")
+    registry = RunRegistry(store, spawn=lambda coro: coro.close())
     await registry.announce(
         "run-3",
         pb.RUN_STATUS_QUEUED,
@@ -159,10 +168,10 @@ async def test_a_stale_attempt_of_the_same_owner_marks_nothing(stores: StoreRegi
     )
     with pytest.raises(NotMine):
         await registry.announce(
-            "run-3", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine("a", 1)
+            "run-3", pb.RUN_STATUS_COMPLETED, Outcome(code="ok"), change=still_mine(1)
         )
     stored = await registry.get("run-3")
-    assert (stored.owner_id, stored.attempt, stored.outcome) == ("a", 2, Outcome())
+    assert (stored.attempt, stored.outcome) == (2, Outcome())
 
 
 async def test_never_two_attempts_of_one_run_in_one_process(stores: StoreRegistry) -> None:
@@ -208,8 +217,7 @@ async def test_an_adoption_loses_to_a_lease_taken_after_its_read(stores: StoreRe
     b = executor(store, stores, "b")
     rival_takes_lease_after_read(b, store, "c")
     assert await b.adopt("run-5") is None  # the run record's acquire decides
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-5")
-    assert (stored.owner_id, stored.attempt) == ("dead", 1)
+    assert await claim_of(store, "run-5") == ("c", 1)
 
 
 async def test_a_restore_loses_to_a_lease_taken_after_its_read(stores: StoreRegistry) -> None:
@@ -222,8 +230,7 @@ async def test_a_restore_loses_to_a_lease_taken_after_its_read(stores: StoreRegi
     with pytest.raises(FailedPrecondition) as refused:
         await b.restore(pb.RestoreRunRequest(run_id="run-6"))
     assert refused.value.reason == "RUN_ACTIVE"
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-6")
-    assert (stored.owner_id, stored.attempt) == ("dead", 1)
+    assert await claim_of(store, "run-6") == ("c", 1)
 
 
 async def test_a_restore_that_loses_the_registry_claim_gives_the_lease_back(
@@ -238,7 +245,7 @@ async def test_a_restore_that_loses_the_registry_claim_gives_the_lease_back(
 
     async def read_then_delete_claim(run_id: str) -> RunView:
         seen = await read(run_id)
-        registry = RunRegistry(store, owner_id="x", spawn=lambda c: c.close())
+        registry = RunRegistry(store, spawn=lambda c: c.close())
         await registry.update(run_id, lambda r: replace(r, deleting=True))
         return seen
 
@@ -266,7 +273,7 @@ async def test_a_cancel_loses_to_a_lease_taken_after_its_read(stores: StoreRegis
     assert record.status == "running"  # the rival's attempt goes on
     assert record.lease is not None
     assert record.lease.owner == "c"
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-8")
+    stored = await RunRegistry(store, spawn=lambda c: c.close()).get("run-8")
     assert stored.outcome == Outcome()  # nothing of a cancel written
 
 
@@ -280,7 +287,7 @@ async def test_a_deletion_loses_to_a_lease_taken_after_its_read(stores: StoreReg
     with pytest.raises(FailedPrecondition) as refused:
         await b.claim_deletion("run-9")
     assert refused.value.reason == "RUN_ACTIVE"
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-9")
+    stored = await RunRegistry(store, spawn=lambda c: c.close()).get("run-9")
     assert not stored.deleting
 
 
@@ -301,8 +308,9 @@ async def test_a_restore_loses_to_a_deletion_that_holds_the_run(stores: StoreReg
     with pytest.raises(FailedPrecondition) as refused:
         await restorer.restore(pb.RestoreRunRequest(run_id="run-10"))
     assert refused.value.reason in {"RUN_ACTIVE", "RUN_DELETING"}
-    stored = await RunRegistry(store, owner_id="x", spawn=lambda c: c.close()).get("run-10")
-    assert (stored.owner_id, stored.attempt, stored.deleting) == ("dead", 1, True)
+    stored = await RunRegistry(store, spawn=lambda c: c.close()).get("run-10")
+    assert (stored.attempt, stored.deleting) == (1, True)
+    assert await claim_of(store, "run-10") == ("b", 1)  # the deletion holds it
 
 
 async def test_a_lapsed_lease_of_another_owner_is_interrupted_at_once(
@@ -323,12 +331,12 @@ async def test_a_lapsed_lease_of_another_owner_is_interrupted_at_once(
 async def test_a_forked_run_nobody_started_is_never_adopted_and_can_be_cancelled(
     stores: StoreRegistry,
 ) -> None:
-    # ForkRun registers the child with no owner and no run record: it shows INTERRUPTED, so
+    # ForkRun registers the child (forked) with no run record: it shows INTERRUPTED, so
     # RestoreRun starts it, but no failover sweep does (a fork makes no model call).
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     b = executor(store, stores, "b")
-    await b._registry.create(new_record("child"), owned=False)
+    await b._registry.create(replace(new_record("child"), forked=True))
     assert (await b.current("child")).status == pb.RUN_STATUS_INTERRUPTED
     sweep = Failover(executor=b, registry=b._registry, lease_ttl=TTL)
     assert await sweep.sweep() == []
@@ -339,6 +347,38 @@ async def test_a_forked_run_nobody_started_is_never_adopted_and_can_be_cancelled
     record = await MemoryStoreRunStore(store).get("child")
     assert record is not None
     assert record.status == "cancelled"
+
+
+@pytest.mark.parametrize("legacy", [None, pb.RUN_STATUS_RUNNING])
+async def test_a_run_registered_and_never_taken_is_adopted_a_ttl_later(
+    stores: StoreRegistry, legacy: pb.RunStatus | None
+) -> None:
+    # Its sidecar died between registering it and its attempt taking the lease (or, legacy,
+    # it was written before run records): no run record. Unlike a fork, somebody started it.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    dead = RunRegistry(store, spawn=lambda coro: coro.close())
+    await dead.create(replace(new_record("orphan"), legacy_status=legacy))
+    long_ago = datetime.now(UTC) - timedelta(seconds=2 * TTL)
+    await dead.update("orphan", lambda r: replace(r, updated_at=long_ago))
+    b = executor(store, stores, "b")
+    assert (await b.current("orphan")).status == pb.RUN_STATUS_INTERRUPTED
+    sweep = Failover(executor=b, registry=b._registry, lease_ttl=TTL)
+    assert await sweep.sweep() == ["orphan"]
+    assert await claim_of(store, "orphan") == ("b", 2)
+
+
+async def test_a_forked_run_once_started_is_adopted_like_any_other(stores: StoreRegistry) -> None:
+    # Its RestoreRun took its lease (a run record now says who holds it); the sidecar died.
+    store = await stores.get(URI)
+    assert isinstance(store, InMemoryStore)
+    dead = RunRegistry(store, spawn=lambda coro: coro.close())
+    await dead.create(replace(new_record("child"), forked=True))
+    await leased(store, "child", "dead", ago=2 * TTL)
+    b = executor(store, stores, "b")
+    assert (await b.current("child")).status == pb.RUN_STATUS_INTERRUPTED
+    assert await b.adopt("child") is not None
+    assert await claim_of(store, "child") == ("b", 2)
 
 
 async def test_a_run_being_deleted_is_not_adopted_between_its_two_records(
@@ -369,7 +409,7 @@ async def test_an_attempt_a_short_outage_paused_goes_on_showing_running(
     # visible; a QUEUED blip was seen by test_sidecar_outage[short] in CI).
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "paused", owner="b")
+    await dead_run(store, "paused")
     ledger = RunLedger(MemoryStoreRunStore(store), owner="b", lease_ttl=TTL)
     handle = await ledger.acquire("paused", heartbeat=False)
     await handle.release()
@@ -391,7 +431,7 @@ async def test_an_adoption_that_raced_a_deletion_leaves_no_run_record(
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
     b = executor(store, stores, "b")
-    dead = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    dead = RunRegistry(store, spawn=lambda coro: coro.close())
     await dead.create(new_record("going"))
     long_ago = datetime.now(UTC) - timedelta(seconds=2 * TTL)
     await dead.update("going", lambda r: replace(r, updated_at=long_ago))

@@ -56,7 +56,7 @@ async def seed(state: str, records: dict[str, str], history: Sequence[pb.RunEven
             await store.set(sidecar_key(EVENTS_KIND, "r-1"), encode_history(history))
 
 
-def record(status: WireStatus, *, owner_id: str = "someone") -> str:
+def record(status: WireStatus) -> str:
     """r-1's registry record as a sidecar from before D16 left it (with its status, and no run
     record: the status it stored is what it shows)."""
     request = run_request("r-1", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
@@ -64,7 +64,6 @@ def record(status: WireStatus, *, owner_id: str = "someone") -> str:
         RunRecordV1(
             run_id="r-1",
             request_id=request.request_id,
-            owner_id=owner_id,
             request=request,
             legacy_status=status,
             store_uri="memory://",
@@ -98,7 +97,7 @@ async def test_the_gap_event_has_the_last_missing_seq_and_a_true_range(tmp_path:
     state = f"file://{tmp_path}/state.json"
     await seed(
         state,
-        {"r-1": record(pb.RUN_STATUS_RUNNING, owner_id="me")},
+        {"r-1": record(pb.RUN_STATUS_RUNNING)},
         [status_event(1, pb.RUN_STATUS_QUEUED)],
     )
     async with (

@@ -1,9 +1,10 @@
-"""The run record's storage format: schema 1 JSON, and the format before it still read."""
+"""The run record's storage format: schema 2 JSON, and the formats before it still read."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -23,9 +24,9 @@ def full_record() -> RunRecordV1:
     return RunRecordV1(
         run_id="codec-1",
         request_id=request.request_id,
-        owner_id="sidecar-a",
         request=request,
         attempt=2,
+        forked=True,
         created_at=MOMENT,
         updated_at=MOMENT,
         outcome=Outcome(code="suspended", message="waiting for a reviewer"),
@@ -52,18 +53,20 @@ def full_record() -> RunRecordV1:
     )
 
 
-def test_schema_1_round_trips_every_field() -> None:
+def test_schema_2_round_trips_every_field() -> None:
     record = full_record()
     assert decode(encode(record)) == record
 
 
-def test_schema_1_is_named_json_without_protobuf_bytes() -> None:
+def test_schema_2_is_named_json_without_protobuf_bytes() -> None:
     document = json.loads(encode(full_record()))
-    assert document["schema"] == 1
+    assert document["schema"] == 2
     assert "version" not in document
     assert "status" not in document  # the run record's (D16)
     assert [task["status"] for task in document["tasks"]] == ["completed", "blocked"]
-    assert document["owner_id"] == "sidecar-a"
+    assert "owner_id" not in document  # the run record's lease holder (D16)
+    assert document["forked"] is True
+    assert "forked" not in json.loads(encode(replace(full_record(), forked=False)))
     assert document["result"]["input_tokens"] == 12
     # The spec is the request's canonical JSON: field names, not serialized bytes.
     assert document["spec"]["run_id"] == "codec-1"
@@ -92,7 +95,7 @@ def test_a_record_in_the_format_before_schema_1_is_read() -> None:
         seq_reserved_until=3072,
     )
     record = decode(text)
-    assert record.owner_id == ""  # written before owners existed
+    assert not record.forked
     assert record.run_id == "old-1"
     assert record.request == request
     assert record.legacy_status == pb.RUN_STATUS_COMPLETED
@@ -107,11 +110,35 @@ def test_a_record_in_the_format_before_schema_1_is_read() -> None:
     )  # fmt: skip
     assert record.pending_approvals == ("ap-9",)
     assert record.seq_reserved_until == 3072
-    # Written again, it is schema 1, and keeps the status it had (while it has no run record,
+    # Written again, it is schema 2, and keeps the status it had (while it has no run record,
     # that status is all that says the run ended: ``sidecar.authority``).
     again = json.loads(encode(record))
-    assert (again["schema"], again["status"]) == (1, "completed")
+    assert (again["schema"], again["status"]) == (2, "completed")
     assert decode(encode(record)) == record
+
+
+@pytest.mark.parametrize(
+    ("owner", "status", "forked"),
+    [
+        ("sidecar-a", None, False),
+        ("", None, True),  # a forked run nobody started yet
+        ("", "completed", False),  # a record from before owners, written again in schema 1
+    ],
+)
+def test_a_schema_1_record_is_read_its_empty_owner_naming_a_forked_run(
+    owner: str, status: str | None, forked: bool
+) -> None:
+    written = replace(full_record(), forked=False)
+    document = json.loads(encode(written))
+    document.update(schema=1, owner_id=owner)
+    if status is not None:
+        document["status"] = status
+    record = decode(json.dumps(document))
+    assert record.forked is forked
+    assert record == replace(written, forked=forked, legacy_status=record.legacy_status)
+    again = json.loads(encode(record))
+    assert again["schema"] == 2
+    assert "owner_id" not in again
 
 
 def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
@@ -130,10 +157,11 @@ def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
         ("[]", "a run record is a JSON object"),
         ('"schema"', "a run record is a JSON object"),
         ("3", "a run record is a JSON object"),
-        ('{"schema": 2}', "unknown run record schema 2"),
+        ('{"schema": 3}', "unknown run record schema 3"),
         ('{"version": 7}', "neither a schema nor a version"),
         ("{}", "neither a schema nor a version"),
         ('{"schema": 1, "run_id": "x"}', "malformed run record: KeyError"),
+        ('{"schema": 2, "run_id": "x"}', "malformed run record: KeyError"),
         ('{"version": 1, "run_id": "x", "request": "!!!"}', "malformed run record: KeyError"),
     ],
 )

@@ -37,11 +37,9 @@ def shown(record: RunRecordV1) -> RunView:
     return view_of(record, None, now=record.updated_at, ttl=10)
 
 
-def new_record(run_id: str, owner_id: str = "") -> RunRecordV1:
+def new_record(run_id: str, tenant: str = "") -> RunRecordV1:
     request = run_request(run_id)
-    return RunRecordV1(
-        run_id=run_id, request_id=request.request_id, owner_id=owner_id, request=request
-    )
+    return RunRecordV1(run_id=run_id, request_id=request.request_id, request=request, tenant=tenant)
 
 
 @pytest.fixture
@@ -50,8 +48,8 @@ async def group() -> AsyncIterator[asyncio.TaskGroup]:
         yield tasks
 
 
-def registry(store: InMemoryStore, owner: str, group: asyncio.TaskGroup) -> RunRegistry:
-    return RunRegistry(store, owner_id=owner, spawn=group.create_task)
+def registry(store: InMemoryStore, group: asyncio.TaskGroup) -> RunRegistry:
+    return RunRegistry(store, spawn=group.create_task)
 
 
 class AlwaysConflicts(InMemoryStore):
@@ -67,21 +65,16 @@ class AlwaysConflicts(InMemoryStore):
         return expected is None and await super().compare_and_set(key, expected, value, metadata)
 
 
-def test_a_registry_without_an_owner_id_is_refused() -> None:
-    # An empty owner is what a forked run nobody has started carries: a registry stamping it
-    # on the runs it creates would make them look never started.
-    with pytest.raises(ValueError, match="owner id"):
-        RunRegistry(InMemoryStore(), owner_id="", spawn=lambda coro: coro.close())
-
-
-async def test_create_stamps_the_owner_and_persists_schema_1(group: asyncio.TaskGroup) -> None:
+async def test_create_reserves_the_first_seqs_and_persists_schema_2(
+    group: asyncio.TaskGroup,
+) -> None:
     store = InMemoryStore()
-    runs = registry(store, "owner-a", group)
-    created = await runs.create(new_record("r1", owner_id="someone-else"))
-    assert created.owner_id == "owner-a"
+    runs = registry(store, group)
+    created = await runs.create(new_record("r1"))
+    assert created.seq_reserved_until == 1024
     stored = await store.get(sidecar_key("run", "r1"))
     assert stored is not None
-    assert json.loads(stored.value)["schema"] == 1
+    assert json.loads(stored.value)["schema"] == 2
     assert decode(stored.value) == created == await runs.get("r1")
     with pytest.raises(RunExistsError) as caught:
         await runs.create(new_record("r1"))
@@ -91,7 +84,7 @@ async def test_create_stamps_the_owner_and_persists_schema_1(group: asyncio.Task
 async def test_a_refused_create_keeps_the_run_this_process_knows(
     group: asyncio.TaskGroup,
 ) -> None:
-    runs = registry(InMemoryStore(), "owner-a", group)
+    runs = registry(InMemoryStore(), group)
     await runs.create(new_record("r1"))
     first = pb.RunEvent()
     runs.emit("r1", first)
@@ -108,20 +101,20 @@ async def test_a_create_losing_to_a_sibling_attaches_to_the_sibling_s_record(
     group: asyncio.TaskGroup,
 ) -> None:
     store = SiblingWritesFirst()
-    store.sibling_creates = replace(new_record("r1", owner_id="owner-b"), seq_reserved_until=1024)
-    runs = registry(store, "owner-a", group)
+    store.sibling_creates = replace(new_record("r1", tenant="b"), seq_reserved_until=1024)
+    runs = registry(store, group)
     with pytest.raises(RunExistsError) as caught:
         await runs.create(new_record("r1"))
-    assert caught.value.existing.owner_id == "owner-b"
+    assert caught.value.existing.tenant == "b"
     stored = await store.get(sidecar_key("run", "r1"))
     assert stored is not None
-    assert decode(stored.value).owner_id == "owner-b"
-    assert (await runs.get("r1")).owner_id == "owner-b"
+    assert decode(stored.value).tenant == "b"
+    assert (await runs.get("r1")).tenant == "b"
 
 
 async def test_update_retries_and_keeps_a_sibling_write(group: asyncio.TaskGroup) -> None:
     store = SiblingWritesFirst()
-    runs = registry(store, "owner-a", group)
+    runs = registry(store, group)
     await runs.create(new_record("r1"))
     store.sibling_change = lambda record: replace(record, pending_approvals=("sibling",))
     seen: list[tuple[str, ...]] = []
@@ -138,7 +131,7 @@ async def test_update_retries_and_keeps_a_sibling_write(group: asyncio.TaskGroup
 
 
 async def test_update_of_an_unknown_run_raises_a_typed_error(group: asyncio.TaskGroup) -> None:
-    runs = registry(InMemoryStore(), "owner-a", group)
+    runs = registry(InMemoryStore(), group)
     with pytest.raises(UnknownRunError) as caught:
         await runs.update("nope", lambda record: record)
     assert caught.value.run_id == "nope"
@@ -152,7 +145,7 @@ async def test_update_of_an_unknown_run_raises_a_typed_error(group: asyncio.Task
 
 
 async def test_update_gives_up_after_repeated_conflicts(group: asyncio.TaskGroup) -> None:
-    runs = registry(AlwaysConflicts(), "owner-a", group)
+    runs = registry(AlwaysConflicts(), group)
     await runs.create(new_record("r1"))
     with pytest.raises(RunRecordConflictError):
         await runs.update("r1", lambda record: replace(record, attempt=9))
@@ -160,7 +153,7 @@ async def test_update_gives_up_after_repeated_conflicts(group: asyncio.TaskGroup
 
 async def test_a_change_that_raises_writes_nothing(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
-    runs = registry(store, "owner-a", group)
+    runs = registry(store, group)
     await runs.create(new_record("r1"))
     before = await store.get(sidecar_key("run", "r1"))
 
@@ -177,23 +170,23 @@ async def test_a_change_that_raises_writes_nothing(group: asyncio.TaskGroup) -> 
 
 async def test_reads_see_a_record_another_sidecar_changed(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
-    mine, sibling = registry(store, "owner-a", group), registry(store, "owner-b", group)
+    mine, sibling = registry(store, group), registry(store, group)
     await mine.create(new_record("r1"))
     await sibling.update("r1", lambda record: replace(record, attempt=5))
     assert (await mine.get("r1")).attempt == 5
-    await sibling.create(new_record("r2"))
-    assert (await mine.get("r2")).owner_id == "owner-b"
+    await sibling.create(new_record("r2", tenant="b"))
+    assert (await mine.get("r2")).tenant == "b"
 
 
 async def test_query_filters_by_request(group: asyncio.TaskGroup) -> None:
     store = InMemoryStore()
-    a, b = registry(store, "owner-a", group), registry(store, "owner-b", group)
+    a, b = registry(store, group), registry(store, group)
     first = await a.create(new_record("r1"))
     await a.create(new_record("r2"))
-    await b.create(new_record("r3"))
+    await b.create(new_record("r3", tenant="b"))
     ids = [record.run_id for record in await a.query()]
     assert ids == ["r1", "r2", "r3"]
-    assert [r.owner_id for r in await a.query()] == ["owner-a", "owner-a", "owner-b"]
+    assert [r.tenant for r in await a.query()] == ["", "", "b"]
     assert await a.query(request_id=first.request_id) == [first]
 
 
@@ -247,7 +240,7 @@ async def test_a_read_during_its_own_write_shows_the_written_record(
     # A GetRun whose read sees this process's write stored before the writer resumes shows
     # what was written (the kill -9 adoption flake showed the run's older tasks).
     store = StoredBeforeReturning()
-    runs = registry(store, "owner-a", group)
+    runs = registry(store, group)
     await runs.create(replace(new_record("r1"), tasks=(TaskRow(id="t1"),)))
     done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
     writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
@@ -285,7 +278,7 @@ async def test_a_read_older_than_this_process_s_claim_does_not_set_its_attempt_b
     # late read must not become the record its events are stamped from: the new attempt's
     # events would say attempt 1.
     store = ReadReturnsLate()
-    runs = registry(store, "owner-a", group)
+    runs = registry(store, group)
     await runs.create(new_record("r1"))
     store.holding = True
     reading = group.create_task(runs.get("r1"))
@@ -306,7 +299,7 @@ async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have
     # reservation (3072) and completed it (its run record), but its events never reached this
     # log. The announcement of the end must not reuse one of the sibling's seqs.
     store = InMemoryStore()
-    here = registry(store, "owner-a", group)
+    here = registry(store, group)
     await here.create(new_record("r"))
     await here.announce("r", pb.RUN_STATUS_RUNNING)
     log = await here.log_of("r")
@@ -314,7 +307,7 @@ async def test_a_status_a_sibling_saved_is_announced_above_every_seq_it_may_have
     key = sidecar_key("run", "r")
     entry = await store.get(key)
     assert entry is not None
-    sibling = replace(decode(entry.value), owner_id="owner-b", seq_reserved_until=3072)
+    sibling = replace(decode(entry.value), attempt=2, seq_reserved_until=3072)
     await store.set(key, encode(sibling))
     lease = await RunLedger(MemoryStoreRunStore(store), owner="owner-b").acquire("r")
     await lease.complete({"code": "ok"})

@@ -38,7 +38,7 @@ def leased_executor(store: InMemoryStore, stores: StoreRegistry, owner: str) -> 
         return cast("asyncio.Task[None]", done)
 
     return RunExecutor(
-        registry=RunRegistry(store, owner_id=owner, spawn=spawn),
+        registry=RunRegistry(store, spawn=spawn),
         tool_host=ToolHost(),
         stores=stores,
         python_tools={},
@@ -53,19 +53,21 @@ async def test_restore_of_a_failed_run_with_a_terminal_run_record_is_refused(
 ) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "r-failed", owner="a")
+    await dead_run(store, "r-failed")
     handle = await RunLedger(MemoryStoreRunStore(store), owner="a").acquire(
         "r-failed", heartbeat=False
     )
     await handle.fail({"code": "boom"})
-    registry = RunRegistry(store, owner_id="a", spawn=lambda coro: coro.close())
+    registry = RunRegistry(store, spawn=lambda coro: coro.close())
     await registry.announce("r-failed", pb.RUN_STATUS_FAILED, Outcome(code="boom"))
     survivor = leased_executor(store, stores, "b")
     with pytest.raises(FailedPrecondition) as caught:
         await survivor.restore(pb.RestoreRunRequest(run_id="r-failed"))
     assert caught.value.reason == "RUN_ALREADY_TERMINAL"
-    stored = await registry.get("r-failed")
-    assert (stored.attempt, stored.owner_id) == (1, "a")
+    assert (await registry.get("r-failed")).attempt == 1  # nothing claimed
+    failed = await MemoryStoreRunStore(store).get("r-failed")
+    assert failed is not None
+    assert (failed.status, failed.attempt, failed.lease) == ("failed", 1, None)
     assert (await survivor.current("r-failed")).status == pb.RUN_STATUS_FAILED
 
 
@@ -74,7 +76,7 @@ async def test_cancel_also_cancels_the_run_record_so_no_sidecar_adopts_it(
 ) -> None:
     store = await stores.get(URI)
     assert isinstance(store, InMemoryStore)
-    await dead_run(store, "r-cancel", owner="dead")
+    await dead_run(store, "r-cancel")
     await leased(store, "r-cancel", "dead", ago=60)  # the dead sidecar's lease, expired
     survivor = leased_executor(store, stores, "b")
     assert (await survivor.current("r-cancel")).status == pb.RUN_STATUS_INTERRUPTED

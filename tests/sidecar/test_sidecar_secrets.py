@@ -17,7 +17,7 @@ REDIS = "redis://:hunter2@cache.example:6379/0?prefix=oma%3A"
 def test_get_run_masks_the_password_of_the_run_store() -> None:
     for uri in (PG, REDIS):
         record = RunRecordV1(
-            run_id="r-1", request_id="q", owner_id="o", request=pb.StartRunRequest(), store_uri=uri
+            run_id="r-1", request_id="q", request=pb.StartRunRequest(), store_uri=uri
         )
         view = RunView(
             record=record, status=pb.RUN_STATUS_QUEUED, outcome=Outcome(),

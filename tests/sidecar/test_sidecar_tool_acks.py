@@ -55,14 +55,14 @@ def acks(session: HostSession) -> list[int]:
 
 
 async def run_registry(group: asyncio.TaskGroup) -> RunRegistry:
-    registry = RunRegistry(InMemoryStore(), owner_id="owner-a", spawn=group.create_task)
+    registry = RunRegistry(InMemoryStore(), spawn=group.create_task)
     await registry.create(run_record())
     return registry
 
 
 def run_record() -> RunRecordV1:
     request = run_request("r1")
-    return RunRecordV1(run_id="r1", request_id=request.request_id, owner_id="", request=request)
+    return RunRecordV1(run_id="r1", request_id=request.request_id, request=request)
 
 
 async def test_only_a_save_naming_the_call_commits_it(group: asyncio.TaskGroup) -> None:
