@@ -283,7 +283,8 @@ async def test_a_cancel_of_a_run_another_sidecar_executes_names_its_owner(
     with pytest.raises(FailedPrecondition) as caught:
         await executor.cancel("r1")
     assert caught.value.reason == "RUN_OWNED_ELSEWHERE"
-    assert "runs in another sidecar" in caught.value.message
+    assert f"runs in another sidecar ({SIBLING})" in caught.value.message
+    assert caught.value.metadata == {"owner_id": SIBLING}  # its lease holder: its run record's
     assert (await stored(store)).outcome.code == ""
 
 
