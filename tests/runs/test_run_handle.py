@@ -12,6 +12,7 @@ from run_helpers import START, code_of, ledger
 
 from oma_actors.errors import LeaseError
 from oma_actors.keyspace import run_record_key
+from oma_actors.runs import MemoryStoreRunStore
 from oma_actors.stores import InMemoryStore
 from oma_actors.stores.base import ConditionalStore, MemoryEntry
 from oma_actors.testing import FakeClock, ForwardingStore
@@ -90,6 +91,27 @@ async def test_fail_keeps_the_outcome_given(store: ConditionalStore, clock: Fake
     assert failed.outcome == {"code": "failed", "message": "boom"}
     again = await ledger(store, clock, "a").acquire("run-2", heartbeat=False)
     assert await code_of(again.fail({"message": "no code"})) == "RUN_VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize("command", ["fail", "suspend", "cancel"])
+async def test_a_refused_closing_command_leaves_the_handle_holding_the_run(
+    store: ConditionalStore, clock: FakeClock, command: str
+) -> None:
+    # Bad input is refused before the command ends the handle's ownership: a handle that
+    # stopped renewing on a typo would let its run's lease lapse while the run goes on.
+    handle = await ledger(store, clock, "a").acquire("run-1")  # renewing
+    refused = {
+        "fail": lambda: handle.fail({"code": 5}),
+        "suspend": lambda: handle.suspend([1]),  # type: ignore[list-item]
+        "cancel": lambda: handle.cancel({"code": "cancelled", "message": ["no"]}),
+    }[command]()
+    assert await code_of(refused) == "RUN_VALIDATION_ERROR"
+    assert not handle.closed
+    assert handle.heartbeat_running
+    stored = await MemoryStoreRunStore(store).get("run-1")
+    assert stored is not None
+    assert (stored.status, stored.version) == ("running", 1)
+    assert (await handle.complete()).status == "completed"
 
 
 async def test_release_queues_the_run_and_the_next_owner_keeps_the_attempt(

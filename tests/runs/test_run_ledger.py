@@ -55,8 +55,16 @@ async def test_a_new_run_is_created_running_with_token_one(
     assert (handle.run_id, handle.owner, handle.fencing_token) == ("run-1", "a", 1)
 
 
-async def test_a_blank_run_id_is_refused(store: ConditionalStore, clock: FakeClock) -> None:
-    assert await code_of(ledger(store, clock, "a").acquire("  ")) == "RUN_VALIDATION_ERROR"
+@pytest.mark.parametrize("run_id", ["  ", "", None, 7])
+async def test_a_blank_run_id_is_refused_before_the_store_is_read(
+    clock: FakeClock, run_id: object
+) -> None:
+    class Untouchable(ForwardingStore):
+        async def get(self, key: str) -> None:
+            raise AssertionError(f"read {key!r}")
+
+    refusing = ledger(Untouchable(InMemoryStore()), clock, "a")
+    assert await code_of(refusing.acquire(run_id)) == "RUN_VALIDATION_ERROR"  # type: ignore[arg-type]
 
 
 async def test_a_live_lease_of_another_owner_is_held(

@@ -63,6 +63,9 @@ def test_the_record_keeps_its_own_copies_of_nested_objects() -> None:
     assert kept.checkpoint_ref["key"] == "k"
 
 
+SAVED = "2026-09-01T00:00:00.000Z"
+
+
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
@@ -79,6 +82,20 @@ def test_the_record_keeps_its_own_copies_of_nested_objects() -> None:
         ({"outcome": {"message": "m"}}, "outcome.code"),
         ({"suspension": {"suspendedAt": "2026-09-01T00:00:00.000Z", "pendingApprovalIds": [1]}},
          "pendingApprovalIds[0]"),
+        # Each nested object's own rule (OMA's shapes, spec RS-01), named:
+        ({"checkpoint_ref": "k"}, "checkpointRef must be an object"),
+        ({"checkpoint_ref": {"key": 1, "snapshotVersion": 1, "savedAt": SAVED}},
+         "checkpointRef.key must be a string"),
+        ({"checkpoint_ref": {"key": "k", "snapshotVersion": 1, "savedAt": "2026-09-01"}},
+         "checkpointRef.savedAt"),
+        ({"outcome": "ok"}, "outcome must be an object"),
+        ({"outcome": {"code": 1}}, "outcome.code must be a string"),
+        ({"outcome": {"code": "error", "message": 2}}, "outcome.message must be a string"),
+        ({"suspension": {"suspendedAt": SAVED}}, "suspension.pendingApprovalIds is missing"),
+        ({"suspension": {"suspendedAt": "2026-09-01T00:00:00.000+00:00", "pendingApprovalIds": []}},
+         "suspension.suspendedAt"),
+        ({"suspension": {"suspendedAt": SAVED, "pendingApprovalIds": "apr_a"}},
+         "pendingApprovalIds must be a list"),
     ],
 )  # fmt: skip
 def test_an_invalid_record_cannot_be_built(changes: dict[str, object], field: str) -> None:
@@ -129,6 +146,11 @@ def _edited(**changes: object) -> str:
         (_edited(updatedAt="yesterday"), "updatedAt"),
         (_edited(updatedAt="2026-09-01T00:00:00Z"), "updatedAt"),
         (_edited(updatedAt="2026-02-30T00:00:00.000Z"), "updatedAt"),
+        # Dates Python's parser reads but that are not Date.toISOString's exact form:
+        (_edited(updatedAt="2026-09-01T00:00:00.5Z"), "updatedAt"),
+        (_edited(updatedAt="2026-09-01T00:00:00.000500Z"), "updatedAt"),
+        (_edited(updatedAt="2026-09-01T00:00:00.000+00:00"), "updatedAt"),
+        (_edited(updatedAt=1788220800000), "updatedAt"),
         (_edited(lease=None), "lease must be an object"),
         (_edited(lease={"owner": "", "acquiredAt": "", "expiresAt": ""}), "lease.owner"),
         (_edited(lease={"owner": "a", "acquiredAt": "2026-09-01T00:00:00.000Z", "expiresAt": ""}),
