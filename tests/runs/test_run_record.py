@@ -76,6 +76,7 @@ SAVED = "2026-09-01T00:00:00.000Z"
         ({"fencing_token": -1}, "fencingToken"),
         ({"status": "paused"}, "status"),
         ({"created_at": datetime(2026, 9, 1)}, "createdAt"),
+        ({"lease": {"owner": "a"}}, "lease must be a Lease, got dict"),
         ({"checkpoint_ref": {"key": "k", "snapshotVersion": 1}}, "checkpointRef.savedAt"),
         ({"checkpoint_ref": {"key": "k", "snapshotVersion": 1.5, "savedAt": "x"}}, "snapshotVersion"),
         ({"outcome": {"code": "ok", "extra": 1}}, "outcome.extra"),
@@ -144,6 +145,8 @@ def _edited(**changes: object) -> str:
         (_edited(version=1.0), "version"),
         (_edited(status="paused"), "status"),
         (_edited(updatedAt="yesterday"), "updatedAt"),
+        (_edited(createdAt="yesterday"), "createdAt must be"),
+        (_edited(createdAt="yesterday"), "got 'yesterday'"),  # the stored value, named
         (_edited(updatedAt="2026-09-01T00:00:00Z"), "updatedAt"),
         (_edited(updatedAt="2026-02-30T00:00:00.000Z"), "updatedAt"),
         # Dates Python's parser reads but that are not Date.toISOString's exact form:
@@ -159,6 +162,9 @@ def _edited(**changes: object) -> str:
                         "expiresAt": "2026-09-01T00:00:00.000Z", "holder": "b"}),
          "lease.holder is not a field of a lease"),
         (_edited(outcome="ok"), "outcome must be an object"),
+        (_edited(checkpointRef=None), "checkpointRef must be an object"),  # OMA omits, never null
+        (_edited(lease={"owner": "a", "acquiredAt": "2026-09-01T00:00:00.000Z",
+                        "expiresAt": "soon"}), "got 'soon'"),
         (NEW.replace('"version":1,', '"version":1,"version":2,'), "duplicate key"),
         (NEW.replace('"version":1', '"version":NaN'), "not valid JSON"),
     ],
