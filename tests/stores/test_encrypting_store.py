@@ -15,9 +15,9 @@ import pytest
 import redis.asyncio
 from service_kit import FreshStores
 
-from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.stores import Expect, FileStore, InMemoryStore, Put
-from oma_actors.stores.encrypting import EncryptingStore
+from oma_actors.stores.encrypting import EncryptingStore, _context
 from oma_actors.stores.keyring import PREFIX, KeyRing
 from oma_actors.testing.forwarding import ForwardingStore
 
@@ -204,9 +204,13 @@ async def test_a_lone_surrogate_is_a_store_error_and_nothing_is_written() -> Non
 
 
 class RefusingStore(ForwardingStore):
-    """An inner store whose ``apply`` refuses even when its checks hold (a broken backend)."""
+    """An inner store whose ``apply`` and ``compare_and_set`` refuse even when their checks
+    hold (a broken backend)."""
 
     async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
+        return False
+
+    async def _compare_and_set(self, *args: object, **kwargs: object) -> bool:
         return False
 
 
@@ -214,6 +218,9 @@ async def test_an_inner_store_that_keeps_refusing_is_an_error_not_a_loop() -> No
     store = EncryptingStore(RefusingStore(InMemoryStore()), ring())
     with pytest.raises(StoreError, match=r"refused 64 times"):
         await store.apply([Expect("k", None)], [Put("k", "v")])
+    # The expectation holds every time it is read: never a False, which means "it did not".
+    with pytest.raises(StoreError, match=r"refused 64 times"):
+        await store.compare_and_set("k", None, "v")
 
 
 async def test_a_stale_guess_is_refused_by_the_inner_store_and_read_again() -> None:
@@ -225,3 +232,18 @@ async def test_a_stale_guess_is_refused_by_the_inner_store_and_read_again() -> N
     await other.set("record", "v3")
     assert not await writer.compare_and_set("record", "v2", "v4")
     assert [entry.value for entry in await other.list()] == ["v3"]
+
+
+def test_it_refuses_what_is_not_a_store_or_a_ring() -> None:
+    with pytest.raises(ConfigurationError, match="needs a store with get/set/list/delete/clear"):
+        EncryptingStore(object(), ring())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="needs a KeyRing"):
+        EncryptingStore(InMemoryStore(), OLD)  # type: ignore[arg-type]
+
+
+async def test_an_authentic_payload_that_is_no_utf8_is_corrupt_naming_the_entry() -> None:
+    # Only a writer holding the key can seal it; still the reader hands out no undecodable text.
+    store = EncryptingStore(InMemoryStore(), ring())
+    await store.inner.set("k", store.keyring.seal(b"\xff\xfe", _context("k")))
+    with pytest.raises(CorruptStoreError, match=r"'k'.*sealed bytes are not UTF-8"):
+        await store.get("k")
