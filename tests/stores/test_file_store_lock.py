@@ -208,3 +208,29 @@ async def test_a_claim_cancelled_while_it_locks_leaves_the_file_unlocked(
     assert not locked_by_someone(state), "a cancelled claim left the file locked"
     async with FileStore.open(state) as store:
         await store.set("k", "v")
+
+
+async def test_a_read_failing_under_the_new_lock_gives_it_back_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Just after taking the lock the store reads the file again (another process may have
+    # written it since the mirror was read). If that read fails, the write must fail with it
+    # and the lock go back: writing the older mirror would erase what the other one wrote.
+    state = tmp_path / "state.json"
+    store = FileStore(str(state))
+
+    async def unreadable(self: FileStore) -> None:
+        raise StoreError(f"{state}: read failed: [Errno 5] Input/output error")
+
+    monkeypatch.setattr(FileStore, "_read_again", unreadable)
+    with pytest.raises(StoreError, match="Input/output error"):
+        await store.set("k", "v")
+    assert not locked_by_someone(state)
+    assert not state.exists()
+    monkeypatch.undo()
+    await store.set("k", "w")  # the next write takes the lock afresh
+    assert locked_by_someone(state)
+    entry = await store.get("k")
+    assert entry is not None
+    assert entry.value == "w"
+    await store.aclose()
