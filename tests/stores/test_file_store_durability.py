@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
@@ -14,8 +15,8 @@ import aiofiles.os
 import pytest
 
 from oma_actors.clock import to_iso
-from oma_actors.errors import StoreError
-from oma_actors.stores import FileStore
+from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.stores import FileStore, file_io
 
 # The TypeScript OMA fixtures live in shared/, beside the repository (never an absolute path).
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -244,3 +245,25 @@ async def test_clear_always_writes(path: Path) -> None:
 
 async def _keys(store: FileStore) -> list[str]:
     return [entry.key for entry in await store.list()]
+
+
+async def test_a_state_file_that_cannot_be_read_is_never_taken_for_a_fresh_one(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read as "no file yet", the next write would replace every entry with the new one alone.
+    first = FileStore(str(path))
+    await first.set("k", "kept")
+    await first.aclose()
+    before = await _read(path)
+
+    def disk_error(name: str, limit: int) -> bytes:
+        raise OSError(errno.EIO, "Input/output error", name)
+
+    monkeypatch.setattr(file_io, "_read_regular", disk_error)
+    store = FileStore(str(path))
+    with pytest.raises(CorruptStoreError, match=r"unreadable .*Input/output error.*start fresh"):
+        await store.get("k")
+    with pytest.raises(CorruptStoreError):
+        await store.set("other", "v")
+    assert await _read(path) == before
+    await store.aclose()
