@@ -187,6 +187,19 @@ async def test_claims_of_one_file_made_at_once_share_one_lock(
     assert not locked_by_someone(state)
 
 
+async def test_a_claim_released_twice_counts_once(tmp_path: Path) -> None:
+    # A store closed twice (aclose, then its finalizer) must not give back another's claim.
+    state = tmp_path / "state.json"
+    first = await file_lock.hold_state_file(str(state))
+    second = await file_lock.hold_state_file(str(state))
+    first.release()
+    first.release()
+    assert locked_by_someone(state), "the second claim still holds the file"
+    second.release()
+    assert not locked_by_someone(state)
+    second.release()  # after the last claim: nothing left to give back, nothing raised
+
+
 async def test_a_claim_cancelled_while_it_locks_leaves_the_file_unlocked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
