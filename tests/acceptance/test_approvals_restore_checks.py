@@ -177,3 +177,41 @@ async def test_a_run_without_approvals_restores_on_a_store_that_cannot_hold_a_le
         worker_team(adapter, tools=[tool]), checkpoint=options(plain)
     )
     assert result.success, result.status
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("reviewer", {"id": "mallory"}),
+        ("decidedAt", "2020-01-01T00:00:00.000Z"),
+        ("requestId", "apr_00000000000000000000000000000000"),  # a decision the ledger lacks
+        ("decision", "rejected"),
+        ("requestHash", "0" * 64),
+        ("scope", "plan"),
+    ],
+)
+async def test_a_recorded_decision_the_ledger_does_not_hold_is_refused(
+    field: str, value: object
+) -> None:
+    # Task a's dispatch was approved and used; the run now waits on task b's. The checkpoint
+    # keeps a's decision, which must be the ledger's own, field for field.
+    store = InMemoryStore()
+    adapter = ScriptedAdapter([answer("one"), answer("two")])
+    gate = OpenMultiAgent(on_task_dispatch=lambda task: Suspend())
+    tasks = [Task("a", "x"), Task("b", "y", depends_on=["a"])]
+    first = await gate.run_tasks(worker_team(adapter), tasks, checkpoint=options(store))
+    [request] = first.pending_approvals
+    await approve(store, request.id, request.request_hash)
+    second = await gate.restore(worker_team(adapter), checkpoint=options(store))
+    assert second.status.code == "suspended"
+    [decision] = second.approval_decisions
+    assert decision.request_id == request.id
+
+    def edit(raw: dict[str, Any]) -> None:
+        [recorded] = raw["approvalDecisions"]
+        recorded[field] = value
+
+    await edit_checkpoint(store, edit)
+    error = await refused(store, adapter, "task_dispatch")
+    assert error.code == INTEGRITY
+    assert "does not match the primary ledger" in str(error)

@@ -14,6 +14,8 @@ from oma_actors import (
     CheckpointOptions,
     ConfigurationError,
     OpenMultiAgent,
+    PlanArtifact,
+    PlanTask,
     Task,
     Team,
     TeamRunResult,
@@ -82,6 +84,26 @@ async def test_t12_restore_on_an_empty_store_runs_the_given_tasks() -> None:
     assert result.success
     assert adapter.call_count == 1
     assert await store.get(checkpoint_key("r12")) is not None
+
+
+async def test_restore_on_an_empty_store_runs_the_given_plan_as_a_plan() -> None:
+    store = InMemoryStore()
+    adapter = ScriptedAdapter(titled)
+    team = Team("t", [AgentConfig("worker", adapter=adapter)])
+    plan = PlanArtifact(
+        [PlanTask("p1", "first", "do first", assignee="worker"),
+         PlanTask("p2", "second", "do second", assignee="worker", depends_on=["p1"])],
+        goal="the goal",
+    )  # fmt: skip
+    result = await OpenMultiAgent().restore(
+        team, plan, checkpoint=CheckpointOptions(store=store, run_id="r-plan")
+    )
+    assert result.success
+    assert [task.id for task in result.tasks] == ["p1", "p2"]  # the plan's own ids
+    entry = await store.get(checkpoint_key("r-plan"))
+    assert entry is not None
+    saved = json.loads(entry.value)
+    assert (saved["mode"], saved["goal"]) == ("runFromPlan", "the goal")
 
 
 async def test_d12_restore_with_nothing_raises_and_writes_nothing() -> None:
