@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from acceptance_helpers import answer
 from approvals_flow_helpers import RUN, approve, never, options, reject, worker_team
 
@@ -28,6 +29,23 @@ async def test_t34_suspend_without_compare_and_set_fails_closed() -> None:
     assert "APPROVAL_ATOMIC_STORE_REQUIRED" in (result.status.message or "")
     assert result.pending_approvals == []
     assert adapter.call_count == 0
+    assert not [e.key for e in await inner.list() if e.key.startswith("__oma_approval__/")]
+
+
+@pytest.mark.parametrize("where", ["no checkpoint", "a store without compare_and_set"])
+async def test_a_plan_suspension_without_compare_and_set_fails_closed(where: str) -> None:
+    inner = InMemoryStore()
+    workers = ScriptedAdapter([answer("facts")])
+    checkpoint = None if where == "no checkpoint" else options(RedactingStore(inner))
+    result = await OpenMultiAgent(on_plan_ready=lambda tasks: Suspend("review")).run_team(
+        worker_team(workers), "goal",
+        coordinator=AgentConfig("coordinator", adapter=ScriptedAdapter([answer(PLAN)])),
+        checkpoint=checkpoint,
+    )  # fmt: skip
+    assert (result.success, result.status.code) == (False, "error")
+    assert "APPROVAL_ATOMIC_STORE_REQUIRED" in (result.status.message or "")
+    assert result.pending_approvals == []
+    assert workers.call_count == 0  # the plan never ran
     assert not [e.key for e in await inner.list() if e.key.startswith("__oma_approval__/")]
 
 

@@ -215,3 +215,20 @@ async def test_a_recorded_decision_the_ledger_does_not_hold_is_refused(
     error = await refused(store, adapter, "task_dispatch")
     assert error.code == INTEGRITY
     assert "does not match the primary ledger" in str(error)
+
+
+async def test_an_approved_plan_only_checkpoint_without_its_goal_is_refused() -> None:
+    store = InMemoryStore()
+    workers = ScriptedAdapter([])
+    first = await OpenMultiAgent(on_plan_ready=lambda tasks: Suspend()).run_team(
+        worker_team(workers), "goal", plan_only=True,
+        coordinator=AgentConfig("coordinator", adapter=ScriptedAdapter([answer(PLAN)])),
+        checkpoint=options(store),
+    )  # fmt: skip
+    [request] = first.pending_approvals
+    assert request.content["continuation"] == "plan_only"
+    await approve(store, request.id, request.request_hash)
+    await edit_checkpoint(store, lambda raw: raw.pop("goal"))
+    error = await refused(store, workers, "plan")
+    assert error.code == INTEGRITY
+    assert "an approved plan-only checkpoint has no goal" in str(error)
