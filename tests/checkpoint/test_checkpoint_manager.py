@@ -154,6 +154,17 @@ async def test_a_failed_read_is_a_store_error_never_none() -> None:
     assert isinstance(info.value.__cause__, ConnectionError)
 
 
+async def test_a_store_error_on_read_is_passed_on_as_the_store_raised_it() -> None:
+    # Already typed and named by the store: passed on, not wrapped a second time.
+    failing = FailingStore(
+        MinimalStore(), op="get", prefix="", times=None,
+        exc_factory=lambda: StoreError("sqlite:///runs.db: database is locked"),
+    )  # fmt: skip
+    with pytest.raises(StoreError) as info:
+        await Checkpoint(failing, run_id="custom").load_latest()
+    assert str(info.value) == "sqlite:///runs.db: database is locked"
+
+
 async def test_a_corrupt_value_is_an_error_never_none() -> None:
     store = InMemoryStore()
     key = checkpoint_key("custom")
