@@ -87,6 +87,25 @@ async def test_t38_dispatch_suspend_approve_restore_runs_once_without_asking_aga
     assert done.pending_approvals == []
 
 
+async def test_an_approved_dispatch_restored_without_a_gate_runs_the_rest_ungated() -> None:
+    # The restore names no dispatch gate: the approved task runs once on its decision, and a
+    # task nobody gated is dispatched as any task of a run without gates is.
+    store = InMemoryStore()
+    adapter = ScriptedAdapter([answer("one"), answer("two")])
+    first = await OpenMultiAgent(
+        on_task_dispatch=lambda task: Suspend() if task.title == "a" else True
+    ).run_tasks(
+        worker_team(adapter), [Task("a", "x"), Task("b", "y", depends_on=["a"])],
+        checkpoint=options(store),
+    )  # fmt: skip
+    [request] = first.pending_approvals
+    await approve(store, request.id, request.request_hash)
+    done = await OpenMultiAgent().restore(worker_team(adapter), checkpoint=options(store))
+    assert done.success, done.status
+    assert [t.status for t in done.tasks] == ["completed", "completed"]
+    assert adapter.call_count == 2
+
+
 async def test_t39_rejected_dispatch_is_terminal_across_restores() -> None:
     store = InMemoryStore()
     adapter = ScriptedAdapter([answer("never")])
