@@ -158,3 +158,39 @@ def test_a_record_leaving_its_name_to_a_missing_call_is_refused() -> None:
     entry["conversationMessages"][1]["content"][0]["id"] = "another"  # c0's call is gone
     with pytest.raises(CheckpointError, match="not there"):
         decode(json.dumps(raw), key=KEY)
+
+
+def in_flight_with(snapshot: CheckpointSnapshot, **changes: Any) -> CheckpointSnapshot:
+    item = snapshot.in_flight[0]
+    return replace(snapshot, in_flight=(replace(item, state=replace(item.state, **changes)),))
+
+
+@pytest.mark.parametrize("how", ["a record fewer", "a record naming another call"])
+def test_records_that_do_not_pair_with_their_results_are_written_in_full(how: str) -> None:
+    # Written once, a record takes its call and output from the n-th result block: a record
+    # that is not that block's would be read back with another call's output.
+    snapshot = durable(snapshot_with_rounds())
+    records = list(snapshot.in_flight[0].state.tool_calls)
+    if how == "a record fewer":
+        records = records[1:]
+    else:
+        records[1] = replace(records[1], tool_call_id="c2")
+    snapshot = in_flight_with(snapshot, tool_calls=tuple(records))
+    text = encode(snapshot)
+    written = json.loads(text)["inFlightTasks"][0]["toolCalls"]
+    assert all({"toolName", "input", "output"} <= item.keys() for item in written)
+    back = decode(text, key=KEY).in_flight[0].state.tool_calls
+    assert [(r.tool_name, r.input, r.output) for r in back] == [
+        (r.tool_name, r.input, r.output) for r in records
+    ]
+
+
+def test_messages_longer_than_the_conversation_are_written_in_full() -> None:
+    snapshot = durable(snapshot_with_rounds())
+    state = snapshot.in_flight[0].state
+    # Rewritten shorter than the runner's messages, which begin as it does.
+    snapshot = in_flight_with(snapshot, conversation=state.messages[:2])
+    entry = json.loads(encode(snapshot))["inFlightTasks"][0]
+    assert "messagesFrom" not in entry
+    assert len(entry["messages"]) == len(state.messages)
+    assert decode(encode(snapshot), key=KEY).in_flight[0].state == snapshot.in_flight[0].state
