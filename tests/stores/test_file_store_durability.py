@@ -17,6 +17,7 @@ import pytest
 from oma_actors.clock import to_iso
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores import FileStore, file_io
+from oma_actors.stores.file_format import decode_store
 
 # The TypeScript OMA fixtures live in shared/, beside the repository (never an absolute path).
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -267,3 +268,21 @@ async def test_a_state_file_that_cannot_be_read_is_never_taken_for_a_fresh_one(
         await store.set("other", "v")
     assert await _read(path) == before
     await store.aclose()
+
+
+async def test_a_failed_write_s_changes_reach_the_file_with_the_next_write_after_an_unlock(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FS-08: the mirror holds what a failed write could not put on disk, and the next write
+    # includes it, also when the store gave its lock back in between: retaking the lock must
+    # not read the file again over those changes (it changed since the mirror was read).
+    store = FileStore(path)
+    await store.set("a", "1")
+    calls: list[str] = []
+    monkeypatch.setattr(os, "replace", _failing_replace(calls, fail_first=1))
+    with pytest.raises(StoreError, match="injected rename failure"):
+        await store.set("b", "2")
+    monkeypatch.undo()
+    await store.aclose()  # the lock goes back; the mirror, not yet on disk, stays
+    await store.set("c", "3")
+    assert sorted(decode_store(str(path), await _read(path))) == ["a", "b", "c"]
