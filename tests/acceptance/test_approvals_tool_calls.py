@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from acceptance_helpers import answer, calls
@@ -23,7 +24,7 @@ from oma_actors.approvals.gates import ToolCallRequest
 from oma_actors.checkpoint import checkpoint_key
 from oma_actors.llm import ToolResultBlock
 from oma_actors.stores import InMemoryStore
-from oma_actors.testing import ScriptedAdapter
+from oma_actors.testing import FailingStore, ScriptedAdapter
 
 # -- tool calls -----------------------------------------------------------------------------------
 
@@ -221,3 +222,27 @@ async def test_tool_suspend_outside_a_checkpointed_task_fails_closed() -> None:
     block = adapter.calls[1].messages[-1].content[0]
     assert isinstance(block, ToolResultBlock)
     assert "requested suspension" in str(block.content)
+
+
+async def test_a_tool_call_suspension_that_cannot_be_checkpointed_is_never_reported() -> None:
+    # AP-19/AP-25: a reviewer must never see a request a restore would not know about. Every
+    # save holding the parked call fails: the run raises instead of reporting it suspended.
+    inner = InMemoryStore()
+
+    def holds_the_request(key: str, value: Any) -> bool:
+        return "approvalRequest" in json.dumps(value)
+
+    store = FailingStore(inner, op="set", times=None, predicate=holds_the_request)
+    executions: list[int] = []
+    with pytest.raises(DurableApprovalError) as caught:
+        await OpenMultiAgent(on_tool_call=lambda call: Suspend("review")).run_tasks(
+            worker_team(charge_script(), tools=[charge_tool(executions)]),
+            [Task("pay", "pay the invoice")], checkpoint=options(store),
+        )  # fmt: skip
+    assert caught.value.code == "APPROVAL_INTEGRITY_ERROR"
+    assert "'call-1' could not be checkpointed" in str(caught.value)
+    assert executions == []
+    keys = [entry.key for entry in await inner.list()]
+    assert not [key for key in keys if key.startswith("__oma_approval__/")]  # no ledger row
+    saved = await inner.get(checkpoint_key(RUN))
+    assert saved is None or not json.loads(saved.value)["pendingApprovals"]
