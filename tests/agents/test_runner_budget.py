@@ -154,3 +154,28 @@ def test_a_budget_must_be_a_whole_number_of_tokens(budget: object) -> None:
 def test_a_zero_budget_is_allowed_and_no_budget_is_the_default() -> None:
     assert AgentConfig("worker", max_token_budget=0).max_token_budget == 0
     assert AgentConfig("worker").max_token_budget is None
+
+
+async def test_a_commit_boundary_that_raises_stops_the_task_there() -> None:
+    # Not an approval problem (those surface alone, as the run's error): it propagates as
+    # the tool calls' group raised it, and the loop neither records the turn's results nor
+    # asks the model again (the runner actor turns it into the task's failure).
+    script = ScriptedAdapter([search("c1", TokenUsage(1, 1)), answer(TokenUsage(1, 1))])
+    ran: list[str] = []
+    kinds: list[BoundaryKind] = []
+
+    async def boundary(state: RunnerState, kind: BoundaryKind, facts: Facts) -> bool:
+        kinds.append(kind)
+        if kind == "tool_commit":
+            raise RuntimeError("the writer broke")
+        return True
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await run_task(
+            agent(script, None, ran), TASK, "go", run_id="r", emit=lambda e: None,
+            on_boundary=boundary,
+        )  # fmt: skip
+    assert caught.group_contains(RuntimeError, match="the writer broke")
+    assert ran == ["c1"]
+    assert script.call_count == 1
+    assert "tool_results" not in kinds
