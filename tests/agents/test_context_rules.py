@@ -30,11 +30,13 @@ from oma_actors.agents.context_rules import (
     compress_tool_results,
     custom,
     sliding_window,
+    summary_input,
 )
 from oma_actors.agents.context_step import ContextStep
 from oma_actors.journal.context_layout import apply_layout, layout_of
 from oma_actors.llm import (
     ChatOptions,
+    ImageBlock,
     LLMResponse,
     Message,
     TextBlock,
@@ -325,3 +327,16 @@ def test_a_layout_grows_with_what_changed_not_with_the_conversation() -> None:
 def test_a_bad_layout_is_refused(layout: object) -> None:
     with pytest.raises(ValueError, match="layout"):
         apply_layout(conversation(1), None, layout, [], 5)
+
+
+def test_the_summary_request_shows_images_as_placeholders_even_inside_tool_results() -> None:
+    # A base64 image would make the summary request larger than what it summarizes.
+    picture = ImageBlock(media_type="image/png", data="iVBORw0KGgo" * 1000)
+    older = [
+        Message("user", [TextBlock("look"), picture]),
+        Message("user", [ToolResultBlock("c1", [TextBlock("shot"), picture])]),
+    ]
+    text = summary_input(older, None)
+    assert "iVBORw0KGgo" not in text
+    assert text.count("[image: image/png]") == 2
+    assert "shot" in text
