@@ -26,7 +26,6 @@ taken one after the other (``sidecar.claims``). Of two claims racing, exactly on
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -82,8 +81,9 @@ def view_of(
         return _unrecorded(record, now=now, ttl=ttl)
     holder = lease.lease
     if holder is not None and holder.expires_at > now:
-        running = _view(record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at)
-        return replace(running, holder=holder.owner)
+        return _view(
+            record, pb.RUN_STATUS_RUNNING, NO_OUTCOME, lease.updated_at, holder=holder.owner
+        )
     if holder is not None:
         # Lapsed, whoever held it: a claim takes the lease before it counts its attempt in
         # the registry (``sidecar.run_ledger.claim_record``), so no claimant is about to take it.
@@ -118,7 +118,9 @@ def _unheld(
     return _view(record, pb.RUN_STATUS_INTERRUPTED, INTERRUPTED, since)
 
 
-def _view(record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetime) -> RunView:
+def _view(
+    record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetime, holder: str = ""
+) -> RunView:
     return RunView(
         record=record,
         status=status,
@@ -126,6 +128,7 @@ def _view(record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetim
         updated_at=at,
         tasks=record.tasks,
         pending_approvals=record.pending_approvals,
+        holder=holder,
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from oma_actors import ToolContext, define_tool
-from oma_actors.stores import InMemoryStore
+from oma_actors.runs import MemoryStoreRunStore
+from oma_actors.stores import AtomicStore, InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTool
 from sidecar.record import RunRecordV1
@@ -91,6 +92,14 @@ def lookup_tool(handler: Any) -> HostTool:
 async def answer(arguments: dict[str, Any], call: pb.ToolCall) -> str:
     """A lookup handler that answers at once."""
     return f"found {arguments['query']} for {call.task_id}"
+
+
+async def lease_holder(store: AtomicStore, run_id: str) -> str:
+    """Who holds ``run_id``: its run record's lease owner, and nothing else says it (D16)."""
+    record = await MemoryStoreRunStore(store).get(run_id)
+    assert record is not None
+    assert record.lease is not None
+    return record.lease.owner
 
 
 async def eventually(check: Callable[[], bool], *, within: float = 5.0) -> None:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sidecar_helpers import ECHO, run_request
+from sidecar_helpers import ECHO, lease_holder, run_request
 
 import sidecar.convert
 import sidecar.execution
@@ -67,14 +67,6 @@ async def stored(store: InMemoryStore) -> RunRecordV1:
     return decode(entry.value)
 
 
-async def holder(store: InMemoryStore) -> str:
-    """Who holds r1's lease: its run record says, and nothing else does (D16)."""
-    record = await MemoryStoreRunStore(store).get("r1")
-    assert record is not None
-    assert record.lease is not None
-    return record.lease.owner
-
-
 def sibling_claims_first(monkeypatch: pytest.MonkeyPatch, store: InMemoryStore, name: str) -> None:
     """A sibling takes r1's run record (its lease) after this sidecar read the run, just
     before this sidecar's own claim on the run record (``name`` in ``sidecar.execution``)."""
@@ -97,7 +89,7 @@ async def test_a_restore_racing_a_sibling_restore_finds_the_run_active(
         await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert caught.value.reason == "RUN_ACTIVE"
     assert (await stored(store)).attempt == 1  # not claimed here
-    assert await holder(store) == SIBLING
+    assert await lease_holder(store, "r1") == SIBLING
     assert not executor.running("r1")
     shown = await executor.current("r1")
     assert (shown.status, shown.holder) == (
@@ -177,7 +169,7 @@ async def test_a_restore_claims_the_run_for_this_owner(
     claimed, resumed = await executor.restore(pb.RestoreRunRequest(run_id="r1"))
     assert not resumed
     assert (claimed.status, claimed.record.attempt) == (pb.RUN_STATUS_QUEUED, 2)
-    assert await holder(store) == "owner-a"
+    assert await lease_holder(store, "r1") == "owner-a"
     for _ in range(500):
         if (await executor.current("r1")).status == pb.RUN_STATUS_COMPLETED:
             break

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from sidecar_helpers import run_request
+from sidecar_helpers import lease_holder, run_request
 
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import InMemoryStore
@@ -70,13 +70,9 @@ async def dead_run(store: InMemoryStore, run_id: str) -> None:
 
 
 async def claim_of(store: InMemoryStore, run_id: str) -> tuple[str, int]:
-    """Who holds ``run_id`` (its run record's lease owner, the only one, D16) and the attempt
-    the registry counted."""
-    lease = await MemoryStoreRunStore(store).get(run_id)
-    assert lease is not None
-    assert lease.lease is not None
+    """Who holds ``run_id`` (``lease_holder``) and the attempt the registry counted."""
     attempt = (await RunRegistry(store, spawn=lambda c: c.close()).get(run_id)).attempt
-    return lease.lease.owner, attempt
+    return await lease_holder(store, run_id), attempt
 
 
 async def leased(store: InMemoryStore, run_id: str, owner: str, *, ago: float) -> None:

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from sidecar_helpers import ECHO, TOKEN, run_request
+from sidecar_helpers import ECHO, TOKEN, lease_holder, run_request
 
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import FileStore, InMemoryStore
@@ -168,10 +168,7 @@ async def test_the_outcome_table_holds_on_every_store(
         restoring = me.restore(pb.RestoreRunRequest(run_id=ids["restore"]))
         restore = await outcome_of(restoring, "restore")
         if restore == "resumed":  # claimed for this sidecar: its run record's lease says so
-            held = await me.run_store.store.get(ids["restore"])
-            assert held is not None
-            assert held.lease is not None
-            assert held.lease.owner == "me"
+            assert await lease_holder(store, ids["restore"]) == "me"
         cancel = await outcome_of(me.cancel(ids["cancel"], "no"), "cancel")
         delete = await outcome_of(deleter.delete(ids["delete"]), "delete")
         found[name] = (restore, cancel, delete)
