@@ -243,7 +243,7 @@ class Progress:
 
     def __init__(self, record: RunRecordV1) -> None:
         self.tasks: dict[str, TaskRow] = {task.id: task for task in record.tasks}
-        self.pending_approvals: list[str] = list(record.pending_approvals)
+        self.pending_approvals: list[str] = []
 
     def track(self, event: pb.RunEvent) -> None:
         """Keep the task table and the pending approvals current from ``event``."""
@@ -267,12 +267,9 @@ class Progress:
         )
 
     def fold(self, record: RunRecordV1) -> RunRecordV1:
-        """``record`` with this progress in it."""
-        return replace(
-            record,
-            tasks=tuple(self.tasks.values()),
-            pending_approvals=tuple(self.pending_approvals),
-        )
+        """``record`` with this progress's tasks in it (the approvals the attempt waits for
+        are its run record's once it suspends)."""
+        return replace(record, tasks=tuple(self.tasks.values()))
 
 
 def observer(
@@ -320,18 +317,14 @@ def cancelled_tasks(reason: str) -> Callable[[RunRecordV1], RunRecordV1]:
 
 
 def settled(result: TeamRunResult) -> Callable[[RunRecordV1], RunRecordV1]:
-    """The record change storing a finished attempt's result, tasks and pending approvals."""
+    """The record change storing a finished attempt's result and tasks (the approvals a
+    suspended one waits for are in its run record: ``settle``)."""
     attempt_result = attempt_result_from(result)
     tasks = tuple(task_row_from_state(task) for task in result.tasks)
-    pending = tuple(request.id for request in result.pending_approvals)
 
     def change(record: RunRecordV1) -> RunRecordV1:
         return replace(
-            record,
-            result=attempt_result,
-            tasks=tasks,
-            pending_approvals=pending,
-            attempt=max(record.attempt, result.attempt),
+            record, result=attempt_result, tasks=tasks, attempt=max(record.attempt, result.attempt)
         )
 
     return change

@@ -26,13 +26,14 @@ taken one after the other (``sidecar.claims``). Of two claims racing, exactly on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.record import ACTIVE, TERMINAL, Outcome, RunView
 from sidecar.status import FailedPrecondition
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
     from oma_actors.runs import RunRecord as LeaseRecord
@@ -59,6 +60,7 @@ def view_of(
     now: datetime,
     ttl: float,
     here: WireStatus | None = None,
+    waiting: Sequence[str] = (),
 ) -> RunView:
     """The run of ``record`` as its run record ``lease`` decides (see the module docstring).
 
@@ -70,13 +72,16 @@ def view_of(
         here: the status of an attempt executing in this process (``QUEUED`` until it
             starts, then ``RUNNING``): shown until the attempt has written what it left, so a
             client never sees the run ended without its result.
+        waiting: the approvals that attempt waits for (with ``here``).
     """
     if here is not None:
-        return _view(record, here, record.outcome, record.updated_at)
+        return _view(record, here, record.outcome, record.updated_at, pending=tuple(waiting))
     ended = settled_status(record, lease)
     if ended is not None:
         at = lease.updated_at if lease is not None else record.updated_at
-        return _view(record, ended, outcome_of_record(record, lease), at)
+        return _view(
+            record, ended, outcome_of_record(record, lease), at, pending=pending_of(record, lease)
+        )
     if lease is None:
         return _unrecorded(record, now=now, ttl=ttl)
     holder = lease.lease
@@ -119,7 +124,13 @@ def _unheld(
 
 
 def _view(
-    record: RunRecordV1, status: WireStatus, outcome: Outcome, at: datetime, holder: str = ""
+    record: RunRecordV1,
+    status: WireStatus,
+    outcome: Outcome,
+    at: datetime,
+    *,
+    holder: str = "",
+    pending: tuple[str, ...] = (),
 ) -> RunView:
     return RunView(
         record=record,
@@ -127,9 +138,21 @@ def _view(
         outcome=outcome,
         updated_at=at,
         tasks=record.tasks,
-        pending_approvals=record.pending_approvals,
+        pending_approvals=pending,
         holder=holder,
     )
+
+
+def pending_of(record: RunRecordV1, lease: LeaseRecord | None) -> tuple[str, ...]:
+    """The approvals a run that is not executing here waits for: those its run record's
+    suspension names (OMA's ``pendingApprovalIds``), or, without a run record, those a record
+    from before D16 stored."""
+    if lease is None:
+        return record.legacy_pending
+    if lease.status != "suspended" or lease.suspension is None:
+        return ()  # (OMA's record may be suspended without saying on what)
+    # A list of strings: a run record is checked as it is read (``suspension_problem``).
+    return tuple(cast("list[str]", lease.suspension["pendingApprovalIds"]))
 
 
 def outcome_of_record(record: RunRecordV1, lease: LeaseRecord | None) -> Outcome:

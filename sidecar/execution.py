@@ -206,9 +206,17 @@ class RunExecutor:
     ) -> RunView:
         """The run of ``record`` as its run record ``lease`` decides at ``moment``, or as its
         attempt executing here shows it (``here``: ``_here_status``), with its progress."""
-        if here is not None:
-            record = self._progress[record.run_id].fold(record)
-        return view_of(record, lease, now=moment, ttl=self.run_store.lease_ttl, here=here)
+        if here is None:
+            return view_of(record, lease, now=moment, ttl=self.run_store.lease_ttl)
+        progress = self._progress[record.run_id]
+        return view_of(
+            progress.fold(record),
+            lease,
+            now=moment,
+            ttl=self.run_store.lease_ttl,
+            here=here,
+            waiting=progress.pending_approvals,
+        )
 
     async def viewed_all(self, records: Sequence[RunRecordV1]) -> list[RunView]:
         """Each of ``records`` :meth:`viewed` (without tasks), reading the run records once.

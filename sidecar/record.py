@@ -3,9 +3,10 @@
 A ``RunRecordV1`` is what the registry persists under ``__oma_sidecar__/run/<run_id>`` (through
 ``sidecar.record_codec``, as versioned JSON) and what every module reads back: the run's spec
 (the start request), the claims on it (attempt, deletion), its event seq reservation and what its
-last attempt left (result, tasks, approvals, outcome). It holds no status and no owner: what a
-run is (queued, running, interrupted, ended) and who holds it are its run record's
-(``oma_actors.runs``, D16), and a ``RunView`` is the two together (``sidecar.authority``). A
+last attempt left (result, tasks, outcome). It holds no status, no owner and no pending approvals:
+what a run is (queued, running, interrupted, ended), who holds it and which approvals a
+suspended run waits for are its run record's (``oma_actors.runs``, D16), and a ``RunView`` is
+the two together (``sidecar.authority``). A
 record is never mutated: a change is a new record built with ``dataclasses.replace`` and
 written by ``RunRegistry.update`` with a compare-and-set, so two writers of one run cannot
 silently overwrite each other.
@@ -112,7 +113,6 @@ class RunRecordV1:
             while an attempt runs, its progress and the run's latest state are fresher
             (``sidecar.execution``).
         result: the last finished attempt's result, if any.
-        pending_approvals: ids of the approval requests the run waits for (as for ``tasks``).
         store_uri: the checkpoint store of the run.
         seq_reserved_until: event seqs up to this one may be used (see ``sidecar.runs``).
         request_digest: sha256 of the ``StartRunRequest`` as received, so a retry with the
@@ -123,6 +123,8 @@ class RunRecordV1:
             cancel or adoption may claim it after that.
         legacy_status: the status a record written before D16 stored (``None`` in a record
             written since): shown only while the run has no run record.
+        legacy_pending: the pending approvals such a record stored (shown as for
+            ``legacy_status``); a run record's suspension names them since (D16).
     """
 
     run_id: str
@@ -135,13 +137,13 @@ class RunRecordV1:
     outcome: Outcome = Outcome()
     tasks: tuple[TaskRow, ...] = ()
     result: AttemptResult | None = None
-    pending_approvals: tuple[str, ...] = ()
     store_uri: str = ""
     seq_reserved_until: int = 0
     request_digest: str = ""
     tenant: str = ""
     deleting: bool = False
     legacy_status: WireStatus | None = None
+    legacy_pending: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,7 +159,8 @@ class RunView:
         outcome: how the run's last attempt ended (empty while one runs).
         updated_at: the last change of the run (its run record's, else the registry's).
         tasks: the run's tasks as known now (the latest state's, else the record's).
-        pending_approvals: the ids of the approval requests the run waits for, as known now.
+        pending_approvals: the ids of the approval requests the run waits for: its attempt's
+            here, else its run record's suspension.
         holder: the owner id of the sidecar holding the run's live lease (``""``: none).
     """
 

@@ -1,28 +1,31 @@
 """The storage format of run records: versioned JSON, plus the reader of the format before it.
 
-Schema 2 (``encode`` writes it)::
+Schema 3 (``encode`` writes it)::
 
-    {"schema": 2, "run_id": "...", "request_id": "...", "attempt": 1,
+    {"schema": 3, "run_id": "...", "request_id": "...", "attempt": 1,
      "created_at": "<ISO 8601>", "updated_at": "...",
      "outcome": {"code": "", "message": ""},
      "tasks": [{"id": "t1", "title": "...", "status": "pending", "assignee": "",
                 "depends_on": [], "result": ""}],
      "result": null | {"success": true, "code": "ok", "message": "", "synthesis": "",
                        "input_tokens": 0, "output_tokens": 0, "plan_only": false},
-     "pending_approvals": [], "store_uri": "file:///...", "seq_reserved_until": 1024,
+     "store_uri": "file:///...", "seq_reserved_until": 1024,
      "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
 (``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``;
 ``"deleting": true`` is written only while ``DeleteRun`` removes the run, ``"forked": true``
 only for a run ``ForkRun`` made. A record written before
-the run record became the only authority on a run's status (D16) has a ``"status"``: it is read
-as ``legacy_status``, shown only while the run has no run record, and kept when such a record is
-written again, so an old finished run is never taken for an interrupted one.)
+the run record became the only authority on a run's status (D16) has a ``"status"`` and a
+``"pending_approvals"``: they are read as ``legacy_status`` and ``legacy_pending``, shown only
+while the run has no run record, and kept when such a record is written again, so an old
+finished run is never taken for an interrupted one.)
 
-Schema 1 is schema 2 with an ``"owner_id"``: the sidecar that last claimed the run, ``""`` for a
-forked run nobody had started. The run record's lease names who holds a run (D16), so schema 2
-keeps no owner; a schema 1 record is read with ``forked`` for an empty owner, and an older
-sidecar refuses a schema 2 record as unknown rather than misread it.
+Schema 2 is schema 3 with ``"pending_approvals"``: the approvals the run waited for when its
+last attempt ended, which its run record's suspension names (D16); read, they are kept only in a
+record from before D16. Schema 1 is schema 2 with an ``"owner_id"``: the sidecar that last
+claimed the run, ``""`` for a forked run nobody had started. The run record's lease names who
+holds a run (D16), so schema 2 keeps no owner; a schema 1 record is read with ``forked`` for an
+empty owner. An older sidecar refuses a newer schema as unknown rather than misread it.
 
 Every field is the registry's own, stored by name (task statuses as ``running``, ``completed``...),
 so the record does not change when a wire message gains a field or renumbers nothing. The one
@@ -58,8 +61,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SCHEMA = 2
-OWNED_SCHEMA = 1  # schema 2 with an owner (see the module docstring)
+SCHEMA = 3
+WAITING_SCHEMA = 2  # schema 3 with pending approvals (see the module docstring)
+OWNED_SCHEMA = 1  # schema 2 with an owner
 LEGACY_VERSION = 1  # the "version" of the format before schema 1
 
 _RUN_STATUS: dict[str, WireStatus] = {
@@ -77,7 +81,7 @@ class RecordFormatError(ValueError):
 
 
 def encode(record: RunRecordV1) -> str:
-    """The stored text of ``record`` (schema 2, compact JSON)."""
+    """The stored text of ``record`` (schema 3, compact JSON)."""
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "run_id": record.run_id,
@@ -88,7 +92,6 @@ def encode(record: RunRecordV1) -> str:
         "outcome": {"code": record.outcome.code, "message": record.outcome.message},
         "tasks": [_task_document(task) for task in record.tasks],
         "result": _result_document(record.result),
-        "pending_approvals": list(record.pending_approvals),
         "store_uri": record.store_uri,
         "seq_reserved_until": record.seq_reserved_until,
         "request_digest": record.request_digest,
@@ -101,11 +104,12 @@ def encode(record: RunRecordV1) -> str:
         document["forked"] = True
     if record.legacy_status is not None:
         document["status"] = _RUN_STATUS_NAME[record.legacy_status]
+        document["pending_approvals"] = list(record.legacy_pending)
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 def decode(text: str) -> RunRecordV1:
-    """Read a stored record, in schema 2, schema 1 or the format before them.
+    """Read a stored record, in schema 3, 2, 1 or the format before them.
 
     Raises:
         RecordFormatError: the text is not a record this sidecar can read.
@@ -115,7 +119,7 @@ def decode(text: str) -> RunRecordV1:
         if not isinstance(raw, dict):
             raise RecordFormatError("a run record is a JSON object")
         if "schema" in raw:
-            if raw["schema"] not in (SCHEMA, OWNED_SCHEMA):
+            if raw["schema"] not in (SCHEMA, WAITING_SCHEMA, OWNED_SCHEMA):
                 raise RecordFormatError(f"unknown run record schema {raw['schema']!r}")
             return _from_schema(raw)
         if raw.get("version") == LEGACY_VERSION:
@@ -182,12 +186,14 @@ def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
     else:
         forked = raw.get("forked") is True
     spec = json_format.ParseDict(raw["spec"], pb.StartRunRequest())
+    legacy = "status" in raw  # written before D16 (any schema)
     return RunRecordV1(
         run_id=str(raw["run_id"]),
         request_id=str(raw["request_id"]),
         request=spec,
         forked=forked,
-        legacy_status=_run_status(raw["status"]) if "status" in raw else None,
+        legacy_status=_run_status(raw["status"]) if legacy else None,
+        legacy_pending=tuple(str(item) for item in raw["pending_approvals"]) if legacy else (),
         attempt=int(raw["attempt"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
         updated_at=datetime.fromisoformat(raw["updated_at"]),
@@ -213,7 +219,6 @@ def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
             output_tokens=int(result["output_tokens"]),
             plan_only=bool(result["plan_only"]),
         ),
-        pending_approvals=tuple(str(item) for item in raw["pending_approvals"]),
         store_uri=str(raw["store_uri"]),
         seq_reserved_until=int(raw["seq_reserved_until"]),
         request_digest=str(raw.get("request_digest", "")),
@@ -243,7 +248,7 @@ def _from_legacy(raw: dict[str, Any]) -> RunRecordV1:
             if result
             else None
         ),
-        pending_approvals=tuple(raw.get("pending_approvals", ())),
+        legacy_pending=tuple(raw.get("pending_approvals", ())),
         store_uri=raw.get("store_uri", ""),
         seq_reserved_until=int(raw["seq_reserved_until"]),
     )

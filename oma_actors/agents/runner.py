@@ -131,6 +131,15 @@ def budget_status(config: AgentConfig, usage: TokenUsage) -> RunOutcome:
     return RunOutcome("budget_exhausted", message)
 
 
+def failure_text(error: BaseException) -> str:
+    """The output of a task an unexpected ``error`` failed: its type and message, and for an
+    exception group (a turn's tool calls run in a task group) those of each error in it, since
+    the group's own message ("unhandled errors in a TaskGroup") names no cause."""
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(failure_text(inner) for inner in error.exceptions)
+    return f"{type(error).__name__}: {error}"
+
+
 def retry_delay_ms(task: TaskState, attempt: int) -> int:
     """Delay before attempt ``attempt + 1``: uniform in [nominal/2, nominal] (spec TQ-10)."""
     nominal = min(task.retry_delay_ms * task.retry_backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
@@ -333,7 +342,7 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
         except Exception as exc:
             # Whoever waits for this task must hear back, or the run would wait forever.
             fatal = exc if isinstance(exc, DurableApprovalError) else None
-            failure = AgentRunResult(success=False, output=f"{type(exc).__name__}: {exc}")
+            failure = AgentRunResult(success=False, output=failure_text(exc))
             outcome = TaskOutcome(
                 task_id=message.task.id if message.task else None,
                 agent=self._agent.name,

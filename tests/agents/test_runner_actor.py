@@ -14,6 +14,7 @@ from oma_actors.agents.runner import (
     ResolvedAgent,
     RunnerActor,
     RunnerFinished,
+    failure_text,
     TaskOutcome,
 )
 from oma_actors.domain.messages import LLMResponse, ToolUseBlock
@@ -106,5 +107,13 @@ async def test_an_unexpected_error_fails_the_task_for_reply_to_and_raises_to_a_b
         await box.stop()
     assert caught.group_contains(RuntimeError, match="the writer broke")
     assert told.result.success is False
-    assert told.result.output.startswith("ExceptionGroup: ")  # (it does not name the cause)
+    assert told.result.output == "RuntimeError: the writer broke"  # the cause, not the group
     assert inbox.received == [RunnerFinished(outcome=told)]
+
+
+def test_a_failure_names_every_error_of_a_nested_group() -> None:
+    nested = ExceptionGroup(
+        "outer", [ValueError("bad"), ExceptionGroup("inner", [KeyError("k"), OSError("disk")])]
+    )
+    assert failure_text(nested) == "ValueError: bad; KeyError: 'k'; OSError: disk"
+    assert failure_text(RuntimeError("x")) == "RuntimeError: x"

@@ -8,11 +8,11 @@ from typing import Any
 
 import grpc
 import pytest
-from sidecar_helpers import run_request
+from sidecar_helpers import lookup_tool, run_request, tool_turns
 from test_sidecar_auth import error_info
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.client import SidecarClient, error_reason
+from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.plugins import approval_gates_available
 from sidecar.record import RunRecordV1
 from sidecar.server import Sidecar
@@ -211,3 +211,55 @@ async def test_bad_approval_requests_are_refused_naming_the_field(
         await call(client)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error_info(caught.value).metadata["field"] == field
+
+
+async def test_a_run_executing_here_shows_the_approvals_its_tasks_wait_for(
+    client: SidecarClient,
+) -> None:
+    # t1 waits for a decision on its echo call while t2, independent of it, is still busy in
+    # a host tool: the run is RUNNING, and GetRun names the approval it will suspend on.
+    release = asyncio.Event()
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        await release.wait()
+        return "found"
+
+    request = run_request("apr-wait", tools=("echo",), arguments={"text": "hi"}, task_ids=("t1",))
+    request.approval_gates.tool_calls.append("echo")
+    request.tasks.tasks[0].assignee = "worker"
+    request.team.agents.append(
+        pb.AgentSpec(
+            name="slow", provider="scripted", tools=["lookup"],
+            scripted=tool_turns("lookup", {"query": "q"}, "done"),
+        )
+    )  # fmt: skip
+    request.tasks.tasks.append(
+        pb.TaskSpec(id="t2", title="Task t2", description="Do t2.", assignee="slow")
+    )
+    async with asyncio.TaskGroup() as group:
+        host = HostTools(client, "wait-host", [lookup_tool(lookup)])
+        hosting = group.create_task(host.run(reconnect_delay=0.05))
+        try:
+            await asyncio.wait_for(host.registered.wait(), 10)
+            await client.start_run(request)
+            [approval] = await wait_for_pending(client, "apr-wait")
+            run = await client.get_run("apr-wait")
+            assert run.status == pb.RUN_STATUS_RUNNING
+            assert list(run.pending_approval_ids) == [approval.id]
+            release.set()
+            events = [event async for event in client.watch("apr-wait")]
+        finally:
+            host.stop()
+            hosting.cancel()
+    assert events[-1].run_status.status == pb.RUN_STATUS_SUSPENDED
+    suspended = await client.get_run("apr-wait")  # now its run record's suspension says it
+    assert list(suspended.pending_approval_ids) == [approval.id]
+
+
+async def wait_for_pending(client: SidecarClient, run_id: str) -> list[pb.Approval]:
+    for _ in range(500):
+        listed = await client.list_approvals(run_id)
+        if listed:
+            return listed
+        await asyncio.sleep(0.01)
+    raise AssertionError("no approval was asked for")

@@ -10,6 +10,7 @@ run showed INTERRUPTED for that moment and was adopted (attempt 2) after a 1 s o
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sidecar_helpers import run_request
 
@@ -31,6 +32,7 @@ def registry_record(
     forked: bool = False,
     outcome: Outcome = NO_OUTCOME,
     legacy: pb.RunStatus | None = None,
+    legacy_pending: tuple[str, ...] = (),
 ) -> RunRecordV1:
     return RunRecordV1(
         run_id="r1",
@@ -41,6 +43,7 @@ def registry_record(
         updated_at=written,
         outcome=outcome,
         legacy_status=legacy,
+        legacy_pending=legacy_pending,
     )
 
 
@@ -49,14 +52,21 @@ def run_record(
     lease: Lease | None = None,
     status: RecordStatus = "running",
     outcome: dict[str, object] | None = None,
+    waiting_for: tuple[str, ...] | None = None,
 ) -> RunRecord:
+    suspension: dict[str, object] | None = (
+        None
+        if waiting_for is None
+        else {"suspendedAt": "2026-12-04T21:00:00.000Z", "pendingApprovalIds": list(waiting_for)}
+    )
     return RunRecord(
         run_id="r1", version=3, status=status, attempt=1, fencing_token=1,
         created_at=written, updated_at=written, lease=lease, outcome=outcome,
+        suspension=suspension,
     )  # fmt: skip
 
 
-def view(record: RunRecordV1, lease: RunRecord | None, **kwargs: pb.RunStatus) -> RunView:
+def view(record: RunRecordV1, lease: RunRecord | None, **kwargs: Any) -> RunView:
     return view_of(record, lease, now=NOW, ttl=TTL, **kwargs)
 
 
@@ -135,3 +145,22 @@ def test_a_record_from_before_d16_shows_its_stored_status_while_it_has_no_run_re
     # Once it has a run record, the run record decides.
     cancelled = run_record(NOW, status="cancelled", outcome={"code": "cancelled"})
     assert view(done, cancelled).status == pb.RUN_STATUS_CANCELLED
+
+
+def test_the_approvals_a_run_waits_for_are_its_run_record_s_suspension() -> None:
+    # The registry keeps none (D16): one record says what a suspended run waits for.
+    stored = registry_record()
+    suspended = run_record(NOW, status="suspended", waiting_for=("ap-1", "ap-2"))
+    assert view(stored, suspended).pending_approvals == ("ap-1", "ap-2")
+    # A run that went on and ended waits for nothing, whatever suspension its record kept.
+    ended = run_record(NOW, status="completed", outcome={"code": "ok"}, waiting_for=("ap-1",))
+    assert view(stored, ended).pending_approvals == ()
+    # OMA's record may be suspended without saying on what.
+    assert view(stored, run_record(NOW, status="suspended")).pending_approvals == ()
+    # An attempt executing here shows the approvals its events asked for.
+    here = view(stored, suspended, here=pb.RUN_STATUS_RUNNING, waiting=["ap-3"])
+    assert here.pending_approvals == ("ap-3",)
+    # A record from before D16, while it has no run record, shows those it stored.
+    old = registry_record(legacy=pb.RUN_STATUS_SUSPENDED, legacy_pending=("ap-0",))
+    assert view(old, None).pending_approvals == ("ap-0",)
+    assert view(old, suspended).pending_approvals == ("ap-1", "ap-2")

@@ -1,4 +1,4 @@
-"""The run record's storage format: schema 2 JSON, and the formats before it still read."""
+"""The run record's storage format: schema 3 JSON, and the formats before it still read."""
 
 from __future__ import annotations
 
@@ -47,22 +47,22 @@ def full_record() -> RunRecordV1:
             input_tokens=12,
             output_tokens=34,
         ),
-        pending_approvals=("ap-1",),
         store_uri="file:///tmp/state.json",
         seq_reserved_until=2048,
     )
 
 
-def test_schema_2_round_trips_every_field() -> None:
+def test_schema_3_round_trips_every_field() -> None:
     record = full_record()
     assert decode(encode(record)) == record
 
 
-def test_schema_2_is_named_json_without_protobuf_bytes() -> None:
+def test_schema_3_is_named_json_without_protobuf_bytes() -> None:
     document = json.loads(encode(full_record()))
-    assert document["schema"] == 2
+    assert document["schema"] == 3
     assert "version" not in document
     assert "status" not in document  # the run record's (D16)
+    assert "pending_approvals" not in document  # the run record's suspension (D16)
     assert [task["status"] for task in document["tasks"]] == ["completed", "blocked"]
     assert "owner_id" not in document  # the run record's lease holder (D16)
     assert document["forked"] is True
@@ -108,12 +108,16 @@ def test_a_record_in_the_format_before_schema_1_is_read() -> None:
         success=True, outcome=Outcome(code="ok"), synthesis="all done",
         input_tokens=5, output_tokens=6,
     )  # fmt: skip
-    assert record.pending_approvals == ("ap-9",)
+    assert record.legacy_pending == ("ap-9",)
     assert record.seq_reserved_until == 3072
-    # Written again, it is schema 2, and keeps the status it had (while it has no run record,
-    # that status is all that says the run ended: ``sidecar.authority``).
+    # Written again, it is schema 3, and keeps the status and the approvals it had (while it
+    # has no run record, they are all that says how the run ended: ``sidecar.authority``).
     again = json.loads(encode(record))
-    assert (again["schema"], again["status"]) == (2, "completed")
+    assert (again["schema"], again["status"], again["pending_approvals"]) == (
+        3,
+        "completed",
+        ["ap-9"],
+    )
     assert decode(encode(record)) == record
 
 
@@ -130,23 +134,35 @@ def test_a_schema_1_record_is_read_its_empty_owner_naming_a_forked_run(
 ) -> None:
     written = replace(full_record(), forked=False)
     document = json.loads(encode(written))
-    document.update(schema=1, owner_id=owner)
+    document.update(schema=1, owner_id=owner, pending_approvals=[])
     if status is not None:
         document["status"] = status
     record = decode(json.dumps(document))
     assert record.forked is forked
     assert record == replace(written, forked=forked, legacy_status=record.legacy_status)
     again = json.loads(encode(record))
-    assert again["schema"] == 2
+    assert again["schema"] == 3
     assert "owner_id" not in again
 
 
-def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
+@pytest.mark.parametrize("schema", [1, 2])
+def test_a_record_from_before_d16_keeps_its_stored_status_and_approvals(schema: int) -> None:
     document = json.loads(encode(full_record()))
-    document["status"] = "completed"
+    document.update(schema=schema, owner_id="a", status="suspended", pending_approvals=["ap-2"])
     record = decode(json.dumps(document))
-    assert record.legacy_status == pb.RUN_STATUS_COMPLETED
-    assert json.loads(encode(record))["status"] == "completed"
+    assert (record.legacy_status, record.legacy_pending) == (pb.RUN_STATUS_SUSPENDED, ("ap-2",))
+    again = json.loads(encode(record))
+    assert (again["status"], again["pending_approvals"]) == ("suspended", ["ap-2"])
+
+
+def test_a_schema_2_record_since_d16_leaves_its_approvals_to_the_run_record() -> None:
+    # What the last attempt waited for is its run record's suspension: not read twice.
+    written = full_record()
+    document = json.loads(encode(written))
+    document.update(schema=2, pending_approvals=["ap-1"])
+    record = decode(json.dumps(document))
+    assert record == written
+    assert "pending_approvals" not in json.loads(encode(record))
 
 
 @pytest.mark.parametrize(
@@ -157,11 +173,12 @@ def test_a_schema_1_record_from_before_d16_keeps_its_stored_status() -> None:
         ("[]", "a run record is a JSON object"),
         ('"schema"', "a run record is a JSON object"),
         ("3", "a run record is a JSON object"),
-        ('{"schema": 3}', "unknown run record schema 3"),
+        ('{"schema": 4}', "unknown run record schema 4"),
         ('{"version": 7}', "neither a schema nor a version"),
         ("{}", "neither a schema nor a version"),
         ('{"schema": 1, "run_id": "x"}', "malformed run record: KeyError"),
         ('{"schema": 2, "run_id": "x"}', "malformed run record: KeyError"),
+        ('{"schema": 3, "run_id": "x"}', "malformed run record: KeyError"),
         ('{"version": 1, "run_id": "x", "request": "!!!"}', "malformed run record: KeyError"),
     ],
 )

@@ -18,6 +18,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import Progress
 from sidecar.authority import view_of
 from sidecar.record import (
+    Outcome,
     RunExistsError,
     RunRecordConflictError,
     RunRecordV1,
@@ -65,7 +66,7 @@ class AlwaysConflicts(InMemoryStore):
         return expected is None and await super().compare_and_set(key, expected, value, metadata)
 
 
-async def test_create_reserves_the_first_seqs_and_persists_schema_2(
+async def test_create_reserves_the_first_seqs_and_persists_schema_3(
     group: asyncio.TaskGroup,
 ) -> None:
     store = InMemoryStore()
@@ -74,7 +75,7 @@ async def test_create_reserves_the_first_seqs_and_persists_schema_2(
     assert created.seq_reserved_until == 1024
     stored = await store.get(sidecar_key("run", "r1"))
     assert stored is not None
-    assert json.loads(stored.value)["schema"] == 2
+    assert json.loads(stored.value)["schema"] == 3
     assert decode(stored.value) == created == await runs.get("r1")
     with pytest.raises(RunExistsError) as caught:
         await runs.create(new_record("r1"))
@@ -116,17 +117,17 @@ async def test_update_retries_and_keeps_a_sibling_write(group: asyncio.TaskGroup
     store = SiblingWritesFirst()
     runs = registry(store, group)
     await runs.create(new_record("r1"))
-    store.sibling_change = lambda record: replace(record, pending_approvals=("sibling",))
-    seen: list[tuple[str, ...]] = []
+    store.sibling_change = lambda record: replace(record, outcome=Outcome(code="sibling"))
+    seen: list[str] = []
 
     def bump(record: RunRecordV1) -> RunRecordV1:
-        seen.append(record.pending_approvals)
+        seen.append(record.outcome.code)
         return replace(record, attempt=record.attempt + 1)
 
     updated = await runs.update("r1", bump)
     # The first try lost to the sibling; the retry applied the change on top of its write.
-    assert seen == [(), ("sibling",)]
-    assert (updated.attempt, updated.pending_approvals) == (2, ("sibling",))
+    assert seen == ["", "sibling"]
+    assert (updated.attempt, updated.outcome.code) == (2, "sibling")
     assert await runs.get("r1") == updated
 
 
@@ -208,7 +209,7 @@ def test_progress_tracks_tasks_and_approvals_and_folds_them_into_a_record() -> N
         TaskRow(id="t1", status=pb.TASK_STATUS_IN_PROGRESS, assignee="worker"),
         TaskRow(id="t2", title="second", status=pb.TASK_STATUS_IN_PROGRESS),
     )
-    assert folded.pending_approvals == ("a1",)
+    assert progress.pending_approvals == ["a1"]  # shown while it runs here (not written)
     assert record.tasks == (TaskRow(id="t1"),)  # a record is never mutated
 
 
