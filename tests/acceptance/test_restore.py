@@ -237,3 +237,26 @@ async def test_d9_two_live_runs_on_one_key_are_refused() -> None:
         await OpenMultiAgent().run_tasks(team, [Task("b", "y")], checkpoint=options)
     gate.set()
     assert (await first).success
+
+
+async def test_a_restore_announces_only_the_completions_not_announced_before() -> None:
+    # Events are at least once: a completion is saved before it is announced, and the
+    # announcement is saved with the next snapshot. The last completion of a run has no next
+    # snapshot, so a restore of the finished run announces it (and only it) again.
+    store = InMemoryStore()
+    adapter = ScriptedAdapter(titled)
+    team = Team("t", [AgentConfig("worker", adapter=adapter)])
+    options = CheckpointOptions(store=store, run_id="ann")
+    first = await OpenMultiAgent().run_tasks(team, two_tasks(), checkpoint=options)
+    ids = [task.id for task in first.tasks]
+    seen: list[ProgressEvent] = []
+    await OpenMultiAgent(on_progress=seen.append).restore(team, checkpoint=options)
+    assert [e.task_id for e in seen if isinstance(e, TaskCompleted)] == [ids[1]]
+    entry = await store.get(checkpoint_key("ann"))
+    assert entry is not None
+    stored = json.loads(entry.value)
+    assert sorted(stored["announcedTaskIds"]) == sorted(ids)  # the restore saved its announcement
+    seen.clear()
+    await OpenMultiAgent(on_progress=seen.append).restore(team, checkpoint=options)
+    assert [e for e in seen if isinstance(e, TaskCompleted)] == []
+    assert adapter.call_count == 2  # no task ran again

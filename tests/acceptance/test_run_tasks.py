@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 
 import pytest
@@ -11,20 +12,29 @@ from pydantic import BaseModel
 
 from oma_actors import (
     AgentConfig,
+    CheckpointOptions,
     OpenMultiAgent,
     PlanArtifact,
     PlanTask,
     Task,
     TaskGraphError,
     Team,
+    TokenUsage,
     ToolContext,
     define_tool,
 )
 from oma_actors.errors import OverloadedError
-from oma_actors.events import ProgressEvent, TaskCompleted, TaskFailed, TaskRetry, TaskStarted
-from oma_actors.llm import ChatOptions, LLMResponse, Message
+from oma_actors.events import (
+    CheckpointSaved,
+    ProgressEvent,
+    TaskCompleted,
+    TaskFailed,
+    TaskRetry,
+    TaskStarted,
+)
+from oma_actors.llm import ChatOptions, LLMResponse, Message, ToolUseBlock
 from oma_actors.stores import InMemoryStore
-from oma_actors.testing import ScriptedAdapter
+from oma_actors.testing import RecordingStore, ScriptedAdapter
 
 
 def echo_brain(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
@@ -221,3 +231,43 @@ async def test_invalid_plans_are_refused(plan: PlanArtifact, message: str) -> No
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(echo_brain))])
     with pytest.raises(TaskGraphError, match=message):
         await OpenMultiAgent().run_from_plan(team, plan)
+
+
+async def test_a_retry_saves_the_task_without_its_failed_attempt_s_entry() -> None:
+    # Spec TQ-10: the retried task starts a fresh conversation; the snapshot saved at the
+    # retry holds no in-flight entry for it, so a crash there restarts the task afresh
+    # rather than resuming a conversation the new attempt never had.
+    attempts = 0
+
+    class Flaky:
+        async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+            nonlocal attempts
+            attempts += 1
+            if attempts == 1:
+                return LLMResponse(
+                    [ToolUseBlock("c1", "missing", {})], stop_reason="tool_use",
+                    usage=TokenUsage(1, 1),
+                )  # fmt: skip
+            if attempts == 2:
+                raise OverloadedError("anthropic", "overloaded", status=529)
+            return answer("fine")
+
+    store = RecordingStore(InMemoryStore())
+    team = Team("t", [AgentConfig("w", adapter=Flaky())])
+    task = Task("a", "x", max_retries=1, retry_delay_ms=1)
+    events: list[ProgressEvent] = []
+    options = CheckpointOptions(store=store, run_id="retry")
+    result = await OpenMultiAgent(on_progress=events.append).run_tasks(
+        team, [task], checkpoint=options
+    )
+    assert result.success
+    [reset] = [
+        e for e in events if isinstance(e, CheckpointSaved) and e.boundary == "attempt_reset"
+    ]
+    saved = {
+        json.loads(value)["revision"]: json.loads(value)
+        for value in store.values("__oma_checkpoint__/")
+    }
+    before, at_reset = saved[reset.revision - 1], saved[reset.revision]
+    assert [entry["taskId"] for entry in before["inFlightTasks"]] == [task.id]  # the failed try
+    assert at_reset["inFlightTasks"] == []

@@ -14,8 +14,8 @@ from oma_actors.agents.runner import (
     ResolvedAgent,
     RunnerActor,
     RunnerFinished,
-    failure_text,
     TaskOutcome,
+    failure_text,
 )
 from oma_actors.domain.messages import LLMResponse, ToolUseBlock
 from oma_actors.events import ProgressEvent

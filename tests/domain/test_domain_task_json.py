@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from oma_actors.domain.jsonforms import task_from_json, task_to_json
+from oma_actors.domain.taskforms import plan_revision_from_json
 from oma_actors.domain.tasks import TaskState
 from oma_actors.errors import CheckpointError
 from oma_actors.testing.clock import FakeClock
@@ -52,3 +53,20 @@ def test_the_default_clock_is_the_system_clock() -> None:
 def test_a_task_without_an_id_is_refused() -> None:
     with pytest.raises(CheckpointError):
         task_from_json({"title": "no id"}, clock=FakeClock(NOW))
+
+
+@pytest.mark.parametrize("value", ["2", 1.5, True])
+@pytest.mark.parametrize("key", ["supersededByRevision", "recoveredByRevision"])
+def test_a_revision_that_is_no_integer_is_refused(key: str, value: object) -> None:
+    # A plan revision number decides which tasks a revision replaced: never coerced.
+    with pytest.raises(CheckpointError, match=f"task 't1' has a non-integer {key}"):
+        task_from_json(task_json(**{key: value}))
+    assert task_from_json(task_json(**{key: 2})).superseded_by_revision == (
+        2 if key == "supersededByRevision" else None
+    )
+
+
+@pytest.mark.parametrize("raw", ["revision 1", 1, None])
+def test_a_plan_revision_that_is_no_object_is_refused(raw: object) -> None:
+    with pytest.raises(CheckpointError, match="plan revision is not an object"):
+        plan_revision_from_json(raw)

@@ -7,10 +7,12 @@ yields, under the agent's name and without a ``taskId``. ``verify_run`` passes o
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -222,3 +224,29 @@ async def test_each_conversation_of_one_agent_is_recorded_from_its_own_prompt() 
     prompts = [e.data["message"]["content"][0]["text"] for e in events if e.type == "user/message"]
     assert prompts == ["plan it", "sum it up"]
     assert (await verify_run(journal)).ok
+
+
+async def test_a_cancelled_run_agent_raises_the_cancellation_and_ends_its_journal_aborted() -> None:
+    # Cancellation is never swallowed: the caller gets it, and the journal says the run ended.
+    journal = InMemoryRunJournal()
+    asked = asyncio.Event()
+
+    class Slow:
+        async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+            asked.set()
+            await asyncio.sleep(30)
+            return answer("late")
+
+    agent = AgentConfig("solo", adapter=Slow())
+    call = asyncio.ensure_future(
+        OpenMultiAgent().run_agent(agent, "hi", journal=journal_options(journal))
+    )
+    await asked.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    events = await journal.read_from(0)
+    while not events or events[-1].type != "run/end":  # appended in the background
+        await asyncio.sleep(0.001)
+        events = await journal.read_from(0)
+    assert events[-1].data["status"] == {"code": "aborted"}

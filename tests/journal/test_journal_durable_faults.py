@@ -8,10 +8,12 @@ the journal holds is no longer known to fold into the run's state.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -173,3 +175,48 @@ async def test_an_in_memory_journal_never_replaces_the_snapshots_of_a_persistent
         )  # fmt: skip
         assert result.success
         assert {e.mode for e in events if isinstance(e, CheckpointSaved)} == modes
+
+
+async def test_a_journal_of_our_own_without_dispatch_marks_restores(tmp_path: Path) -> None:
+    # A ``RunJournal`` that keeps no dispatch marks (only JR-01's methods): the restore folds
+    # its tail without reading marks (there are none to read), and nothing runs twice.
+    effects: list[str] = []
+
+    async def send(args: Note, ctx: ToolContext) -> str:
+        effects.append(ctx.tool_call_id)
+        return "sent"
+
+    tool = define_tool(name="send", description="s", input_model=Note, execute=send)
+    journal = FailingJournal(
+        JsonlRunJournal(tmp_path / "j.jsonl", flush_interval_ms=0), lambda events: False
+    )
+    options = CheckpointOptions(store=FileStore(tmp_path / "s.json"), run_id="own")
+
+    def team() -> Team:
+        return Team("t", [AgentConfig("w", adapter=ScriptedAdapter(two_turns), tools=[tool])])
+
+    running: list[asyncio.Task[Any]] = []
+
+    def stop_after_first_turn(event: ProgressEvent) -> None:
+        if isinstance(event, CheckpointSaved) and event.boundary == "tool_results":
+            running[0].cancel()  # an abort after the first turn's results are saved
+
+    running.append(
+        asyncio.ensure_future(
+            OpenMultiAgent(on_progress=stop_after_first_turn).run_tasks(
+                team(),
+                [Task("a", "x", assignee="w", id="a")],
+                checkpoint=options,
+                journal=JournalOptions(journal),  # type: ignore[arg-type]
+            )
+        )
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await running[0]
+    assert effects == ["c0"]
+    result = await OpenMultiAgent().restore(
+        team(), checkpoint=options,
+        journal=JournalOptions(journal),  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert result.success
+    assert effects == ["c0", "c1"]  # c0's result was replayed from the journal

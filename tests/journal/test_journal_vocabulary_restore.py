@@ -37,12 +37,15 @@ class Charge(BaseModel):
     amount: int
 
 
-def team(adapter: ScriptedAdapter, executions: list[int]) -> Team:
+def team(adapter: ScriptedAdapter, executions: list[int], effect: str = "idempotent") -> Team:
     async def charge(args: Charge, ctx: ToolContext) -> str:
         executions.append(args.amount)
         return f"charged {args.amount}"
 
-    tool = define_tool(name="charge", description="c", input_model=Charge, execute=charge)
+    tool = define_tool(
+        name="charge", description="c", input_model=Charge, execute=charge,
+        effect=effect,  # type: ignore[arg-type]
+    )  # fmt: skip
     return Team("t", [AgentConfig("w", adapter=adapter, tools=[tool])])
 
 
@@ -173,3 +176,20 @@ async def test_a_v4_restore_without_enforcement_records_blocks_verify_cannot_tra
         ("no-lineage", 0),
         ("no-lineage", 1),
     ]
+
+
+async def test_an_oma_mode_restore_with_the_journal_that_recorded_the_run() -> None:
+    # OMA's mode journals every event and saves the whole snapshot at each boundary: the
+    # snapshot (v4, no watermark) holds the run, nothing of the journal is folded onto it, and
+    # the approved unsafe call runs once, with the conversation as the snapshot holds it.
+    store = InMemoryStore()
+    journal = JournalOptions(InMemoryRunJournal(), durable=False)
+    adapter, _ = await suspend_and_approve(store, journal)
+    assert len(await journal.journal.read_from(0)) > 5  # the run's own events are there
+    executions: list[int] = []
+    restored = await OpenMultiAgent().restore(
+        team(adapter, executions, "unsafe"), checkpoint=checkpoint(store), journal=journal
+    )
+    assert restored.success
+    assert executions == [7]  # the approved call ran once
+    assert [m.role for m in adapter.calls[-1].messages] == ["user", "assistant", "user"]

@@ -36,6 +36,8 @@ def test_code_fence_is_tolerated() -> None:
     [
         ("not json", "COORDINATOR_PLAN_INVALID", "not valid JSON"),
         ("{}", "COORDINATOR_PLAN_INVALID", "non-empty JSON array"),
+        # An item that is no object is named, not crashed on (the model is asked to repair).
+        ('["do it", {"title": "a", "description": "b"}]', "COORDINATOR_PLAN_INVALID", "#1: must"),
         ('[{"title": "", "description": "x"}]', "COORDINATOR_PLAN_INVALID", "'title'"),
         ('[{"title": "a"}]', "COORDINATOR_PLAN_INVALID", "'description'"),
         ('[{"title": "a", "description": "b", "assignee": "zed"}]', "INVALID_ASSIGNEE", "zed"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from oma_actors import Task, TaskGraphError
+from oma_actors import ConfigurationError, Task, TaskGraphError
+from oma_actors.domain.results import RunOutcome
 from oma_actors.orchestration.queue import TaskQueue
+from oma_actors.orchestration.results import run_status
 
 
 def statuses(queue: TaskQueue) -> dict[str, str]:
@@ -108,3 +110,29 @@ def test_cycle_names_every_task_of_the_cycle() -> None:
     with pytest.raises(TaskGraphError, match="dependency cycle") as info:
         TaskQueue.from_tasks([ok, a, b, c])
     assert sorted(info.value.tasks) == ["A", "B", "C"]
+
+
+def test_only_a_pending_task_starts_and_an_unknown_id_is_named() -> None:
+    a = Task("a", "A")
+    b = Task("b", "B", depends_on=["a"])
+    queue = TaskQueue.from_tasks([a, b])
+    with pytest.raises(ConfigurationError, match=f"task {b.id!r} is blocked, not pending"):
+        queue.start(b.id, "w")  # its dependency has not completed
+    queue.start(a.id, "w")
+    with pytest.raises(ConfigurationError, match=f"task {a.id!r} is in_progress, not pending"):
+        queue.start(a.id, "other")  # never two runners on one task
+    assert queue.get(a.id).assignee == "w"
+    with pytest.raises(ConfigurationError, match="unknown task id 'ghost'"):
+        queue.get("ghost")
+
+
+def test_a_run_with_a_task_left_unfinished_is_no_success() -> None:
+    # Nothing failed, but a task never ran to an end: the run did not do its work (TQ-07).
+    a, b = Task("a", "A"), Task("b", "B")
+    queue = TaskQueue.from_tasks([a, b])
+    queue.start(a.id, "w")
+    queue.complete(a.id, "done")
+    assert run_status(queue) == RunOutcome("error", "1 task(s) did not finish")
+    queue.start(b.id, "w")
+    queue.complete(b.id, "done")
+    assert run_status(queue) == RunOutcome("ok")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from oma_actors import CheckpointError, ConfigurationError
 from oma_actors.keyspace import RESERVED_PREFIXES, is_reserved_key
 from oma_actors.orchestration.shared_memory import SharedMemory, restore_memory
 from oma_actors.stores.memory import InMemoryStore
@@ -41,3 +42,30 @@ async def test_list_by_agent_gives_one_agents_visible_entries() -> None:
     await memory.write("writer", "plan", "c")
     assert [e.key for e in await memory.list_by_agent("writer")] == ["writer/notes", "writer/plan"]
     assert await memory.list_by_agent("nobody") == []
+
+
+@pytest.mark.parametrize("prefix", RESERVED_PREFIXES)
+async def test_an_agent_named_like_a_reserved_prefix_cannot_write_under_it(prefix: str) -> None:
+    # The full key is "<agent>/<key>": an agent named "__oma_checkpoint__" would otherwise
+    # write into the runtime's records (a checkpoint key, an approval row).
+    store = InMemoryStore()
+    memory = SharedMemory(store)
+    agent, _, rest = prefix.rstrip("/").partition("/")
+    key = f"{rest}/run-1/latest" if rest else "run-1/latest"
+    with pytest.raises(ConfigurationError, match="uses a reserved prefix"):
+        await memory.write(agent, key, "forged")
+    assert await store.list() == []
+
+
+@pytest.mark.parametrize(
+    "snapshot", [{"version": 2, "entries": []}, {"version": 1}, {"version": 1, "entries": {}}]
+)
+async def test_a_malformed_embedded_snapshot_is_refused_and_changes_nothing(
+    snapshot: dict[str, object],
+) -> None:
+    store = InMemoryStore()
+    memory = SharedMemory(store)
+    await memory.write("writer", "notes", "kept")
+    with pytest.raises(CheckpointError, match="not version 1 with entries"):
+        await restore_memory(memory, snapshot)
+    assert [entry.key for entry in await store.list()] == ["writer/notes"]

@@ -242,9 +242,9 @@ async def test_a_run_executing_here_shows_the_approvals_its_tasks_wait_for(
         try:
             await asyncio.wait_for(host.registered.wait(), 10)
             await client.start_run(request)
-            [approval] = await wait_for_pending(client, "apr-wait")
-            run = await client.get_run("apr-wait")
+            run = await waiting_run(client, "apr-wait")
             assert run.status == pb.RUN_STATUS_RUNNING
+            [approval] = await client.list_approvals("apr-wait")
             assert list(run.pending_approval_ids) == [approval.id]
             release.set()
             events = [event async for event in client.watch("apr-wait")]
@@ -256,10 +256,11 @@ async def test_a_run_executing_here_shows_the_approvals_its_tasks_wait_for(
     assert list(suspended.pending_approval_ids) == [approval.id]
 
 
-async def wait_for_pending(client: SidecarClient, run_id: str) -> list[pb.Approval]:
+async def waiting_run(client: SidecarClient, run_id: str) -> pb.Run:
+    """The run as soon as it shows an approval it waits for."""
     for _ in range(500):
-        listed = await client.list_approvals(run_id)
-        if listed:
-            return listed
+        run = await client.get_run(run_id)
+        if run.pending_approval_ids:
+            return run
         await asyncio.sleep(0.01)
-    raise AssertionError("no approval was asked for")
+    raise AssertionError("the run never showed an approval it waits for")
