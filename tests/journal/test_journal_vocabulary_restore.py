@@ -25,6 +25,7 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.agents.context import CustomContext
 from oma_actors.approvals import Reviewer, Suspend, decide_approval
 from oma_actors.events import ProgressEvent, TaskRetry
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JournalOptions, verify_run
@@ -193,3 +194,29 @@ async def test_an_oma_mode_restore_with_the_journal_that_recorded_the_run() -> N
     assert restored.success
     assert executions == [7]  # the approved call ran once
     assert [m.role for m in adapter.calls[-1].messages] == ["user", "assistant", "user"]
+
+
+async def test_a_v4_restore_without_enforcement_lets_a_context_strategy_rewrite() -> None:
+    # The v4 snapshot's blocks have no lineage; without ``enforce_lineage`` a rewrite keeping
+    # them is recorded as it is (``context/replace``), not refused (JR-09 binds only when on).
+    store = InMemoryStore()
+    adapter, _ = await suspend_and_approve(store, None)
+    executions: list[int] = []
+    shortened = TextBlock("pay it (shortened)")
+
+    def shorten(messages: list[Message]) -> list[Message]:
+        return [Message("user", [shortened]), *messages[1:]]
+
+    base = team(adapter, executions).agents[0]
+    agent = AgentConfig(
+        base.name, adapter=adapter, tools=list(base.tools), context_strategy=CustomContext(shorten)
+    )
+    journal = InMemoryRunJournal()
+    restored = await OpenMultiAgent().restore(
+        Team("t", [agent]), checkpoint=checkpoint(store),
+        journal=JournalOptions(journal, durable=False),
+    )  # fmt: skip
+    assert restored.success, restored.tasks[0].result
+    assert executions == [7]
+    assert adapter.calls[-1].messages[0].content == [shortened]
+    assert of_type(await journal.read_from(0), "context/replace")
