@@ -28,6 +28,7 @@ from oma_actors import (
 from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
 from oma_actors.llm import LLMResponse, TextBlock, ToolUseBlock
 from oma_actors.stores import InMemoryStore
+from oma_actors.telemetry.context import current_trace
 from oma_actors.telemetry.otel import TraceRef, otel_progress, tee
 from oma_actors.testing import ScriptedAdapter
 
@@ -277,3 +278,21 @@ async def test_each_model_call_is_a_turn_span_under_its_task() -> None:
         assert turn.end_time >= turn.start_time
     with_tools = [t for t in turns if t.attributes and t.attributes["oma.turn.tool_calls"]]
     assert with_tools  # the scripted model asks for a tool once
+
+
+async def test_a_run_agent_call_outside_a_block_opens_no_run_span() -> None:
+    # Its events carry no run id: they belong to no run, so no ``oma.run`` span is made up
+    # for them (one keyed by ``None`` would gather every such call into one run).
+    exporter, provider = _tracing()
+    tracing = otel_progress(provider)
+    agent = AgentConfig("solo", adapter=ScriptedAdapter([_answer("hi")]))
+    await OpenMultiAgent(on_progress=tracing).run_agent(agent, "hello")
+    tracing.close()
+    assert _named(exporter.get_finished_spans(), "oma.run") == []
+
+
+def test_without_opentelemetry_loaded_there_is_no_current_trace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delitem(sys.modules, "opentelemetry.trace")
+    assert current_trace() is None
