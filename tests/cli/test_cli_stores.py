@@ -26,6 +26,7 @@ from oma_actors.approvals import (
     Reviewer,
     create_approval_request,
     get_approval_record,
+    plan_content,
     tool_call_content,
 )
 from oma_actors.checkpoint import list_checkpoints
@@ -276,3 +277,53 @@ async def test_checkpoint_list_on_file_and_sqlite_stores(demo_store: Path, tmp_p
 def test_checkpoint_list_of_an_empty_memory_store() -> None:
     done = oma("checkpoint", "list", "--store", "memory://")
     assert (done.returncode, done.stdout.strip()) == (0, "no checkpoints in the store")
+
+
+async def test_approvals_refusals_name_the_problem_and_change_nothing(tmp_path: Path) -> None:
+    uri = f"sqlite://{tmp_path}/state.db"
+    async with open_store(uri) as store:
+        pending, _ = await seed(store)
+    for bad in ("abc", pending.request_hash.upper(), pending.request_hash + "0"):
+        with pytest.raises(CommandFailed, match="--hash must be the 64 lowercase hex digits"):
+            await run_approvals(
+                "decide", pending.id, "--store", uri, "--approve", "--reviewer", "fin",
+                "--hash", bad,
+            )  # fmt: skip
+    with pytest.raises(CommandFailed, match="APPROVAL_NOT_FOUND: approval apr_x was not found"):
+        await run_approvals("show", "apr_x", "--store", uri)
+    async with open_store(uri) as store:
+        record = await get_approval_record(store, pending.id)
+    assert record is not None
+    assert record.decision is None
+
+
+async def test_approvals_list_of_an_empty_store_says_so(tmp_path: Path) -> None:
+    uri = f"sqlite://{tmp_path}/state.db"
+    async with open_store(uri) as store:
+        await seed(store)
+    code, out = await run_approvals("list", "--store", uri, "--run-id", "no-such-run")
+    assert (code, out.strip()) == (0, "no approval requests")
+
+
+async def test_approvals_show_names_the_tool_of_a_tool_call_only(tmp_path: Path) -> None:
+    uri = f"sqlite://{tmp_path}/state.db"
+    plan = create_approval_request(
+        run_id="run-3", scope="plan", boundary="plan", content=plan_content([], "execute")
+    )
+    async with open_store(uri) as store:
+        pending, _ = await seed(store)
+        await DurableApprovalLedger(store).ensure_request(plan)
+    _, shown = await run_approvals("show", pending.id, "--store", uri)
+    assert "tool       charge (agent worker)" in shown
+    assert "consequential no" in " ".join(shown.split())
+    _, shown = await run_approvals("show", plan.id, "--store", uri)
+    assert "scope      plan" in shown
+    assert "tool " not in shown
+    assert "consequential" not in shown
+
+
+def test_the_live_demo_without_a_key_is_one_line_naming_the_keys(tmp_path: Path) -> None:
+    run = oma("demo", "--live", "--out", str(tmp_path / "out"))
+    assert run.returncode == 2, run.stdout + run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert "--live needs ANTHROPIC_API_KEY or OPENAI_API_KEY" in line
