@@ -27,3 +27,5 @@ async def test_a_run_logs_its_lease_tasks_and_end_at_info(caplog: pytest.LogCapt
     assert "run logged: task 'Research' started on worker" in lines
     assert "run logged: task 'Research' completed (1 turns)" in lines
     assert "run logged: finished (checkpoint revision 3)" in lines
+    # No on_progress was given: no event is handed to one (nor logged as its failure).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
