@@ -100,3 +100,27 @@ def test_corrupt_store_is_a_typed_error_not_an_empty_store(tmp_path: Path) -> No
     [line] = run.stderr.splitlines()  # one line on stderr, no traceback
     assert "CorruptStoreError" in line
     assert "not valid JSON" in line
+
+
+def test_checkpoint_show_without_a_run_id_needs_exactly_one_checkpoint(tmp_path: Path) -> None:
+    # With two runs in the store, showing "the" checkpoint would pick one at random.
+    state = tmp_path / "state.json"
+    entries = [
+        {
+            "key": f"__oma_checkpoint__/{run}/latest",
+            "value": "{}",
+            "createdAt": "2026-12-05T00:00:00.000Z",
+        }
+        for run in ("alpha", "beta")
+    ]
+    state.write_text(json.dumps({"version": 1, "entries": entries}))
+    two = oma("checkpoint", "show", "--store", str(state))
+    assert two.returncode == 2
+    [line] = two.stderr.strip().splitlines()
+    assert "2 checkpoints in the store" in line
+    assert "__oma_checkpoint__/alpha/latest" in line
+    assert "pass --run-id" in line
+    state.write_text(json.dumps({"version": 1, "entries": []}))
+    none = oma("checkpoint", "show", "--store", str(state))
+    assert none.returncode == 2
+    assert "0 checkpoints in the store (none); pass --run-id" in none.stderr

@@ -194,3 +194,15 @@ async def test_the_cli_reads_encrypted_stores_and_journals_with_the_env_keys(
     refused = await asyncio.to_thread(oma, *listing, keys=bad_keys)
     assert refused.returncode == 2
     assert "accessible by other users" in refused.stderr
+
+
+async def test_rotate_of_a_store_that_is_not_there_creates_none(tmp_path: Path) -> None:
+    # A mistyped path must not become a new empty store "rotated" without a word.
+    keys = key_file(tmp_path / "keys", new=NEW)
+    absent = tmp_path / "mistyped.json"
+    done = await asyncio.to_thread(
+        oma, "keys", "rotate", "--store", str(absent), "--keys", str(keys)
+    )
+    assert done.returncode == 2
+    assert f"no store file at {absent}" in done.stdout + done.stderr
+    assert not absent.exists()
