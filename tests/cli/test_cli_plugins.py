@@ -114,3 +114,10 @@ def test_discover_keeps_the_first_entry_point_of_each_name(monkeypatch: pytest.M
     found = [entry("b", "m1"), entry("a", "m2"), entry("b", "m3")]
     monkeypatch.setattr(plugins, "entry_points", lambda group: found if group == GROUP else [])
     assert [(e.name, e.value) for e in plugins.discover()] == [("a", "m2"), ("b", "m1")]
+
+
+def test_an_entry_point_naming_a_module_that_is_not_there_is_not_hidden() -> None:
+    # A typo in the entry point (its own package missing) is the plugin's bug: shown as
+    # "unavailable: ... is not installed" it would send the user to install a missing extra.
+    with pytest.raises(ModuleNotFoundError, match="oma_no_such_plugin_package"):
+        build_parser([entry("ghost", "oma_no_such_plugin_package.cli:Command")])

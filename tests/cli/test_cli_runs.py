@@ -53,3 +53,15 @@ def test_runs_list_joins_checkpoint_and_record_and_lists_unreadable_records(
     assert table.returncode == 0, table.stderr
     assert "owned" in table.stdout
     assert "unreadable" in table.stdout
+
+
+def test_runs_of_a_missing_store_create_none_and_an_empty_store_says_so(tmp_path: Path) -> None:
+    absent = tmp_path / "mistyped.json"
+    missing = oma("runs", "list", "--store", str(absent))
+    assert missing.returncode == 2
+    assert f"no store file at {absent}" in missing.stderr
+    assert not absent.exists()  # a mistyped path never becomes a new empty store
+    empty = tmp_path / "state.json"
+    empty.write_text('{"version":1,"entries":[]}')
+    listed = oma("runs", "list", "--store", str(empty))
+    assert (listed.returncode, listed.stdout.strip()) == (0, "no runs in the store")
