@@ -11,7 +11,9 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -24,6 +26,7 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.cli.tail import database_journal
 from oma_actors.journal import JournalOptions, JsonlRunJournal
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore
@@ -112,3 +115,30 @@ async def test_show_folds_the_tail_and_says_how_many_events(tmp_path: Path) -> N
     release.set()
     result = await asyncio.wait_for(run, 30)
     assert result.success
+
+
+SAME_DB = {"kind": "SqliteRunJournal", "store": "same-database", "table": "oma_kv_journal"}
+
+
+@pytest.mark.parametrize(
+    ("ref", "store_uri", "found"),
+    [
+        (SAME_DB, "sqlite://{dir}/state.db", True),
+        (SAME_DB, None, False),  # read from a file: no database to look in
+        ("not an object", "sqlite://{dir}/state.db", False),
+        ({**SAME_DB, "store": "elsewhere"}, "sqlite://{dir}/state.db", False),
+        ({**SAME_DB, "table": "another_table"}, "sqlite://{dir}/state.db", False),
+        ({**SAME_DB, "kind": "PostgresRunJournal"}, "sqlite://{dir}/state.db", False),
+    ],
+)
+async def test_a_database_journal_is_read_only_when_the_snapshot_names_this_one(
+    tmp_path: Path, ref: object, store_uri: str | None, found: bool
+) -> None:
+    # Another table (or database) than the one the snapshot names would fold another run's
+    # events, or none, into what ``checkpoint show`` says a restore would see.
+    snapshot = SimpleNamespace(raw={"journalRef": ref})
+    uri = None if store_uri is None else store_uri.format(dir=tmp_path)
+    journal = database_journal(snapshot, uri)  # type: ignore[arg-type]
+    assert (journal is not None) is found
+    if journal is not None:
+        await journal.close()
