@@ -112,6 +112,19 @@ async def test_show_folds_the_tail_and_says_how_many_events(tmp_path: Path) -> N
     assert code == 1
     assert "no file at" in missing
 
+    # A copy of the journal whose last event came twice: a journal-first snapshot's tail holds
+    # saved state, so the damage is what a restore would refuse (never "discarded", exit 0).
+    lines = path.read_bytes().splitlines(keepends=True)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(b"".join([*lines, lines[-1]]))
+    code, refused = await oma(
+        "checkpoint", "show", "--store", str(state), "--run-id", "tail-1",
+        "--journal", str(damaged),
+    )  # fmt: skip
+    assert code == 1, refused
+    assert re.search(r"journal: \S+ is damaged at seq \d+ \(", refused), refused
+    assert "a restore refuses it" in " ".join(refused.split())
+
     release.set()
     result = await asyncio.wait_for(run, 30)
     assert result.success
