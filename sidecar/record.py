@@ -91,7 +91,7 @@ class AttemptResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecordV1:
-    """Everything the sidecar keeps about one run (stored as record schema 2).
+    """Everything the sidecar keeps about one run (stored as record schema 3).
 
     Attributes:
         run_id: the run.
