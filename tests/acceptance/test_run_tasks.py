@@ -116,23 +116,32 @@ async def test_failure_cascades_and_independent_tasks_still_run() -> None:
     assert good.call_count == 1
 
 
+class Flaky:
+    """A model that plays ``replies`` in order, raising those that are errors."""
+
+    def __init__(self, *replies: LLMResponse | Exception) -> None:
+        self.replies = list(replies)
+        self.calls = 0
+
+    async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        self.calls += 1
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+OVERLOADED = OverloadedError("anthropic", "overloaded", status=529)
+
+
 async def test_retryable_failure_is_retried_with_usage_summed() -> None:
-    attempts = 0
-
-    class Flaky:
-        async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                raise OverloadedError("anthropic", "overloaded", status=529)
-            return answer("fine", usage=(3, 4))
-
-    team = Team("t", [AgentConfig("w", adapter=Flaky())])
+    flaky = Flaky(OVERLOADED, answer("fine", usage=(3, 4)))
+    team = Team("t", [AgentConfig("w", adapter=flaky)])
     task = Task("a", "x", max_retries=2, retry_delay_ms=1)
     events: list[ProgressEvent] = []
     result = await OpenMultiAgent(on_progress=events.append).run_tasks(team, [task])
     assert result.success
-    assert attempts == 2
+    assert flaky.calls == 2
     retries = [event for event in events if isinstance(event, TaskRetry)]
     assert len(retries) == 1
     assert (retries[0].attempt, retries[0].max_attempts) == (1, 3)
@@ -237,23 +246,11 @@ async def test_a_retry_saves_the_task_without_its_failed_attempt_s_entry() -> No
     # Spec TQ-10: the retried task starts a fresh conversation; the snapshot saved at the
     # retry holds no in-flight entry for it, so a crash there restarts the task afresh
     # rather than resuming a conversation the new attempt never had.
-    attempts = 0
-
-    class Flaky:
-        async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-            nonlocal attempts
-            attempts += 1
-            if attempts == 1:
-                return LLMResponse(
-                    [ToolUseBlock("c1", "missing", {})], stop_reason="tool_use",
-                    usage=TokenUsage(1, 1),
-                )  # fmt: skip
-            if attempts == 2:
-                raise OverloadedError("anthropic", "overloaded", status=529)
-            return answer("fine")
-
+    call = LLMResponse(
+        [ToolUseBlock("c1", "missing", {})], stop_reason="tool_use", usage=TokenUsage(1, 1)
+    )
     store = RecordingStore(InMemoryStore())
-    team = Team("t", [AgentConfig("w", adapter=Flaky())])
+    team = Team("t", [AgentConfig("w", adapter=Flaky(call, OVERLOADED, answer("fine")))])
     task = Task("a", "x", max_retries=1, retry_delay_ms=1)
     events: list[ProgressEvent] = []
     options = CheckpointOptions(store=store, run_id="retry")
