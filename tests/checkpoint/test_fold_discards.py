@@ -236,3 +236,27 @@ def test_a_malformed_event_is_discarded_for_what_it_breaks(
     # and the reason says which rule (not whichever attribute failed next).
     base = {"idle": entry(), "executing": executing(), "committed": executing(committed=True)}
     _discarded(journaled(base[start]), [broken], reason)
+
+
+def test_a_started_call_without_a_string_id_is_not_listed() -> None:
+    # Read leniently (the tail may be refused): a call no id names cannot be marked started,
+    # and a ``None`` id would mark nothing or the wrong call.
+    events = [
+        assistant_tool_turn(101),
+        event(102, "tool/call", call={"name": "lookup", "input": {}}),  # no id
+        event(103, "tool/result", toolCallId=7, result=RESULT_JSON),  # an id that is no string
+        event(104, "tool/call", call="not an object"),
+        tool_call(105),
+    ]
+    result = fold_tail(journaled(entry()), events)
+    assert [call.call_id for call in result.started_calls] == ["tu-1"]
+
+
+def test_a_turn_completed_after_the_results_message_closes_no_final_answer() -> None:
+    # The conversation ends with the tool results (a user message), not an answer: a
+    # "completed" turn there would make the results text the task's final output.
+    events = [*whole_round(101)[:-1], event(107, "turn/end", turn=2, outcome="completed")]
+    result = fold_tail(journaled(entry(lineage=True)), events)
+    assert isinstance(result, Discarded), result
+    assert "closes no final answer" in result.reason
+    assert result.seq == 107

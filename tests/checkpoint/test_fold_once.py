@@ -94,3 +94,14 @@ def test_a_reference_to_an_uncommitted_call_discards_the_tail() -> None:
     assert isinstance(result, Discarded), result
     assert "refers to the result of call 'tu-1'" in result.reason
     assert result.seq == 103
+
+
+def test_a_results_message_mixing_a_reference_and_a_block_written_in_full_folds_both() -> None:
+    # Only the referring blocks are looked up: a block written in full beside them (one whose
+    # text differs from its commit, or any other block) is read as it is.
+    events = once(101)
+    events[5].data["message"]["content"].append({"type": "text", "text": "see above"})
+    state = _folded(fold_tail(journaled(entry(lineage=True)), events)).snapshot.in_flight[0].state
+    content = state.conversation[-1].content
+    assert content[0].content == "found x"  # type: ignore[union-attr]
+    assert content[1].text == "see above"  # type: ignore[union-attr]
