@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from oma_actors.journal import InMemoryRunJournal, JournalClosedError
 from oma_actors.journal.batching import GroupCommit
-from oma_actors.journal.marks import mark_from_json
+from oma_actors.journal.marks import DispatchMark, mark_from_json
 from oma_actors.journal.open import journal_beside
 from oma_actors.journal.postgres import PostgresRunJournal
 from oma_actors.journal.sqlite import SqliteRunJournal
@@ -76,3 +77,14 @@ def test_a_dispatch_mark_round_trips() -> None:
         "r", 3, "t", "w", "c1",
     )  # fmt: skip
     assert mark_from_json(json.dumps({**GOOD_MARK, "taskId": None})).task_id is None
+
+
+async def test_a_closed_in_memory_journal_refuses_a_dispatch_mark() -> None:
+    # A mark that landed after the close would be one no reader of the closed journal sees.
+    journal = InMemoryRunJournal()
+    await journal.close()
+    with pytest.raises(JournalClosedError, match="InMemoryRunJournal is closed"):
+        await journal.mark(
+            DispatchMark(run_id="r", seq=1, task_id="t", agent_name="w", call_id="c")
+        )
+    assert await journal.marks_of("r") == []
