@@ -25,6 +25,7 @@ from oma_actors import (
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.events import CheckpointSaved, ProgressEvent
 from oma_actors.journal import JournalOptions, JsonlRunJournal
+from oma_actors.journal.batching import GroupCommit
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import fold_restored
 from oma_actors.stores import FileStore
@@ -111,3 +112,21 @@ async def test_concurrent_runs_on_one_journal_share_fsyncs_and_restore_their_own
         folded = await fold_restored(stored, JournalOptions(reader), team([]), events.append)
         assert folded.run_id == run
     assert not [e for e in events if type(e).__name__ == "JournalTailDiscarded"]
+
+
+async def test_a_commit_cancelled_midway_cancels_its_items_and_is_not_swallowed() -> None:
+    started = asyncio.Event()
+
+    async def commit(items: Sequence[str]) -> Sequence[str]:
+        started.set()
+        await asyncio.sleep(30)  # a database that does not answer
+        return list(items)
+
+    group: GroupCommit[str, str] = GroupCommit(commit, window_s=0)
+    item = group.enqueue("a", now=True)
+    await started.wait()
+    [flusher] = list(group._flushers)
+    flusher.cancel()  # the loop shutting down
+    with pytest.raises(asyncio.CancelledError):
+        await flusher  # the flusher itself ends cancelled: it did not swallow it
+    assert item.cancelled()  # nobody waits forever for a batch that will never answer

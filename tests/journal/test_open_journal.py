@@ -19,8 +19,12 @@ from oma_actors.journal import (
     PostgresRunJournal,
     SqliteRunJournal,
 )
+from oma_actors.journal.open import journal_beside
 from oma_actors.journal.sqlite import JOURNAL_TABLE
 from oma_actors.journal.tail import read_journal_tail
+from oma_actors.stores import InMemoryStore
+from oma_actors.stores.postgres import PostgresStore
+from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.testing.journal_contract import event, events
 
 
@@ -165,3 +169,12 @@ async def test_a_cancelled_appender_is_cancelled_alone(tmp_path: Path) -> None:
     stored = {(e.run_id, e.seq) for e in await journal.read_from(0)}
     assert ("b", 1) in stored
     await journal.close()
+
+
+def test_the_journal_beside_a_database_store_is_in_its_own_database(tmp_path: Path) -> None:
+    # Opened lazily: nothing connects here. Without it a run on PostgreSQL kept no journal.
+    beside = journal_beside(PostgresStore("postgresql://u@127.0.0.1:1/db", table="runs"))
+    assert isinstance(beside, PostgresRunJournal)
+    assert beside.describe()["store"] == "same-database"
+    assert isinstance(journal_beside(SqliteStore(tmp_path / "s.db")), SqliteRunJournal)
+    assert journal_beside(InMemoryStore()) is None

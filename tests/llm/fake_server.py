@@ -8,6 +8,7 @@ the replies (status, JSON body, headers) and afterwards inspects the recorded re
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -155,3 +156,11 @@ class _QuietServer(ThreadingHTTPServer):
     # that is the point of such tests, not an error worth a traceback on stderr.
     def handle_error(self, request: Any, client_address: Any) -> None:
         return
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then closed again)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from anthropic_replies import HELLO, OPTIONS, TEXT_REPLY, adapter_for, error_body
+from fake_server import closed_port
 
 from oma_actors.errors import (
     AuthenticationError,
@@ -139,12 +139,11 @@ async def test_timeout_is_an_overloaded_error(fake_server: FakeServer) -> None:
 
 
 async def test_connection_refused_is_retried_then_overloaded() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    # The port is closed again: nothing listens there.
     async with AnthropicAdapter(
-        api_key="k", base_url=f"http://127.0.0.1:{port}", max_retries=1, retry_base_delay=0.001
+        api_key="k",
+        base_url=f"http://127.0.0.1:{closed_port()}",
+        max_retries=1,
+        retry_base_delay=0.001,
     ) as adapter:
         with pytest.raises(OverloadedError) as caught:
             await adapter.chat(HELLO, OPTIONS)

@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from fake_server import closed_port
 from openai_replies import ERROR, HELLO, OPTIONS, TEXT_REPLY, adapter_for
 
 from oma_actors.errors import (
@@ -119,3 +120,23 @@ def test_missing_sdk_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -
 
     with pytest.raises(ConfigurationError, match=r"pip install 'oma-actors\[openai\]'"):
         OpenAIAdapter(api_key="k")
+
+
+async def test_timeout_is_an_overloaded_error(fake_server: FakeServer) -> None:
+    fake_server.reply(200, TEXT_REPLY, delay=0.5)
+
+    async with OpenAIAdapter(
+        api_key="k", base_url=f"{fake_server.url}/v1", max_retries=0, timeout=0.1
+    ) as adapter:
+        with pytest.raises(OverloadedError, match="openai: request timed out"):
+            await adapter.chat(HELLO, OPTIONS)
+
+
+async def test_connection_refused_is_an_overloaded_error() -> None:
+    async with OpenAIAdapter(
+        api_key="k", base_url=f"http://127.0.0.1:{closed_port()}/v1", max_retries=0
+    ) as adapter:
+        with pytest.raises(OverloadedError, match="openai: connection failed") as caught:
+            await adapter.chat(HELLO, OPTIONS)
+
+    assert caught.value.status is None

@@ -8,17 +8,18 @@ wrong kind (a credentials problem retried as a provider error).
 
 from __future__ import annotations
 
-import socket
 from typing import TYPE_CHECKING, Any
 
 import anthropic
 import pytest
 from anthropic_replies import HELLO as A_HELLO
 from anthropic_replies import OPTIONS as A_OPTIONS
+from anthropic_replies import adapter_for as anthropic_adapter_for
 from anthropic_replies import reply_body
 from openai_replies import HELLO as O_HELLO
 from openai_replies import OPTIONS as O_OPTIONS
 from openai_replies import TEXT_REPLY as O_TEXT_REPLY
+from openai_replies import adapter_for as openai_adapter_for
 from openai_replies import completion
 
 from oma_actors.domain.messages import (
@@ -31,7 +32,6 @@ from oma_actors.domain.messages import (
 from oma_actors.errors import (
     AuthenticationError,
     ConfigurationError,
-    OverloadedError,
     ProviderError,
 )
 from oma_actors.llm import AnthropicAdapter, OpenAIAdapter
@@ -73,18 +73,6 @@ def test_an_anthropic_client_that_cannot_be_made_is_a_configuration_error(
         AnthropicAdapter(api_key="k")
 
 
-def anthropic_adapter(fake_server: FakeServer) -> AnthropicAdapter:
-    return AnthropicAdapter(
-        api_key="k", base_url=fake_server.url, max_retries=0, retry_base_delay=0.001, timeout=5
-    )
-
-
-def openai_adapter(fake_server: FakeServer) -> OpenAIAdapter:
-    return OpenAIAdapter(
-        api_key="k", base_url=f"{fake_server.url}/v1", max_retries=0, retry_base_delay=0.001
-    )
-
-
 @pytest.mark.parametrize(
     ("message", "named"),
     [
@@ -98,8 +86,9 @@ def openai_adapter(fake_server: FakeServer) -> OpenAIAdapter:
 async def test_anthropic_content_it_cannot_take_is_refused_before_sending(
     fake_server: FakeServer, message: Message, named: str
 ) -> None:
-    with pytest.raises(ConfigurationError, match=named):
-        await anthropic_adapter(fake_server).chat([message], A_OPTIONS)
+    async with anthropic_adapter_for(fake_server) as adapter:
+        with pytest.raises(ConfigurationError, match=named):
+            await adapter.chat([message], A_OPTIONS)
     assert fake_server.requests == []
 
 
@@ -107,64 +96,42 @@ async def test_an_anthropic_tool_use_without_an_id_is_a_provider_error(
     fake_server: FakeServer,
 ) -> None:
     fake_server.reply(200, reply_body([{"type": "tool_use", "name": "x", "input": {}}]))
-    with pytest.raises(ProviderError, match="tool_use block without id or name") as caught:
-        await anthropic_adapter(fake_server).chat(A_HELLO, A_OPTIONS)
+    async with anthropic_adapter_for(fake_server) as adapter:
+        with pytest.raises(ProviderError, match="tool_use block without id or name") as caught:
+            await adapter.chat(A_HELLO, A_OPTIONS)
     assert caught.value.status == 200
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai"])
-async def test_a_success_body_that_is_no_json_is_named_so(
-    fake_server: FakeServer, provider: str
-) -> None:
-    fake_server.reply(200, b"<html>oops</html>")
-    adapter = (
-        anthropic_adapter(fake_server) if provider == "anthropic" else openai_adapter(fake_server)
-    )
-    with pytest.raises(ProviderError, match="response body is not JSON") as caught:
-        await adapter.chat(A_HELLO, A_OPTIONS)
-    assert caught.value.status == 200
-
-
-async def test_an_openai_timeout_is_an_overloaded_error(fake_server: FakeServer) -> None:
-    fake_server.reply(200, O_TEXT_REPLY, delay=0.5)
-    adapter = OpenAIAdapter(
-        api_key="k", base_url=f"{fake_server.url}/v1", max_retries=0, timeout=0.1
-    )
-    with pytest.raises(OverloadedError, match="openai: request timed out"):
-        await adapter.chat(O_HELLO, O_OPTIONS)
-
-
-async def test_an_openai_connection_refused_is_an_overloaded_error() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    # The port is closed again: nothing listens there.
-    adapter = OpenAIAdapter(api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
-    with pytest.raises(OverloadedError, match="openai: connection failed") as caught:
-        await adapter.chat(O_HELLO, O_OPTIONS)
-    assert caught.value.status is None
+async def test_a_success_body_that_is_no_json_is_named_so(fake_server: FakeServer) -> None:
+    for adapter_for, hello, options in (
+        (anthropic_adapter_for, A_HELLO, A_OPTIONS),
+        (openai_adapter_for, O_HELLO, O_OPTIONS),
+    ):
+        fake_server.reply(200, b"<html>oops</html>")
+        async with adapter_for(fake_server) as adapter:
+            with pytest.raises(ProviderError, match="response body is not JSON") as caught:
+                await adapter.chat(hello, options)
+        assert caught.value.status == 200
 
 
 async def test_an_anthropic_credentials_failure_is_an_authentication_error(
     fake_server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    adapter = anthropic_adapter(fake_server)
-
     async def refuse(**kwargs: object) -> None:
         raise anthropic.CredentialsError("the token expired")
 
-    monkeypatch.setattr(adapter._client.messages, "create", refuse)
-    with pytest.raises(AuthenticationError, match="the token expired"):
-        await adapter.chat(A_HELLO, A_OPTIONS)
+    async with anthropic_adapter_for(fake_server) as adapter:
+        monkeypatch.setattr(adapter._client.messages, "create", refuse)
+        with pytest.raises(AuthenticationError, match="the token expired"):
+            await adapter.chat(A_HELLO, A_OPTIONS)
 
 
 async def test_an_openai_image_without_data_or_url_is_refused_before_sending(
     fake_server: FakeServer,
 ) -> None:
-    with pytest.raises(ConfigurationError, match="an ImageBlock needs data or url"):
-        await openai_adapter(fake_server).chat(
-            [Message("user", [ImageBlock("image/png")])], O_OPTIONS
-        )
+    async with openai_adapter_for(fake_server) as adapter:
+        with pytest.raises(ConfigurationError, match="an ImageBlock needs data or url"):
+            await adapter.chat([Message("user", [ImageBlock("image/png")])], O_OPTIONS)
     assert fake_server.requests == []
 
 
@@ -173,8 +140,9 @@ async def test_an_openai_tool_call_without_a_name_is_a_provider_error(
 ) -> None:
     call = {"id": "c1", "type": "function", "function": {"arguments": "{}"}}
     fake_server.reply(200, completion({"content": None, "tool_calls": [call]}))
-    with pytest.raises(ProviderError, match="tool call without a function name") as caught:
-        await openai_adapter(fake_server).chat(O_HELLO, O_OPTIONS)
+    async with openai_adapter_for(fake_server) as adapter:
+        with pytest.raises(ProviderError, match="tool call without a function name") as caught:
+            await adapter.chat(O_HELLO, O_OPTIONS)
     assert caught.value.status == 200
 
 
@@ -182,7 +150,8 @@ async def test_an_assistant_text_turn_is_sent_without_tool_calls(fake_server: Fa
     # Some compatible servers refuse an empty ``tool_calls`` list: a text turn sends none.
     fake_server.reply(200, O_TEXT_REPLY)
     conversation = [*O_HELLO, Message("assistant", [TextBlock("hi")]), *O_HELLO]
-    await openai_adapter(fake_server).chat(conversation, O_OPTIONS)
+    async with openai_adapter_for(fake_server) as adapter:
+        await adapter.chat(conversation, O_OPTIONS)
     body = fake_server.requests[0].body
     assert body["messages"][1] == {"role": "assistant", "content": "hi"}
 
@@ -190,6 +159,7 @@ async def test_an_assistant_text_turn_is_sent_without_tool_calls(fake_server: Fa
 async def test_an_openai_image_by_url_is_sent_as_its_url(fake_server: FakeServer) -> None:
     fake_server.reply(200, O_TEXT_REPLY)
     image = ImageBlock("image/png", url="https://example.test/cat.png")
-    await openai_adapter(fake_server).chat([Message("user", [image])], O_OPTIONS)
+    async with openai_adapter_for(fake_server) as adapter:
+        await adapter.chat([Message("user", [image])], O_OPTIONS)
     [part] = fake_server.requests[0].body["messages"][0]["content"]
     assert part["image_url"]["url"] == "https://example.test/cat.png"

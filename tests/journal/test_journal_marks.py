@@ -1,52 +1,14 @@
-"""A group commit cancelled mid-commit (its appenders hear of it, the cancellation goes on),
-which journal a database store keeps beside it, and dispatch marks read back."""
+"""Dispatch marks read back: a mark of the wrong shape is refused, and a closed journal takes
+none (a mark says "this call may have run: never run it again")."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
 from oma_actors.journal import InMemoryRunJournal, JournalClosedError
-from oma_actors.journal.batching import GroupCommit
 from oma_actors.journal.marks import DispatchMark, mark_from_json
-from oma_actors.journal.open import journal_beside
-from oma_actors.journal.postgres import PostgresRunJournal
-from oma_actors.journal.sqlite import SqliteRunJournal
-from oma_actors.stores import InMemoryStore
-from oma_actors.stores.postgres import PostgresStore
-from oma_actors.stores.sqlite import SqliteStore
-
-
-async def test_a_commit_cancelled_midway_cancels_its_items_and_is_not_swallowed() -> None:
-    started = asyncio.Event()
-
-    async def commit(items: Sequence[str]) -> Sequence[str]:
-        started.set()
-        await asyncio.sleep(30)  # a database that does not answer
-        return list(items)
-
-    group: GroupCommit[str, str] = GroupCommit(commit, window_s=0)
-    item = group.enqueue("a", now=True)
-    await started.wait()
-    [flusher] = list(group._flushers)
-    flusher.cancel()  # the loop shutting down
-    with pytest.raises(asyncio.CancelledError):
-        await flusher  # the flusher itself ends cancelled: it did not swallow it
-    assert item.cancelled()  # nobody waits forever for a batch that will never answer
-
-
-def test_the_journal_beside_a_database_store_is_in_its_own_database(tmp_path: Path) -> None:
-    # Opened lazily: nothing connects here. Without it a run on PostgreSQL kept no journal.
-    beside = journal_beside(PostgresStore("postgresql://u@127.0.0.1:1/db", table="runs"))
-    assert isinstance(beside, PostgresRunJournal)
-    assert beside.describe()["store"] == "same-database"
-    assert isinstance(journal_beside(SqliteStore(tmp_path / "s.db")), SqliteRunJournal)
-    assert journal_beside(InMemoryStore()) is None
-
 
 GOOD_MARK = {"runId": "r", "seq": 3, "taskId": "t", "agentName": "w", "callId": "c1"}
 
