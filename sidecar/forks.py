@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING
 
 from oma_actors.checkpoint import fork_run, run_history
 from oma_actors.errors import NoHistoryError, NotAHistoryPointError
-from oma_actors.journal import JsonlRunJournal
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.journals import DatabaseTail
 from sidecar.record import RunRecordV1
 from sidecar.status import AlreadyExists, FailedPrecondition
 
@@ -139,12 +137,7 @@ class RunForks:
         ``None``; give it back with ``RunJournals.release`` (a database's stays open)."""
         if self._journals is None:
             return None
-        where = await self._journals.reader(record.run_id, record.store_uri)
-        if where is None:
-            return None
-        if isinstance(where, DatabaseTail):
-            return self._journals.sealed(where.journal)
-        return self._journals.sealed(JsonlRunJournal(where, flush_interval_ms=0))
+        return await self._journals.reader(record.run_id, record.store_uri)
 
     async def _release(self, journal: RunJournal | None) -> None:
         if journal is not None and self._journals is not None:

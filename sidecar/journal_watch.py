@@ -11,10 +11,10 @@ a restore continues its numbering). ``type`` is OMA's event type (``task/status`
 ``tool/result``, ...), ``data`` the event's variant fields plus ``sourceEventSeqs``; ``run/end``
 carries a ``run_status`` detail and ``task/status`` a ``task_status`` one.
 
-The file is tailed: a byte offset past the last complete line read, and only appended complete
-lines are parsed. A trailing line without its newline is not an event yet (a write in progress,
-or a torn line a crash left, which the next append cuts off); once the run has ended it counts
-if it parses, as the journal's own reader counts it. New lines are looked for when the run's
+The journal is read through its own reader above the last seq sent (``JournalTail``: a file
+backwards from its end, parsing only the lines above the cursor; a database by its key), so a
+watch shows what a restore folds: a trailing line counts when it parses, as the journal's
+reader counts it, never a torn one. New lines are looked for when the run's
 progress log changes (its progress events) and at least every poll interval, since some journal
 appends come with no progress event.
 
@@ -43,21 +43,20 @@ import os
 from typing import TYPE_CHECKING, NoReturn
 
 from oma_actors.errors import CorruptStoreError
-from oma_actors.journal import EVENT_TYPES, JournalCorruptError, open_event, parse_line, peek_seq
+from oma_actors.journal import EVENT_TYPES, JournalCorruptError, read_run
 from oma_actors.stores import parse_store_uri
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
 from sidecar.events import gap_event
-from sidecar.journals import JOURNAL_UNAVAILABLE, DatabaseTail
+from sidecar.journals import JOURNAL_UNAVAILABLE
 from sidecar.record import FINISHED
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from oma_actors.journal import JournalEvent
-    from oma_actors.stores import KeyRing
+    from oma_actors.journal import JournalEvent, RunJournal
     from sidecar.execution import RunExecutor
     from sidecar.record import RunRecordV1
     from sidecar.run_log import RunLog
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
 FIELD = "journal"
 SETTLE_FIRST_S = 0.02  # the record's write follows the journal's close at once
 JOURNAL_MISSING = "JOURNAL_MISSING"
-READ_CHUNK = 1 << 20  # bytes read per step: a long journal streams out in parts
 
 
 NOTICES = frozenset(
@@ -88,103 +86,52 @@ def notice(event: pb.RunEvent) -> pb.RunEvent:
 
 
 class JournalTail:
-    """The events appended to one run's journal file since the last read.
+    """The events of one run above a cursor, read through its journal's own reader.
+
+    A file is read backwards from its end down to the cursor (``JsonlRunJournal.read_run``,
+    only the lines above it parsed), a database by its ``(run_id, seq)`` key: a watch sees the
+    very events a restore folds, a trailing line that parses included (the journal's reader
+    counts it and its repair keeps it), a torn one not (a write in progress, or what a crash
+    left, which the next append cuts off).
 
     Args:
-        path: the journal file (a missing file is an empty journal: the run's first attempt
-            creates it).
-        run_id: the run; lines of another run are left out.
-        keyring: the sidecar's ``--encryption-keys``: each event's payload is opened with
-            them (``None``: the journal is not sealed).
+        journal: the run's journal as ``RunJournals.reader`` gives it (sealed when the sidecar
+            has keys: each payload is opened, a plaintext or forged one refused).
+        run_id: the run; events of another run are left out.
+        path: the journal's file (``None``: a database journal), to tell a lost file once the
+            run has ended.
     """
 
-    def __init__(self, path: str, run_id: str, keyring: KeyRing | None = None) -> None:
-        self.path = path
+    def __init__(self, journal: RunJournal, run_id: str, path: str | None = None) -> None:
+        self.journal = journal
         self.run_id = run_id
-        self.keyring = keyring
-        self.offset = 0  # just past the last complete line read
-        self._line = 0  # lines read so far, to name a damaged one
+        self.path = path
 
-    async def read(self, after_seq: int, *, final: bool = False) -> tuple[list[JournalEvent], bool]:
-        """The next events with seq above ``after_seq``, and whether more complete lines wait.
+    async def read(self, after_seq: int, *, final: bool = False) -> list[JournalEvent]:
+        """The events with seq above ``after_seq``, in order.
 
-        ``final``: the run has ended, so a trailing line without its newline counts if it
-        parses (a crash can leave one; the journal's reader counts it too), and a missing file
-        is a lost journal, no longer one not yet created.
+        ``final``: the run has ended, so a missing file is a lost journal, no longer one not
+        yet created.
 
         Raises:
-            DataLoss: a complete line is not a journal event (reason ``JOURNAL_CORRUPT``).
+            DataLoss: a line or row is not a journal event of the run, or a sealed payload does
+                not open (reason ``JOURNAL_CORRUPT``).
             FailedPrecondition: ``final`` and the file is missing (reason ``JOURNAL_MISSING``).
         """
-        return await asyncio.to_thread(self._read, after_seq, final)
-
-    def _read(self, after_seq: int, final: bool) -> tuple[list[JournalEvent], bool]:
         try:
-            with open(self.path, "rb") as file:
-                size = os.fstat(file.fileno()).st_size
-                if size < self.offset:
-                    # A failed append is cut off again; go on where the file now ends (the
-                    # cursor keeps seqs already sent from coming twice).
-                    self.offset = size
-                file.seek(self.offset)
-                data = file.read(READ_CHUNK)
-                end = data.rfind(b"\n")
-                while end < 0 and self.offset + len(data) < size:
-                    more = file.read(READ_CHUNK)  # one line longer than a chunk
-                    if not more:
-                        break
-                    data += more
-                    end = data.rfind(b"\n")
-        except FileNotFoundError:
-            if final:
-                # The run has ended, so its journal was written and is gone now: telling the
-                # client "no events" would pass off a lost history as an empty one.
-                raise FailedPrecondition(
-                    JOURNAL_MISSING,
-                    f"{FIELD}: the journal of run {self.run_id!r} is missing ({self.path})",
-                    metadata={"field": FIELD},
-                ) from None
-            return [], False
-        at_end = self.offset + len(data) >= size
-        complete, rest = data[: end + 1], data[end + 1 :]
-        self.offset += len(complete)
-        events = [
-            event
-            for line in complete.split(b"\n")[:-1]
-            if (event := self._parse(line, after_seq)) is not None
-        ]
-        if final and at_end and rest:
-            last = self._parse(rest, after_seq, torn_ok=True)
-            if last is not None:
-                events.append(last)
-                self.offset += len(rest)
-        return events, not at_end
-
-    def _parse(self, line: bytes, after_seq: int, *, torn_ok: bool = False) -> JournalEvent | None:
-        self._line += 1
-        if not line.strip():
-            return None
-        seq = peek_seq(line)  # lines at or below the cursor are skipped unparsed
-        if seq is not None and seq <= after_seq:
-            return None
-        try:
-            event = parse_line(line.decode(), line=self._line, path=self.path)
-        except (UnicodeDecodeError, JournalCorruptError) as exc:
-            if torn_ok:
-                return None  # a torn trailing line: not written
-            raise DataLoss(
-                "JOURNAL_CORRUPT", f"run {self.run_id!r}: journal line {self._line}: {exc}"
-            ) from None
-        if event.run_id != self.run_id:
-            return None
-        if self.keyring is None:
-            return event
-        try:
-            return open_event(event, self.keyring, journal=self.path)
-        except CorruptStoreError as exc:  # plaintext, a lost key or a forged line: never sent
-            raise DataLoss(
-                "JOURNAL_CORRUPT", f"run {self.run_id!r}: journal line {self._line}: {exc}"
-            ) from None
+            events = await read_run(self.journal, self.run_id, after_seq + 1)
+        except (JournalCorruptError, CorruptStoreError) as exc:
+            raise DataLoss("JOURNAL_CORRUPT", f"run {self.run_id!r}: {exc}") from None
+        # The run has ended, so its journal was written: gone now, telling the client "no
+        # events" would pass off a lost history as an empty one.
+        path = self.path if final and not events else None
+        if path is not None and not await asyncio.to_thread(os.path.isfile, path):
+            raise FailedPrecondition(
+                JOURNAL_MISSING,
+                f"{FIELD}: the journal of run {self.run_id!r} is missing ({self.path})",
+                metadata={"field": FIELD},
+            )
+        return events
 
 
 def journal_message(event: JournalEvent) -> pb.RunEvent:
@@ -277,7 +224,7 @@ class JournalWatch:
             )
         return self._follow(log, tail, record, request)
 
-    async def _tail(self, record: RunRecordV1) -> JournalTail | DatabaseTail:
+    async def _tail(self, record: RunRecordV1) -> JournalTail:
         journals = self._executor.journals
         kind = parse_store_uri(record.store_uri).kind
         if record.request.checkpoint.disabled:
@@ -288,35 +235,35 @@ class JournalWatch:
                 f"it checkpoints to a {kind} store (journals are kept beside file stores and "
                 "in SQLite and PostgreSQL stores only)",
             )
-        where = await journals.reader(record.run_id, record.store_uri)
-        if where is None and journals.enabled:
-            # Journals are on: the run's first append creates its file.
-            where = journals.path_of(record.run_id, record.store_uri)
-        if where is None:
+        # Journals on: the run's first append creates its file.
+        journal = await journals.reader(record.run_id, record.store_uri, unborn=True)
+        if journal is None:
             _refuse(
                 record,
                 "this sidecar keeps no journals (--no-journal, or a --store that keeps none)",
             )
-        if isinstance(where, DatabaseTail):
-            return where
-        return JournalTail(where, record.run_id, journals.keyring)
+        path = journals.path_of(record.run_id, record.store_uri)
+        return JournalTail(journal, record.run_id, path)
 
     async def _follow(
         self,
         log: RunLog,
-        tail: JournalTail | DatabaseTail,
+        tail: JournalTail,
         record: RunRecordV1,
         request: pb.WatchRunRequest,
     ) -> AsyncIterator[pb.RunEvent]:
         journals = self._executor.journals
-        async with journals.woken(record.run_id, record.store_uri, log.wake) as pushed:
-            async for event in self._stream(log, tail, request, pushed=pushed):
-                yield event
+        try:
+            async with journals.woken(record.run_id, record.store_uri, log.wake) as pushed:
+                async for event in self._stream(log, tail, request, pushed=pushed):
+                    yield event
+        finally:
+            await journals.release(tail.journal)
 
     async def _stream(
         self,
         log: RunLog,
-        tail: JournalTail | DatabaseTail,
+        tail: JournalTail,
         request: pb.WatchRunRequest,
         *,
         pushed: bool,
@@ -341,30 +288,20 @@ class JournalWatch:
                 # stream ends once the run's record says so too (it is written right after the
                 # journal closes), so a GetRun after the stream shows the status it ended with.
                 finished = (await self._executor.current(log.run_id)).status in end
-            more = True
-            while more:
-                events, more = await tail.read(cursor, final=finished)
-                for event in events:
-                    if event.seq <= cursor:
-                        continue
-                    if cursor and event.seq > cursor + 1:
-                        # A run's journal numbers its events without a hole, across attempts
-                        # (each continues above the last stored seq): a hole is events lost (a
-                        # cut or edited journal), never a restart. Before the first event a
-                        # higher seq is no loss: a forked run's events start above its fork
-                        # point.
-                        yield gap_event(
-                            log.run_id,
-                            allow_gap=request.allow_gap,
-                            first=cursor + 1,
-                            last=event.seq - 1,
-                        )
-                    cursor = event.seq
-                    message = journal_message(event)
-                    ended = event.type == "run/end" and message.run_status.status in end
-                    if not types or event.type in types:
-                        quiet_since = loop.time()
-                        yield message
+            for event in await tail.read(cursor, final=finished):
+                if cursor and event.seq > cursor + 1:
+                    # A run's journal numbers its events without a hole, across attempts (each
+                    # continues above the last stored seq): a hole is events lost (a cut or
+                    # edited journal), never a restart. Before the first event a higher seq is
+                    # no loss: a forked run's events start above its fork point.
+                    first, last = cursor + 1, event.seq - 1
+                    yield gap_event(log.run_id, allow_gap=request.allow_gap, first=first, last=last)
+                cursor = event.seq
+                message = journal_message(event)
+                ended = event.type == "run/end" and message.run_status.status in end
+                if not types or event.type in types:
+                    quiet_since = loop.time()
+                    yield message
             for event in log.since(heard):
                 heard = event.seq
                 if event.type in NOTICES and (not types or event.type in types):

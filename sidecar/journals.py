@@ -40,8 +40,8 @@ from oma_actors.journal import (
     EncryptingJournal,
     JournalCorruptError,
     JsonlRunJournal,
-    open_event,
     open_journal,
+    read_run,
 )
 from oma_actors.journal.postgres import PostgresRunJournal
 from oma_actors.journal.sql import SqlRunJournal
@@ -91,34 +91,6 @@ def journal_name(run_id: str) -> str:
 FILE_KIND = "file"
 DATABASE_KINDS = frozenset({"sqlite", "postgresql"})
 """Store kinds whose database holds its runs' journals (``open_journal``)."""
-
-
-class DatabaseTail:
-    """The events of one run appended to a database journal since the last read.
-
-    Reads by the ``(run_id, seq)`` key: nothing is ever half-written in a database journal, so
-    every row read is an event (``final`` changes nothing).
-    """
-
-    def __init__(self, journal: SqlRunJournal, run_id: str, keyring: KeyRing | None = None) -> None:
-        self.journal = journal
-        self.run_id = run_id
-        self.keyring = keyring
-
-    async def read(self, after_seq: int, *, final: bool = False) -> tuple[list[JournalEvent], bool]:
-        """The events of the run with seq above ``after_seq``; never more waiting.
-
-        Raises:
-            DataLoss: a row is not a journal event of the run (reason ``JOURNAL_CORRUPT``).
-        """
-        try:
-            events = await self.journal.read_run(self.run_id, after_seq + 1)
-            if self.keyring is not None:
-                where = self.journal.table
-                events = [open_event(event, self.keyring, journal=where) for event in events]
-        except (JournalCorruptError, CorruptStoreError) as exc:
-            raise DataLoss("JOURNAL_CORRUPT", f"run {self.run_id!r}: {exc}") from None
-        return events, False
 
 
 class RunJournals:
@@ -202,8 +174,29 @@ class RunJournals:
             JournalFileError: the run's journal file could not be created.
             StoreError: the run's database journal could not be read.
         """
-        kind = parse_store_uri(store_uri).kind
-        if kind in DATABASE_KINDS:
+        journal = await self.reader(run_id, store_uri, unborn=True)
+        path = self.path_of(run_id, store_uri)
+        if journal is not None and path is not None:
+            try:
+                await asyncio.to_thread(_create_private, path)
+            except OSError as exc:
+                raise JournalFileError("JOURNAL_OPEN_FAILED", path, "create", exc) from None
+        return journal
+
+    async def reader(
+        self, run_id: str, store_uri: str, *, unborn: bool = False
+    ) -> RunJournal | None:
+        """The run's journal as its attempts write it (sealed with the sidecar's keys), to
+        read through its own reader, or ``None`` when the run keeps none; give it back with
+        :meth:`release`.
+
+        ``unborn``: a file journal not created yet counts when journals are on (the run's
+        first append creates it; until then it reads empty).
+
+        Raises:
+            StoreError: the run's database journal could not be read.
+        """
+        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
             journal = await self.database(store_uri)
             if not self.enabled and not await journal.read_run(run_id):
                 return None
@@ -211,12 +204,8 @@ class RunJournals:
         path = self.path_of(run_id, store_uri)
         if path is None:
             return None
-        if not self.enabled and not await asyncio.to_thread(os.path.isfile, path):
+        if not (unborn and self.enabled) and not await asyncio.to_thread(os.path.isfile, path):
             return None
-        try:
-            await asyncio.to_thread(_create_private, path)
-        except OSError as exc:
-            raise JournalFileError("JOURNAL_OPEN_FAILED", path, "create", exc) from None
         return self.sealed(JsonlRunJournal(path, flush_interval_ms=0))
 
     def sealed(self, journal: RunJournal) -> RunJournal:
@@ -240,43 +229,21 @@ class RunJournals:
                 journal = self._databases[store_uri] = opened
             return journal
 
-    async def reader(self, run_id: str, store_uri: str) -> DatabaseTail | str | None:
-        """Where to read the run's journal: its file's path, a database tail, or ``None``
-        when it keeps none (no file, or no event in its database)."""
-        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
-            journal = await self.database(store_uri)
-            if not self.enabled and not await journal.read_run(run_id):
-                return None
-            return DatabaseTail(journal, run_id, self.keyring)
-        return await self.existing(run_id, store_uri)
-
-    async def existing(self, run_id: str, store_uri: str) -> str | None:
-        """The run's journal file if it exists (for reading), else ``None``."""
-        path = self.path_of(run_id, store_uri)
-        if path is None or not await asyncio.to_thread(os.path.isfile, path):
-            return None
-        return path
-
     async def events(self, run_id: str, store_uri: str) -> list[JournalEvent] | None:
         """Every event of the run's journal, or ``None`` when it keeps none.
 
         Raises:
             DataLoss: the journal has a damaged line or row (reason ``JOURNAL_CORRUPT``).
         """
-        where = await self.reader(run_id, store_uri)
-        if where is None:
+        journal = await self.reader(run_id, store_uri)
+        if journal is None:
             return None
-        if isinstance(where, DatabaseTail):
-            events, _ = await where.read(0)
-            return events or None
-        reader = self.sealed(JsonlRunJournal(where))
         try:
-            found = await reader.read_from(0)
+            return await read_run(journal, run_id, 1)
         except (JournalCorruptError, CorruptStoreError) as exc:
             raise DataLoss("JOURNAL_CORRUPT", f"run {run_id!r}: {exc}") from None
         finally:
-            await reader.close()
-        return [event for event in found if event.run_id == run_id]
+            await self.release(journal)
 
     @contextlib.asynccontextmanager
     async def woken(

@@ -26,8 +26,8 @@ from oma_actors.journal import PostgresRunJournal, SqliteRunJournal
 from oma_actors.journal.sqlite import JOURNAL_TABLE
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
-from sidecar.journal_watch import JournalWatch
-from sidecar.journals import DatabaseTail, _Listener
+from sidecar.journal_watch import JournalTail, JournalWatch
+from sidecar.journals import _Listener
 from sidecar.server import Sidecar
 
 if TYPE_CHECKING:
@@ -136,15 +136,15 @@ async def test_postgres_journal_is_followed_by_notification_on_another_sidecar(
 
     monkeypatch.setattr(_Listener, "notified", counting_notified)
     reads: list[int] = []
-    real_read = DatabaseTail.read
+    real_read = JournalTail.read
 
     async def counting_read(
-        self: DatabaseTail, after_seq: int, *, final: bool = False
-    ) -> tuple[list[JournalEvent], bool]:
+        self: JournalTail, after_seq: int, *, final: bool = False
+    ) -> list[JournalEvent]:
         reads.append(after_seq)
         return await real_read(self, after_seq, final=final)
 
-    monkeypatch.setattr(DatabaseTail, "read", counting_read)
+    monkeypatch.setattr(JournalTail, "read", counting_read)
     slow = {"heartbeat_s": HOUR, "lease_ttl_s": 10.0}
     async with (
         sidecar(uri, owner_id="runner", **slow) as runner,

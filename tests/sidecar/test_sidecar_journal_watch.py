@@ -3,8 +3,9 @@
 The stream is compared with the JSONL file itself (read with ``JsonlRunJournal``): the same
 seqs in the same order, the same types, attempts and fields; ``after_seq`` resumes exactly, also
 after ``kill -9`` of a child sidecar, a restart and ``RestoreRun``; runs that keep no journal
-stream their progress events, or are refused with ``JOURNAL_UNAVAILABLE`` when ``journal`` is set. ``JournalTail`` is checked on hand-written files: a line
-without its newline is not an event until the run has ended, a damaged complete line is DATA_LOSS.
+stream their progress events, or are refused with ``JOURNAL_UNAVAILABLE`` when ``journal`` is
+set. ``JournalTail`` is checked on hand-written files: it reads what the journal's own reader
+reads (a torn line is no event, a trailing one that parses is), a damaged line is DATA_LOSS.
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ from test_sidecar_auth import error_info
 from test_sidecar_crash import SHORT_LEASE, finished, free_port, sidecar_process
 from test_sidecar_journal import PADDING, echo_run, journal_events, run_to_end, serving
 
-from oma_actors.journal import JournalEvent, SqliteRunJournal, parse_line, to_json_line
+from oma_actors.journal import (
+    JournalEvent,
+    JsonlRunJournal,
+    SqliteRunJournal,
+    parse_line,
+    to_json_line,
+)
 from oma_actors.journal import vocabulary as v
 from oma_actors.journal.sqlite import JOURNAL_TABLE
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
 from sidecar.journal_watch import JournalTail, journal_message
-from sidecar.journals import DatabaseTail, JournalFileError, RunJournals, journal_name
+from sidecar.journals import JournalFileError, RunJournals, journal_name
 from sidecar.record import TERMINAL
 from sidecar.runs import RunRegistry
-from sidecar.status import DataLoss
+from sidecar.status import DataLoss, FailedPrecondition
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -286,43 +293,38 @@ def line(seq: int, kind: str = "turn/start", run_id: str = "r") -> str:
     return to_json_line(event)
 
 
-async def test_the_tail_reads_complete_lines_only(tmp_path: Path) -> None:
+def file_tail(path: Path) -> JournalTail:
+    return JournalTail(JsonlRunJournal(path), "r", str(path))
+
+
+async def test_the_tail_reads_what_the_journal_s_reader_reads(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    tail = JournalTail(str(path), "r")
-    assert await tail.read(0) == ([], False)  # no file yet: an empty journal
+    tail = file_tail(path)
+    assert await tail.read(0) == []  # no file yet: an empty journal
     path.write_text(f"{line(1)}\n{line(2, run_id='other')}\n{line(3)}\n{line(4)[:20]}")
-    events, more = await tail.read(0)
-    assert [e.seq for e in events] == [1, 3]  # another run's line left out
-    assert not more
-    assert (await tail.read(3))[0] == []  # the torn line is not an event yet
+    assert [e.seq for e in await tail.read(0)] == [1, 3]  # another run's line left out
+    assert await tail.read(3) == []  # the torn line is not an event
     with path.open("a") as file:
         file.write(line(4)[20:] + "\n" + line(5))  # 4 completed; 5 lacks its newline
-    assert [e.seq for e in (await tail.read(3))[0]] == [4]
-    assert [e.seq for e in (await tail.read(4, final=True))[0]] == [5]  # the run has ended
-    assert await tail.read(5, final=True) == ([], False)
-    # Lines at or below the cursor are skipped; a damaged complete line is DATA_LOSS.
-    fresh = JournalTail(str(path), "r")
-    assert [e.seq for e in (await fresh.read(3))[0]] == [4]
-    path.write_text(f"{line(1)}\nnot json\n{line(3)}\n")
+    # 5 parses: the journal's reader counts it and its repair keeps it, so a restore folds it.
+    assert [e.seq for e in await tail.read(3)] == [4, 5]
+    assert await tail.read(5, final=True) == []
+    # A damaged complete line above the cursor is DATA_LOSS, naming its line.
+    path.write_text(f"{line(1)}\nnot json\n{line(3)}\n{line(4)}\n")
     with pytest.raises(DataLoss) as damaged:
-        await JournalTail(str(path), "r").read(0)
+        await file_tail(path).read(0)
     assert damaged.value.reason == "JOURNAL_CORRUPT"
     assert "line 2" in damaged.value.message
+    # Below the cursor nothing is read again: a follower's read costs what was appended.
+    assert [e.seq for e in await file_tail(path).read(3)] == [4]
 
 
-async def test_a_long_journal_streams_in_parts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("sidecar.journal_watch.READ_CHUNK", 200)
-    path = tmp_path / "r.jsonl"
-    path.write_text("".join(f"{line(seq)}\n" for seq in range(1, 41)))
-    tail, seqs, steps, more = JournalTail(str(path), "r"), list[int](), 0, True
-    while more:
-        events, more = await tail.read(0)
-        seqs += [e.seq for e in events]
-        steps += 1
-    assert seqs == list(range(1, 41))
-    assert steps > 5
+async def test_a_lost_journal_file_is_told_once_the_run_has_ended(tmp_path: Path) -> None:
+    tail = file_tail(tmp_path / "r.jsonl")
+    assert await tail.read(0) == []  # not created yet: the run's first append creates it
+    with pytest.raises(FailedPrecondition) as lost:
+        await tail.read(0, final=True)
+    assert lost.value.reason == "JOURNAL_MISSING"
 
 
 def test_run_end_and_task_status_carry_their_detail() -> None:
@@ -361,7 +363,7 @@ async def test_a_database_tail_reports_a_damaged_row_as_data_loss(tmp_path: Path
                 f"INSERT INTO {JOURNAL_TABLE} (run_id, seq, payload) VALUES ('r', 2, 'not json')"
             )
         with pytest.raises(DataLoss) as damaged:
-            await DatabaseTail(journal, "r").read(0)
+            await JournalTail(journal, "r").read(0)
         assert damaged.value.reason == "JOURNAL_CORRUPT"
         assert "'r'" in damaged.value.message
     finally:
