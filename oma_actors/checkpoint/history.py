@@ -389,7 +389,13 @@ def _points(
         first = bisect_right(seqs, anchor.watermark)
         last = bisect_left(seqs, anchors[index + 1].watermark) if index + 1 < len(anchors) else None
         turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
-        names = {call: name for e in anchor.in_flight for call, name in e.calls.items()}
+        # Tool names by conversation and call id: a call id is unique within one conversation
+        # only (two tasks' models may both name a call ``call_0``).
+        names = {
+            ((e.task_id, e.agent), call): name
+            for e in anchor.in_flight
+            for call, name in e.calls.items()
+        }
         assigned: set[tuple[str, str]] = set()
         segment = events[first:last]
         if only is not None:
@@ -441,7 +447,7 @@ def _event_boundary(
     event: JournalEvent,
     key: tuple[str, str],
     turns: dict[tuple[str, str], int],
-    names: dict[str, str],
+    names: dict[tuple[tuple[str, str], str], str],
 ) -> tuple[str, str] | None:
     """The boundary ``event`` (of the conversation ``key``) closes and what it did, or
     ``None``: it closes none.
@@ -460,7 +466,7 @@ def _event_boundary(
         call = data.get("call") or {}
         return "tool_dispatch", f"tool {call.get('name')} dispatched"
     elif kind == TOOL_RESULT:
-        name = names.get(str(data.get("toolCallId")), "?")
+        name = names.get((key, str(data.get("toolCallId"))), "?")
         return "tool_commit", f"tool {name} committed"
     elif kind == TURN_END:
         outcome = data.get("outcome")
@@ -475,7 +481,7 @@ def _count_turn(
     event: JournalEvent,
     key: tuple[str, str],
     turns: dict[tuple[str, str], int],
-    names: dict[str, str],
+    names: dict[tuple[tuple[str, str], str], str],
 ) -> list[dict[str, Any]]:
     """Count the turn an ``assistant/message`` opens and learn its calls' tool names; its
     calls."""
@@ -483,7 +489,7 @@ def _count_turn(
     content = (event.data.get("message") or {}).get("content") or []
     calls = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
     for block in calls:
-        names[str(block.get("id"))] = str(block.get("name"))
+        names[(key, str(block.get("id")))] = str(block.get("name"))
     return calls
 
 

@@ -56,7 +56,9 @@ class JournalView:
         self._results: dict[str, dict[str, list[tuple[int, str, bool]]]] = {}
         self._calls: dict[tuple[str, str], _Call] = {}
         # tool call id -> its approval request id; request id -> "approved" / "rejected".
-        self._approval_of: dict[str, str] = {}
+        # (task, call id) -> its approval request: a call id is unique within one conversation
+        # only (two tasks' models may both name a call ``call_0``).
+        self._approval_of: dict[tuple[str, str], str] = {}
         self._verdicts: dict[str, str] = {}
         calls = self._calls
         for event in sorted(events, key=lambda e: e.seq):
@@ -104,9 +106,14 @@ class JournalView:
         if kind == "approval/request":
             request = data.get("request") or {}
             content = request.get("content") if isinstance(request, dict) else None
-            call_id = content.get("toolCallId") if isinstance(content, dict) else None
-            if isinstance(call_id, str) and isinstance(request.get("id"), str):
-                self._approval_of[call_id] = request["id"]
+            content = content if isinstance(content, dict) else {}
+            task, call_id = content.get("taskId"), content.get("toolCallId")
+            if (
+                isinstance(task, str)
+                and isinstance(call_id, str)
+                and isinstance(request.get("id"), str)
+            ):
+                self._approval_of[(task, call_id)] = request["id"]
         elif kind == "approval/decision":
             decision = data.get("decision") or {}
             if isinstance(decision, dict) and isinstance(decision.get("requestId"), str):
@@ -120,10 +127,10 @@ class JournalView:
             if task == task_id and call.started
         }
 
-    def verdict(self, call_id: str) -> str | None:
-        """``approved``/``rejected`` when the call's approval was decided; ``""`` while
+    def verdict(self, task_id: str, call_id: str) -> str | None:
+        """``approved``/``rejected`` when the task's call's approval was decided; ``""`` while
         undecided; ``None`` when the call never waited on an approval."""
-        request = self._approval_of.get(call_id)
+        request = self._approval_of.get((task_id, call_id))
         return None if request is None else self._verdicts.get(request, "")
 
     @staticmethod
@@ -170,7 +177,13 @@ class JournalView:
                     input_tokens=usage.get("input_tokens") if turn.usage else None,
                     output_tokens=usage.get("output_tokens") if turn.usage else None,
                     calls=tuple(
-                        _mark(c, pending.get(c.call_id), later, current, self.verdict(c.call_id))
+                        _mark(
+                            c,
+                            pending.get(c.call_id),
+                            later,
+                            current,
+                            self.verdict(task_id, c.call_id),
+                        )
                         for c in turn.calls
                     ),
                 )

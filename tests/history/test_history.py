@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,28 @@ from history_support import (
     make_team,
     run_journal_first,
 )
+from pydantic import BaseModel
 
-from oma_actors import CheckpointError
+from oma_actors import (
+    AgentConfig,
+    CheckpointError,
+    CheckpointOptions,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TokenUsage,
+    ToolContext,
+    define_tool,
+)
 from oma_actors.checkpoint import Checkpoint, decode, encode, run_history, state_at
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.domain.snapshot import CheckpointSnapshot, ForkedFrom
-from oma_actors.journal import InMemoryRunJournal, JsonlRunJournal
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import InMemoryStore
+from oma_actors.testing import ScriptedAdapter
 
 
 @dataclass
@@ -154,6 +168,50 @@ async def test_a_seq_that_is_no_point_is_refused_naming_the_nearest(
         await state_at(space.store(), "r1", gap)
     below, above = max(s for s in seqs if s < gap), min(s for s in seqs if s > gap)
     assert f"nearest points are {below} and {above}" in str(caught.value)
+
+
+async def test_labels_name_each_task_s_own_tool_when_two_models_reuse_a_call_id(
+    tmp_path: Path,
+) -> None:
+    # A call id is unique within one conversation only: two tasks' models may both name their
+    # first call ``c0-0`` (the scripted models here; some OpenAI-compatible servers too).
+    class Text(BaseModel):
+        text: str
+
+    async def run(args: Text, ctx: ToolContext) -> str:
+        return args.text
+
+    def agent(name: str, tool: str) -> AgentConfig:
+        def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+            if any(m.role == "assistant" for m in messages):
+                return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
+            call = ToolUseBlock("c0-0", tool, {"text": name})
+            return LLMResponse([call], stop_reason="tool_use", usage=TokenUsage(1, 1))
+
+        spec = define_tool(name=tool, description="d", input_model=Text, execute=run)
+        return AgentConfig(name, adapter=ScriptedAdapter(answer), tools=[spec])
+
+    team = Team("t", [agent("w", "note"), agent("v", "tally")])
+    space = Workspace(tmp_path)
+    journal = space.journal()
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            team,
+            [Task("a", "x", assignee="w", id="t0"), Task("b", "x", assignee="v", id="t1")],
+            checkpoint=CheckpointOptions(store=space.store(), run_id="r1"),
+            journal=JournalOptions(journal, durable=True),
+        )
+    finally:
+        await journal.close()
+    assert result.success
+    labels = {
+        (p.task_id, p.boundary): p.label.split(": ", 1)[1]
+        for p in await run_history(space.store(), "r1")
+    }
+    tool_of = {"t0": "note", "t1": "tally"}
+    for task, tool in tool_of.items():
+        assert labels[(task, "tool_dispatch")] == f"tool {tool} dispatched"
+        assert labels[(task, "tool_commit")] == f"tool {tool} committed"
 
 
 async def test_only_the_runs_own_events_are_folded(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -219,6 +220,25 @@ def test_a_call_rejected_by_approval_is_rejected_and_never_ran() -> None:
         result(5, 2, "c1", refusal, error=True), closed(6, 2),
     ]  # fmt: skip
     assert marks(events) == {"c1": ("rejected", 2)}
+
+
+def test_an_approval_marks_only_its_own_task_s_call_when_call_ids_repeat() -> None:
+    # A call id is unique within one conversation only: t2's model named its call c1 too. The
+    # rejection of t1's c1 says nothing of t2's, which ran.
+    def of_t2(event: JournalEvent) -> JournalEvent:
+        return replace(event, task_id="t2", agent_name="b")
+
+    refusal = 'Tool "tool" denied by durable approval.'
+    events = [
+        assistant(1, 1, "c1"), of_t2(assistant(2, 1, "c1")), approval_request(3, 1, "c1"),
+        of_t2(call(4, 1, "c1")), of_t2(result(5, 1, "c1")), of_t2(closed(6, 1)),
+        approval_decision(7, 2, "c1", "rejected"), call(8, 2, "c1"),
+        result(9, 2, "c1", refusal, error=True), closed(10, 2),
+    ]  # fmt: skip
+    two = TaskState(id="t2", title="Task two", description="d", status="in_progress", assignee="b")
+    timeline = build_timeline(replace(snapshot(), tasks=(*snapshot().tasks, two)), events)
+    lanes = {lane.task_id: [c.mark for t in lane.turns for c in t.calls] for lane in timeline.lanes}
+    assert lanes == {"t1": ["rejected"], "t2": ["executed"]}
 
 
 def test_a_started_call_waiting_for_its_host_is_running_not_outcome_unknown() -> None:
