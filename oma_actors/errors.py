@@ -111,7 +111,7 @@ class JournalUnavailableError(CheckpointError):
     def __init__(self, journal_ref: Mapping[str, object] | None, reason: str) -> None:
         super().__init__(
             f"the snapshot depends on its journal {dict(journal_ref or {})!r}, which cannot be "
-            f"opened: {reason}; pass journal= to restore with it"
+            f"opened: {reason}; pass journal= (oma: --journal) to restore with it"
         )
         self.journal_ref = dict(journal_ref) if journal_ref is not None else None
         self.reason = reason
