@@ -149,6 +149,43 @@ def record_from_json(raw: Any, *, tool_call_id: str = "", is_error: bool = False
     )
 
 
+def records_from_json(raw: Sequence[Any], messages: Sequence[Message]) -> list[ToolCallRecord]:
+    """OMA's tool call records, each with the id and error flag of the call it records.
+
+    OMA's record has neither (``{toolName, input, output, duration}``); the conversation the
+    records belong to has both: a record is given those of the first call not given yet whose
+    tool name and input are the record's and whose result reads as its output. A record no call
+    matches (its call rewritten away by a context strategy) keeps ``""`` and ``False``. Linear
+    in the calls: the records come in about the calls' order.
+    """
+    records = [record_from_json(r) for r in raw]
+    if not records:
+        return records
+    # Each call with its result, paired in conversation order (an id may recur across turns).
+    calls: dict[str, list[tuple[ToolUseBlock, ToolResultBlock]]] = {}
+    opened: dict[str, list[ToolUseBlock]] = {}
+    for message in messages:
+        for block in message.content:
+            if isinstance(block, ToolUseBlock):
+                opened.setdefault(block.id, []).append(block)
+            elif isinstance(block, ToolResultBlock) and opened.get(block.tool_use_id):
+                use = opened[block.tool_use_id].pop(0)
+                calls.setdefault(use.name, []).append((use, block))
+    out = []
+    for record in records:
+        candidates = calls.get(record.tool_name, [])
+        for index, (use, result) in enumerate(candidates):
+            if use.input == record.input and text_of(result.content) == record.output:
+                del candidates[index]
+                record = ToolCallRecord(
+                    tool_name=record.tool_name, input=record.input, output=record.output,
+                    duration_ms=record.duration_ms, tool_call_id=use.id, is_error=result.is_error,
+                )  # fmt: skip
+                break
+        out.append(record)
+    return out
+
+
 def record_to_json_once(
     record: ToolCallRecord, call: ToolUseBlock | None, result: ToolResultBlock
 ) -> Json:
@@ -220,12 +257,13 @@ def result_from_json(raw: Any, fallback_output: str) -> AgentRunResult:
     """
     if not isinstance(raw, dict):
         return AgentRunResult(success=True, output=fallback_output)
+    messages = [message_from_json(m) for m in raw.get("messages") or []]
     return AgentRunResult(
         success=bool(raw.get("success", True)),
         output=str(raw.get("output", fallback_output)),
-        messages=[message_from_json(m) for m in raw.get("messages") or []],
+        messages=messages,
         token_usage=usage_from_json(raw.get("tokenUsage")),
-        tool_calls=[record_from_json(r) for r in raw.get("toolCalls") or []],
+        tool_calls=records_from_json(raw.get("toolCalls") or [], messages),
         turns=int(raw.get("turns", 0)),
     )
 
@@ -317,14 +355,19 @@ def runner_from_json(raw: Json) -> RunnerState:
     budget_exceeded = raw.get("budgetExceeded") is True
     # A runner that completed over its budget did not succeed (RN-04 #7), whatever else it says.
     ended_over_budget = phase == "completed" and budget_exceeded
+    conversation = tuple(message_from_json(m) for m in raw["conversationMessages"])
+    pending = tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ())
+    # The records of this round's commits pair with results not in the conversation yet.
+    committed: list[ContentBlock] = [p.commit.block for p in pending if p.commit is not None]
+    paired = (*conversation, Message("user", committed)) if committed else conversation
     return RunnerState(
         phase=phase,
-        conversation=tuple(message_from_json(m) for m in raw["conversationMessages"]),
+        conversation=conversation,
         messages=tuple(message_from_json(m) for m in raw["messages"]),
         turns=int(raw["turns"]),
         token_usage=usage_from_json(raw["tokenUsage"]),
-        tool_calls=tuple(record_from_json(r) for r in raw["toolCalls"]),
-        pending=tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ()),
+        tool_calls=tuple(records_from_json(raw["toolCalls"], paired)),
+        pending=pending,
         final_output=str(raw.get("finalOutput", "")),
         success=bool(raw.get("success", True)) and not ended_over_budget,
         budget_exceeded=budget_exceeded,

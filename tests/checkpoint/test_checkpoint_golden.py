@@ -101,6 +101,8 @@ def test_v1_with_run_id_typed_fields() -> None:
             input={"series": "energy-density", "from": 2019, "to": 2025},
             output="Rendered chart 'energy density 2019-2025' (1x1 preview).",
             duration_ms=388,
+            # OMA's record has no id: it is the call's whose result it records (messages[1]).
+            tool_call_id="toolu_01HGvJXq6n3kE1p3WdQy8ZtR",
         )
     ]
     assert [m.role for m in result.messages] == ["assistant", "user", "assistant"]

@@ -38,7 +38,13 @@ def rounds(n: int) -> tuple[tuple[Message, ...], tuple[ToolCallRecord, ...]]:
         messages.append(Message("assistant", [ToolUseBlock(f"c{i}", "echo", {"i": i})]))
         messages.append(Message("user", [ToolResultBlock(f"c{i}", output(i))]))
         records.append(
-            ToolCallRecord(tool_name="echo", input={"i": i}, output=output(i), duration_ms=i)
+            ToolCallRecord(
+                tool_name="echo",
+                input={"i": i},
+                output=output(i),
+                duration_ms=i,
+                tool_call_id=f"c{i}",
+            )
         )
     return tuple(messages), tuple(records)
 

@@ -251,7 +251,7 @@ def test_rich_results_round_trip_in_completed_and_in_flight_state() -> None:
         messages=(turn,),
         turns=1,
         token_usage=TokenUsage(10, 5),
-        tool_calls=(replace(record, tool_call_id=""),),
+        tool_calls=(record,),
         pending=(
             PendingCall(call=call, commit=ToolCommit(block=rich, record=record)),
             PendingCall(call=other),
@@ -262,7 +262,7 @@ def test_rich_results_round_trip_in_completed_and_in_flight_state() -> None:
         output="done",
         messages=[turn, Message("user", [rich]), Message("assistant", [TextBlock("done")])],
         token_usage=TokenUsage(20, 9),
-        tool_calls=[replace(record, tool_call_id="")],
+        tool_calls=[record],
         turns=2,
     )
     snapshot = make_snapshot(

@@ -10,7 +10,6 @@ and review the diff before committing it.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from checkpoint_support import GOLDEN_DIR, PNG_BASE64, T0, T1, T2
@@ -106,6 +105,7 @@ def build_written_snapshot() -> CheckpointSnapshot:
                 input={"series": "revenue"},
                 output="chart rendered",
                 duration_ms=412,
+                tool_call_id=chart.id,
             )
         ],
         turns=2,
@@ -127,7 +127,7 @@ def build_written_snapshot() -> CheckpointSnapshot:
         messages=(turn,),
         turns=1,
         token_usage=TokenUsage(640, 45),
-        tool_calls=(replace(fetch_record, tool_call_id=""),),
+        tool_calls=(fetch_record,),
         pending=(
             PendingCall(
                 call=fetch,
