@@ -3,30 +3,40 @@
 ``history`` lists every restorable point of a journal-first run (``run_history``); ``fork``
 starts a new run at one of them (``fork_run``: no model call, the parent untouched); ``cancel``
 cancels through the run record (``RunLedger.cancel``: the live owner is fenced out, a later
-restore is refused); ``delete`` removes a run's checkpoint, history anchors and run record, and
-refuses a live run (its record running under a lease that has not expired), whose owner would
-write them again. Errors are one line on stderr and exit code 2.
+restore is refused); ``delete`` removes a run's checkpoint, history anchors, run record and
+journal (its rows in a database store; the JSONL file its snapshot names when no other run
+shares it), and refuses a live run (its record running under a lease that has not expired),
+whose owner would write them again. Errors are one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import aiofiles.os
+
 from oma_actors import open_store
-from oma_actors.checkpoint import checkpoint_key, fork_run, run_history
+from oma_actors.checkpoint import Checkpoint, checkpoint_key, fork_run, run_history
 from oma_actors.cli.store_option import add_store_option, reading
-from oma_actors.journal import JsonlRunJournal
+from oma_actors.cli.tail import named_file
+from oma_actors.errors import CheckpointError
+from oma_actors.journal import JsonlRunJournal, open_journal
+from oma_actors.journal.jsonl_marks import marks_path
+from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.readable import to_iso
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.stores import parse_store_uri
 
 if TYPE_CHECKING:
     import argparse
 
     from rich.console import Console
 
+    from oma_actors.checkpoint import CheckpointSnapshot
     from oma_actors.journal import RunJournal
     from oma_actors.stores import AtomicStore
 
@@ -62,7 +72,10 @@ def add_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _journal_option(fork)
     for name, text in (
         ("cancel", "cancel a run through its run record: its owner is fenced out"),
-        ("delete", "delete a run's checkpoint, history and record; refuses a live run"),
+        (
+            "delete",
+            "delete a run's checkpoint, history, record and journal; refuses a live run",
+        ),
     ):
         verb = actions.add_parser(name, help=text, description=text)
         verb.add_argument("run_id", metavar="RUN", help="the run id")
@@ -97,7 +110,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
             record = await RunLedger(MemoryStoreRunStore(store)).cancel(args.run_id)
             console.out(f"{record.run_id}: {record.status} (fencing token {record.fencing_token})")
             return 0
-        return await _delete(store, args.run_id, console)
+        return await _delete(store, args, console)
 
 
 async def _history(args: argparse.Namespace, console: Console) -> int:
@@ -122,7 +135,8 @@ async def _history(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-async def _delete(store: AtomicStore, run_id: str, console: Console) -> int:
+async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console) -> int:
+    run_id = args.run_id
     runs = MemoryStoreRunStore(store)
     record = await runs.get(run_id)
     now = datetime.now(UTC)
@@ -133,19 +147,62 @@ async def _delete(store: AtomicStore, run_id: str, console: Console) -> int:
             f"{to_iso(lease.expires_at)}): cancel it first"
         )
         return 2
+    try:
+        snapshot = await Checkpoint(store, run_id=run_id).load_latest()
+    except CheckpointError:
+        snapshot = None  # unreadable: deleted all the same, its journal file left alone
     keys = [checkpoint_key(run_id)]
     # The run's own keys alone (a database store holds every run's).
     keys += [entry.key for entry in await store.list(prefix=f"{_HISTORY_PREFIX}{run_id}/")]
     found = [key for key in keys if await store.get(key) is not None]
-    if not found and record is None:
-        _fail(f"no run {run_id!r} in this store")
-        return 2
+    # The run's state first, its journal after: a delete cut short leaves no snapshot without
+    # the journal it depends on, only events a later delete still finds.
     for key in found:
         await store.delete(key)
     if record is not None:
         await runs.delete(run_id)
-    console.out(f"deleted run {run_id}: {len(found)} snapshot(s), record: {record is not None}")
+    journal = await _delete_journal(args.store, run_id, snapshot)
+    if not found and record is None and journal is None:
+        _fail(f"no run {run_id!r} in this store")
+        return 2
+    console.out(
+        f"deleted run {run_id}: {len(found)} snapshot(s), record: {record is not None}, "
+        f"journal: {journal or 'none'}"
+    )
     return 0
+
+
+async def _delete_journal(
+    store_uri: str, run_id: str, snapshot: CheckpointSnapshot | None
+) -> str | None:
+    """Delete the run's journal where its store keeps it; what was done (``None``: none found).
+
+    A database store keeps it in its own journal table (D15): the run's rows go. Beside a file
+    store it is the JSONL file the snapshot names: removed with its dispatch marks when every
+    event in it is the run's, kept when other runs share it (their lines cannot be taken out
+    while another process may append), which the summary says.
+    """
+    if parse_store_uri(store_uri).kind in ("sqlite", "postgresql"):
+        table = open_journal(store_uri)
+        try:
+            count = await table.delete_run(run_id) if isinstance(table, SqlRunJournal) else 0
+        finally:
+            await table.close()
+        return f"{count} event(s)" if count else None
+    path = named_file(snapshot) if snapshot is not None else None
+    if path is None or not await aiofiles.os.path.isfile(path):
+        return None
+    reader = JsonlRunJournal(path, flush_interval_ms=0)
+    try:
+        others = {event.run_id for event in await reader.read_from(0)} - {run_id}
+    finally:
+        await reader.close()
+    if others:
+        return f"{path} kept (it holds other runs' events too)"
+    for name in (path, marks_path(path)):
+        with contextlib.suppress(FileNotFoundError):
+            await aiofiles.os.remove(name)
+    return f"{path} removed"
 
 
 def _journal(uri: str | None) -> RunJournal | None:

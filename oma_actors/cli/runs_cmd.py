@@ -23,7 +23,7 @@ from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
-from oma_actors.cli.tail import database_journal, with_tail
+from oma_actors.cli.tail import database_journal, named_file, with_tail
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.runs import list_runs
 from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors.checkpoint import CheckpointSnapshot, CheckpointSummary
+    from oma_actors.checkpoint import CheckpointSummary
     from oma_actors.runs import RunSummary
 
 
@@ -115,7 +115,7 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     view = await with_tail(
         snapshot, journal=args.journal, skip=args.no_journal, store_uri=args.store
     )
-    path = args.journal or _named_file(view.snapshot)
+    path = args.journal or named_file(view.snapshot)
     journal = None
     if not args.no_journal and path is not None and await aiofiles.os.path.exists(path):
         journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
@@ -143,13 +143,6 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
     return 0
-
-
-def _named_file(snapshot: CheckpointSnapshot) -> str | None:
-    """The JSONL journal file the snapshot names (``journalRef.path``), if any."""
-    ref = snapshot.raw.get("journalRef")
-    path = ref.get("path") if isinstance(ref, dict) else None
-    return path if isinstance(path, str) and path else None
 
 
 def _merge(

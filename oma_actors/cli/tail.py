@@ -54,6 +54,13 @@ def add_journal_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def named_file(snapshot: CheckpointSnapshot) -> str | None:
+    """The JSONL journal file the snapshot names (``journalRef.path``), if any."""
+    ref = snapshot.raw.get("journalRef")
+    path = ref.get("path") if isinstance(ref, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
 def database_journal(snapshot: CheckpointSnapshot, store_uri: str | None) -> RunJournal | None:
     """The journal in the database of ``store_uri`` when the snapshot names that one (the
     caller closes it); ``None`` when it names a file, or a journal of another database."""

@@ -19,8 +19,9 @@ from oma_actors import (
     Team,
     ToolContext,
     define_tool,
+    open_store,
 )
-from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal import SqliteRunJournal, open_journal
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
 from oma_actors.stores import FileStore
@@ -45,23 +46,27 @@ def answer(messages: list[Message], options: ChatOptions) -> LLMResponse:
     return LLMResponse([TextBlock("done")])
 
 
-async def journal_first_run(root: Path) -> None:
+async def journal_first_run(
+    root: Path, *, run_id: str = "r1", store_uri: str | None = None, journal_uri: str | None = None
+) -> None:
+    """A journal-first run: by default a FileStore and a JSONL journal in ``root``."""
+
     async def echo(args: Empty, ctx: ToolContext) -> str:
         return "ok"
 
     tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
-    journal = JsonlRunJournal(root / "run.jsonl", flush_interval_ms=0)
-    store = FileStore(root / "state.json")
-    try:
-        result = await OpenMultiAgent().run_tasks(
-            team, [Task("a", "x", assignee="w", id="t0")],
-            checkpoint=CheckpointOptions(store=store, run_id="r1"),
-            journal=JournalOptions(journal),
-        )  # fmt: skip
-    finally:
-        await journal.close()
-        await store.aclose()  # gives the file's lock back: the CLI below writes it
+    journal = open_journal(journal_uri or str(root / "run.jsonl"))
+    # Leaving the store gives the file's lock back: the CLI writes it after.
+    async with open_store(store_uri or str(root / "state.json")) as store:
+        try:
+            result = await OpenMultiAgent().run_tasks(
+                team, [Task("a", "x", assignee="w", id="t0")],
+                checkpoint=CheckpointOptions(store=store, run_id=run_id),
+                journal=JournalOptions(journal),
+            )  # fmt: skip
+        finally:
+            await journal.close()
     assert result.success
 
 
@@ -134,6 +139,55 @@ def test_delete_refuses_a_live_run_and_cancel_then_delete_removes_it(tmp_path: P
     assert "__oma_checkpoint__/r1/" not in text
     assert "__oma_history__/r1/" not in text
     assert "__oma_run__/r1" not in text
+    # Its journal file held it alone: removed, with its dispatch marks.
+    assert f"journal: {tmp_path / 'run.jsonl'} removed" in deleted.stdout
+    assert not (tmp_path / "run.jsonl").exists()
+    assert not (tmp_path / "run.jsonl.marks").exists()
     again = oma("runs", "delete", "r1", "--store", str(path))
     assert again.returncode == 2
     assert "no run 'r1'" in again.stderr
+
+
+def test_delete_keeps_a_journal_file_other_runs_share(tmp_path: Path) -> None:
+    asyncio.run(journal_first_run(tmp_path, run_id="r1"))
+    asyncio.run(journal_first_run(tmp_path, run_id="r2"))
+    deleted = oma("runs", "delete", "r1", "--store", str(tmp_path / "state.json"))
+    assert deleted.returncode == 0, deleted.stderr
+    assert "kept (it holds other runs' events too)" in deleted.stdout
+    assert oma("runs", "history", "r2", "--store", str(tmp_path / "state.json")).returncode == 0
+
+
+def test_delete_takes_the_run_s_rows_out_of_its_database_journal(tmp_path: Path) -> None:
+    # D15: a SQLite store keeps its runs' journal in its own database; deleting the run leaves
+    # none of its events there (a run id used again would show them), the other run's stay.
+    uri = f"sqlite:///{tmp_path}/state.db"
+    for run in ("r1", "r2"):
+        asyncio.run(journal_first_run(tmp_path, run_id=run, store_uri=uri, journal_uri=uri))
+
+    async def events(run_id: str) -> int:
+        journal = SqliteRunJournal(str(tmp_path / "state.db"))
+        try:
+            return len(await journal.read_run(run_id))
+        finally:
+            await journal.close()
+
+    before = asyncio.run(events("r1"))
+    assert before > 0
+    deleted = oma("runs", "delete", "r1", "--store", uri)
+    assert deleted.returncode == 0, deleted.stderr
+    assert f"journal: {before} event(s)" in deleted.stdout
+    assert asyncio.run(events("r1")) == 0
+    assert asyncio.run(events("r2")) > 0
+    assert oma("runs", "delete", "r1", "--store", uri).returncode == 2  # nothing of it left
+
+    async def cut_short(run_id: str) -> None:  # a delete that took the state but not the journal
+        async with open_store(uri) as store:
+            for entry in await store.list():
+                if run_id in entry.key:
+                    await store.delete(entry.key)
+
+    asyncio.run(cut_short("r2"))
+    finished = oma("runs", "delete", "r2", "--store", uri)
+    assert finished.returncode == 0, finished.stderr
+    assert "0 snapshot(s), record: False, journal: " in finished.stdout
+    assert asyncio.run(events("r2")) == 0
