@@ -66,7 +66,7 @@ from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
-from oma_actors.keyspace import checkpoint_key
+from oma_actors.keyspace import checkpoint_key, history_prefix
 from oma_actors.stores.base import ConditionalStore, one_document
 from oma_actors.stores.redacting import redactor_of
 
@@ -168,6 +168,10 @@ class RunWriter:
         emit: receives ``CheckpointSaved`` / ``CheckpointSaveFailed``.
         revision: successful saves before this attempt (a restored snapshot's revision).
         fence: the run's lease, when it has a run store: every write is fenced by it.
+        replaces: a fresh run: whatever run its key holds (a finished one, or one the caller
+            chose to overwrite) is replaced whole, its history included. Before the first write
+            lands, the run's history anchors are deleted and the latest snapshot it overwrites
+            is not kept as one: the history of the run id is this run's alone (D17).
     """
 
     def __init__(
@@ -177,8 +181,10 @@ class RunWriter:
         emit: Callable[[ProgressEvent], None],
         revision: int = 0,
         fence: Fence | None = None,
+        replaces: bool = False,
     ) -> None:
         self._checkpoint = checkpoint
+        self._replacing = replaces
         self._emit = emit
         self._revision = revision
         self._fence = fence
@@ -440,13 +446,17 @@ class RunWriter:
         self._last_size = len(text)
         try:
             store = self._checkpoint.store
+            if self._replacing:
+                await self._forget_replaced(store, snapshot.run_id)
             if (
                 (anchor is not None or self._journal is not None)
                 and self._fence is None
                 and isinstance(store, ConditionalStore)
                 and self._checkpoint.key == checkpoint_key(snapshot.run_id)
             ):
-                return await self._store_latest_anchor(store, text, snapshot, anchor)
+                outcome = await self._store_latest_anchor(store, text, snapshot, anchor)
+                self._replacing = self._replacing and not isinstance(outcome, Saved)
+                return outcome
             self._latest_written = None  # this path writes the latest snapshot on its own
             if not self._predecessor_kept:
                 # A previous attempt may have left its newest anchor as the latest snapshot
@@ -469,7 +479,23 @@ class RunWriter:
             # No read-back to "confirm" the write: a store may serve reads from a cache that
             # already holds the value its failed flush never made durable (FileStore, FS-08).
             return Unknown(f"{type(exc).__name__}: {exc}")
+        self._replacing = False
         return Saved(snapshot.revision)
+
+    async def _forget_replaced(self, store: MemoryStore, run_id: str) -> None:
+        """Delete the history anchors of the run this fresh run replaces (``replaces``).
+
+        Its latest snapshot, which may be its newest anchor still uncopied, is overwritten by
+        this write and not copied (``_predecessor_kept``, ``_latest_written``). Repeated until
+        a write lands: a failed first write may have deleted some and kept the latest.
+        """
+        # A key holding no run has no history to forget: a new run id costs one read, not a
+        # listing of a store holding many runs.
+        if await store.get(self._checkpoint.key) is not None:
+            for entry in await store.list(prefix=history_prefix(run_id)):
+                await store.delete(entry.key)
+        self._predecessor_kept = True
+        self._latest_written = None
 
     async def _keep_latest_anchor(self, store: MemoryStore) -> None:
         """Copy the run's latest snapshot to its history key when it is an uncopied anchor."""
@@ -500,8 +526,9 @@ class RunWriter:
         """
         previous: Put | MemoryEntry | None = self._latest_written
         self._latest_written = None
-        if previous is None:
-            # Only the first compaction of an attempt reads: what a predecessor left there.
+        if previous is None and not self._replacing:
+            # Only the first compaction of an attempt reads: what a predecessor left there
+            # (the run a fresh run replaces keeps no anchor).
             previous = await store.get(self._checkpoint.key)
         writes: list[Write] = []
         if previous is not None:

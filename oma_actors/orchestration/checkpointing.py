@@ -258,7 +258,7 @@ def new_checkpointing(
     """
     checkpoint = Checkpoint(resolved.store, key=resolved.key, run_id=run_id)
     return RunCheckpointing(
-        writer=RunWriter(checkpoint, emit=emit, fence=fence),
+        writer=RunWriter(checkpoint, emit=emit, fence=fence, replaces=True),
         mode=mode,
         identity=new_identity(run_id, attempt),
         goal=goal,

@@ -50,7 +50,12 @@ class JournalView:
     """A run's journal events grouped by task: turns, calls, results and attempts."""
 
     def __init__(self, run_id: str, events: Sequence[JournalEvent]) -> None:
-        """Group ``events`` of run ``run_id`` (others are ignored) by task, in seq order."""
+        """Group ``events`` of run ``run_id`` (others are ignored) by task, in seq order.
+
+        Only the run's current life counts: a fresh run given the id of a run it replaced (a
+        finished one, or one overwritten) starts with a ``run/start`` of attempt 1, and the
+        events before it, still in a journal file other runs share, are that other run's.
+        """
         self._turns: dict[str, list[_Turn]] = {}
         self._attempts: dict[str, set[int]] = {}
         self._results: dict[str, dict[str, list[tuple[int, str, bool]]]] = {}
@@ -61,10 +66,8 @@ class JournalView:
         self._approval_of: dict[tuple[str, str], str] = {}
         self._verdicts: dict[str, str] = {}
         calls = self._calls
-        for event in sorted(events, key=lambda e: e.seq):
+        for event in current_life(run_id, events):
             task = event.task_id
-            if event.run_id != run_id:
-                continue
             if event.type.startswith("approval/"):
                 self._approval(event.type, event.data)  # decisions are run-scoped (no task)
             if task is None:
@@ -228,3 +231,15 @@ def _mark(
         start = call.started[-1]
         return made("running" if start == current else "outcome unknown", start, None, False)
     return call_from_state(call.call_id, call.tool_name, None, item, attempt=call.attempt)
+
+
+def current_life(run_id: str, events: Sequence[JournalEvent]) -> list[JournalEvent]:
+    """The events of ``run_id`` from its latest fresh start on, in seq order.
+
+    A fresh run starts with ``run/start`` at attempt 1; a restore's start, and a fork's first
+    (it continues its parent's attempts), have a later attempt. Without a fresh start in
+    ``events`` (a fork, or a journal cut below it) every event of the run counts.
+    """
+    mine = sorted((e for e in events if e.run_id == run_id), key=lambda e: e.seq)
+    starts = [i for i, e in enumerate(mine) if e.type == "run/start" and e.attempt == 1]
+    return mine[starts[-1] :] if starts else mine

@@ -1,0 +1,55 @@
+"""A fresh run given the id of a finished run replaces it whole, its history included (D17).
+
+``run_tasks`` on a key holding a finished run simply replaces it (D12: a nightly job reusing its
+run id). The replaced run's history anchors must go with its snapshot: otherwise
+``run_history`` listed the old run's points as the new run's, ``state_at`` and ``fork_run``
+folded the old run's state under the new run's id, and every replaced run's anchors stayed in
+the store (in a FileStore's one document, parsed by every restore). The old run's events stay
+in a journal file other runs share; the timeline reads the new run's alone (``current_life``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from history_support import Effects, MemoryWorkspace, Workspace, make_team, run_journal_first
+
+from oma_actors.checkpoint import Checkpoint, run_history, state_at
+from oma_actors.errors import NotAHistoryPointError
+from oma_actors.keyspace import history_prefix
+from oma_actors.timeline import build_timeline
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+async def test_a_fresh_run_on_a_finished_run_s_id_has_only_its_own_history(
+    tmp_path: Path, kind: str
+) -> None:
+    space = Workspace(tmp_path) if kind == "file" else MemoryWorkspace(tmp_path)
+    first = await run_journal_first(space, make_team(3, 1, "idempotent", Effects()), 1)
+    assert first.success
+    old = await run_history(space.store(), "r1", journal=space.journal())
+    again = await run_journal_first(space, make_team(1, 1, "idempotent", Effects()), 1)
+    assert again.success
+
+    points = await run_history(space.store(), "r1", journal=space.journal())
+    started = points[0].seq
+    assert points[0].boundary == "admission"
+    assert started > old[-1].seq  # the new run's admission, above everything of the old run
+    assert [p.boundary for p in points].count("tool_commit") == 1  # one tool turn, not four
+    anchors = await space.store().list(prefix=history_prefix("r1"))
+    assert all(int(entry.key.rsplit("/", 1)[1]) >= started for entry in anchors)
+    with pytest.raises(NotAHistoryPointError):
+        await state_at(space.store(), "r1", old[3].seq, journal=space.journal())
+
+    # The journal file still holds the old run's lines; the timeline shows this run's turns.
+    snapshot = await Checkpoint(space.store(), run_id="r1").load_latest()
+    assert snapshot is not None
+    journal = space.journal()
+    try:
+        events = await journal.read_from(0)
+    finally:
+        await journal.close()
+    assert min(e.seq for e in events) < started
+    [lane] = build_timeline(snapshot, events).lanes
+    assert [[c.call_id for c in turn.calls] for turn in lane.turns] == [["c0-0"], []]
