@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors import open_store
 from oma_actors.checkpoint import Checkpoint, checkpoint_key, fork_run, run_history
-from oma_actors.cli.store_option import add_store_option, reading
-from oma_actors.cli.tail import named_file
-from oma_actors.errors import CheckpointError
+from oma_actors.cli.encryption import keyring_from_env, sealed_journal
+from oma_actors.cli.store_option import add_store_option, reading, writing
+from oma_actors.cli.tail import database_journal, named_file
+from oma_actors.errors import CheckpointError, CorruptStoreError
 from oma_actors.journal import JsonlRunJournal, open_journal
 from oma_actors.journal.jsonl_marks import marks_path
 from oma_actors.journal.sql import SqlRunJournal
@@ -33,6 +33,7 @@ from oma_actors.stores import parse_store_uri
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import AsyncIterator
 
     from rich.console import Console
 
@@ -98,12 +99,13 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """
     if args.action == "history":
         return await _history(args, console)
-    async with open_store(args.store) as store:
+    async with writing(args.store) as store:  # sealed with OMA_ENCRYPTION_KEYS when set
         if args.action == "fork":
-            journal = _journal(args.journal)
-            info = await fork_run(
-                store, args.run_id, at_seq=args.seq, new_run_id=args.new_run_id, journal=journal
-            )
+            async with _journal(store, args) as journal:
+                info = await fork_run(
+                    store, args.run_id, at_seq=args.seq, new_run_id=args.new_run_id,
+                    journal=journal,
+                )  # fmt: skip
             console.out(f"forked {info.parent_run_id} at seq {info.parent_seq} as {info.run_id}")
             return 0
         if args.action == "cancel":
@@ -114,8 +116,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 
 
 async def _history(args: argparse.Namespace, console: Console) -> int:
-    async with reading(args.store) as store:
-        points = await run_history(store, args.run_id, journal=_journal(args.journal))
+    async with reading(args.store) as store, _journal(store, args) as journal:
+        points = await run_history(store, args.run_id, journal=journal)
     if args.json:
         rows = [
             {
@@ -147,10 +149,13 @@ async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console
             f"{to_iso(lease.expires_at)}): cancel it first"
         )
         return 2
+    unreadable = False
     try:
         snapshot = await Checkpoint(store, run_id=run_id).load_latest()
-    except CheckpointError:
-        snapshot = None  # unreadable: deleted all the same, its journal file left alone
+    except (CheckpointError, CorruptStoreError):
+        # Deleted all the same; the journal file it names is not known (a sealed snapshot
+        # read without OMA_ENCRYPTION_KEYS, a damaged one), so it is left alone.
+        snapshot, unreadable = None, True
     keys = [checkpoint_key(run_id)]
     # The run's own keys alone (a database store holds every run's).
     keys += [entry.key for entry in await store.list(prefix=f"{_HISTORY_PREFIX}{run_id}/")]
@@ -161,10 +166,12 @@ async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console
         await store.delete(key)
     if record is not None:
         await runs.delete(run_id)
-    journal = await _delete_journal(args.store, run_id, snapshot)
+    journal = await _delete_journal(store, args.store, run_id, snapshot)
     if not found and record is None and journal is None:
         _fail(f"no run {run_id!r} in this store")
         return 2
+    if journal is None and unreadable:
+        journal = "not known (its snapshot could not be read), a journal file is left alone"
     console.out(
         f"deleted run {run_id}: {len(found)} snapshot(s), record: {record is not None}, "
         f"journal: {journal or 'none'}"
@@ -173,14 +180,15 @@ async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console
 
 
 async def _delete_journal(
-    store_uri: str, run_id: str, snapshot: CheckpointSnapshot | None
+    store: AtomicStore, store_uri: str, run_id: str, snapshot: CheckpointSnapshot | None
 ) -> str | None:
     """Delete the run's journal where its store keeps it; what was done (``None``: none found).
 
     A database store keeps it in its own journal table (D15): the run's rows go. Beside a file
     store it is the JSONL file the snapshot names: removed with its dispatch marks when every
-    event in it is the run's, kept when other runs share it (their lines cannot be taken out
-    while another process may append), which the summary says.
+    event in it is the run's and no other state in the store names it (a fork's child depends
+    on its parent's journal file before its first event: D15), kept otherwise (other runs'
+    lines cannot be taken out while another process may append), which the summary says.
     """
     if parse_store_uri(store_uri).kind in ("sqlite", "postgresql"):
         table = open_journal(store_uri)
@@ -199,16 +207,59 @@ async def _delete_journal(
         await reader.close()
     if others:
         return f"{path} kept (it holds other runs' events too)"
+    if await _named_elsewhere(store, path):
+        return f"{path} kept (another run's state names it)"
     for name in (path, marks_path(path)):
         with contextlib.suppress(FileNotFoundError):
             await aiofiles.os.remove(name)
     return f"{path} removed"
 
 
-def _journal(uri: str | None) -> RunJournal | None:
-    if uri is None:
-        return None
-    return JsonlRunJournal(uri.removeprefix("file://"), flush_interval_ms=0)
+async def _named_elsewhere(store: AtomicStore, path: str) -> bool:
+    """Whether a value left in ``store`` (the deleted run's are gone) names the journal ``path``
+    (a snapshot's or an anchor's ``journalRef``)."""
+    spelled = json.dumps(path, ensure_ascii=False)[1:-1]
+    for entry in await store.list():
+        if spelled not in entry.value:
+            continue  # most values: no parse
+        try:
+            ref = json.loads(entry.value).get("journalRef")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(ref, dict) and ref.get("path") == path:
+            return True
+    return False
+
+
+@contextlib.asynccontextmanager
+async def _journal(
+    store: AtomicStore, args: argparse.Namespace
+) -> AsyncIterator[RunJournal | None]:
+    """The journal of ``args.run_id`` to read, closed after; ``None``: the one its snapshot
+    names, which the history opens by itself.
+
+    ``--journal`` (a path or ``file://``), and with ``OMA_ENCRYPTION_KEYS`` also the journal the
+    snapshot names (a file, or its store's database journal), are opened sealed with those
+    keys: the history cannot open a sealed journal by itself (it has no keys).
+    """
+    keyring = keyring_from_env()
+    journal: RunJournal | None = None
+    if args.journal is not None:
+        path = args.journal.removeprefix("file://")
+        journal = sealed_journal(JsonlRunJournal(path, flush_interval_ms=0), keyring)
+    elif keyring is not None:
+        with contextlib.suppress(CheckpointError, CorruptStoreError):  # the history says it
+            snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
+            named = named_file(snapshot) if snapshot is not None else None
+            if named is not None:
+                journal = sealed_journal(JsonlRunJournal(named, flush_interval_ms=0), keyring)
+            elif snapshot is not None:
+                journal = database_journal(snapshot, args.store)
+    try:
+        yield journal
+    finally:
+        if journal is not None:
+            await journal.close()
 
 
 def _fail(message: str) -> None:

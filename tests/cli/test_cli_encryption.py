@@ -206,3 +206,59 @@ async def test_rotate_of_a_store_that_is_not_there_creates_none(tmp_path: Path) 
     assert done.returncode == 2
     assert f"no store file at {absent}" in done.stdout + done.stderr
     assert not absent.exists()
+
+
+async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_path: Path) -> None:
+    # ``oma runs history|fork|delete`` read and write through OMA_ENCRYPTION_KEYS like every
+    # other command: the history opens the sealed journal its snapshot names, the fork writes
+    # its child sealed, and the delete keeps the journal file the child depends on.
+    from test_cli_history import Empty, answer
+
+    from oma_actors import (
+        AgentConfig,
+        CheckpointOptions,
+        JournalOptions,
+        OpenMultiAgent,
+        Task,
+        Team,
+        ToolContext,
+        define_tool,
+    )
+    from oma_actors.testing import ScriptedAdapter
+
+    async def echo(args: Empty, ctx: ToolContext) -> str:
+        return SECRET
+
+    ring = KeyRing({"k": OLD}, active="k")
+    keys = key_file(tmp_path / "keys", k=OLD)
+    state, log = tmp_path / "state.json", tmp_path / "run.jsonl"
+    tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
+    inner = FileStore(state)
+    journal = EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring)
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            team, [Task("a", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=EncryptingStore(inner, ring), run_id="r1"),
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+    finally:
+        await journal.close()
+        await inner.aclose()
+    assert result.success
+
+    listed = oma("runs", "history", "r1", "--store", str(state), "--json", keys=keys)
+    assert listed.returncode == 0, listed.stderr
+    commit = next(p for p in json.loads(listed.stdout) if p["boundary"] == "tool_commit")
+    forked = oma(
+        "runs", "fork", "r1", "--at", str(commit["seq"]), "--as", "r2", "--store", str(state),
+        keys=keys,
+    )  # fmt: skip
+    assert forked.returncode == 0, forked.stderr
+    child = (await raw_values(state))["__oma_checkpoint__/r2/latest"]
+    assert child.startswith(PREFIX)
+    assert SECRET not in child
+    deleted = oma("runs", "delete", "r1", "--store", str(state), keys=keys)
+    assert deleted.returncode == 0, deleted.stderr
+    assert f"journal: {log} kept (another run's state names it)" in deleted.stdout
+    assert log.exists()
