@@ -320,6 +320,21 @@ def test_a_layout_grows_with_what_changed_not_with_the_conversation() -> None:
     assert rebuilt == rewrite.after
 
 
+def test_a_message_keeping_part_of_one_or_taking_another_role_is_no_keep() -> None:
+    # Its blocks are a prefix of one message of before (or all of them, under another role):
+    # recorded as "keep" it would come back whole, or as the other role, on restore.
+    text, use = TextBlock("look"), ToolUseBlock("c1", "search", {})
+    before = (Message("user", [TextBlock("go")]), Message("assistant", [text, use]))
+    for after in (
+        (before[0], Message("assistant", [text])),
+        (before[0], Message("user", [text, use])),
+    ):
+        layout = layout_of(before, after, [])
+        assert layout[1] != {"keep": [1, 1]}
+        rebuilt, _ = apply_layout(before, None, layout, [], 1)
+        assert rebuilt == after
+
+
 @pytest.mark.parametrize("layout", [None, [], [{"role": "user", "blocks": [[9, 0]]}],
                                     [{"role": "user", "blocks": [3]}],
                                     [{"role": "system", "blocks": [[0, 0]]}],

@@ -122,12 +122,26 @@ def test_content_hash_is_sha256_of_sorted_key_json() -> None:
         (0.000001, "0.000001"),
         (-0.0, "0"),
         (123456789.125, "123456789.125"),
+        (-70.5, "-70.5"),
+        (-1e21, "-1e+21"),
+        (-1e-7, "-1e-7"),
         (float("nan"), "null"),
         (float("inf"), "null"),
     ],
 )
 def test_numbers_are_laid_out_as_javascript_does(number: float, text: str) -> None:
     assert js_number(number) == text
+
+
+def test_a_negative_float_in_an_event_keeps_its_sign() -> None:
+    # A float leaves orjson's path for the reference writer, which lays numbers out itself.
+    assert js_dumps({"amount": -70.5, "n": [-1e21]}) == '{"amount":-70.5,"n":[-1e+21]}'
+
+
+@pytest.mark.parametrize("sort_keys", [False, True])
+def test_an_object_key_that_is_no_string_is_a_type_error_naming_it(sort_keys: bool) -> None:
+    with pytest.raises(TypeError, match="object key 1 is not a string"):
+        js_dumps({"a": 1.5, 1: "x"}, sort_keys=sort_keys)
 
 
 def test_strings_escape_as_json_stringify() -> None:
