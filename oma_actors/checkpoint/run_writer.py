@@ -381,6 +381,10 @@ class RunWriter:
             return await self._store(snapshot), snapshot
         watermark = run.watermark or 0
         if journal.journal_only(watermark, boundary):
+            if self._marked:
+                # A marked call that committed is forgotten: a later call a model names alike
+                # (an id is unique within one turn only, for some models) gets its own mark.
+                self._marked.intersection_update(run.dispatched_uncommitted())
             try:
                 await journal.commit(watermark)
                 if boundary == "tool_dispatch":
@@ -424,8 +428,8 @@ class RunWriter:
         marks = self._marks
         if marks is None:
             return
-        for task_id, agent, call_id in run.dispatched_uncommitted():
-            key = (task_id, agent, call_id)
+        for key in run.dispatched_uncommitted():
+            task_id, agent, call_id = key
             if key in self._marked:
                 continue
             await marks.mark(

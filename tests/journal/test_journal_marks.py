@@ -1,14 +1,35 @@
-"""Dispatch marks read back: a mark of the wrong shape is refused, and a closed journal takes
-none (a mark says "this call may have run: never run it again")."""
+"""Dispatch marks: a mark of the wrong shape is refused, a closed journal takes none (a mark
+says "this call may have run: never run it again"), and every unsafe dispatch of a run gets one."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from oma_actors.journal import InMemoryRunJournal, JournalClosedError
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TokenUsage,
+    ToolContext,
+    define_tool,
+)
+from oma_actors.journal import (
+    InMemoryRunJournal,
+    JournalClosedError,
+    JournalOptions,
+    JsonlRunJournal,
+)
 from oma_actors.journal.marks import DispatchMark, mark_from_json
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore
+from oma_actors.testing import ScriptedAdapter
 
 GOOD_MARK = {"runId": "r", "seq": 3, "taskId": "t", "agentName": "w", "callId": "c1"}
 
@@ -50,3 +71,37 @@ async def test_a_closed_in_memory_journal_refuses_a_dispatch_mark() -> None:
             DispatchMark(run_id="r", seq=1, task_id="t", agent_name="w", call_id="c")
         )
     assert await journal.marks_of("r") == []
+
+
+async def test_a_later_call_named_like_a_committed_one_gets_its_own_mark(tmp_path: Path) -> None:
+    # A model may name its calls alike in every turn (an id is unique within a turn only, for
+    # some). Each unsafe dispatch needs its own mark: with the first call's mark alone, a
+    # journal cut between the two dispatches would not show that the second may have run.
+    class Text(BaseModel):
+        text: str
+
+    async def pay(args: Text, ctx: ToolContext) -> str:
+        return "paid"
+
+    def model(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        n = sum(1 for m in messages if m.role == "assistant")
+        if n < 2:
+            use = ToolUseBlock("c", "pay", {"text": f"turn {n}"})
+            return LLMResponse([use], stop_reason="tool_use", usage=TokenUsage(1, 1))
+        return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
+
+    tool = define_tool(name="pay", description="d", input_model=Text, execute=pay, effect="unsafe")
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(model), tools=[tool])])
+    journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            team, [Task("a", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=FileStore(tmp_path / "state.json"), run_id="r"),
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+        assert result.success
+        marks = await journal.marks_of("r")
+    finally:
+        await journal.close()
+    assert [mark.call_id for mark in marks] == ["c", "c"]
+    assert marks[0].seq < marks[1].seq
