@@ -87,7 +87,9 @@ def open_journal_ref(ref: Mapping[str, Any] | None, store: object = None) -> Run
         # Its payloads are sealed (EncryptingJournal): read without the keys, every event
         # would fail the fold, and the keys are the caller's to give, never the snapshot's.
         raise JournalUnavailableError(
-            ref, "the journal is sealed: pass journal=EncryptingJournal(<journal>, <keyring>)"
+            ref,
+            "the journal is sealed: pass journal=EncryptingJournal(<journal>, <keyring>) (oma: "
+            "set OMA_ENCRYPTION_KEYS)",
         )
     if kind == "JsonlRunJournal":
         path = ref.get("path")

@@ -247,6 +247,9 @@ async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_p
         await inner.aclose()
     assert result.success
 
+    unkeyed = oma("runs", "history", "r1", "--store", str(state))
+    assert unkeyed.returncode == 2
+    assert "set OMA_ENCRYPTION_KEYS" in unkeyed.stderr  # the CLI's way to give the keys
     listed = oma("runs", "history", "r1", "--store", str(state), "--json", keys=keys)
     assert listed.returncode == 0, listed.stderr
     commit = next(p for p in json.loads(listed.stdout) if p["boundary"] == "tool_commit")
