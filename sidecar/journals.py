@@ -43,6 +43,7 @@ from oma_actors.journal import (
     open_journal,
     read_run,
 )
+from oma_actors.journal.open import DATABASE_STORE_KINDS
 from oma_actors.journal.postgres import PostgresRunJournal
 from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.stores import parse_store_uri
@@ -89,8 +90,6 @@ def journal_name(run_id: str) -> str:
 
 
 FILE_KIND = "file"
-DATABASE_KINDS = frozenset({"sqlite", "postgresql"})
-"""Store kinds whose database holds its runs' journals (``open_journal``)."""
 
 
 class RunJournals:
@@ -118,7 +117,7 @@ class RunJournals:
     def keeps(kind: str) -> bool:
         """Whether a store of ``kind`` keeps run journals (a file store beside it, a database
         in it)."""
-        return kind == FILE_KIND or kind in DATABASE_KINDS
+        return kind == FILE_KIND or kind in DATABASE_STORE_KINDS
 
     def path_of(self, run_id: str, store_uri: str) -> str | None:
         """Where the JSONL journal of a run checkpointing to ``store_uri`` is (``None``: a
@@ -196,7 +195,7 @@ class RunJournals:
         Raises:
             StoreError: the run's database journal could not be read.
         """
-        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
+        if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
             journal = await self.database(store_uri)
             if not self.enabled and not await journal.read_run(run_id):
                 return None
@@ -225,7 +224,7 @@ class RunJournals:
             journal = self._databases.get(store_uri)
             if journal is None:
                 opened = open_journal(store_uri)
-                assert isinstance(opened, SqlRunJournal)  # DATABASE_KINDS: the SQL journals
+                assert isinstance(opened, SqlRunJournal)  # DATABASE_STORE_KINDS: the SQL journals
                 journal = self._databases[store_uri] = opened
             return journal
 
@@ -295,7 +294,7 @@ class RunJournals:
             JournalFileError: the file exists and could not be removed.
             StoreError: the database failed; nothing was removed.
         """
-        if parse_store_uri(store_uri).kind in DATABASE_KINDS:
+        if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
             return await (await self.database(store_uri)).delete_run(run_id) > 0
         path = self.path_of(run_id, store_uri)
         if path is None:

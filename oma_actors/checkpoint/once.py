@@ -138,13 +138,7 @@ def restore_records(
         )
     calls = _calls(messages)
     return [
-        record_from_json_once(
-            item,
-            calls.get(block.tool_use_id),
-            block,
-            tool_call_id=block.tool_use_id,
-            is_error=block.is_error,
-        )
+        record_from_json_once(item, calls.get(block.tool_use_id), block)
         for item, block in zip(items, blocks, strict=True)
     ]
 

@@ -67,7 +67,7 @@ from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.keyspace import checkpoint_key, history_prefix
-from oma_actors.stores.base import ConditionalStore, one_document
+from oma_actors.stores.base import ConditionalStore, Remove, one_document
 from oma_actors.stores.redacting import redactor_of
 
 if TYPE_CHECKING:
@@ -450,19 +450,21 @@ class RunWriter:
         self._last_size = len(text)
         try:
             store = self._checkpoint.store
-            if self._replacing:
-                await self._forget_replaced(store, snapshot.run_id)
+            replaced = await self._replaced_anchors(store, snapshot.run_id)
             if (
                 (anchor is not None or self._journal is not None)
                 and self._fence is None
                 and isinstance(store, ConditionalStore)
                 and self._checkpoint.key == checkpoint_key(snapshot.run_id)
             ):
-                outcome = await self._store_latest_anchor(store, text, snapshot, anchor)
-                self._replacing = self._replacing and not isinstance(outcome, Saved)
+                outcome = await self._store_latest_anchor(store, text, snapshot, anchor, replaced)
+                if isinstance(outcome, Saved):
+                    self._replaced()
                 return outcome
             self._latest_written = None  # this path writes the latest snapshot on its own
-            if not self._predecessor_kept:
+            for key in replaced:
+                await store.delete(key)
+            if not self._predecessor_kept and not self._replacing:
                 # A previous attempt may have left its newest anchor as the latest snapshot
                 # (``_store_latest_anchor``); this writer never does on these paths, so only
                 # its first write can overwrite one: copied first, never lost.
@@ -483,23 +485,27 @@ class RunWriter:
             # No read-back to "confirm" the write: a store may serve reads from a cache that
             # already holds the value its failed flush never made durable (FileStore, FS-08).
             return Unknown(f"{type(exc).__name__}: {exc}")
-        self._replacing = False
+        self._replaced()
         return Saved(snapshot.revision)
 
-    async def _forget_replaced(self, store: MemoryStore, run_id: str) -> None:
-        """Delete the history anchors of the run this fresh run replaces (``replaces``).
+    async def _replaced_anchors(self, store: MemoryStore, run_id: str) -> list[str]:
+        """The history anchors of the run a fresh run replaces (``replaces``), to remove with
+        its first write; ``[]`` once a write landed.
 
-        Its latest snapshot, which may be its newest anchor still uncopied, is overwritten by
-        this write and not copied (``_predecessor_kept``, ``_latest_written``). Repeated until
-        a write lands: a failed first write may have deleted some and kept the latest.
+        The replaced run's latest snapshot, which may be its newest anchor still uncopied, is
+        overwritten by that write and not copied. Asked again until a write lands: a failed
+        first write may have removed some anchors and kept the latest.
         """
         # A key holding no run has no history to forget: a new run id costs one read, not a
         # listing of a store holding many runs.
-        if await store.get(self._checkpoint.key) is not None:
-            for entry in await store.list(prefix=history_prefix(run_id)):
-                await store.delete(entry.key)
+        if not self._replacing or await store.get(self._checkpoint.key) is None:
+            return []
+        return [entry.key for entry in await store.list(prefix=history_prefix(run_id))]
+
+    def _replaced(self) -> None:
+        """A write landed: the run the key held is gone, and nothing of it is left to keep."""
+        self._replacing = False
         self._predecessor_kept = True
-        self._latest_written = None
 
     async def _keep_latest_anchor(self, store: MemoryStore) -> None:
         """Copy the run's latest snapshot to its history key when it is an uncopied anchor."""
@@ -517,8 +523,10 @@ class RunWriter:
         text: str,
         snapshot: CheckpointSnapshot,
         anchor: Boundary | None,
+        replaced: Sequence[str] = (),
     ) -> SaveOutcome:
-        """Write the latest snapshot as its own newest anchor; copy the one it overwrites.
+        """Write the latest snapshot as its own newest anchor; copy the one it overwrites;
+        remove the ``replaced`` anchors of a run the write replaces, in the same batch.
 
         A journal-first compaction's anchor (D17) is, until the next compaction, the run's
         latest snapshot itself: its metadata carries the anchor's summary (``latest_anchor``)
@@ -534,7 +542,7 @@ class RunWriter:
             # Only the first compaction of an attempt reads: what a predecessor left there
             # (the run a fresh run replaces keeps no anchor).
             previous = await store.get(self._checkpoint.key)
-        writes: list[Write] = []
+        writes: list[Write] = [Remove(key) for key in replaced]
         if previous is not None:
             copy = uncopied_anchor(previous.key, previous.value, previous.metadata)
             if copy is not None:

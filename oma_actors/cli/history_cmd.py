@@ -22,10 +22,11 @@ import aiofiles.os
 from oma_actors.checkpoint import Checkpoint, checkpoint_key, fork_run, run_history
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.store_option import add_store_option, reading, writing
-from oma_actors.cli.tail import database_journal, named_file
+from oma_actors.cli.tail import named_file, named_journal
 from oma_actors.errors import CheckpointError, CorruptStoreError
 from oma_actors.journal import JsonlRunJournal, open_journal
 from oma_actors.journal.jsonl_marks import marks_path
+from oma_actors.journal.open import DATABASE_STORE_KINDS
 from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.readable import to_iso
 from oma_actors.runs import MemoryStoreRunStore, RunLedger
@@ -190,7 +191,7 @@ async def _delete_journal(
     on its parent's journal file before its first event: D15), kept otherwise (other runs'
     lines cannot be taken out while another process may append), which the summary says.
     """
-    if parse_store_uri(store_uri).kind in ("sqlite", "postgresql"):
+    if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
         table = open_journal(store_uri)
         try:
             count = await table.delete_run(run_id) if isinstance(table, SqlRunJournal) else 0
@@ -242,19 +243,14 @@ async def _journal(
     snapshot names (a file, or its store's database journal), are opened sealed with those
     keys: the history cannot open a sealed journal by itself (it has no keys).
     """
-    keyring = keyring_from_env()
     journal: RunJournal | None = None
     if args.journal is not None:
         path = args.journal.removeprefix("file://")
-        journal = sealed_journal(JsonlRunJournal(path, flush_interval_ms=0), keyring)
-    elif keyring is not None:
+        journal = sealed_journal(JsonlRunJournal(path, flush_interval_ms=0), keyring_from_env())
+    elif keyring_from_env() is not None:
         with contextlib.suppress(CheckpointError, CorruptStoreError):  # the history says it
             snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
-            named = named_file(snapshot) if snapshot is not None else None
-            if named is not None:
-                journal = sealed_journal(JsonlRunJournal(named, flush_interval_ms=0), keyring)
-            elif snapshot is not None:
-                journal = database_journal(snapshot, args.store)
+            journal = None if snapshot is None else named_journal(snapshot, args.store)
     try:
         yield journal
     finally:

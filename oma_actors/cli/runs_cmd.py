@@ -23,7 +23,7 @@ from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
-from oma_actors.cli.tail import database_journal, named_file, with_tail
+from oma_actors.cli.tail import named_journal, with_tail
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.runs import list_runs
 from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
@@ -115,12 +115,11 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     view = await with_tail(
         snapshot, journal=args.journal, skip=args.no_journal, store_uri=args.store
     )
-    path = args.journal or named_file(view.snapshot)
     journal = None
-    if not args.no_journal and path is not None and await aiofiles.os.path.exists(path):
-        journal = sealed_journal(JsonlRunJournal(path), keyring_from_env())
-    elif not args.no_journal and args.journal is None:
-        journal = database_journal(view.snapshot, args.store)  # D15: in the store's database
+    if not args.no_journal and args.journal is not None:  # checked above: the file exists
+        journal = sealed_journal(JsonlRunJournal(args.journal), keyring_from_env())
+    elif not args.no_journal:  # the one the snapshot names: a file, or in its database (D15)
+        journal = named_journal(view.snapshot, args.store)
     if journal is not None:
         try:
             events = [e for e in await journal.read_from(0) if e.run_id == snapshot.run_id]

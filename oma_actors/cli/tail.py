@@ -77,6 +77,16 @@ def database_journal(snapshot: CheckpointSnapshot, store_uri: str | None) -> Run
     return sealed_journal(journal, keyring_from_env())
 
 
+def named_journal(snapshot: CheckpointSnapshot, store_uri: str | None) -> RunJournal | None:
+    """The journal the snapshot names, to read (the caller closes it), sealed with
+    ``OMA_ENCRYPTION_KEYS`` when set: its JSONL file (a missing one reads empty), or its
+    store's database journal; ``None`` when it names neither."""
+    path = named_file(snapshot)
+    if path is not None:
+        return sealed_journal(JsonlRunJournal(path, flush_interval_ms=0), keyring_from_env())
+    return database_journal(snapshot, store_uri)
+
+
 async def with_tail(
     snapshot: CheckpointSnapshot,
     *,

@@ -7,6 +7,7 @@ they cannot map rather than guessing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
@@ -177,10 +178,7 @@ def records_from_json(raw: Sequence[Any], messages: Sequence[Message]) -> list[T
         for index, (use, result) in enumerate(candidates):
             if use.input == record.input and text_of(result.content) == record.output:
                 del candidates[index]
-                record = ToolCallRecord(
-                    tool_name=record.tool_name, input=record.input, output=record.output,
-                    duration_ms=record.duration_ms, tool_call_id=use.id, is_error=result.is_error,
-                )  # fmt: skip
+                record = replace(record, tool_call_id=use.id, is_error=result.is_error)
                 break
         out.append(record)
     return out
@@ -210,12 +208,9 @@ def record_from_json_once(
     raw: Json,
     call: ToolUseBlock | None,
     result: ToolResultBlock,
-    *,
-    tool_call_id: str = "",
-    is_error: bool = False,
 ) -> ToolCallRecord:
-    """A record written by ``record_to_json_once``, or in full, its left-out members put back
-    (``tool_call_id`` and ``is_error`` as for ``record_from_json``).
+    """A record written by ``record_to_json_once``, or in full, its left-out members put back;
+    its ``tool_call_id`` and ``is_error`` are those of ``result``, the result it records.
 
     Raises:
         CheckpointError: ``toolName`` or ``input`` is left out but the call is unknown.
@@ -230,7 +225,7 @@ def record_from_json_once(
         full.setdefault("toolName", call.name)
         full.setdefault("input", call.input)
     full.setdefault("output", text_of(result.content))
-    return record_from_json(full, tool_call_id=tool_call_id, is_error=is_error)
+    return record_from_json(full, tool_call_id=result.tool_use_id, is_error=result.is_error)
 
 
 def result_to_json(result: AgentRunResult) -> Json:

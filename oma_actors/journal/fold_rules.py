@@ -494,7 +494,7 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
             is_error=block.is_error,
         )
     # Journal-first, the record leaves out what its call and its result hold (issue 19).
-    return record_from_json_once(raw, call, block, tool_call_id=call.id, is_error=block.is_error)
+    return record_from_json_once(raw, call, block)
 
 
 def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:

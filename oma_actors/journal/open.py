@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from oma_actors.journal.sql import SqlRunJournal
 
 
+DATABASE_STORE_KINDS = frozenset({"sqlite", "postgresql"})
+"""Store kinds (``parse_store_uri``) whose database keeps its runs' journals (``open_journal``
+of the store's URI is a ``SqlRunJournal``)."""
+
+
 def journal_beside(store: object) -> SqlRunJournal | None:
     """The journal in ``store``'s own database (opened on first use), or ``None`` for a store
     whose database keeps none (memory, file, Redis, a wrapper)."""
@@ -66,4 +71,4 @@ def open_journal(uri: str) -> RunJournal:
     )
 
 
-__all__ = ["journal_beside", "open_journal"]
+__all__ = ["DATABASE_STORE_KINDS", "journal_beside", "open_journal"]

@@ -13,10 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from history_support import Effects, MemoryWorkspace, Workspace, make_team, run_journal_first
+from history_support import (
+    Effects,
+    MemoryWorkspace,
+    Workspace,
+    make_team,
+    run_journal_first,
+    tasks,
+)
 
+from oma_actors import CheckpointOptions, OpenMultiAgent
 from oma_actors.checkpoint import Checkpoint, run_history, state_at
-from oma_actors.errors import NotAHistoryPointError
+from oma_actors.errors import NoHistoryError, NotAHistoryPointError
 from oma_actors.keyspace import history_prefix
 from oma_actors.timeline import build_timeline
 
@@ -53,3 +61,23 @@ async def test_a_fresh_run_on_a_finished_run_s_id_has_only_its_own_history(
     assert min(e.seq for e in events) < started
     [lane] = build_timeline(snapshot, events).lanes
     assert [[c.call_id for c in turn.calls] for turn in lane.turns] == [["c0-0"], []]
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+async def test_a_fresh_run_without_a_journal_leaves_none_of_the_old_run_s_history(
+    tmp_path: Path, kind: str
+) -> None:
+    # Saved in OMA's mode, the new run writes its snapshots on the path that keeps no anchor
+    # in the snapshot's own batch: the old run's anchors go there too, and its latest snapshot
+    # (its newest anchor, still uncopied) is overwritten, not kept as one.
+    space = Workspace(tmp_path) if kind == "file" else MemoryWorkspace(tmp_path)
+    assert (await run_journal_first(space, make_team(3, 1, "idempotent", Effects()), 1)).success
+    assert await space.store().list(prefix=history_prefix("r1"))
+    again = await OpenMultiAgent().run_tasks(
+        make_team(1, 1, "idempotent", Effects()), tasks(1),
+        checkpoint=CheckpointOptions(store=space.store(), run_id="r1"),
+    )  # fmt: skip
+    assert again.success
+    assert await space.store().list(prefix=history_prefix("r1")) == []
+    with pytest.raises(NoHistoryError):
+        await run_history(space.store(), "r1", journal=space.journal())

@@ -201,6 +201,7 @@ def test_a_results_record_reads_as_record_from_json_once(raw: Any) -> None:
         return  # the record rebuilt from the call (no record on OMA's event): not a fast path
     block = block_from_json(result)
     assert isinstance(block, ToolResultBlock)
-    expected = record_from_json_once(raw, CALL, block, tool_call_id="c1", is_error=True)
+    expected = record_from_json_once(raw, CALL, block)
+    assert (expected.tool_call_id, expected.is_error) == ("c1", True)  # its result's
     assert commit.record == expected
     assert commit.record.input is not CALL.input  # a copy, as record_from_json makes
