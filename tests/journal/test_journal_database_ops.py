@@ -4,12 +4,15 @@ and on PostgreSQL a wake-up when a run's rows commit (LISTEN/NOTIFY), never befo
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import TYPE_CHECKING
 
 import pytest
 
+from oma_actors.errors import StoreError
 from oma_actors.journal import JournalDuplicateError, PostgresRunJournal, SqliteRunJournal
 from oma_actors.journal.marks import DispatchMark
+from oma_actors.journal.sqlite import JOURNAL_TABLE
 from oma_actors.testing.journal_contract import events
 
 if TYPE_CHECKING:
@@ -84,3 +87,28 @@ async def test_postgres_journal_wakes_a_listener_when_rows_commit(
     finally:
         await journal.close()
     assert seen_rows == [1, 2]
+
+
+async def test_sqlite_journal_fails_a_batch_the_database_refuses_for_another_reason(
+    tmp_path: Path,
+) -> None:
+    """A row refused by something other than a stored key (here a trigger; a CHECK or a
+    full disk's constraint alike) fails the append that carries it: it is never counted as
+    appended, nor taken for a duplicate, and the rows beside it in its batch are not kept."""
+    path = tmp_path / "state.db"
+    journal = SqliteRunJournal(path)
+    try:
+        await journal.append(events("a", [1]))  # creates the table
+        with sqlite3.connect(path) as connection:
+            connection.execute(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON {JOURNAL_TABLE}"
+                " WHEN NEW.seq = 3 BEGIN SELECT RAISE(ABORT, 'refused by policy'); END"
+            )
+        with pytest.raises(StoreError, match="refused by policy"):
+            await journal.append(events("a", [2, 3]))
+        assert [e.seq for e in await journal.read_run("a")] == [1]
+        # The journal goes on: a later append the database accepts lands.
+        await journal.append(events("a", [2]))
+        assert [e.seq for e in await journal.read_run("a")] == [1, 2]
+    finally:
+        await journal.close()
