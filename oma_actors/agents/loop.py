@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
+from oma_actors.agents.call_ids import distinct_call_ids, transcript_call_ids
 from oma_actors.agents.context import ContextRewrite, ContextStrategyError
 from oma_actors.agents.facts import (
     Answered,
@@ -111,8 +112,11 @@ async def drive(state: RunnerState, ctx: LoopContext, opening: Facts = ()) -> Ru
     model request reports it, so the journal records the prompt once, with the request.
 
     A failed model call ends the run unsuccessfully (``success=False``, with ``retryable`` set
-    from the error) instead of raising; cancellation propagates.
+    from the error) instead of raising; cancellation propagates. Each response's tool call ids
+    are made unique in the task's transcript first (``agents.call_ids``).
     """
+    # The transcript (``messages``) keeps what a context strategy dropped from the conversation.
+    used = transcript_call_ids((*state.conversation, *state.messages))
     while True:
         if state.phase == "completed":
             return state
@@ -148,6 +152,7 @@ async def drive(state: RunnerState, ctx: LoopContext, opening: Facts = ()) -> Ru
             return failed(state, str(exc), retryable=exc.retryable)
         except Exception as exc:  # an adapter bug must fail this task, not the whole run
             return failed(state, f"{type(exc).__name__}: {exc}", retryable=True)
+        response = distinct_call_ids(response, used)
         spent = state.budget_exceeded
         state = after_response(state, response, max_token_budget=ctx.max_token_budget)
         answer: tuple[Fact, ...] = (

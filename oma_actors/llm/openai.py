@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.domain.messages import (
@@ -155,12 +154,7 @@ class OpenAIAdapter(SDKAdapter):
             except openai.OpenAIError as err:
                 raise _to_llm_error(err) from err
 
-        completion = await self._retried(attempt)
-        used = {
-            block.id for message in messages for block in message.content
-            if isinstance(block, ToolUseBlock)
-        }  # fmt: skip
-        return _from_completion(completion, options, used)
+        return _from_completion(await self._retried(attempt), options)
 
 
 def _to_params(message: Message) -> list[ChatCompletionMessageParam]:
@@ -243,10 +237,9 @@ def _image_url(image: ImageBlock) -> str:
     raise ConfigurationError("an ImageBlock needs data or url")
 
 
-def _from_completion(
-    completion: ChatCompletion, options: ChatOptions, used: set[str]
-) -> LLMResponse:
-    """The response; a call id in ``used`` (the conversation's) gets a fresh one (``_tool_use``)."""
+def _from_completion(completion: ChatCompletion, options: ChatOptions) -> LLMResponse:
+    """The response as our blocks (a call id the server omits is ``""``: the agent loop gives
+    it, like one the server repeats, a fresh one: ``oma_actors.agents.call_ids``)."""
     # The SDK does not validate responses: missing fields arrive as None, so check by value.
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
@@ -258,7 +251,7 @@ def _from_completion(
         content.append(TextBlock(text))
     for call in getattr(message, "tool_calls", None) or []:
         if getattr(call, "type", None) == "function":
-            content.append(_tool_use(call, used))
+            content.append(_tool_use(call))
     finish = getattr(choices[0], "finish_reason", None)
     has_calls = any(isinstance(block, ToolUseBlock) for block in content)
     if has_calls and finish in (None, "stop"):
@@ -278,24 +271,15 @@ def _from_completion(
     )
 
 
-def _tool_use(call: object, used: set[str]) -> ToolUseBlock:
-    """The call, its id made unique in the conversation (``used``, which it joins).
-
-    Some compatible servers omit ids, or number each response's calls from ``0`` again: a
-    repeated id would pair a result with the wrong call, and give two effects one idempotency
-    key (``run:task:toolCallId``, RN-09), so the second would be taken for a retry of the first.
-    A fresh id is recorded with the answer, so a restore and the provider both see it.
-    """
+def _tool_use(call: object) -> ToolUseBlock:
+    """The call as a block; its id ``""`` when the server gave none."""
     function = getattr(call, "function", None)
     name = getattr(function, "name", None)
     raw = getattr(function, "arguments", None)
     if not isinstance(name, str):
         raise ProviderError(PROVIDER, "tool call without a function name", status=200)
     id_ = getattr(call, "id", None)
-    if not isinstance(id_, str) or not id_ or id_ in used:
-        id_ = f"call_{uuid.uuid4().hex}"
-    used.add(id_)
-    return ToolUseBlock(id_, name, _arguments(raw))
+    return ToolUseBlock(id_ if isinstance(id_, str) else "", name, _arguments(raw))
 
 
 def _arguments(raw: object) -> dict[str, Any]:

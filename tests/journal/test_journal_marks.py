@@ -20,6 +20,7 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
+from oma_actors.errors import OverloadedError
 from oma_actors.journal import (
     InMemoryRunJournal,
     JournalClosedError,
@@ -74,19 +75,24 @@ async def test_a_closed_in_memory_journal_refuses_a_dispatch_mark() -> None:
 
 
 async def test_a_later_call_named_like_a_committed_one_gets_its_own_mark(tmp_path: Path) -> None:
-    # A model may name its calls alike in every turn (an id is unique within a turn only, for
-    # some). Each unsafe dispatch needs its own mark: with the first call's mark alone, a
-    # journal cut between the two dispatches would not show that the second may have run.
+    # A task's retry starts a fresh conversation, where a model may name its call like the
+    # failed attempt's committed one (the loop keeps ids unique within one conversation only).
+    # Each unsafe dispatch needs its own mark: with the first call's mark alone, a journal cut
+    # between the two dispatches would not show that the second may have run.
     class Text(BaseModel):
         text: str
 
     async def pay(args: Text, ctx: ToolContext) -> str:
         return "paid"
 
+    answers = iter(["pay", "fail", "pay", "done"])
+
     def model(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-        n = sum(1 for m in messages if m.role == "assistant")
-        if n < 2:
-            use = ToolUseBlock("c", "pay", {"text": f"turn {n}"})
+        step = next(answers)
+        if step == "fail":
+            raise OverloadedError("scripted", "try again later")
+        if step == "pay":
+            use = ToolUseBlock("c", "pay", {"text": "once"})
             return LLMResponse([use], stop_reason="tool_use", usage=TokenUsage(1, 1))
         return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
 
@@ -95,11 +101,11 @@ async def test_a_later_call_named_like_a_committed_one_gets_its_own_mark(tmp_pat
     journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
     try:
         result = await OpenMultiAgent().run_tasks(
-            team, [Task("a", "x", assignee="w", id="t0")],
+            team, [Task("a", "x", assignee="w", id="t0", max_retries=1)],
             checkpoint=CheckpointOptions(store=FileStore(tmp_path / "state.json"), run_id="r"),
             journal=JournalOptions(journal, durable=True),
         )  # fmt: skip
-        assert result.success
+        assert result.success, result.status
         marks = await journal.marks_of("r")
     finally:
         await journal.close()
