@@ -78,6 +78,18 @@ def history_prefix(run_id: str) -> str:
     return f"{HISTORY_KEY_PREFIX}{run_id}/"
 
 
+def is_history_key_of(run_id: str, key: str) -> bool:
+    """Whether ``key`` is a history anchor of ``run_id`` itself.
+
+    A run id may hold ``/``: the anchors of ``a/b`` (``__oma_history__/a/b/<12 digits>``) lie
+    under the prefix of ``a`` too, and must never be taken for ``a``'s (a replaced or deleted
+    ``a`` would delete ``a/b``'s history). ``a``'s own keys are its prefix and 12 digits.
+    """
+    prefix = history_prefix(run_id)
+    watermark = key[len(prefix) :]
+    return key.startswith(prefix) and len(watermark) == 12 and watermark.isdigit()
+
+
 def history_key(run_id: str, watermark: int) -> str:
     """The history anchor of ``run_id`` whose journal watermark is ``watermark``.
 

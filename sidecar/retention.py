@@ -25,7 +25,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from oma_actors.keyspace import approval_key, checkpoint_key, history_prefix, run_record_key
+from oma_actors.checkpoint import history_keys
+from oma_actors.keyspace import approval_key, checkpoint_key, run_record_key
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.approvals import ledger_module
@@ -92,8 +93,7 @@ class RunDeleter:
         store = await self._stores.get(record.store_uri)
         keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
         # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
-        anchors = history_prefix(run_id)
-        keys.extend(entry.key for entry in await store.list(prefix=anchors))
+        keys.extend(await history_keys(store, run_id))
         module = ledger_module()
         if module is not None:
             rows = await module.DurableApprovalLedger(store).list(run_id=run_id)

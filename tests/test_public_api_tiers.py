@@ -40,7 +40,7 @@ PINNED: dict[str, list[str]] = {
         "CheckpointSummary", "CompletedTask", "DEFAULT_CHECKPOINT_KEY", "Discarded", "FoldResult",
         "Folded", "ForkInfo", "HistoryPoint", "InFlightTask", "NotSaved", "RunIdentity", "RunMode",
         "RunWriter", "Save", "SaveOutcome", "Saved", "Unknown", "checkpoint_key", "decode",
-        "encode", "fold_tail", "fork_run", "is_checkpoint_key", "list_checkpoints",
+        "encode", "fold_tail", "fork_run", "history_keys", "is_checkpoint_key", "list_checkpoints",
         "mark_started_unsafe", "read_journal_tail", "run_history", "state_at", "tail_read_from",
     ],
     "oma_actors.errors": [

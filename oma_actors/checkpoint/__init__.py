@@ -1,5 +1,6 @@
 """Checkpoints: the typed snapshot, its OMA-compatible codec, keys, and the run's one writer."""
 
+from oma_actors.checkpoint.anchors import history_keys
 from oma_actors.checkpoint.codec import decode, encode
 from oma_actors.checkpoint.fork import ForkInfo, fork_run
 from oma_actors.checkpoint.history import HistoryPoint, run_history, state_at
@@ -51,6 +52,7 @@ __all__ = [
     "encode",
     "fold_tail",
     "fork_run",
+    "history_keys",
     "is_checkpoint_key",
     "list_checkpoints",
     "mark_started_unsafe",

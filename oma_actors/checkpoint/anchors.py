@@ -20,14 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CheckpointError
 from oma_actors.journal.fold import tail_read_from
-from oma_actors.keyspace import history_key
+from oma_actors.keyspace import history_key, history_prefix, is_history_key_of
 from oma_actors.stores.base import Put
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.domain.snapshot import CheckpointSnapshot
+    from oma_actors.stores.base import MemoryEntry, MemoryStore
 
 SUMMARY = "history"
 """The metadata member holding the summary."""
@@ -185,3 +187,19 @@ def uncopied_anchor(key: str, value: str, metadata: Mapping[str, Any] | None) ->
             f"the latest snapshot {key!r} holds a malformed anchor summary"
         ) from exc
     return Put(target, value, dict(metadata or {}))
+
+
+async def history_entries(store: MemoryStore, run_id: str) -> list[MemoryEntry]:
+    """The stored history anchors of ``run_id``, in key order (a run whose id continues
+    ``run_id/`` keeps its own: ``keyspace.is_history_key_of``)."""
+    return [
+        entry
+        for entry in await list_under(store, history_prefix(run_id))
+        if is_history_key_of(run_id, entry.key)
+    ]
+
+
+async def history_keys(store: MemoryStore, run_id: str) -> list[str]:
+    """The keys of the stored history anchors of ``run_id`` (D17), in key order: what a
+    deletion of the run removes beside its checkpoint."""
+    return [entry.key for entry in await history_entries(store, run_id)]

@@ -32,7 +32,7 @@ from oma_actors.approvals import (
     get_approval_record,
     require_atomic_store,
 )
-from oma_actors.checkpoint.anchors import latest_anchor
+from oma_actors.checkpoint.anchors import history_entries, latest_anchor
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.history import load_timeline
 from oma_actors.checkpoint.journal_path import mark_started_unsafe
@@ -41,9 +41,8 @@ from oma_actors.clock import to_iso, utcnow
 from oma_actors.domain.snapshot import ForkedFrom
 from oma_actors.errors import CheckpointError
 from oma_actors.journal.ref import THROUGH_MEMBER
-from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
+from oma_actors.keyspace import checkpoint_key, history_key
 from oma_actors.stores.base import Expect, is_conditional_store
-from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
@@ -125,7 +124,7 @@ async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
     # Any anchor of the id refuses it (a history of another run's would mix with the child's);
     # the child's keys alone are listed. On a conditional store the write checks its own keys
     # again, atomically (``apply``): a fork racing this one is refused there.
-    if await list_under(store, history_prefix(child_id)):
+    if await history_entries(store, child_id):
         raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, summarize
+from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, history_entries, summarize
 from oma_actors.checkpoint.codec import decode
 from oma_actors.clock import from_iso
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
@@ -56,8 +56,7 @@ from oma_actors.journal.event import (
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, StartedCall, fold_tail, tail_read_from
 from oma_actors.journal.ref import open_journal_ref
-from oma_actors.keyspace import checkpoint_key, history_key, history_prefix
-from oma_actors.stores.prefix import list_under
+from oma_actors.keyspace import checkpoint_key, history_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -289,7 +288,7 @@ async def _anchors(
             # The newest anchor, not yet copied: the latest snapshot is it (``anchors``).
             newest = _summary(entry.key, entry.value, entry.metadata, run_id)
             newest = replace(newest, key=history_key(run_id, newest.watermark))
-    for entry in await list_under(store, history_prefix(run_id)):
+    for entry in await history_entries(store, run_id):
         values[entry.key] = entry.value
         found.append(_summary(entry.key, entry.value, entry.metadata, run_id))
     if newest is not None and latest is not None and newest.key not in values:

@@ -58,7 +58,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from oma_actors.checkpoint.anchors import anchor_put, latest_anchor, uncopied_anchor
+from oma_actors.checkpoint.anchors import (
+    anchor_put,
+    history_keys,
+    latest_anchor,
+    uncopied_anchor,
+)
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
@@ -66,7 +71,7 @@ from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
-from oma_actors.keyspace import checkpoint_key, history_prefix
+from oma_actors.keyspace import checkpoint_key
 from oma_actors.stores.base import ConditionalStore, Remove, one_document
 from oma_actors.stores.redacting import redactor_of
 
@@ -500,7 +505,7 @@ class RunWriter:
         # listing of a store holding many runs.
         if not self._replacing or await store.get(self._checkpoint.key) is None:
             return []
-        return [entry.key for entry in await store.list(prefix=history_prefix(run_id))]
+        return await history_keys(store, run_id)
 
     def _replaced(self) -> None:
         """A write landed: the run the key held is gone, and nothing of it is left to keep."""

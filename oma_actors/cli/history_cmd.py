@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import aiofiles.os
 
-from oma_actors.checkpoint import Checkpoint, checkpoint_key, fork_run, run_history
+from oma_actors.checkpoint import Checkpoint, checkpoint_key, fork_run, history_keys, run_history
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.store_option import add_store_option, reading, writing
 from oma_actors.cli.tail import named_file, named_journal
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from oma_actors.stores import AtomicStore
 
 ACTIONS = ("history", "fork", "cancel", "delete")
-# Spelled as the keyspace spells it; the CLI reads the store as a third party.
-_HISTORY_PREFIX = "__oma_history__/"
 
 
 def add_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -159,7 +157,7 @@ async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console
         snapshot, unreadable = None, True
     keys = [checkpoint_key(run_id)]
     # The run's own keys alone (a database store holds every run's).
-    keys += [entry.key for entry in await store.list(prefix=f"{_HISTORY_PREFIX}{run_id}/")]
+    keys += await history_keys(store, run_id)
     found = [key for key in keys if await store.get(key) is not None]
     # The run's state first, its journal after: a delete cut short leaves no snapshot without
     # the journal it depends on, only events a later delete still finds.

@@ -157,6 +157,25 @@ def test_delete_keeps_a_journal_file_other_runs_share(tmp_path: Path) -> None:
     assert oma("runs", "history", "r2", "--store", str(tmp_path / "state.json")).returncode == 0
 
 
+def test_delete_keeps_the_history_of_a_run_whose_id_continues_the_deleted_one(
+    tmp_path: Path,
+) -> None:
+    # "r1/x"'s anchors lie under the prefix of "r1": they are "r1/x"'s, not "r1"'s.
+    asyncio.run(journal_first_run(tmp_path, run_id="r1/x"))
+    asyncio.run(journal_first_run(tmp_path, run_id="r1"))
+    store = str(tmp_path / "state.json")
+    before = oma("runs", "history", "r1/x", "--store", store)
+    assert before.returncode == 0, before.stderr
+    deleted = oma("runs", "delete", "r1", "--store", store)
+    assert deleted.returncode == 0, deleted.stderr
+    after = oma("runs", "history", "r1/x", "--store", store)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout == before.stdout
+    text = (tmp_path / "state.json").read_text()
+    assert "__oma_history__/r1/x/" in text
+    assert "__oma_checkpoint__/r1/latest" not in text
+
+
 def test_delete_takes_the_run_s_rows_out_of_its_database_journal(tmp_path: Path) -> None:
     # D15: a SQLite store keeps its runs' journal in its own database; deleting the run leaves
     # none of its events there (a run id used again would show them), the other run's stay.

@@ -23,9 +23,9 @@ from history_support import (
 )
 
 from oma_actors import CheckpointOptions, OpenMultiAgent
-from oma_actors.checkpoint import Checkpoint, run_history, state_at
+from oma_actors.checkpoint import Checkpoint, history_keys, run_history, state_at
 from oma_actors.errors import NoHistoryError, NotAHistoryPointError
-from oma_actors.keyspace import history_prefix
+from oma_actors.keyspace import history_key, history_prefix, is_history_key_of
 from oma_actors.timeline import build_timeline
 
 
@@ -81,3 +81,39 @@ async def test_a_fresh_run_without_a_journal_leaves_none_of_the_old_run_s_histor
     assert await space.store().list(prefix=history_prefix("r1")) == []
     with pytest.raises(NoHistoryError):
         await run_history(space.store(), "r1", journal=space.journal())
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+async def test_replacing_a_run_keeps_the_history_of_a_run_whose_id_continues_its_own(
+    tmp_path: Path, kind: str
+) -> None:
+    # A run id may hold "/": the anchors of "r1/child" lie under the prefix of "r1" too.
+    space = Workspace(tmp_path) if kind == "file" else MemoryWorkspace(tmp_path)
+    team = make_team(3, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1, run_id="r1/child")).success
+    before = await run_history(space.store(), "r1/child", journal=space.journal())
+    kept = [e.key for e in await space.store().list(prefix=history_prefix("r1/child"))]
+    assert len(before) > 3
+    assert kept
+    with pytest.raises(NoHistoryError):  # "r1" has none: "r1/child"'s points are not its own
+        await run_history(space.store(), "r1", journal=space.journal())
+
+    for _ in range(2):  # the second run of "r1" replaces the first (and forgets its anchors)
+        assert (await run_journal_first(space, make_team(1, 1, "idempotent", Effects()), 1)).success
+
+    after = await run_history(space.store(), "r1/child", journal=space.journal())
+    assert [p.seq for p in after] == [p.seq for p in before]
+    assert [e.key for e in await space.store().list(prefix=history_prefix("r1/child"))] == kept
+    assert await history_keys(space.store(), "r1") != []  # "r1" has its own
+    assert not set(await history_keys(space.store(), "r1")) & set(kept)
+    await state_at(space.store(), "r1/child", before[1].seq, journal=space.journal())
+
+
+def test_a_history_key_is_its_run_s_only_when_the_rest_is_its_watermark() -> None:
+    assert is_history_key_of("a", history_key("a", 2))
+    assert not is_history_key_of("a", history_key("a/b", 2))
+    assert not is_history_key_of("a", history_key("a/000000000002", 2))
+    assert is_history_key_of("a/000000000002", history_key("a/000000000002", 2))
+    assert not is_history_key_of("a", history_prefix("a") + "2")
+    assert not is_history_key_of("a", history_prefix("a") + "00000000000x")
+    assert not is_history_key_of("ab", history_key("a", 2))
