@@ -44,8 +44,16 @@ the snapshot was built: a journal holding no event of the run from there on lost
 
 def durable_ref(described: Mapping[str, Any], *, through: int = 0) -> dict[str, Any]:
     """The ``journalRef`` of a journal-first run: the journal's ``describe()``, marked durable,
-    with ``through`` (when known) the highest seq of the run the journal holds now."""
+    with ``through`` (when known) the highest seq of the run the journal holds now.
+
+    A JSONL journal's path is made absolute: a restore opens the file its snapshot names by
+    itself, from whatever directory it runs in; a relative path read from another one named
+    another run's journal (or none), which the restore then folded and appended to.
+    """
     ref = {**described, DURABLE_MEMBER: True}
+    path = ref.get("path")
+    if ref.get("kind") == "JsonlRunJournal" and isinstance(path, str) and path:
+        ref["path"] = os.path.abspath(path)
     if through > 0:
         ref[THROUGH_MEMBER] = through
     return ref

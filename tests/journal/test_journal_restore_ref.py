@@ -61,6 +61,31 @@ async def test_restore_without_journal_opens_the_named_one_and_charges_once(
     assert attempts == {1, 2}  # the restore journaled into the journal it opened
 
 
+async def test_a_relative_journal_path_is_named_absolutely_for_a_restore_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The journal was given relative to the run's directory. A restore run from another
+    # directory that holds a journal of the same name (another run of this id) must open the
+    # run's own: read relative to the restore's directory it folded and appended to the other.
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    for directory in (run_dir, elsewhere):
+        directory.mkdir()
+    (elsewhere / "run.jsonl").write_text("")  # another run's journal, by the same name
+    monkeypatch.chdir(run_dir)
+    first = await crash_image(run_dir / "state.json", Path("run.jsonl"))
+    assert first.charges == ["c0", "c1"]
+    assert stored(run_dir / "state.json")["journalRef"]["path"] == str(run_dir / "run.jsonl")
+
+    monkeypatch.chdir(elsewhere)
+    result, again = await restore_charging(run_dir / "state.json")
+    assert again.charges == []  # c1's dispatch is in the run's own journal: not charged again
+    assert UNKNOWN in result.task_results["pay"].output
+    assert (elsewhere / "run.jsonl").read_text() == ""
+    lines = (run_dir / "run.jsonl").read_text().splitlines()
+    attempts = {json.loads(line)["attempt"] for line in lines}
+    assert attempts == {1, 2}
+
+
 async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
