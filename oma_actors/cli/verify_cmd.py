@@ -1,5 +1,8 @@
 """``oma verify JOURNAL [--json]``: audit a run journal offline (spec JR-21..JR-23).
 
+A journal may hold many runs (seqs are numbered per run): each run is verified on its own, the
+summary counts the runs, and every finding names its run and seq.
+
 Exit codes: 0 the journal verifies (inconclusive gaps alone are ok), 1 it has failures, 2 it
 cannot be read (missing file, a bad line that is not a torn trailing one, no valid event at
 all), with one line on stderr.
@@ -18,6 +21,7 @@ from oma_actors.cli.encryption import KEYS_ENV, keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.journal import JsonlRunJournal, verify_run
 from oma_actors.journal.encrypting import SEALED_FIELD
+from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
@@ -33,9 +37,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "verify",
         help="verify a run journal (JSONL): sequences, links, request block lineage",
         description=(
-            "Verify a JSONL run journal offline: strictly increasing sequences, every "
-            "sourceEventSeqs link, and that every block a model was shown is reproducible from "
-            "the journal. Exit 0 ok, 1 failures, 2 unreadable."
+            "Verify a JSONL run journal offline, each run it holds on its own: strictly "
+            "increasing sequences per run, every sourceEventSeqs link, and that every block a "
+            "model was shown is reproducible from the journal. Exit 0 ok, 1 failures, "
+            "2 unreadable."
         ),
     )
     verify.add_argument("journal", type=Path, metavar="JOURNAL", help="the .jsonl journal file")
@@ -83,6 +88,7 @@ def _as_json(result: VerifyResult) -> dict[str, object]:
         "failures": [_finding_json(f) for f in result.failures],
         "inconclusive": [_finding_json(f) for f in result.inconclusive],
         "stats": result.stats,
+        "runs": list(result.runs),
     }
 
 
@@ -95,9 +101,11 @@ def _finding_json(finding: VerifyFinding) -> dict[str, object]:
 
 def _print(result: VerifyResult, console: Console) -> None:
     stats = result.stats
+    runs = len(result.runs)
     console.out(
-        f"{'ok' if result.ok else 'FAILED'}: {stats['events']} events, {stats['requests']} "
-        f"requests, {stats['blocksChecked']} blocks checked",
+        f"{'ok' if result.ok else 'FAILED'}: {runs} run{'' if runs == 1 else 's'}, "
+        f"{stats['events']} events, {stats['requests']} requests, "
+        f"{stats['blocksChecked']} blocks checked",
         highlight=False,
     )
     for label, findings in (("failure", result.failures), ("inconclusive", result.inconclusive)):
@@ -109,6 +117,8 @@ def _print(result: VerifyResult, console: Console) -> None:
             )
             missing = f" missing {list(finding.missing_seqs)}" if finding.missing_seqs else ""
             console.out(
-                f"  {label}: seq {finding.seq} {finding.code}/{finding.reason}{where}{missing}",
+                # The run id comes from the file: never let it drive the terminal.
+                f"  {label}: run {terminal_safe(str(finding.run_id))} seq {finding.seq} "
+                f"{finding.code}/{finding.reason}{where}{missing}",
                 highlight=False,
             )

@@ -1,11 +1,19 @@
 """``verify_run``: audit a journal offline (spec JR-21..JR-23).
 
+Seqs are numbered per run (``seq`` is strictly increasing per ``runId``, spec 17.2), and a journal
+may hold many runs (one JSONL file for many runs, a fork child after its parent): every check
+below is applied to each run's own events, in the order the journal holds them, and a finding
+names its run. Within one run the checks are OMA's ``verifyRun`` (journal/verify.ts), which reads
+its input as a single stream.
+
 Three checks, in OMA's order: (1) sequence integrity: a repeated seq (``duplicate-sequence``) or a
 decrease (``out-of-order-sequence``) fails, forward gaps are legal, the first occurrence of a seq
 wins; (2) referential integrity of every ``sourceEventSeqs`` (and of ``context/replace``'s
 ``dropped`` and ``replacements``): a reference at or above the citing seq is a ``BROKEN_LINK``, a
 reference below it that the journal does not hold is an inconclusive gap (an evicted head is not
-an error); (3) every block of every ``llm/request`` must be reproducible from its lineage.
+an error); (3) every block of every ``llm/request`` must be reproducible from its lineage. A
+reference resolves only among its own run's events: another run's event of the same seq is not
+its source (a fork child's reference to its parent's events before the fork point is a gap).
 
 Not proven (JR-23): schema validity, turn pairing, run/start and run/end presence; redaction at
 write time can make correct blocks ``not-reproducible``.
@@ -14,7 +22,7 @@ write time can make correct blocks ``not-reproducible``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.journal.event import RECORDED_RESULT
@@ -39,6 +47,7 @@ class VerifyFinding:
         reason: ``duplicate-sequence``, ``out-of-order-sequence``, ``forward-reference``,
             ``missing-source`` (inconclusive), ``no-lineage``, ``not-reproducible``.
         seq: the event at fault.
+        run_id: the run the event belongs to (seqs are numbered per run).
         message_index: for a request block, its message.
         block_index: for a request block, its index in the message.
         missing_seqs: for a gap, the referenced seqs the journal does not hold.
@@ -47,6 +56,7 @@ class VerifyFinding:
     code: str
     reason: str
     seq: int
+    run_id: str | None = None
     message_index: int | None = None
     block_index: int | None = None
     missing_seqs: tuple[int, ...] = ()
@@ -54,12 +64,17 @@ class VerifyFinding:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyResult:
-    """The verdict: ``ok`` when there is no failure (inconclusive gaps alone are ok, JR-23)."""
+    """The verdict: ``ok`` when there is no failure (inconclusive gaps alone are ok, JR-23).
+
+    ``stats`` (OMA's: ``events``, ``requests``, ``blocksChecked``) counts the whole journal;
+    ``runs`` names the runs it holds, in the order of their first event.
+    """
 
     ok: bool
     failures: list[VerifyFinding] = field(default_factory=list)
     inconclusive: list[VerifyFinding] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
 
 
 async def verify_run(journal: RunJournal | Sequence[JournalEvent]) -> VerifyResult:
@@ -73,9 +88,41 @@ async def verify_run(journal: RunJournal | Sequence[JournalEvent]) -> VerifyResu
 
 
 def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
-    """``verify_run`` over events already read (pure)."""
+    """``verify_run`` over events already read (pure): each run's events verified on their own."""
+    by_run: dict[str, list[JournalEvent]] = {}
+    for event in events:
+        by_run.setdefault(event.run_id, []).append(event)
     failures: list[VerifyFinding] = []
     inconclusive: list[VerifyFinding] = []
+    requests = blocks_checked = 0
+    for run_id, run_events in by_run.items():
+        run = _verify_one_run(run_events)
+        failures += [replace(finding, run_id=run_id) for finding in run.failures]
+        inconclusive += [replace(finding, run_id=run_id) for finding in run.inconclusive]
+        requests += run.requests
+        blocks_checked += run.blocks_checked
+    stats = {"events": len(events), "requests": requests, "blocksChecked": blocks_checked}
+    return VerifyResult(
+        ok=not failures,
+        failures=failures,
+        inconclusive=inconclusive,
+        stats=stats,
+        runs=list(by_run),
+    )
+
+
+@dataclass(slots=True)
+class _RunVerdict:
+    failures: list[VerifyFinding] = field(default_factory=list)
+    inconclusive: list[VerifyFinding] = field(default_factory=list)
+    requests: int = 0
+    blocks_checked: int = 0
+
+
+def _verify_one_run(events: Sequence[JournalEvent]) -> _RunVerdict:
+    """The three checks over the events of one run, in journal order."""
+    verdict = _RunVerdict()
+    failures, inconclusive = verdict.failures, verdict.inconclusive
     by_seq: dict[int, JournalEvent] = {}
     accepted: list[JournalEvent] = []
     highest = 0
@@ -100,18 +147,16 @@ def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
                 _finding(BROKEN_LINK, "missing-source", event.seq, missing=tuple(missing))
             )
 
-    requests = blocks_checked = 0
     for event in accepted:
         if event.type != "llm/request":
             continue
-        requests += 1
+        verdict.requests += 1
         for block in event.data.get("blocks") or []:
-            blocks_checked += 1
+            verdict.blocks_checked += 1
             found = _check_block(event.seq, block, by_seq)
             if found is not None:
                 (inconclusive if found.missing_seqs else failures).append(found)
-    stats = {"events": len(events), "requests": requests, "blocksChecked": blocks_checked}
-    return VerifyResult(ok=not failures, failures=failures, inconclusive=inconclusive, stats=stats)
+    return verdict
 
 
 def _finding(

@@ -41,7 +41,7 @@ def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "ok": True, "failures": [], "inconclusive": [],
-        "stats": {"events": 2, "requests": 0, "blocksChecked": 0},
+        "stats": {"events": 2, "requests": 0, "blocksChecked": 0}, "runs": ["r"],
     }  # fmt: skip
 
     bad = tmp_path / "bad.jsonl"
@@ -52,9 +52,8 @@ def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
     assert [(f["code"], f["reason"], f["seq"]) for f in result["failures"]] == [
         ("SEQ_NOT_MONOTONIC", "duplicate-sequence", 1)
     ]
-    assert result["inconclusive"] == [
-        {"code": "BROKEN_LINK", "reason": "missing-source", "seq": 3, "missing_seqs": [2]}
-    ]
+    gap = {"code": "BROKEN_LINK", "reason": "missing-source", "seq": 3, "missing_seqs": [2]}
+    assert result["inconclusive"] == [{**gap, "run_id": "r"}]
     text = oma("verify", str(bad))
     assert text.returncode == 1
     assert "FAILED" in text.stdout
