@@ -11,26 +11,41 @@ Entries that cannot be opened (plaintext, a key id not in the ring, a failed tag
 they are and listed, and so are entries with a turn expiry (a compare-and-set would drop it);
 the command then exits 1 so that no key is dropped while something still needs it.
 
+Journal events are not re-sealed (a journal is append-only; a live run may be appending): the
+journals the store's runs depend on (the store's database journal, the JSONL files its
+snapshots name) are read, and every one holding events sealed under another key than the active
+one is listed as left, with the key ids, so that the keys stay in the ring while those journals
+are kept (a run whose journal events cannot be opened cannot be restored, shown or forked).
+
 Exit codes: 0 every value is under the active key; 1 some entries were left (listed);
 2 usage (no store file, a bad key file) or a store that cannot be opened.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oma_actors import open_store
+import aiofiles.os
+
+from oma_actors import open_journal, open_store
+from oma_actors.checkpoint import is_checkpoint_key
 from oma_actors.cli.store_option import add_store_option, missing_store
 from oma_actors.errors import CorruptStoreError
-from oma_actors.stores import EncryptingStore, KeyRing
+from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal.encrypting import SEALED_FIELD
+from oma_actors.journal.open import DATABASE_STORE_KINDS
+from oma_actors.stores import EncryptingStore, KeyRing, parse_store_uri
 
 if TYPE_CHECKING:
     import argparse
 
     from rich.console import Console
 
+    from oma_actors.journal import RunJournal
     from oma_actors.stores import AtomicStore
 
 
@@ -66,6 +81,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     keyring = KeyRing.from_file(args.keys)
     async with open_store(args.store) as store:
         done = await rotate(store, keyring)
+        journals = await journal_leftovers(args.store, store, keyring)
+    done = Rotation(done.resealed, done.current, done.raced, (*done.left, *journals))
     console.out(
         f"re-sealed {done.resealed} under {keyring.active!r}; already under it {done.current}; "
         f"rewritten meanwhile {done.raced}; left {len(done.left)}",
@@ -122,3 +139,58 @@ async def rotate(store: AtomicStore, keyring: KeyRing) -> Rotation:
             raced += 1
             entry = await store.get(key)
     return Rotation(resealed, current, raced, tuple(left))
+
+
+async def journal_leftovers(
+    store_uri: str, store: AtomicStore, keyring: KeyRing
+) -> tuple[tuple[str, str], ...]:
+    """The journals of ``store``'s runs holding events sealed under another key than the
+    active one: ``(journal, why)``, the key ids and how many events each (see the module
+    docstring). A journal that cannot be read is listed too: its keys are not known."""
+    left: list[tuple[str, str]] = []
+    for name, journal in await _journals_of(store_uri, store, keyring):
+        try:
+            keys = [_key_id(event.data, keyring) for event in await journal.read_from(0)]
+            stale = Counter(key_id for key_id in keys if key_id != keyring.active)
+        except (OSError, CorruptStoreError, ValueError) as exc:
+            left.append((name, f"journal not read ({exc}): its events' keys are not known"))
+            continue
+        finally:
+            await journal.close()
+        if stale:
+            ids = ", ".join(f"{count} under {key_id!r}" for key_id, count in sorted(stale.items()))
+            left.append((name, f"journal events are not re-sealed: {ids}; keep those keys"))
+    return tuple(left)
+
+
+def _key_id(data: dict[str, object], keyring: KeyRing) -> str:
+    """The key id an event's sealed payload names (``plaintext``: none)."""
+    envelope = data.get(SEALED_FIELD)
+    key_id = keyring.key_id_of(envelope) if isinstance(envelope, str) else None
+    return key_id or "plaintext"
+
+
+async def _journals_of(
+    store_uri: str, store: AtomicStore, keyring: KeyRing
+) -> list[tuple[str, RunJournal]]:
+    """The raw (unsealed) journals the store's runs depend on, each named once."""
+    found: dict[str, RunJournal] = {}
+    if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
+        found[f"journal in {store_uri}"] = open_journal(store_uri)  # its runs' journal
+    sealed = EncryptingStore(store, keyring)
+    for entry in await store.list():
+        if not is_checkpoint_key(entry.key):
+            continue
+        try:
+            ref = json.loads(sealed.open(entry.key, entry.value)).get("journalRef")
+        except (CorruptStoreError, ValueError, AttributeError):
+            continue  # listed by the rotation itself when it cannot be opened
+        path = ref.get("path") if isinstance(ref, dict) else None
+        if (
+            isinstance(path, str)
+            and path not in found
+            and ref.get("kind") == "JsonlRunJournal"
+            and await aiofiles.os.path.isfile(path)
+        ):
+            found[path] = JsonlRunJournal(path, flush_interval_ms=0)
+    return list(found.items())

@@ -265,3 +265,69 @@ async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_p
     assert deleted.returncode == 0, deleted.stderr
     assert f"journal: {log} kept (another run's state names it)" in deleted.stdout
     assert log.exists()
+
+
+async def _sealed_run(store: EncryptingStore, journal: EncryptingJournal) -> None:
+    from test_cli_history import Empty, answer
+
+    from oma_actors import (
+        AgentConfig,
+        CheckpointOptions,
+        JournalOptions,
+        OpenMultiAgent,
+        Task,
+        Team,
+        ToolContext,
+        define_tool,
+    )
+    from oma_actors.testing import ScriptedAdapter
+
+    async def echo(args: Empty, ctx: ToolContext) -> str:
+        return SECRET
+
+    tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
+    try:
+        result = await OpenMultiAgent().run_tasks(
+            team, [Task("a", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=store, run_id="r1"),
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+    finally:
+        await journal.close()
+    assert result.success
+
+
+async def test_rotate_lists_the_journals_still_sealed_under_an_old_key(tmp_path: Path) -> None:
+    # A journal is not re-sealed: the rotation must say which journals still need the old key
+    # (exit 1), or the old key is dropped and the run can no longer be restored or shown.
+    from oma_actors.journal import SqliteRunJournal
+    from oma_actors.stores import SqliteStore
+
+    ring = KeyRing({"old": OLD}, active="old")
+    state, log = tmp_path / "state.json", tmp_path / "run.jsonl"
+    inner = FileStore(state)
+    try:
+        await _sealed_run(
+            EncryptingStore(inner, ring),
+            EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring),
+        )
+    finally:
+        await inner.aclose()
+    database = tmp_path / "state.db"
+    sqlite = SqliteStore(database)
+    try:
+        await _sealed_run(
+            EncryptingStore(sqlite, ring), EncryptingJournal(SqliteRunJournal(database), ring)
+        )
+    finally:
+        await sqlite.aclose()
+    keys = key_file(tmp_path / "keys", new=NEW, old=OLD)
+
+    for store, journal in ((str(state), str(log)), (f"sqlite:///{database}", "journal in")):
+        done = await asyncio.to_thread(oma, "keys", "rotate", "--store", store, "--keys", str(keys))
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        [line] = [line for line in done.stdout.splitlines() if journal in line]
+        assert "journal events are not re-sealed" in line
+        assert "under 'old'; keep those keys" in line
+        assert "left 1" in done.stdout  # every store value was re-sealed, the journal left
