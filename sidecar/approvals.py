@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from oma_actors import ConfigurationError, StoreError
 from oma_actors.approvals import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.convert import timestamp
 from sidecar.events import approval_pb, canonical_json
+from sidecar.run_view import decision_pb, decision_row_from
 from sidecar.status import (
     DataLoss,
     FailedPrecondition,
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 HASH = re.compile(r"[0-9a-f]{64}")
-STATE_OF = {"approved": pb.APPROVAL_STATE_APPROVED, "rejected": pb.APPROVAL_STATE_REJECTED}
 DECISION_OF: dict[int, Literal["approve", "reject"]] = {
     pb.DecideApprovalRequest.DECISION_APPROVE: "approve",
     pb.DecideApprovalRequest.DECISION_REJECT: "reject",
@@ -115,24 +114,8 @@ class ApprovalDesk:
         approval = approval_pb(record.request, canonical_json(record.request))
         decision: ApprovalDecision | None = record.decision
         if decision is not None:
-            approval.state = STATE_OF.get(decision.decision, pb.APPROVAL_STATE_UNSPECIFIED)
-            approval.decision.CopyFrom(
-                pb.ApprovalDecision(
-                    request_id=decision.request_id,
-                    run_id=decision.run_id,
-                    scope=approval.scope,
-                    request_hash=decision.request_hash,
-                    decision=approval.state,
-                    reviewer=pb.Reviewer(
-                        id=decision.reviewer.id,
-                        display_name=decision.reviewer.display_name or "",
-                    ),
-                    decided_at=timestamp(decision.decided_at),
-                    edited_input_json=""
-                    if decision.edited_input is None
-                    else json.dumps(decision.edited_input, sort_keys=True),
-                )
-            )
+            approval.decision.CopyFrom(decision_pb(decision_row_from(decision)))
+            approval.state = approval.decision.decision
         return approval
 
     async def _visible_runs(self, caller: Principal | None) -> set[str] | None:

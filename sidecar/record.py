@@ -78,8 +78,32 @@ class TaskRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionRow:
+    """A decision on one of a run's approval requests, as its finished attempt reported it.
+
+    ``scope`` and ``decision`` are OMA's names (``tool_call``..., ``approved`` or
+    ``rejected``); ``edited_input_json`` is the JSON object an approval with edits runs the
+    tool call on (``""``: none), as the wire's ``ApprovalDecision`` has it.
+    """
+
+    request_id: str
+    run_id: str
+    scope: str
+    request_hash: str
+    decision: str
+    reviewer_id: str
+    reviewer_name: str = ""
+    decided_at: datetime
+    edited_input_json: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptResult:
-    """The result of a run's last finished attempt."""
+    """The result of a run's last finished attempt.
+
+    ``approval_decisions``: the decisions on the run's approval requests that the attempt
+    knew of (a resumed run's too), in OMA's order; none in a record from before they were kept.
+    """
 
     success: bool
     outcome: Outcome
@@ -87,6 +111,7 @@ class AttemptResult:
     input_tokens: int = 0
     output_tokens: int = 0
     plan_only: bool = False
+    approval_decisions: tuple[DecisionRow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,11 +8,17 @@ Schema 3 (``encode`` writes it)::
      "tasks": [{"id": "t1", "title": "...", "status": "pending", "assignee": "",
                 "depends_on": [], "result": ""}],
      "result": null | {"success": true, "code": "ok", "message": "", "synthesis": "",
-                       "input_tokens": 0, "output_tokens": 0, "plan_only": false},
+                       "input_tokens": 0, "output_tokens": 0, "plan_only": false,
+                       "approval_decisions": [{"request_id": "apr_...", "run_id": "...",
+                           "scope": "tool_call", "request_hash": "<sha256 hex>",
+                           "decision": "approved", "reviewer_id": "ann", "reviewer_name": "",
+                           "decided_at": "<ISO 8601>", "edited_input_json": ""}]},
      "store_uri": "file:///...", "seq_reserved_until": 1024,
      "request_digest": "<sha256 hex>", "tenant": "acme", "spec": {...}}
 
-(``request_digest`` and ``tenant`` were added later: a record without them reads them as ``""``;
+(``request_digest``, ``tenant`` and the result's ``approval_decisions`` were added later: a
+record without them reads them as ``""`` and no decisions, and a sidecar from before them
+ignores them, so they needed no new schema;
 ``"deleting": true`` is written only while ``DeleteRun`` removes the run, ``"forked": true``
 only for a run ``ForkRun`` made. A record written before
 the run record became the only authority on a run's status (D16) has a ``"status"`` and a
@@ -51,7 +57,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
+from sidecar.record import AttemptResult, DecisionRow, Outcome, RunRecordV1, TaskRow
 from sidecar.run_view import attempt_result_of, task_row_of
 
 if TYPE_CHECKING:
@@ -162,7 +168,36 @@ def _result_document(result: AttemptResult | None) -> dict[str, Any] | None:
         "input_tokens": result.input_tokens,
         "output_tokens": result.output_tokens,
         "plan_only": result.plan_only,
+        "approval_decisions": [_decision_document(row) for row in result.approval_decisions],
     }
+
+
+def _decision_document(row: DecisionRow) -> dict[str, Any]:
+    return {
+        "request_id": row.request_id,
+        "run_id": row.run_id,
+        "scope": row.scope,
+        "request_hash": row.request_hash,
+        "decision": row.decision,
+        "reviewer_id": row.reviewer_id,
+        "reviewer_name": row.reviewer_name,
+        "decided_at": row.decided_at.isoformat(),
+        "edited_input_json": row.edited_input_json,
+    }
+
+
+def _decision_row(raw: dict[str, Any]) -> DecisionRow:
+    return DecisionRow(
+        request_id=str(raw["request_id"]),
+        run_id=str(raw["run_id"]),
+        scope=str(raw["scope"]),
+        request_hash=str(raw["request_hash"]),
+        decision=str(raw["decision"]),
+        reviewer_id=str(raw["reviewer_id"]),
+        reviewer_name=str(raw.get("reviewer_name", "")),
+        decided_at=datetime.fromisoformat(raw["decided_at"]),
+        edited_input_json=str(raw.get("edited_input_json", "")),
+    )
 
 
 def _run_status(name: str) -> WireStatus:
@@ -218,6 +253,9 @@ def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
             input_tokens=int(result["input_tokens"]),
             output_tokens=int(result["output_tokens"]),
             plan_only=bool(result["plan_only"]),
+            approval_decisions=tuple(
+                _decision_row(item) for item in result.get("approval_decisions", ())
+            ),
         ),
         store_uri=str(raw["store_uri"]),
         seq_reserved_until=int(raw["seq_reserved_until"]),

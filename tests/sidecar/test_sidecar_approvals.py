@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from typing import Any
 
 import grpc
@@ -79,6 +80,49 @@ async def test_suspend_list_get_decide_and_resume(client: SidecarClient) -> None
     )
     assert [a.id for a in approved.approvals] == [approval.id]
     assert await client.list_approvals() == []  # nothing pending anywhere
+
+
+@pytest.mark.parametrize(
+    ("decide", "state", "edit"),
+    [
+        (Decision.DECISION_APPROVE, pb.APPROVAL_STATE_APPROVED, ""),
+        (Decision.DECISION_REJECT, pb.APPROVAL_STATE_REJECTED, ""),
+        (Decision.DECISION_APPROVE, pb.APPROVAL_STATE_APPROVED, '{"text": "edited"}'),
+    ],
+    ids=["approved", "rejected", "approved-with-edits"],
+)
+async def test_the_finished_runs_result_carries_its_approval_decisions(
+    client: SidecarClient, decide: int, state: int, edit: str
+) -> None:
+    events = await asyncio.wait_for(suspended_run(client, "apr-dec"), 10)
+    [approval] = await client.list_approvals("apr-dec")
+    suspended = await client.get_run("apr-dec", full=True)
+    assert list(suspended.result.approval_decisions) == []  # nothing decided yet
+    decided = await client.approvals.DecideApproval(
+        Decision(
+            id=approval.id,
+            request_hash=approval.request_hash,
+            decision=decide,  # type: ignore[arg-type]
+            reviewer=pb.Reviewer(id="ann", display_name="Ann"),
+            edited_input_json=edit,
+        ),
+        metadata=client.metadata,
+    )
+    assert decided.recorded
+    last = max(event.seq for event in events)
+    resumed = [event async for event in client.watch("apr-dec", after_seq=last)]
+    assert resumed[-1].run_status.status in (pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_FAILED)
+    done = await client.get_run("apr-dec", full=True)
+    [decision] = done.result.approval_decisions
+    assert decision == decided.approval.decision  # as GetApproval shows it
+    assert (decision.request_id, decision.run_id) == (approval.id, "apr-dec")
+    assert (decision.scope, decision.request_hash) == (approval.scope, approval.request_hash)
+    assert decision.decision == state
+    assert (decision.reviewer.id, decision.reviewer.display_name) == ("ann", "Ann")
+    assert decision.decided_at.seconds > 0
+    assert json.loads(decision.edited_input_json or "null") == json.loads(edit or "null")
+    listed = await client.runs.GetRun(pb.GetRunRequest(run_id="apr-dec"), metadata=client.metadata)
+    assert not listed.HasField("result")  # the summary view leaves the result out
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,68 @@ def test_the_largest_field_is_named_by_its_path() -> None:
     assert largest_field(pb.StartRunRequest()) == ""
 
 
+def test_a_struct_member_is_named_by_its_key() -> None:
+    # A Struct is a map of Values: its keys are strings, not messages to measure (the sidecar
+    # answered UNKNOWN with an AttributeError for a big run or task metadata).
+    request = echo_run("r", "d" * 100)
+    request.metadata.update({"small": "s", "blob": "b" * 5000, "n": 3})
+    assert largest_field(request) == 'metadata.fields["blob"].string_value'
+    request = echo_run("r", "d" * 100)
+    request.tasks.tasks[0].metadata.update({"note": "n" * 5000})
+    assert largest_field(request) == 'tasks.tasks[0].metadata.fields["note"].string_value'
+
+
+def test_a_nested_struct_and_list_member_is_named_down_to_its_leaf() -> None:
+    request = echo_run("r", "d" * 100)
+    request.metadata.update({"outer": {"list": ["a", "b" * 5000, {"x": 1}], "k": "v"}, "z": 1})
+    assert largest_field(request) == (
+        'metadata.fields["outer"].struct_value.fields["list"].list_value.values[1].string_value'
+    )
+
+
+def test_a_huge_map_key_is_named_cut_short() -> None:
+    request = echo_run("r", "d" * 100)
+    request.metadata.update({"k" * 5000: None, "other": "o" * 200})
+    assert largest_field(request) == 'metadata.fields["' + "k" * 40 + '"...]'
+
+
+def test_a_scalar_valued_map_entry_is_named_by_its_key() -> None:
+    ack = pb.RegisterAck(accepted_tools=["a" * 100])
+    ack.rejected_tools.update({"short": "r", "wordy": "why " * 1000, "x": ""})
+    assert largest_field(ack) == 'rejected_tools["wordy"]'
+
+
+def test_a_field_large_for_its_many_items_is_named_itself() -> None:
+    # 3000 small ids outweigh a 1000-character description: depends_on is what to shorten.
+    request = echo_run("r", "d" * 1000)
+    request.tasks.tasks[1].depends_on.extend(f"id{index}" for index in range(3000))
+    assert largest_field(request) == "tasks.tasks[1].depends_on"
+    many = echo_run("r", "d")  # many small tasks: none of them is the one to shorten
+    many.tasks.tasks.extend(pb.TaskSpec(id=f"t{index}") for index in range(3000))
+    many.team.agents[0].system_prompt = "s" * 1000
+    assert largest_field(many) == "tasks.tasks"
+    one = echo_run("r", "d" * 1000)  # one big item among a few is named by its index
+    one.tasks.tasks[1].depends_on.extend(["b" * 5000, "c"])  # after its "t1"
+    assert largest_field(one) == "tasks.tasks[1].depends_on[1]"
+
+
+async def test_a_request_too_large_in_its_metadata_is_refused_naming_the_member() -> None:
+    config = config_for("memory://", max_input_bytes=MIN_INPUT_BYTES)
+    async with Sidecar(config) as server, SidecarClient(server.address, TOKEN) as client:
+        for where in ("run", "task"):
+            request = echo_run(f"big-{where}", "d")
+            struct = request.metadata if where == "run" else request.tasks.tasks[0].metadata
+            struct.update({"blob": "b" * MIN_INPUT_BYTES})
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await client.start_run(request)
+            assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, caught.value
+            assert error_reason(caught.value) == "INPUT_TOO_LARGE"
+            prefix = "" if where == "run" else "tasks.tasks[0]."
+            field = f'{prefix}metadata.fields["blob"].string_value'
+            assert error_info(caught.value).metadata["field"] == field
+        assert await client.list_runs() == []
+
+
 async def test_a_request_over_the_input_quota_is_refused_before_it_is_stored(
     tmp_path: Path,
 ) -> None:

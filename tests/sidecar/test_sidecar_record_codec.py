@@ -11,10 +11,34 @@ import pytest
 from sidecar_helpers import legacy_record_text, run_request
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
+from sidecar.record import AttemptResult, DecisionRow, Outcome, RunRecordV1, TaskRow
 from sidecar.record_codec import RecordFormatError, decode, encode
 
 MOMENT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+DECISIONS = (
+    DecisionRow(
+        request_id="apr_" + "1" * 32,
+        run_id="codec-1",
+        scope="tool_call",
+        request_hash="a" * 64,
+        decision="approved",
+        reviewer_id="ann",
+        reviewer_name="Ann",
+        decided_at=MOMENT,
+        edited_input_json='{"text": "y"}',
+    ),
+    DecisionRow(
+        request_id="apr_" + "2" * 32,
+        run_id="codec-1",
+        scope="plan",
+        request_hash="b" * 64,
+        decision="rejected",
+        reviewer_id="bob",
+        decided_at=MOMENT,
+    ),
+)
 
 
 def full_record() -> RunRecordV1:
@@ -46,6 +70,7 @@ def full_record() -> RunRecordV1:
             synthesis="",
             input_tokens=12,
             output_tokens=34,
+            approval_decisions=DECISIONS,
         ),
         store_uri="file:///tmp/state.json",
         seq_reserved_until=2048,
@@ -72,6 +97,70 @@ def test_schema_3_is_named_json_without_protobuf_bytes() -> None:
     assert document["spec"]["run_id"] == "codec-1"
     assert document["spec"]["team"]["agents"][0]["name"] == "worker"
     assert document["spec"]["metadata"] == {"team": "blue", "n": 3}
+
+
+def test_a_results_approval_decisions_are_stored_by_name() -> None:
+    [approved, rejected] = json.loads(encode(full_record()))["result"]["approval_decisions"]
+    assert approved == {
+        "request_id": "apr_" + "1" * 32,
+        "run_id": "codec-1",
+        "scope": "tool_call",
+        "request_hash": "a" * 64,
+        "decision": "approved",
+        "reviewer_id": "ann",
+        "reviewer_name": "Ann",
+        "decided_at": MOMENT.isoformat(),
+        "edited_input_json": '{"text": "y"}',
+    }
+    assert (rejected["scope"], rejected["decision"], rejected["reviewer_name"]) == (
+        "plan",
+        "rejected",
+        "",
+    )
+
+
+@pytest.mark.parametrize("schema", [1, 2, 3])
+def test_a_result_stored_before_approval_decisions_were_kept_reads_none(schema: int) -> None:
+    written = full_record()
+    document = json.loads(encode(written))
+    del document["result"]["approval_decisions"]
+    if schema < 3:
+        document.update(schema=schema, owner_id="a", pending_approvals=[])
+    record = decode(json.dumps(document))
+    assert record.result is not None
+    assert record.result.approval_decisions == ()
+    assert record.result == replace(written.result, approval_decisions=())  # type: ignore[type-var]
+    assert json.loads(encode(record))["result"]["approval_decisions"] == []
+
+
+def test_a_result_in_the_format_before_schema_1_keeps_its_approval_decisions() -> None:
+    decision = pb.ApprovalDecision(
+        request_id="apr_" + "3" * 32,
+        run_id="old-2",
+        scope=pb.APPROVAL_SCOPE_TOOL_CALL,
+        request_hash="c" * 64,
+        decision=pb.APPROVAL_STATE_APPROVED,
+        reviewer=pb.Reviewer(id="ann", display_name="Ann"),
+        edited_input_json='{"text": "z"}',
+    )
+    decision.decided_at.FromDatetime(MOMENT)
+    result = pb.RunResult(success=True, status=pb.Outcome(code="ok"), approval_decisions=[decision])
+    record = decode(legacy_record_text(run_request("old-2"), result=result))
+    assert record.result is not None
+    assert record.result.approval_decisions == (
+        DecisionRow(
+            request_id="apr_" + "3" * 32,
+            run_id="old-2",
+            scope="tool_call",
+            request_hash="c" * 64,
+            decision="approved",
+            reviewer_id="ann",
+            reviewer_name="Ann",
+            decided_at=MOMENT,
+            edited_input_json='{"text": "z"}',
+        ),
+    )
+    assert decode(encode(record)) == record
 
 
 def test_a_record_in_the_format_before_schema_1_is_read() -> None:
