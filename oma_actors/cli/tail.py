@@ -18,6 +18,7 @@ from oma_actors import ConfigurationError, open_journal
 from oma_actors.checkpoint import Discarded, fold_tail, mark_started_unsafe, read_journal_tail
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal.tail import lost_events
 
 if TYPE_CHECKING:
     import argparse
@@ -137,9 +138,12 @@ async def with_tail(
         reader = sealed_journal(JsonlRunJournal(path), keyring_from_env())
     try:
         events = await read_journal_tail(reader, snapshot)
+        # A journal that lost events the snapshot knew it held (emptied, cut, another run's
+        # file) folds "cleanly" to less than the run has: a restore refuses it, so does this.
+        lost = await lost_events(reader, snapshot, events)
     finally:
         await reader.close()
-    result = fold_tail(snapshot, events)
+    result = lost or fold_tail(snapshot, events)
     shown = mark_started_unsafe(
         result.snapshot, result.started_calls, _every_pending(result.snapshot)
     )

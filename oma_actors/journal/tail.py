@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING
 
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.base import read_run
-from oma_actors.journal.fold import tail_read_from
+from oma_actors.journal.fold import Discarded, tail_read_from
+from oma_actors.journal.ref import journal_through
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
@@ -37,3 +40,30 @@ async def read_journal_tail(
             return await journal.read_from(tail_read_from(snapshot))
         # An indexed query on a database journal; a filtered read of a file.
         return await read_run(journal, snapshot.run_id, tail_read_from(snapshot))
+
+
+async def lost_events(
+    journal: RunJournal, snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]
+) -> Discarded | None:
+    """Why the journal lost events a journal-first ``snapshot`` knew it held, or ``None``.
+
+    The snapshot's ref names the highest seq of its run the journal held when it was built
+    (``through``); a journal with no event of the run from there on was emptied, truncated or
+    replaced since. (Events appended after the snapshot and then cut off leave no such trace:
+    only the journal knew of them.)
+    """
+    through = journal_through(snapshot)
+    if through == 0 or any(event.seq >= through for event in tail):
+        return None
+    if not tail:  # the tail may start above ``through``: look from there
+        found = await journal.read_from(through)
+        if any(event.run_id == snapshot.run_id for event in found):
+            return None
+    return Discarded(
+        snapshot=snapshot,
+        seq=through,
+        reason=(
+            f"the journal holds no event of run {snapshot.run_id!r} at or above seq {through}, "
+            "which it held when the snapshot was saved: events were lost"
+        ),
+    )

@@ -19,8 +19,8 @@ from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, Folded, StartedCall, fold_tail
 from oma_actors.journal.marks import marks_of_journal
 from oma_actors.journal.options import JournalOptions
-from oma_actors.journal.ref import depends_on_journal, journal_through
-from oma_actors.journal.tail import read_journal_tail
+from oma_actors.journal.ref import depends_on_journal
+from oma_actors.journal.tail import lost_events, read_journal_tail
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
@@ -214,33 +214,6 @@ def never_rerun(
         if (key := (call.task_id, call.agent_name, call.call_id)) in keys
         or names.get(key) in tools.get(call.agent_name or "", ())
     ]
-
-
-async def lost_events(
-    journal: RunJournal, snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]
-) -> Discarded | None:
-    """Why the journal lost events a journal-first ``snapshot`` knew it held, or ``None``.
-
-    The snapshot's ref names the highest seq of its run the journal held when it was built
-    (``through``); a journal with no event of the run from there on was emptied, truncated or
-    replaced since. (Events appended after the snapshot and then cut off leave no such trace:
-    only the journal knew of them.)
-    """
-    through = journal_through(snapshot)
-    if through == 0 or any(event.seq >= through for event in tail):
-        return None
-    if not tail:  # the tail may start above ``through``: look from there
-        found = await journal.read_from(through)
-        if any(event.run_id == snapshot.run_id for event in found):
-            return None
-    return Discarded(
-        snapshot=snapshot,
-        seq=through,
-        reason=(
-            f"the journal holds no event of run {snapshot.run_id!r} at or above seq {through}, "
-            "which it held when the snapshot was saved: events were lost"
-        ),
-    )
 
 
 def uncommitted(snapshot: CheckpointSnapshot) -> tuple[StartedCall, ...]:

@@ -129,6 +129,28 @@ async def test_show_folds_the_tail_and_says_how_many_events(tmp_path: Path) -> N
     result = await asyncio.wait_for(run, 30)
     assert result.success
 
+    # The ended run's snapshot knows the journal held its events through its end: a journal
+    # that lost them (emptied; or another run's file named instead) folds "cleanly" to nothing,
+    # and a restore refuses it: so does the view (never "folded 0 events", exit 0).
+    emptied = tmp_path / "emptied.jsonl"
+    emptied.write_bytes(b"")
+    for name in ("checkpoint", "runs"):
+        args = ("show", "--store", str(state), "--journal", str(emptied))
+        args = (
+            (*args, "--run-id", "tail-1") if name == "checkpoint" else ("show", "tail-1", *args[1:])
+        )
+        code, lost = await oma(name, *args)
+        said = " ".join(lost.split())
+        assert "events were lost" in said, lost
+        assert "a restore refuses it" in said
+        assert "folded 0 events" not in said
+    assert code == 0  # ``runs show`` draws what it has, with the note (as for any damage)
+    code, _ = await oma(
+        "checkpoint", "show", "--store", str(state), "--run-id", "tail-1",
+        "--journal", str(emptied),
+    )  # fmt: skip
+    assert code == 1
+
 
 SAME_DB = {"kind": "SqliteRunJournal", "store": "same-database", "table": "oma_kv_journal"}
 
