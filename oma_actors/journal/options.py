@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from oma_actors.journal.base import RunJournal
+from oma_actors.errors import ConfigurationError
+from oma_actors.journal.base import RunJournal
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,9 +18,20 @@ class JournalOptions:
         enforce_lineage: a model-visible block with no recorded lineage raises
             ``JournalLineageError`` before the adapter call (JR-09).
         durable: the journal is the save path (D10); ``False`` is OMA's best-effort mode.
+
+    Raises:
+        ConfigurationError: ``journal`` is not a ``RunJournal`` (found here, not as an
+            ``AttributeError`` in the middle of a run).
     """
 
     journal: RunJournal
     enabled: bool = True
     enforce_lineage: bool = False
     durable: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.journal, RunJournal):
+            raise ConfigurationError(
+                f"JournalOptions needs a RunJournal (JsonlRunJournal, open_journal(uri), ...), "
+                f"got {type(self.journal).__name__}"
+            )
