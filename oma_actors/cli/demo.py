@@ -15,6 +15,7 @@ from oma_actors.approvals import Allow, Suspend, ToolCallRequest
 from oma_actors.checkpoint import Checkpoint
 from oma_actors.cli.demo_team import demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.tail import with_tail
 from oma_actors.events import ProgressEvent, TaskStarted, ToolCalled
 from oma_actors.journal import JsonlRunJournal
@@ -53,6 +54,20 @@ def live_team(out_dir: Path) -> Team:
     return demo_team(out_dir, provider=provider, model=model)
 
 
+async def make_out_dir(out_dir: Path) -> None:
+    """Create the demo folder ``--out`` names (and its parents), if it is not there yet.
+
+    Raises:
+        CommandFailed: ``--out`` names a file, or the folder cannot be created (exit 2).
+    """
+    try:
+        await aiofiles.os.makedirs(out_dir, exist_ok=True)
+    except FileExistsError:
+        raise CommandFailed(f"--out {out_dir} is a file, not a directory") from None
+    except OSError as exc:
+        raise CommandFailed(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
+
+
 def checkpoint_options(out_dir: Path) -> CheckpointOptions:
     """The demo's checkpoint: a FileStore in the demo folder, a fixed run id."""
     return CheckpointOptions(store=FileStore(out_dir / "state.json"), run_id=RUN_ID)
@@ -61,6 +76,7 @@ def checkpoint_options(out_dir: Path) -> CheckpointOptions:
 async def run_plain(out_dir: Path, *, live: bool, console: Console) -> int:
     """Run the team once (``--no-crash`` or ``--live``) with a checkpoint in the demo folder."""
     team = live_team(out_dir) if live else demo_team(out_dir)
+    await make_out_dir(out_dir)
     console.rule("oma demo: research team, 3 agents, 5 tasks")
     orchestrator = OpenMultiAgent(on_progress=lambda e: show_event(console, e), max_concurrency=3)
     result = await orchestrator.run_tasks(
@@ -106,7 +122,7 @@ async def run_crashing_child(out_dir: Path, console: Console) -> int:
 
 async def run_demo(out_dir: Path, *, console: Console) -> int:
     """Crash the run in a child process, show the checkpoint, restore it here, explain."""
-    await aiofiles.os.makedirs(out_dir, exist_ok=True)
+    await make_out_dir(out_dir)
     for name in ("state.json", JOURNAL):
         if await aiofiles.os.path.exists(out_dir / name):
             await aiofiles.os.remove(out_dir / name)
@@ -196,7 +212,7 @@ async def show_timeline(out_dir: Path, store: FileStore, console: Console) -> No
 
 async def run_approval_demo(out_dir: Path, *, console: Console) -> int:
     """Suspend on the brief's publication, decide from another process, resume once."""
-    await aiofiles.os.makedirs(out_dir, exist_ok=True)
+    await make_out_dir(out_dir)
     state = out_dir / "state.json"
     if await aiofiles.os.path.exists(state):
         await aiofiles.os.remove(state)

@@ -33,6 +33,7 @@ import aiofiles.os
 
 from oma_actors import open_journal, open_store
 from oma_actors.checkpoint import is_checkpoint_key
+from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store
 from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JsonlRunJournal
@@ -76,8 +77,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out ``oma keys rotate``; 0 done, 1 entries left, 2 usage."""
     missing = await missing_store(args.store)
     if missing is not None:
-        console.print(f"no store file at {missing}", style="red", markup=False)
-        return 2
+        raise CommandFailed(f"no store file at {missing}")
     keyring = KeyRing.from_file(args.keys)
     async with open_store(args.store) as store:
         done = await rotate(store, keyring)

@@ -12,6 +12,7 @@ does, D15); ``--html`` also writes the page.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -81,7 +82,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out ``oma runs list|show``; 0 done.
 
     Raises:
-        CommandFailed: No store file, no journal file or no such run (exit 2, on stderr).
+        CommandFailed: No store file, no journal file, no such run or an ``--html`` path that
+            cannot be written (exit 2, on stderr).
     """
     missing = await missing_store(args.store)
     if missing is not None:
@@ -104,6 +106,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 async def _show(args: argparse.Namespace, console: Console) -> int:
     if args.journal is not None and not await aiofiles.os.path.exists(args.journal):
         raise CommandFailed(f"no journal file at {args.journal}")
+    if args.html is not None:
+        await _check_page_path(args.html)
     async with reading(args.store) as store:
         snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
     if snapshot is None:
@@ -129,12 +133,12 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     if args.json:  # the timeline model, fork lineage included (forked_from)
         console.out(json.dumps(asdict(timeline), indent=2, default=str), highlight=False)
         return 0
+    if args.html is not None:  # written first: if it fails, stdout holds no half a result
+        await _write_page(args.html, render_timeline_html(timeline))
     console.print(render_timeline_text(timeline))
     if view.note is not None and not view.ok:
         console.print(view.note, style="yellow", markup=False)
     if args.html is not None:
-        async with aiofiles.open(args.html, "w", encoding="utf-8") as page:
-            await page.write(render_timeline_html(timeline))
         console.print(
             f"timeline page: {terminal_safe(args.html)}",
             markup=False,
@@ -142,6 +146,32 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
     return 0
+
+
+async def _check_page_path(path: str) -> None:
+    """Refuse an ``--html`` path that cannot be written before any work is done.
+
+    Raises:
+        CommandFailed: The path is a directory or its directory does not exist (exit 2).
+    """
+    if await aiofiles.os.path.isdir(path):
+        raise CommandFailed(f"--html {path} is a directory, not a file")
+    folder = os.path.dirname(path) or "."
+    if not await aiofiles.os.path.isdir(folder):
+        raise CommandFailed(f"--html {path}: no directory {folder}")
+
+
+async def _write_page(path: str, html: str) -> None:
+    """Write the timeline page to ``path``.
+
+    Raises:
+        CommandFailed: The page cannot be written (permissions, a full disk...; exit 2).
+    """
+    try:
+        async with aiofiles.open(path, "w", encoding="utf-8") as page:
+            await page.write(html)
+    except OSError as exc:
+        raise CommandFailed(f"cannot write --html {path}: {exc.strerror or exc}") from None
 
 
 def _merge(

@@ -69,7 +69,7 @@ def build_timeline(
         run_id=snapshot.run_id,
         attempt=snapshot.attempt,
         revision=snapshot.revision,
-        status=_run_status(snapshot.tasks, bool(snapshot.pending_approvals)),
+        status=_run_status(snapshot),
         from_journal=view is not None,
         lanes=lanes,
         approvals=_approvals(snapshot),
@@ -81,13 +81,15 @@ def build_timeline(
     )
 
 
-def _run_status(tasks: Sequence[TaskState], suspended: bool) -> str:
-    if suspended:
-        return "suspended"
-    states = {task.status for task in tasks}
-    if states and states <= {"completed", "skipped"}:
-        return "completed"
-    return "failed" if "failed" in states else "in progress"
+def _run_status(snapshot: CheckpointSnapshot) -> str:
+    """The run's status by the snapshot's own rule (the one ``oma checkpoint list`` shows).
+
+    A run is ``failed`` (or ``rejected``) only when every task is terminal: a failed task with
+    work still pending, in progress or blocked (a failure a plan revision recovered, TQ-07) is
+    ``in progress``. The timeline spells ``in_progress`` with a space, as it always has.
+    """
+    status: str = snapshot.status
+    return "in progress" if status == "in_progress" else status
 
 
 def _lane(snapshot: CheckpointSnapshot, task: TaskState, view: JournalView | None) -> TimelineLane:
