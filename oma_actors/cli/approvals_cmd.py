@@ -113,7 +113,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """
     missing = await missing_store(args.store)
     if missing is not None:
-        raise CommandFailed(f"no store file at {missing}")
+        raise CommandFailed(missing)
     if args.action == "decide" and not _HASH.fullmatch(args.request_hash):
         raise CommandFailed("--hash must be the 64 lowercase hex digits printed by `show`")
     try:

@@ -76,7 +76,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """
     missing = await missing_store(args.store)
     if missing is not None:
-        raise CommandFailed(f"no store file at {missing}")
+        raise CommandFailed(missing)
     async with reading(args.store) as store:
         if args.action == "list":
             return _print_list(await list_checkpoints(store), json_out=args.json, console=console)

@@ -77,7 +77,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out ``oma keys rotate``; 0 done, 1 entries left, 2 usage."""
     missing = await missing_store(args.store)
     if missing is not None:
-        raise CommandFailed(f"no store file at {missing}")
+        raise CommandFailed(missing)
     keyring = KeyRing.from_file(args.keys)
     async with open_store(args.store) as store:
         done = await rotate(store, keyring)

@@ -87,7 +87,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """
     missing = await missing_store(args.store)
     if missing is not None:
-        raise CommandFailed(f"no store file at {missing}")
+        raise CommandFailed(missing)
     if args.action == "show":
         return await _show(args, console)
     if args.action in history_cmd.ACTIONS:

@@ -22,11 +22,9 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-import aiofiles.os
-
 from oma_actors import open_store
 from oma_actors.cli.encryption import keyring_from_env, sealed_store
-from oma_actors.stores import FileStore, parse_store_uri
+from oma_actors.stores import FileStore, parse_store_uri, store_missing
 
 if TYPE_CHECKING:
     import argparse
@@ -61,15 +59,14 @@ def add_store_option(parser: argparse.ArgumentParser, *, read_only: bool) -> Non
 
 
 async def missing_store(uri: str) -> str | None:
-    """The path of the file or SQLite store ``uri`` names when it does not exist, else ``None``.
+    """What is missing of the store ``uri`` names, in one line (``no store file at ...``, a
+    SQLite file or a PostgreSQL database without the store's table), else ``None``: a command
+    that reads never creates the store it was pointed at (``oma_actors.stores.store_missing``).
 
     Raises:
         ConfigurationError: ``uri`` is not a store URI.
     """
-    target = parse_store_uri(uri)
-    if target.kind in ("file", "sqlite") and not await aiofiles.os.path.exists(target.location):
-        return target.location
-    return None
+    return await store_missing(parse_store_uri(uri))
 
 
 @asynccontextmanager

@@ -18,7 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from oma_actors.journal.sql import NO_LAST, SqlRunJournal, checked_keys, fence_holds
-from oma_actors.stores.sqlite import SqliteStore, connect, immediate_transaction, store_error
+from oma_actors.stores.sqlite import (
+    TABLE,
+    SqliteStore,
+    connect,
+    immediate_transaction,
+    store_error,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-STORE_TABLE = "oma_kv"
+STORE_TABLE = TABLE
 """The table of ``SqliteStore``, where the run records the fence checks read live."""
 
 JOURNAL_TABLE = f"{STORE_TABLE}_journal"

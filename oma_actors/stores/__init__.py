@@ -25,6 +25,7 @@ from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.stores.presence import store_missing
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
@@ -51,4 +52,5 @@ __all__ = [
     "is_memory_store",
     "open_store",
     "parse_store_uri",
+    "store_missing",
 ]

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 _Connection: TypeAlias = "PoolConnectionProxy[asyncpg.Record]"
 
+DEFAULT_TABLE = "oma_kv"
+"""The table a ``PostgresStore`` (and a ``postgresql://`` URI without ``?table=``) uses."""
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,54}")
 """What ``table`` may be: a plain identifier short enough to name its index too."""
 # Any constant works: it only serializes concurrent CREATE TABLE IF NOT EXISTS, which races on
@@ -95,7 +97,7 @@ class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
         self,
         dsn: str,
         *,
-        table: str = "oma_kv",
+        table: str = DEFAULT_TABLE,
         clock: Clock = SYSTEM_CLOCK,
         max_connections: int = 10,
         connect_timeout: float = 10.0,

@@ -37,6 +37,9 @@ _T = TypeVar("_T")
 SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of a database this build writes; a newer one is refused."""
 
+TABLE = "oma_kv"
+"""The table the store keeps its entries in (the one the schema below creates)."""
+
 # seq gives list() its insertion order: an upsert keeps the row (and so its seq), a deleted and
 # re-inserted key gets a new one, and AUTOINCREMENT never hands out a number twice.
 _SCHEMA = """
