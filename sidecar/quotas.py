@@ -26,11 +26,17 @@ if TYPE_CHECKING:
 
 
 class InputTooLargeError(SidecarError):
-    """A request is larger than the server's input quota."""
+    """A request is larger than the server's input quota.
+
+    ``request`` is the refused message, decoded (``None`` if unknown): a handler may need to
+    know what it refused, e.g. which host tool call an oversized result was for.
+    """
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
-    def __init__(self, field: str, size: int, limit: int) -> None:
+    def __init__(
+        self, field: str, size: int, limit: int, *, request: Message | None = None
+    ) -> None:
         super().__init__(
             "INPUT_TOO_LARGE",
             f"the request is {size} bytes, over this server's {limit}-byte input quota "
@@ -38,6 +44,9 @@ class InputTooLargeError(SidecarError):
             metadata={"field": field, "size": str(size), "limit": str(limit)},
         )
         self.field = field
+        self.size = size
+        self.limit = limit
+        self.request = request
 
 
 def check_input_size(message: Message, size: int, limit: int) -> None:
@@ -47,7 +56,7 @@ def check_input_size(message: Message, size: int, limit: int) -> None:
         InputTooLargeError: naming the request's largest field.
     """
     if size > limit:
-        raise InputTooLargeError(largest_field(message) or "request", size, limit)
+        raise InputTooLargeError(largest_field(message) or "request", size, limit, request=message)
 
 
 def largest_field(message: Message) -> str:

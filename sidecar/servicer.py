@@ -20,6 +20,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.events import gap_event
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
+from sidecar.quotas import InputTooLargeError
 from sidecar.schema import check_off_loop_schemas
 from sidecar.status import InvalidArgument, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
@@ -342,9 +343,22 @@ class ToolHostServicer(pb_grpc.ToolHostServiceServicer):
                 else:
                     raise InvalidArgument("msg", "one of register, result or drain is required")
         except SidecarError as exc:
+            if isinstance(exc, InputTooLargeError):
+                self._refuse_oversized(session, exc)
             failure.append(exc)
         finally:
             writer.cancel()
+
+    def _refuse_oversized(self, session: HostSession, exc: InputTooLargeError) -> None:
+        """A message over the input quota ends the stream (the host gets ``INPUT_TOO_LARGE``);
+        if it was a result, its call ends first, with an error result for the model. Otherwise
+        the stream's end would deliver the call again, and the host would run it again, only to
+        send the same oversized result, until the call's timeout."""
+        message = exc.request
+        if isinstance(message, pb.ToolHostMessage) and message.WhichOneof("msg") == "result":
+            self._host.refuse_oversized(
+                message.result, size=exc.size, limit=exc.limit, tenant=session.tenant
+            )
 
     async def _write(self, session: HostSession, context: Any) -> None:
         while True:

@@ -11,7 +11,9 @@ save contains that record (:meth:`ToolHost.on_saved`, see ``sidecar.tool_acks``)
 A session that ends with calls outstanding does not fail them: they wait for the next session
 offering the tool (the same ``host_id`` first, for a short grace) and are delivered again with
 the same key, a new ``call_id`` and ``redelivery = true``. A late result for an older delivery
-still counts if it arrives first.
+still counts if it arrives first. A result over the input quota is not a disconnect: the host
+ran the call, so it ends with an error result naming the size (:meth:`ToolHost.refuse_oversized`)
+before the stream that carried it ends, and it is never delivered again.
 
 Sessions and calls carry a tenant (``sidecar.tenancy``): a call is delivered only to a session
 of its run's tenant, and a result for a call of another tenant is answered as for a call that
@@ -374,20 +376,9 @@ class ToolHost:
                 if self._answered.get(result.call_id) == tenant
                 else Ack.STATUS_UNKNOWN_CALL
             )
-        pending = self._pending[key]
-        if pending.tenant != tenant:
+        pending = self._outstanding(result, tenant)
+        if pending is None:
             return Ack.STATUS_UNKNOWN_CALL
-        if result.tool_call_id and result.tool_call_id != pending.tool_call_id:
-            return Ack.STATUS_UNKNOWN_CALL
-        del self._pending[key]
-        for call_id in pending.call_ids:
-            self._deliveries.pop(call_id, None)
-            self._answered[call_id] = pending.tenant
-        while len(self._answered) > ANSWERED_MEMORY:
-            self._answered.popitem(last=False)
-        holder = self.sessions.get(pending.session_id or "")
-        if holder is not None and pending.call_id is not None:
-            holder.in_flight.discard(pending.call_id)
         if pending.durable:
             self._acks.expect(
                 key,
@@ -396,9 +387,62 @@ class ToolHost:
                 session_id=session.session_id if session is not None else None,
                 waiter=waiter,
             )
+        self._settle(pending, result)
+        return None if pending.durable else Ack.STATUS_NOT_DURABLE
+
+    def refuse_oversized(
+        self, result: pb.ToolResult, *, size: int, limit: int, tenant: str = NO_TENANT
+    ) -> bool:
+        """A host sent ``result`` (``size`` bytes on the wire), over the input quota ``limit``.
+
+        The host ran the call and answered it, so the call must not be delivered again (the
+        stream that carried the result ends with ``INPUT_TOO_LARGE``, and a session's end would
+        otherwise redeliver its outstanding calls): it ends now with an error result naming the
+        size, which the model sees. The oversized result itself is dropped, never stored. No
+        ``ResultAck`` follows: the host was told by the error. Returns whether a call ended
+        (``False``: no outstanding call of ``tenant`` had that delivery).
+        """
+        pending = self._outstanding(result, tenant)
+        if pending is None:
+            return False
+        logger.warning(
+            "host tool %r: refused a too large result for %s: %d bytes, over --max-input-bytes %d",
+            pending.tool_name,
+            pending.key,
+            size,
+            limit,
+        )
+        message = (
+            f"Error: tool {pending.tool_name!r} returned a result of {size} bytes, over the "
+            f"sidecar's limit of {limit} bytes (--max-input-bytes); the result was discarded."
+        )
+        refused = pb.ToolResult(call_id=result.call_id, error=pb.ToolError(message=message))
+        self._settle(pending, refused)
+        return True
+
+    def _outstanding(self, result: pb.ToolResult, tenant: str) -> PendingCall | None:
+        """The outstanding call ``result`` answers, if it is a delivery of one of ``tenant``."""
+        key = self._deliveries.get(result.call_id)
+        pending = self._pending.get(key) if key is not None else None
+        if pending is None or pending.tenant != tenant:
+            return None
+        if result.tool_call_id and result.tool_call_id != pending.tool_call_id:
+            return None
+        return pending
+
+    def _settle(self, pending: PendingCall, result: pb.ToolResult) -> None:
+        """End ``pending`` with ``result``: no delivery of it counts or is made any more."""
+        del self._pending[pending.key]
+        for call_id in pending.call_ids:
+            self._deliveries.pop(call_id, None)
+            self._answered[call_id] = pending.tenant
+        while len(self._answered) > ANSWERED_MEMORY:
+            self._answered.popitem(last=False)
+        holder = self.sessions.get(pending.session_id or "")
+        if holder is not None and pending.call_id is not None:
+            holder.in_flight.discard(pending.call_id)
         pending.future.set_result(result)
         self._pump()
-        return None if pending.durable else Ack.STATUS_NOT_DURABLE
 
     def on_saved(self, run_id: str | None, task_id: str | None, committed: Iterable[str]) -> None:
         """A durable save contains the commit records of ``committed``: acknowledge them."""

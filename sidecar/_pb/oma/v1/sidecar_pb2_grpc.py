@@ -741,6 +741,12 @@ class ToolHostServiceServicer:
         tool_call_id and idempotency_key, a new call_id, delivery_attempt + 1, redelivery = true)
         to the next session offering the tool, preferring the same host_id.
 
+        A result over the sidecar's --max-input-bytes ends the stream with RESOURCE_EXHAUSTED
+        (reason INPUT_TOO_LARGE, field result.success.output_text or the like) and is discarded;
+        its call is not delivered again: it ends with an error tool result naming the size and the
+        limit. (A message over the transport's 16 MiB cap is refused by gRPC itself, unread, and
+        counts as a disconnect.)
+
         A result is acknowledged with ResultAck.STATUS_COMMITTED only after the run has durably
         saved it as the call's commit record; a committed call is never delivered again.
         """
