@@ -100,7 +100,13 @@ async def plan_call(
         if item.approval_decision.decision == "rejected":
             return Answer(error_outcome(item, f'Tool "{name}" denied by durable approval.'))
         verify_approved(item, tools, ctx)
-        return Execute(edited_input(item, tools))
+        try:
+            return Execute(edited_input(item, tools))
+        except DurableApprovalError as exc:
+            # The decision is final and its edit does not fit: the call fails (the model sees
+            # why), never runs on the model's input, and the run goes on instead of refusing
+            # every restore of it.
+            return Answer(error_outcome(item, str(exc)))
     if item.approval_request is not None:
         return Park(item.approval_request)
     if policy.gate is None or tool is None:

@@ -257,10 +257,16 @@ async def test_an_edit_the_tool_refuses_fails_the_call_instead_of_running_the_or
         store, request_id=request.id, request_hash=request.request_hash, decision="approve",
         reviewer=ALICE, edited_input={"amount": "seventy"},
     )  # fmt: skip
-    with pytest.raises(DurableApprovalError) as caught:
-        await resume(store, charged)
-    assert caught.value.code == "APPROVAL_VALIDATION_ERROR"
-    assert "call-1" in str(caught.value)
+    result = await resume(store, charged)
+    assert result.success, result.status  # the run goes on: the decision cannot be changed
+    assert charged == []  # neither the edit nor the model's input ran
+    [record] = result.agent_results["w"].tool_calls
+    assert record.is_error
+    assert record.output.startswith("APPROVAL_VALIDATION_ERROR: ")
+    assert "call-1" in record.output
+    assert "does not fit tool 'charge'" in record.output
+    again = await resume(store, charged)  # the finished run restores as it ended
+    assert again.success
     assert charged == []
 
 
