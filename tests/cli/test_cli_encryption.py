@@ -212,40 +212,17 @@ async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_p
     # ``oma runs history|fork|delete`` read and write through OMA_ENCRYPTION_KEYS like every
     # other command: the history opens the sealed journal its snapshot names, the fork writes
     # its child sealed, and the delete keeps the journal file the child depends on.
-    from test_cli_history import Empty, answer
-
-    from oma_actors import (
-        AgentConfig,
-        CheckpointOptions,
-        JournalOptions,
-        OpenMultiAgent,
-        Task,
-        Team,
-        ToolContext,
-        define_tool,
-    )
-    from oma_actors.testing import ScriptedAdapter
-
-    async def echo(args: Empty, ctx: ToolContext) -> str:
-        return SECRET
-
     ring = KeyRing({"k": OLD}, active="k")
     keys = key_file(tmp_path / "keys", k=OLD)
     state, log = tmp_path / "state.json", tmp_path / "run.jsonl"
-    tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
-    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
     inner = FileStore(state)
-    journal = EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring)
     try:
-        result = await OpenMultiAgent().run_tasks(
-            team, [Task("a", "x", assignee="w", id="t0")],
-            checkpoint=CheckpointOptions(store=EncryptingStore(inner, ring), run_id="r1"),
-            journal=JournalOptions(journal, durable=True),
-        )  # fmt: skip
+        await _sealed_run(
+            EncryptingStore(inner, ring),
+            EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring),
+        )
     finally:
-        await journal.close()
         await inner.aclose()
-    assert result.success
 
     unkeyed = oma("runs", "history", "r1", "--store", str(state))
     assert unkeyed.returncode == 2
