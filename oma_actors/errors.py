@@ -39,6 +39,20 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+SEALED_PREFIX = "oma-sealed:v1:"
+"""What every value an ``EncryptingStore`` sealed starts with (``stores.keyring.PREFIX``)."""
+
+
+def sealed_note(text: str) -> str:
+    """For an error about a stored value that does not parse: `` (it is sealed: ...)`` when the
+    value is sealed, so a reader without the keys is not told of damage, else ``""``."""
+    if not text.startswith(SEALED_PREFIX):
+        return ""
+    return (
+        " (it is sealed: read the store through an EncryptingStore with its KeyRing; oma: set "
+        "OMA_ENCRYPTION_KEYS)"
+    )
+
 
 class OmaError(Exception):
     """Base class of every error raised by oma-actors."""

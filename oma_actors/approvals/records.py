@@ -22,7 +22,7 @@ from oma_actors.approvals.canonical import (
 from oma_actors.approvals.content import SCOPES, content_problem
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest, ApprovalScope, Reviewer
-from oma_actors.errors import DurableApprovalError
+from oma_actors.errors import DurableApprovalError, sealed_note
 from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ def parse_record(text: str, request_id: str) -> ApprovalRecord:
     try:
         raw: Any = json.loads(text, parse_constant=_no_constant)
     except ValueError:
-        raise _integrity(f"{where} is not valid JSON") from None
+        raise _integrity(f"{where} is not valid JSON{sealed_note(text)}") from None
     if not isinstance(raw, dict) or not _is_one(raw.get("version")):
         raise _integrity(f"{where} is not a version 1 approval record")
     request = request_from_json(raw.get("request"))

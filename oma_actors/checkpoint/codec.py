@@ -49,7 +49,12 @@ from oma_actors.domain.snapshot import (
     InFlightTask,
     RunIdentity,
 )
-from oma_actors.errors import CheckpointError, DurableApprovalError, UnsupportedSchemaError
+from oma_actors.errors import (
+    CheckpointError,
+    DurableApprovalError,
+    UnsupportedSchemaError,
+    sealed_note,
+)
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.fields import add_journal_members, write_version
 from oma_actors.jsontext import compact_dumps, loads
@@ -233,7 +238,9 @@ def _decode(text: str, *, key: str) -> CheckpointSnapshot:
     try:
         raw = loads(text, parse_constant=_refuse_constant)  # orjson where it is json's
     except (json.JSONDecodeError, ValueError):
-        raise CheckpointError(f'Checkpoint: stored value at "{key}" is not valid JSON.') from None
+        raise CheckpointError(
+            f'Checkpoint: stored value at "{key}" is not valid JSON.{sealed_note(text)}'
+        ) from None
     if isinstance(raw, dict) and raw.get("version") not in READ_VERSIONS:
         raise UnsupportedSchemaError(raw.get("version"), READ_VERSIONS)
     reason = problem(raw)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, cast
 
-from oma_actors.errors import LeaseError
+from oma_actors.errors import LeaseError, sealed_note
 from oma_actors.runs.fields import (
     ISO_RULE,
     checkpoint_ref_problem,
@@ -226,7 +226,7 @@ class RunRecord:
             raw = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
         except (ValueError, RecursionError) as error:
             raise LeaseError(
-                INTEGRITY, f"run record {label!r} is not valid JSON: {error}"
+                INTEGRITY, f"run record {label!r} is not valid JSON: {error}{sealed_note(text)}"
             ) from None
         if not isinstance(raw, dict):
             raise LeaseError(INTEGRITY, f"run record {label!r} must be a JSON object")

@@ -19,14 +19,14 @@ import re
 import stat
 from typing import TYPE_CHECKING
 
-from oma_actors.errors import ConfigurationError
+from oma_actors.errors import SEALED_PREFIX, ConfigurationError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-PREFIX = "oma-sealed:v1:"
+PREFIX = SEALED_PREFIX
 """What every sealed value starts with; anything else is plaintext to an encrypted reader."""
 
 KEY_BYTES = 32  # AES-256

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from oma_actors.approvals import (
     DurableApprovalLedger,
     create_approval_request,
@@ -308,3 +310,43 @@ async def test_rotate_lists_the_journals_still_sealed_under_an_old_key(tmp_path:
         assert "journal events are not re-sealed" in line
         assert "under 'old'; keep those keys" in line
         assert "left 1" in done.stdout  # every store value was re-sealed, the journal left
+
+
+async def test_a_sealed_store_read_without_the_keys_says_so_not_damage(tmp_path: Path) -> None:
+    # Without OMA_ENCRYPTION_KEYS every value reads as text that is not JSON: the error must
+    # say the store is sealed (and how to give the keys), not suggest damage or tampering.
+    ring = KeyRing({"k": OLD}, active="k")
+    state = tmp_path / "state.json"
+    inner = FileStore(state)
+    try:
+        await _sealed_run(
+            EncryptingStore(inner, ring),
+            EncryptingJournal(JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0), ring),
+        )
+        await DurableApprovalLedger(EncryptingStore(inner, ring)).ensure_request(approval())
+    finally:
+        await inner.aclose()
+    for args in (("checkpoint", "show", "--run-id", "r1"), ("approvals", "list")):
+        done = await asyncio.to_thread(oma, *args, "--store", str(state))
+        assert done.returncode == 2, (args, done.stdout)
+        assert "it is sealed" in done.stderr, done.stderr
+        assert "set OMA_ENCRYPTION_KEYS" in done.stderr
+
+
+def test_each_reader_of_a_stored_value_names_a_sealed_one_as_sealed() -> None:
+    from oma_actors.approvals.records import parse_record
+    from oma_actors.checkpoint import decode
+    from oma_actors.errors import CheckpointError, DurableApprovalError, LeaseError
+    from oma_actors.runs.record import RunRecord
+
+    sealed = PREFIX + "k:AAAA"
+    for read, error in (
+        (lambda: decode(sealed, key="__oma_checkpoint__/r/latest"), CheckpointError),
+        (lambda: parse_record(sealed, "apr_1"), DurableApprovalError),
+        (lambda: RunRecord.parse(sealed, run_id="r"), LeaseError),
+    ):
+        with pytest.raises(error, match="it is sealed"):
+            read()
+    with pytest.raises(CheckpointError) as plain:
+        decode("{not json", key="k")
+    assert "sealed" not in str(plain.value)
