@@ -11,6 +11,7 @@ principal: a request naming another reviewer id is refused with PERMISSION_DENIE
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from oma_actors import ConfigurationError, StoreError
 from oma_actors.approvals import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
+from sidecar.authority import check_cancellable
 from sidecar.events import approval_pb, canonical_json
 from sidecar.run_view import decision_pb, decision_row_from
 from sidecar.status import (
@@ -172,11 +174,29 @@ class ApprovalDesk:
                 for row in ledger_rows
                 if visible is None or row.request.run_id in visible
             )
+        if pb.APPROVAL_STATE_PENDING in states:
+            waiting = {a.run_id for a in found if a.state == pb.APPROVAL_STATE_PENDING}
+            ended = {run_id for run_id in waiting if await self._ended(run_id)}
+            found = [
+                a for a in found if a.state != pb.APPROVAL_STATE_PENDING or a.run_id not in ended
+            ]
         chosen = [approval for approval in found if approval.state in states]
         size = request.page_size or 50
         page = chosen[offset : offset + size]
         token = str(offset + size) if offset + size < len(chosen) else ""
         return pb.ListApprovalsResponse(approvals=page, next_page_token=token)
+
+    async def _ended(self, run_id: str) -> bool:
+        """Whether the run has ended (cancelled, failed, completed): a decision on an approval
+        it still shows pending would never be used (``RestoreRun`` refuses an ended run), so
+        such approvals are listed as pending no more."""
+        try:
+            check_cancellable(await self._executor.current(run_id))
+        except FailedPrecondition:
+            return True
+        except (NotFound, DataLoss):
+            return False  # shown as it is: the run's record is the operator's to look at
+        return False
 
     async def get(
         self, request: pb.GetApprovalRequest, caller: Principal | None = None
@@ -208,6 +228,11 @@ class ApprovalDesk:
             raise InvalidArgument("resume", f"unknown value {request.resume}")
         edited = _edited_input(request.edited_input_json)
         existing, store = await self._find(request.id, caller)
+        if existing.decision is None:
+            # A run that ended (cancelled, failed, completed) waits for nothing: a decision
+            # would be recorded and never used, and a reviewer told it counted.
+            with contextlib.suppress(NotFound):  # a deleted run's approval: the ledger decides
+                check_cancellable(await self._executor.current(existing.request.run_id))
         reviewer = Reviewer(reviewer_id, request.reviewer.display_name or None)
         decided = await module.decide_approval(
             store,

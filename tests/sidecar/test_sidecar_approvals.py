@@ -308,3 +308,27 @@ async def waiting_run(client: SidecarClient, run_id: str) -> pb.Run:
             return run
         await asyncio.sleep(0.01)
     raise AssertionError("the run never showed an approval it waits for")
+
+
+async def test_a_cancelled_run_s_approval_is_no_longer_pending_nor_decidable(
+    client: SidecarClient,
+) -> None:
+    # A run that ended waits for nothing: its approval is not offered to a reviewer, and a
+    # decision is refused rather than recorded and never used.
+    await asyncio.wait_for(suspended_run(client, "apr-cancelled"), 10)
+    [approval] = await client.list_approvals("apr-cancelled")
+    other = "apr-still-waiting"
+    await asyncio.wait_for(suspended_run(client, other), 10)
+    await client.cancel_run("apr-cancelled", "not needed any more")
+
+    assert await client.list_approvals("apr-cancelled") == []
+    assert [a.run_id for a in await client.list_approvals()] == [other]  # others still listed
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.decide_approval(approval, approve=True, reviewer="ann")
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_reason(caught.value) == "RUN_ALREADY_TERMINAL"
+    fetched = await client.approvals.GetApproval(
+        pb.GetApprovalRequest(id=approval.id), metadata=client.metadata
+    )
+    assert fetched.state == pb.APPROVAL_STATE_PENDING  # nothing was recorded
+    assert (await client.get_run("apr-cancelled")).status == pb.RUN_STATUS_CANCELLED
