@@ -177,6 +177,12 @@ def check_tasks(
         if ids_only:
             _text(task.id, f"{where}.id", limit=256)
         if task.id:
+            if ":" in task.id:  # as a run id may not: the key would name two calls alike
+                raise InvalidArgument(
+                    f"{where}.id",
+                    "must not contain ':', the separator of a tool call's idempotency key "
+                    "(run:task:call)",
+                )
             if task.id in ids:
                 raise InvalidArgument(f"{where}.id", f"duplicate task id {task.id!r}")
             ids[task.id] = index

@@ -133,6 +133,9 @@ class RunServicer(pb_grpc.RunServiceServicer):
                 raise InvalidArgument("page_token", "is not a token from a previous response")
             offset = int(request.page_token)
         statuses = set(request.statuses)
+        unknown = sorted(statuses - set(pb.RunStatus.values()))
+        if unknown:
+            raise InvalidArgument("statuses", f"unknown run status {unknown[0]}")
         caller = self._tenancy.caller(context)
         found, unreadable = await self._registry.scan()
         views = await self._executor.viewed_all([r for r in found if sees(caller, r.tenant)])

@@ -63,6 +63,11 @@ CASES = [
         lambda r: setattr(r.tasks.tasks[0], "assignee", "ghost"),
     ),
     ("tasks.tasks[1].depends_on", "INVALID_TASK_DEPENDENCIES", _cycle),
+    (  # "a:b" + call "c" and "a" + call "b:c" would share one idempotency key
+        "tasks.tasks[0].id",
+        "VALIDATION",
+        lambda r: setattr(r.tasks.tasks[0], "id", "a:b"),
+    ),
     (
         "tasks.tasks[1].depends_on[0]",
         "INVALID_TASK_DEPENDENCIES",
@@ -227,8 +232,12 @@ async def test_watch_and_get_validate_their_arguments(client: SidecarClient) -> 
         client.runs.GetRun(unknown_view, metadata=client.metadata),
         client.runs.ListRuns(pb.ListRunsRequest(page_token="zz"), metadata=client.metadata),
         client.runs.ListRuns(pb.ListRunsRequest(page_size=501), metadata=client.metadata),
+        client.runs.ListRuns(
+            pb.ListRunsRequest(statuses=[99]),  # type: ignore[list-item]
+            metadata=client.metadata,
+        ),
     ]
-    fields = ["run_id", "view", "page_token", "page_size"]
+    fields = ["run_id", "view", "page_token", "page_size", "statuses"]
     for call, field in zip(bad, fields, strict=True):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
