@@ -22,7 +22,7 @@ from oma_actors.approvals import ApprovalDecision, Reviewer
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import check_cancellable
 from sidecar.events import approval_pb, canonical_json
-from sidecar.run_view import decision_pb, decision_row_from
+from sidecar.run_view import decision_pb
 from sidecar.status import (
     DataLoss,
     FailedPrecondition,
@@ -116,7 +116,7 @@ class ApprovalDesk:
         approval = approval_pb(record.request, canonical_json(record.request))
         decision: ApprovalDecision | None = record.decision
         if decision is not None:
-            approval.decision.CopyFrom(decision_pb(decision_row_from(decision)))
+            approval.decision.CopyFrom(decision_pb(decision))
             approval.state = approval.decision.decision
         return approval
 

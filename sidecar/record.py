@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
+    from oma_actors.approvals import ApprovalDecision
+
 WireStatus: TypeAlias = pb.RunStatus
 """A run's status on the wire (``pb.RUN_STATUS_*``); the run record's own vocabulary is
 ``oma_actors.runs.RunStatus``, mapped to this one in ``sidecar.authority.STATUS_OF_RECORD``."""
@@ -78,31 +80,12 @@ class TaskRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DecisionRow:
-    """A decision on one of a run's approval requests, as its finished attempt reported it.
-
-    ``scope`` and ``decision`` are OMA's names (``tool_call``..., ``approved`` or
-    ``rejected``); ``edited_input_json`` is the JSON object an approval with edits runs the
-    tool call on (``""``: none), as the wire's ``ApprovalDecision`` has it.
-    """
-
-    request_id: str
-    run_id: str
-    scope: str
-    request_hash: str
-    decision: str
-    reviewer_id: str
-    reviewer_name: str = ""
-    decided_at: datetime
-    edited_input_json: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptResult:
     """The result of a run's last finished attempt.
 
     ``approval_decisions``: the decisions on the run's approval requests that the attempt
-    knew of (a resumed run's too), in OMA's order; none in a record from before they were kept.
+    knew of (a resumed run's too), in OMA's order, as the core records them (stored in the
+    ledger's own form); none in a record from before they were kept.
     """
 
     success: bool
@@ -111,7 +94,7 @@ class AttemptResult:
     input_tokens: int = 0
     output_tokens: int = 0
     plan_only: bool = False
-    approval_decisions: tuple[DecisionRow, ...] = ()
+    approval_decisions: tuple[ApprovalDecision, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,13 +56,16 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
+from oma_actors import DurableApprovalError
+from oma_actors.approvals import decision_from_json, decision_to_json
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import AttemptResult, DecisionRow, Outcome, RunRecordV1, TaskRow
+from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
 from sidecar.run_view import attempt_result_of, task_row_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from oma_actors.approvals import ApprovalDecision
     from sidecar.record import TaskStatus, WireStatus
 
 logger = logging.getLogger(__name__)
@@ -168,36 +171,16 @@ def _result_document(result: AttemptResult | None) -> dict[str, Any] | None:
         "input_tokens": result.input_tokens,
         "output_tokens": result.output_tokens,
         "plan_only": result.plan_only,
-        "approval_decisions": [_decision_document(row) for row in result.approval_decisions],
+        "approval_decisions": [decision_to_json(d) for d in result.approval_decisions],
     }
 
 
-def _decision_document(row: DecisionRow) -> dict[str, Any]:
-    return {
-        "request_id": row.request_id,
-        "run_id": row.run_id,
-        "scope": row.scope,
-        "request_hash": row.request_hash,
-        "decision": row.decision,
-        "reviewer_id": row.reviewer_id,
-        "reviewer_name": row.reviewer_name,
-        "decided_at": row.decided_at.isoformat(),
-        "edited_input_json": row.edited_input_json,
-    }
-
-
-def _decision_row(raw: dict[str, Any]) -> DecisionRow:
-    return DecisionRow(
-        request_id=str(raw["request_id"]),
-        run_id=str(raw["run_id"]),
-        scope=str(raw["scope"]),
-        request_hash=str(raw["request_hash"]),
-        decision=str(raw["decision"]),
-        reviewer_id=str(raw["reviewer_id"]),
-        reviewer_name=str(raw.get("reviewer_name", "")),
-        decided_at=datetime.fromisoformat(raw["decided_at"]),
-        edited_input_json=str(raw.get("edited_input_json", "")),
-    )
+def _decision(raw: object) -> ApprovalDecision:
+    """A stored decision, checked as the ledger checks its rows (its edit against its hash)."""
+    try:
+        return decision_from_json(raw)
+    except DurableApprovalError as exc:
+        raise RecordFormatError(f"a stored approval decision: {exc}") from None
 
 
 def _run_status(name: str) -> WireStatus:
@@ -254,7 +237,7 @@ def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
             output_tokens=int(result["output_tokens"]),
             plan_only=bool(result["plan_only"]),
             approval_decisions=tuple(
-                _decision_row(item) for item in result.get("approval_decisions", ())
+                _decision(item) for item in result.get("approval_decisions", ())
             ),
         ),
         store_uri=str(raw["store_uri"]),

@@ -8,24 +8,25 @@ from __future__ import annotations
 
 import json
 from datetime import UTC
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from oma_actors.approvals import ApprovalDecision, Reviewer
 from oma_actors.keyspace import checkpoint_key
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import MODE_OF, TASK_STATUS, task_counts, timestamp
 from sidecar.events import SCOPES
-from sidecar.record import AttemptResult, DecisionRow, Outcome, TaskRow
+from sidecar.record import AttemptResult, Outcome, TaskRow
 from sidecar.stores import shown_uri
 
 if TYPE_CHECKING:
     from oma_actors import TaskState, TeamRunResult
-    from oma_actors.approvals import ApprovalDecision
     from sidecar.record import RunView
 
 DECISIONS = {"approved": pb.APPROVAL_STATE_APPROVED, "rejected": pb.APPROVAL_STATE_REJECTED}
 """OMA's decision values on the wire."""
-_SCOPE_NAME = {value: name for name, value in SCOPES.items()}
-_DECISION_NAME = {value: name for name, value in DECISIONS.items()}
+# Values: OMA's scope and decision names (the core's literal types are not public API).
+_SCOPE_NAME: dict[int, Any] = {value: name for name, value in SCOPES.items()}
+_DECISION_NAME: dict[int, Any] = {value: name for name, value in DECISIONS.items()}
 
 
 def initial_tasks(request: pb.StartRunRequest) -> tuple[TaskRow, ...]:
@@ -90,7 +91,7 @@ def attempt_result_of(result: pb.RunResult) -> AttemptResult:
         input_tokens=result.usage.input_tokens,
         output_tokens=result.usage.output_tokens,
         plan_only=result.plan_only,
-        approval_decisions=tuple(decision_row_of(item) for item in result.approval_decisions),
+        approval_decisions=tuple(decision_of(item) for item in result.approval_decisions),
     )
 
 
@@ -104,9 +105,7 @@ def attempt_result_from(result: TeamRunResult) -> AttemptResult:
         input_tokens=result.token_usage.input_tokens,
         output_tokens=result.token_usage.output_tokens,
         plan_only=result.plan_only,
-        approval_decisions=tuple(
-            decision_row_from(decision) for decision in result.approval_decisions
-        ),
+        approval_decisions=tuple(result.approval_decisions),
     )
 
 
@@ -117,54 +116,45 @@ def run_result_pb(result: AttemptResult) -> pb.RunResult:
         status=outcome_pb(result.outcome),
         synthesis=result.synthesis,
         usage=pb.TokenUsage(input_tokens=result.input_tokens, output_tokens=result.output_tokens),
-        approval_decisions=[decision_pb(row) for row in result.approval_decisions],
+        approval_decisions=[decision_pb(decision) for decision in result.approval_decisions],
         plan_only=result.plan_only,
     )
 
 
-def decision_row_from(decision: ApprovalDecision) -> DecisionRow:
-    """The record's form of an OMA approval decision."""
-    return DecisionRow(
+def decision_pb(decision: ApprovalDecision) -> pb.ApprovalDecision:
+    """The wire form of an approval decision (``GetApproval``'s and a run result's)."""
+    return pb.ApprovalDecision(
         request_id=decision.request_id,
         run_id=decision.run_id,
-        scope=decision.scope,
+        scope=SCOPES[decision.scope],
         request_hash=decision.request_hash,
-        decision=decision.decision,
-        reviewer_id=decision.reviewer.id,
-        reviewer_name=decision.reviewer.display_name or "",
-        decided_at=decision.decided_at,
+        decision=DECISIONS[decision.decision],
+        reviewer=pb.Reviewer(
+            id=decision.reviewer.id, display_name=decision.reviewer.display_name or ""
+        ),
+        decided_at=timestamp(decision.decided_at),
         edited_input_json=""
         if decision.edited_input is None
-        else json.dumps(decision.edited_input, sort_keys=True),  # as ``sidecar.approvals``
+        else json.dumps(decision.edited_input, sort_keys=True),
     )
 
 
-def decision_row_of(decision: pb.ApprovalDecision) -> DecisionRow:
-    """The record's form of a wire approval decision."""
-    return DecisionRow(
+def decision_of(decision: pb.ApprovalDecision) -> ApprovalDecision:
+    """The approval decision a wire one carries (a result stored in the format before schema 1).
+
+    Raises:
+        KeyError: an unspecified scope or decision; ValueError: an edit that is no JSON.
+    """
+    edited = decision.edited_input_json
+    return ApprovalDecision(
         request_id=decision.request_id,
         run_id=decision.run_id,
-        scope=_SCOPE_NAME.get(decision.scope, ""),
+        scope=_SCOPE_NAME[decision.scope],
         request_hash=decision.request_hash,
-        decision=_DECISION_NAME.get(decision.decision, ""),
-        reviewer_id=decision.reviewer.id,
-        reviewer_name=decision.reviewer.display_name,
+        decision=_DECISION_NAME[decision.decision],
+        reviewer=Reviewer(decision.reviewer.id, decision.reviewer.display_name or None),
         decided_at=decision.decided_at.ToDatetime(tzinfo=UTC),
-        edited_input_json=decision.edited_input_json,
-    )
-
-
-def decision_pb(row: DecisionRow) -> pb.ApprovalDecision:
-    """The wire form of a recorded approval decision."""
-    return pb.ApprovalDecision(
-        request_id=row.request_id,
-        run_id=row.run_id,
-        scope=SCOPES.get(row.scope, pb.APPROVAL_SCOPE_UNSPECIFIED),
-        request_hash=row.request_hash,
-        decision=DECISIONS.get(row.decision, pb.APPROVAL_STATE_UNSPECIFIED),
-        reviewer=pb.Reviewer(id=row.reviewer_id, display_name=row.reviewer_name),
-        decided_at=timestamp(row.decided_at),
-        edited_input_json=row.edited_input_json,
+        edited_input=json.loads(edited) if edited else None,
     )
 
 

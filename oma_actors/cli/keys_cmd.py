@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import aiofiles.os
 
 from oma_actors import open_journal, open_store
-from oma_actors.checkpoint import is_checkpoint_key
+from oma_actors.checkpoint import CHECKPOINT_KEY_PREFIX
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store
 from oma_actors.errors import CorruptStoreError
@@ -178,9 +178,7 @@ async def _journals_of(
     if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
         found[f"journal in {store_uri}"] = open_journal(store_uri)  # its runs' journal
     sealed = EncryptingStore(store, keyring)
-    for entry in await store.list():
-        if not is_checkpoint_key(entry.key):
-            continue
+    for entry in await store.list(prefix=CHECKPOINT_KEY_PREFIX):  # the runs' states alone
         try:
             ref = json.loads(sealed.open(entry.key, entry.value)).get("journalRef")
         except (CorruptStoreError, ValueError, AttributeError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from oma_actors.stores.keyring import PREFIX
 from oma_actors.testing.forwarding import ForwardingStore
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import AsyncIterator, Mapping
 
     from oma_actors.approvals import ApprovalRequest
 
@@ -217,14 +218,8 @@ async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_p
     ring = KeyRing({"k": OLD}, active="k")
     keys = key_file(tmp_path / "keys", k=OLD)
     state, log = tmp_path / "state.json", tmp_path / "run.jsonl"
-    inner = FileStore(state)
-    try:
-        await _sealed_run(
-            EncryptingStore(inner, ring),
-            EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring),
-        )
-    finally:
-        await inner.aclose()
+    async with sealed_file_run(tmp_path, ring):
+        pass
 
     unkeyed = oma("runs", "history", "r1", "--store", str(state))
     assert unkeyed.returncode == 2
@@ -244,6 +239,20 @@ async def test_history_fork_and_delete_open_a_sealed_run_with_the_env_keys(tmp_p
     assert deleted.returncode == 0, deleted.stderr
     assert f"journal: {log} kept (another run's state names it)" in deleted.stdout
     assert log.exists()
+
+
+@contextlib.asynccontextmanager
+async def sealed_file_run(tmp_path: Path, ring: KeyRing) -> AsyncIterator[EncryptingStore]:
+    """Run ``r1`` journal-first on a sealed ``state.json`` beside a sealed ``run.jsonl`` in
+    ``tmp_path``; the sealed store is yielded, and closed (its file lock given back) after."""
+    inner = FileStore(tmp_path / "state.json")
+    try:
+        store = EncryptingStore(inner, ring)
+        journal = JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0)
+        await _sealed_run(store, EncryptingJournal(journal, ring))
+        yield store
+    finally:
+        await inner.aclose()
 
 
 async def _sealed_run(store: EncryptingStore, journal: EncryptingJournal) -> None:
@@ -285,14 +294,8 @@ async def test_rotate_lists_the_journals_still_sealed_under_an_old_key(tmp_path:
 
     ring = KeyRing({"old": OLD}, active="old")
     state, log = tmp_path / "state.json", tmp_path / "run.jsonl"
-    inner = FileStore(state)
-    try:
-        await _sealed_run(
-            EncryptingStore(inner, ring),
-            EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), ring),
-        )
-    finally:
-        await inner.aclose()
+    async with sealed_file_run(tmp_path, ring):
+        pass
     database = tmp_path / "state.db"
     sqlite = SqliteStore(database)
     try:
@@ -317,15 +320,8 @@ async def test_a_sealed_store_read_without_the_keys_says_so_not_damage(tmp_path:
     # say the store is sealed (and how to give the keys), not suggest damage or tampering.
     ring = KeyRing({"k": OLD}, active="k")
     state = tmp_path / "state.json"
-    inner = FileStore(state)
-    try:
-        await _sealed_run(
-            EncryptingStore(inner, ring),
-            EncryptingJournal(JsonlRunJournal(tmp_path / "run.jsonl", flush_interval_ms=0), ring),
-        )
-        await DurableApprovalLedger(EncryptingStore(inner, ring)).ensure_request(approval())
-    finally:
-        await inner.aclose()
+    async with sealed_file_run(tmp_path, ring) as store:
+        await DurableApprovalLedger(store).ensure_request(approval())
     for args in (("checkpoint", "show", "--run-id", "r1"), ("approvals", "list")):
         done = await asyncio.to_thread(oma, *args, "--store", str(state))
         assert done.returncode == 2, (args, done.stdout)

@@ -10,32 +10,33 @@ from datetime import UTC, datetime
 import pytest
 from sidecar_helpers import legacy_record_text, run_request
 
+from oma_actors.approvals import ApprovalDecision, Reviewer
+from oma_actors.approvals.canonical import hash_approval_edit
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.record import AttemptResult, DecisionRow, Outcome, RunRecordV1, TaskRow
+from sidecar.record import AttemptResult, Outcome, RunRecordV1, TaskRow
 from sidecar.record_codec import RecordFormatError, decode, encode
 
 MOMENT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 DECISIONS = (
-    DecisionRow(
+    ApprovalDecision(
         request_id="apr_" + "1" * 32,
         run_id="codec-1",
         scope="tool_call",
         request_hash="a" * 64,
         decision="approved",
-        reviewer_id="ann",
-        reviewer_name="Ann",
+        reviewer=Reviewer("ann", "Ann"),
         decided_at=MOMENT,
-        edited_input_json='{"text": "y"}',
+        edited_input={"text": "y"},
     ),
-    DecisionRow(
+    ApprovalDecision(
         request_id="apr_" + "2" * 32,
         run_id="codec-1",
         scope="plan",
         request_hash="b" * 64,
         decision="rejected",
-        reviewer_id="bob",
+        reviewer=Reviewer("bob"),
         decided_at=MOMENT,
     ),
 )
@@ -99,24 +100,32 @@ def test_schema_3_is_named_json_without_protobuf_bytes() -> None:
     assert document["spec"]["metadata"] == {"team": "blue", "n": 3}
 
 
-def test_a_results_approval_decisions_are_stored_by_name() -> None:
+def test_a_results_approval_decisions_are_stored_in_the_ledger_s_own_form() -> None:
     [approved, rejected] = json.loads(encode(full_record()))["result"]["approval_decisions"]
     assert approved == {
-        "request_id": "apr_" + "1" * 32,
-        "run_id": "codec-1",
+        "version": 1,
+        "requestId": "apr_" + "1" * 32,
+        "runId": "codec-1",
         "scope": "tool_call",
-        "request_hash": "a" * 64,
+        "requestHash": "a" * 64,
         "decision": "approved",
-        "reviewer_id": "ann",
-        "reviewer_name": "Ann",
-        "decided_at": MOMENT.isoformat(),
-        "edited_input_json": '{"text": "y"}',
+        "reviewer": {"id": "ann", "displayName": "Ann"},
+        "decidedAt": "2026-01-02T03:04:05.000Z",
+        "editedInput": {"text": "y"},
+        "editHash": hash_approval_edit("a" * 64, {"text": "y"}),
     }
-    assert (rejected["scope"], rejected["decision"], rejected["reviewer_name"]) == (
+    assert (rejected["scope"], rejected["decision"], rejected["reviewer"]) == (
         "plan",
         "rejected",
-        "",
+        {"id": "bob"},
     )
+
+
+def test_a_stored_decision_whose_edit_was_changed_is_refused() -> None:
+    document = json.loads(encode(full_record()))
+    document["result"]["approval_decisions"][0]["editedInput"] = {"text": "changed"}
+    with pytest.raises(RecordFormatError, match="editedInput does not match its editHash"):
+        decode(json.dumps(document))
 
 
 @pytest.mark.parametrize("schema", [1, 2, 3])
@@ -148,16 +157,15 @@ def test_a_result_in_the_format_before_schema_1_keeps_its_approval_decisions() -
     record = decode(legacy_record_text(run_request("old-2"), result=result))
     assert record.result is not None
     assert record.result.approval_decisions == (
-        DecisionRow(
+        ApprovalDecision(
             request_id="apr_" + "3" * 32,
             run_id="old-2",
             scope="tool_call",
             request_hash="c" * 64,
             decision="approved",
-            reviewer_id="ann",
-            reviewer_name="Ann",
+            reviewer=Reviewer("ann", "Ann"),
             decided_at=MOMENT,
-            edited_input_json='{"text": "z"}',
+            edited_input={"text": "z"},
         ),
     )
     assert decode(encode(record)) == record
