@@ -19,7 +19,7 @@ from oma_actors.approvals import (
 from oma_actors.approvals.gates import Allow, Deny, GateFailed, Suspend, ToolCallRequest, consult
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import DurableApprovalError, ToolInputError
-from oma_actors.tools.base import ToolResult
+from oma_actors.tools.base import ToolResult, settle
 from oma_actors.tools.executor import ToolOutcome, outcome_of
 from oma_actors.tools.validation import parse_tool_input
 
@@ -235,7 +235,7 @@ async def reconcile(item: PendingCall, tool: Tool | None, ctx: ToolContext) -> A
     is unknown (decision D1).
     """
     if tool is not None and tool.reconcile is not None:
-        decided = await tool.reconcile(ctx)
+        decided = await settle(tool.reconcile(ctx))
         if decided is not None:
             return Answer(outcome_of(item.call, decided, 0))
     message = (

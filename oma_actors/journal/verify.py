@@ -66,7 +66,8 @@ class VerifyFinding:
 class VerifyResult:
     """The verdict: ``ok`` when there is no failure (inconclusive gaps alone are ok, JR-23).
 
-    ``stats`` (OMA's: ``events``, ``requests``, ``blocksChecked``) counts the whole journal;
+    ``stats`` (``events``, ``requests``, ``blocks_checked``: OMA's three counts, by API.md's
+    snake_case names since this is a Python value, not stored JSON) counts the whole journal;
     ``runs`` names the runs it holds, in the order of their first event.
     """
 
@@ -101,7 +102,7 @@ def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
         inconclusive += [replace(finding, run_id=run_id) for finding in run.inconclusive]
         requests += run.requests
         blocks_checked += run.blocks_checked
-    stats = {"events": len(events), "requests": requests, "blocksChecked": blocks_checked}
+    stats = {"events": len(events), "requests": requests, "blocks_checked": blocks_checked}
     return VerifyResult(
         ok=not failures,
         failures=failures,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from oma_actors.domain.messages import ContentBlock, ToolSpec
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 ToolEffect = Literal["idempotent", "unsafe"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,8 +72,22 @@ class ToolResult:
     content: tuple[ContentBlock, ...] | None = field(default=None, kw_only=True)
 
 
-ToolExecute = Callable[[Any, ToolContext], Awaitable[ToolResult | str]]
-ToolReconcile = Callable[[ToolContext], Awaitable[ToolResult | None]]
+ToolExecute = Callable[[Any, ToolContext], Awaitable[ToolResult | str] | ToolResult | str]
+"""A tool's body: usually ``async``; a plain function's return value is taken as it is (``settle``),
+as OMA's ``await`` takes a plain value."""
+ToolReconcile = Callable[[ToolContext], Awaitable[ToolResult | None] | ToolResult | None]
+
+
+async def settle(value: Awaitable[T] | T) -> T:
+    """``value`` awaited when it is awaitable, else ``value`` itself.
+
+    A synchronous ``execute`` has already run its effect when it returns: awaiting its result
+    would raise ``TypeError``, which the model would see as the tool failing and could retry,
+    repeating an effect that happened. So a plain return value is the tool's result.
+    """
+    if inspect.isawaitable(value):
+        return cast("T", await value)
+    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,7 +147,8 @@ def define_tool(
         name: the name the model calls it by (letters, digits, ``_`` and ``-``).
         description: what the tool does, for the model.
         input_model: a pydantic model; model-issued input is validated against it.
-        execute: ``async (input, ctx) -> ToolResult | str``.
+        execute: ``async (input, ctx) -> ToolResult | str``; a plain function's return value
+            is taken as the result.
         effect: ``"unsafe"`` marks a tool whose effect must not silently repeat (decision D1).
         consequential: OMA's ``consequential``: granting the tool permits real side effects.
             The flag is part of a tool-call approval's content (and so of its hash), and with

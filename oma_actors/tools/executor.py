@@ -10,7 +10,7 @@ from oma_actors.domain.inflight import ToolCommit
 from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import ToolInputError
-from oma_actors.tools.base import Tool, ToolContext, ToolResult
+from oma_actors.tools.base import Tool, ToolContext, ToolResult, settle
 from oma_actors.tools.validation import parse_tool_input
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ async def execute_tool_call(
     except ToolInputError as exc:
         return outcome_of(call, ToolResult(f"Error: {exc}", is_error=True), elapsed())
     try:
-        raw = await tool.execute(parsed, ctx)
+        raw = await settle(tool.execute(parsed, ctx))
     except Exception as exc:  # a tool's failure is data for the model, not a crash of the run
         logger.info("tool %s raised %s", tool.name, type(exc).__name__, exc_info=True)
         result = ToolResult(f"Error: {type(exc).__name__}: {exc}", is_error=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 from acceptance_helpers import answer, calls
@@ -143,4 +144,20 @@ async def test_reconcile_without_a_verdict_leaves_the_outcome_unknown() -> None:
     assert shown.is_error
     assert "TOOL_OUTCOME_UNKNOWN" in str(shown.content)
     assert [e.tool_call_id for e in events if isinstance(e, ToolOutcomeUnknown)] == ["call-pay"]
+    assert desk.executed == ["X@call-pay"]
+
+
+async def test_a_plain_reconcile_function_s_verdict_is_used() -> None:
+    """A sync ``reconcile`` is taken at its word, as a sync ``execute`` is (``tools.base.settle``):
+    awaiting its verdict would raise in the restore."""
+    desk = PaymentDesk(ToolResult("paid X already"))
+    team, adapter, _ = await interrupted(desk)
+    [agent] = team.agents
+    [tool] = agent.tools
+    plain = replace(tool, reconcile=lambda ctx: desk.verdict)
+    result = await OpenMultiAgent().restore(replace(team, agents=[replace(agent, tools=[plain])]))
+    assert result.success, result.status
+    shown = adapter.calls[1].messages[-1].content[0]
+    assert isinstance(shown, ToolResultBlock)
+    assert (shown.content, shown.is_error) == ("paid X already", False)
     assert desk.executed == ["X@call-pay"]

@@ -92,7 +92,7 @@ async def test_each_strategy_is_journaled_with_lineage(kind: str, durable: bool)
         )
     verdict = await verify_run(events)
     assert verdict.ok, verdict.failures
-    assert verdict.stats["blocksChecked"] > 0
+    assert verdict.stats["blocks_checked"] > 0
     assert len(sent(adapter)) == 6  # five steps and the answer, whatever was cut
 
 

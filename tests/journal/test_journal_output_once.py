@@ -102,4 +102,4 @@ async def test_verify_resolves_the_results_references(tmp_path: Path) -> None:
     assert RECORDED_RESULT.encode() in path.read_bytes()
     verdict = await verify_run(JsonlRunJournal(path))
     assert verdict.ok, verdict.failures
-    assert verdict.stats["blocksChecked"] > 0
+    assert verdict.stats["blocks_checked"] > 0

@@ -196,7 +196,7 @@ async def test_a_recorded_round_verifies() -> None:
     await rec.flush()
     result = await verify_run(journal)
     assert (result.ok, result.failures, result.inconclusive) == (True, [], [])
-    assert result.stats == {"events": 4, "requests": 2, "blocksChecked": 3}
+    assert result.stats == {"events": 4, "requests": 2, "blocks_checked": 3}
 
 
 async def test_a_cancelled_durable_append_does_not_fail_the_others() -> None:

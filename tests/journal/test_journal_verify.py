@@ -52,7 +52,7 @@ async def test_a_block_naming_lineage_that_does_not_reproduce_it_fails() -> None
     assert codes(result.failures) == [("MISSING_CONTEXT_REPLACE", "not-reproducible", 5)]
     assert (result.failures[0].message_index, result.failures[0].block_index) == (1, 0)
     assert result.inconclusive == []
-    assert result.stats == {"events": 5, "requests": 1, "blocksChecked": 2}
+    assert result.stats == {"events": 5, "requests": 1, "blocks_checked": 2}
 
 
 async def test_a_block_with_no_lineage_fails() -> None:
@@ -120,7 +120,7 @@ async def test_forward_gaps_are_legal_and_an_empty_journal_verifies() -> None:
     assert (await verify_run([first, dataclasses.replace(second, seq=9)])).ok
     empty = await verify_run([])
     assert empty.ok
-    assert empty.stats == {"events": 0, "requests": 0, "blocksChecked": 0}
+    assert empty.stats == {"events": 0, "requests": 0, "blocks_checked": 0}
 
 
 async def test_an_event_citing_its_own_seq_is_a_broken_link() -> None:

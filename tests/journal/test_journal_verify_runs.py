@@ -59,7 +59,7 @@ async def test_two_healthy_runs_in_one_journal_verify() -> None:
     result = await verify_run([*one_run("A"), *one_run("B")])
     assert (result.ok, result.failures, result.inconclusive) == (True, [], [])
     assert result.runs == ["A", "B"]
-    assert result.stats == {"events": 8, "requests": 2, "blocksChecked": 2}
+    assert result.stats == {"events": 8, "requests": 2, "blocks_checked": 2}
 
 
 async def test_interleaved_runs_verify_each_in_its_own_order() -> None:

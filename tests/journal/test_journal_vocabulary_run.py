@@ -164,7 +164,7 @@ async def test_a_fresh_run_records_plan_tasks_turns_requests_and_memory(durable:
     assert verdict.ok, verdict.failures
     assert verdict.inconclusive == []
     assert verdict.stats["requests"] == 4
-    assert verdict.stats["blocksChecked"] == 2 * (1 + 3)
+    assert verdict.stats["blocks_checked"] == 2 * (1 + 3)
 
 
 async def test_a_failed_model_call_closes_its_turn_and_a_failure_cascades() -> None:

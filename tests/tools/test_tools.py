@@ -65,6 +65,24 @@ async def test_valid_call_returns_result_and_record() -> None:
     assert outcome.record.output == "5"
 
 
+async def test_a_plain_function_s_return_value_is_its_result_and_it_runs_once() -> None:
+    """A sync ``execute`` has run its effect when it returns: awaiting its value would raise
+    ``TypeError``, shown to the model as a failed call it could retry (a second effect)."""
+    ran: list[int] = []
+
+    def charge(args: BaseModel, ctx: ToolContext) -> ToolResult:
+        assert isinstance(args, Add)
+        ran.append(args.a)
+        return ToolResult(f"charged {args.a}")
+
+    tool = define_tool(name="charge", description="charge", input_model=Add, execute=charge)
+    outcome = await execute_tool_call(
+        ToolUseBlock("c1", "charge", {"a": 7, "b": 0}), {"charge": tool}, CTX
+    )
+    assert (outcome.block.content, outcome.block.is_error) == ("charged 7", False)
+    assert ran == [7]
+
+
 async def test_invalid_input_is_an_error_result_naming_the_field() -> None:
     outcome = await execute_tool_call(ToolUseBlock("c1", "add", {"a": "x"}), {"add": ADD}, CTX)
     assert outcome.block.is_error
