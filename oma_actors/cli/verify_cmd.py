@@ -105,7 +105,7 @@ def _print(result: VerifyResult, console: Console) -> None:
     console.out(
         f"{'ok' if result.ok else 'FAILED'}: {runs} run{'' if runs == 1 else 's'}, "
         f"{stats['events']} events, {stats['requests']} requests, "
-        f"{stats['blocksChecked']} blocks checked",
+        f"{stats['blocks_checked']} blocks checked",
         highlight=False,
     )
     for label, findings in (("failure", result.failures), ("inconclusive", result.inconclusive)):

@@ -41,7 +41,7 @@ def test_verify_exit_codes_and_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
         "ok": True, "failures": [], "inconclusive": [],
-        "stats": {"events": 2, "requests": 0, "blocksChecked": 0}, "runs": ["r"],
+        "stats": {"events": 2, "requests": 0, "blocks_checked": 0}, "runs": ["r"],
     }  # fmt: skip
 
     bad = tmp_path / "bad.jsonl"
