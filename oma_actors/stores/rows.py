@@ -9,9 +9,10 @@ strips a password from a URI before it appears in an error, live here as pure fu
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.stores.base import MemoryEntry, Put
@@ -112,17 +113,63 @@ def make_row_entry(
 
 
 def redact(uri: str) -> str:
-    """``uri`` without its password, for error messages and logs."""
+    """``uri`` without its password, for error messages, logs and canonical store URIs.
+
+    Masked: the password of the user part (``user:***@``), and every query option that names a
+    password or a secret (``?password=``, ``sslpassword=``: asyncpg and redis-py connect with
+    them). A password holding an unescaped ``/``, ``?`` or ``#`` ends the URI's host part early
+    (``urlsplit`` then sees no user part at all): everything between ``://`` and its ``@`` is
+    then masked but the user name, so a malformed URI's error never echoes the password either.
+    """
     try:
         parts = urlsplit(uri)
         password = parts.password
     except ValueError:
         return uri.split("@", 1)[-1] if "@" in uri else uri
-    if password is None:
-        return uri
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+    if password is None and "@" not in parts.netloc and _cut_password(uri, parts.netloc):
+        scheme, rest = uri.split("://", 1)
+        user, host = rest.split(":", 1)[0], rest.rsplit("@", 1)[1]
+        return f"{scheme}://{user}:***@{host}"
+    masked = parts
+    if password is not None:
+        netloc = parts.netloc.rsplit("@", 1)
+        user = netloc[0].split(":", 1)[0]
+        masked = masked._replace(netloc=f"{user}:***@{netloc[1]}")
+    if parts.query:
+        masked = masked._replace(query=_masked_query(parts.query))
+    # Unchanged, the URI is returned as written (``urlunsplit`` would respell ``sqlite:///x``).
+    return uri if masked == parts else urlunsplit(masked)
+
+
+_SECRET_OPTION = re.compile(r"pass|secret|token", re.IGNORECASE)
+
+
+def _masked_query(query: str) -> str:
+    """``query`` with the value of each option named like a secret replaced by ``***``."""
+    options = parse_qsl(query, keep_blank_values=True)
+    if not any(_SECRET_OPTION.search(name) for name, _ in options):
+        return query  # as written: an untouched URI stays byte for byte what it was
+    return urlencode(
+        [(name, "***" if _SECRET_OPTION.search(name) else value) for name, value in options],
+        safe="*",
+    )
+
+
+def _cut_password(uri: str, netloc: str) -> bool:
+    """Whether a ``/``, ``?`` or ``#`` in a password cut ``uri``'s user part off its host:
+    there is an ``@`` after ``://`` and either it comes before any ``?`` (an ``@`` in a query
+    is a value's) or what ``urlsplit`` took for the host has no valid port (``user:pa`` of
+    ``user:pa?ss@host``)."""
+    if "://" not in uri:
+        return False
+    rest = uri.split("://", 1)[1]
+    at, query = rest.find("@"), rest.find("?")
+    if at < 0 or rest.startswith("/"):  # no user part (``file:///a@b``: a path's ``@``)
+        return False
+    if query < 0 or at < query:
+        return True
+    port = netloc.rpartition(":")[2] if ":" in netloc else ""
+    return not port.isdigit() if port else False
 
 
 __all__ = [

@@ -98,6 +98,11 @@ def test_service_uris_keep_their_options_and_hide_the_password() -> None:
         ("redis://h:notaport/0", "malformed store URI redis://h:notaport/0"),
         ("redis://h:6379/zero", "the database must be a number"),
         ("postgresql://u:secret@h:99999/db", "malformed store URI postgresql://u:***@h:99999/db"),
+        (
+            "postgresql://app:se#cret@h:5432/db",
+            "malformed store URI postgresql://app:***@h:5432/db",
+        ),
+        ("redis://:se/cret@h:6379/0", "malformed store URI redis://:***@h:6379/0"),
         ("postgresql://h/db?table=drop-me;", "is not a plain name"),
         ("postgresql://h/db?table=a&table=b", "exactly one non-empty table="),
         ("redis://h/0?prefix=", "exactly one non-empty prefix="),
@@ -120,6 +125,12 @@ async def test_bad_uris_are_configuration_errors_naming_the_uri(uri: str, messag
             "postgresql://postgres:***@127.0.0.1:1/test",
         ),
         ("redis://:secret@127.0.0.1:1/0", "redis://:***@127.0.0.1:1/0"),
+        # asyncpg and redis-py connect with a password given as a query option too
+        (
+            "postgresql://postgres@127.0.0.1:1/test?password=secret",
+            "postgresql://postgres@127.0.0.1:1/test?password=***",
+        ),
+        ("redis://127.0.0.1:1/0?password=secret", "redis://127.0.0.1:1/0?password=***"),
     ],
 )
 async def test_an_unreachable_server_is_a_store_error_naming_the_store(
@@ -176,3 +187,29 @@ def test_redact_masks_only_the_password() -> None:
     assert redact("redis://:pw@h/0") == "redis://:***@h/0"
     assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
     assert redact("sqlite:///tmp/x.db") == "sqlite:///tmp/x.db"
+    assert redact("file:///srv/a@b/state.json") == "file:///srv/a@b/state.json"
+    assert redact("postgresql://u@h/db?user=a@b") == "postgresql://u@h/db?user=a@b"
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("postgresql://h/db?password=pw&table=t", "postgresql://h/db?password=***&table=t"),
+        ("postgresql://h/db?sslpassword=pw", "postgresql://h/db?sslpassword=***"),
+        ("redis://h/0?password=pw", "redis://h/0?password=***"),
+        # a password holding an unescaped ``#``, ``/`` or ``?`` cuts urlsplit's user part off
+        ("postgresql://app:p#w@db:5432/app", "postgresql://app:***@db:5432/app"),
+        ("redis://:p/w@h:6379/0", "redis://:***@h:6379/0"),
+        ("postgresql://app:p?w@db/app", "postgresql://app:***@db/app"),
+        ("postgresql://app:12/pw@db/app", "postgresql://app:***@db/app"),
+    ],
+)
+def test_redact_masks_a_password_wherever_the_uri_holds_it(uri: str, shown: str) -> None:
+    assert redact(uri) == shown
+    assert "pw" not in shown.replace("postgresql", "")
+
+
+def test_a_canonical_store_uri_masks_a_query_password() -> None:
+    """``StoreTarget.uri`` is what the sidecar shows clients (``GetRun.store_uri``)."""
+    target = parse_store_uri("postgresql://app@db:5432/runs?password=pw&table=t")
+    assert target.uri == "postgresql://app@db:5432/runs?password=***&table=t"
