@@ -85,6 +85,7 @@ PINNED: dict[str, list[str]] = {
         "FileStore", "InMemoryStore", "KeyRing", "MemoryEntry", "MemoryStore", "Put",
         "RedactingStore", "Remove", "SqliteStore", "StoreTarget", "Write", "is_atomic_store",
         "is_conditional_store", "is_memory_store", "open_store", "parse_store_uri", "store_missing",
+        "table_missing",
     ],
     "oma_actors.testing": [
         "CRASH_EXIT", "CrashPoint", "CrashPointError", "CrashingStore", "FailingStore",

@@ -4,9 +4,12 @@
 
 The checkpoint says where a run can continue; the run record (when runs are owned through a run
 store) says who may advance it. An operator deciding whether to restore, wait for a lease or
-cancel needs both on one line. ``runs show`` draws one run's timeline (``build_timeline``) from
-its checkpoint and its journal (``--journal``, else the one the snapshot names, as a restore
-does, D15); ``--html`` also writes the page.
+cancel needs both on one line. A record's stored status stays ``running`` after its process
+died, so both commands show the record as ``RunSummary.state`` reads it now (``running (lease
+expired 12s ago)`` once its lease has expired). ``runs show`` draws one run's timeline
+(``build_timeline``) from its checkpoint and its journal (``--journal``, else the one the
+snapshot names, as a restore does, D15), then the run record's line; ``--html`` also writes
+the page.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import aiofiles
@@ -25,8 +29,9 @@ from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import named_journal, with_tail
+from oma_actors.errors import LeaseError
 from oma_actors.journal import JsonlRunJournal
-from oma_actors.runs import list_runs
+from oma_actors.runs import MemoryStoreRunStore, RunSummary, list_runs
 from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 from oma_actors.timeline.terminal import terminal_safe
 
@@ -36,7 +41,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from oma_actors.checkpoint import CheckpointSummary
-    from oma_actors.runs import RunSummary
+    from oma_actors.runs import RunRecord
+    from oma_actors.stores import AtomicStore
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,7 +55,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "List the runs in a store: checkpoint status, attempt and revision, and from the "
             "run record (if the run is owned through a run store) its status, owner, lease "
-            "expiry and fencing token."
+            "expiry and fencing token. A running record whose lease has expired (its process "
+            "died or stalled) shows as 'running (lease expired 12s ago)'."
         ),
     )
     add_store_option(listing, read_only=True)
@@ -60,8 +67,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Draw a run's timeline from its checkpoint and, with --journal, its journal: one "
             "lane per task, turns and tool calls in order, each call marked executed, replayed, "
-            "re-ran or outcome unknown, approvals, attempts and token usage. Without a journal "
-            "a replayed or re-run call cannot be told from one that ran once."
+            "re-ran or outcome unknown, approvals, attempts and token usage, then the run "
+            "record's status as 'oma runs list' shows it. Without a journal a replayed or re-run "
+            "call cannot be told from one that ran once."
         ),
     )
     show.add_argument("run_id", metavar="RUN", help="the run id")
@@ -110,6 +118,7 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         await _check_page_path(args.html)
     async with reading(args.store) as store:
         snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()
+        record = await _record(store, args.run_id)
     if snapshot is None:
         raise CommandFailed(f"no checkpoint of run {args.run_id}")
     events = None
@@ -130,12 +139,15 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         finally:
             await journal.close()
     timeline = build_timeline(view.snapshot, events)
-    if args.json:  # the timeline model, fork lineage included (forked_from)
-        console.out(json.dumps(asdict(timeline), indent=2, default=str), highlight=False)
+    if args.json:  # the timeline model, fork lineage included (forked_from), and the record
+        shown = {**asdict(timeline), "record": None if record is None else asdict(record)}
+        console.out(json.dumps(shown, indent=2, default=str), highlight=False)
         return 0
     if args.html is not None:  # written first: if it fails, stdout holds no half a result
         await _write_page(args.html, render_timeline_html(timeline))
     console.print(render_timeline_text(timeline))
+    if record is not None:
+        console.print(terminal_safe(_record_line(record)), markup=False, highlight=False)
     if view.note is not None and not view.ok:
         console.print(view.note, style="yellow", markup=False)
     if args.html is not None:
@@ -146,6 +158,30 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
     return 0
+
+
+async def _record(store: AtomicStore, run_id: str) -> RunSummary | None:
+    """The run record of ``run_id`` as ``oma runs list`` shows it (``None``: the run is not
+    owned through a run store); an unreadable record is shown as such, not an error: the
+    timeline comes from the checkpoint and is still worth drawing."""
+    try:
+        record: RunRecord | LeaseError | None = await MemoryStoreRunStore(store).get(run_id)
+    except LeaseError as exc:
+        record = exc
+    if record is None:
+        return None
+    return RunSummary.of(record, run_id=run_id, now=datetime.now(UTC))
+
+
+def _record_line(record: RunSummary) -> str:
+    """``record: <state>, owner O, attempt A, fencing token N``, or why it is unreadable."""
+    if record.error is not None:
+        return f"record: unreadable ({record.error})"
+    owner = "" if record.owner is None else f", owner {record.owner}"
+    return (
+        f"record: {record.state}{owner}, attempt {record.attempt}, "
+        f"fencing token {record.fencing_token}"
+    )
 
 
 async def _check_page_path(path: str) -> None:
@@ -202,7 +238,7 @@ def _print(rows: list[dict[str, object]], console: Console) -> None:
             str(row["run_id"]),
             _field(cp, "status"),
             _field(cp, "revision"),
-            _field(rec, "status"),
+            _field(rec, "state"),  # the stored status, read against the lease's expiry
             _field(rec, "owner"),
             _field(rec, "fencing_token"),
         )

@@ -164,12 +164,14 @@ class CheckpointSnapshot:
     def status(self) -> SnapshotStatus:
         """Where the saved run stands.
 
-        ``completed``: every task completed. ``suspended``: it waits for an approval.
-        ``rejected`` / ``failed``: every task is terminal but not all completed (a rejection
-        was decided, or tasks failed or were skipped). ``in_progress``: anything else, i.e. the
-        run stopped mid-way (a crash, an abort) and ``restore()`` continues it.
+        ``completed``: every task completed, or a plan revision took its place (a failure it
+        recovered, a task it superseded: spec TQ-07 ignores them, OMA calls such a run ``ok``).
+        ``suspended``: it waits for an approval. ``rejected`` / ``failed``: every task is
+        terminal but not all completed (a rejection was decided, or tasks failed or were
+        skipped). ``in_progress``: anything else, i.e. the run stopped mid-way (a crash, an
+        abort) and ``restore()`` continues it.
         """
-        if self.is_finished:
+        if all(task.status == "completed" for task in self.tasks if not task.is_replaced):
             return "completed"
         if self.pending_approvals:
             return "suspended"

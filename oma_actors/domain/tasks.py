@@ -140,6 +140,17 @@ class TaskState:
         """Whether the task is completed, failed or skipped."""
         return self.status in TERMINAL_STATUSES
 
+    @property
+    def is_replaced(self) -> bool:
+        """Whether a plan revision took this task's place: a failure it recovered
+        (``recovered_by_revision``) or a task it superseded (skipped, ``superseded_by_revision``).
+
+        The revision's own tasks decide the run's outcome in its place (spec TQ-07).
+        """
+        if self.status == "failed":
+            return self.recovered_by_revision is not None
+        return self.status == "skipped" and self.superseded_by_revision is not None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanRevision:

@@ -25,7 +25,7 @@ from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
-from oma_actors.stores.presence import store_missing
+from oma_actors.stores.presence import store_missing, table_missing
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
@@ -53,4 +53,5 @@ __all__ = [
     "open_store",
     "parse_store_uri",
     "store_missing",
+    "table_missing",
 ]

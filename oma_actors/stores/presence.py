@@ -32,25 +32,37 @@ async def store_missing(target: StoreTarget) -> str | None:
     """
     if target.kind in ("file", "sqlite") and not await aiofiles.os.path.exists(target.location):
         return f"no store file at {target.location}"
-    if target.kind == "sqlite" and not await asyncio.to_thread(_sqlite_holds, target.location):
+    if target.kind == "sqlite" and await table_missing(target, SQLITE_TABLE):
         return f"no store in {target.location} (it holds no {SQLITE_TABLE} table)"
     if target.kind == "postgresql":
         table = target.option or DEFAULT_TABLE
-        if await _postgres_lacks(target.location, table):
+        if await table_missing(target, table):
             return f"no store table {table!r} in {target.uri.split('?')[0]}"
     return None
 
 
-def _sqlite_holds(path: str) -> bool:
-    """Whether the SQLite file at ``path`` has the store's table (``True`` when it cannot be
-    read as a database: opening the store reports that)."""
+async def table_missing(target: StoreTarget, table: str) -> bool:
+    """Whether the SQLite or PostgreSQL database of ``target`` surely has no table ``table``
+    (the store's own, or its journal's), asked without creating anything; ``False`` when it
+    cannot be told (another kind of store, a file that is no database, a server that cannot be
+    reached: opening it then reports why)."""
+    if target.kind == "sqlite":
+        return not await asyncio.to_thread(_sqlite_holds, target.location, table)
+    if target.kind == "postgresql":
+        return await _postgres_lacks(target.location, table)
+    return False
+
+
+def _sqlite_holds(path: str, table: str) -> bool:
+    """Whether the SQLite file at ``path`` has ``table`` (``True`` when it cannot be read as a
+    database: opening the store reports that)."""
     try:
         connection = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True)
     except sqlite3.Error:
         return True
     try:
         found = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SQLITE_TABLE,)
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
         ).fetchone()
     except sqlite3.Error:
         return True

@@ -86,7 +86,9 @@ def _run_status(snapshot: CheckpointSnapshot) -> str:
 
     A run is ``failed`` (or ``rejected``) only when every task is terminal: a failed task with
     work still pending, in progress or blocked (a failure a plan revision recovered, TQ-07) is
-    ``in progress``. The timeline spells ``in_progress`` with a space, as it always has.
+    ``in progress``, and once the revision's tasks completed the run is ``completed`` (TQ-07
+    ignores the failure it recovered and the tasks it superseded). The timeline spells
+    ``in_progress`` with a space, as it always has.
     """
     status: str = snapshot.status
     return "in progress" if status == "in_progress" else status

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,45 @@ def test_only_a_run_with_every_task_terminal_fails(
     snapshot = tasks_snapshot(*statuses)
     assert build_timeline(snapshot).status == expected
     assert build_timeline(snapshot).status.replace(" ", "_") == snapshot.status
+
+
+def test_a_run_whose_revision_recovered_its_failure_and_completed_is_completed() -> None:
+    """TQ-07: "no task `failed` (ignoring ones recovered by a plan revision)". OMA's own last
+    checkpoint of the fixture's resume (``resave.json``) holds ``first`` failed (recovered by
+    revision 1) and ``second`` skipped (superseded by it), the rest completed, and OMA's result
+    of that resume was ``success: True``, status ``ok``."""
+    resave = json.loads((FIXTURES / NAME / "resave.json").read_text(encoding="utf-8"))
+    snapshot = decode(json.dumps(resave["writes"][-1]), key="k")
+    by_title = {task.title: task.status for task in snapshot.tasks}
+    assert by_title == {
+        "first": "failed", "second": "skipped", "repair": "completed", "second-v2": "completed",
+    }  # fmt: skip
+    assert snapshot.status == "completed"
+    assert build_timeline(snapshot).status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("recovered", "superseded", "expected"),
+    [
+        (1, 1, "completed"),
+        (None, 1, "failed"),  # an unrecovered failure fails the run
+        (1, None, "failed"),  # a task skipped that no revision superseded: as before
+    ],
+)
+def test_only_what_a_revision_replaced_is_ignored(
+    recovered: int | None, superseded: int | None, expected: str
+) -> None:
+    failed, skipped, done = tasks_snapshot("failed", "skipped", "completed").tasks
+    snapshot = replace(
+        tasks_snapshot(),
+        tasks=(
+            replace(failed, recovered_by_revision=recovered),
+            replace(skipped, superseded_by_revision=superseded),
+            done,
+        ),
+    )
+    assert snapshot.status == expected
+    assert build_timeline(snapshot).status == expected
 
 
 def test_runs_show_and_checkpoint_list_agree_on_the_fixture(tmp_path: Path) -> None:
