@@ -32,6 +32,7 @@ from oma_actors.cli.store_option import (
     held_elsewhere,
     missing_store,
     reading,
+    shown_store,
     writing,
 )
 from oma_actors.readable import to_iso
@@ -246,7 +247,7 @@ async def _show(ledger: DurableApprovalLedger, args: argparse.Namespace, console
     if record.decision is None:
         _say(
             console,
-            f"to decide: oma approvals decide {request.id} --store {args.store} "
+            f"to decide: oma approvals decide {request.id} --store {shown_store(args.store)} "
             f"--approve|--reject --reviewer NAME --hash {request.request_hash}",
         )
     return 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from oma_actors.checkpoint import Checkpoint, is_checkpoint_key, list_checkpoints
 from oma_actors.cli.display import show_snapshot
 from oma_actors.cli.failure import CommandFailed
-from oma_actors.cli.store_option import add_store_option, missing_store, reading
+from oma_actors.cli.store_option import add_store_option, missing_store, reading, shown_store
 from oma_actors.cli.tail import add_journal_options, with_tail
 from oma_actors.timeline.terminal import terminal_safe
 
@@ -93,7 +93,7 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
         key = keys[0]
     snapshot = await Checkpoint(store, run_id=args.run_id, key=key).load_latest()
     if snapshot is None:
-        raise CommandFailed(f"no checkpoint for run {args.run_id!r} in {args.store}")
+        raise CommandFailed(f"no checkpoint for run {args.run_id!r} in {shown_store(args.store)}")
     if args.raw:
         console.print_json(json.dumps(snapshot.raw))
         return 0

@@ -34,7 +34,7 @@ import aiofiles.os
 from oma_actors import open_journal, open_store
 from oma_actors.checkpoint import CHECKPOINT_KEY_PREFIX
 from oma_actors.cli.failure import CommandFailed
-from oma_actors.cli.store_option import add_store_option, missing_store
+from oma_actors.cli.store_option import add_store_option, missing_store, shown_store
 from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.encrypting import SEALED_FIELD
@@ -176,7 +176,7 @@ async def _journals_of(
     """The raw (unsealed) journals the store's runs depend on, each named once."""
     found: dict[str, RunJournal] = {}
     if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
-        found[f"journal in {store_uri}"] = open_journal(store_uri)  # its runs' journal
+        found[f"journal in {shown_store(store_uri)}"] = open_journal(store_uri)  # its runs' journal
     sealed = EncryptingStore(store, keyring)
     for entry in await store.list(prefix=CHECKPOINT_KEY_PREFIX):  # the runs' states alone
         try:

@@ -58,6 +58,12 @@ def add_store_option(parser: argparse.ArgumentParser, *, read_only: bool) -> Non
     parser.add_argument("--store", required=True, metavar="URI", help=STORE_HELP + access)
 
 
+def shown_store(uri: str) -> str:
+    """``uri`` as a message may print it: its canonical form, any password masked (README:
+    an error names the store, never its password)."""
+    return parse_store_uri(uri).uri
+
+
 async def missing_store(uri: str) -> str | None:
     """What is missing of the store ``uri`` names, in one line (``no store file at ...``, a
     SQLite file or a PostgreSQL database without the store's table), else ``None``: a command

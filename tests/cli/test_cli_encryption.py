@@ -28,6 +28,8 @@ from oma_actors.testing.forwarding import ForwardingStore
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
+    from service_kit import FreshStores
+
     from oma_actors.approvals import ApprovalRequest
 
 OLD = bytes(range(32))
@@ -313,6 +315,39 @@ async def test_rotate_lists_the_journals_still_sealed_under_an_old_key(tmp_path:
         assert "journal events are not re-sealed" in line
         assert "under 'old'; keep those keys" in line
         assert "left 1" in done.stdout  # every store value was re-sealed, the journal left
+
+
+async def test_no_command_prints_a_postgres_password(
+    tmp_path: Path, fresh_stores: FreshStores
+) -> None:
+    # README: an error names the store, never its password. The test server trusts every
+    # connection, so the password in the URI is carried and never checked.
+    from oma_actors import open_store
+    from oma_actors.journal import open_journal
+
+    dsn, table = fresh_stores.postgres_table()
+    uri = f"{dsn.replace('postgres@', 'postgres:hunter2@', 1)}?table={table}"
+    assert "hunter2" in uri
+    ring = KeyRing({"old": OLD}, active="old")
+    async with open_store(uri) as store:
+        journal = EncryptingJournal(open_journal(uri), ring)
+        await _sealed_run(EncryptingStore(store, ring), journal)
+        await DurableApprovalLedger(EncryptingStore(store, ring)).ensure_request(approval())
+    keys = key_file(tmp_path / "keys", new=NEW, old=OLD)
+    rotated = await asyncio.to_thread(oma, "keys", "rotate", "--store", uri, "--keys", str(keys))
+    assert rotated.returncode == 1, rotated.stderr  # the database journal left under 'old'
+    assert "journal in postgresql://postgres:***@" in rotated.stdout
+    missing = await asyncio.to_thread(
+        oma, "checkpoint", "show", "--run-id", "nosuch", "--store", uri, keys=keys
+    )
+    assert missing.returncode == 2
+    assert "no checkpoint for run 'nosuch' in postgresql://postgres:***@" in missing.stderr
+    listed = await asyncio.to_thread(oma, "approvals", "list", "--store", uri, keys=keys)
+    [request_id] = [word for word in listed.stdout.split() if word.startswith("apr_")][:1]
+    shown = await asyncio.to_thread(oma, "approvals", "show", request_id, "--store", uri, keys=keys)
+    assert "--store postgresql://postgres:***@" in shown.stdout, shown.stdout
+    for done in (rotated, missing, listed, shown):
+        assert "hunter2" not in done.stdout + done.stderr
 
 
 async def test_a_sealed_store_read_without_the_keys_says_so_not_damage(tmp_path: Path) -> None:
