@@ -14,7 +14,8 @@ from oma_actors.orchestration.graph import resolve_dependencies
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_JSON_FENCE = re.compile(r"```json\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_ANY_FENCE = re.compile(r"```\s*(.*?)```", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +33,8 @@ def parse_task_list(text: str, roster: Sequence[str]) -> list[Task] | PlanProble
     ``INVALID_ASSIGNEE`` (an assignee outside the roster), ``INVALID_TASK_DEPENDENCIES``
     (unknown or ambiguous titles, duplicates, cycles).
     """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
     try:
-        data: Any = json.loads(body)
+        data: Any = extract_json(text)
     except json.JSONDecodeError as exc:
         return PlanProblem("COORDINATOR_PLAN_INVALID", (f"reply is not valid JSON: {exc.msg}",))
     if not isinstance(data, list) or not data:
@@ -78,6 +75,35 @@ def parse_task_list(text: str, roster: Sequence[str]) -> list[Task] | PlanProble
     except TaskGraphError as exc:
         return PlanProblem("INVALID_TASK_DEPENDENCIES", (str(exc),))
     return tasks
+
+
+def extract_json(text: str) -> Any:
+    """The JSON value in a model's reply, found as OMA's structured output finds it.
+
+    Models wrap JSON in prose and fences. Tried in order, the first that parses wins: the whole
+    reply; the first fence marked ``json`` anywhere in it; the first fence of any kind; the
+    text from the first ``{`` to the last ``}``; from the first ``[`` to the last ``]``.
+
+    Raises:
+        json.JSONDecodeError: none of them parses (the whole reply's error).
+    """
+    body = text.strip()
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as first:
+        candidates = [
+            match.group(1) for match in (_JSON_FENCE.search(body), _ANY_FENCE.search(body)) if match
+        ]
+        for opener, closer in (("{", "}"), ("[", "]")):
+            start, end = body.find(opener), body.rfind(closer)
+            if 0 <= start < end:
+                candidates.append(body[start : end + 1])
+        for candidate in candidates:
+            try:
+                return json.loads(candidate.strip())
+            except json.JSONDecodeError:
+                continue
+        raise first from None
 
 
 def _shape_errors(index: int, item: object) -> list[str]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
+from oma_actors.orchestration.decomposition import PlanProblem, extract_json, parse_task_list
 
 ROSTER = ["alice", "bob"]
 
@@ -29,6 +29,37 @@ def test_valid_list_gets_fresh_ids_and_resolves_titles() -> None:
 def test_code_fence_is_tolerated() -> None:
     text = '```json\n[{"title": "a", "description": "b"}]\n```'
     assert not isinstance(parse_task_list(text, ROSTER), PlanProblem)
+
+
+TWO = '[{"title": "a", "description": "b"}, {"title": "c", "description": "d"}]'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Here is the plan:\n{TWO}\nGood luck!",  # first '[' .. last ']' (the object span fails)
+        f"Plan below.\n```json\n{TWO}\n```\nThat is all.",  # a json fence anywhere
+        f"Plan:\n```JSON\n{TWO}\n```",
+        f"Plan:\n```\n{TWO}\n```",  # a bare fence
+        f"```json\nnot json\n```\n{TWO}",  # a fence that does not parse is passed over
+    ],
+)
+def test_a_list_in_prose_or_in_a_fence_anywhere_is_found_as_oma_finds_it(text: str) -> None:
+    # OMA's structured output (agent/structured-output.ts ``extractJSON``) tries the whole reply,
+    # a ``json`` fence, a bare fence, the first ``{`` to the last ``}``, then ``[`` .. ``]``.
+    tasks = parse_task_list(text, ROSTER)
+    assert not isinstance(tasks, PlanProblem), tasks
+    assert [task.title for task in tasks] == ["a", "c"]
+
+
+def test_extract_json_takes_the_object_span_before_the_array_span_as_oma_does() -> None:
+    # One task in prose: its object spans first '{' .. last '}' and parses, so the reply reads
+    # as an object, which a task list refuses (OMA then asks for a repair, as we do).
+    one = 'Plan: [{"title": "a", "description": "b"}] ok'
+    assert extract_json(one) == {"title": "a", "description": "b"}
+    assert isinstance(parse_task_list(one, ROSTER), PlanProblem)
+    with pytest.raises(json.JSONDecodeError):
+        extract_json("no json here")
 
 
 @pytest.mark.parametrize(
