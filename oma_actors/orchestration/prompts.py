@@ -12,14 +12,20 @@ if TYPE_CHECKING:
 
 
 def task_prompt(task: TaskState, dependencies: Sequence[TaskState]) -> str:
-    """The prompt for ``task``: its description, then its completed prerequisites (as OMA)."""
+    """The prompt for ``task``: its description, then its completed prerequisites' outputs.
+
+    OMA's text to the letter (``buildTaskPrompt``, dependency payload ``output``): one entry a
+    prerequisite with a non-empty result, heading and result on consecutive lines, the entries
+    one after another, and no section at all when none has a result.
+    """
     parts = [f"# Task: {task.title}", "", task.description]
-    finished = [dep for dep in dependencies if dep.status == "completed"]
-    if finished:
-        parts += ["", "## Context from prerequisite tasks"]
-        for dep in finished:
-            parts += ["", f"### {dep.title} (by {dep.assignee or 'unknown'})"]
-            parts.append(dep.result or "")
+    outputs = [
+        f"### {dep.title} (by {dep.assignee or 'unknown'})\n{dep.result}"
+        for dep in dependencies
+        if dep.status == "completed" and dep.result
+    ]
+    if outputs:
+        parts += ["", "## Context from prerequisite tasks", "", *outputs]
     return "\n".join(parts)
 
 
