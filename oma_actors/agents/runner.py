@@ -141,8 +141,14 @@ def failure_text(error: BaseException) -> str:
 
 
 def retry_delay_ms(task: TaskState, attempt: int) -> int:
-    """Delay before attempt ``attempt + 1``: uniform in [nominal/2, nominal] (spec TQ-10)."""
-    nominal = min(task.retry_delay_ms * task.retry_backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
+    """Delay before attempt ``attempt + 1``: uniform in [nominal/2, nominal] (spec TQ-10).
+
+    As OMA's ``executeWithRetry``: a negative base delay counts as 0 and a backoff below 1 as
+    1 (a task's retry fields come from a coordinator's plan or an OMA snapshot as they are, and
+    a delay must neither be negative nor shrink from one retry to the next).
+    """
+    base, backoff = max(0, task.retry_delay_ms), max(1.0, task.retry_backoff)
+    nominal = min(base * backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
     return round(random.uniform(nominal / 2, nominal))
 
 
