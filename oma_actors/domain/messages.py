@@ -41,6 +41,17 @@ class ReasoningBlock:
     type: Literal["reasoning"] = field(default="reasoning", init=False, repr=False)
 
 
+UNPARSED_ARGUMENTS = "_raw_arguments"
+"""The input key under which a model adapter keeps tool-call arguments that are not a JSON object.
+
+A model's arguments can be cut off (``max_tokens``) or malformed. Refusing the whole response
+would lose the turn, so the call is kept with its text under this one key, and the tool layer
+answers it with an error result the model sees, without running the tool or asking an approval
+gate (pydantic ignores an unknown key: a tool whose fields all have defaults would otherwise run
+on them). Adapters write it (``llm.sdk.unparsed_arguments``); ``tools.validation`` reads it.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolUseBlock:
     """A tool call issued by the model; ``id`` is the model-issued tool call id."""

@@ -29,7 +29,7 @@ from oma_actors.errors import (
     ProviderError,
 )
 from oma_actors.llm.retry import error_for_status
-from oma_actors.llm.sdk import SDKAdapter
+from oma_actors.llm.sdk import PLACEHOLDER_KEY, SDKAdapter, describe, unparsed_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from anthropic.types import Message as AnthropicMessage
 
 PROVIDER = "anthropic"
-# Local proxies and test servers need no key, but the SDK refuses to send a request without one.
-_PLACEHOLDER_KEY = "unused"
 
 
 class AnthropicAdapter(SDKAdapter):
@@ -56,12 +54,20 @@ class AnthropicAdapter(SDKAdapter):
     jittered exponential backoff that honours ``retry-after``) so every failure ends as a typed,
     counted ``LLMError``. Use ``async with`` (or ``aclose()``) to release the HTTP connections.
 
+    With the defaults a call makes at most 4 attempts (1 + ``max_retries=3``) of at most 600 s
+    each (the SDK's own timeout, 5 s of it to connect). A timed-out attempt is retried like an
+    overload, as the SDK itself would; the provider may bill every attempt it answered, so lower
+    ``max_retries`` or raise ``timeout`` for long, costly calls rather than let them repeat.
+
     Args:
         api_key: the API key; defaults to the SDK's lookup (``ANTHROPIC_API_KEY``, profiles).
+            It is masked in the adapter's error messages should the server echo it.
         base_url: another endpoint (a proxy, a compatible server); no key is then required.
-        max_retries: retries after the first attempt for retryable failures.
+        max_retries: retries after the first attempt for retryable failures (rate limits,
+            overloads, transient 4xx/5xx, timeouts, lost connections).
         retry_base_delay: the backoff unit in seconds.
-        timeout: seconds allowed for one HTTP attempt.
+        timeout: seconds allowed for one HTTP attempt; ``None`` keeps the SDK's default
+            (600 s, 5 s to connect).
         default_max_tokens: ``max_tokens`` when ``ChatOptions.max_tokens`` is unset (the API
             requires one).
 
@@ -77,10 +83,11 @@ class AnthropicAdapter(SDKAdapter):
         base_url: str | None = None,
         max_retries: int = 3,
         retry_base_delay: float = 0.5,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         default_max_tokens: int = 4096,
     ) -> None:
-        if max_retries < 0 or retry_base_delay < 0 or timeout <= 0 or default_max_tokens <= 0:
+        bad_timeout = timeout is not None and timeout <= 0
+        if max_retries < 0 or retry_base_delay < 0 or bad_timeout or default_max_tokens <= 0:
             raise ConfigurationError(
                 "AnthropicAdapter: max_retries and retry_base_delay must be >= 0, "
                 "timeout and default_max_tokens > 0"
@@ -103,7 +110,8 @@ class AnthropicAdapter(SDKAdapter):
                     "no Anthropic credentials: pass api_key=..., set ANTHROPIC_API_KEY, "
                     "or use base_url=... for a server that needs none"
                 )
-            self._client = _new_client(_PLACEHOLDER_KEY, base_url, timeout)
+            self._client = _new_client(PLACEHOLDER_KEY, base_url, timeout)
+        self._keep_secret(self._client.api_key, self._client.auth_token)
 
     async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
         """Send the conversation to the Messages API and return the model's response.
@@ -123,7 +131,7 @@ class AnthropicAdapter(SDKAdapter):
         """
         import anthropic
 
-        request_messages = [_to_param(message) for message in messages]
+        request_messages = _to_params(messages)
         tools: list[ToolParam] = [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in options.tools
@@ -147,30 +155,44 @@ class AnthropicAdapter(SDKAdapter):
         return _from_message(message, options)
 
 
-def _new_client(api_key: str | None, base_url: str | None, timeout: float) -> AsyncAnthropic:
+def _new_client(api_key: str | None, base_url: str | None, timeout: float | None) -> AsyncAnthropic:
     import anthropic
 
     try:
         # max_retries=0: we retry ourselves, so that every failure is typed and counted.
         return anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            # The SDK reads timeout=None as "no timeout at all"; ours means "the SDK's default".
+            timeout=anthropic.DEFAULT_TIMEOUT if timeout is None else timeout,
         )
     except anthropic.AnthropicError as err:
         # e.g. a broken credentials profile named by ANTHROPIC_PROFILE
         raise ConfigurationError(f"cannot create the Anthropic client: {err}") from err
 
 
-def _to_param(message: Message) -> MessageParam:
-    content = [_block_param(block) for block in message.content if _sendable(block)]
-    if message.role == "user":
-        return {"role": "user", "content": content}
-    return {"role": "assistant", "content": content}
+def _to_params(messages: Sequence[Message]) -> list[MessageParam]:
+    params: list[MessageParam] = []
+    for message in messages:
+        content = [_block_param(block) for block in message.content if _sendable(block)]
+        if message.role == "user":
+            params.append({"role": "user", "content": content})
+        elif content:
+            params.append({"role": "assistant", "content": content})
+        # else: an assistant turn with nothing to send (an empty reply: the model stopped at
+        # once) is left out. The API refuses empty content in any but the final message (400),
+        # and the user turns around it are joined into one by the API, as it documents.
+    return params
 
 
 def _sendable(block: ContentBlock) -> bool:
     # Thinking goes back with its signature, which the API checks; thinking without one (another
-    # provider's) cannot be verified, and the API refuses the whole request for it.
-    return not isinstance(block, ReasoningBlock) or block.signature is not None
+    # provider's) cannot be verified, and the API refuses the whole request for it. An empty
+    # text block is refused too ("text content blocks must be non-empty") and says nothing.
+    if isinstance(block, ReasoningBlock):
+        return block.signature is not None
+    return not isinstance(block, TextBlock) or block.text != ""
 
 
 def _block_param(block: ContentBlock) -> Any:
@@ -260,7 +282,7 @@ def _tool_use(raw: object) -> ToolUseBlock:
         raise ProviderError(PROVIDER, "tool_use block without id or name", status=200)
     if not isinstance(input_, dict):
         # Hand the tool layer something it can reject with a message the model will see.
-        input_ = {"_raw_input": input_}
+        input_ = unparsed_arguments(input_)
     return ToolUseBlock(id_, name, input_)
 
 
@@ -293,7 +315,7 @@ def _to_llm_error(err: AnthropicError) -> LLMError:
     if isinstance(err, anthropic.APITimeoutError):
         return OverloadedError(PROVIDER, "request timed out")
     if isinstance(err, anthropic.APIConnectionError):
-        return OverloadedError(PROVIDER, f"connection failed: {err.__cause__ or err}")
+        return OverloadedError(PROVIDER, f"connection failed: {describe(err.__cause__ or err)}")
     if isinstance(err, anthropic.CredentialsError):
         return AuthenticationError(PROVIDER, str(err))
     return ProviderError(PROVIDER, str(err))

@@ -21,8 +21,12 @@ def create_adapter(
     model: str,
     base_url: str | None = None,
     api_key: str | None = None,
+    timeout: float | None = None,
 ) -> LLMAdapter:
     """Build the adapter for ``provider``; the SDK is imported only now.
+
+    The adapter keeps its defaults: a call makes at most 4 attempts (3 retries of rate limits,
+    overloads, timeouts and lost connections), each of at most ``timeout`` seconds.
 
     Args:
         provider: ``"anthropic"`` or ``"openai"`` (also any OpenAI-compatible server via
@@ -30,6 +34,9 @@ def create_adapter(
         model: the model name the agent will use; must not be empty.
         base_url: another endpoint for the provider's API (a proxy, Ollama, vLLM, ...).
         api_key: the API key; defaults to the SDK's environment lookup.
+        timeout: seconds allowed for one HTTP attempt; ``None`` keeps the SDK's default (600 s,
+            5 s to connect). ``AgentConfig`` does not carry it: an agent that needs another
+            timeout passes ``adapter=AnthropicAdapter(timeout=...)`` (or ``OpenAIAdapter``).
 
     Returns:
         A new adapter. It holds an HTTP connection pool; ``aclose()`` releases it.
@@ -54,5 +61,5 @@ def create_adapter(
     if not model:
         raise ConfigurationError(f"provider {provider!r} needs a model name (model='...')")
     if provider == "anthropic":
-        return AnthropicAdapter(api_key=api_key, base_url=base_url)
-    return OpenAIAdapter(api_key=api_key, base_url=base_url)
+        return AnthropicAdapter(api_key=api_key, base_url=base_url, timeout=timeout)
+    return OpenAIAdapter(api_key=api_key, base_url=base_url, timeout=timeout)

@@ -26,7 +26,7 @@ from oma_actors.domain.messages import (
 )
 from oma_actors.errors import ConfigurationError, LLMError, OverloadedError, ProviderError
 from oma_actors.llm.retry import error_for_status
-from oma_actors.llm.sdk import SDKAdapter
+from oma_actors.llm.sdk import PLACEHOLDER_KEY, SDKAdapter, describe, unparsed_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,9 +42,8 @@ if TYPE_CHECKING:
     from openai.types.chat.chat_completion_message_function_tool_call_param import Function
 
 PROVIDER = "openai"
-# Local OpenAI-compatible servers ignore the key, but the SDK refuses to start without one.
-_PLACEHOLDER_KEY = "unused"
 _STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+_ERROR_PREFIX = "Error:"
 
 
 class OpenAIAdapter(SDKAdapter):
@@ -54,13 +53,21 @@ class OpenAIAdapter(SDKAdapter):
     jittered exponential backoff that honours ``retry-after``) so every failure ends as a typed,
     counted ``LLMError``. Use ``async with`` (or ``aclose()``) to release the HTTP connections.
 
+    With the defaults a call makes at most 4 attempts (1 + ``max_retries=3``) of at most 600 s
+    each (the SDK's own timeout, 5 s of it to connect). A timed-out attempt is retried like an
+    overload, as the SDK itself would; the provider may bill every attempt it answered, so lower
+    ``max_retries`` or raise ``timeout`` for long, costly calls rather than let them repeat.
+
     Args:
         api_key: the API key; defaults to ``OPENAI_API_KEY``, or to a placeholder when
-            ``base_url`` names a local server.
+            ``base_url`` names a local server. It is masked in the adapter's error messages
+            should the server echo it.
         base_url: an OpenAI-compatible endpoint, e.g. ``http://localhost:11434/v1`` for Ollama.
-        max_retries: retries after the first attempt for retryable failures.
+        max_retries: retries after the first attempt for retryable failures (rate limits,
+            overloads, transient 4xx/5xx, timeouts, lost connections).
         retry_base_delay: the backoff unit in seconds.
-        timeout: seconds allowed for one HTTP attempt.
+        timeout: seconds allowed for one HTTP attempt; ``None`` keeps the SDK's default
+            (600 s, 5 s to connect).
 
     Raises:
         ConfigurationError: the ``openai`` package is missing, no key was found for the official
@@ -74,9 +81,9 @@ class OpenAIAdapter(SDKAdapter):
         base_url: str | None = None,
         max_retries: int = 3,
         retry_base_delay: float = 0.5,
-        timeout: float = 60.0,
+        timeout: float | None = None,
     ) -> None:
-        if max_retries < 0 or retry_base_delay < 0 or timeout <= 0:
+        if max_retries < 0 or retry_base_delay < 0 or (timeout is not None and timeout <= 0):
             raise ConfigurationError(
                 "OpenAIAdapter: max_retries and retry_base_delay must be >= 0, timeout > 0"
             )
@@ -87,7 +94,7 @@ class OpenAIAdapter(SDKAdapter):
                 "the OpenAI adapter needs the openai SDK: pip install 'oma-actors[openai]'"
             ) from err
         if api_key is None and base_url is not None and not os.environ.get("OPENAI_API_KEY"):
-            api_key = _PLACEHOLDER_KEY
+            api_key = PLACEHOLDER_KEY
         self._provider = PROVIDER
         self._max_retries = max_retries
         self._retry_base_delay = retry_base_delay
@@ -96,13 +103,18 @@ class OpenAIAdapter(SDKAdapter):
         self._official = base_url is None
         try:
             self._client: AsyncOpenAI = openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+                api_key=api_key,
+                base_url=base_url,
+                max_retries=0,
+                # The SDK reads timeout=None as "no timeout at all"; ours means its default.
+                timeout=openai.DEFAULT_TIMEOUT if timeout is None else timeout,
             )
         except openai.OpenAIError as err:
             raise ConfigurationError(
                 f"cannot create the OpenAI client: {err} (pass api_key=..., set OPENAI_API_KEY, "
                 "or use base_url=... for a local server)"
             ) from err
+        self._keep_secret(self._client.api_key)
 
     async def chat(self, messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
         """Send the conversation to Chat Completions and return the model's response.
@@ -225,8 +237,11 @@ def _tool_result_text(block: ToolResultBlock) -> str:
                 where = f": {part.url}" if part.url else ""
                 pieces.append(f"[image {part.media_type}{where} omitted]")
         text = "\n".join(pieces)
-    # Chat Completions has no is_error flag; the model learns of the failure from the text.
-    return f"Error: {text}" if block.is_error else text
+    # Chat Completions has no is_error flag; the model learns of the failure from the text. The
+    # tool layer's own error results already begin with the word, and need it only once.
+    if block.is_error and not text.startswith(_ERROR_PREFIX):
+        return f"{_ERROR_PREFIX} {text}"
+    return text
 
 
 def _image_url(image: ImageBlock) -> str:
@@ -293,7 +308,7 @@ def _arguments(raw: object) -> dict[str, Any]:
         if isinstance(parsed, dict):
             return parsed
     # Not a JSON object: keep the text so the tool layer can tell the model what went wrong.
-    return {"_raw_arguments": raw if isinstance(raw, str) else json.dumps(raw)}
+    return unparsed_arguments(raw)
 
 
 def _count(usage: object, name: str) -> int:
@@ -311,7 +326,7 @@ def _to_llm_error(err: OpenAIError) -> LLMError:
     if isinstance(err, openai.APITimeoutError):
         return OverloadedError(PROVIDER, "request timed out")
     if isinstance(err, openai.APIConnectionError):
-        return OverloadedError(PROVIDER, f"connection failed: {err.__cause__ or err}")
+        return OverloadedError(PROVIDER, f"connection failed: {describe(err.__cause__ or err)}")
     return ProviderError(PROVIDER, str(err))
 
 

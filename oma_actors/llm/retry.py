@@ -34,6 +34,9 @@ MAX_DELAY = 30.0
 # 501 Not Implemented is a permanent answer; every other 5xx (including proxies' 52x and
 # Anthropic's 529 "overloaded") is the server's trouble and may pass.
 _PERMANENT_SERVER_ERRORS = frozenset({501})
+# 408 is the server timing out on us, as transient as a connection timeout; 409 is a request
+# colliding with a concurrent one (a lock timeout, say), which both SDKs retry too.
+_TRANSIENT_CLIENT_ERRORS = frozenset({408, 409})
 
 
 def error_for_status(provider: str, status: int, message: str) -> LLMError:
@@ -46,15 +49,17 @@ def error_for_status(provider: str, status: int, message: str) -> LLMError:
 
     Returns:
         ``AuthenticationError`` for 401/403, ``RateLimitError`` for 429, ``OverloadedError`` for
-        408 and transient 5xx (500, 502-504, 529, ...), ``ProviderError`` for anything else.
+        408, 409 and transient 5xx (500, 502-504, 529, ...), ``ProviderError`` for anything else
+        (spec TQ-10: of the 4xx only 408, 409 and 429 are retryable).
     """
     text = f"HTTP {status}: {message}"
     if status in (401, 403):
         return AuthenticationError(provider, text, status=status)
     if status == 429:
         return RateLimitError(provider, text, status=status)
-    # 408 is the server timing out on us: as transient as a connection timeout.
-    if status == 408 or (status >= 500 and status not in _PERMANENT_SERVER_ERRORS):
+    if status in _TRANSIENT_CLIENT_ERRORS or (
+        status >= 500 and status not in _PERMANENT_SERVER_ERRORS
+    ):
         return OverloadedError(provider, text, status=status)
     return ProviderError(provider, text, status=status)
 

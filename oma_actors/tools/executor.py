@@ -43,9 +43,10 @@ async def execute_tool_call(
 ) -> ToolOutcome:
     """Execute ``call`` with the granted ``tools``.
 
-    An unknown tool name, input that fails the tool's schema, or an exception raised by the tool
-    become error results (the model sees them and can correct itself, spec RN-12); they are never
-    raised. Cancellation propagates.
+    An unknown tool name, arguments that were not valid JSON (``parse_tool_input``: the tool
+    does not run on its defaults), input that fails the tool's schema, or an exception raised by
+    the tool become error results (the model sees them and can correct itself, spec RN-12); they
+    are never raised. Cancellation propagates.
     """
     started = time.perf_counter()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -28,6 +29,7 @@ class ScriptedReply:
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    reset: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +75,15 @@ class FakeServer:
         headers: dict[str, str] | None = None,
         *,
         delay: float = 0.0,
+        reset: bool = False,
     ) -> None:
         """Queue one reply; ``body`` is JSON-encoded unless it is ``bytes``.
 
-        ``delay`` holds the reply back that many seconds (to provoke client timeouts).
+        ``delay`` holds the reply back that many seconds (to provoke client timeouts); ``reset``
+        sends half the body, then resets the connection (a peer lost mid-response).
         """
         with self._lock:
-            self._replies.append(ScriptedReply(status, body, dict(headers or {}), delay))
+            self._replies.append(ScriptedReply(status, body, dict(headers or {}), delay, reset))
 
     def reply_many(
         self, count: int, status: int, body: Any, headers: dict[str, str] | None = None
@@ -142,6 +146,14 @@ class FakeServer:
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
+                if reply.reset:
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    # Linger 0: closing sends RST instead of FIN, so the client's read fails.
+                    linger = struct.pack("ii", 1, 0)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.connection.close()
+                    return
                 self.wfile.write(data)
 
             def log_message(self, format: str, *args: Any) -> None:

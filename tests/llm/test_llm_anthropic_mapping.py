@@ -142,6 +142,32 @@ async def test_request_body_maps_system_tools_and_every_block_kind(
     ]
 
 
+async def test_an_assistant_turn_with_nothing_to_send_is_left_out(
+    adapter: AnthropicAdapter, fake_server: FakeServer
+) -> None:
+    # An empty reply (content [], end_turn) stays in our conversation, but the API refuses an
+    # assistant message with no content anywhere but last (400); nor does it take an empty text
+    # block. The user turns either side are joined by the API.
+    fake_server.reply(200, TEXT_REPLY)
+    conversation = [
+        Message("user", [TextBlock("plan this")]),
+        Message("assistant", []),
+        Message("user", [TextBlock("answer with a JSON plan")]),
+        Message("assistant", [TextBlock(""), ReasoningBlock("unsigned")]),
+        Message("user", [TextBlock("please")]),
+        Message("assistant", [TextBlock(""), TextBlock("ok:")]),
+    ]
+
+    await adapter.chat(conversation, OPTIONS)
+
+    assert fake_server.requests[0].body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "plan this"}]},
+        {"role": "user", "content": [{"type": "text", "text": "answer with a JSON plan"}]},
+        {"role": "user", "content": [{"type": "text", "text": "please"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok:"}]},
+    ]
+
+
 async def test_defaults_omit_system_and_tools_and_use_default_max_tokens(
     fake_server: FakeServer,
 ) -> None:

@@ -63,6 +63,17 @@ async def test_rate_limit_exhausted(adapter: OpenAIAdapter, fake_server: FakeSer
     assert len(fake_server.requests) == 3
 
 
+@pytest.mark.parametrize("status", [408, 409])
+async def test_timeout_and_conflict_statuses_are_retried(
+    adapter: OpenAIAdapter, fake_server: FakeServer, status: int
+) -> None:
+    fake_server.reply(status, {"error": {"message": "try again"}})
+    fake_server.reply(200, TEXT_REPLY)
+
+    assert (await adapter.chat(HELLO, OPTIONS)).text == "hi there"
+    assert len(fake_server.requests) == 2
+
+
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 async def test_server_errors_retried_until_attempts_run_out(
     adapter: OpenAIAdapter, fake_server: FakeServer, status: int

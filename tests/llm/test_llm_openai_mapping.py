@@ -18,6 +18,7 @@ from openai_replies import (
 )
 
 from oma_actors.domain.messages import (
+    UNPARSED_ARGUMENTS,
     ChatOptions,
     ImageBlock,
     Message,
@@ -137,6 +138,35 @@ async def test_request_body_maps_system_tools_tool_calls_and_results(
     ]
 
 
+async def test_an_error_result_is_marked_as_an_error_once(
+    adapter: OpenAIAdapter, fake_server: FakeServer
+) -> None:
+    # The tool layer's error results begin with "Error:" already; Chat Completions has no
+    # is_error flag, so only a result that does not say so gets the word.
+    fake_server.reply(200, TEXT_REPLY)
+    conversation = [
+        Message("user", [TextBlock("add")]),
+        Message("assistant", [ToolUseBlock("c1", "add", {}), ToolUseBlock("c2", "add", {})]),
+        Message(
+            "user",
+            [
+                ToolResultBlock(
+                    "c1", "Error: invalid input for tool 'add': a: missing", is_error=True
+                ),
+                ToolResultBlock("c2", "disk full", is_error=True),
+            ],
+        ),
+    ]
+
+    await adapter.chat(conversation, OPTIONS)
+
+    tool_messages = [m for m in fake_server.requests[0].body["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == [
+        "Error: invalid input for tool 'add': a: missing",
+        "Error: disk full",
+    ]
+
+
 async def test_defaults_omit_tools_and_token_limit(
     adapter: OpenAIAdapter, fake_server: FakeServer
 ) -> None:
@@ -206,7 +236,7 @@ async def test_arguments_that_are_not_a_json_object_are_kept_raw(
 
     response = await adapter.chat(HELLO, OPTIONS)
 
-    assert response.tool_uses == [ToolUseBlock("call_x", "search", {"_raw_arguments": arguments})]
+    assert response.tool_uses == [ToolUseBlock("call_x", "search", {UNPARSED_ARGUMENTS: arguments})]
 
 
 async def test_call_ids_are_passed_on_as_the_server_gave_them(

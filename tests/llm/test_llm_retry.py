@@ -33,6 +33,7 @@ from oma_actors.llm.retry import (
         (403, AuthenticationError),
         (404, ProviderError),
         (408, OverloadedError),
+        (409, OverloadedError),  # spec TQ-10: 408, 409 and 429 are the retryable 4xx
         (413, ProviderError),
         (422, ProviderError),
         (429, RateLimitError),
