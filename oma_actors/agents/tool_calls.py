@@ -109,12 +109,16 @@ async def plan_call(
             return Answer(error_outcome(item, str(exc)))
     if item.approval_request is not None:
         return Park(item.approval_request)
-    if policy.gate is None or tool is None:
-        return Execute()
+    if tool is None:
+        return Execute()  # the executor answers that the tool is not available
     try:
         parsed = parse_tool_input(tool.input_model, name, item.call.input)
-    except ToolInputError:
-        return Execute()  # the executor turns the invalid input into an error result
+    except ToolInputError as exc:
+        # Answered before anything is dispatched: a call that cannot run gets no dispatch
+        # record (an unsafe tool's), so a crash now cannot leave it "outcome unknown".
+        return Answer(error_outcome(item, f"Error: {exc}"))
+    if policy.gate is None:
+        return Execute()
     validated = parsed.model_dump(mode="json")
     request = ToolCallRequest(
         run_id=ctx.run_id,

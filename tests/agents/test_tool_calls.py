@@ -122,17 +122,23 @@ async def test_the_gate_sees_the_validated_and_the_raw_input() -> None:
     assert (asked.tool_call_id, asked.tool_name) == ("c1", "write")
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        ToolUseBlock("c1", "unknown_tool", {}),  # the executor answers "not available"
-        ToolUseBlock("c1", "write", {"name": 3}),  # the executor answers the schema error
-    ],
-)
-async def test_the_gate_is_not_asked_about_calls_the_executor_refuses(call: ToolUseBlock) -> None:
+async def test_the_gate_is_not_asked_about_an_unknown_tool() -> None:
     gate = Gate(Deny("never"))
+    call = ToolUseBlock("c1", "unknown_tool", {})  # the executor answers "not available"
     assert await plan_call(PendingCall(call=call), TOOLS, CTX, CallPolicy(gate=gate)) == Execute()
     assert gate.asked == []
+
+
+@pytest.mark.parametrize("gate", [Gate(Deny("never")), None])
+async def test_input_the_tool_refuses_is_answered_before_anything_is_dispatched(
+    gate: Gate | None,
+) -> None:
+    # An Answer, not an Execute: no dispatch record is written (an unsafe tool's) for a call
+    # that cannot run, so a crash cannot leave it "outcome unknown"; the gate is not asked.
+    call = ToolUseBlock("c1", "write", {"name": 3})
+    plan = await plan_call(PendingCall(call=call), TOOLS, CTX, CallPolicy(gate=gate))
+    assert error_text(plan).startswith("Error: invalid input for tool 'write': name:")
+    assert gate is None or gate.asked == []
 
 
 @pytest.mark.parametrize(

@@ -91,3 +91,31 @@ def test_the_adapters_marker_is_the_one_the_tool_layer_refuses() -> None:
     with pytest.raises(ToolInputError, match="not valid JSON"):
         parse_tool_input(Mail, "send_mail", unparsed_arguments("{"))
     assert list(unparsed_arguments("{")) == [UNPARSED_ARGUMENTS]
+
+
+async def test_an_unsafe_call_that_cannot_run_is_never_recorded_as_dispatched() -> None:
+    """No ``tool_dispatch`` save for a call the tool layer refuses: a crash after such a save
+    would leave the call "outcome unknown" on restore, though it never ran."""
+    from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+    from oma_actors.events import CheckpointSaved, ProgressEvent
+    from oma_actors.llm import LLMResponse, TextBlock
+    from oma_actors.stores import InMemoryStore
+    from oma_actors.testing import ScriptedAdapter
+
+    cut = LLMResponse(
+        [ToolUseBlock("c1", "send_mail", unparsed_arguments('{"to": "boss'))],
+        stop_reason="max_tokens",
+        usage=TokenUsage(1, 1),
+    )
+    adapter = ScriptedAdapter([cut, LLMResponse([TextBlock("gave up")], usage=TokenUsage(1, 1))])
+    team = Team("t", [AgentConfig("w", adapter=adapter, tools=[SEND])])
+    saved: list[ProgressEvent] = []
+    result = await OpenMultiAgent(on_progress=saved.append).run_tasks(
+        team, [Task("a", "x", assignee="w")],
+        checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="r"),
+    )  # fmt: skip
+    assert result.success
+    boundaries = [e.boundary for e in saved if isinstance(e, CheckpointSaved)]
+    assert "tool_commit" in boundaries  # the error result was committed
+    assert "tool_dispatch" not in boundaries
+    assert SENT == []
