@@ -267,7 +267,7 @@ class ApprovalDesk:
             restored, _ = await self._executor.restore(pb.RestoreRunRequest(run_id=run_id))
         except FailedPrecondition:
             return None  # restored concurrently by another decision
-        return self._registry.run_message(restored, full=False)
+        return await self._registry.run_message(restored, full=False)
 
 
 def _reviewer_id(given: str, caller: Principal | None) -> str:

@@ -109,15 +109,25 @@ def check_agent(
             if name in seen:
                 raise InvalidArgument(where, f"duplicate tool {name!r}")
             seen.add(name)
-            if not tool_known(name):
-                raise InvalidArgument(
-                    where,
-                    f"unknown tool {name!r}: not registered by a connected host, not in "
-                    "team.host_tools and not a Python tool of this sidecar",
-                    reason="UNKNOWN_TOOL",
-                )
+            check_tool_known(name, where, tool_known)
     elif agent.tools:
         raise InvalidArgument(f"{field}.tools", "the coordinator cannot have tools")
+
+
+def check_tool_known(name: str, field: str, tool_known: Callable[[str], bool]) -> None:
+    """Refuse a tool name the run cannot have.
+
+    Raises:
+        InvalidArgument: ``tool_known(name)`` is false (reason ``UNKNOWN_TOOL``, naming
+            ``field``).
+    """
+    if not tool_known(name):
+        raise InvalidArgument(
+            field,
+            f"unknown tool {name!r}: not registered by a connected host, not in "
+            "team.host_tools and not a Python tool of this sidecar",
+            reason="UNKNOWN_TOOL",
+        )
 
 
 def parse_json(text: str) -> object:
@@ -238,7 +248,9 @@ def _check_acyclic(graph: Mapping[int, Sequence[int]], field: str) -> None:
 
 
 def check_start(request: pb.StartRunRequest, tool_known: Callable[[str], bool]) -> None:
-    """Validate a StartRunRequest (everything but the store and the approval gates)."""
+    """Validate a StartRunRequest (everything but the store and whether this build has
+    approval gates); every tool it names, an agent's or an approval gate's, must be known to
+    ``tool_known``."""
     if request.run_id:
         check_run_id(request.run_id)
     _text(request.request_id, "request_id", limit=128)
@@ -265,6 +277,10 @@ def check_start(request: pb.StartRunRequest, tool_known: Callable[[str], bool]) 
     if not 0 <= request.max_concurrency <= 256:
         raise InvalidArgument("max_concurrency", "must be 0..256 (0 = default 4)")
     _text(request.checkpoint.key, "checkpoint.key", required=False, limit=512)
+    # A gate on a tool the run cannot have would never suspend anything: refused like an
+    # agent's unknown tool, not accepted as a gate that silently guards nothing.
+    for index, name in enumerate(request.approval_gates.tool_calls):
+        check_tool_known(name, f"approval_gates.tool_calls[{index}]", tool_known)
 
 
 # -- building oma_actors values --------------------------------------------------------------

@@ -21,6 +21,8 @@ from sidecar.convert import dict_to_struct, now, timestamp
 from sidecar.status import OutOfRange
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from oma_actors.events import ProgressEvent
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
@@ -159,3 +161,17 @@ def gap_event(run_id: str, *, allow_gap: bool, first: int, last: int) -> pb.RunE
     event.gap.from_seq = first
     event.gap.to_seq = last
     return event
+
+
+RUN_STATUS = "run_status"
+"""The type of the event announcing a change of the run's status (``RunStatusChanged``)."""
+
+
+def selected(event_type: str, types: Collection[str]) -> bool:
+    """Whether a watch asking for ``types`` (empty: every type) is sent an event of
+    ``event_type``.
+
+    ``run_status`` is sent whatever ``types`` names (``WatchRunRequest.types``): it is how a
+    watcher learns that the run ended, or waits for a decision, on either stream.
+    """
+    return not types or event_type in types or event_type == RUN_STATUS

@@ -72,7 +72,7 @@ from sidecar.run_ledger import (
 )
 from sidecar.run_view import initial_tasks, task_row_from_state
 from sidecar.schema import check_off_loop_schemas
-from sidecar.start_checks import attach, attach_own, check_checkpoint_key, request_digest
+from sidecar.start_checks import attach_own, attach_retry, check_checkpoint_key, request_digest
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
 
@@ -283,17 +283,26 @@ class RunExecutor:
         self, request: pb.StartRunRequest, *, tenant: str = NO_TENANT
     ) -> tuple[RunView, bool]:
         """Register and launch a run of ``tenant``; ``(run, created)``, idempotent on
-        request_id within the tenant."""
-        if not request.run_id and request.request_id:
-            earlier = await self._registry.query(request_id=request.request_id)
-            mine = [record for record in earlier if record.tenant == tenant]
-            if mine:
-                return attach(request, await self.viewed(mine[0])), False
+        request_id within the tenant.
+
+        Raises:
+            AlreadyExists: ``RUN_ALREADY_EXISTS`` for a run id another request started;
+                ``REQUEST_ID_REUSED`` for a request_id that started a run with another body or
+                another run id (``sidecar.start_checks``).
+            InvalidArgument: a malformed request, or one naming a tool the run cannot have.
+        """
         if request.run_id:
             convert.check_run_id(request.run_id)
             existing = await self._registry.find(request.run_id)
             if existing is not None:
                 return attach_own(request, await self.viewed(existing), tenant), False
+        if request.request_id:
+            # A request_id starts one run: without a run id (or with one no run has) a retry
+            # is found by it, and it is not used again for another run id.
+            earlier = await self._registry.query(request_id=request.request_id)
+            mine = [record for record in earlier if record.tenant == tenant]
+            if mine:
+                return attach_retry(request, await self.viewed(mine[0])), False
         declared = {definition.name for definition in request.team.host_tools}
         # The schema checks take up to seconds: done in a thread, found cached by check_start.
         await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)

@@ -129,7 +129,7 @@ class RunForks:
             run_id=info.run_id,
             parent_run_id=info.parent_run_id,
             parent_seq=info.parent_seq,
-            run=self._registry.run_message(await self._executor.viewed(child), full=False),
+            run=await self._registry.run_message(await self._executor.viewed(child), full=False),
         )
 
     async def _journal(self, record: RunRecordV1) -> RunJournal | None:

@@ -9,7 +9,8 @@ seq is the journal seq, which is durable and strictly increasing across attempts
 ``after_seq`` resumes exactly, also across sidecar restarts and restores (the file persists and
 a restore continues its numbering). ``type`` is OMA's event type (``task/status``,
 ``tool/result``, ...), ``data`` the event's variant fields plus ``sourceEventSeqs``; ``run/end``
-carries a ``run_status`` detail and ``task/status`` a ``task_status`` one.
+carries a ``run_status`` detail and ``task/status`` a ``task_status`` one. A run's
+``last_event_seq`` counts the same seqs (:func:`stream_last_seq`): a client resumes from it.
 
 The journal is read through its own reader above the last seq sent (``JournalTail``: a file
 backwards from its end, parsing only the lines above the cursor; a database by its key), so a
@@ -27,7 +28,9 @@ reach the journal only once that snapshot is durable, which holds their facts).
 
 The sidecar's own events that no journal holds (:data:`NOTICES`: status changes, host tool calls
 dispatched, waiting or timed out) reach a journal watcher as live notices with seq 0, outside the
-seq space (like heartbeats): only those this sidecar logs while the watch is open.
+seq space (like heartbeats): only those this sidecar logs while the watch is open. ``types``
+selects among them as among the journal's types, except that a ``run_status`` notice is sent
+whatever ``types`` names, as on the progress stream (``sidecar.events.selected``).
 
 The stream ends like the progress stream: once the run's status is terminal (or suspended,
 unless ``follow_suspended``) and the journal has been read to its end; a ``run/end`` read ends
@@ -39,18 +42,19 @@ the file never misses the attempt's last events (``run/end``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import TYPE_CHECKING, NoReturn
 
-from oma_actors.errors import CorruptStoreError
+from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal import EVENT_TYPES, JournalCorruptError, read_run
 from oma_actors.stores import parse_store_uri
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.attempt import STATUS_OF_CODE
-from sidecar.events import gap_event
+from sidecar.events import RUN_STATUS, gap_event, selected
 from sidecar.journals import JOURNAL_UNAVAILABLE
-from sidecar.record import FINISHED
+from sidecar.record import FINISHED, TERMINAL
 from sidecar.status import DataLoss, FailedPrecondition, InvalidArgument
 
 if TYPE_CHECKING:
@@ -58,9 +62,12 @@ if TYPE_CHECKING:
 
     from oma_actors.journal import JournalEvent, RunJournal
     from sidecar.execution import RunExecutor
+    from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1
-    from sidecar.run_log import RunLog
+    from sidecar.run_log import KnownRun, RunLog
     from sidecar.runs import RunRegistry
+
+logger = logging.getLogger(__name__)
 
 FIELD = "journal"
 SETTLE_FIRST_S = 0.02  # the record's write follows the journal's close at once
@@ -68,7 +75,7 @@ JOURNAL_MISSING = "JOURNAL_MISSING"
 
 
 NOTICES = frozenset(
-    {"run_status", "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"}
+    {RUN_STATUS, "tool_call_dispatched", "tool_call_waiting", "tool_call_timed_out"}
 )
 """The sidecar's own events, which no journal holds (a status change, a host tool call handed to
 a host or waiting for one). A journal watch gets them live, as this sidecar's log has them while
@@ -170,6 +177,73 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
     return message
 
 
+async def journal_tail(journals: RunJournals, record: RunRecordV1) -> JournalTail:
+    """The reader of ``record``'s journal, the run's default ``WatchRun`` stream (give its
+    journal back with ``journals.release``).
+
+    Raises:
+        FailedPrecondition: the run keeps no journal, the message says why (reason
+            ``JOURNAL_UNAVAILABLE``): its default stream is its progress stream.
+        StoreError: the run's database journal could not be read.
+    """
+    if not record.store_uri:  # a record written before runs named their store
+        _refuse(record, "its record names no checkpoint store")
+    kind = parse_store_uri(record.store_uri).kind
+    if record.request.checkpoint.disabled:
+        _refuse(record, "it saves no checkpoints")
+    if not journals.keeps(kind):
+        _refuse(
+            record,
+            f"it checkpoints to a {kind} store (journals are kept beside file stores and "
+            "in SQLite and PostgreSQL stores only)",
+        )
+    # Journals on: the run's first append creates its file.
+    journal = await journals.reader(record.run_id, record.store_uri, unborn=True)
+    if journal is None:
+        _refuse(
+            record,
+            "this sidecar keeps no journals (--no-journal, or a --store that keeps none)",
+        )
+    path = journals.path_of(record.run_id, record.store_uri)
+    return JournalTail(journal, record.run_id, path)
+
+
+async def stream_last_seq(journals: RunJournals, record: RunRecordV1, known: KnownRun) -> int:
+    """The seq of the newest event the run's default ``WatchRun`` stream delivers
+    (``Run.last_event_seq``): its journal's newest seq when it keeps a journal, else its
+    progress log's. ``WatchRun(after_seq=<it>)`` resumes right after it either way.
+
+    Only the journal above ``known.journal_seq`` (the newest seq read before) is read, and
+    that is raised to what it finds; once it was read after the run's log told a terminal
+    status, not at all (an attempt closes its journal before its end is told, and a terminal
+    run gets no other attempt). A journal that cannot be read now gives that lower bound,
+    logged: a client resuming from it may be sent events again, never miss one.
+    """
+    if known.journal_final:
+        return known.journal_seq
+    final = known.log.last_status in TERMINAL  # told before the read: the journal is complete
+    try:
+        tail = await journal_tail(journals, record)
+    except FailedPrecondition as exc:
+        if exc.reason != JOURNAL_UNAVAILABLE:
+            raise
+        return known.log.last_seq
+    except StoreError as exc:
+        logger.warning("run %s: its journal cannot be read: %s", record.run_id, exc)
+        return known.journal_seq
+    try:
+        events = await tail.read(known.journal_seq)
+    except (DataLoss, StoreError, OSError) as exc:
+        logger.warning("run %s: its journal cannot be read: %s", record.run_id, exc)
+    else:
+        if events:
+            known.journal_seq = max(known.journal_seq, events[-1].seq)
+        known.journal_final = final
+    finally:
+        await journals.release(tail.journal)
+    return known.journal_seq
+
+
 class JournalWatch:
     """Answers ``WatchRun`` (unless ``progress`` is set) for a run that keeps a journal.
 
@@ -209,7 +283,7 @@ class JournalWatch:
         """
         record = await self._registry.get(request.run_id)
         try:
-            tail = await self._tail(record)
+            tail = await journal_tail(self._executor.journals, record)
         except FailedPrecondition as exc:
             if request.journal or exc.reason != JOURNAL_UNAVAILABLE:
                 raise
@@ -223,27 +297,6 @@ class JournalWatch:
                 f"sidecar's live notices: {', '.join(sorted(NOTICES))})",
             )
         return self._follow(log, tail, record, request)
-
-    async def _tail(self, record: RunRecordV1) -> JournalTail:
-        journals = self._executor.journals
-        kind = parse_store_uri(record.store_uri).kind
-        if record.request.checkpoint.disabled:
-            _refuse(record, "it saves no checkpoints")
-        if not journals.keeps(kind):
-            _refuse(
-                record,
-                f"it checkpoints to a {kind} store (journals are kept beside file stores and "
-                "in SQLite and PostgreSQL stores only)",
-            )
-        # Journals on: the run's first append creates its file.
-        journal = await journals.reader(record.run_id, record.store_uri, unborn=True)
-        if journal is None:
-            _refuse(
-                record,
-                "this sidecar keeps no journals (--no-journal, or a --store that keeps none)",
-            )
-        path = journals.path_of(record.run_id, record.store_uri)
-        return JournalTail(journal, record.run_id, path)
 
     async def _follow(
         self,
@@ -299,12 +352,14 @@ class JournalWatch:
                 cursor = event.seq
                 message = journal_message(event)
                 ended = event.type == "run/end" and message.run_status.status in end
-                if not types or event.type in types:
+                if selected(event.type, types):
                     quiet_since = loop.time()
                     yield message
             for event in log.since(heard):
                 heard = event.seq
-                if event.type in NOTICES and (not types or event.type in types):
+                # The run_status notices pass any types (``selected``): a watcher asking for
+                # OMA's types alone must still learn that the run ended.
+                if event.type in NOTICES and selected(event.type, types):
                     quiet_since = loop.time()
                     yield notice(event)
             if finished:

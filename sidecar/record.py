@@ -25,7 +25,7 @@ import grpc
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import now
-from sidecar.status import DataLoss, NotFound, SidecarError
+from sidecar.status import AlreadyExists, DataLoss, NotFound, SidecarError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -252,8 +252,9 @@ class UnreadableRunError(DataLoss):
         self.problem = problem
 
 
-class RunExistsError(SidecarError):
-    """``RunRegistry.create`` found a record under the run id already."""
+class RunExistsError(AlreadyExists):
+    """``RunRegistry.create`` found a record under the run id already (a start attaches to
+    it; any other creator, a fork that lost a race, is refused with ``ALREADY_EXISTS``)."""
 
     def __init__(self, existing: RunRecordV1) -> None:
         super().__init__("RUN_ALREADY_EXISTS", f"run {existing.run_id!r} already exists")

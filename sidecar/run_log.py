@@ -135,6 +135,11 @@ class KnownRun:
     text: str  # the stored text ``record`` was decoded from or encoded as
     record: RunRecordV1
     log: RunLog
+    # The newest seq of the run's journal read here (``sidecar.journal_watch.stream_last_seq``):
+    # the next look for its newest seq reads only above it, and none is needed once it was
+    # read after the run ended for good (``journal_final``).
+    journal_seq: int = 0
+    journal_final: bool = False
 
 
 def status_event(status: WireStatus, outcome: Outcome) -> pb.RunEvent:

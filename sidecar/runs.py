@@ -31,6 +31,8 @@ from oma_actors.runs import MemoryStoreRunStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import outcome_of_record, settled_status
 from sidecar.convert import now, timestamp
+from sidecar.journal_watch import stream_last_seq
+from sidecar.journals import RunJournals
 from sidecar.record import (
     FINISHED,
     SEQ_BLOCK,
@@ -76,6 +78,8 @@ class RunRegistry:
         store: the state store; its compare-and-set guards every record write.
         spawn: schedules a background coroutine (owned by the server's task group).
         shared: several sidecars share the store (``sidecar.run_history``).
+        journals: where runs keep their journals, whose seqs the ``last_event_seq`` of a run
+            that keeps one counts (``None``: as ``--no-journal``, a journal found is still read).
     """
 
     def __init__(
@@ -84,8 +88,10 @@ class RunRegistry:
         *,
         spawn: Callable[[Coroutine[Any, Any, None]], object],
         shared: bool = False,
+        journals: RunJournals | None = None,
     ) -> None:
         self._store = store
+        self._journals = journals or RunJournals(state_uri="memory://", enabled=False)
         self._spawn = spawn
         self._runs: dict[str, KnownRun] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -407,7 +413,12 @@ class RunRegistry:
             except (StoreError, SidecarError) as exc:
                 logger.warning("run %s: events not released at stop: %s", run_id, exc)
 
-    def run_message(self, view: RunView, *, full: bool) -> pb.Run:
-        """The wire form of a run, with the seq of the newest event this process knows."""
+    async def run_message(self, view: RunView, *, full: bool) -> pb.Run:
+        """The wire form of a run; its ``last_event_seq`` is the seq of the newest event of its
+        default ``WatchRun`` stream (``sidecar.journal_watch.stream_last_seq``): its journal's
+        when it keeps one, else its progress log's (0 for a run this process has not read)."""
         known = self._runs.get(view.run_id)
-        return run_message(view, last_seq=known.log.last_seq if known is not None else 0, full=full)
+        last_seq = 0
+        if known is not None:
+            last_seq = await stream_last_seq(self._journals, view.record, known)
+        return run_message(view, last_seq=last_seq, full=full)

@@ -239,14 +239,14 @@ class Sidecar:
         stores = await self._stack.enter_async_context(StoreRegistry(config.encryption_keys))
         state = await stores.atomic(store_uri)
         shared = shared_store(store_uri)
-        registry = RunRegistry(state, spawn=self.spawn, shared=shared)
+        self.journals = journals = RunJournals(
+            state_uri=store_uri, enabled=config.journal, keyring=config.encryption_keys
+        )
+        registry = RunRegistry(state, spawn=self.spawn, shared=shared, journals=journals)
         self.registry, self.state = registry, state
         # Entered before the task group, so it runs at a stop once every run's task has ended
         # and before the stores close: the next process continues each log with no gap.
         self._stack.push_async_callback(registry.close)
-        self.journals = journals = RunJournals(
-            state_uri=store_uri, enabled=config.journal, keyring=config.encryption_keys
-        )
         self._stack.push_async_callback(journals.aclose)  # after the runs, before the stores
         self._group = await self._stack.enter_async_context(asyncio.TaskGroup())
         self._stack.push_async_callback(self._cancel_tasks)

@@ -17,7 +17,7 @@ import sidecar
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
-from sidecar.events import gap_event
+from sidecar.events import gap_event, selected
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
 from sidecar.quotas import InputTooLargeError
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from sidecar.forks import RunForks
     from sidecar.host_calls import HostSession
     from sidecar.principals import Principal
-    from sidecar.record import RunRecordV1
+    from sidecar.record import RunRecordV1, RunView
     from sidecar.retention import RunDeleter
     from sidecar.run_log import RunLog
     from sidecar.runs import RunRegistry
@@ -109,7 +109,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
         tenant = tenant_of(self._tenancy.caller(context))
         record, created = await self._executor.start(request, tenant=tenant)
-        run = self._registry.run_message(record, full=False)
+        run = await self._registry.run_message(record, full=False)
         return pb.StartRunResponse(run=run, created=created)
 
     @unary
@@ -121,7 +121,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
         record = await self._executor.viewed(
             await self._visible(request.run_id, context), tasks=full
         )
-        return self._registry.run_message(record, full=full)
+        return await self._registry.run_message(record, full=full)
 
     @unary
     async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:
@@ -129,9 +129,11 @@ class RunServicer(pb_grpc.RunServiceServicer):
             raise InvalidArgument("page_size", "must be 0..500")
         offset = 0
         if request.page_token:
-            if not request.page_token.isdigit() or len(request.page_token) > 9:
+            given = request.page_token
+            # ASCII digits only: str.isdigit() also takes "²", which int() refuses (INTERNAL).
+            if not (given.isascii() and given.isdigit()) or len(given) > 9:
                 raise InvalidArgument("page_token", "is not a token from a previous response")
-            offset = int(request.page_token)
+            offset = int(given)
         statuses = set(request.statuses)
         unknown = sorted(statuses - set(pb.RunStatus.values()))
         if unknown:
@@ -144,16 +146,22 @@ class RunServicer(pb_grpc.RunServiceServicer):
         if not _sees_unreadable(caller):
             unreadable = {}
         views.sort(key=lambda view: (view.record.created_at, view.run_id), reverse=True)
-        runs = [self._registry.run_message(view, full=False) for view in views]
         if statuses and UNREADABLE not in statuses:
             unreadable = {}
         elif statuses == {UNREADABLE}:
-            runs = []
+            views = []
         # First: a run whose record cannot be read needs the operator, and has no date to sort by.
-        runs[:0] = [_unreadable_run(run_id, unreadable[run_id]) for run_id in sorted(unreadable)]
+        listed: list[str | RunView] = [*sorted(unreadable), *views]
         size = request.page_size or 50
-        token = str(offset + size) if offset + size < len(runs) else ""
-        return pb.ListRunsResponse(runs=runs[offset : offset + size], next_page_token=token)
+        token = str(offset + size) if offset + size < len(listed) else ""
+        # Only the page is converted: a run's last_event_seq may read its journal.
+        runs = [
+            _unreadable_run(item, unreadable[item])
+            if isinstance(item, str)
+            else await self._registry.run_message(item, full=False)
+            for item in listed[offset : offset + size]
+        ]
+        return pb.ListRunsResponse(runs=runs, next_page_token=token)
 
     @unary
     async def RestoreRun(
@@ -161,14 +169,14 @@ class RunServicer(pb_grpc.RunServiceServicer):
     ) -> pb.RestoreRunResponse:
         await self._visible(request.run_id, context)
         record, resumed = await self._executor.restore(request)
-        run = self._registry.run_message(record, full=False)
+        run = await self._registry.run_message(record, full=False)
         return pb.RestoreRunResponse(run=run, resumed_from_checkpoint=resumed)
 
     @unary
     async def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.Run:
         await self._visible(request.run_id, context)
         record = await self._executor.cancel(request.run_id, request.reason)
-        return self._registry.run_message(record, full=False)
+        return await self._registry.run_message(record, full=False)
 
     @unary
     async def DeleteRun(self, request: pb.DeleteRunRequest, context: Any) -> pb.DeleteRunResponse:
@@ -238,7 +246,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
                         last=event.seq - 1,
                     )
                 cursor = event.seq
-                if not types or event.type in types or event.type == "run_status":
+                if selected(event.type, types):
                     yield event
             if log.last_status in end and cursor >= log.last_seq:
                 return

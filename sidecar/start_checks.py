@@ -15,7 +15,7 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.status import AlreadyExists, InvalidArgument
 
 if TYPE_CHECKING:
-    from sidecar.record import RunView
+    from sidecar.record import RunRecordV1, RunView
 
 
 def request_digest(request: pb.StartRunRequest) -> str:
@@ -37,12 +37,7 @@ def attach(request: pb.StartRunRequest, view: RunView) -> RunView:
     record = view.record
     if record.request_id == request.request_id:
         if record.request_digest and record.request_digest != request_digest(request):
-            raise AlreadyExists(
-                "REQUEST_ID_REUSED",
-                f"request_id {request.request_id!r} started run {record.run_id!r} with another "
-                "request body; use a new request_id for a new request",
-                metadata={"existing_run_id": record.run_id},
-            )
+            raise _reused(request, record, " with another request body")
         return view
     if request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
         return view
@@ -53,6 +48,35 @@ def attach(request: pb.StartRunRequest, view: RunView) -> RunView:
             "existing_request_id": record.request_id,
             "existing_status": pb.RunStatus.Name(view.status),
         },
+    )
+
+
+def attach_retry(request: pb.StartRunRequest, view: RunView) -> RunView:
+    """The run an earlier request with ``request``'s request_id started (``view``), for a start
+    request whose own run id names no run.
+
+    A request_id names one StartRun request, so it starts at most one run: a retry (no run id,
+    or the run id it got) attaches as :func:`attach` says; the same request_id with another run
+    id is another request under a used id, a client bug that would otherwise start a second
+    run.
+
+    Raises:
+        AlreadyExists: ``REQUEST_ID_REUSED`` (metadata ``existing_run_id``) for another run id,
+            or as :func:`attach`.
+    """
+    record = view.record
+    if request.run_id and request.run_id != record.run_id:
+        raise _reused(request, record, f", not run {request.run_id!r}")
+    return attach(request, view)
+
+
+def _reused(request: pb.StartRunRequest, record: RunRecordV1, how: str) -> AlreadyExists:
+    """The refusal of ``request``, whose request_id started ``record``'s run ``how``."""
+    return AlreadyExists(
+        "REQUEST_ID_REUSED",
+        f"request_id {request.request_id!r} started run {record.run_id!r}{how}; use a new "
+        "request_id for a new request",
+        metadata={"existing_run_id": record.run_id},
     )
 
 

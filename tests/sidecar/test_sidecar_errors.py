@@ -171,6 +171,25 @@ async def test_plan_version_and_plan_dependencies_are_checked(client: SidecarCli
     assert (await client.start_run(request)).created
 
 
+async def test_an_approval_gate_on_a_tool_the_run_cannot_have_is_refused(
+    client: SidecarClient,
+) -> None:
+    # A gate on a tool no agent can get (not a Python tool, not declared, not registered by a
+    # host) would guard nothing: it used to be accepted silently.
+    request = run_request("run-g", tools=("echo",), arguments={"text": "x"})
+    request.approval_gates.tool_calls.extend(["echo", "wire_money"])
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.start_run(request)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = error_info(caught.value)
+    assert (info.reason, info.metadata["field"]) == ("UNKNOWN_TOOL", "approval_gates.tool_calls[1]")
+    assert "'wire_money'" in caught.value.details()
+    assert await client.list_runs() == []
+    # A declared host tool is one the run can have, connected host or not.
+    request.team.host_tools.add(name="wire_money", input_schema_json='{"type": "object"}')
+    assert (await client.start_run(request)).created
+
+
 async def test_connect_must_start_with_register(client: SidecarClient) -> None:
     async def messages() -> AsyncIterator[pb.ToolHostMessage]:
         yield pb.ToolHostMessage(drain=pb.Drain())
@@ -231,13 +250,15 @@ async def test_watch_and_get_validate_their_arguments(client: SidecarClient) -> 
         client.runs.GetRun(pb.GetRunRequest(run_id=""), metadata=client.metadata),
         client.runs.GetRun(unknown_view, metadata=client.metadata),
         client.runs.ListRuns(pb.ListRunsRequest(page_token="zz"), metadata=client.metadata),
+        # A digit to str.isdigit(), not to int(): found by the fuzz test as INTERNAL.
+        client.runs.ListRuns(pb.ListRunsRequest(page_token="\u00b2"), metadata=client.metadata),
         client.runs.ListRuns(pb.ListRunsRequest(page_size=501), metadata=client.metadata),
         client.runs.ListRuns(
             pb.ListRunsRequest(statuses=[99]),  # type: ignore[list-item]
             metadata=client.metadata,
         ),
     ]
-    fields = ["run_id", "view", "page_token", "page_size", "statuses"]
+    fields = ["run_id", "view", "page_token", "page_token", "page_size", "statuses"]
     for call, field in zip(bad, fields, strict=True):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call

@@ -135,13 +135,23 @@ async def test_postgres_journal_is_followed_by_notification_on_another_sidecar(
         real_notified(self, run_id)
 
     monkeypatch.setattr(_Listener, "notified", counting_notified)
+    # The reads of the watch's own tails (a Run's last_event_seq reads the journal too).
+    watched_tails: set[int] = set()
+    real_follow = JournalWatch._follow
+
+    def following(self: JournalWatch, log: Any, tail: JournalTail, *rest: Any) -> Any:
+        watched_tails.add(id(tail))
+        return real_follow(self, log, tail, *rest)
+
+    monkeypatch.setattr(JournalWatch, "_follow", following)
     reads: list[int] = []
     real_read = JournalTail.read
 
     async def counting_read(
         self: JournalTail, after_seq: int, *, final: bool = False
     ) -> list[JournalEvent]:
-        reads.append(after_seq)
+        if id(self) in watched_tails:
+            reads.append(after_seq)
         return await real_read(self, after_seq, final=final)
 
     monkeypatch.setattr(JournalTail, "read", counting_read)

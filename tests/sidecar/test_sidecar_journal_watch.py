@@ -137,6 +137,100 @@ async def test_after_seq_and_types_select_from_the_journal(tmp_path: Path) -> No
         assert error_info(refused.value).metadata["field"] == "progress"
 
 
+async def test_a_watch_for_some_types_still_gets_the_live_run_status_notices(
+    tmp_path: Path,
+) -> None:
+    # WatchRunRequest.types: "run_status is always sent". A journal watch asking for OMA's
+    # types alone used to drop the run_status notices, the status changes it ends with.
+    release, open_watches = asyncio.Event(), set[str]()
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        await release.wait()
+        return "found"
+
+    async def watched(name: str, request: pb.WatchRunRequest) -> list[pb.RunEvent]:
+        events = []
+        async for event in client.runs.WatchRun(request, metadata=client.metadata):
+            if event.type != "heartbeat":
+                events.append(event)
+                continue
+            open_watches.add(name)
+            if open_watches == set(calls):  # both watches are open: the run may go on and end
+                release.set()
+        return events
+
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client, asyncio.TaskGroup() as group:
+        host = HostTools(client, "types-host", [lookup_tool(lookup)])
+        hosting = group.create_task(host.run(reconnect_delay=0.05))
+        await asyncio.wait_for(host.registered.wait(), 10)
+        await client.start_run(run_request("jw-types", task_ids=("t1",)))
+        calls = {
+            "journal": pb.WatchRunRequest(run_id="jw-types", types=["tool/result"]),
+            "notices": pb.WatchRunRequest(run_id="jw-types", types=["tool_call_dispatched"]),
+        }
+        watches = (watched(name, request) for name, request in calls.items())
+        streams = await asyncio.wait_for(asyncio.gather(*watches), 20)
+        host.stop()
+        hosting.cancel()
+    for name, events in zip(calls, streams, strict=True):
+        notices = [e for e in events if e.type == "run_status"]
+        assert notices, (name, [e.type for e in events])
+        assert all(e.seq == 0 for e in notices)
+        assert notices[-1].run_status.status == pb.RUN_STATUS_COMPLETED
+        wanted = {"tool/result"} if name == "journal" else {"tool_call_dispatched"}
+        assert {e.type for e in events} == wanted | {"run_status"}
+
+
+async def test_last_event_seq_is_where_the_default_stream_resumes(tmp_path: Path) -> None:
+    # Run.last_event_seq used to count the progress log (37 where the journal had 42; 1030
+    # where it had 39 after an adoption): a client resuming WatchRun from it skipped events.
+    stalled, release = asyncio.Event(), asyncio.Event()
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        stalled.set()
+        await release.wait()
+        return "found"
+
+    async def seqs(client: SidecarClient, run_id: str, after_seq: int = 0) -> list[int]:
+        """The seqs of the default stream after ``after_seq`` (its live notices, seq 0, left
+        out), to the run's end."""
+        watch = client.watch(run_id, after_seq=after_seq)
+        return [e.seq async for e in watch if e.seq]
+
+    state = tmp_path / "state.json"
+    async with serving(f"file://{state}") as client, asyncio.TaskGroup() as group:
+        host = HostTools(client, "seq-host", [lookup_tool(lookup)])
+        hosting = group.create_task(host.run(reconnect_delay=0.05))
+        await asyncio.wait_for(host.registered.wait(), 10)
+        await client.start_run(run_request("jw-seq", task_ids=("t1", "t2")))
+        await asyncio.wait_for(stalled.wait(), 10)
+        path = journal_of(state, "jw-seq")
+        before = (await journal_events(path))[-1].seq
+        middle = (await client.get_run("jw-seq")).last_event_seq
+        after = (await journal_events(path))[-1].seq
+        release.set()
+        rest = await asyncio.wait_for(seqs(client, "jw-seq", middle), 20)
+        ended = (await client.get_run("jw-seq")).last_event_seq
+        after_end = await asyncio.wait_for(seqs(client, "jw-seq", ended), 5)
+        listed = {run.run_id: run.last_event_seq for run in await client.list_runs()}
+        # A run that keeps no journal streams its progress log: its last seq is that log's.
+        no_journal = run_request("jw-seq-progress", task_ids=("t1",))
+        no_journal.checkpoint.disabled = True
+        await client.start_run(no_journal)
+        progress = await asyncio.wait_for(seqs(client, "jw-seq-progress"), 20)
+        progress_run = await client.get_run("jw-seq-progress")
+        host.stop()
+        hosting.cancel()
+    recorded = [e.seq for e in await journal_events(path)]
+    assert before <= middle <= after < recorded[-1]  # the journal's newest seq then
+    assert middle in recorded
+    assert rest == [seq for seq in recorded if seq > middle]  # resumed right after it
+    assert ended == recorded[-1] == listed["jw-seq"]
+    assert after_end == []
+    assert progress_run.last_event_seq == progress[-1]
+
+
 async def test_the_stream_ends_once_the_record_agrees_with_its_run_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -171,6 +171,32 @@ async def test_a_retry_with_the_same_request_id_must_be_the_same_request(
     assert error_info(caught.value).reason == "REQUEST_ID_REUSED"
 
 
+async def test_a_request_id_starts_one_run_whatever_run_id_comes_with_it(
+    client: SidecarClient,
+) -> None:
+    # A request_id names one StartRun request: sent again with another run id, it used to
+    # start a second run.
+    first = run_request("once-1", tools=("echo",), arguments={"text": "x"})
+    assert (await client.start_run(first)).created
+    anonymous = run_request("", tools=("echo",), arguments={"text": "x"})
+    assigned = (await client.start_run(anonymous)).run.run_id
+    for earlier, run_id, started in ((first, "once-2", "once-1"), (anonymous, "once-3", assigned)):
+        reused = pb.StartRunRequest()
+        reused.CopyFrom(earlier)
+        reused.run_id = run_id
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client.start_run(reused)
+        assert caught.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        info = error_info(caught.value)
+        assert (info.reason, info.metadata["existing_run_id"]) == ("REQUEST_ID_REUSED", started)
+        assert started in caught.value.details()
+    assert {run.run_id for run in await client.list_runs()} == {"once-1", assigned}
+    # The retries of each request still get its run back.
+    assert (await client.start_run(first)).run.run_id == "once-1"
+    retry = await client.start_run(anonymous)
+    assert (retry.created, retry.run.run_id) == (False, assigned)
+
+
 async def test_a_call_waiting_for_a_host_says_so_and_its_timeout_shows(tmp_path: Path) -> None:
     request = run_request("wait-1", task_ids=("t1",))
     request.team.host_tools.add(name="lookup", input_schema_json='{"type": "object"}')

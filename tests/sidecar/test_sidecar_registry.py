@@ -246,11 +246,11 @@ async def test_a_read_during_its_own_write_shows_the_written_record(
     done = TaskRow(id="t1", status=pb.TASK_STATUS_COMPLETED, assignee="worker", result="42")
     writing = group.create_task(runs.update("r1", lambda r: replace(r, tasks=(done,))))
     await store.stored.wait()
-    seen = runs.run_message(shown(await runs.get("r1")), full=True)
+    seen = await runs.run_message(shown(await runs.get("r1")), full=True)
     store.go.set()
     await writing
     assert [(t.status, t.result) for t in seen.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
-    after = runs.run_message(shown(await runs.get("r1")), full=True)
+    after = await runs.run_message(shown(await runs.get("r1")), full=True)
     assert [(t.status, t.result) for t in after.tasks] == [(pb.TASK_STATUS_COMPLETED, "42")]
 
 

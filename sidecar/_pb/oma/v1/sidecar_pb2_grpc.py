@@ -103,7 +103,9 @@ class RunServiceServicer:
         """Starts a run (a goal for a coordinator, explicit tasks, or a plan artifact). Returns once
         the run is registered and its spec persisted, not when it finishes. Idempotent on
         (run_id, request_id): a retry returns the same Run with created = false. Another request
-        for an existing run_id fails with ALREADY_EXISTS unless conflict_policy = USE_EXISTING.
+        for an existing run_id fails with ALREADY_EXISTS unless conflict_policy = USE_EXISTING; a
+        request_id that started a run is not taken for another run_id (ALREADY_EXISTS /
+        REQUEST_ID_REUSED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
