@@ -17,6 +17,7 @@ from oma_actors.domain.snapshot import (
     RunIdentity,
     RunMode,
 )
+from oma_actors.telemetry.context import current_trace
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -32,8 +33,23 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.shared_memory import SharedMemory
 
 
-def new_identity(run_id: str, attempt: int) -> RunIdentity:
-    """A run identity with fresh random trace ids (spec ID-01, ID-04)."""
+def new_identity(run_id: str, attempt: int, *, continues: RunIdentity | None = None) -> RunIdentity:
+    """This attempt's identity: the trace of the current OpenTelemetry span when tracing is on,
+    else fresh random trace ids (spec ID-01, ID-04).
+
+    With tracing on (inside ``OtelProgress.run()`` or any span the application opened around
+    the run), the journal stamps every event with that span's trace (``current_trace``), so the
+    snapshot's ``lastTraceId``/``lastRootSpanId`` name it too (SV-03: ``lastTraceId =
+    traceId``, the run's trace): a later attempt's ``continued_from`` link then points at a
+    span that was exported, not at ids no backend ever received. ``continues`` is the
+    interrupted attempt's identity: a span current across both attempts (one application span
+    around a run and its restore) is not taken twice, so an attempt never links to itself.
+    """
+    trace = current_trace()
+    if trace is not None and (
+        continues is None or trace != (continues.trace_id, continues.root_span_id)
+    ):
+        return RunIdentity(run_id=run_id, attempt=attempt, trace_id=trace[0], root_span_id=trace[1])
     trace_id = secrets.token_hex(16)
     while trace_id == "0" * 32:  # an all-zero trace id is invalid in W3C trace context
         trace_id = secrets.token_hex(16)

@@ -192,7 +192,7 @@ async def _continue_owned(
         snapshot, ledger_for_store(resolved.store), plan.run_id, plan.resume
     )
     writer = _writer(resolved, plan, snapshot, ctx, lease)
-    identity = new_identity(plan.run_id, plan.attempt)
+    identity = new_identity(plan.run_id, plan.attempt, continues=snapshot.identity)
     journaling = None
     appended = False
     if ctx.journal is not None:
@@ -349,7 +349,7 @@ async def _settle_approvals(
         terminal = replace(
             snapshot,
             created_at=to_iso(ctx.clock.now()),
-            identity=new_identity(plan.run_id, plan.attempt),
+            identity=new_identity(plan.run_id, plan.attempt, continues=snapshot.identity),
             tasks=tuple(plan.queue.tasks),
             in_flight=(),
             pending_approvals=tuple(r for r in snapshot.pending_approvals if r.id not in rejected),

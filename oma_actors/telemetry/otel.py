@@ -46,7 +46,7 @@ from oma_actors.events import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from opentelemetry.trace import Link, Span, Tracer, TracerProvider
+    from opentelemetry.trace import Link, Span, SpanContext, Tracer, TracerProvider
     from opentelemetry.util.types import AttributeValue
 
 logger = logging.getLogger(__name__)
@@ -228,7 +228,12 @@ class OtelProgress:
                     trace_id=event.continued_from_trace_id, span_id=event.continued_from_span_id
                 )
                 links.append(_link(ref))
-            run = self._start_run(run_id=run_id, attempt=event.attempt, links=links)
+            # Under the attempt's identity (the snapshot's ``lastTraceId``/``lastRootSpanId``):
+            # the span the application had current when the run began, or, with none, a root
+            # of the identity's random ids. So the run span is in the trace a later attempt's
+            # ``continued_from`` link names, as a child of the very span it names.
+            root = TraceRef(trace_id=event.trace_id, span_id=event.root_span_id)
+            run = self._start_run(run_id=run_id, attempt=event.attempt, links=links, parent=root)
             run.span.set_attribute("oma.trace_id", event.trace_id)
             self._unscoped[run_id] = run
             return True
@@ -255,11 +260,21 @@ class OtelProgress:
             run = self._unscoped[run_id] = self._start_run(run_id=run_id, attempt=None, links=[])
         return run
 
-    def _start_run(self, *, run_id: str | None, attempt: int | None, links: list[Link]) -> _Run:
+    def _start_run(
+        self,
+        *,
+        run_id: str | None,
+        attempt: int | None,
+        links: list[Link],
+        parent: TraceRef | None = None,
+    ) -> _Run:
+        from opentelemetry import trace
+
         attrs: Attributes = {} if run_id is None else {"oma.run_id": run_id}
         if attempt is not None:
             attrs["oma.attempt"] = attempt
-        span = self._tracer.start_span("oma.run", attributes=attrs, links=links)
+        context = None if parent is None else trace.set_span_in_context(_remote(parent))
+        span = self._tracer.start_span("oma.run", context=context, attributes=attrs, links=links)
         return _Run(span=span, run_id=run_id, attempt=attempt)
 
     def _child(
@@ -362,13 +377,24 @@ def _ref(span: Span) -> TraceRef:
     return TraceRef(trace_id=f"{ctx.trace_id:032x}", span_id=f"{ctx.span_id:016x}")
 
 
-def _link(ref: TraceRef) -> Link:
-    from opentelemetry.trace import Link, SpanContext, TraceFlags
+def _context(ref: TraceRef) -> SpanContext:
+    from opentelemetry.trace import SpanContext, TraceFlags
 
-    context = SpanContext(
+    return SpanContext(
         trace_id=int(ref.trace_id, 16),
         span_id=int(ref.span_id, 16),
         is_remote=True,
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
-    return Link(context, {"oma.link": "continued_from"})
+
+
+def _remote(ref: TraceRef) -> Span:
+    from opentelemetry.trace import NonRecordingSpan
+
+    return NonRecordingSpan(_context(ref))
+
+
+def _link(ref: TraceRef) -> Link:
+    from opentelemetry.trace import Link
+
+    return Link(_context(ref), {"oma.link": "continued_from"})

@@ -258,6 +258,69 @@ async def test_an_unscoped_restore_links_to_the_interrupted_attempts_trace_by_it
     assert f"{link.context.trace_id:032x}" == first.identity.trace_id
     assert f"{link.context.span_id:016x}" == first.identity.root_span_id
     assert started[0].continued_from_trace_id == first.identity.trace_id
+    # The link names the exported attempt 1's trace, and the span its run span hangs under.
+    assert f"{runs[0].context.trace_id:032x}" == first.identity.trace_id
+    assert runs[0].parent is not None
+    assert f"{runs[0].parent.span_id:016x}" == first.identity.root_span_id
+
+
+async def test_a_scoped_run_s_snapshot_names_its_exported_run_span() -> None:
+    """Inside ``tracing.run()`` the snapshot's identity is that span (SV-03: ``lastTraceId =
+    traceId``), the one the journal's ``traceId`` names: a later unscoped restore's
+    ``continued_from`` link then points at a span the backend received."""
+    from oma_actors import CheckpointOptions
+    from oma_actors.checkpoint import Checkpoint
+    from oma_actors.journal import InMemoryRunJournal, JournalOptions
+
+    exporter, provider = _tracing()
+    tracing = otel_progress(provider)
+    store, journal = InMemoryStore(), InMemoryRunJournal()
+    options = CheckpointOptions(store=store, run_id="otel-scoped")
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter([_answer("one")]))])
+    oma = OpenMultiAgent(on_progress=tracing, journal=JournalOptions(journal))
+    with tracing.run(attempt=1) as ref:
+        await oma.run_tasks(team, [Task("a", "x", assignee="w")], checkpoint=options)
+    saved = await Checkpoint(store, run_id="otel-scoped").load_latest()
+    assert saved is not None
+    assert saved.identity is not None
+    assert (saved.identity.trace_id, saved.identity.root_span_id) == (ref.trace_id, ref.span_id)
+    assert {event.trace_id for event in await journal.read_from(0)} == {ref.trace_id}
+
+    exporter.clear()
+    await oma.restore(team, checkpoint=options)
+    tracing.close()
+    [restored] = _named(exporter.get_finished_spans(), "oma.run")
+    [link] = restored.links
+    assert (f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}") == (
+        ref.trace_id, ref.span_id,
+    )  # fmt: skip
+
+
+async def test_one_application_span_around_a_run_and_its_restore_is_not_linked_to_itself() -> None:
+    from opentelemetry import trace
+
+    from oma_actors import CheckpointOptions
+    from oma_actors.checkpoint import Checkpoint
+
+    _, provider = _tracing()
+    store = InMemoryStore()
+    options = CheckpointOptions(store=store, run_id="otel-app")
+    adapter = ScriptedAdapter([_answer("one"), _answer("two")])
+    team = Team("t", [AgentConfig("w", adapter=adapter)])
+    tasks = [Task("a", "x", assignee="w"), Task("b", "y", assignee="w", depends_on=["a"])]
+    with provider.get_tracer("app").start_as_current_span("app") as app:
+        await OpenMultiAgent().run_tasks(team, tasks, checkpoint=options)
+        first = await Checkpoint(store, run_id="otel-app").load_latest()
+        await OpenMultiAgent().restore(team, checkpoint=options)
+    second = await Checkpoint(store, run_id="otel-app").load_latest()
+    assert first is not None
+    assert first.identity is not None
+    assert second is not None
+    assert second.identity is not None
+    assert first.identity.trace_id == f"{app.get_span_context().trace_id:032x}"
+    assert second.identity.attempt == 2
+    assert second.identity.trace_id != first.identity.trace_id  # fresh ids (ID-04)
+    assert trace.get_current_span() is trace.INVALID_SPAN
 
 
 async def test_each_model_call_is_a_turn_span_under_its_task() -> None:
