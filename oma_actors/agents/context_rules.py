@@ -33,7 +33,7 @@ from oma_actors.domain.messages import (
 from oma_actors.journal.jsjson import js_dumps
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
 TRUNCATION_NOTICE = "[Earlier conversation history truncated: older turns were removed]"
 SUMMARY_MARK = "[Conversation summary]"
@@ -188,7 +188,8 @@ def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> Contex
     """Apply a custom function; a block it made is recorded with the whole input as sources.
 
     Raises:
-        ContextStrategyError: ``fn`` did not return a non-empty list of ``Message``.
+        ContextStrategyError: ``fn`` did not return a non-empty list of ``Message``, or one of
+            them has no content list, no block, or a value that is not a content block.
     """
     # Each message is a copy, so a function that edits a content list in place cannot change the
     # state's conversation (the one the checkpoint and the journal hold); blocks are shared, so
@@ -199,22 +200,73 @@ def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> Contex
             f"CustomContext.fn must return a non-empty list of Message, got {out!r}"
         )
     after = tuple(out)
+    given = {id(b): b for m in conversation for b in m.content}
+    passed = {(m.role, _block_ids(m)) for m in conversation}
+    for index, message in enumerate(after):
+        _check_custom_message(index, message, given, passed)
     if len(after) == len(conversation) and all(
         a.role == b.role and _same_blocks(a, b) for a, b in zip(after, conversation, strict=True)
     ):
         return None
-    given = {id(b): b for m in conversation for b in m.content}
     sources = tuple(given.values())
     made: list[Replacement] = []
     for message in after:
-        if not isinstance(message.content, list):
-            raise ContextStrategyError(
-                f"CustomContext.fn returned a message without a list: {message!r}"
-            )
         made += [Replacement(b, sources) for b in message.content if id(b) not in given]
     return ContextRewrite(
         strategy=strategy.kind, before=conversation, after=after, replacements=tuple(made)
     )
+
+
+def _block_ids(message: Message) -> tuple[int, ...]:
+    return tuple(id(block) for block in message.content)
+
+
+def _check_custom_message(
+    index: int,
+    message: Message,
+    given: Mapping[int, ContentBlock],
+    passed: Collection[tuple[str, tuple[int, ...]]],
+) -> None:
+    """Refuse a message or block ``fn`` made that could be neither sent nor checkpointed.
+
+    The snapshot and the journal hold exactly what the model was sent: a value that is not a
+    content block (a provider-shaped dict, say) has no JSON form a restore can read back, and a
+    message without blocks is one providers refuse. Either fails the task here, before anything
+    records it. What ``fn`` passed through (``given`` blocks, ``passed`` messages: same role,
+    same blocks) is the runner's own and is not judged here.
+    """
+    if not isinstance(message.content, list):
+        raise ContextStrategyError(
+            f"CustomContext.fn returned message {index} without a content list: {message!r}"
+        )
+    if (message.role, _block_ids(message)) in passed:
+        return
+    if not message.content:
+        raise ContextStrategyError(
+            f"CustomContext.fn returned message {index} ({message.role}) with no content block"
+        )
+    for position, block in enumerate(message.content):
+        foreign = None if id(block) in given else _foreign_block(block)
+        if foreign is not None:
+            raise ContextStrategyError(
+                f"CustomContext.fn returned message {index} with a {type(foreign).__name__} "
+                f"in block {position}: content blocks are TextBlock, ImageBlock, ReasoningBlock, "
+                "ToolUseBlock or ToolResultBlock"
+            )
+
+
+def _foreign_block(block: object) -> object | None:
+    """``block``, or the value nested in its tool result, that is not a content block."""
+    if not isinstance(block, ContentBlock):
+        return block
+    if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+        if not isinstance(block.content, list):
+            return block.content
+        for inner in block.content:
+            foreign = _foreign_block(inner)
+            if foreign is not None:
+                return foreign
+    return None
 
 
 def _same_blocks(a: Message, b: Message) -> bool:

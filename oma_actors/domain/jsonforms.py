@@ -62,6 +62,14 @@ def block_to_json(block: ContentBlock) -> Json:
                 else {"type": "base64", "media_type": media_type, "data": data}
             )
             return {"type": "image", "source": source}
+        case _:
+            # The type says this cannot happen, but a caller's value (a CustomContext result,
+            # a tool's rich content) may still be a dict or None: rendered as ``null`` it would
+            # overwrite the latest snapshot with one ``block_from_json`` refuses.
+            raise CheckpointError(
+                f"not a content block: {type(block).__name__} (content blocks are TextBlock, "
+                "ImageBlock, ReasoningBlock, ToolUseBlock or ToolResultBlock)"
+            )
 
 
 def block_from_json(raw: Any) -> ContentBlock:

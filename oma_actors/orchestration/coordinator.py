@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.config import AgentConfig, Team
@@ -16,7 +16,8 @@ from oma_actors.agents.runner import (
     run_task,
 )
 from oma_actors.agents.turn import initial_state, with_user_message
-from oma_actors.domain.messages import ChatOptions
+from oma_actors.domain.messages import ChatOptions, TokenUsage
+from oma_actors.domain.results import AgentRunResult
 from oma_actors.events import AgentCompleted, CoordinatorFailed
 from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
 from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt, synthesis_prompt
@@ -24,7 +25,6 @@ from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.domain.results import AgentRunResult
     from oma_actors.domain.tasks import Task, TaskState
     from oma_actors.orchestration.journal_calls import ConversationJournal
 
@@ -48,6 +48,29 @@ def default_coordinator(team: Team) -> AgentConfig:
         system_prompt=COORDINATOR_SYSTEM_PROMPT,
         max_turns=3,
     )
+
+
+def coordinator_results(
+    planning: AgentRunResult | None, synthesis: AgentRunResult | None = None
+) -> dict[str, AgentRunResult]:
+    """The coordinator's entry of ``agent_results``, fresh, restored or read back alike.
+
+    The synthesis is the coordinator's visible result, with the decomposition's tokens added:
+    both are charged to the run, and ``TeamRunResult.token_usage`` sums these entries. Before a
+    synthesis (a halted, suspended or plan-only run) the decomposition stands alone; with
+    neither (``run_tasks``, a snapshot older than ``planning_usage``) there is no entry.
+    """
+    if synthesis is None:
+        return {} if planning is None else {COORDINATOR_NAME: planning}
+    if planning is None:
+        return {COORDINATOR_NAME: synthesis}
+    usage = synthesis.token_usage + planning.token_usage
+    return {COORDINATOR_NAME: replace(synthesis, token_usage=usage)}
+
+
+def restored_planning(usage: TokenUsage | None) -> AgentRunResult | None:
+    """The decomposition as a snapshot keeps it: its token usage alone (the plan is the queue)."""
+    return None if usage is None else AgentRunResult(success=True, output="", token_usage=usage)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

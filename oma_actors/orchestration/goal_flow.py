@@ -15,7 +15,7 @@ from oma_actors.domain.results import RunOutcome
 from oma_actors.ids import new_id
 from oma_actors.orchestration.budget import after_synthesis, exhausted, task_charges
 from oma_actors.orchestration.coordinator import (
-    COORDINATOR_NAME,
+    coordinator_results,
     decompose,
     default_coordinator,
     synthesize,
@@ -112,7 +112,7 @@ async def _journaled_goal(
     plan = await decompose(
         lead, team, goal, run_id=run_id, emit=ctx.emit, journal=_calls(journaling, lead)
     )
-    planning = {COORDINATOR_NAME: plan.result}
+    planning = coordinator_results(plan.result)
     if ctx.budget is not None:
         # OMA charges the decomposition to the run first; over the budget, no task runs.
         ctx = replace(ctx, budget=ctx.budget.charged(plan.result.token_usage, lead.config.model))
@@ -136,6 +136,7 @@ async def _journaled_goal(
             stopped = await plan_gate(
                 ctx, queue, goal=goal, run_id=run_id, resolved=resolved, plan_only=plan_only,
                 memory=team_memory(team), fence=lease, attempt=attempt,
+                planning_usage=plan.result.token_usage,
             )  # fmt: skip
         if stopped is not None:
             return team_result(
@@ -169,11 +170,9 @@ async def _journaled_goal(
         await save_synthesis(
             checkpointing, queue=queue, memory=memory, state=state, synthesis=final
         )
-    # Planning usage is charged to the run; the synthesis is the coordinator's visible result.
-    merged = replace(final, token_usage=final.token_usage + plan.result.token_usage)
     return team_result(
         run_id=run_id, attempt=attempt, queue=queue, state=state,
-        extra_agent_results={COORDINATOR_NAME: merged}, status=status,
+        extra_agent_results=coordinator_results(plan.result, final), status=status,
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from oma_actors.stores.base import is_atomic_store
 
 if TYPE_CHECKING:
     from oma_actors.checkpoint.run_writer import Fence
+    from oma_actors.domain.messages import TokenUsage
     from oma_actors.orchestration.flows import FlowContext
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.queue import TaskQueue
@@ -38,10 +39,13 @@ async def plan_gate(
     memory: SharedMemory | None,
     fence: Fence | None = None,
     attempt: int = 1,
+    planning_usage: TokenUsage | None = None,
 ) -> RunState | None:
     """Ask ``on_plan_ready``; ``None`` lets the plan run, a ``RunState`` is how the run ended.
 
     A suspension is reported only after the plan is durably saved and its ledger row exists.
+    ``planning_usage``: the decomposition's tokens, saved with the plan so that the approved
+    run's restore keeps them charged and reported, as every later snapshot of the run does.
     """
     assert ctx.on_plan_ready is not None
     verdict = await consult(ctx.on_plan_ready, queue.tasks)
@@ -77,6 +81,7 @@ async def plan_gate(
         clock=ctx.clock,
         fence=fence,
         attempt=attempt,
+        planning_usage=planning_usage,
     )
     snapshot = await build_snapshot(
         checkpointing,

@@ -25,7 +25,12 @@ from oma_actors.journal.ref import depends_on_journal, open_journal_ref
 from oma_actors.keyspace import checkpoint_key
 from oma_actors.orchestration.approval_restore import Reconciled, reconcile_approvals
 from oma_actors.orchestration.checkpointing import RunCheckpointing, identity_json, new_identity
-from oma_actors.orchestration.coordinator import COORDINATOR_NAME, default_coordinator, synthesize
+from oma_actors.orchestration.coordinator import (
+    coordinator_results,
+    default_coordinator,
+    restored_planning,
+    synthesize,
+)
 from oma_actors.orchestration.execute import RunApprovals, execute_queue, ledger_for_store
 from oma_actors.orchestration.flows import (
     claim_if,
@@ -57,7 +62,7 @@ from oma_actors.orchestration.run import RunState
 from oma_actors.orchestration.shared_memory import restore_memory
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.domain.results import AgentRunResult
@@ -161,18 +166,14 @@ async def _continue(
 
 def _finished(snapshot: CheckpointSnapshot, plan: RestorePlan) -> TeamRunResult:
     """The stored results of a finished run, with no model call and no write (D4)."""
-    extra: dict[str, AgentRunResult] = {}
-    if snapshot.synthesis is not None:
-        usage = snapshot.synthesis.token_usage
-        if snapshot.planning_usage is not None:
-            usage = usage + snapshot.planning_usage
-        extra[COORDINATOR_NAME] = replace(snapshot.synthesis, token_usage=usage)
     return team_result(
         run_id=plan.run_id,
         attempt=snapshot.attempt,
         queue=plan.queue,
         state=RunState(task_results=dict(plan.results)),
-        extra_agent_results=extra,
+        extra_agent_results=coordinator_results(
+            restored_planning(snapshot.planning_usage), snapshot.synthesis
+        ),
     )
 
 
@@ -208,7 +209,11 @@ async def _continue_owned(
             known=snapshot.approval_decisions,
             identity=identity_json(identity) if appended else None,
         )
-    stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx)
+    # The coordinator's entry follows the fresh run's rules: the decomposition alone until a
+    # synthesis, then the synthesis with the decomposition's tokens added.
+    planning = restored_planning(snapshot.planning_usage)
+    extra = coordinator_results(planning)
+    stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx, extra)
     if stopped is not None:
         # Attached only to go on: these outcomes write as without a journal (if at all).
         await finish_journal(journaling, stopped.status)
@@ -276,36 +281,31 @@ async def _continue_owned(
         clock=ctx.clock,
         lease=lease,
     )
-    extra: dict[str, AgentRunResult] = {}
     status: RunOutcome | None = None
     if snapshot.mode == "runTeam" and state.status is None:
         if plan.finished and snapshot.synthesis is not None:
-            extra[COORDINATOR_NAME] = snapshot.synthesis  # decision D4: no model call
+            # Decision D4: no model call.
+            extra = coordinator_results(planning, snapshot.synthesis)
         else:
             # Journaled as on the live path: the coordinator's calls, then run/end.
             synthesis = await _restored_synthesis(
                 team, snapshot.goal or "", plan.queue, lead_config, ctx, plan.run_id, journaling
             )
             if synthesis is None:
+                # Spec CD-09: a failed restored synthesis attaches no coordinator entry.
+                extra = {}
                 status = RunOutcome("error", "synthesis failed on restore")
             else:
                 synthesis, status = charge_synthesis(
                     team, plan.queue, state, synthesis, lead_config.model, ctx, plan.run_id
                 )
-                extra[COORDINATOR_NAME] = synthesis
+                extra = coordinator_results(planning, synthesis)
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
     await finish_journal(
         journaling, status or state.status or run_status(plan.queue, state.task_results)
     )
-    coordinator_result = extra.get(COORDINATOR_NAME)
-    if coordinator_result is not None and snapshot.planning_usage is not None:
-        # The decomposition is charged to the run on restore as on the live path.
-        extra[COORDINATOR_NAME] = replace(
-            coordinator_result,
-            token_usage=coordinator_result.token_usage + snapshot.planning_usage,
-        )
     return team_result(
         run_id=plan.run_id,
         attempt=plan.attempt,
@@ -322,12 +322,13 @@ async def _settle_approvals(
     reconciled: Reconciled,
     writer: RunWriter,
     ctx: FlowContext,
+    extra: Mapping[str, AgentRunResult],
 ) -> TeamRunResult | None:
     """The outcomes that end a restore before any work (spec AP-31), or ``None`` to go on.
 
     In order: an undecided request suspends; a newly rejected boundary skips the rest, is saved
     and rejects; a rejection already saved rejects again; an approved plan-only run returns
-    its plan.
+    its plan. ``extra``: the coordinator's entry, which each outcome reports.
     """
     state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
     as_saved = TaskQueue(snapshot.tasks, clock=ctx.clock)
@@ -339,8 +340,9 @@ async def _settle_approvals(
         state.pending_approvals = list(reconciled.unresolved)
         state.status = RunOutcome("suspended", "Durable approval decision pending.")
         return team_result(
-            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
-        )
+            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state,
+            extra_agent_results=extra,
+        )  # fmt: skip
     if reconciled.rejected:
         plan.queue.skip_remaining("Skipped: durable approval rejected.")
         rejected = {request.id for request in reconciled.rejected}
@@ -360,12 +362,16 @@ async def _settle_approvals(
             # Strict: a rejection reported as final must be what a later restore reads.
             raise StoreError(f"the approval rejection could not be saved: {outcome.error}")
         state.status = RunOutcome("rejected", "Durable approval rejected.")
-        return team_result(run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state)
+        return team_result(
+            run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state,
+            extra_agent_results=extra,
+        )  # fmt: skip
     if reconciled.already_rejected:
         state.status = RunOutcome("rejected", "Durable approval rejected.")
         return team_result(
-            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state
-        )
+            run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state,
+            extra_agent_results=extra,
+        )  # fmt: skip
     if reconciled.plan_only:
         if not snapshot.goal:
             raise DurableApprovalError(
@@ -376,6 +382,7 @@ async def _settle_approvals(
             attempt=snapshot.attempt,
             queue=plan_view(as_saved),
             state=state,
+            extra_agent_results=extra,
             plan_only=True,
         )
     return None

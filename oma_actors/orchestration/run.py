@@ -174,6 +174,10 @@ class RunActor(Actor[RunMessage, bool | None]):
                 self._done = done
                 self._announce_restored()
                 await self._save("admission")  # decision D3, best-effort
+                # A restore starts with its completed results (and a decomposition) charged: a
+                # run already over budget then halts before its first dispatch, as the fresh
+                # run did after the task that took it over. A fresh start is within budget.
+                self._charge()
             case Boundary(task_id=task_id, agent=agent, state=state, kind=kind, facts=facts):
                 return await self._boundary(task_id, agent, state, kind, facts)
             case TaskFinished(outcome=outcome):
