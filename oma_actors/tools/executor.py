@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from oma_actors.domain.inflight import ToolCommit
-from oma_actors.domain.messages import ToolResultBlock, ToolUseBlock
+from oma_actors.domain.messages import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from oma_actors.domain.results import ToolCallRecord
 from oma_actors.errors import ToolInputError
 from oma_actors.tools.base import Tool, ToolContext, ToolResult, settle
@@ -69,4 +69,20 @@ async def execute_tool_call(
         result = ToolResult(f"Error: {type(exc).__name__}: {exc}", is_error=True)
         return outcome_of(call, result, elapsed())
     result = raw if isinstance(raw, ToolResult) else ToolResult(str(raw))
+    foreign = _foreign_part(result)
+    if foreign is not None:
+        # Its effect may have happened; its content cannot be sent, journaled or checkpointed.
+        message = (
+            f"Error: tool {tool.name!r} returned content the model cannot be shown: part "
+            f"{foreign[0]} is a {type(foreign[1]).__name__} (TextBlock or ImageBlock expected)"
+        )
+        result = ToolResult(message, is_error=True)
     return outcome_of(call, result, elapsed())
+
+
+def _foreign_part(result: ToolResult) -> tuple[int, object] | None:
+    """The first part of ``result.content`` that is no text or image block (D8), if any."""
+    for index, part in enumerate(result.content or ()):
+        if not isinstance(part, TextBlock | ImageBlock):
+            return index, part
+    return None

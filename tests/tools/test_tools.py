@@ -83,6 +83,21 @@ async def test_a_plain_function_s_return_value_is_its_result_and_it_runs_once() 
     assert ran == [7]
 
 
+async def test_rich_content_that_is_no_content_block_is_an_error_result() -> None:
+    """A dict in the provider's JSON shape cannot be sent, journaled or checkpointed (its
+    snapshot would not restore): the call ends in an error result naming the part."""
+
+    async def rich(args: BaseModel, ctx: ToolContext) -> ToolResult:
+        return ToolResult("x", content=({"type": "text", "text": "hi"},))  # type: ignore[arg-type]
+
+    tool = define_tool(name="rich", description="rich", input_model=Add, execute=rich)
+    outcome = await execute_tool_call(
+        ToolUseBlock("c1", "rich", {"a": 1, "b": 2}), {"rich": tool}, CTX
+    )
+    assert outcome.block.is_error
+    assert "part 0 is a dict" in str(outcome.block.content)
+
+
 async def test_invalid_input_is_an_error_result_naming_the_field() -> None:
     outcome = await execute_tool_call(ToolUseBlock("c1", "add", {"a": "x"}), {"add": ADD}, CTX)
     assert outcome.block.is_error
