@@ -185,15 +185,20 @@ def charge_synthesis(
     ctx: FlowContext,
     run_id: str,
 ) -> tuple[AgentRunResult, RunOutcome | None]:
-    """Charge the synthesis to the run's budget, as OMA does after the tasks.
+    """Charge the synthesis to the run's budget, as OMA does after the tasks, and say how it
+    decides the run's status (``None``: the tasks' outcome stands).
 
     Over the budget, ``BudgetExceeded`` is reported, the synthesis counts as failed and the run
-    ends ``budget_exhausted`` (its answer is still returned, as OMA returns it).
+    ends ``budget_exhausted`` (its answer is still returned, as OMA returns it). A synthesis that
+    failed (its model call did) makes the run ``error``: OMA's ``buildTeamRunResult`` counts the
+    coordinator's result with every other (spec TQ-07, CD-09), so the run is not ``ok``.
     """
     models = {agent.name: agent.model for agent in team.agents}
     charges = task_charges(state.task_results, lambda task: queue.get(task).assignee, models)
     over = after_synthesis(ctx.budget, charges, synthesis, model, run_id=run_id)
     if over is None:
+        if not synthesis.success:
+            return synthesis, RunOutcome("error", f"synthesis failed: {synthesis.output}")
         return synthesis, None
     ctx.emit(over)
     status = exhausted(over)[1]

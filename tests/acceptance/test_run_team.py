@@ -56,6 +56,26 @@ async def test_decompose_run_and_synthesize() -> None:
     assert result.token_usage.input_tokens == 10 + 5 + 2
 
 
+async def test_a_failed_synthesis_fails_the_run() -> None:
+    # OMA's buildTeamRunResult counts the coordinator's result as any other: its failure makes
+    # the run ``error`` (spec TQ-07, CD-09); the tasks' work is still reported.
+    squad, _ = team()
+
+    def lead_answers(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        if lead.call_count == 1:
+            return answer(json.dumps(PLAN))
+        raise RuntimeError("provider down during synthesis")
+
+    lead = ScriptedAdapter(lead_answers)
+    result = await OpenMultiAgent().run_team(
+        squad, "explain", coordinator=AgentConfig("coordinator", adapter=lead)
+    )
+    assert (result.success, result.status.code) == (False, "error")
+    assert "synthesis failed" in (result.status.message or "")
+    assert [task.status for task in result.tasks] == ["completed", "completed"]
+    assert not result.agent_results["coordinator"].success
+
+
 async def test_invalid_plan_is_repaired_once() -> None:
     squad, _ = team()
     bad = [{"title": "Research", "description": "x", "assignee": "ghost"}]
