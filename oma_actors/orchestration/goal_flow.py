@@ -139,9 +139,12 @@ async def _journaled_goal(
                 planning_usage=plan.result.token_usage,
             )  # fmt: skip
         if stopped is not None:
+            # A suspended plan waits with its tasks; a refused or failed gate ran none and
+            # lists none, as OMA returns ``tasks: []`` then.
+            suspended = stopped.status is not None and stopped.status.code == "suspended"
             return team_result(
-                run_id=run_id, attempt=attempt, queue=plan_view(queue), state=stopped,
-                extra_agent_results=planning,
+                run_id=run_id, attempt=attempt, state=stopped, extra_agent_results=planning,
+                queue=plan_view(queue) if suspended else TaskQueue([]),
             )  # fmt: skip
     if plan_only:
         return team_result(

@@ -52,9 +52,12 @@ async def plan_gate(
     match verdict:
         case Allow():
             return None
-        case Deny() | GateFailed():
-            detail = verdict.error if isinstance(verdict, GateFailed) else verdict.reason
-            message = "Plan approval rejected." + (f" ({detail})" if detail else "")
+        case GateFailed(error=error):
+            # A gate that raised is the callback's failure, not a reviewer's refusal: OMA
+            # classifies it as ``error`` (``classifyRunFailure(..., {kind: 'callback'})``).
+            return RunState(status=RunOutcome("error", f"Plan approval callback failed: {error}"))
+        case Deny(reason=reason):
+            message = "Plan approval rejected." + (f" ({reason})" if reason else "")
             return RunState(status=RunOutcome("rejected", message))
         case Suspend(reason=reason):
             pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import pytest
 from acceptance_helpers import answer
 
 from oma_actors import AgentConfig, OpenMultiAgent, Team
@@ -128,3 +129,34 @@ async def test_default_coordinator_uses_the_first_agents_adapter() -> None:
     assert result.agent_results["coordinator"].output == "summary"
     assert adapter.calls[0].options.system_prompt is not None
     assert "coordinator" in adapter.calls[0].options.system_prompt
+
+
+@pytest.mark.parametrize(
+    ("gate_answer", "status"),
+    [
+        (False, ("rejected", "Plan approval rejected.")),
+        (
+            RuntimeError("gate bug"),
+            ("error", "Plan approval callback failed: RuntimeError: gate bug"),
+        ),
+    ],
+)
+async def test_a_refused_or_failed_plan_gate_runs_and_lists_no_task(
+    gate_answer: object, status: tuple[str, str]
+) -> None:
+    # OMA: a denied plan is rejected, a gate that raised is the callback's error
+    # (classifyRunFailure, kind callback); either way tasks: [] (spec AP-23).
+    squad, workers = team()
+
+    def gate(tasks: object) -> object:
+        if isinstance(gate_answer, Exception):
+            raise gate_answer
+        return gate_answer
+
+    lead = ScriptedAdapter([answer(json.dumps(PLAN))])
+    result = await OpenMultiAgent(on_plan_ready=gate).run_team(
+        squad, "explain", coordinator=AgentConfig("coordinator", adapter=lead)
+    )
+    assert (result.status.code, result.status.message) == status
+    assert result.tasks == []
+    assert workers.call_count == 0
