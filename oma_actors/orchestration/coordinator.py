@@ -17,7 +17,7 @@ from oma_actors.agents.runner import (
 )
 from oma_actors.agents.turn import initial_state, with_user_message
 from oma_actors.domain.messages import ChatOptions, TokenUsage
-from oma_actors.domain.results import AgentRunResult
+from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.events import AgentCompleted, CoordinatorFailed
 from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
 from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt, synthesis_prompt
@@ -33,6 +33,19 @@ COORDINATOR_SYSTEM_PROMPT = (
     "You are the coordinator of a team of agents. You plan work as precise JSON task lists and "
     "write final answers from the team's results."
 )
+
+
+_NO_SYNTHESIS_AFTER = frozenset({"suspended", "aborted", "budget_exhausted"})
+
+
+def synthesizes_after(status: RunOutcome | None) -> bool:
+    """Whether the coordinator synthesizes once the queue stopped with ``status`` (spec CD-07).
+
+    Always after the queue finishes, a rejected dispatch or a failed dispatch gate included (OMA
+    returns early from ``runTeam`` only for a suspension); never while the run waits for an
+    approval, after an abort, or with the budget already exceeded.
+    """
+    return status is None or status.code not in _NO_SYNTHESIS_AFTER
 
 
 def default_coordinator(team: Team) -> AgentConfig:

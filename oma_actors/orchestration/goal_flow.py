@@ -19,6 +19,7 @@ from oma_actors.orchestration.coordinator import (
     decompose,
     default_coordinator,
     synthesize,
+    synthesizes_after,
 )
 from oma_actors.orchestration.flows import (
     claim_if,
@@ -156,8 +157,8 @@ async def _journaled_goal(
             team, queue, ctx=ctx, resolved=resolved, mode="runTeam", run_id=run_id, goal=goal,
             planning_usage=plan.result.token_usage, lease=lease, journaling=journaling,
         )  # fmt: skip
-        if state.status is not None:
-            # Suspended, rejected or halted: there is nothing to synthesize yet (spec CD-07).
+        if not synthesizes_after(state.status):
+            # Suspended, aborted or over budget: nothing to synthesize (yet) (spec CD-07).
             return team_result(
                 run_id=run_id, attempt=attempt, queue=queue, state=state,
                 extra_agent_results=planning,
@@ -173,9 +174,10 @@ async def _journaled_goal(
         await save_synthesis(
             checkpointing, queue=queue, memory=memory, state=state, synthesis=final
         )
+    # How the queue stopped (a rejection, a failed gate) stands over the synthesis's outcome.
     return team_result(
         run_id=run_id, attempt=attempt, queue=queue, state=state,
-        extra_agent_results=coordinator_results(plan.result, final), status=status,
+        extra_agent_results=coordinator_results(plan.result, final), status=state.status or status,
     )  # fmt: skip
 
 

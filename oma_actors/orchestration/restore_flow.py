@@ -30,6 +30,7 @@ from oma_actors.orchestration.coordinator import (
     default_coordinator,
     restored_planning,
     synthesize,
+    synthesizes_after,
 )
 from oma_actors.orchestration.execute import RunApprovals, execute_queue, ledger_for_store
 from oma_actors.orchestration.flows import (
@@ -282,7 +283,7 @@ async def _continue_owned(
         lease=lease,
     )
     status: RunOutcome | None = None
-    if snapshot.mode == "runTeam" and state.status is None:
+    if snapshot.mode == "runTeam" and synthesizes_after(state.status):
         if plan.finished and snapshot.synthesis is not None:
             # Decision D4: no model call.
             extra = coordinator_results(planning, snapshot.synthesis)
@@ -303,9 +304,9 @@ async def _continue_owned(
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
-    await finish_journal(
-        journaling, status or state.status or run_status(plan.queue, state.task_results)
-    )
+    # How the queue stopped (a rejection, a failed gate) stands over the synthesis's outcome.
+    status = state.status or status
+    await finish_journal(journaling, status or run_status(plan.queue, state.task_results))
     return team_result(
         run_id=plan.run_id,
         attempt=plan.attempt,

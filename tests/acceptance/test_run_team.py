@@ -160,3 +160,17 @@ async def test_a_refused_or_failed_plan_gate_runs_and_lists_no_task(
     assert (result.status.code, result.status.message) == status
     assert result.tasks == []
     assert workers.call_count == 0
+
+
+async def test_the_coordinator_synthesizes_after_a_rejected_dispatch() -> None:
+    # Spec CD-07: the synthesis is skipped only for a suspension, an abort or a budget already
+    # exceeded; a refused dispatch still gets one, and the rejection stays the run's status.
+    squad, _ = team()
+    lead = ScriptedAdapter([answer(json.dumps(PLAN)), answer("what we have")])
+    result = await OpenMultiAgent(on_task_dispatch=lambda task: task.title != "Write").run_team(
+        squad, "explain", coordinator=AgentConfig("coordinator", adapter=lead)
+    )
+    assert result.status.code == "rejected"
+    assert lead.call_count == 2
+    assert result.agent_results["coordinator"].output == "what we have"
+    assert [task.status for task in result.tasks] == ["completed", "skipped"]
