@@ -109,8 +109,9 @@ async def plan_call(
             return Answer(error_outcome(item, str(exc)))
     if item.approval_request is not None:
         return Park(item.approval_request)
-    if tool is None:
-        return Execute()  # the executor answers that the tool is not available
+    if tool is None or (policy.gate is None and tool.effect != "unsafe"):
+        # The executor answers an unknown tool, and validates the input once, itself.
+        return Execute()
     try:
         parsed = parse_tool_input(tool.input_model, name, item.call.input)
     except ToolInputError as exc:

@@ -129,16 +129,25 @@ async def test_the_gate_is_not_asked_about_an_unknown_tool() -> None:
     assert gate.asked == []
 
 
-@pytest.mark.parametrize("gate", [Gate(Deny("never")), None])
+@pytest.mark.parametrize(
+    ("gate", "effect"), [(Gate(Deny("never")), "idempotent"), (None, "unsafe")]
+)
 async def test_input_the_tool_refuses_is_answered_before_anything_is_dispatched(
-    gate: Gate | None,
+    gate: Gate | None, effect: str
 ) -> None:
     # An Answer, not an Execute: no dispatch record is written (an unsafe tool's) for a call
     # that cannot run, so a crash cannot leave it "outcome unknown"; the gate is not asked.
     call = ToolUseBlock("c1", "write", {"name": 3})
-    plan = await plan_call(PendingCall(call=call), TOOLS, CTX, CallPolicy(gate=gate))
+    tools = {"write": write_tool(effect=effect)}
+    plan = await plan_call(PendingCall(call=call), tools, CTX, CallPolicy(gate=gate))
     assert error_text(plan).startswith("Error: invalid input for tool 'write': name:")
     assert gate is None or gate.asked == []
+
+
+async def test_an_idempotent_call_without_a_gate_is_validated_once_by_the_executor() -> None:
+    # Nothing is dispatched for it: planning leaves the input to the executor (one parse).
+    call = ToolUseBlock("c1", "write", {"name": 3})
+    assert await plan_call(PendingCall(call=call), TOOLS, CTX, CallPolicy()) == Execute()
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,16 @@ async def restored(
     return result, events, calls
 
 
+OVER_AT_16 = (
+    ["completed", "skipped"],
+    ("budget_exhausted", "Run exceeded token budget: 16 tokens used (budget: 15)"),
+    TokenUsage(11, 5),
+    {"coordinator": TokenUsage(*PLAN)},
+    [16],
+)
+"""What a team run stopped at 16 of 15 tokens reports (``reported``): plan 14 + first task 2."""
+
+
 def reported(result: TeamRunResult, events: list[ProgressEvent]) -> object:
     return (
         [task.status for task in result.tasks],
@@ -61,13 +71,7 @@ async def test_a_team_restored_over_its_budget_reports_what_the_fresh_run_did() 
     again, events, calls = await restored(15, store)
     assert calls == (0, 0)  # the restore starts at 16: no task, no synthesis
     assert reported(again, events) == reported(first, first_events)
-    assert reported(again, events) == (
-        ["completed", "skipped"],
-        ("budget_exhausted", "Run exceeded token budget: 16 tokens used (budget: 15)"),
-        TokenUsage(11, 5),
-        {"coordinator": TokenUsage(*PLAN)},
-        [16],
-    )
+    assert reported(again, events) == OVER_AT_16
 
 
 async def test_a_team_whose_last_task_went_over_is_not_synthesized_on_restore() -> None:
@@ -107,10 +111,4 @@ async def test_an_approved_plan_keeps_its_decomposition_charged_on_restore() -> 
     )  # fmt: skip
     again, events, calls = await restored(15, store)
     assert calls == (1, 0)  # plan 14 + first task 2 = 16 > 15: the second never runs
-    assert reported(again, events) == (
-        ["completed", "skipped"],
-        ("budget_exhausted", "Run exceeded token budget: 16 tokens used (budget: 15)"),
-        TokenUsage(11, 5),
-        {"coordinator": TokenUsage(*PLAN)},
-        [16],
-    )
+    assert reported(again, events) == OVER_AT_16
