@@ -12,13 +12,22 @@ median of ``--repeats`` fresh processes, so no stage runs with warm caches of an
     .venv/bin/python bench/restore_stages.py             # the table (5 processes)
 
 ``--workdir`` (default ``/tmp/oma-restore-stages``) holds the captured ``cap.json`` and
-``cap.jsonl`` (the files at the first model call after the last tool turn, as P5 captures them).
+``cap.jsonl`` (the files at the first model call after the last tool turn, as P5 captures them);
+``--kind file`` captures and splits the FileStore-alone configuration instead (``capfile.json``;
+no journal, so no tail stages).
+
+The **parse floor** row is what no reader of these formats can avoid, measured in the same
+child on the same bytes: ``orjson.loads`` of the state file, of the snapshot text it holds (the
+FileStore keeps each value as a JSON string, so the snapshot is parsed twice, OMA's format), and
+of each tail line, and nothing else: no checks, no objects built. A P5 goal below it cannot be
+met by any restore that reads these files, whatever it does with the parsed values.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -26,7 +35,9 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
+import orjson
 from checkpoint_workload import RUN_ID, run_ours
 
 from oma_actors.checkpoint import Checkpoint, fold_tail, read_journal_tail
@@ -34,11 +45,17 @@ from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.stores import FileStore
 
+if TYPE_CHECKING:
+    from oma_actors.journal.event import JournalEvent
+
 STAGES = ("open", "load_latest", "read_journal_tail", "fold_tail")
+FILE_STAGES = STAGES[:2]
+"""The FileStore-alone configuration has no journal: its restore opens and loads only."""
 
 
-async def _stages(store_path: str, journal_path: str) -> dict[str, float]:
-    """CPU seconds of each stage, in order, on fresh copies of the captured files."""
+async def _stages(store_path: str, journal_path: str | None) -> dict[str, float]:
+    """CPU seconds of each stage, in order, on fresh copies of the captured files (without a
+    journal, the FileStore-alone configuration: only its first two stages)."""
     cpu: dict[str, float] = {}
     t = time.process_time()
 
@@ -53,6 +70,10 @@ async def _stages(store_path: str, journal_path: str) -> dict[str, float]:
         snapshot = await Checkpoint(store, run_id=RUN_ID).load_latest()
         mark("load_latest")
         assert snapshot is not None, "the captured store holds no snapshot"
+        if journal_path is None:
+            cpu["events"] = 0.0
+            cpu["floor"] = _parse_floor(store_path, [])
+            return cpu
         snapshot = adopt_journal_fields(snapshot)
         journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
         try:
@@ -64,14 +85,54 @@ async def _stages(store_path: str, journal_path: str) -> dict[str, float]:
         finally:
             await journal.close()
     cpu["events"] = float(len(events))
+    cpu["floor"] = _parse_floor(store_path, _tail_lines(journal_path, events))
     return cpu
 
 
-def _child(workdir: str) -> None:
-    store, journal = os.path.join(workdir, "st.json"), os.path.join(workdir, "st.jsonl")
-    shutil.copyfile(os.path.join(workdir, "cap.json"), store)
-    shutil.copyfile(os.path.join(workdir, "cap.jsonl"), journal)
+def _tail_lines(journal_path: str, events: list[JournalEvent]) -> list[bytes]:
+    """The journal lines of ``events`` (the tail the restore read), as bytes."""
+    wanted = {event.seq for event in events}
+    with open(journal_path, "rb") as file:
+        lines = file.read().splitlines()
+    return [line for line in lines if _seq_of(line) in wanted]
+
+
+def _seq_of(line: bytes) -> int:
+    # Every line starts ``{"type":"...","seq":N,`` (the journal's own layout).
+    head = line[: line.find(b",", line.find(b'"seq":'))]
+    return int(head.rsplit(b":", 1)[1])
+
+
+def _parse_floor(store_path: str, lines: list[bytes]) -> float:
+    """CPU seconds orjson alone takes to parse the bytes the restore read (module docstring)."""
+    with open(store_path, "rb") as file:
+        data = file.read()
+    gc.disable()  # as the restore's reads run with the collector held off (``gc_paused``)
+    try:
+        t = time.process_time()
+        values = [entry["value"] for entry in orjson.loads(data)["entries"]]
+        for value in values:
+            orjson.loads(value)
+        for line in lines:
+            orjson.loads(line)
+        return time.process_time() - t
+    finally:
+        gc.enable()
+
+
+def _child(workdir: str, kind: str) -> None:
+    store = os.path.join(workdir, "st.json")
+    shutil.copyfile(os.path.join(workdir, f"{_captured(kind)}.json"), store)
+    journal = None
+    if kind == "journal":
+        journal = os.path.join(workdir, "st.jsonl")
+        shutil.copyfile(os.path.join(workdir, "cap.jsonl"), journal)
     print(json.dumps(asyncio.run(_stages(store, journal))))
+
+
+def _captured(kind: str) -> str:
+    """The captured files' name in the workdir (``cap`` for the journal configuration)."""
+    return "cap" if kind == "journal" else "capfile"
 
 
 def main() -> None:
@@ -79,30 +140,42 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--workdir", default="/tmp/oma-restore-stages")
     ap.add_argument("--capture", action="store_true", help="run the 1000-turn run and keep it")
+    ap.add_argument(
+        "--kind",
+        choices=("journal", "file"),
+        default="journal",
+        help="FileStore + durable journal (default), or FileStore alone",
+    )
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     if a._child:
-        _child(a.workdir)
+        _child(a.workdir, a.kind)
         return
     if a.capture:
-        cap = os.path.join(a.workdir, "cap")
-        asyncio.run(run_ours("journal", a.turns, 1024, a.workdir, capture_to=cap))
-        print(f"captured {cap}.json and {cap}.jsonl")
+        cap = os.path.join(a.workdir, _captured(a.kind))
+        asyncio.run(run_ours(a.kind, a.turns, 1024, a.workdir, capture_to=cap))
+        print(f"captured {cap}.json" + (f" and {cap}.jsonl" if a.kind == "journal" else ""))
         return
     runs = []
     for _ in range(a.repeats):
         cmd = [sys.executable, os.path.abspath(__file__), "--_child", "--workdir", a.workdir]
+        cmd += ["--kind", a.kind]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
-    print(f"| stage (tail of {int(runs[0]['events'])} events) | CPU, median of {a.repeats} |")
+    stages = STAGES if a.kind == "journal" else FILE_STAGES
+    what = f"tail of {int(runs[0]['events'])} events" if a.kind == "journal" else "FileStore alone"
+    print(f"| stage ({what}) | CPU, median of {a.repeats} |")
     print("|---|---|")
-    for name in STAGES:
+    for name in stages:
         print(f"| {name} | {1000 * statistics.median(r[name] for r in runs):.2f} ms |")
-    total = statistics.median(sum(r[name] for name in STAGES) for r in runs)
+    total = statistics.median(sum(r[name] for name in stages) for r in runs)
+    floor = statistics.median(r["floor"] for r in runs)
     print(f"| sum | {1000 * total:.2f} ms |")
+    ratio = total / floor
+    print(f"| parse floor (orjson alone, same bytes) | {1000 * floor:.2f} ms ({ratio:.2f}x) |")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ SMALL = {
     "restore_stages.py": [
         ["--capture", "--turns", "6", "--workdir", "{tmp}"],
         ["--repeats", "1", "--workdir", "{tmp}"],
+        ["--capture", "--turns", "6", "--workdir", "{tmp}", "--kind", "file"],
+        ["--repeats", "1", "--workdir", "{tmp}", "--kind", "file"],
     ],
 }
 
