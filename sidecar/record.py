@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 WireStatus: TypeAlias = pb.RunStatus
 """A run's status on the wire (``pb.RUN_STATUS_*``); the run record's own vocabulary is
 ``oma_actors.runs.RunStatus``, mapped to this one in ``sidecar.authority.STATUS_OF_RECORD``."""
-TaskStatus: TypeAlias = pb.TaskStatus
+WireTaskStatus: TypeAlias = pb.TaskStatus
+"""A task's status on the wire (``pb.TASK_STATUS_*``); the core's is
+``oma_actors.domain.TaskStatus``."""
 
 TERMINAL: frozenset[WireStatus] = frozenset({pb.RUN_STATUS_COMPLETED, pb.RUN_STATUS_CANCELLED})
 """Statuses a run never leaves."""
@@ -73,7 +75,7 @@ class TaskRow:
 
     id: str
     title: str = ""
-    status: TaskStatus = pb.TASK_STATUS_UNSPECIFIED
+    status: WireTaskStatus = pb.TASK_STATUS_UNSPECIFIED
     assignee: str = ""
     depends_on: tuple[str, ...] = ()
     result: str = ""

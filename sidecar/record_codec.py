@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from oma_actors.approvals import ApprovalDecision
-    from sidecar.record import TaskStatus, WireStatus
+    from sidecar.record import WireStatus, WireTaskStatus
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ _RUN_STATUS: dict[str, WireStatus] = {
     name.removeprefix("RUN_STATUS_").lower(): value for name, value in pb.RunStatus.items()
 }
 _RUN_STATUS_NAME = {value: name for name, value in _RUN_STATUS.items()}
-_TASK_STATUS: dict[str, TaskStatus] = {
+_TASK_STATUS: dict[str, WireTaskStatus] = {
     name.removeprefix("TASK_STATUS_").lower(): value for name, value in pb.TaskStatus.items()
 }
 _TASK_STATUS_NAME = {value: name for name, value in _TASK_STATUS.items()}
@@ -190,7 +190,7 @@ def _run_status(name: str) -> WireStatus:
         raise RecordFormatError(f"unknown run status {name!r}") from None
 
 
-def _task_status(name: str) -> TaskStatus:
+def _task_status(name: str) -> WireTaskStatus:
     try:
         return _TASK_STATUS[name]
     except KeyError:
