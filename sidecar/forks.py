@@ -79,7 +79,8 @@ class RunForks:
         Raises:
             InvalidArgument: a malformed run id or new run id.
             UnknownRunError: no such parent (NOT_FOUND/RUN_NOT_FOUND).
-            AlreadyExists: ``new_run_id`` is a run already (``RUN_EXISTS``).
+            AlreadyExists: ``new_run_id`` is a run already (``RUN_ALREADY_EXISTS``, as
+                ``StartRun`` says of a run id that is taken).
             FailedPrecondition: the parent is queued or running (``RUN_ACTIVE``), keeps no
                 history (``NO_HISTORY``), or ``at_seq`` is no point (``NOT_A_HISTORY_POINT``,
                 the nearest in the message and in ``nearest`` metadata).
@@ -91,7 +92,7 @@ class RunForks:
             raise FailedPrecondition("RUN_ACTIVE", f"run {view.run_id!r} is running")
         parent = view.record
         if await self._registry.find(request.new_run_id) is not None:
-            raise AlreadyExists("RUN_EXISTS", f"run {request.new_run_id!r} exists already")
+            raise AlreadyExists("RUN_ALREADY_EXISTS", f"run {request.new_run_id!r} already exists")
         store = await self._stores.get(parent.store_uri)
         journal = await self._journal(parent)
         try:

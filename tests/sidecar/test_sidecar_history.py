@@ -84,6 +84,7 @@ async def test_bad_forks_are_refused_with_their_reasons(tmp_path: Path) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await fork(client, "h-2", seqs[1], "h-2-fork")
         assert caught.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert error_info(caught.value).reason == "RUN_ALREADY_EXISTS"  # StartRun's name for it
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await history(client, "nope")
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
