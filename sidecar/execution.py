@@ -61,6 +61,7 @@ from sidecar.record import (
     WireStatus,
 )
 from sidecar.redelivery import latest_state
+from sidecar.request_claims import RequestClaim
 from sidecar.run_ledger import (
     cancel_record,
     cancel_unheld,
@@ -72,7 +73,13 @@ from sidecar.run_ledger import (
 )
 from sidecar.run_view import initial_tasks, task_row_from_state
 from sidecar.schema import check_off_loop_schemas
-from sidecar.start_checks import attach_own, attach_retry, check_checkpoint_key, request_digest
+from sidecar.start_checks import (
+    attach_own,
+    attach_retry,
+    check_checkpoint_key,
+    check_claimed,
+    request_digest,
+)
 from sidecar.status import FailedPrecondition, InvalidArgument, map_error
 from sidecar.stores import check_request_store, normalize_uri
 
@@ -296,13 +303,19 @@ class RunExecutor:
             existing = await self._registry.find(request.run_id)
             if existing is not None:
                 return attach_own(request, await self.viewed(existing), tenant), False
+        claimed = None
         if request.request_id:
-            # A request_id starts one run: without a run id (or with one no run has) a retry
-            # is found by it, and it is not used again for another run id.
-            earlier = await self._registry.query(request_id=request.request_id)
-            mine = [record for record in earlier if record.tenant == tenant]
-            if mine:
-                return attach_retry(request, await self.viewed(mine[0])), False
+            # A request_id starts one run (``sidecar.request_claims``): without a run id (or
+            # with one no run has) a retry is found by its claim, and it is not used again for
+            # another run id.
+            requests = self._registry.requests
+            await requests.backfill(self._registry.query)
+            claimed = await requests.find(tenant, request.request_id)
+            if claimed is not None:
+                earlier = await self._registry.find(claimed.run_id)
+                if earlier is not None:
+                    return attach_retry(request, await self.viewed(earlier)), False
+                check_claimed(request, claimed)  # and this start writes the claimed run
         declared = {definition.name for definition in request.team.host_tools}
         # The schema checks take up to seconds: done in a thread, found cached by check_start.
         await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
@@ -320,7 +333,7 @@ class RunExecutor:
             )
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)
-        spec.run_id = request.run_id or str(uuid.uuid4())
+        spec.run_id = request.run_id or (claimed.run_id if claimed else str(uuid.uuid4()))
         check_checkpoint_key(request.checkpoint.key, spec.run_id, assigned=not request.run_id)
         self.journals.check_request(request.checkpoint, uri)
         await self._stores.get(uri)  # fail now, not in the background, if it cannot open
@@ -334,9 +347,17 @@ class RunExecutor:
             request_digest=request_digest(request),
             tenant=tenant,
         )
+        if request.request_id and claimed is None:
+            claim = RequestClaim(run_id=spec.run_id, digest=record.request_digest)
+            if not await self._registry.requests.claim(tenant, request.request_id, claim):
+                # A racing start of this request_id claimed it first: this one is its retry.
+                return await self.start(request, tenant=tenant)
         try:
             record = await self._registry.create(record)
         except RunExistsError as exc:  # a concurrent start won meanwhile
+            if (exc.existing.request_id, exc.existing.tenant) != (request.request_id, tenant):
+                # The run id is another request's: this request_id started no run after all.
+                await self._registry.requests.release(record)
             return attach_own(request, await self.viewed(exc.existing), tenant), False
         self._launch(record, restoring=False)
         return await self.viewed(record), True

@@ -21,6 +21,7 @@ announces an end that a sidecar which died never told (:meth:`RunRegistry.refres
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from sidecar.record_codec import (
     encode,
     shown_problem,
 )
+from sidecar.request_claims import RequestClaims
 from sidecar.run_history import RunHistory, delete_key
 from sidecar.run_log import KnownRun, RunLog, status_event
 from sidecar.run_view import run_message
@@ -98,6 +100,8 @@ class RunRegistry:
         self._reserving: set[str] = set()
         self._settling: set[str] = set()
         self._history = RunHistory(store, shared=shared)
+        self.requests = RequestClaims(store)
+        """The claims of ``StartRun`` request_ids on their runs (``sidecar.request_claims``)."""
         self._run_records = MemoryStoreRunStore(store)  # the authority on each run's status
         self._unreadable: dict[str, str] = {}  # key -> the unreadable text last logged
 
@@ -124,10 +128,10 @@ class RunRegistry:
             raise UnknownRunError(run_id)
         return record
 
-    async def query(self, *, request_id: str | None = None) -> list[RunRecordV1]:
-        """Every readable stored record (of ``request_id`` if given), in store order."""
+    async def query(self) -> list[RunRecordV1]:
+        """Every readable stored record, in store order."""
         found, _ = await self.scan()
-        return [r for r in found if request_id is None or r.request_id == request_id]
+        return found
 
     async def scan(self) -> tuple[list[RunRecordV1], dict[str, str]]:
         """Every readable stored record, and every one that cannot be read: run id -> the
@@ -309,7 +313,12 @@ class RunRegistry:
     async def delete(self, run_id: str) -> int:
         """Delete the run's record and events and forget it; how many keys were stored (the
         caller checked that no sidecar executes the run: ``sidecar.retention``)."""
-        deleted = await self._history.delete(run_id)
+        deleted = 0
+        with contextlib.suppress(UnreadableRunError):  # an unreadable record names no claim
+            record = await self.find(run_id)
+            if record is not None:
+                deleted += await self.requests.release(record)
+        deleted += await self._history.delete(run_id)
         deleted += await delete_key(self._store, sidecar_key(RUN_KIND, run_id))
         self.forget(run_id)
         return deleted

@@ -15,7 +15,8 @@ from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.status import AlreadyExists, InvalidArgument
 
 if TYPE_CHECKING:
-    from sidecar.record import RunRecordV1, RunView
+    from sidecar.record import RunView
+    from sidecar.request_claims import RequestClaim
 
 
 def request_digest(request: pb.StartRunRequest) -> str:
@@ -37,7 +38,7 @@ def attach(request: pb.StartRunRequest, view: RunView) -> RunView:
     record = view.record
     if record.request_id == request.request_id:
         if record.request_digest and record.request_digest != request_digest(request):
-            raise _reused(request, record, " with another request body")
+            raise _reused(request, record.run_id, " with another request body")
         return view
     if request.conflict_policy == pb.CONFLICT_POLICY_USE_EXISTING:
         return view
@@ -66,17 +67,30 @@ def attach_retry(request: pb.StartRunRequest, view: RunView) -> RunView:
     """
     record = view.record
     if request.run_id and request.run_id != record.run_id:
-        raise _reused(request, record, f", not run {request.run_id!r}")
+        raise _reused(request, record.run_id, f", not run {request.run_id!r}")
     return attach(request, view)
 
 
-def _reused(request: pb.StartRunRequest, record: RunRecordV1, how: str) -> AlreadyExists:
-    """The refusal of ``request``, whose request_id started ``record``'s run ``how``."""
+def check_claimed(request: pb.StartRunRequest, claim: RequestClaim) -> None:
+    """A start of a request_id whose claim names a run not written yet (``claim``) writes that
+    run only if it is the same request, under the claimed run id (as :func:`attach_retry`).
+
+    Raises:
+        AlreadyExists: ``REQUEST_ID_REUSED`` for another run id or another request body.
+    """
+    if request.run_id and request.run_id != claim.run_id:
+        raise _reused(request, claim.run_id, f", not run {request.run_id!r}")
+    if claim.digest and claim.digest != request_digest(request):
+        raise _reused(request, claim.run_id, " with another request body")
+
+
+def _reused(request: pb.StartRunRequest, run_id: str, how: str) -> AlreadyExists:
+    """The refusal of ``request``, whose request_id started run ``run_id`` ``how``."""
     return AlreadyExists(
         "REQUEST_ID_REUSED",
-        f"request_id {request.request_id!r} started run {record.run_id!r}{how}; use a new "
+        f"request_id {request.request_id!r} started run {run_id!r}{how}; use a new "
         "request_id for a new request",
-        metadata={"existing_run_id": record.run_id},
+        metadata={"existing_run_id": run_id},
     )
 
 
