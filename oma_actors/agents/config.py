@@ -29,7 +29,10 @@ class AgentConfig:
             or ``"scripted"``; an explicit ``adapter`` wins over provider and model.
         system_prompt: the agent's system prompt.
         tools: the tools the agent may call.
-        max_turns: model calls allowed per task before the runner stops.
+        max_turns: model calls allowed per attempt at a task (a restore continues the
+            count). As OMA's ``maxTurns``: a conversation that reaches it without a final
+            answer still ends normally, succeeding with the last assistant message's text
+            (empty if it had none) as its output, so its task completes and is not retried.
         max_token_budget: OMA's ``maxTokenBudget``: input plus output tokens this agent may
             spend on one task, counted across restores (a restored runner continues from its
             saved usage). A model response that takes the total above it stops the runner

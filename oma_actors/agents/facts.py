@@ -129,7 +129,12 @@ class BudgetExceeded:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnLimitReached:
-    """The conversation stopped at ``max_turns`` without a final answer (no OMA event).
+    """The conversation reached ``max_turns`` and completed with its last assistant text.
+
+    OMA has no event for it: its runner just leaves the loop, and the fold of a journal that
+    ends in the last turn's results still shows the conversation awaiting the model, so the
+    run's journal marks the completion as a fact no event carries (a restore of either form
+    ends the same way: the awaiting conversation stops again before any model call).
 
     Attributes:
         max_turns: the agent's limit.

@@ -126,7 +126,7 @@ async def drive(state: RunnerState, ctx: LoopContext, opening: Facts = ()) -> Ru
                 return state  # suspended: the task waits for a reviewer (spec AP-27)
             continue
         if state.turns >= ctx.max_turns:
-            state = stopped_at_max_turns(state, ctx.max_turns)
+            state = stopped_at_max_turns(state)
             await _boundary(ctx, state, "terminal", (TurnLimitReached(max_turns=ctx.max_turns),))
             return state
         rewrite: ContextRewrite | None = None

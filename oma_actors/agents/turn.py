@@ -146,11 +146,15 @@ def last_assistant_text(state: RunnerState) -> str:
     )
 
 
-def stopped_at_max_turns(state: RunnerState, max_turns: int) -> RunnerState:
-    """End a run that reached ``max_turns`` without a final answer."""
-    last_text = last_assistant_text(state)
-    output = last_text or f"Stopped: max_turns ({max_turns}) reached before a final answer."
-    return replace(state, phase="completed", final_output=output, success=False, retryable=True)
+def stopped_at_max_turns(state: RunnerState) -> RunnerState:
+    """End a run that reached its turn limit: it completes normally, as OMA's runner does.
+
+    OMA's loop just breaks at ``turns >= maxTurns`` and its output is the text of the last
+    assistant message, empty when that message had none (``runner.ts``); ``Agent`` then
+    reports ``success`` with status ``ok``, so the task completes with that output and is
+    never retried. No event or flag marks the stop, hence none here.
+    """
+    return replace(state, phase="completed", final_output=last_assistant_text(state), success=True)
 
 
 def failed(state: RunnerState, error: str, *, retryable: bool) -> RunnerState:

@@ -361,6 +361,8 @@ class RunJournaling:
                 case BudgetExceeded():
                     self.recorder.uncarried(f"task {task_id!r} exceeded its token budget")
                 case TurnLimitReached(max_turns=limit):
+                    # The stop completes the conversation (its last assistant text, success)
+                    # but OMA writes no event for it: the fold still has it awaiting the model.
                     self.recorder.uncarried(f"task {task_id!r} stopped at max_turns ({limit})")
                 case Retrying():
                     self.turn_failed(task_id)  # the attempt's model call failed

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from oma_actors import AgentConfig, OpenMultiAgent, ToolContext, define_tool
 from oma_actors.errors import AuthenticationError, RateLimitError
-from oma_actors.llm import ToolResultBlock, ToolUseBlock
+from oma_actors.llm import LLMResponse, TextBlock, ToolResultBlock, ToolUseBlock
 from oma_actors.testing import ScriptedAdapter
 
 
@@ -86,22 +86,50 @@ async def test_unknown_tool_and_bad_input_reach_the_model_as_errors() -> None:
     assert result.success
 
 
-async def test_max_turns_stops_the_loop() -> None:
+async def test_max_turns_stops_the_loop_and_the_run_ends_normally() -> None:
+    # OMA (runner.ts: ``if (turns >= this.maxTurns) break``, then "use whatever text was last
+    # emitted"; agent.ts: a plain result is ``success`` with status ``ok``): the stop is no
+    # failure, the output is the last assistant message's text.
     async def echo(args: BaseModel, ctx: ToolContext) -> str:
         return "again"
 
     tool = define_tool(name="echo", description="", input_model=Echo, execute=echo)
 
     def forever(messages: object, options: object) -> object:
-        return calls((f"c{len(adapter.calls)}", "echo", {"text": "x"}))
+        n = len(adapter.calls)
+        call = ToolUseBlock(f"c{n}", "echo", {"text": "x"})
+        return LLMResponse([TextBlock(f"still working {n}"), call], stop_reason="tool_use")
 
     adapter = ScriptedAdapter(forever)  # type: ignore[arg-type]
     agent = AgentConfig("w", adapter=adapter, tools=[tool], max_turns=3)
     result = await OpenMultiAgent().run_agent(agent, "loop")
     assert adapter.call_count == 3
     assert result.turns == 3
-    assert not result.success
-    assert "max_turns (3)" in result.output
+    assert result.success
+    assert result.status is None  # the plain ``ok``
+    assert result.output == "still working 3"
+    assert [m.role for m in result.messages] == ["assistant", "user"] * 3
+    assert len(result.tool_calls) == 3
+
+
+async def test_max_turns_with_a_silent_last_turn_has_an_empty_output() -> None:
+    # OMA takes the LAST assistant message's text, even when it is empty (no fallback text).
+    async def echo(args: BaseModel, ctx: ToolContext) -> str:
+        return "again"
+
+    tool = define_tool(name="echo", description="", input_model=Echo, execute=echo)
+    adapter = ScriptedAdapter(
+        [
+            LLMResponse(
+                [TextBlock("first look"), ToolUseBlock("c1", "echo", {"text": "x"})],
+                stop_reason="tool_use",
+            ),
+            calls(("c2", "echo", {"text": "x"})),
+        ]
+    )
+    agent = AgentConfig("w", adapter=adapter, tools=[tool], max_turns=2)
+    result = await OpenMultiAgent().run_agent(agent, "loop")
+    assert (result.success, result.output, result.turns) == (True, "", 2)
 
 
 async def test_provider_error_fails_the_run_without_raising() -> None:

@@ -28,7 +28,7 @@ def test_a_budget_failure_is_carried_by_budget_exceeded_alone() -> None:
 
 
 def test_a_failure_oma_never_persists_keeps_our_success_member() -> None:
-    stopped = _completed(success=False)  # e.g. max_turns: no OMA member says it
+    stopped = _completed(success=False)  # e.g. a failed model call: no OMA member says it
     out = runner_to_json("t1", "worker", stopped)
     assert out["success"] is False
     assert runner_from_json(out) == stopped
