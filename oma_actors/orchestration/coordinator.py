@@ -19,12 +19,13 @@ from oma_actors.agents.turn import initial_state, with_user_message
 from oma_actors.domain.messages import ChatOptions, TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.events import AgentCompleted, CoordinatorFailed
-from oma_actors.orchestration.decomposition import PlanProblem, parse_task_list
+from oma_actors.orchestration.decomposition import PLAN_INVALID, PlanProblem, parse_task_list
 from oma_actors.orchestration.prompts import decomposition_prompt, repair_prompt, synthesis_prompt
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from oma_actors.domain.inflight import RunnerState
     from oma_actors.domain.tasks import Task, TaskState
     from oma_actors.orchestration.journal_calls import ConversationJournal
 
@@ -86,9 +87,16 @@ def restored_planning(usage: TokenUsage | None) -> AgentRunResult | None:
     return None if usage is None else AgentRunResult(success=True, output="", token_usage=usage)
 
 
+PLAN_INVALID_MESSAGE = "Coordinator plan failed structured validation after repair."
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decomposition:
-    """The coordinator's plan, or why there is none; ``result`` is the coordinator's turn."""
+    """The coordinator's plan, or why there is none; ``result`` is the coordinator's turn.
+
+    Nothing is reported yet: the caller charges ``result`` to the run's budget first and
+    reports a failure only within it (``report_failure``), in OMA's order.
+    """
 
     tasks: list[Task] | None
     problem: PlanProblem | None
@@ -101,15 +109,14 @@ async def decompose(
     goal: str,
     *,
     run_id: str,
-    emit: Emit,
     journal: ConversationJournal | None = None,
 ) -> Decomposition:
-    """Ask for a task list, validate it, and ask once more with the errors if it is invalid.
+    """Ask for a task list, validate it, and ask once more with OMA's feedback if it is invalid.
 
     ``journal`` records the calls (the repair request included) under the coordinator's name.
     """
     try:
-        return await _decompose(coordinator, team, goal, run_id=run_id, emit=emit, journal=journal)
+        return await _decompose(coordinator, team, goal, run_id=run_id, journal=journal)
     finally:
         if journal is not None:
             journal.close()
@@ -121,7 +128,6 @@ async def _decompose(
     goal: str,
     *,
     run_id: str,
-    emit: Emit,
     journal: ConversationJournal | None,
 ) -> Decomposition:
     config = coordinator.config
@@ -138,28 +144,49 @@ async def _decompose(
         on_request=journal.request if journal is not None else None,
     )
     roster = [agent.name for agent in team.agents]
-    state = initial_state(decomposition_prompt(goal, team.agents))
-    state = await drive(state, ctx, prompted(state))
-    parsed: list[Task] | PlanProblem | None = None
-    for round_number in range(2):
+    opened = initial_state(decomposition_prompt(goal, team.agents))
+    state = await drive(opened, ctx, prompted(opened))
+    if not state.success:
+        return _failed(state)
+    parsed = parse_task_list(state.final_output, roster)
+    if isinstance(parsed, PlanProblem):
+        # OMA's repair is a run of its own (``backend.run``): the prompt, the first run's
+        # messages and the feedback, with a fresh ``maxTurns``; its usage adds to the first's.
+        # The state carries on, so the journal numbers its turns after the first run's.
+        transcript = replace(state, conversation=(opened.conversation[0], *state.messages))
+        repair = with_user_message(transcript, repair_prompt(parsed.message))
+        own_turns = replace(ctx, max_turns=state.turns + config.max_turns)
+        state = await drive(repair, own_turns, prompted(repair))
         if not state.success:
-            problem = PlanProblem("COORDINATOR_DECOMPOSITION_FAILED", (state.final_output,))
-            return _failed(problem, result_of(state, state.token_usage), run_id, emit)
+            return _failed(state)
         parsed = parse_task_list(state.final_output, roster)
-        if not isinstance(parsed, PlanProblem) or round_number == 1:
-            break
-        state = with_user_message(state, repair_prompt(parsed.errors))
-        state = await drive(state, ctx, prompted(state))
     result = result_of(state, state.token_usage)
-    if isinstance(parsed, PlanProblem) or parsed is None:
-        problem = parsed or PlanProblem("COORDINATOR_PLAN_INVALID", ("no plan",))
-        return _failed(problem, result, run_id, emit)
+    if isinstance(parsed, PlanProblem):
+        problem = PlanProblem(PLAN_INVALID, parsed.errors, PLAN_INVALID_MESSAGE)
+        return Decomposition(tasks=None, problem=problem, result=result)
     return Decomposition(tasks=parsed, problem=None, result=result)
 
 
-def _failed(problem: PlanProblem, result: AgentRunResult, run_id: str, emit: Emit) -> Decomposition:
-    emit(CoordinatorFailed(run_id=run_id, code=problem.code, message="; ".join(problem.errors)))
-    return Decomposition(tasks=None, problem=problem, result=result)
+def _failed(state: RunnerState) -> Decomposition:
+    """A coordinator run that failed (its model call did): OMA's decomposition failure."""
+    output = state.final_output
+    problem = PlanProblem("COORDINATOR_DECOMPOSITION_FAILED", (output,), output)
+    return Decomposition(tasks=None, problem=problem, result=result_of(state, state.token_usage))
+
+
+def report_failure(decomposition: Decomposition, *, run_id: str, emit: Emit) -> RunOutcome:
+    """Report a decomposition without a plan as OMA does, and give the run's status.
+
+    The coordinator's ``agent_complete`` (its result), then the error with OMA's code
+    (``orchestrator.ts``, ``runTeam`` step 2). The status keeps the code before OMA's message,
+    as no other field of the result carries it.
+    """
+    problem = decomposition.problem
+    assert problem is not None
+    result = decomposition.result
+    emit(AgentCompleted(run_id=run_id, agent=COORDINATOR_NAME, task_id=None, result=result))
+    emit(CoordinatorFailed(run_id=run_id, code=problem.code, message=problem.message))
+    return RunOutcome("error", f"{problem.code}: {problem.message}")
 
 
 async def synthesize(

@@ -12,15 +12,21 @@ from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
 from oma_actors.domain.results import RunOutcome
+from oma_actors.errors import TaskGraphError
+from oma_actors.events import AgentCompleted
 from oma_actors.ids import new_id
 from oma_actors.orchestration.budget import after_synthesis, exhausted, task_charges
 from oma_actors.orchestration.coordinator import (
+    COORDINATOR_NAME,
+    Decomposition,
     coordinator_results,
     decompose,
     default_coordinator,
+    report_failure,
     synthesize,
     synthesizes_after,
 )
+from oma_actors.orchestration.decomposition import PlanProblem
 from oma_actors.orchestration.flows import (
     claim_if,
     open_journaling,
@@ -38,6 +44,8 @@ from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.agents.runner import ResolvedAgent
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
@@ -110,9 +118,7 @@ async def _journaled_goal(
 ) -> TeamRunResult:
     attempt = lease.attempt if lease is not None else 1
     lead = resolve_agent(coordinator or default_coordinator(team))
-    plan = await decompose(
-        lead, team, goal, run_id=run_id, emit=ctx.emit, journal=_calls(journaling, lead)
-    )
+    plan = await decompose(lead, team, goal, run_id=run_id, journal=_calls(journaling, lead))
     planning = coordinator_results(plan.result)
     if ctx.budget is not None:
         # OMA charges the decomposition to the run first; over the budget, no task runs.
@@ -124,14 +130,15 @@ async def _journaled_goal(
                 run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
                 extra_agent_results=planning, status=exhausted(over)[1],
             )  # fmt: skip
-    if plan.tasks is None:
-        problem = plan.problem
-        message = f"{problem.code}: {'; '.join(problem.errors)}" if problem else "no plan"
+    queue = plan_queue(plan, ctx, run_id)
+    if isinstance(queue, RunOutcome):
         return team_result(
             run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
-            extra_agent_results=planning, status=RunOutcome("error", message),
+            extra_agent_results=planning, status=queue,
         )  # fmt: skip
-    queue = TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
+    if ctx.on_plan_ready is not None or plan_only:
+        # CD-05: the plan a reviewer sees, or a plan-only run returns, carries its assignees.
+        assign_up_front(queue, [agent.name for agent in team.agents])
     if ctx.on_plan_ready is not None:
         with claim_if(resolved):
             stopped = await plan_gate(
@@ -148,6 +155,9 @@ async def _journaled_goal(
                 queue=plan_view(queue) if suspended else TaskQueue([]),
             )  # fmt: skip
     if plan_only:
+        ctx.emit(
+            AgentCompleted(run_id=run_id, agent=COORDINATOR_NAME, task_id=None, result=plan.result)
+        )
         return team_result(
             run_id=run_id, attempt=attempt, queue=plan_view(queue), state=RunState(),
             extra_agent_results=planning, plan_only=True,
@@ -179,6 +189,52 @@ async def _journaled_goal(
         run_id=run_id, attempt=attempt, queue=queue, state=state,
         extra_agent_results=coordinator_results(plan.result, final), status=state.status or status,
     )  # fmt: skip
+
+
+def plan_queue(plan: Decomposition, ctx: FlowContext, run_id: str) -> TaskQueue | RunOutcome:
+    """The decomposed plan as a queue, or the run's status when there is none (spec CD-03).
+
+    The schema already refused unknown or ambiguous titles and cycles, so a graph the queue
+    still refuses is OMA's ``loadSpecsIntoQueue`` failure, ``INVALID_TASK_DEPENDENCIES``.
+    """
+    if plan.tasks is not None:
+        try:
+            return TaskQueue.from_tasks(plan.tasks, clock=ctx.clock)
+        except TaskGraphError as exc:
+            message = f"Invalid task dependencies: {exc}"
+            problem = PlanProblem("INVALID_TASK_DEPENDENCIES", (str(exc),), message)
+            plan = replace(plan, tasks=None, problem=problem)
+    return report_failure(plan, run_id=run_id, emit=ctx.emit)
+
+
+def assign_up_front(queue: TaskQueue, roster: Sequence[str]) -> None:
+    """Assign the ready, unassigned tasks as OMA's default scheduler does (spec CD-05).
+
+    ``dependency-first`` (``scheduler.ts``): the tasks that transitively block the most others
+    first (ties keep plan order), each to the next agent in roster order, from the first. A
+    blocked task stays unassigned: OMA's ``autoAssign`` takes only ``pending`` ones, and it is
+    assigned at its dispatch.
+    """
+    tasks = queue.tasks
+    dependents: dict[str, list[str]] = {}
+    for task in tasks:
+        for dependency in task.depends_on:
+            dependents.setdefault(dependency, []).append(task.id)
+
+    def blocked_by(task_id: str) -> int:
+        seen: set[str] = set()
+        frontier = [task_id]
+        while frontier:
+            for dependent in dependents.get(frontier.pop(), ()):
+                if dependent not in seen:
+                    seen.add(dependent)
+                    frontier.append(dependent)
+        return len(seen)
+
+    waiting = [task for task in tasks if task.status == "pending" and task.assignee is None]
+    ranked = sorted(waiting, key=lambda task: -blocked_by(task.id))
+    for cursor, task in enumerate(ranked):
+        queue.assign(task.id, roster[cursor % len(roster)])
 
 
 def charge_synthesis(

@@ -48,13 +48,18 @@ def decomposition_prompt(goal: str, agents: Sequence[AgentConfig]) -> str:
     )
 
 
-def repair_prompt(errors: Sequence[str]) -> str:
-    """Ask the coordinator to fix an invalid task list once (spec CD-02)."""
-    listed = "\n".join(f"- {error}" for error in errors)
+def repair_prompt(error: str) -> str:
+    """OMA's structured-output feedback: ask once more, quoting why the reply was refused.
+
+    ``agent.ts`` ``validateStructuredOutput`` sends this text to the letter, with the error of
+    ``extractJSON`` or ``validateOutput`` (spec CD-02).
+    """
     return (
-        "Your task list is invalid:\n"
-        f"{listed}\n\n"
-        "Reply again with ONLY the corrected JSON array of task objects."
+        "Your previous response did not produce valid JSON matching the required schema.\n"
+        "\n"
+        f"Error: {error}\n"
+        "\n"
+        "Please try again. Respond with ONLY valid JSON, no other text."
     )
 
 
