@@ -172,7 +172,6 @@ def _fold(
 ) -> tuple[CheckpointSnapshot, int]:
     watermark = snapshot.journal_watermark_seq or 0
     entries = {(item.task_id, item.assignee): item for item in snapshot.in_flight}
-    kept = frozenset(entries)
     # Only a journal-first run's tail opens conversations (issue 19: its tasks' admissions are
     # journal-only); OMA's mode keeps OMA's fold, where a task without an entry starts over.
     ref = snapshot.journal_ref
@@ -243,14 +242,10 @@ def _fold(
         count += 1
     for key, draft in drafts.items():
         entries[key] = draft.freeze()
-    # The snapshot's entries in its order, then the conversations the tail opened, in theirs.
-    # An opened one holding only its prompt is left out: the run reports a conversation at its
-    # first boundary (an answer), and a task restarted from its prompt asks the same question.
-    folded = tuple(
-        item
-        for key, item in entries.items()
-        if key in kept or len(item.state.conversation) > 1 or item.state.phase != "awaiting_model"
-    )
+    # The snapshot's entries in its order, then the conversations the tail opened, in theirs,
+    # one holding only its prompt too: a snapshot holds such a conversation from its prompt on
+    # (``RunJournaling.opened``), so its later events fold onto it wherever the snapshot is.
+    folded = tuple(entries.values())
     for item in folded:
         if (item.task_id, item.assignee) in drafts:
             check_resumable(item)

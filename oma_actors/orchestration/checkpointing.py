@@ -188,13 +188,15 @@ async def snapshot_of(
     in-flight entry, so the snapshot stays consistent (spec OR-08) even if the process dies
     before the task is dispatched again.
     """
+    journaling = cp.journaling
+    if journaling is not None:
+        in_flight = journaling.opened(in_flight, watermark)
     tasks = tuple(
         replace(task, status="in_progress")
         if task.id in in_flight and task.status == "pending"
         else task
         for task in queue.tasks
     )
-    journaling = cp.journaling
     shared: dict[str, Any] | None = None
     if memory is not None and cp.embed_memory:
         shared = await memory.snapshot()

@@ -37,6 +37,9 @@ class TaskJournal:
     model: str | None = None
     # Requested before the run saw any boundary of it (its first turn): kept across saves.
     pinned: bool = False
+    # Journal-first: the state its conversation's first request sent, and its prompt's seq
+    # (``RunJournaling.opened``: used while the run holds no boundary of the task).
+    opened: tuple[RunnerState, int] | None = None
 
 
 class OptionsHashes:

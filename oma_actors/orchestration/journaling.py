@@ -278,6 +278,8 @@ class RunJournaling:
         scope: dict[str, Any] = {"task_id": task_id, "agent_name": agent}
         task = self._task(task_id, agent)
         self.record(task_id, agent, opening)  # the caller's prompt, before anything it sends
+        if self.recorder.durable and task.last_seq is not None and _opens(opening, state):
+            task.opened = (state, task.last_seq)
         turn = state.turns + 1
         if self.recorder.durable and not self.recorder.enforce_lineage:
             # Journal-first keeps a turn O(what changed): OMA's llm/request lists every block
@@ -380,6 +382,32 @@ class RunJournaling:
                 self.forget(task_id)
         for task_id, (agent, _) in in_flight.items():
             self._task(task_id, agent).pinned = False
+
+    def opened(
+        self, in_flight: Mapping[str, tuple[str, RunnerState]], watermark: int | None
+    ) -> Mapping[str, tuple[str, RunnerState]]:
+        """``in_flight`` with the conversations the journal opened at or below ``watermark``
+        that the run holds no boundary of yet (journal-first).
+
+        A task's first request records its prompt journal-only, and its first boundary comes
+        only with the model's answer. A snapshot a sibling task's boundary writes meanwhile
+        has a watermark above that prompt, and a fold opens a conversation only from a prompt
+        above the watermark: without this entry the task's later events (its calls and their
+        results, saved journal-only) were skipped on restore and the task started over, running
+        its recorded calls again. The entry is what the fold would have opened: the state the
+        first request sent, marked at its prompt.
+        """
+        if watermark is None:
+            return in_flight
+        extra = {
+            task_id: (task.agent, task.opened[0])
+            for task_id, task in self._tasks.items()
+            if task.opened is not None
+            and task.opened[1] <= watermark
+            and task_id is not None
+            and task_id not in in_flight
+        }
+        return {**in_flight, **extra} if extra else in_flight
 
     def _task(self, task_id: str | None, agent: str) -> TaskJournal:
         """What the journal holds of a task's conversation (a new one for another agent)."""
@@ -515,3 +543,10 @@ class RunJournaling:
 def _entry_turns(snapshot: CheckpointSnapshot) -> dict[tuple[str, str], int]:
     """(task, agent) -> turn count of each in-flight entry of ``snapshot``."""
     return {(e.task_id, e.assignee): e.state.turns for e in snapshot.in_flight}
+
+
+def _opens(opening: Facts, state: RunnerState) -> bool:
+    """Whether a request's ``opening`` facts open ``state``'s conversation (its only message
+    is their prompt), rather than go on with it."""
+    first = state.conversation[0] if len(state.conversation) == 1 else None
+    return any(isinstance(fact, Prompted) and fact.message is first for fact in opening)

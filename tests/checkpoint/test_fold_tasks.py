@@ -99,11 +99,16 @@ def test_a_started_tasks_prompt_and_answer_open_its_entry() -> None:
     assert [p.call.id for p in opened.state.pending] == ["tu-1"]
 
 
-def test_a_conversation_holding_only_its_prompt_is_not_opened() -> None:
-    # The run reports a conversation at its first answer; restarted, the task asks the same.
+def test_a_conversation_holding_only_its_prompt_is_opened() -> None:
+    # A snapshot holds such a conversation from its prompt on (``RunJournaling.opened``): the
+    # fold gives the same, so a snapshot written here and the fold to here agree.
     result = fold_tail(journal_first(), [start_c(), prompt(102, agent="helper")])
     assert isinstance(result, Folded)
-    assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
+    assert [e.task_id for e in result.snapshot.in_flight] == ["b", "c"]
+    opened = result.snapshot.in_flight[1]
+    assert (opened.state.phase, len(opened.state.conversation), opened.journal_seq) == (
+        "awaiting_model", 1, 102,
+    )  # fmt: skip
 
 
 def test_a_prompt_of_another_agent_than_the_assignee_opens_nothing() -> None:
