@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.base import read_run
 from oma_actors.journal.fold import Discarded, tail_read_from
-from oma_actors.journal.ref import journal_through
+from oma_actors.journal.ref import depends_on_journal, journal_through
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,6 +52,9 @@ async def lost_events(
     replaced since. (Events appended after the snapshot and then cut off leave no such trace:
     only the journal knew of them.)
     """
+    gap = _gap(snapshot, tail)
+    if gap is not None:
+        return gap
     through = journal_through(snapshot)
     if through == 0 or any(event.seq >= through for event in tail):
         return None
@@ -67,3 +70,30 @@ async def lost_events(
             "which it held when the snapshot was saved: events were lost"
         ),
     )
+
+
+def _gap(snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]) -> Discarded | None:
+    """A seq missing from a journal-first snapshot's tail, or ``None``.
+
+    A run's seqs are consecutive in its journal (its recorder stamps them one by one and holds
+    back what a compaction has not made durable yet), so the tail starts at the seq the fold
+    reads from and has no hole. A hole is events lost after they were appended: an in-memory
+    journal that evicted them, a journal file edited or cut in the middle. Folding across it
+    would skip the conversation a lost prompt opened, and run its recorded calls again.
+    """
+    if not depends_on_journal(snapshot):
+        return None  # OMA's mode: the snapshot is the save, the tail only adds to it (JR-20)
+    expected = tail_read_from(snapshot)
+    for event in tail:
+        # (A seq that does not increase is the fold's to refuse: it says why.)
+        if event.seq > expected:
+            return Discarded(
+                snapshot=snapshot,
+                seq=expected,
+                reason=(
+                    f"the journal holds no event of run {snapshot.run_id!r} at seq {expected} "
+                    f"but holds seq {event.seq}: events were lost"
+                ),
+            )
+        expected = max(expected, event.seq + 1)
+    return None
