@@ -22,7 +22,7 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
 from oma_actors.domain.results import AgentRunResult, RunOutcome
-from oma_actors.errors import DurableApprovalError
+from oma_actors.errors import ActorStoppedError, DurableApprovalError
 from oma_actors.events import (
     ProgressEvent,
     TaskRetry,
@@ -359,7 +359,12 @@ class RunnerActor(Actor[RunnerMessage, TaskOutcome]):
             if message.reply_to is None:
                 raise
         if message.reply_to is not None:
-            message.reply_to.tell(RunnerFinished(outcome=outcome))
+            try:
+                message.reply_to.tell(RunnerFinished(outcome=outcome))
+            except ActorStoppedError:
+                # The run stopped meanwhile (it was cancelled, or its lease was lost): nobody
+                # waits for this task any more, and a plain abort must not log a failure.
+                logger.debug("task %s finished after its run stopped", outcome.task_id)
         return outcome
 
 
