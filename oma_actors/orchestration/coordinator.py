@@ -16,7 +16,7 @@ from oma_actors.agents.runner import (
     run_task,
 )
 from oma_actors.agents.turn import initial_state, with_user_message
-from oma_actors.domain.messages import ChatOptions, TokenUsage
+from oma_actors.domain.messages import ChatOptions
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.events import AgentCompleted, CoordinatorFailed
 from oma_actors.orchestration.decomposition import PLAN_INVALID, PlanProblem, parse_task_list
@@ -67,12 +67,13 @@ def default_coordinator(team: Team) -> AgentConfig:
 def coordinator_results(
     planning: AgentRunResult | None, synthesis: AgentRunResult | None = None
 ) -> dict[str, AgentRunResult]:
-    """The coordinator's entry of ``agent_results``, fresh, restored or read back alike.
+    """The coordinator's entry of ``agent_results``.
 
-    The synthesis is the coordinator's visible result, with the decomposition's tokens added:
-    both are charged to the run, and ``TeamRunResult.token_usage`` sums these entries. Before a
-    synthesis (a halted, suspended or plan-only run) the decomposition stands alone; with
-    neither (``run_tasks``, a snapshot older than ``planning_usage``) there is no entry.
+    Fresh, the synthesis is the coordinator's visible result, with the decomposition's tokens
+    added: both are charged to the run. Before a synthesis (a halted, suspended or plan-only
+    run) the decomposition stands alone. A restore holds no decomposition (``planning`` is
+    ``None``, as OMA's restore has no ``coordinator:decompose`` result): the synthesis alone, or
+    no entry (its decomposition's tokens still count in ``TeamRunResult.token_usage``).
     """
     if synthesis is None:
         return {} if planning is None else {COORDINATOR_NAME: planning}
@@ -80,11 +81,6 @@ def coordinator_results(
         return {COORDINATOR_NAME: synthesis}
     usage = synthesis.token_usage + planning.token_usage
     return {COORDINATOR_NAME: replace(synthesis, token_usage=usage)}
-
-
-def restored_planning(usage: TokenUsage | None) -> AgentRunResult | None:
-    """The decomposition as a snapshot keeps it: its token usage alone (the plan is the queue)."""
-    return None if usage is None else AgentRunResult(success=True, output="", token_usage=usage)
 
 
 PLAN_INVALID_MESSAGE = "Coordinator plan failed structured validation after repair."

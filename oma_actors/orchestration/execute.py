@@ -18,6 +18,7 @@ from oma_actors.events import RunFinished, RunStarted
 from oma_actors.orchestration.agent_actor import AgentActor
 from oma_actors.orchestration.dispatch_gate import DispatchGate
 from oma_actors.orchestration.messages import StartRun
+from oma_actors.orchestration.results import run_status
 from oma_actors.orchestration.run import RunActor, RunState, RunWiring
 from oma_actors.stores.base import is_atomic_store
 
@@ -172,14 +173,11 @@ async def execute_queue(
     if state.fatal is not None:
         raise state.fatal
     if checkpointing is not None:
-        status = state.status
-        emit(
-            RunFinished(
-                run_id=run_id,
-                status=status.code if status is not None else "ok",
-                message=status.message if status is not None else None,
-            )
-        )
+        # The queue's outcome when nothing stopped the run: a failed or unfinished task is
+        # ``error``, as the run's result says (``results.run_status``).
+        status = state.status or run_status(queue, state.task_results)
+        message = status.message if status.code != "ok" else None
+        emit(RunFinished(run_id=run_id, status=status.code, message=message))
     ended = state.status.code if state.status is not None else "finished"
     logger.info("run %s: %s (checkpoint revision %d)", run_id, ended, state.revision)
     return state

@@ -28,7 +28,6 @@ from oma_actors.orchestration.checkpointing import RunCheckpointing, identity_js
 from oma_actors.orchestration.coordinator import (
     coordinator_results,
     default_coordinator,
-    restored_planning,
     synthesize,
     synthesizes_after,
 )
@@ -171,11 +170,15 @@ def _finished(snapshot: CheckpointSnapshot, plan: RestorePlan) -> TeamRunResult:
         run_id=plan.run_id,
         attempt=snapshot.attempt,
         queue=plan.queue,
-        state=RunState(task_results=dict(plan.results)),
-        extra_agent_results=coordinator_results(
-            restored_planning(snapshot.planning_usage), snapshot.synthesis
-        ),
+        state=_restored_state(plan),
+        extra_agent_results=coordinator_results(None, snapshot.synthesis),
+        carried_usage=snapshot.planning_usage,
     )
+
+
+def _restored_state(plan: RestorePlan) -> RunState:
+    """What the restored run had produced: its completed tasks' results, by their agents."""
+    return RunState(task_results=dict(plan.results), result_agents=dict(plan.agents))
 
 
 async def _continue_owned(
@@ -210,10 +213,10 @@ async def _continue_owned(
             known=snapshot.approval_decisions,
             identity=identity_json(identity) if appended else None,
         )
-    # The coordinator's entry follows the fresh run's rules: the decomposition alone until a
-    # synthesis, then the synthesis with the decomposition's tokens added.
-    planning = restored_planning(snapshot.planning_usage)
-    extra = coordinator_results(planning)
+    # OMA's restore holds the completed tasks' results and no decomposition (orchestrator.ts
+    # 2283, 3187-3210): the coordinator's entry is a synthesis (a stored one, decision D4), or
+    # none. The decomposition's tokens stay charged to the run (``carried_usage``).
+    extra = coordinator_results(None, snapshot.synthesis)
     stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx, extra)
     if stopped is not None:
         # Attached only to go on: these outcomes write as without a journal (if at all).
@@ -282,11 +285,14 @@ async def _continue_owned(
         clock=ctx.clock,
         lease=lease,
     )
+    for task_id, agent in plan.agents.items():  # the restored results, by their agents (OR-09)
+        state.result_agents.setdefault(task_id, agent)
     status: RunOutcome | None = None
+    extra = {}  # no synthesis yet: no coordinator entry (OMA sets one only on success)
     if snapshot.mode == "runTeam" and synthesizes_after(state.status):
         if plan.finished and snapshot.synthesis is not None:
             # Decision D4: no model call.
-            extra = coordinator_results(planning, snapshot.synthesis)
+            extra = coordinator_results(None, snapshot.synthesis)
         else:
             # Journaled as on the live path: the coordinator's calls, then run/end.
             synthesis = await _restored_synthesis(
@@ -294,13 +300,12 @@ async def _continue_owned(
             )
             if synthesis is None:
                 # Spec CD-09: a failed restored synthesis attaches no coordinator entry.
-                extra = {}
                 status = RunOutcome("error", "synthesis failed on restore")
             else:
                 synthesis, status = charge_synthesis(
                     team, plan.queue, state, synthesis, lead_config.model, ctx, plan.run_id
                 )
-                extra = coordinator_results(planning, synthesis)
+                extra = coordinator_results(None, synthesis)
                 await save_synthesis(
                     checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
                 )
@@ -314,6 +319,7 @@ async def _continue_owned(
         state=state,
         extra_agent_results=extra,
         status=status,
+        carried_usage=snapshot.planning_usage,
     )
 
 
@@ -329,9 +335,12 @@ async def _settle_approvals(
 
     In order: an undecided request suspends; a newly rejected boundary skips the rest, is saved
     and rejects; a rejection already saved rejects again; an approved plan-only run returns
-    its plan. ``extra``: the coordinator's entry, which each outcome reports.
+    its plan. ``extra``: the coordinator's entry, which each outcome reports; each also counts
+    the decomposition's tokens (``carried_usage``).
     """
-    state = RunState(task_results=dict(plan.results), decisions=list(reconciled.decisions))
+    state = _restored_state(plan)
+    state.decisions = list(reconciled.decisions)
+    carried = snapshot.planning_usage
     as_saved = TaskQueue(snapshot.tasks, clock=ctx.clock)
     if reconciled.unresolved:
         # Calling restore early is harmless: no work, no save, no gate. The requests are
@@ -342,7 +351,7 @@ async def _settle_approvals(
         state.status = RunOutcome("suspended", "Durable approval decision pending.")
         return team_result(
             run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state,
-            extra_agent_results=extra,
+            extra_agent_results=extra, carried_usage=carried,
         )  # fmt: skip
     if reconciled.rejected:
         plan.queue.skip_remaining("Skipped: durable approval rejected.")
@@ -365,13 +374,13 @@ async def _settle_approvals(
         state.status = RunOutcome("rejected", "Durable approval rejected.")
         return team_result(
             run_id=plan.run_id, attempt=plan.attempt, queue=plan.queue, state=state,
-            extra_agent_results=extra,
+            extra_agent_results=extra, carried_usage=carried,
         )  # fmt: skip
     if reconciled.already_rejected:
         state.status = RunOutcome("rejected", "Durable approval rejected.")
         return team_result(
             run_id=plan.run_id, attempt=snapshot.attempt, queue=as_saved, state=state,
-            extra_agent_results=extra,
+            extra_agent_results=extra, carried_usage=carried,
         )  # fmt: skip
     if reconciled.plan_only:
         if not snapshot.goal:
@@ -385,6 +394,7 @@ async def _settle_approvals(
             state=state,
             extra_agent_results=extra,
             plan_only=True,
+            carried_usage=carried,
         )
     return None
 

@@ -11,6 +11,7 @@ from oma_actors.errors import CheckpointError, RunIdMismatchError, TaskGraphErro
 from oma_actors.ids import new_id
 from oma_actors.orchestration.graph import check_acyclic
 from oma_actors.orchestration.queue import TaskQueue
+from oma_actors.orchestration.results import UNKNOWN_AGENT
 
 if TYPE_CHECKING:
     from oma_actors.agents.config import Team
@@ -27,6 +28,7 @@ class RestorePlan:
     queue: TaskQueue
     resume: dict[str, tuple[str, RunnerState]]
     results: dict[str, AgentRunResult]
+    agents: dict[str, str]  # task id -> the agent its restored result is filed under
     skipped_ids: tuple[str, ...]
     finished: bool
 
@@ -39,6 +41,10 @@ def plan_restore(
     clock: Clock = SYSTEM_CLOCK,
 ) -> RestorePlan:
     """Validate ``snapshot`` against the caller and the team and plan the continuation.
+
+    A task whose assignee the team no longer has is refused here, before anything is written
+    (OMA fails it at dispatch, spec LM-20, which records the failure for good: a restore with a
+    team that lost an agent by mistake could not be corrected by restoring again).
 
     Raises:
         RunIdMismatchError: the caller asked for another run (ID-03).
@@ -92,11 +98,15 @@ def plan_restore(
         )
 
     results: dict[str, AgentRunResult] = {}
+    agents: dict[str, str] = {}
     for item in snapshot.completed:
-        fallback = item.result or (by_id[item.task_id].result if item.task_id in by_id else "")
+        task = by_id.get(item.task_id)
+        fallback = item.result or (task.result if task is not None else "")
         results[item.task_id] = item.agent_result or AgentRunResult(
             success=True, output=fallback or ""
         )
+        # Spec OR-09: the entry's assignee, else its task's, else "unknown".
+        agents[item.task_id] = item.assignee or (task.assignee if task else None) or UNKNOWN_AGENT
 
     queue = TaskQueue(snapshot.tasks, plan=snapshot.plan, clock=clock)
     queue.reset_in_progress()
@@ -106,6 +116,7 @@ def plan_restore(
         queue=queue,
         resume=resume,
         results=results,
+        agents=agents,
         skipped_ids=tuple(task.id for task in snapshot.tasks if task.status == "completed"),
         finished=snapshot.is_finished,
     )

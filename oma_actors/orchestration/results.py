@@ -8,7 +8,7 @@ from oma_actors.domain.messages import TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunOutcome, TeamRunResult
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from oma_actors.orchestration.queue import TaskQueue
     from oma_actors.orchestration.run import RunState
@@ -36,6 +36,48 @@ def run_status(queue: TaskQueue, results: Mapping[str, AgentRunResult] | None = 
     return RunOutcome("ok")
 
 
+OUTPUT_SEPARATOR = "\n\n---\n\n"
+"""What joins an agent's outputs in its merged ``agent_results`` entry (OMA's separator)."""
+
+UNKNOWN_AGENT = "unknown"
+"""The agent a result is filed under when neither it nor its task names one (spec OR-09)."""
+
+
+def merge_agent_results(existing: AgentRunResult, result: AgentRunResult) -> AgentRunResult:
+    """One agent's ``agent_results`` entry once ``result`` joins the ``existing`` one.
+
+    OMA's ``buildTeamRunResult`` (orchestrator.ts 3283-3302): the non-empty outputs joined by
+    ``OUTPUT_SEPARATOR``, messages and tool calls concatenated, usage summed, successful only if
+    both were; a failed merge keeps the later part's status, else the earlier's. Like OMA's, the
+    merge keeps nothing else: ``confirmation_required`` is not carried. ``turns`` (not in OMA's
+    result) is summed.
+    """
+    success = existing.success and result.success
+    return AgentRunResult(
+        success=success,
+        output=OUTPUT_SEPARATOR.join(text for text in (existing.output, result.output) if text),
+        messages=[*existing.messages, *result.messages],
+        token_usage=existing.token_usage + result.token_usage,
+        tool_calls=[*existing.tool_calls, *result.tool_calls],
+        turns=existing.turns + result.turns,
+        status=None if success else result.status or existing.status,
+    )
+
+
+def collapse_agent_results(
+    entries: Iterable[tuple[str, AgentRunResult]],
+) -> dict[str, AgentRunResult]:
+    """``agent_results`` from ``(agent, result)`` pairs in the order the results came.
+
+    An agent's first result stands alone; each further one is merged into it.
+    """
+    collapsed: dict[str, AgentRunResult] = {}
+    for agent, result in entries:
+        existing = collapsed.get(agent)
+        collapsed[agent] = result if existing is None else merge_agent_results(existing, result)
+    return collapsed
+
+
 def team_result(
     *,
     run_id: str,
@@ -45,13 +87,32 @@ def team_result(
     extra_agent_results: Mapping[str, AgentRunResult] | None = None,
     status: RunOutcome | None = None,
     plan_only: bool = False,
+    carried_usage: TokenUsage | None = None,
 ) -> TeamRunResult:
-    """Assemble the run result; token usage sums every task result and extra results."""
-    agent_results = {**state.agent_results, **(extra_agent_results or {})}
-    usage = TokenUsage()
+    """Assemble the run result.
+
+    ``agent_results`` collapses every task result by its agent, then ``extra_agent_results``
+    (the coordinator's entry) by name, in that order, as OMA collapses its per-task map.
+    Token usage sums every task result, every extra result and ``carried_usage``: tokens the
+    run spent that no entry carries (a restored run's decomposition, whose result OMA's
+    restore never holds, but which stays charged to the run's budget here).
+    """
+    extras = extra_agent_results or {}
+    assignees = {task.id: task.assignee for task in queue.tasks}
+    agent_results = collapse_agent_results(
+        [
+            (
+                state.result_agents.get(task_id) or assignees.get(task_id) or UNKNOWN_AGENT,
+                result,
+            )
+            for task_id, result in state.task_results.items()
+        ]
+        + list(extras.items())
+    )
+    usage = carried_usage or TokenUsage()
     for result in state.task_results.values():
         usage = usage + result.token_usage
-    for result in (extra_agent_results or {}).values():
+    for result in extras.values():
         usage = usage + result.token_usage
     # A plan-only result is a finished answer: the plan itself (spec CD-06).
     final = (

@@ -84,7 +84,9 @@ class RunState:
     """What a run has produced so far, read by the facade when the run ends."""
 
     task_results: dict[str, AgentRunResult] = field(default_factory=dict)
-    agent_results: dict[str, AgentRunResult] = field(default_factory=dict)
+    # Task id -> the agent whose result it is; ``results.team_result`` files every task result
+    # under it (the task's assignee when missing: a restored result), merging an agent's.
+    result_agents: dict[str, str] = field(default_factory=dict)
     revision: int = 0
     status: RunOutcome | None = None
     pending_approvals: list[ApprovalRequest] = field(default_factory=list)
@@ -360,8 +362,10 @@ class RunActor(Actor[RunMessage, bool | None]):
                 self._skip(reason)
                 self._state.status = status
             case None:
-                # Whatever is left can never become ready.
-                self._skip("Skipped: task scheduling failed — no runnable task.")
+                # Whatever is left can never become ready (a restored task blocked on a failed or
+                # skipped dependency): it stays as it is and the run ends ``error``, as OMA's loop
+                # just stops (task-execution.ts 831-832) and its result counts it unfinished.
+                pass
         decided = {decision.request_id for decision in self._state.decisions}
         self._state.pending_approvals = [
             request for request in self._pending_requests() if request.id not in decided
@@ -403,26 +407,14 @@ class RunActor(Actor[RunMessage, bool | None]):
         result = outcome.result
         run_id = self._w.run_id
         self._state.task_results[task_id] = result
-        self._state.agent_results[agent] = result
+        self._state.result_agents[task_id] = agent
         self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
         logger.info(
             "run %s: task %r %s (%d turns)", run_id, task.title,
             "completed" if result.success else "failed", result.turns,
         )  # fmt: skip
         if not result.success:
-            cascade = self._queue.fail(task_id, result.output)
-            for failed in (self._queue.get(task_id), *cascade):
-                error = failed.result or ""
-                self._report(Failed(task_id=failed.id, agent=failed.assignee, error=error))
-                self._w.emit(
-                    TaskFailed(
-                        run_id=run_id,
-                        task_id=failed.id,
-                        title=failed.title,
-                        agent=failed.assignee,
-                        error=error,
-                    )
-                )
+            self._fail(task_id, result.output)
             self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
             self._charge()
             return
@@ -443,6 +435,22 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._announced.add(task_id)
         self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
         self._charge()
+
+    def _fail(self, task_id: str, message: str) -> None:
+        """Fail a task with ``message`` and cascade; report and announce each failure."""
+        cascade = self._queue.fail(task_id, message)
+        for failed in (self._queue.get(task_id), *cascade):
+            error = failed.result or ""
+            self._report(Failed(task_id=failed.id, agent=failed.assignee, error=error))
+            self._w.emit(
+                TaskFailed(
+                    run_id=self._w.run_id,
+                    task_id=failed.id,
+                    title=failed.title,
+                    agent=failed.assignee,
+                    error=error,
+                )
+            )
 
     def _charge(self) -> None:
         """Stop the run once its results spent more than its budget (drain, then skip the rest)."""

@@ -23,10 +23,11 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
-from oma_actors.errors import OverloadedError
+from oma_actors.errors import AuthenticationError, OverloadedError
 from oma_actors.events import (
     CheckpointSaved,
     ProgressEvent,
+    RunFinished,
     TaskCompleted,
     TaskFailed,
     TaskRetry,
@@ -63,7 +64,8 @@ async def test_dependency_outputs_flow_into_dependent_prompts_and_shared_memory(
     assert entry.value == "first output"
     assert entry.metadata == {"agent": "worker"}
     assert (result.token_usage.input_tokens, result.token_usage.output_tokens) == (2, 2)
-    assert result.agent_results["worker"].output == "second output"
+    # One merged entry per agent, as OMA's buildTeamRunResult (orchestrator.ts 3283-3302).
+    assert result.agent_results["worker"].output == "first output\n\n---\n\nsecond output"
     assert result.attempt == 1
     assert result.run_id
 
@@ -268,3 +270,21 @@ async def test_a_retry_saves_the_task_without_its_failed_attempt_s_entry() -> No
     before, at_reset = saved[reset.revision - 1], saved[reset.revision]
     assert [entry["taskId"] for entry in before["inFlightTasks"]] == [task.id]  # the failed try
     assert at_reset["inFlightTasks"] == []
+
+
+async def test_run_finished_says_error_when_a_task_failed() -> None:
+    # It said ``ok`` whenever nothing stopped the run, while the result said ``error``.
+    class Refusing:
+        async def chat(self, messages: object, options: object) -> object:
+            raise AuthenticationError("anthropic", "bad key", status=401)
+
+    events: list[object] = []
+    team = Team("t", [AgentConfig("w", adapter=Refusing())])  # type: ignore[arg-type]
+    result = await OpenMultiAgent(on_progress=events.append).run_tasks(
+        team,
+        [Task("only", "x", assignee="w")],
+        checkpoint=CheckpointOptions(store=InMemoryStore(), run_id="r"),
+    )
+    [finished] = [event for event in events if isinstance(event, RunFinished)]
+    assert (finished.status, result.status.code) == ("error", "error")
+    assert finished.message == result.status.message
