@@ -75,6 +75,10 @@ class ApprovalDesk:
         self._stores = stores
         self._executor = executor
         self._default_store_uri = default_store_uri
+        # Runs a decision with RESUME_POLICY_NEVER was recorded for here: their caller
+        # restores them, so an attempt that suspends is not resumed for them.
+        self._held: set[str] = set()
+        executor.on_suspended = self.resume_decided
 
     @property
     def available(self) -> bool:
@@ -245,11 +249,33 @@ class ApprovalDesk:
         response = pb.DecideApprovalResponse(
             approval=self.message(decided), recorded=existing.decision is None
         )
-        if request.resume != pb.DecideApprovalRequest.RESUME_POLICY_NEVER:
-            run = await self._resume_if_ready(module, store, decided.request.run_id)
+        run_id = decided.request.run_id
+        if request.resume == pb.DecideApprovalRequest.RESUME_POLICY_NEVER:
+            self._held.add(run_id)  # the caller restores it
+        else:
+            self._held.discard(run_id)
+            run = await self._resume_if_ready(module, store, run_id)
             if run is not None:
                 response.run.CopyFrom(run)
         return response
+
+    async def resume_decided(self, run_id: str) -> None:
+        """Resume a run that just suspended if none of its approvals is pending any more.
+
+        A decision recorded while the run still ran (a parallel task was draining) restored
+        nothing: the run was not suspended yet. Its resume policy (``WHEN_ALL_DECIDED``) is
+        honoured when the run suspends, unless this sidecar recorded a ``NEVER`` decision for
+        it (a ``NEVER`` decision recorded on another sidecar is not known here).
+        """
+        module = ledger_module()
+        if module is None or run_id in self._held:
+            return
+        try:
+            record = await self._registry.get(run_id)
+            store = await self._stores.get(record.store_uri)
+            await self._resume_if_ready(module, store, run_id)
+        except Exception:  # it stays suspended, as before: RestoreRun resumes it
+            logger.exception("run %s: could not resume it after its approvals", run_id)
 
     async def _resume_if_ready(
         self, module: ModuleType, store: MemoryStore, run_id: str

@@ -167,6 +167,9 @@ class RunExecutor:
         self._allowed_stores = tuple(allowed_stores)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._cancel_requested: dict[str, str] = {}  # run id -> the reason given
+        self.on_suspended: Callable[[str], Coroutine[Any, Any, None]] | None = None
+        """Called (spawned) with the run id when an attempt here ends suspended: the approval
+        desk resumes the run if its approvals were all decided meanwhile."""
         self._claims = Claims()
         self._here: dict[str, WireStatus] = {}  # run id -> its attempt's status, once started
         self._progress: dict[str, Progress] = {}  # run id -> what its attempt here did so far
@@ -592,6 +595,7 @@ class RunExecutor:
         progress = self._progress[run_id]
         # Every write of the attempt: only while the run is still its own, with its progress.
         mine = both(still_mine(record.attempt), progress.fold)
+        suspended = False
         try:
             if restoring:  # it goes on from its latest state: show that state's tasks
                 progress.tasks = {task.id: task for task in await self._current_tasks(record)}
@@ -637,6 +641,7 @@ class RunExecutor:
                 await self._cancelled(run_id, mine)
                 return
             await until_stored(lambda: self._finish(run_id, result, mine))
+            suspended = result.status.code == "suspended"
         finally:
             self._host_events.forget(run_id)
             self._tool_host.forget_run(run_id)
@@ -644,6 +649,10 @@ class RunExecutor:
             self._here.pop(run_id, None)
             self._progress.pop(run_id, None)
             self._cancel_requested.pop(run_id, None)
+        if suspended and self.on_suspended is not None:
+            # Its approvals may have been decided while a parallel task still ran: the
+            # decisions resumed nothing then, and nobody decides again.
+            self._spawn(self.on_suspended(run_id))
 
     async def _resume(self, record: RunRecordV1) -> None:
         """Go on with an attempt its store's outage stopped, once the store answers.
