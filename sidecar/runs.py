@@ -156,16 +156,23 @@ class RunRegistry:
 
     async def refresh(self, run_id: str) -> None:
         """Re-read a run another sidecar writes: its saved history, its record, and whether its
-        run record ended it (an end its sidecar died before telling is announced here)."""
+        run record ended it (an end its sidecar died before telling is announced here).
+
+        Raises:
+            UnknownRunError: the run was deleted (here or by another sidecar): a watch of it
+                ends, instead of waiting for an end a deleted run never tells.
+        """
         entry = await self._store.get(sidecar_key(RUN_KIND, run_id))
+        if entry is None:
+            self.forget(run_id)
+            raise UnknownRunError(run_id)
         known = self._runs.get(run_id)
         if known is not None:
             known.log.merge_history(await self._history.stored_events(known))
-        if entry is not None:
-            record = await self._record(run_id, entry.value)
-            known = self._runs.get(run_id)
-            if known is not None:
-                self._settle(run_id, known, record, await self._run_records.get(run_id))
+        record = await self._record(run_id, entry.value)
+        known = self._runs.get(run_id)
+        if known is not None:
+            self._settle(run_id, known, record, await self._run_records.get(run_id))
 
     async def _record(self, run_id: str, text: str) -> RunRecordV1:
         """The record stored as ``text``, decoded unless it is the text already known.
