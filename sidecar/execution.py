@@ -203,8 +203,16 @@ class RunExecutor:
         if here is not None:
             return self._judged(record, None, now(), here)
         view = self._judged(record, await self.run_store.store.get(record.run_id), now(), here)
-        if tasks and (view.active or view.status == pb.RUN_STATUS_INTERRUPTED):
-            return replace(view, tasks=await self._current_tasks(record))
+        # An attempt that ended without writing its end into the registry (killed between
+        # its run record and its registry write: the registry's outcome is the claim's, empty)
+        # left the registry's tasks as its claim saw them: its latest state knows better.
+        unwritten = view.status in FINISHED and not record.outcome.code
+        if tasks and (view.active or view.status == pb.RUN_STATUS_INTERRUPTED or unwritten):
+            rows = await self._current_tasks(record)
+            if view.status == pb.RUN_STATUS_CANCELLED:
+                # As the cancel would have written them: in progress -> failed, with its reason.
+                rows = cancelled_tasks(view.outcome.message)(replace(record, tasks=rows)).tasks
+            return replace(view, tasks=rows)
         return view
 
     def _judged(
