@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.base import read_run
+from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, tail_read_from
 from oma_actors.journal.ref import depends_on_journal, journal_through
 
@@ -73,18 +74,24 @@ async def lost_events(
 
 
 def _gap(snapshot: CheckpointSnapshot, tail: Sequence[JournalEvent]) -> Discarded | None:
-    """A seq missing from a journal-first snapshot's tail, or ``None``.
+    """A seq missing from a journal-first snapshot's tail above its watermark, or ``None``.
 
-    A run's seqs are consecutive in its journal (its recorder stamps them one by one and holds
-    back what a compaction has not made durable yet), so the tail starts at the seq the fold
-    reads from and has no hole. A hole is events lost after they were appended: an in-memory
-    journal that evicted them, a journal file edited or cut in the middle. Folding across it
-    would skip the conversation a lost prompt opened, and run its recorded calls again.
+    Above the watermark a run's seqs are consecutive in its journal: its recorder stamps them
+    one by one, an attempt continues above the highest seq it read, and what a compaction holds
+    back goes out only with it (a crash then leaves none of them and none after). A hole there is
+    events lost after they were appended: an in-memory journal that evicted them, a journal file
+    edited or cut in the middle. Folding across it would skip the conversation a lost prompt
+    opened, and run its recorded calls again. At or below the watermark a hole is legitimate:
+    the snapshot holds those seqs, and the events a compaction held back die with a crash right
+    after its snapshot became durable (JR-22: forward gaps).
     """
     if not depends_on_journal(snapshot):
         return None  # OMA's mode: the snapshot is the save, the tail only adds to it (JR-20)
-    expected = tail_read_from(snapshot)
+    watermark = adopt_journal_fields(snapshot).journal_watermark_seq or 0
+    expected = watermark + 1
     for event in tail:
+        if event.seq <= watermark:
+            continue
         # (A seq that does not increase is the fold's to refuse: it says why.)
         if event.seq > expected:
             return Discarded(
