@@ -103,7 +103,7 @@ class RunDeleter:
         # After the checkpoint (a journal tail without it restores nothing), before the record.
         await self._journals.remove(run_id, record.store_uri)
         deleted += await delete_key(self._registry.store, run_record_key(run_id))
-        return deleted + await self._registry.delete(run_id)
+        return deleted + await self._registry.delete(record)
 
 
 class Retention:

@@ -21,7 +21,6 @@ announces an end that a sidecar which died never told (:meth:`RunRegistry.refres
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -317,14 +316,12 @@ class RunRegistry:
                     return new
         raise RunRecordConflictError(run_id, MAX_CAS_ATTEMPTS)
 
-    async def delete(self, run_id: str) -> int:
-        """Delete the run's record and events and forget it; how many keys were stored (the
-        caller checked that no sidecar executes the run: ``sidecar.retention``)."""
-        deleted = 0
-        with contextlib.suppress(UnreadableRunError):  # an unreadable record names no claim
-            record = await self.find(run_id)
-            if record is not None:
-                deleted += await self.requests.release(record)
+    async def delete(self, record: RunRecordV1) -> int:
+        """Delete the run of ``record`` (as its deletion claimed it): its record, events and
+        request claim; forget it; how many keys were stored (the caller checked that no
+        sidecar executes the run: ``sidecar.retention``)."""
+        run_id = record.run_id
+        deleted = await self.requests.release(record)
         deleted += await self._history.delete(run_id)
         deleted += await delete_key(self._store, sidecar_key(RUN_KIND, run_id))
         self.forget(run_id)
