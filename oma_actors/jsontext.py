@@ -106,6 +106,16 @@ def exact_loads(data: bytes | str) -> Any:
         raise NotExact from None
 
 
+def reject_constant(name: str) -> Any:
+    """A ``parse_constant`` for ``json.loads`` / :func:`loads` that refuses ``NaN``,
+    ``Infinity`` and ``-Infinity``: Python reads them, ``JSON.parse`` (and so OMA) does not.
+
+    Raises:
+        ValueError: always, naming the constant.
+    """
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(data: bytes | str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
     """``json.loads(data, parse_constant=parse_constant)`` (bytes decoded as UTF-8 first), by
     orjson where its value is the same (``exact_loads``).
@@ -146,4 +156,12 @@ def _plain(value: Any) -> bool:
     return True
 
 
-__all__ = ["NotExact", "compact_dumps", "exact_loads", "loads", "plain_text", "string_literal"]
+__all__ = [
+    "NotExact",
+    "compact_dumps",
+    "exact_loads",
+    "loads",
+    "plain_text",
+    "reject_constant",
+    "string_literal",
+]

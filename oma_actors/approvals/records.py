@@ -23,6 +23,7 @@ from oma_actors.approvals.content import SCOPES, content_problem
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest, ApprovalScope, Reviewer
 from oma_actors.errors import DurableApprovalError, sealed_note
+from oma_actors.jsontext import reject_constant
 from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def parse_record(text: str, request_id: str) -> ApprovalRecord:
     """
     where = f"approval row {request_id}"
     try:
-        raw: Any = json.loads(text, parse_constant=_no_constant)
+        raw: Any = json.loads(text, parse_constant=reject_constant)
     except ValueError:
         raise _integrity(f"{where} is not valid JSON{sealed_note(text)}") from None
     if not isinstance(raw, dict) or not _is_one(raw.get("version")):
@@ -285,11 +286,6 @@ def parse_record(text: str, request_id: str) -> ApprovalRecord:
         except DurableApprovalError as exc:  # a bad reviewer in a stored row is corruption
             raise _integrity(f"{where} has an invalid decision: {exc}") from None
     return ApprovalRecord(request=request, decision=decision, raw=text)
-
-
-def _no_constant(name: str) -> object:
-    # json.loads accepts NaN and Infinity by default; JSON (and OMA) does not.
-    raise ValueError(f"{name} is not JSON")
 
 
 def _integrity(message: str) -> DurableApprovalError:

@@ -57,7 +57,7 @@ from oma_actors.errors import (
 )
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.fields import add_journal_members, write_version
-from oma_actors.jsontext import compact_dumps, loads
+from oma_actors.jsontext import compact_dumps, loads, reject_constant
 
 if TYPE_CHECKING:
     from oma_actors.domain.inflight import RunnerState
@@ -236,7 +236,7 @@ def decode(text: str, *, key: str) -> CheckpointSnapshot:
 
 def _decode(text: str, *, key: str) -> CheckpointSnapshot:
     try:
-        raw = loads(text, parse_constant=_refuse_constant)  # orjson where it is json's
+        raw = loads(text, parse_constant=reject_constant)  # orjson where it is json's
     except (json.JSONDecodeError, ValueError):
         raise CheckpointError(
             f'Checkpoint: stored value at "{key}" is not valid JSON.{sealed_note(text)}'
@@ -344,10 +344,6 @@ def _agent_result(item: dict[str, Any]) -> AgentRunResult | None:
     where = f"the result of task {item['taskId']!r}"
     records = restore_records(agent.tool_calls, raw.get("toolCalls"), agent.messages, where)
     return replace(agent, tool_calls=records)
-
-
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _runner_state(entry: dict[str, Any]) -> RunnerState:

@@ -23,7 +23,7 @@ from typing import Any, TypeGuard
 from oma_actors.journal.errors import JournalCorruptError
 from oma_actors.journal.event import JournalEvent
 from oma_actors.journal.jsjson import js_dumps
-from oma_actors.jsontext import loads
+from oma_actors.jsontext import loads, reject_constant
 
 EVENT_TYPES = frozenset(
     {
@@ -126,7 +126,7 @@ def parse_line_bytes(data: bytes, *, line: int = 0, path: str = "<journal>") -> 
 
 def _parse(data: str | bytes, line: int, path: str) -> JournalEvent:
     try:
-        raw = loads(data, parse_constant=_reject_constant)
+        raw = loads(data, parse_constant=reject_constant)
     except UnicodeDecodeError:
         raise  # not a text line at all: the caller tells that from a line that is no JSON
     except (ValueError, RecursionError) as exc:
@@ -315,11 +315,6 @@ _ABSENT: Any = object()
 
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _reject_constant(name: str) -> Any:
-    # JSON.parse rejects NaN and Infinity; so does a journal line.
-    raise ValueError(f"{name} is not JSON")
 
 
 _SEQ_PREFIX = re.compile(rb'\{"type":"[^"\\]{1,64}","seq":(\d{1,18}),')

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.domain.tasks import Task
 from oma_actors.errors import TaskGraphError
+from oma_actors.jsontext import reject_constant
 from oma_actors.orchestration.graph import check_acyclic
 
 if TYPE_CHECKING:
@@ -104,19 +105,15 @@ def extract_json(text: str) -> Any:
         raise first from None
 
 
-class _NotJson(Exception):
-    """A constant Python's json module reads but JSON.parse refuses."""
-
-
-def _no_constant(name: str) -> Any:
-    raise _NotJson(name)
-
-
 def _loads(text: str) -> Any:
+    """``JSON.parse``'s reading: a constant Python reads (``NaN``, ``Infinity``) is no JSON."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
-    except _NotJson as exc:
-        raise json.JSONDecodeError(f"{exc} is not JSON", text, text.find(str(exc))) from None
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # a constant (its name is the message's first word)
+        name = str(exc).split(" ", 1)[0]
+        raise json.JSONDecodeError(str(exc), text, text.find(name)) from None
 
 
 # -- zod's checks, one function per schema kind ----------------------------------------------

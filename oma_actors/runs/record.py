@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Final, TypeAlias, cast
 
 from oma_actors.errors import LeaseError, sealed_note
+from oma_actors.jsontext import reject_constant
 from oma_actors.runs.fields import (
     ISO_RULE,
     checkpoint_ref_problem,
@@ -223,7 +224,7 @@ class RunRecord:
         """
         label = run_id or "?"
         try:
-            raw = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
+            raw = json.loads(text, object_pairs_hook=_unique, parse_constant=reject_constant)
         except (ValueError, RecursionError) as error:
             raise LeaseError(
                 INTEGRITY, f"run record {label!r} is not valid JSON: {error}{sealed_note(text)}"
@@ -310,7 +311,3 @@ def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
             raise ValueError(f"duplicate key {key!r}")
         out[key] = value
     return out
-
-
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")

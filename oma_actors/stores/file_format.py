@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso, to_iso
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.jsontext import compact_dumps, loads
+from oma_actors.jsontext import compact_dumps, loads, reject_constant
 from oma_actors.stores.base import JsonText, MemoryEntry
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def decode_store(path: str, data: bytes) -> dict[str, MemoryEntry]:
     """
     try:
         # orjson where its value is json's: 10x on a big file.
-        parsed = loads(data, parse_constant=_reject_constant)
+        parsed = loads(data, parse_constant=reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise CorruptStoreError(
             path, f"state file is not valid JSON ({exc}); refusing to start a fresh store"
@@ -180,8 +180,3 @@ def _dumps(document: object, what: str) -> str:
 
 def _escape_lone_surrogates(text: str) -> str:
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-
-
-def _reject_constant(name: str) -> float:
-    # Python accepts NaN/Infinity literals; JSON.parse (and so OMA) does not.
-    raise ValueError(f"{name} is not a JSON value")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oma_actors.domain.secret_names import is_sensitive_name
 from oma_actors.errors import ConfigurationError
+from oma_actors.jsontext import reject_constant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -159,7 +160,7 @@ def redact_compiled(
     text = redact_string or (lambda leaf: _redact_text(leaf, patterns))
     if value.lstrip()[:1] in ("{", "["):
         try:
-            parsed = json.loads(value, parse_constant=_reject_constant, parse_float=_parse_float)
+            parsed = json.loads(value, parse_constant=reject_constant, parse_float=_parse_float)
             if isinstance(parsed, dict | list):
                 walked = _walk(parsed, text)
                 encoded = json.dumps(walked, separators=(",", ":"), ensure_ascii=False)
@@ -323,11 +324,6 @@ def _unquoted_assignment(match: re.Match[str]) -> str:
     if not is_sensitive_name(name) or value.startswith("[redacted"):
         return match.group(0)
     return f"{key_quote or lead}{name}{separator}{REDACTED}"
-
-
-def _reject_constant(name: str) -> Any:
-    # JSON.parse rejects NaN and Infinity, so such a value is text, not structure.
-    raise ValueError(f"{name} is not JSON")
 
 
 def _parse_float(literal: str) -> float | None:
