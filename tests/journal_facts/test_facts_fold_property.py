@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import fields, replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fold_check import fold_mismatch, saved_with_snapshot
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -40,15 +40,9 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
-from oma_actors.checkpoint.codec import decode, encode
-from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES, mark_started_unsafe
-from oma_actors.checkpoint.manager import Checkpoint
-from oma_actors.checkpoint.run_writer import RunWriter, SaveOutcome
-from oma_actors.domain.snapshot import CheckpointSnapshot
+from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES
+from oma_actors.checkpoint.run_writer import RunWriter
 from oma_actors.journal import JournalOptions, JsonlRunJournal
-from oma_actors.journal.fields import adopt_journal_fields
-from oma_actors.journal.fold import Discarded, fold_tail
-from oma_actors.journal.tail import read_journal_tail
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import unsafe_tools
 from oma_actors.stores import InMemoryStore
@@ -126,53 +120,6 @@ def tasks_for(rng: random.Random, script: dict[str, list[list[str] | None]]) -> 
     return out
 
 
-# journal_ref says where the journal is and how far it was known durable, not the run's state.
-_IGNORED = frozenset({"version", "revision", "created_at", "journal_watermark_seq", "journal_ref"})
-
-
-def difference(restored: Any, actual: Any) -> str | None:
-    """The first member where a restore would differ from the run's state, or ``None``."""
-    for field in fields(restored):
-        if field.name in _IGNORED or not field.compare:
-            continue
-        mine, theirs = getattr(restored, field.name), getattr(actual, field.name)
-        if mine == theirs:
-            continue
-        if field.name != "in_flight" or len(mine) != len(theirs):
-            return f"{field.name} differs"
-        for a, b in zip(mine, theirs, strict=True):
-            if a == b:
-                continue
-            for sub in fields(a.state):
-                if getattr(a.state, sub.name) != getattr(b.state, sub.name):
-                    return f"in_flight[{a.task_id}].state.{sub.name} differs"
-            return f"in_flight[{a.task_id}] differs outside its state"
-    return None
-
-
-def on_disk(snapshot: Any) -> Any:
-    """``snapshot`` as a restore of its stored form reads it back."""
-    return adopt_journal_fields(decode(encode(snapshot), key="k"))
-
-
-async def saved_with_snapshot(
-    save: Callable[..., Awaitable[SaveOutcome]], writer: RunWriter, run: RunAtBoundary, **kw: Any
-) -> tuple[SaveOutcome, CheckpointSnapshot]:
-    """Save ``run``; the outcome and the whole snapshot of the run at that boundary.
-
-    The snapshot the writer built when it wrote one; else (a journal-only save builds none,
-    issue 19) one built now, while the run still waits for the save: the state it holds there.
-    """
-    built: list[CheckpointSnapshot] = []
-
-    async def build() -> CheckpointSnapshot:
-        built.append(await run.build())
-        return built[-1]
-
-    outcome = await save(writer, replace(run, build=build), **kw)
-    return outcome, built[-1] if built else await run.build()
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
     seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -191,21 +138,14 @@ async def test_a_restore_at_any_durable_boundary_folds_to_the_saved_state(
         outcome, snapshot = await saved_with_snapshot(original, self, run, **kw)
         if not outcome.durable:
             return outcome
-        # The process dies now: what would a restore read back, and fold to?
-        stored = await Checkpoint(store, run_id=run_id).load_latest()
-        assert stored is not None
-        stored = adopt_journal_fields(stored)
-        watermark = snapshot.journal_watermark_seq or 0
-        tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
-        result = fold_tail(stored, tail, enforce_lineage=False)
-        assert not isinstance(result, Discarded), result.reason
-        restored = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+        # The process dies now: what would a restore read back, and fold to? Both compared as
+        # a snapshot holds them: ISO timestamps keep milliseconds, a tool call record keeps no
+        # call id (the journal's does).
+        found = await fold_mismatch(store, run_id, journal, snapshot, unsafe_tools(team))
         boundary = kw.get("boundary", "?")
         checked[boundary] = checked.get(boundary, 0) + 1
-        # Both as a snapshot holds them: ISO timestamps keep milliseconds, a tool call record
-        # keeps no call id (the journal's does).
-        found = difference(on_disk(restored), on_disk(snapshot))
         if found is not None:
+            watermark = snapshot.journal_watermark_seq
             mismatches.append(f"{boundary} (watermark {watermark}): {found}")
         return outcome
 
@@ -276,18 +216,11 @@ async def test_a_restored_attempt_folds_to_its_state_at_every_boundary_admission
             journal_admissions.append(
                 self.journal_saves > before or ("answered" if answered else str(reason))
             )
-        stored = await Checkpoint(store, run_id=run_id).load_latest()
-        assert stored is not None
-        stored = adopt_journal_fields(stored)
-        watermark = snapshot.journal_watermark_seq or 0
-        tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
-        result = fold_tail(stored, tail, enforce_lineage=False)
-        assert not isinstance(result, Discarded), result.reason
-        restored = mark_started_unsafe(result.snapshot, result.started_calls, unsafe_tools(team))
+        found = await fold_mismatch(store, run_id, journal, snapshot, unsafe_tools(team))
         key = f"{boundary}@{snapshot.attempt}"
         checked[key] = checked.get(key, 0) + 1
-        found = difference(on_disk(restored), on_disk(snapshot))
         if found is not None:
+            watermark = snapshot.journal_watermark_seq
             mismatches.append(f"{key} (watermark {watermark}): {found}")
         return outcome
 

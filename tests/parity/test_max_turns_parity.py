@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fold_check import fold_mismatch, saved_with_snapshot
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -35,16 +36,9 @@ from oma_actors import (
     define_tool,
 )
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
-from oma_actors.checkpoint.codec import decode, encode
-from oma_actors.checkpoint.journal_path import mark_started_unsafe
-from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter
-from oma_actors.domain.snapshot import CheckpointSnapshot
 from oma_actors.events import ProgressEvent, TaskCompleted, TaskFailed, TaskRetry
 from oma_actors.journal import JournalOptions, JsonlRunJournal
-from oma_actors.journal.fields import adopt_journal_fields
-from oma_actors.journal.fold import Discarded, fold_tail
-from oma_actors.journal.tail import read_journal_tail
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.orchestration.journal_setup import unsafe_tools
 from oma_actors.stores import InMemoryStore
@@ -269,20 +263,6 @@ async def test_a_restore_at_any_durable_boundary_ends_as_the_fresh_run(
     assert ("completed", MAX_TURNS) in stops_restored, stops_restored
 
 
-def _difference(restored: CheckpointSnapshot, actual: CheckpointSnapshot) -> str | None:
-    ignored = {"version", "revision", "created_at", "journal_watermark_seq", "journal_ref"}
-    for name in actual.__dataclass_fields__:
-        if name in ignored or not actual.__dataclass_fields__[name].compare:
-            continue
-        if getattr(restored, name) != getattr(actual, name):
-            return name
-    return None
-
-
-def _on_disk(snapshot: CheckpointSnapshot) -> CheckpointSnapshot:
-    return adopt_journal_fields(decode(encode(snapshot), key="k"))
-
-
 async def test_journal_first_every_durable_boundary_folds_back_to_the_saved_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,28 +279,13 @@ async def test_journal_first_every_durable_boundary_folds_back_to_the_saved_stat
     original = RunWriter.save_run
 
     async def save_then_fold(self: RunWriter, run: RunAtBoundary, **kw: Any) -> Any:
-        built: list[CheckpointSnapshot] = []
-
-        async def build() -> CheckpointSnapshot:
-            built.append(await run.build())
-            return built[-1]
-
         before = self.journal_saves
-        outcome = await original(self, replace(run, build=build), **kw)
+        outcome, snapshot = await saved_with_snapshot(original, self, run, **kw)
         if not outcome.durable:
             return outcome
-        snapshot = built[-1] if built else await run.build()
         boundary = kw.get("boundary", "?")
         modes.setdefault(boundary, []).append(self.journal_saves > before)
-        stored = await Checkpoint(store, run_id=run_id).load_latest()
-        assert stored is not None
-        stored = adopt_journal_fields(stored)
-        watermark = snapshot.journal_watermark_seq or 0
-        tail = [e for e in await read_journal_tail(journal, stored) if e.seq <= watermark]
-        folded = fold_tail(stored, tail, enforce_lineage=False)
-        assert not isinstance(folded, Discarded), folded.reason
-        restored = mark_started_unsafe(folded.snapshot, folded.started_calls, unsafe_tools(team))
-        found = _difference(_on_disk(restored), _on_disk(snapshot))
+        found = await fold_mismatch(store, run_id, journal, snapshot, unsafe_tools(team))
         if found is not None:
             mismatches.append(f"{boundary}: {found}")
         return outcome
