@@ -78,7 +78,6 @@ class ApprovalDesk:
         # Runs a decision with RESUME_POLICY_NEVER was recorded for here: their caller
         # restores them, so an attempt that suspends is not resumed for them.
         self._held: set[str] = set()
-        executor.on_suspended = self.resume_decided
 
     @property
     def available(self) -> bool:

@@ -290,6 +290,7 @@ class Sidecar:
         desk = ApprovalDesk(
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
+        executor.on_suspended = desk.resume_decided  # decided while a parallel task ran
         server = grpc.aio.server(
             interceptors=[
                 BearerAuthInterceptor(config.token, principals=config.principals),
