@@ -45,6 +45,17 @@ STATUS_OF_CODE: dict[str, WireStatus] = {
     "aborted": pb.RUN_STATUS_CANCELLED,
 }
 
+STOPPING = "the sidecar stopped while the run was running; it continues in another attempt"
+"""Why a stopping sidecar cancels the runs it executes: their journals end ``run/end`` status
+``aborted`` with this message, which reads ``RUN_STATUS_INTERRUPTED`` (nobody cancelled them)."""
+
+
+def end_status(code: str, message: str | None) -> WireStatus:
+    """The run status an attempt's end (``run/end``'s code and message) reads as."""
+    if code == "aborted" and message == STOPPING:
+        return pb.RUN_STATUS_INTERRUPTED
+    return STATUS_OF_CODE.get(code, pb.RUN_STATUS_FAILED)
+
 
 async def run_attempt(
     record: RunRecordV1,

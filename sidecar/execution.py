@@ -552,7 +552,7 @@ class RunExecutor:
         task = self._tasks.get(run_id)
         if task is not None:
             self._cancel_requested[run_id] = reason
-            task.cancel()
+            task.cancel(reason or "cancelled")  # the reason its journal's run/end gives
             await cancel_record(self.run_store, run_id, reason)
             return view
         owner = view.holder

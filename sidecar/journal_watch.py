@@ -51,7 +51,7 @@ from oma_actors.journal import EVENT_TYPES, JournalCorruptError, read_run
 from oma_actors.stores import parse_store_uri
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.attempt import STATUS_OF_CODE
+from sidecar.attempt import end_status
 from sidecar.events import RUN_STATUS, gap_event, selected
 from sidecar.journals import JOURNAL_UNAVAILABLE
 from sidecar.record import FINISHED, TERMINAL
@@ -165,11 +165,12 @@ def journal_message(event: JournalEvent) -> pb.RunEvent:
     # same journal event reads the same on every watch, whatever the run did after it.
     code = status.get("code") if isinstance(status, dict) else status
     if event.type == "run/end" and isinstance(code, str):
-        message.run_status.status = STATUS_OF_CODE.get(code, pb.RUN_STATUS_FAILED)
         error = data.get("error")
         text = error.get("message") if isinstance(error, dict) else error
+        text = text if isinstance(text, str) else ""
+        message.run_status.status = end_status(code, text)
         message.run_status.outcome.code = code
-        message.run_status.outcome.message = text if isinstance(text, str) else ""
+        message.run_status.outcome.message = text
     elif event.type == "task/status" and isinstance(status, str) and status in convert.TASK_STATUS:
         message.task_status.status = convert.TASK_STATUS[status]
         reason = data.get("reason")

@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.approvals import ApprovalDesk
+from sidecar.attempt import STOPPING
 from sidecar.auth import BearerAuthInterceptor
 from sidecar.decoding import DecodingInterceptor
 from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
@@ -361,7 +362,8 @@ class Sidecar:
 
     async def _cancel_tasks(self) -> None:
         for task in list(self._tasks):
-            task.cancel()
+            # A run's journal ends with this reason: the run was interrupted, not cancelled.
+            task.cancel(STOPPING)
 
     async def wait_closed(self) -> None:
         """Wait until the server terminates."""

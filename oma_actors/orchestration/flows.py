@@ -14,6 +14,7 @@ from oma_actors.ids import new_id
 from oma_actors.orchestration.checkpointing import build_snapshot, new_checkpointing
 from oma_actors.orchestration.execute import RunApprovals, execute_queue
 from oma_actors.orchestration.journal_events import (
+    ends_on_raise,
     finish_journal,
     record_plan,
     start_fresh,
@@ -144,37 +145,39 @@ async def run_queue(
             ctx.journal, ctx, run_id=run_id, lease=lease, checkpointed=resolved is not None
         )
         start_fresh(journaling, mode=mode, goal=goal, queue=queue)
-    if resolved is not None:
-        checkpointing = new_checkpointing(
-            resolved,
+    # The caller that opened the journal ends it, on a raise too; here, the one opened here.
+    with ends_on_raise(journaling if owned else None):
+        if resolved is not None:
+            checkpointing = new_checkpointing(
+                resolved,
+                run_id=run_id,
+                mode=mode,
+                goal=goal,
+                emit=ctx.emit,
+                planning_usage=planning_usage,
+                clock=ctx.clock,
+                fence=lease,
+                attempt=lease.attempt if lease is not None else 1,
+                journaling=journaling,
+            )
+            if journaling is not None:
+                journaling.attach(checkpointing.writer, team)
+        memory = team_memory(team)
+        watch_memory(journaling, memory)
+        state = await execute_queue(
+            team,
+            queue,
             run_id=run_id,
-            mode=mode,
-            goal=goal,
+            memory=memory,
+            max_concurrency=ctx.max_concurrency,
             emit=ctx.emit,
-            planning_usage=planning_usage,
+            checkpointing=checkpointing,
+            approvals=ctx.approvals(),
             clock=ctx.clock,
-            fence=lease,
-            attempt=lease.attempt if lease is not None else 1,
+            lease=lease,
+            budget=ctx.budget,
             journaling=journaling,
         )
-        if journaling is not None:
-            journaling.attach(checkpointing.writer, team)
-    memory = team_memory(team)
-    watch_memory(journaling, memory)
-    state = await execute_queue(
-        team,
-        queue,
-        run_id=run_id,
-        memory=memory,
-        max_concurrency=ctx.max_concurrency,
-        emit=ctx.emit,
-        checkpointing=checkpointing,
-        approvals=ctx.approvals(),
-        clock=ctx.clock,
-        lease=lease,
-        budget=ctx.budget,
-        journaling=journaling,
-    )
     if owned:
         await finish_journal(journaling, state.status or run_status(queue, state.task_results))
     return state, memory, checkpointing

@@ -36,7 +36,7 @@ from oma_actors.orchestration.flows import (
     team_memory,
 )
 from oma_actors.orchestration.journal_calls import ConversationJournal
-from oma_actors.orchestration.journal_events import finish_journal, record_start
+from oma_actors.orchestration.journal_events import ends_on_raise, finish_journal, record_start
 from oma_actors.orchestration.ownership import owning, settle
 from oma_actors.orchestration.plan_gate import plan_gate
 from oma_actors.orchestration.queue import TaskQueue
@@ -97,9 +97,10 @@ async def _owned_goal(
             ctx.journal, ctx, run_id=run_id, lease=lease, checkpointed=resolved is not None
         )
         record_start(journaling, mode="runTeam", goal=goal)
-    result = await _journaled_goal(
-        team, goal, coordinator, plan_only, ctx, resolved, run_id, lease, journaling
-    )
+    with ends_on_raise(journaling):
+        result = await _journaled_goal(
+            team, goal, coordinator, plan_only, ctx, resolved, run_id, lease, journaling
+        )
     if journaling is not None:
         await finish_journal(journaling, result.status)
     return result

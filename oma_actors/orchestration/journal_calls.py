@@ -100,17 +100,11 @@ async def finish_run_agent_journal(journal: ConversationJournal, result: AgentRu
     error = None
     if code != "ok":
         error = status.message if status is not None else result.output
-    recorder = journal.journaling.recorder
-    recorder.emit(v.run_ended(status=code, error=error))
-    await recorder.flush()
+    journal.journaling.end(code, error)
+    await journal.journaling.recorder.flush()
 
 
 def abort_run_agent_journal(journal: ConversationJournal, error: BaseException) -> None:
-    """``run_agent`` raised (or was cancelled): record ``run/end`` (status ``aborted``) anyway.
-
-    Nothing is awaited, so a cancellation goes on at once; the recorder appends what it was
-    given in the background, best-effort as every append (JR-06).
-    """
+    """``run_agent`` raised (or was cancelled): record ``run/end`` (status ``aborted``) anyway."""
     journal.close()
-    reason = str(error) or type(error).__name__
-    journal.journaling.recorder.emit(v.run_ended(status="aborted", error=reason))
+    journal.journaling.abort(error)

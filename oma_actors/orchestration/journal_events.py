@@ -11,7 +11,8 @@ requests); this module records what the run learns elsewhere, at the moment it h
   ``failed`` and ``Skipped`` ``skipped``, each failure or skip with its reason;
 * ``approval/request`` when a request is ``Requested``, i.e. once it is durable and announced;
 * ``memory/set`` when a value (a task's result) is written to the team's shared memory;
-* ``run/end`` on every exit path (``finish_journal``).
+* ``run/end`` on every exit path (``finish_journal``; ``ends_on_raise`` for a raise or a
+  cancellation, status ``aborted``).
 
 The fold (``checkpoint.fold``) carries two of them, so that neither forces a snapshot in
 journal-first mode (D14): a task's start (``task/status`` ``in_progress`` with the queue's
@@ -42,7 +43,7 @@ from oma_actors.orchestration.run_facts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
     from oma_actors.domain.results import RunOutcome
@@ -188,12 +189,24 @@ async def finish_journal(journaling: RunJournaling | None, status: RunOutcome) -
     """
     if journaling is None:
         return
-    journaling.recorder.emit(
-        v.run_ended(status=status.code, error=status.message if status.code != "ok" else None)
-    )
+    journaling.end(status.code, status.message if status.code != "ok" else None)
     # Held events of a snapshot that never became durable stay out (see JournalRecorder).
     journaling.release_trailing()
     await journaling.recorder.flush()
+
+
+@contextlib.contextmanager
+def ends_on_raise(journaling: RunJournaling | None) -> Iterator[None]:
+    """Around an attempt's work: whatever escapes it (a cancellation too) ends the journal.
+
+    The error goes on unchanged; a ``run/end`` the attempt recorded already stands.
+    """
+    try:
+        yield
+    except BaseException as error:
+        if journaling is not None:
+            journaling.abort(error)
+        raise
 
 
 def _status(

@@ -102,6 +102,7 @@ class RunJournaling:
         # would fold this attempt's events into (JR-13); the others' events it ignores.
         self._durable: dict[tuple[str, str], int] = {}
         self._hashes = OptionsHashes()
+        self._ended = False
 
     @property
     def durable(self) -> bool:
@@ -139,6 +140,27 @@ class RunJournaling:
     def _snapshot_durable(self, snapshot: CheckpointSnapshot) -> None:
         self._durable = _entry_turns(snapshot)
         self.saved(snapshot.mode, 5, snapshot.journal_watermark_seq or 0)
+
+    def end(self, code: str, message: str | None = None) -> None:
+        """Record the attempt's ``run/end`` (``status: {code}``, ``error: {message}``), once.
+
+        Every exit path ends the journal (OMA's rule), a raise or a cancellation included; the
+        first end recorded is the attempt's (a cancellation that lands while the end of a run
+        that finished is being flushed adds no second one).
+        """
+        if self._ended:
+            return
+        self._ended = True
+        self.recorder.emit(v.run_ended(status=code, error=message))
+
+    def abort(self, error: BaseException) -> None:
+        """The attempt raised or was cancelled: record ``run/end`` (status ``aborted``) anyway.
+
+        Nothing is awaited, so a cancellation goes on at once; the recorder appends what it was
+        given in the background, best-effort as every append (JR-06).
+        """
+        self.end("aborted", str(error) or type(error).__name__)
+        self.release_trailing()
 
     def release_trailing(self) -> None:
         """At the end of an attempt, let out the held events a restore would not fold.

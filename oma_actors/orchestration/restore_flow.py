@@ -43,6 +43,7 @@ from oma_actors.orchestration.flows import (
 from oma_actors.orchestration.goal_flow import charge_synthesis
 from oma_actors.orchestration.journal_calls import ConversationJournal
 from oma_actors.orchestration.journal_events import (
+    ends_on_raise,
     finish_journal,
     record_resumed,
     start_restore,
@@ -213,104 +214,109 @@ async def _continue_owned(
             known=snapshot.approval_decisions,
             identity=identity_json(identity) if appended else None,
         )
-    # OMA's restore holds the completed tasks' results and no decomposition (orchestrator.ts
-    # 2283, 3187-3210): the coordinator's entry is a synthesis (a stored one, decision D4), or
-    # none. The decomposition's tokens stay charged to the run (``carried_usage``).
-    extra = coordinator_results(None, snapshot.synthesis)
-    stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx, extra)
-    if stopped is not None:
-        # Attached only to go on: these outcomes write as without a journal (if at all).
-        await finish_journal(journaling, stopped.status)
-        return stopped
-    memory = team_memory(team)
-    if memory is not None:
-        if snapshot.shared_memory is not None:
-            await restore_memory(memory, snapshot.shared_memory)
-            if journaling is not None and snapshot.shared_memory.get("entries"):
-                # Restored entries get a new createdAt (as OMA's): no event carries that.
-                journaling.recorder.uncarried(
-                    "shared_memory changed: the restore rewrote its entries"
-                )
-        elif snapshot.turn_count is not None:
-            memory.turn_count = snapshot.turn_count
-    watch_memory(journaling, memory)
-    if journaling is not None:
-        journaling.attach(writer, team)
-        if appended and writer.journal is not None:
-            # The restored state is the writer's view: the admission appends run/start.
-            writer.journal.seed(snapshot, identity)
-            record_resumed(journaling, plan.queue, plan.resume, snapshot.tasks)
-    checkpointing = RunCheckpointing(
-        continued_from=snapshot.identity,
-        journaling=journaling,
-        writer=writer,
-        mode=snapshot.mode,
-        identity=identity,
-        goal=snapshot.goal,
-        embed_memory=not resolved.reuses_shared_store,
-        metadata=snapshot.metadata,
-        synthesis=snapshot.synthesis,
-        planning_usage=snapshot.planning_usage,
-        source=snapshot.source,
-        clock=ctx.clock,
-    )
-    lead_config = coordinator or default_coordinator(team)
-    if ctx.budget is not None and snapshot.planning_usage is not None:
-        # The decomposition stays charged to the run across restores, as the task results do.
-        budget = ctx.budget.charged(snapshot.planning_usage, lead_config.model)
-        ctx = replace(ctx, budget=budget)
-    state = await execute_queue(
-        team,
-        plan.queue,
-        run_id=plan.run_id,
-        memory=memory,
-        max_concurrency=ctx.max_concurrency,
-        emit=ctx.emit,
-        checkpointing=checkpointing,
-        resume=reconciled.resume,
-        restored_results=plan.results,
-        budget=ctx.budget,  # charged with the restored results too: it continues (not LM-16)
-        approvals=RunApprovals(
-            dispatch_gate=ctx.on_task_dispatch,
-            tool_gate=ctx.on_tool_call,
-            approved_dispatch=reconciled.approved_dispatch,
-            pending={
-                request.id: request
-                for request in snapshot.pending_approvals
-                if request.scope != "plan" and request not in reconciled.rejected
-            },
-            decisions=tuple(reconciled.decisions),
-        ),
-        announced=snapshot.announced,
-        clock=ctx.clock,
-        lease=lease,
-    )
-    for task_id, agent in plan.agents.items():  # the restored results, by their agents (OR-09)
-        state.result_agents.setdefault(task_id, agent)
-    status: RunOutcome | None = None
-    extra = {}  # no synthesis yet: no coordinator entry (OMA sets one only on success)
-    if snapshot.mode == "runTeam" and synthesizes_after(state.status):
-        if plan.finished and snapshot.synthesis is not None:
-            # Decision D4: no model call.
-            extra = coordinator_results(None, snapshot.synthesis)
-        else:
-            # Journaled as on the live path: the coordinator's calls, then run/end.
-            synthesis = await _restored_synthesis(
-                team, snapshot.goal or "", plan.queue, lead_config, ctx, plan.run_id, journaling
-            )
-            if synthesis is None:
-                # Spec CD-09: a failed restored synthesis attaches no coordinator entry.
-                status = RunOutcome("error", "synthesis failed on restore")
+    with ends_on_raise(journaling):
+        # OMA's restore holds the completed tasks' results and no decomposition (orchestrator.ts
+        # 2283, 3187-3210): the coordinator's entry is a synthesis (a stored one, decision D4), or
+        # none. The decomposition's tokens stay charged to the run (``carried_usage``).
+        extra = coordinator_results(None, snapshot.synthesis)
+        stopped = await _settle_approvals(snapshot, plan, reconciled, writer, ctx, extra)
+        if stopped is not None:
+            # Attached only to go on: these outcomes write as without a journal (if at all).
+            await finish_journal(journaling, stopped.status)
+            return stopped
+        memory = team_memory(team)
+        if memory is not None:
+            if snapshot.shared_memory is not None:
+                await restore_memory(memory, snapshot.shared_memory)
+                if journaling is not None and snapshot.shared_memory.get("entries"):
+                    # Restored entries get a new createdAt (as OMA's): no event carries that.
+                    journaling.recorder.uncarried(
+                        "shared_memory changed: the restore rewrote its entries"
+                    )
+            elif snapshot.turn_count is not None:
+                memory.turn_count = snapshot.turn_count
+        watch_memory(journaling, memory)
+        if journaling is not None:
+            journaling.attach(writer, team)
+            if appended and writer.journal is not None:
+                # The restored state is the writer's view: the admission appends run/start.
+                writer.journal.seed(snapshot, identity)
+                record_resumed(journaling, plan.queue, plan.resume, snapshot.tasks)
+        checkpointing = RunCheckpointing(
+            continued_from=snapshot.identity,
+            journaling=journaling,
+            writer=writer,
+            mode=snapshot.mode,
+            identity=identity,
+            goal=snapshot.goal,
+            embed_memory=not resolved.reuses_shared_store,
+            metadata=snapshot.metadata,
+            synthesis=snapshot.synthesis,
+            planning_usage=snapshot.planning_usage,
+            source=snapshot.source,
+            clock=ctx.clock,
+        )
+        lead_config = coordinator or default_coordinator(team)
+        if ctx.budget is not None and snapshot.planning_usage is not None:
+            # The decomposition stays charged to the run across restores, as the task results do.
+            budget = ctx.budget.charged(snapshot.planning_usage, lead_config.model)
+            ctx = replace(ctx, budget=budget)
+        state = await execute_queue(
+            team,
+            plan.queue,
+            run_id=plan.run_id,
+            memory=memory,
+            max_concurrency=ctx.max_concurrency,
+            emit=ctx.emit,
+            checkpointing=checkpointing,
+            resume=reconciled.resume,
+            restored_results=plan.results,
+            budget=ctx.budget,  # charged with the restored results too: it continues (not LM-16)
+            approvals=RunApprovals(
+                dispatch_gate=ctx.on_task_dispatch,
+                tool_gate=ctx.on_tool_call,
+                approved_dispatch=reconciled.approved_dispatch,
+                pending={
+                    request.id: request
+                    for request in snapshot.pending_approvals
+                    if request.scope != "plan" and request not in reconciled.rejected
+                },
+                decisions=tuple(reconciled.decisions),
+            ),
+            announced=snapshot.announced,
+            clock=ctx.clock,
+            lease=lease,
+        )
+        for task_id, agent in plan.agents.items():  # the restored results, by their agents (OR-09)
+            state.result_agents.setdefault(task_id, agent)
+        status: RunOutcome | None = None
+        extra = {}  # no synthesis yet: no coordinator entry (OMA sets one only on success)
+        if snapshot.mode == "runTeam" and synthesizes_after(state.status):
+            if plan.finished and snapshot.synthesis is not None:
+                # Decision D4: no model call.
+                extra = coordinator_results(None, snapshot.synthesis)
             else:
-                synthesis, status = charge_synthesis(
-                    team, plan.queue, state, synthesis, lead_config.model, ctx, plan.run_id
+                # Journaled as on the live path: the coordinator's calls, then run/end.
+                synthesis = await _restored_synthesis(
+                    team, snapshot.goal or "", plan.queue, lead_config, ctx, plan.run_id, journaling
                 )
-                extra = coordinator_results(None, synthesis)
-                await save_synthesis(
-                    checkpointing, queue=plan.queue, memory=memory, state=state, synthesis=synthesis
-                )
-    # How the queue stopped (a rejection, a failed gate) stands over the synthesis's outcome.
-    status = state.status or status
+                if synthesis is None:
+                    # Spec CD-09: a failed restored synthesis attaches no coordinator entry.
+                    status = RunOutcome("error", "synthesis failed on restore")
+                else:
+                    synthesis, status = charge_synthesis(
+                        team, plan.queue, state, synthesis, lead_config.model, ctx, plan.run_id
+                    )
+                    extra = coordinator_results(None, synthesis)
+                    await save_synthesis(
+                        checkpointing,
+                        queue=plan.queue,
+                        memory=memory,
+                        state=state,
+                        synthesis=synthesis,
+                    )
+        # How the queue stopped (a rejection, a failed gate) stands over the synthesis's outcome.
+        status = state.status or status
     await finish_journal(journaling, status or run_status(plan.queue, state.task_results))
     return team_result(
         run_id=plan.run_id,
