@@ -178,6 +178,16 @@ class NotAHistoryPointError(CheckpointError):
         self.nearest = tuple(nearest)
 
 
+class RunIdTakenError(CheckpointError):
+    """``fork_run``'s ``new_run_id`` is taken: a snapshot, a history, a run record or journal
+    events of that id exist (a fork never overwrites a run, nor takes another's events as its
+    own). Nothing was written. ``run_id``: the id."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        super().__init__(f"run {run_id!r} {why}: a fork never takes over a run; choose another id")
+        self.run_id = run_id
+
+
 class UnsupportedSchemaError(CheckpointError):
     """A checkpoint or plan uses a schema version this build cannot read."""
 
@@ -358,6 +368,7 @@ __all__ = [
     "RateLimitError",
     "RunExistsError",
     "RunIdMismatchError",
+    "RunIdTakenError",
     "StoreError",
     "StoreLimitError",
     "TaskGraphError",

@@ -29,6 +29,7 @@ from oma_actors import (
 from oma_actors.errors import (
     CorruptStoreError,
     RunIdMismatchError,
+    RunIdTakenError,
     StoreLimitError,
     UnsupportedSchemaError,
 )
@@ -128,6 +129,8 @@ class Mapped:
 _OMA_TABLE: tuple[tuple[type[OmaError], grpc.StatusCode, str], ...] = (
     (RunIdMismatchError, grpc.StatusCode.INVALID_ARGUMENT, "RUN_ID_CONFLICT"),
     (UnsupportedSchemaError, grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_SCHEMA"),
+    # ForkRun onto an id the store or the journal knows: StartRun's name for a taken id.
+    (RunIdTakenError, grpc.StatusCode.ALREADY_EXISTS, "RUN_ALREADY_EXISTS"),
     (CheckpointError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
     (CorruptStoreError, grpc.StatusCode.DATA_LOSS, "CHECKPOINT_CORRUPT"),
     # Not UNAVAILABLE: retrying the same write can never fit.

@@ -49,7 +49,7 @@ PINNED: dict[str, list[str]] = {
         "DurableApprovalError", "JournalDamagedError", "JournalUnavailableError", "LLMError",
         "LeaseError", "MailboxFullError", "NoHistoryError", "NotAHistoryPointError",
         "ObservedRunRecord", "OmaError", "OverloadedError", "ProviderError", "RateLimitError",
-        "RunExistsError", "RunIdMismatchError", "StoreError", "StoreLimitError", "TaskGraphError",
+        "RunExistsError", "RunIdMismatchError", "RunIdTakenError", "StoreError", "StoreLimitError", "TaskGraphError",
         "ToolInputError", "UnsupportedSchemaError",
     ],
     "oma_actors.events": [

@@ -39,9 +39,10 @@ from oma_actors.checkpoint.journal_path import mark_started_unsafe
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.clock import to_iso, utcnow
 from oma_actors.domain.snapshot import ForkedFrom
-from oma_actors.errors import CheckpointError
-from oma_actors.journal.ref import THROUGH_MEMBER
-from oma_actors.keyspace import checkpoint_key, history_key
+from oma_actors.errors import CheckpointError, RunIdTakenError
+from oma_actors.journal.base import read_run
+from oma_actors.journal.ref import THROUGH_MEMBER, open_journal_ref
+from oma_actors.keyspace import checkpoint_key, history_key, run_record_key
 from oma_actors.stores.base import Expect, is_conditional_store
 
 if TYPE_CHECKING:
@@ -86,8 +87,10 @@ async def fork_run(
             events continue in it under the child's run id unless it is restored with another.
 
     Raises:
-        CheckpointError: ``new_run_id`` is blank, the parent's, or already in ``store``;
-            ``at_seq`` is not a history point (the nearest are named); or as ``run_history``.
+        RunIdTakenError: ``new_run_id`` is taken: a snapshot, anchors or a run record of it in
+            ``store``, or events of it in the journal the child continues.
+        CheckpointError: ``new_run_id`` is blank or the parent's; ``at_seq`` is not a history
+            point (the nearest are named); or as ``run_history``.
         DurableApprovalError: the child is suspended on approvals and ``store`` has no
             ``compare_and_set``.
     """
@@ -101,6 +104,7 @@ async def fork_run(
     timeline = await load_timeline(store, run_id, journal=journal, at=at_seq)
     state, started = timeline.fold_at(at_seq)
     child = _child(_mark_started(state, started), child_id, run_id, at_seq)
+    await _refuse_recorded(store, child_id, journal, child.journal_ref)
     child = await _rebind_approvals(store, child, run_id)
     checkpoint = Checkpoint(store, run_id=child_id)
     # The child's latest snapshot is its own first anchor (its metadata carries the summary,
@@ -112,7 +116,7 @@ async def fork_run(
         anchor_key = history_key(child_id, child.journal_watermark_seq or 0)
         checks = [Expect(anchor_key, None), Expect(latest.key, None)]
         if not await cast("ConditionalStore", store).apply(checks, [latest]):
-            raise CheckpointError(f"run {child_id!r} was created concurrently: not overwritten")
+            raise RunIdTakenError(child_id, "was created concurrently")
     else:
         await store.set(latest.key, latest.value, latest.metadata)
     return ForkInfo(run_id=child_id, parent_run_id=run_id, parent_seq=at_seq)
@@ -120,12 +124,43 @@ async def fork_run(
 
 async def _refuse_existing(store: MemoryStore, child_id: str) -> None:
     if await store.get(checkpoint_key(child_id)) is not None:
-        raise CheckpointError(f"run {child_id!r} already exists: a fork never overwrites a run")
+        raise RunIdTakenError(child_id, "already exists")
     # Any anchor of the id refuses it (a history of another run's would mix with the child's);
     # the child's keys alone are listed. On a conditional store the write checks its own keys
     # again, atomically (``apply``): a fork racing this one is refused there.
     if await history_entries(store, child_id):
-        raise CheckpointError(f"run {child_id!r} already has a history: a fork never overwrites")
+        raise RunIdTakenError(child_id, "already has a history")
+
+
+async def _refuse_recorded(
+    store: MemoryStore,
+    child_id: str,
+    journal: RunJournal | None,
+    ref: dict[str, object] | None,
+) -> None:
+    """Refuse an id that a run record or the child's journal still knows.
+
+    The child's journal is its parent's: events of the id left there (a deleted run's, in a
+    JSONL file other runs share or a database journal an interrupted delete left) lie above the
+    fork point, and a restore of the child would fold them as its own. A run record of the id
+    (a run store's) would refuse every leased restore of the child.
+    """
+    if await store.get(run_record_key(child_id)) is not None:
+        raise RunIdTakenError(child_id, "has a run record")
+    if journal is None and ref is None:
+        return
+    source = open_journal_ref(ref, store) if journal is None else journal
+    try:
+        events = await read_run(source, child_id)
+    finally:
+        if journal is None:
+            await source.close()
+    if events:
+        raise RunIdTakenError(
+            child_id,
+            f"has {len(events)} events in the journal (seqs {events[0].seq}..{events[-1].seq}), "
+            "which a fork under that id would take for its own",
+        )
 
 
 def _mark_started(
@@ -259,5 +294,6 @@ async def _rebind(
         request_hash=mine.request_hash,
         decision=value,
         reviewer=decided.reviewer,
+        edited_input=decided.edited_input,  # an approval with edits stays bound to its edit
     )
     return mine, record.decision

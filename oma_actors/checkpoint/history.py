@@ -55,7 +55,7 @@ from oma_actors.journal.event import (
 )
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, StartedCall, fold_tail, tail_read_from
-from oma_actors.journal.ref import open_journal_ref
+from oma_actors.journal.ref import THROUGH_MEMBER, open_journal_ref
 from oma_actors.keyspace import checkpoint_key, history_key
 
 if TYPE_CHECKING:
@@ -243,10 +243,12 @@ async def load_timeline(
             events = await read_run_range(
                 source, run_id, min(a.read_from for a in segment), through, types=types
             )
+            mine = tuple(event for event in events if event.run_id == run_id)
+            if at is None:
+                await _refuse_lost(source, run_id, anchors, mine)
         finally:
             if opened:
                 await source.close()
-        mine = tuple(event for event in events if event.run_id == run_id)
         timeline = RunTimeline(
             run_id=run_id,
             anchors=anchors,
@@ -260,6 +262,35 @@ async def load_timeline(
     if at is not None and decoded and _older_attempt(timeline, at):
         return await load_timeline(store, run_id, journal=journal, at=at, use_latest=False)
     return timeline
+
+
+async def _refuse_lost(
+    source: RunJournal,
+    run_id: str,
+    anchors: Sequence[AnchorSummary],
+    events: Sequence[JournalEvent],
+) -> None:
+    """Refuse a journal without the run's events its newest anchor says it held.
+
+    An anchor's ref names the highest seq of the run its journal held then (``through``); a
+    journal with no event of the run from there on is another one, or lost them (a restore
+    refuses it alike: ``lost_events``). Listed without it, the history would be the anchors'
+    points alone, and a fork at any other point refused as no point.
+    """
+    through = max((_through(anchor.journal_ref) for anchor in anchors), default=0)
+    if through == 0 or any(event.seq >= through for event in events):
+        return
+    if await read_run_range(source, run_id, through):  # the listing reads only some types
+        return
+    raise CheckpointError(
+        f"the journal holds no event of run {run_id!r} at or above seq {through}, which it held "
+        "when the run's snapshots were saved: another journal, or one that lost events"
+    )
+
+
+def _through(ref: Mapping[str, Any] | None) -> int:
+    through = None if ref is None else ref.get(THROUGH_MEMBER)
+    return through if isinstance(through, int) and not isinstance(through, bool) else 0
 
 
 def _older_attempt(timeline: RunTimeline, at: int) -> bool:

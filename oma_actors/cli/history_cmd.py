@@ -86,7 +86,8 @@ def _journal_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--journal",
         metavar="URI",
-        help="the run's JSONL journal (a path or file:///abs/path); default: its journalRef",
+        help="the run's journal: a JSONL file (a path or file:///abs/path) or a database "
+        "(sqlite:///abs/x.db, postgresql://...); default: the one its snapshots name",
     )
 
 
@@ -237,14 +238,14 @@ async def _journal(
     """The journal of ``args.run_id`` to read, closed after; ``None``: the one its snapshot
     names, which the history opens by itself.
 
-    ``--journal`` (a path or ``file://``), and with ``OMA_ENCRYPTION_KEYS`` also the journal the
-    snapshot names (a file, or its store's database journal), are opened sealed with those
-    keys: the history cannot open a sealed journal by itself (it has no keys).
+    ``--journal`` (a path, ``file://``, or a database's URI: ``open_journal``), and with
+    ``OMA_ENCRYPTION_KEYS`` also the journal the snapshot names (a file, or its store's
+    database journal), are opened sealed with those keys: the history cannot open a sealed
+    journal by itself (it has no keys).
     """
     journal: RunJournal | None = None
     if args.journal is not None:
-        path = args.journal.removeprefix("file://")
-        journal = sealed_journal(JsonlRunJournal(path, flush_interval_ms=0), keyring_from_env())
+        journal = sealed_journal(open_journal(args.journal), keyring_from_env())
     elif keyring_from_env() is not None:
         with contextlib.suppress(CheckpointError, CorruptStoreError):  # the history says it
             snapshot = await Checkpoint(store, run_id=args.run_id).load_latest()

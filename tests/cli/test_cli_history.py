@@ -210,3 +210,21 @@ def test_delete_takes_the_run_s_rows_out_of_its_database_journal(tmp_path: Path)
     assert finished.returncode == 0, finished.stderr
     assert "0 snapshot(s), record: False, journal: " in finished.stdout
     assert asyncio.run(events("r2")) == 0
+
+
+def test_history_reads_the_journal_uri_it_is_given_and_refuses_one_without_the_run(
+    tmp_path: Path,
+) -> None:
+    # ``--journal URI`` (API.md): a database's URI was taken for a file path, and an empty or
+    # wrong journal listed the anchors' points alone, exit 0, as if the run had no others.
+    uri = f"sqlite:///{tmp_path}/state.db"
+    asyncio.run(journal_first_run(tmp_path, store_uri=uri, journal_uri=uri))
+    own = oma("runs", "history", "r1", "--store", uri, "--json")
+    assert own.returncode == 0, own.stderr
+    given = oma("runs", "history", "r1", "--store", uri, "--journal", uri, "--json")
+    assert given.returncode == 0, given.stderr
+    assert json.loads(given.stdout) == json.loads(own.stdout)
+    assert len(json.loads(own.stdout)) > 2
+    missing = oma("runs", "history", "r1", "--store", uri, "--journal", str(tmp_path / "no.jsonl"))
+    assert missing.returncode == 2
+    assert "holds no event of run 'r1'" in missing.stderr

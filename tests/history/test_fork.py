@@ -8,6 +8,7 @@ parent's stored entries (its snapshot, its anchors) and its journal lines stay b
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +34,15 @@ from oma_actors.approvals import (
     get_approval_record,
 )
 from oma_actors.checkpoint import Checkpoint, fork_run, run_history, state_at
+from oma_actors.errors import RunIdTakenError
 from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
-from oma_actors.keyspace import approval_key, checkpoint_key, history_key, history_prefix
+from oma_actors.keyspace import (
+    approval_key,
+    checkpoint_key,
+    history_key,
+    history_prefix,
+    run_record_key,
+)
 from oma_actors.stores.base import Expect, MemoryStore, Write
 from oma_actors.testing.forwarding import ForwardingStore
 from oma_actors.testing.stores import MinimalStore
@@ -188,7 +196,7 @@ async def test_a_bad_fork_is_refused_and_writes_nothing(tmp_path: Path) -> None:
     assert space.store_path.read_bytes() == everything
     await fork_run(space.store(), "r1", at_seq=seqs[1], new_run_id="child")
     taken = space.store_path.read_bytes()
-    with pytest.raises(CheckpointError, match="already exists"):
+    with pytest.raises(RunIdTakenError, match="already exists"):
         await fork_run(space.store(), "r1", at_seq=seqs[2], new_run_id="child")
     assert space.store_path.read_bytes() == taken
 
@@ -251,7 +259,7 @@ async def test_a_fork_onto_an_id_that_has_a_history_is_refused_and_writes_nothin
     await store.set(history_key("child", 1), "{}", None)
     before = [(e.key, e.value) for e in await store.list()]
     seqs = [p.seq for p in await run_history(store, "r1")]
-    with pytest.raises(CheckpointError, match="already has a history"):
+    with pytest.raises(RunIdTakenError, match="already has a history"):
         await fork_run(store, "r1", at_seq=seqs[-2], new_run_id="child")
     assert [(e.key, e.value) for e in await store.list()] == before
 
@@ -270,7 +278,7 @@ async def test_a_fork_that_loses_the_id_to_a_concurrent_one_is_refused_and_overw
             await self.inner.set(checkpoint_key("child"), "the other fork's", None)
             return await super()._apply(checks, writes)
 
-    with pytest.raises(CheckpointError, match="created concurrently"):
+    with pytest.raises(RunIdTakenError, match="created concurrently"):
         await fork_run(Racing(space.store()), "r1", at_seq=seqs[-2], new_run_id="child")
     entry = await space.store().get(checkpoint_key("child"))
     assert entry is not None
@@ -324,3 +332,70 @@ async def test_a_fork_whose_decision_its_ledger_does_not_hold_is_refused(tmp_pat
     with pytest.raises(CheckpointError, match="not in its ledger"):
         await fork_run(space.store(), "r1", at_seq=at, new_run_id="child")
     assert await space.store().get(checkpoint_key("child")) is None
+
+
+async def test_a_fork_keeps_the_reviewers_edit_of_a_call_approved_with_edits(
+    tmp_path: Path,
+) -> None:
+    # Approved with edits (D17) and forked before the parent ran the call: the child's copy of
+    # the decision is bound to the same edit, and its call runs once, with the reviewer's input.
+    # The edit was dropped: the child ran the model's input.
+    space = MemoryWorkspace(tmp_path)
+    effects = Effects()
+    team = make_team(1, 1, "unsafe", effects)
+
+    def gate(call: ToolCallRequest) -> Suspend:
+        return Suspend("review")
+
+    [request] = (await run_journal_first(space, team, 1, on_tool_call=gate)).pending_approvals
+    await decide_approval(
+        space.store(), request_id=request.id, request_hash=request.request_hash,
+        decision="approve", reviewer=Reviewer("alice"), edited_input={"text": "EDITED"},
+    )  # fmt: skip
+    at = (await run_history(space.store(), "r1"))[-1].seq
+    await fork_run(space.store(), "r1", at_seq=at, new_run_id="child")
+
+    child = await Checkpoint(space.store(), run_id="child").load_latest()
+    assert child is not None
+    [mine] = child.pending_approvals  # the child's own request, decided in its ledger row
+    assert (mine.run_id, mine.request_hash) == ("child", request.request_hash)
+    record = await get_approval_record(space.store(), mine.id)
+    assert record is not None
+    assert record.decision is not None
+    assert record.decision.edited_input == {"text": "EDITED"}
+
+    assert (await restore_run(space, team, "child", on_tool_call=gate)).success
+    assert effects.of("child") == ["c0-0"]
+    final = await Checkpoint(space.store(), run_id="child").load_latest()
+    assert final is not None
+    assert "noted EDITED" in json.dumps(final.raw)
+    assert "noted t0" not in json.dumps(final.raw)
+
+
+async def test_a_fork_onto_an_id_the_journal_or_a_run_record_still_knows_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Run ``x``'s keys are deleted, its journal lines stay (a shared JSONL file keeps other
+    # runs' events; a database journal outlives an interrupted delete). A fork under ``x``
+    # would fold those events above its point as its own: a child with another run's answer
+    # and none of its parent's work left to do. A run record of the id (a run store's) would
+    # refuse every restore of the child. Both are refused, before anything is written.
+    space = MemoryWorkspace(tmp_path)
+    team = make_team(2, 1, "idempotent", Effects())
+    assert (await run_journal_first(space, team, 1)).success
+    assert (await run_journal_first(space, team, 1, run_id="x")).success
+    store = space.store()
+    for entry in await store.list():
+        if entry.key == checkpoint_key("x") or entry.key.startswith(history_prefix("x")):
+            await store.delete(entry.key)
+    seqs = [p.seq for p in await run_history(store, "r1")]
+    before = [(e.key, e.value) for e in await store.list()]
+    with pytest.raises(RunIdTakenError, match=r"run 'x' has \d+ events in the journal"):
+        await fork_run(store, "r1", at_seq=seqs[1], new_run_id="x")
+    await store.set(run_record_key("y"), "{}", None)
+    with pytest.raises(RunIdTakenError, match="run 'y' has a run record"):
+        await fork_run(store, "r1", at_seq=seqs[1], new_run_id="y")
+    await store.delete(run_record_key("y"))
+    assert [(e.key, e.value) for e in await store.list()] == before
+    await fork_run(store, "r1", at_seq=seqs[1], new_run_id="z")
+    assert (await restore_run(space, team, "z")).success

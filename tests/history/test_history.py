@@ -492,3 +492,20 @@ async def test_an_anchor_that_holds_another_run_is_an_error(
     await store.set(history_key("r2", 2), first.value, metadata)
     with pytest.raises(CheckpointError, match="holds run 'r1'"):
         await run_history(store, "r2")
+
+
+async def test_a_journal_without_the_events_its_snapshots_say_it_held_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The wrong journal passed (an empty or missing file, another run's, a journal cut short):
+    # the history listed the anchors' points alone, as if the run had no others, and a fork
+    # at a real point was then told it is no point. The anchors' refs say up to which seq the
+    # journal held the run's events; a journal with none of them from there on is refused.
+    space = MemoryWorkspace(tmp_path)
+    assert (await run_journal_first(space, make_team(3, 1, "idempotent", Effects()), 1)).success
+    points = await run_history(space.store(), "r1")
+    for journal in (JsonlRunJournal(tmp_path / "missing.jsonl"), InMemoryRunJournal()):
+        with pytest.raises(CheckpointError, match="holds no event of run 'r1' at or above seq"):
+            await run_history(space.store(), "r1", journal=journal)
+        await journal.close()
+    assert await run_history(space.store(), "r1", journal=space.journal()) == points

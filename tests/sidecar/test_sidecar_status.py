@@ -19,6 +19,7 @@ from grpc_status import rpc_status
 
 import sidecar
 from oma_actors import LeaseError
+from oma_actors.errors import RunIdTakenError
 from sidecar import status
 from sidecar.client import error_info, error_reason
 from sidecar.status import InvalidArgument, RichStatus, SidecarError, map_error, rich_status
@@ -48,6 +49,13 @@ def test_a_lease_error_maps_by_its_code_with_the_code_as_reason(
     mapped = map_error(LeaseError(code, "run r-1 says no"))
     assert (mapped.code, mapped.reason) == (status, code)
     assert "run r-1 says no" in mapped.message
+
+
+def test_a_fork_onto_a_taken_id_is_already_exists_not_a_corrupt_checkpoint() -> None:
+    # RunIdTakenError is a CheckpointError: it read DATA_LOSS/CHECKPOINT_CORRUPT.
+    mapped = map_error(RunIdTakenError("child", "has a run record"))
+    assert (mapped.code, mapped.reason) == (grpc.StatusCode.ALREADY_EXISTS, "RUN_ALREADY_EXISTS")
+    assert "run 'child' has a run record" in mapped.message
 
 
 def test_an_unknown_lease_code_is_a_retryable_abort_with_its_own_reason() -> None:
