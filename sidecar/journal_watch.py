@@ -352,7 +352,11 @@ class JournalWatch:
                     yield gap_event(log.run_id, allow_gap=request.allow_gap, first=first, last=last)
                 cursor = event.seq
                 message = journal_message(event)
-                ended = event.type == "run/end" and message.run_status.status in end
+                # An attempt a stopping sidecar gave up (INTERRUPTED) goes on in another: its
+                # run/end ends no watch, whatever the record says until the run is adopted.
+                ended = event.type == "run/end" and message.run_status.status in end - {
+                    pb.RUN_STATUS_INTERRUPTED
+                }
                 if selected(event.type, types):
                     quiet_since = loop.time()
                     yield message

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.journaling import RunJournaling
     from oma_actors.orchestration.messages import AgentMessage
     from oma_actors.orchestration.queue import TaskQueue
+    from oma_actors.orchestration.scheduler import DependencyFirst
     from oma_actors.orchestration.shared_memory import SharedMemory
     from oma_actors.runs import RunLeaseHandle
 
@@ -87,6 +88,7 @@ async def execute_queue(
     lease: RunLeaseHandle | None = None,
     budget: RunBudget | None = None,
     journaling: RunJournaling | None = None,
+    scheduler: DependencyFirst | None = None,
 ) -> RunState:
     """Run ``queue`` until it is finished, halted or suspended, and return what it produced.
 
@@ -156,6 +158,7 @@ async def execute_queue(
             gate=gate,
             budget=budget,
             models={config.name: config.model for config in team.agents},
+            scheduler=scheduler,
         )
         run = RunActor(wiring, queue, state, resume, approvals.pending, announced)
         run_ref = system.spawn(run, name=f"run:{run_id}")

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from oma_actors.orchestration.checkpointing import RunCheckpointing
     from oma_actors.orchestration.options import ResolvedCheckpoint
     from oma_actors.orchestration.run import RunState
+    from oma_actors.orchestration.scheduler import DependencyFirst
     from oma_actors.runs import RunLeaseHandle, RunStoreOptions
 
 
@@ -127,13 +128,15 @@ async def run_queue(
     planning_usage: TokenUsage | None = None,
     lease: RunLeaseHandle | None = None,
     journaling: RunJournaling | None = None,
+    scheduler: DependencyFirst | None = None,
 ) -> tuple[RunState, SharedMemory | None, RunCheckpointing | None]:
     """Run a validated queue as a fresh run, checkpointed when ``resolved`` is set.
 
     With ``lease`` every write is fenced by it and the run stops if it is lost. ``journaling``:
     the run's journal opened by the caller (``run_team``, which records ``run/start`` and the
     coordinator's calls first, and ``run/end`` after its synthesis); without it the journal in
-    ``ctx`` is opened and finished here.
+    ``ctx`` is opened and finished here. ``scheduler``: the one that assigned the plan up front
+    (``run_team``), so the dispatch continues its cursor; default a new one.
     """
     checkpointing = None
     owned = journaling is None
@@ -146,7 +149,7 @@ async def run_queue(
         )
         start_fresh(journaling, mode=mode, goal=goal, queue=queue)
     # The caller that opened the journal ends it, on a raise too; here, the one opened here.
-    with ends_on_raise(journaling if owned else None):
+    async with ends_on_raise(journaling if owned else None):
         if resolved is not None:
             checkpointing = new_checkpointing(
                 resolved,
@@ -177,6 +180,7 @@ async def run_queue(
             lease=lease,
             budget=ctx.budget,
             journaling=journaling,
+            scheduler=scheduler,
         )
     if owned:
         await finish_journal(journaling, state.status or run_status(queue, state.task_results))

@@ -42,10 +42,9 @@ from oma_actors.orchestration.plan_gate import plan_gate
 from oma_actors.orchestration.queue import TaskQueue
 from oma_actors.orchestration.results import team_result
 from oma_actors.orchestration.run import RunState
+from oma_actors.orchestration.scheduler import DependencyFirst
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from oma_actors.agents.config import AgentConfig, Team
     from oma_actors.agents.runner import ResolvedAgent
     from oma_actors.domain.results import AgentRunResult, TeamRunResult
@@ -97,7 +96,7 @@ async def _owned_goal(
             ctx.journal, ctx, run_id=run_id, lease=lease, checkpointed=resolved is not None
         )
         record_start(journaling, mode="runTeam", goal=goal)
-    with ends_on_raise(journaling):
+    async with ends_on_raise(journaling):
         result = await _journaled_goal(
             team, goal, coordinator, plan_only, ctx, resolved, run_id, lease, journaling
         )
@@ -137,9 +136,10 @@ async def _journaled_goal(
             run_id=run_id, attempt=attempt, queue=TaskQueue([]), state=RunState(),
             extra_agent_results=planning, status=queue,
         )  # fmt: skip
+    scheduler = DependencyFirst([agent.name for agent in team.agents])
     if ctx.on_plan_ready is not None or plan_only:
         # CD-05: the plan a reviewer sees, or a plan-only run returns, carries its assignees.
-        assign_up_front(queue, [agent.name for agent in team.agents])
+        scheduler.assign_up_front(queue)
     if ctx.on_plan_ready is not None:
         with claim_if(resolved):
             stopped = await plan_gate(
@@ -167,6 +167,7 @@ async def _journaled_goal(
         state, memory, checkpointing = await run_queue(
             team, queue, ctx=ctx, resolved=resolved, mode="runTeam", run_id=run_id, goal=goal,
             planning_usage=plan.result.token_usage, lease=lease, journaling=journaling,
+            scheduler=scheduler,
         )  # fmt: skip
         if not synthesizes_after(state.status):
             # Suspended, aborted or over budget: nothing to synthesize (yet) (spec CD-07).
@@ -206,36 +207,6 @@ def plan_queue(plan: Decomposition, ctx: FlowContext, run_id: str) -> TaskQueue 
             problem = PlanProblem("INVALID_TASK_DEPENDENCIES", (str(exc),), message)
             plan = replace(plan, tasks=None, problem=problem)
     return report_failure(plan, run_id=run_id, emit=ctx.emit)
-
-
-def assign_up_front(queue: TaskQueue, roster: Sequence[str]) -> None:
-    """Assign the ready, unassigned tasks as OMA's default scheduler does (spec CD-05).
-
-    ``dependency-first`` (``scheduler.ts``): the tasks that transitively block the most others
-    first (ties keep plan order), each to the next agent in roster order, from the first. A
-    blocked task stays unassigned: OMA's ``autoAssign`` takes only ``pending`` ones, and it is
-    assigned at its dispatch.
-    """
-    tasks = queue.tasks
-    dependents: dict[str, list[str]] = {}
-    for task in tasks:
-        for dependency in task.depends_on:
-            dependents.setdefault(dependency, []).append(task.id)
-
-    def blocked_by(task_id: str) -> int:
-        seen: set[str] = set()
-        frontier = [task_id]
-        while frontier:
-            for dependent in dependents.get(frontier.pop(), ()):
-                if dependent not in seen:
-                    seen.add(dependent)
-                    frontier.append(dependent)
-        return len(seen)
-
-    waiting = [task for task in tasks if task.status == "pending" and task.assignee is None]
-    ranked = sorted(waiting, key=lambda task: -blocked_by(task.id))
-    for cursor, task in enumerate(ranked):
-        queue.assign(task.id, roster[cursor % len(roster)])
 
 
 def charge_synthesis(

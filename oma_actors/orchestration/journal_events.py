@@ -24,6 +24,7 @@ next save compact.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING, Any, assert_never
@@ -43,7 +44,7 @@ from oma_actors.orchestration.run_facts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from oma_actors.domain.approvals import ApprovalDecision
     from oma_actors.domain.results import RunOutcome
@@ -195,17 +196,26 @@ async def finish_journal(journaling: RunJournaling | None, status: RunOutcome) -
     await journaling.recorder.flush()
 
 
-@contextlib.contextmanager
-def ends_on_raise(journaling: RunJournaling | None) -> Iterator[None]:
+ABORT_FLUSH_S = 5.0
+"""How long an attempt that raised waits for its ``run/end`` to land before the error goes on."""
+
+
+@contextlib.asynccontextmanager
+async def ends_on_raise(journaling: RunJournaling | None) -> AsyncIterator[None]:
     """Around an attempt's work: whatever escapes it (a cancellation too) ends the journal.
 
-    The error goes on unchanged; a ``run/end`` the attempt recorded already stands.
+    The ``run/end`` lands before the error goes on (up to ``ABORT_FLUSH_S``; another
+    cancellation stops the wait): a restore started right after in this process reads the
+    journal's tail to number its events, and an append still in flight would land under a seq
+    it numbers too. The error goes on unchanged; a ``run/end`` already recorded stands.
     """
     try:
         yield
     except BaseException as error:
         if journaling is not None:
             journaling.abort(error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(journaling.recorder.flush()), ABORT_FLUSH_S)
         raise
 
 

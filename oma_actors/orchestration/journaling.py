@@ -105,6 +105,11 @@ class RunJournaling:
         self._ended = False
 
     @property
+    def journal_first(self) -> bool:
+        """Whether the journal is the save path between snapshots (``attach`` decided, D10)."""
+        return self._journal_first
+
+    @property
     def durable(self) -> bool:
         """Whether the journal is the run's save path (D10)."""
         return self.recorder.durable

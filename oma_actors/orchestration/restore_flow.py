@@ -214,7 +214,7 @@ async def _continue_owned(
             known=snapshot.approval_decisions,
             identity=identity_json(identity) if appended else None,
         )
-    with ends_on_raise(journaling):
+    async with ends_on_raise(journaling):
         # OMA's restore holds the completed tasks' results and no decomposition (orchestrator.ts
         # 2283, 3187-3210): the coordinator's entry is a synthesis (a stored one, decision D4), or
         # none. The decomposition's tokens stay charged to the run (``carried_usage``).

@@ -52,6 +52,7 @@ from oma_actors.orchestration.run_facts import (
     Skipped,
     Started,
 )
+from oma_actors.orchestration.scheduler import DependencyFirst
 from oma_actors.orchestration.shared_memory import task_result_key
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class RunWiring:
     gate: DispatchGate | None = None
     budget: RunBudget | None = None
     models: Mapping[str, str] = field(default_factory=dict)  # agent name -> model, for costs
+    scheduler: DependencyFirst | None = None  # default: a new one over the agents
 
 
 class RunActor(Actor[RunMessage, bool | None]):
@@ -134,7 +136,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._w = wiring
         self._queue = queue
         self._state = state
-        self._roster = list(wiring.agents)
+        self._scheduler = wiring.scheduler or DependencyFirst(list(wiring.agents))
         # The latest runner state of every task in flight (task id -> (agent, state)): what the
         # next snapshot records for it. Restored entries wait here until re-dispatched.
         self._runner_states: dict[str, tuple[str, RunnerState]] = dict(resume or {})
@@ -221,6 +223,8 @@ class RunActor(Actor[RunMessage, bool | None]):
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
                 self._pending.pop(item.approval_request.id, None)
+        if kind in _AFTER_TOOLS:
+            await self._see_memory_writes()
         if kind != "approval_requested":
             return await self._save(kind, task_id, _committed_calls(state))
         new = [
@@ -229,6 +233,18 @@ class RunActor(Actor[RunMessage, bool | None]):
             if item.approval_request is not None and item.approval_request.id not in self._pending
         ]
         return await self._publish(new, task_id)
+
+    async def _see_memory_writes(self) -> None:
+        """Journal-first, after a tool ran: a change of the shared memory no event told of (a
+        tool writing to the store itself) makes this boundary a snapshot, which holds it. Else
+        a restore would put back the older snapshot's memory under the tool's replayed result.
+        """
+        cp, memory = self._w.checkpointing, self._w.memory
+        journaling = cp.journaling if cp is not None else None
+        if journaling is None or memory is None or not journaling.journal_first:
+            return  # OMA's mode: every boundary's snapshot holds the memory as it is
+        if cp is not None and cp.embed_memory and await memory.changed_since_snapshot():
+            journaling.recorder.uncarried("the shared memory changed while a tool ran")
 
     async def _publish(self, requests: list[ApprovalRequest], task_id: str | None = None) -> bool:
         """Suspend on ``requests``: strict save, then the ledger rows, then the events.
@@ -308,7 +324,7 @@ class RunActor(Actor[RunMessage, bool | None]):
 
     async def _dispatch(self) -> None:
         assert self._self is not None
-        for task in self._queue.ready():
+        for task in self._scheduler.rank(self._queue.ready(), self._queue.tasks):
             if self._stop is not None or len(self._running) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
@@ -382,11 +398,7 @@ class RunActor(Actor[RunMessage, bool | None]):
     def _choose_agent(self, task: TaskState) -> str:
         if task.assignee is not None:
             return task.assignee
-        # Unassigned tasks go to the least busy agent, ties broken by roster order.
-        load = dict.fromkeys(self._roster, 0)
-        for name in self._running.values():
-            load[name] += 1
-        return min(self._roster, key=lambda name: load[name])
+        return self._scheduler.next_agent()
 
     async def _finish(self, outcome: TaskOutcome) -> None:
         task_id = outcome.task_id or ""
@@ -467,6 +479,11 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._w.emit(exceeded)
         reason, status = exhausted(exceeded)
         self._stop = Halt(reason=reason, status=status)
+
+
+_AFTER_TOOLS = frozenset({"tool_commit", "tool_results"})
+"""The boundaries right after a tool ran: where a tool's own write to the shared memory is
+looked for."""
 
 
 def _committed_calls(state: RunnerState) -> tuple[str, ...]:

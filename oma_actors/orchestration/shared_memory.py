@@ -39,6 +39,9 @@ class SharedMemory:
         self.store = store
         self.turn_count = 0
         self.on_write: Callable[[str, str, int], None] | None = None
+        # The visible entries the last ``snapshot`` held (``None``: none taken yet), so that a
+        # change no ``write`` told of (a tool writing to the store itself) can be seen.
+        self._snapshotted: list[_Contents] | None = None
 
     async def write(
         self, agent: str, key: str, value: object, metadata: Mapping[str, Any] | None = None
@@ -102,10 +105,24 @@ class SharedMemory:
         self.turn_count += 1
         return self.turn_count
 
+    async def changed_since_snapshot(self) -> bool:
+        """Whether the visible entries differ from those the last ``snapshot`` held (any
+        ``created_at`` aside); ``True`` before the first one.
+
+        Tools write to the team's store directly (``Team(shared_memory_store=)``), and no event
+        tells of that: a journal-first run asks this after a tool ran, so that the next snapshot
+        holds what the tool wrote before a restore puts the store back to a snapshot's view.
+        """
+        if self._snapshotted is None:
+            return True
+        return [_contents(entry) for entry in await self._visible()] != self._snapshotted
+
     async def snapshot(self) -> dict[str, Any]:
         """``{version: 1, turnCount, entries}`` of the visible entries (SM-05)."""
         entries: list[dict[str, Any]] = []
-        for entry in await self._visible():
+        visible = await self._visible()
+        self._snapshotted = [_contents(entry) for entry in visible]
+        for entry in visible:
             item: dict[str, Any] = {
                 "key": entry.key,
                 "value": entry.value,
@@ -127,6 +144,13 @@ class SharedMemory:
 
     def _expired(self, entry: MemoryEntry) -> bool:
         return entry.expires_at_turn is not None and self.turn_count >= entry.expires_at_turn
+
+
+_Contents = tuple[str, str, "Mapping[str, Any] | None", "int | None"]
+
+
+def _contents(entry: MemoryEntry) -> _Contents:
+    return (entry.key, entry.value, entry.metadata, entry.expires_at_turn)
 
 
 def _decode(entry: MemoryEntry) -> object:

@@ -69,3 +69,23 @@ async def test_a_malformed_embedded_snapshot_is_refused_and_changes_nothing(
     with pytest.raises(CheckpointError, match="not version 1 with entries"):
         await restore_memory(memory, snapshot)
     assert [entry.key for entry in await store.list()] == ["writer/notes"]
+
+
+async def test_a_change_since_the_last_snapshot_is_seen_whoever_wrote_it() -> None:
+    # A journal-first run asks this after a tool ran: True makes its boundary a snapshot, so a
+    # write only the store knows of (a tool's own) is held; False keeps the boundary journal-only.
+    from oma_actors.orchestration.shared_memory import SharedMemory
+    from oma_actors.stores import InMemoryStore
+
+    store = InMemoryStore()
+    memory = SharedMemory(store)
+    assert await memory.changed_since_snapshot()  # no snapshot yet
+    await memory.write("a", "k", "v")
+    await memory.snapshot()
+    assert not await memory.changed_since_snapshot()
+    await store.set("tool/x", "written by a tool")
+    assert await memory.changed_since_snapshot()
+    await memory.snapshot()
+    assert not await memory.changed_since_snapshot()
+    await store.set("tool/x", "rewritten")
+    assert await memory.changed_since_snapshot()
