@@ -11,6 +11,13 @@ the summary in its metadata (``latest_anchor``) and IS the anchor until the next
 overwrites it; that batch writes the copy (``uncopied_anchor``). A latest snapshot whose
 metadata carries a summary therefore has no copy yet, and a history reads it as an anchor. A
 run's last anchor (the terminal compaction, its largest snapshot) is then written once, not twice.
+
+In a store that is one document (a FileStore) every anchor is in the file each write rewrites
+and each restore parses; a run's snapshots grow with its completed tasks, so keeping every
+compaction would grow the file with the square of the run's length (a 300-task chain wrote a
+57 MB file, a 700-task one passed the store's size limit and its process was killed for its
+memory). There the newest anchors are kept within ``ONE_DOCUMENT_ANCHOR_RATIO`` times the
+latest snapshot's bytes (``anchors_beyond``): the history starts at the oldest one kept.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from oma_actors.stores.base import Put
 from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.checkpoint.manager import Checkpoint
     from oma_actors.domain.snapshot import CheckpointSnapshot
@@ -33,6 +40,10 @@ if TYPE_CHECKING:
 
 SUMMARY = "history"
 """The metadata member holding the summary."""
+
+ONE_DOCUMENT_ANCHOR_RATIO = 8
+"""In a one-document store, the anchors kept weigh at most this many times the latest snapshot
+(the newest anchor is always kept)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -203,3 +214,20 @@ async def history_keys(store: MemoryStore, run_id: str) -> list[str]:
     """The keys of the stored history anchors of ``run_id`` (D17), in key order: what a
     deletion of the run removes beside its checkpoint."""
     return [entry.key for entry in await history_entries(store, run_id)]
+
+
+def anchors_beyond(kept: Sequence[MemoryEntry], adding: Put | None, latest_bytes: int) -> list[str]:
+    """The keys of the oldest anchors of ``kept`` (a run's, in key order, i.e. by watermark)
+    that a one-document store drops as ``adding`` (the newest, always kept) is written: the
+    newest are kept while together they weigh at most ``ONE_DOCUMENT_ANCHOR_RATIO`` times
+    ``latest_bytes``. Dropping only the oldest keeps every point from the oldest kept anchor on
+    foldable (a fold never crosses a dropped anchor)."""
+    budget = ONE_DOCUMENT_ANCHOR_RATIO * latest_bytes
+    weight = len(adding.value) if adding is not None else 0
+    newest = [entry for entry in kept if adding is None or entry.key != adding.key]
+    drop: list[str] = []
+    for entry in reversed(newest):
+        weight += len(entry.value)
+        if weight > budget and (adding is not None or entry is not newest[-1]):
+            drop.append(entry.key)
+    return drop

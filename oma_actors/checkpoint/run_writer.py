@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from oma_actors.checkpoint.anchors import (
     anchor_put,
+    anchors_beyond,
+    history_entries,
     history_keys,
     latest_anchor,
     uncopied_anchor,
@@ -478,6 +480,8 @@ class RunWriter:
             if kept is not None:
                 # Written first, so a history never names a missing anchor.
                 await store.set(kept.key, kept.value, kept.metadata)
+                for key in await self._beyond_budget(store, snapshot.run_id, kept, len(text)):
+                    await store.delete(key)
             if self._fence is None:
                 await self._checkpoint.write_encoded(text, snapshot)
             elif not await self._write_fenced(self._fence, text, snapshot):
@@ -492,6 +496,15 @@ class RunWriter:
             return Unknown(f"{type(exc).__name__}: {exc}")
         self._replaced()
         return Saved(snapshot.revision)
+
+    async def _beyond_budget(
+        self, store: MemoryStore, run_id: str, adding: Put, latest_bytes: int
+    ) -> list[str]:
+        """The run's oldest anchors a one-document store drops as ``adding`` is kept
+        (``anchors_beyond``); none in any other store, where an anchor costs only its bytes."""
+        if not one_document(store):
+            return []
+        return anchors_beyond(await history_entries(store, run_id), adding, latest_bytes)
 
     async def _replaced_anchors(self, store: MemoryStore, run_id: str) -> list[str]:
         """The history anchors of the run a fresh run replaces (``replaces``), to remove with
@@ -552,6 +565,8 @@ class RunWriter:
             copy = uncopied_anchor(previous.key, previous.value, previous.metadata)
             if copy is not None:
                 writes.append(copy)
+                dropped = await self._beyond_budget(store, snapshot.run_id, copy, len(text))
+                writes.extend(Remove(key) for key in dropped if key not in replaced)
         latest = latest_anchor(self._checkpoint, text, snapshot, anchor)
         writes.append(latest)
         if not await store.apply([], writes):
