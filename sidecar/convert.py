@@ -15,6 +15,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from oma_actors import AgentConfig, PlanArtifact, PlanTask, Task, TaskGraphError, Team
+from oma_actors.stores import redact_object
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.schema import schema_text_problem
 from sidecar.scripted import scripted_adapter
@@ -272,6 +273,10 @@ def check_start(request: pb.StartRunRequest, tool_known: Callable[[str], bool]) 
         if request.plan.version != 1:
             raise InvalidArgument("plan.version", "must be 1", reason="UNSUPPORTED_PLAN_VERSION")
         check_tasks(request.plan.tasks, "plan.tasks", roster, ids_only=True)
+        # A plan's tasks take no metadata to the run, but the run's spec keeps what was sent.
+        check_task_metadata(request.plan.tasks, "plan.tasks")
+    if request.HasField("metadata"):
+        check_run_metadata(request.metadata)
     if request.conflict_policy not in pb.ConflictPolicy.values():
         raise InvalidArgument("conflict_policy", f"unknown value {request.conflict_policy}")
     if not 0 <= request.max_concurrency <= 256:
@@ -315,10 +320,79 @@ def check_task_metadata(specs: Sequence[pb.TaskSpec], field: str) -> None:
     """
     for index, spec in enumerate(specs):
         if spec.HasField("metadata"):
+            where = f"{field}[{index}].metadata"
+            metadata = _members(spec.metadata, where)
             try:
-                Task("", "", id=spec.id or f"#{index}", metadata=struct_to_dict(spec.metadata))
+                Task("", "", id=spec.id or f"#{index}", metadata=metadata)
             except TaskGraphError as exc:
-                raise InvalidArgument(f"{field}[{index}].metadata", str(exc)) from None
+                raise InvalidArgument(where, str(exc)) from None
+
+
+RUN_METADATA = "metadata"
+"""The field of a run's own metadata (``StartRunRequest.metadata``)."""
+_RUN = "run"
+"""The name the rules of task metadata give the run's metadata in their messages."""
+
+
+def check_run_metadata(metadata: struct_pb2.Struct, field: str = RUN_METADATA) -> None:
+    """A run's own metadata follows the rules of task metadata (``oma_actors.domain.metadata``):
+    JSON values, named keys, no credential-like key, bounded size.
+
+    Raises:
+        InvalidArgument: naming ``metadata.<key>``, the first member that breaks a rule on its
+            own (a credential-like or malformed key, one nested in it, NaN, too deep, too big),
+            else ``metadata`` (too many keys or bytes in all).
+    """
+    members = _members(metadata, field)
+    try:
+        Task("", "", id=_RUN, metadata=members)  # a task's metadata rules, as Task applies them
+    except TaskGraphError as whole:
+        for key, value in members.items():
+            try:
+                Task("", "", id=_RUN, metadata={key: value})
+            except TaskGraphError as exc:
+                raise InvalidArgument(f"{field}.{key}", _problem(exc)) from None
+        raise InvalidArgument(field, _problem(whole)) from None
+
+
+def _problem(error: TaskGraphError) -> str:
+    """The rules' message on the run's metadata, without the task it names."""
+    return str(error).removeprefix(f"task {_RUN!r}: ")
+
+
+def _members(metadata: struct_pb2.Struct, field: str) -> dict[str, Any]:
+    """The members of a ``Struct`` as JSON values.
+
+    Raises:
+        InvalidArgument: a member holds a NaN or an infinity, which no JSON text can (naming
+            ``<field>.<key>``).
+    """
+    members: dict[str, Any] = {}
+    for key, value in metadata.fields.items():
+        try:
+            members[key] = json_format.MessageToDict(value)
+        except (ValueError, json_format.Error):
+            raise InvalidArgument(
+                f"{field}.{key}", "holds NaN or Infinity, which JSON has not"
+            ) from None
+    return members
+
+
+def mask_metadata(spec: pb.StartRunRequest) -> None:
+    """Mask in place the secret-looking values of ``spec``'s metadata, the run's and each
+    task's, as the run's queue masks a task's (``redact_object``, spec T-95).
+
+    For the spec a run keeps: what it stores and shows holds ``[redacted]`` where a checkpoint
+    of the run does. ``spec`` passed ``check_start`` (its metadata is JSON).
+    """
+    structs = [spec.metadata] if spec.HasField("metadata") else []
+    mode = spec.WhichOneof("mode")
+    tasks = spec.tasks.tasks if mode == "tasks" else spec.plan.tasks if mode == "plan" else ()
+    structs.extend(task.metadata for task in tasks if task.HasField("metadata"))
+    for struct in structs:
+        masked = dict_to_struct(redact_object(struct_to_dict(struct)))
+        if masked != struct:
+            struct.CopyFrom(masked)
 
 
 def tasks_of(specs: Sequence[pb.TaskSpec]) -> list[Task]:

@@ -344,6 +344,11 @@ class RunExecutor:
             )
         spec = pb.StartRunRequest()
         spec.CopyFrom(request)
+        # The spec is stored, shown (Run.metadata) and replayed by a restore: its metadata as a
+        # checkpoint keeps a task's, secret-looking values masked. The queue masks a task's
+        # metadata anyway, so the run sees what it would have seen; the digest is the request's
+        # as received, so a retry of it still matches.
+        convert.mask_metadata(spec)
         spec.run_id = request.run_id or (claimed.run_id if claimed else str(uuid.uuid4()))
         check_checkpoint_key(request.checkpoint.key, spec.run_id, assigned=not request.run_id)
         self.journals.check_request(request.checkpoint, uri)

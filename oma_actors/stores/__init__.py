@@ -27,6 +27,7 @@ from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.presence import store_missing, table_missing
 from oma_actors.stores.redacting import RedactingStore
+from oma_actors.stores.redaction import redact_object
 from oma_actors.stores.sqlite import SqliteStore
 from oma_actors.stores.uri import StoreTarget, open_store, parse_store_uri
 
@@ -52,6 +53,7 @@ __all__ = [
     "is_memory_store",
     "open_store",
     "parse_store_uri",
+    "redact_object",
     "store_missing",
     "table_missing",
 ]
