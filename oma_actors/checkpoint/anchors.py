@@ -17,7 +17,8 @@ and each restore parses; a run's snapshots grow with its completed tasks, so kee
 compaction would grow the file with the square of the run's length (a 300-task chain wrote a
 57 MB file, a 700-task one passed the store's size limit and its process was killed for its
 memory). There the newest anchors are kept within ``ONE_DOCUMENT_ANCHOR_RATIO`` times the
-latest snapshot's bytes (``anchors_beyond``): the history starts at the oldest one kept.
+latest snapshot's bytes, or ``ONE_DOCUMENT_ANCHOR_FLOOR`` (``anchors_beyond``): the history of a
+long run starts at the oldest one kept.
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ SUMMARY = "history"
 """The metadata member holding the summary."""
 
 ONE_DOCUMENT_ANCHOR_RATIO = 8
-"""In a one-document store, the anchors kept weigh at most this many times the latest snapshot
-(the newest anchor is always kept)."""
+"""In a one-document store, the anchors kept weigh at most this many times the latest snapshot,
+or ``ONE_DOCUMENT_ANCHOR_FLOOR`` if that is more (the newest anchor is always kept)."""
+
+ONE_DOCUMENT_ANCHOR_FLOOR = 4 * 1024 * 1024
+"""Bytes of anchors a one-document store keeps whatever the latest snapshot's size: a small
+run (a few tasks, a few approval rounds) keeps its whole history."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,13 +221,23 @@ async def history_keys(store: MemoryStore, run_id: str) -> list[str]:
     return [entry.key for entry in await history_entries(store, run_id)]
 
 
-def anchors_beyond(kept: Sequence[MemoryEntry], adding: Put | None, latest_bytes: int) -> list[str]:
+def anchors_beyond(
+    kept: Sequence[MemoryEntry],
+    adding: Put | None,
+    latest_bytes: int,
+    *,
+    floor: int | None = None,
+) -> list[str]:
     """The keys of the oldest anchors of ``kept`` (a run's, in key order, i.e. by watermark)
-    that a one-document store drops as ``adding`` (the newest, always kept) is written: the
-    newest are kept while together they weigh at most ``ONE_DOCUMENT_ANCHOR_RATIO`` times
-    ``latest_bytes``. Dropping only the oldest keeps every point from the oldest kept anchor on
-    foldable (a fold never crosses a dropped anchor)."""
-    budget = ONE_DOCUMENT_ANCHOR_RATIO * latest_bytes
+    that a one-document store drops as ``adding`` (the newest, always kept) is written.
+
+    The newest are kept while together they weigh at most ``ONE_DOCUMENT_ANCHOR_RATIO`` times
+    ``latest_bytes`` or ``floor`` (default ``ONE_DOCUMENT_ANCHOR_FLOOR``), whichever is more.
+    Dropping only the oldest keeps every point from the oldest kept anchor on foldable (a fold
+    never crosses a dropped anchor).
+    """
+    floor = ONE_DOCUMENT_ANCHOR_FLOOR if floor is None else floor
+    budget = max(ONE_DOCUMENT_ANCHOR_RATIO * latest_bytes, floor)
     weight = len(adding.value) if adding is not None else 0
     newest = [entry for entry in kept if adding is None or entry.key != adding.key]
     drop: list[str] = []

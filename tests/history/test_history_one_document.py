@@ -15,7 +15,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+from oma_actors.checkpoint import anchors as anchors_module
 from oma_actors.checkpoint import fork_run, run_history, state_at
 from oma_actors.checkpoint.anchors import ONE_DOCUMENT_ANCHOR_RATIO, anchors_beyond, history_entries
 from oma_actors.journal import JournalOptions, JsonlRunJournal
@@ -28,10 +31,10 @@ from oma_actors.testing import ScriptedAdapter
 TASKS = 40
 
 
-async def chain(store: MemoryStore, journal: JsonlRunJournal) -> None:
-    """``TASKS`` tasks in a chain, each answered with 2,000 characters: each completion is a
-    compaction (an anchor) and each snapshot is larger than the one before."""
-    answer = LLMResponse([TextBlock("r" * 2000)], usage=TokenUsage(1, 1))
+async def chain(store: MemoryStore, journal: JsonlRunJournal, answer_chars: int = 2000) -> None:
+    """``TASKS`` tasks in a chain, each answered with ``answer_chars`` characters: each
+    completion is a compaction (an anchor) and each snapshot is larger than the one before."""
+    answer = LLMResponse([TextBlock("r" * answer_chars)], usage=TokenUsage(1, 1))
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(lambda m, o: answer))])
     tasks = [
         Task(f"t{i}", "x", id=f"t{i}", assignee="w", depends_on=[f"t{i - 1}"] if i else [])
@@ -44,7 +47,11 @@ async def chain(store: MemoryStore, journal: JsonlRunJournal) -> None:
     assert result.success
 
 
-async def test_a_file_store_keeps_the_newest_anchors_within_the_budget(tmp_path: Path) -> None:
+async def test_a_file_store_keeps_the_newest_anchors_within_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No floor: this run's snapshots are small, and the floor would keep them all.
+    monkeypatch.setattr(anchors_module, "ONE_DOCUMENT_ANCHOR_FLOOR", 0)
     store = FileStore(tmp_path / "s.json")
     journal = JsonlRunJournal(tmp_path / "j.jsonl")
     await chain(store, journal)
@@ -60,6 +67,15 @@ async def test_a_file_store_keeps_the_newest_anchors_within_the_budget(tmp_path:
         assert (await state_at(store, "r", point.seq, journal=journal)).run_id == "r"
     await fork_run(store, "r", at_seq=points[0].seq, new_run_id="child", journal=journal)
     await journal.close()
+
+
+async def test_a_small_run_keeps_its_whole_history_in_a_file_store(tmp_path: Path) -> None:
+    # Within the floor: a run of a few tasks or approval rounds can be forked from its start.
+    store = FileStore(tmp_path / "s.json")
+    journal = JsonlRunJournal(tmp_path / "j.jsonl")
+    await chain(store, journal, answer_chars=200)
+    await journal.close()
+    assert len(await history_entries(store, "r")) >= TASKS
 
 
 async def test_a_store_where_an_anchor_costs_its_bytes_keeps_them_all(tmp_path: Path) -> None:
@@ -79,7 +95,9 @@ def test_the_oldest_anchors_go_first_and_the_newest_always_stays() -> None:
     adding = Put("__oma_history__/r/000000000004", "x" * 400, None)
     ratio = ONE_DOCUMENT_ANCHOR_RATIO
     # Budgets in (900, 950] and (700, 750]: 400+300+200 fits the first, 400+300 the second.
-    assert anchors_beyond(kept, adding, 950 // ratio) == [kept[0].key]
-    assert anchors_beyond(kept, adding, 750 // ratio) == [kept[1].key, kept[0].key]
-    assert anchors_beyond(kept, adding, 1) == [e.key for e in reversed(kept)]  # adding stays
-    assert anchors_beyond(kept, None, 1) == [kept[1].key, kept[0].key]  # the newest stays
+    assert anchors_beyond(kept, adding, 950 // ratio, floor=0) == [kept[0].key]
+    assert anchors_beyond(kept, adding, 750 // ratio, floor=0) == [kept[1].key, kept[0].key]
+    everything_older = [e.key for e in reversed(kept)]
+    assert anchors_beyond(kept, adding, 1, floor=0) == everything_older  # adding stays
+    assert anchors_beyond(kept, None, 1, floor=0) == [kept[1].key, kept[0].key]  # newest stays
+    assert anchors_beyond(kept, adding, 1, floor=1000) == []  # within the floor
