@@ -191,9 +191,11 @@ class JsonlRunJournal:
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """Every event on disk with ``seq >= seq``, in file order (pending batches excluded).
 
-        A line whose start (as this module and OMA write it: ``{"type":...,"seq":N,``) shows a
-        seq below ``seq`` is skipped unparsed, so a restore reading its short tail does not
-        parse the whole run; ``read_from(0)`` (``oma verify``) reads and checks every line.
+        A line that shows a seq below ``seq`` unparsed (``peek_seq``: the fields it ends with,
+        ``...,"seq":N,"timestampUnixMs":T,"runId":"...","attempt":A}`` as this module and OMA
+        write lines, or its start ``{"type":...,"seq":N,`` as earlier versions wrote them) is
+        skipped, so a restore reading its short tail does not parse the whole run;
+        ``read_from(0)`` (``oma verify``) reads and checks every line.
 
         Raises:
             JournalCorruptError: a line other than a torn trailing one is unreadable.
@@ -207,8 +209,8 @@ class JsonlRunJournal:
         """The events of ``run_id`` on disk with ``seq >= seq``, in file order.
 
         Reads the file backwards from its end to the run's last line below ``seq`` (the seek
-        point), looking only at each line's first bytes on the way (``jsonl_scan``); other runs'
-        lines are not parsed. When the seek point or a line does not check out, the whole file
+        point), looking only at each line's seq and run id on the way (``jsonl_scan``); other
+        runs' lines are not parsed. When the seek point or a line does not check out, the whole file
         is read and checked as ``read_from`` does, so the answer is the same either way.
 
         Raises:
@@ -263,18 +265,18 @@ class JsonlRunJournal:
                 asks = start == 1 or self._directory.offset > 0
                 if asks and self._directory.holds(fd, info, run) is False:
                     return []
-            lines = scan_run(fd, info.st_size, run, start, self._path)
+            kinds = None if types is None else frozenset(kind.encode() for kind in types)
+            lines = scan_run(fd, info.st_size, run, start, self._path, kinds)
         except OSError as exc:
             raise StoreError(f"{self._path}: journal read failed: {exc}") from exc
         finally:
             os.close(fd)
         if lines is not None:
-            kinds = None if types is None else {kind.encode() for kind in types}
             try:
                 return [
                     parse_line_bytes(line, path=self._path)
-                    for seq, kind, line in lines
-                    if (last is None or seq <= last) and (kinds is None or kind in kinds)
+                    for seq, line in lines
+                    if last is None or seq <= last
                 ]
             except (JournalCorruptError, UnicodeDecodeError):
                 pass  # the whole-file read below names the bad line, or skips a torn one

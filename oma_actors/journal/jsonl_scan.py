@@ -2,9 +2,11 @@
 
 A journal file may hold many runs (they share its batches, D10), and a restore needs only its
 run's events above a seq, which sit at the end of the file. ``scan_run`` reads the file
-backwards from its end, chunk by chunk, looking only at each line's first bytes (``peek_run``:
-its seq and run id), and stops at the **seek point**: the last line of the run below the seq
-asked for. A run's seqs strictly increase in file order, so nothing before that line is wanted.
+backwards from its end, chunk by chunk, reading only each line's seq and run id where the line
+shows them unparsed (``codec``: the fields a line as OMA writes it ends with, ``TAIL``, or
+the start of a line an earlier version wrote, ``PLAIN_HEAD``), and stops at the **seek point**:
+the last line of the run below the seq asked for. A run's seqs strictly increase in file order,
+so nothing before that line is wanted.
 
 The seek point is verified, and anything unexpected gives ``None`` (the caller then reads and
 checks the whole file, as before):
@@ -13,8 +15,9 @@ checks the whole file, as before):
   before it (damage: the run's order broken) is then found by the whole-file read and shown to
   the fold, as it always was. (Damage wholly below a sound seek point is not looked for, as a
   database journal's ``seq >= ?`` query does not look below it either.)
-- a line whose start is not in the written layout (another writer's key order) or spells its
-  run id with escapes is not guessed at;
+- a line in neither layout (another writer's key order), a line that spells its run id with
+  escapes otherwise than ``spelled_run_id`` spells the run's (it may be the run's), or a line of
+  the run whose type does not show at its start, is not guessed at;
 - the last line of the file is parsed whatever its run: a torn trailing line (a crash mid-write,
   D6) counts as not written, exactly as for the whole-file read.
 
@@ -32,7 +35,14 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from oma_actors.journal.codec import PLAIN_HEAD, parse_line, peek_run
+from oma_actors.journal.codec import (
+    PLAIN_HEAD,
+    SEQ_KEY,
+    TAIL,
+    TYPE_PREFIX,
+    parse_line,
+    peek_run,
+)
 from oma_actors.journal.errors import JournalCorruptError
 
 if TYPE_CHECKING:
@@ -44,19 +54,30 @@ _PROBE = 4096
 """Bytes at the start of a file and before a directory's offset kept to recognise the file."""
 
 
-Line = tuple[int, bytes, bytes]
-"""A line ``scan_run`` found: its seq, its event type (as the line spells it) and its bytes."""
+Line = tuple[int, bytes]
+"""A line ``scan_run`` found: its seq and its bytes."""
 
 
-def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[Line] | None:
-    """The lines of run ``run`` (as ``spelled_run_id`` spells it) with ``seq >= start``.
+def scan_run(
+    fd: int,
+    size: int,
+    run: bytes,
+    start: int,
+    path: str,
+    kinds: frozenset[bytes] | None = None,
+) -> list[Line] | None:
+    """The lines of run ``run`` (as ``spelled_run_id`` spells it) with ``seq >= start``, of
+    one of the event types ``kinds`` (as lines spell them; ``None``: any).
 
     In file order; a torn trailing line is left out. ``None``: the scan cannot vouch for its
     answer (see the module docstring) and the caller must read the whole file.
     """
     found: list[Line] = []
     last = True  # the next non-empty line seen (going backwards) is the file's last one
-    head = PLAIN_HEAD.match  # one match a line, its groups read only for the run's own lines
+    # One ``rfind`` and one match a line (the tail: the layout we write); the head of the
+    # layout earlier versions wrote only where the tail does not match. A line's type is read
+    # only when ``kinds`` asks, for the run's own lines (a restore asks for every type).
+    tail, head, typed = TAIL.fullmatch, PLAIN_HEAD.match, TYPE_PREFIX.match
     for line in _lines_backwards(fd, size):
         if last:
             if not line.strip():
@@ -64,17 +85,35 @@ def scan_run(fd: int, size: int, run: bytes, start: int, path: str) -> list[Line
             last = False
             if _torn(line, path):
                 continue  # not written (D6)
-        matched = head(line)
-        if matched is None:
-            if not line.strip():
-                continue  # an empty line (never a match)
-            return None  # not the layout we write, or a run id spelled with escapes
-        kind, digits, owner = matched.groups()
-        if owner != run:
-            continue  # another run's line, skipped unparsed
+        at = line.rfind(SEQ_KEY)
+        matched = None if at < 0 else tail(line, at)
+        if matched is not None:
+            digits, owner = matched.groups()
+            if owner != run:
+                if b"\\" in owner:
+                    return None  # maybe the run's id, spelled with other escapes
+                continue  # another run's line, skipped unparsed
+            kind = None
+        else:
+            matched = head(line)
+            if matched is None:
+                if not line.strip():
+                    continue  # an empty line (never a match)
+                return None  # in neither layout, or a run id spelled with escapes
+            kind, digits, owner = matched.groups()
+            if owner != run:
+                continue  # another run's line, skipped unparsed
         seq = int(digits)
         if seq >= start:
-            found.append((seq, kind, line))
+            if kinds is not None:
+                if kind is None:
+                    shown = typed(line)
+                    if shown is None:
+                        return None  # its type spelled with escapes, or not first
+                    kind = shown[1]
+                if kind not in kinds:
+                    continue
+            found.append((seq, line))
             continue
         # The seek point: the run's last line below ``start``.
         if seq != start - 1:

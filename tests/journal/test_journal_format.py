@@ -26,16 +26,17 @@ def _stamp(draft: v.EventDraft, seq: int) -> JournalEvent:
     )
 
 
-# Golden lines. Key order: `type` and the base fields as OMA's tests/journal.test.ts writes its
-# event lines (`{"type":"turn/start","seq":2,"timestampUnixMs":1,"runId":"r","attempt":1}`),
-# optional base fields in the order of docs/run-journal.md "Event vocabulary", variant fields in
-# the order of that table's payload column; blocks in Anthropic's shape (tests/verify.test.ts
+# Golden lines. Key order: OMA's ``JournalRecorder.emit`` (packages/core/src/journal/journal.ts)
+# stamps ``{...draft, seq, timestampUnixMs, runId, attempt, ...(traceId)}``, and its emitters'
+# drafts are ``{type, ...scope, <payload>, ...(sourceEventSeqs)}`` (agent/runner.ts; the
+# runner's scope: taskId, agentName, spanId); variant fields in the order of docs/run-journal.md
+# "Event vocabulary"'s payload column; blocks in Anthropic's shape (tests/verify.test.ts
 # fixture: {type:'tool_use', id, name, input}, {type:'tool_result', tool_use_id, content}).
 GOLDEN = [
     (
         v.turn_started(turn=1),
-        '{"type":"turn/start","seq":1,"timestampUnixMs":1700000000001,"runId":"run-1",'
-        '"attempt":1,"turn":1}',
+        '{"type":"turn/start","turn":1,"seq":1,"timestampUnixMs":1700000000001,"runId":"run-1",'
+        '"attempt":1}',
     ),
     (
         v.assistant_message(
@@ -47,32 +48,32 @@ GOLDEN = [
             agent_name="investigator",
             source_event_seqs=[1],
         ),
-        '{"type":"assistant/message","seq":2,"timestampUnixMs":1700000000002,"runId":"run-1",'
-        '"attempt":1,"taskId":"task-1","agentName":"investigator","sourceEventSeqs":[1],'
+        '{"type":"assistant/message","taskId":"task-1","agentName":"investigator",'
         '"message":{"role":"assistant","content":[{"type":"text","text":"I will inspect the logs"}]},'
         '"origin":"response","usage":{"input_tokens":2,"output_tokens":3},"model":"mock-model",'
-        '"stopReason":"tool_use"}',
+        '"stopReason":"tool_use","sourceEventSeqs":[1],"seq":2,"timestampUnixMs":1700000000002,'
+        '"runId":"run-1","attempt":1}',
     ),
     (
         v.tool_call(call=ToolUseBlock("call-logs", "logs", {}), source_event_seqs=[2]),
-        '{"type":"tool/call","seq":3,"timestampUnixMs":1700000000003,"runId":"run-1","attempt":1,'
-        '"sourceEventSeqs":[2],"call":{"type":"tool_use","id":"call-logs","name":"logs","input":{}}}',
+        '{"type":"tool/call","call":{"type":"tool_use","id":"call-logs","name":"logs","input":{}},'
+        '"sourceEventSeqs":[2],"seq":3,"timestampUnixMs":1700000000003,"runId":"run-1","attempt":1}',
     ),
     (
         v.tool_result(result=ToolResultBlock("call-logs", "ok"), source_event_seqs=[3]),
-        '{"type":"tool/result","seq":4,"timestampUnixMs":1700000000004,"runId":"run-1",'
-        '"attempt":1,"sourceEventSeqs":[3],"toolCallId":"call-logs",'
-        '"result":{"type":"tool_result","tool_use_id":"call-logs","content":"ok"}}',
+        '{"type":"tool/result","toolCallId":"call-logs",'
+        '"result":{"type":"tool_result","tool_use_id":"call-logs","content":"ok"},'
+        '"sourceEventSeqs":[3],"seq":4,"timestampUnixMs":1700000000004,"runId":"run-1","attempt":1}',
     ),
     (
         v.checkpoint_saved(mode="file", version=5, watermark_seq=4),
-        '{"type":"checkpoint/saved","seq":5,"timestampUnixMs":1700000000005,"runId":"run-1",'
-        '"attempt":1,"mode":"file","version":5,"watermarkSeq":4}',
+        '{"type":"checkpoint/saved","mode":"file","version":5,"watermarkSeq":4,"seq":5,'
+        '"timestampUnixMs":1700000000005,"runId":"run-1","attempt":1}',
     ),
     (
         v.run_ended(status="error", error="1 task(s) failed"),
-        '{"type":"run/end","seq":6,"timestampUnixMs":1700000000006,"runId":"run-1","attempt":1,'
-        '"status":{"code":"error"},"error":{"message":"1 task(s) failed"}}',
+        '{"type":"run/end","status":{"code":"error"},"error":{"message":"1 task(s) failed"},'
+        '"seq":6,"timestampUnixMs":1700000000006,"runId":"run-1","attempt":1}',
     ),
 ]
 
@@ -88,7 +89,7 @@ def test_lines_are_omas_bytes_and_read_back(draft: v.EventDraft, line: str) -> N
 
 def test_optional_variant_fields_are_left_out_not_null() -> None:
     line = to_json_line(_stamp(v.run_started(mode="runTasks"), 1))
-    assert line.endswith('"mode":"runTasks"}')
+    assert line.startswith('{"type":"run/start","mode":"runTasks","seq":1,')
     assert "null" not in line
 
 
@@ -182,8 +183,8 @@ def test_a_bad_line_names_its_line_and_field(line: str, field: str) -> None:
 
 def test_unknown_variant_fields_survive_a_round_trip() -> None:
     line = (
-        '{"type":"turn/start","seq":1,"timestampUnixMs":1,"runId":"r","attempt":1,'
-        '"traceId":"t","spanId":"s","turn":1}'
+        '{"type":"turn/start","spanId":"s","turn":1,"seq":1,"timestampUnixMs":1,"runId":"r",'
+        '"attempt":1,"traceId":"t"}'
     )
     event = parse_line(line)
     # traceId/spanId are base fields (telemetry/context.py); the rest is the variant's.
@@ -198,3 +199,109 @@ def test_data_cannot_shadow_a_base_field() -> None:
     )
     with pytest.raises(ValueError, match="base field"):
         to_json_line(forged)
+
+
+def _emitted(draft: v.EventDraft, *, trace: tuple[str, str] | None = None) -> JournalEvent:
+    return JournalEvent(
+        seq=7,
+        type=draft.type,
+        run_id="run-tasks",
+        attempt=1,
+        timestamp_unix_ms=1,
+        task_id=draft.task_id,
+        agent_name=draft.agent_name,
+        trace_id=None if trace is None else trace[0],
+        span_id=None if trace is None else trace[1],
+        source_event_seqs=draft.source_event_seqs,
+        data=draft.data,
+    )
+
+
+STAMPED = '"seq":7,"timestampUnixMs":1,"runId":"run-tasks","attempt":1'
+
+# OMA's key order, one event of each shape. ``JournalRecorder.emit`` (packages/core/src/journal/
+# journal.ts) builds ``{...draft, seq, timestampUnixMs, runId, attempt, ...(traceId)}`` and the
+# JSONL journal writes ``JSON.stringify`` of it. The runner's drafts (agent/runner.ts) are
+# ``{type, ...journalScope (taskId, agentName, spanId), <payload>, ...(sourceEventSeqs)}``; the
+# orchestrator's are ``{type, <fields>}`` (task/status: taskId, agentName, status, reason;
+# memory/set: taskId, agentName, agent, key, valueBytes; approval/request: taskId, agentName,
+# request). So the recorder's fields come last, ``traceId`` after them.
+OMA_ORDER = [
+    pytest.param(
+        _emitted(v.turn_started(turn=1, task_id="t-pay", agent_name="worker")),
+        '{"type":"turn/start","taskId":"t-pay","agentName":"worker","turn":1,' + STAMPED + "}",
+        id="runner-scoped",
+    ),
+    pytest.param(
+        _emitted(
+            v.tool_call(
+                call=ToolUseBlock("call-1", "pay", {"amount": 5}),
+                task_id="t-pay",
+                agent_name="worker",
+                source_event_seqs=[5],
+            )
+        ),
+        '{"type":"tool/call","taskId":"t-pay","agentName":"worker",'
+        '"call":{"type":"tool_use","id":"call-1","name":"pay","input":{"amount":5}},'
+        '"sourceEventSeqs":[5],' + STAMPED + "}",
+        id="runner-scoped-with-lineage",
+    ),
+    pytest.param(
+        _emitted(
+            v.task_status(task_id="t-pay", agent_name="worker", status="failed", reason="boom")
+        ),
+        '{"type":"task/status","taskId":"t-pay","agentName":"worker","status":"failed",'
+        '"reason":"boom",' + STAMPED + "}",
+        id="orchestrator-task-status",
+    ),
+    pytest.param(
+        _emitted(
+            v.memory_set(
+                agent="worker", key="t-pay", value_bytes=3, task_id="t-pay", agent_name="worker"
+            )
+        ),
+        '{"type":"memory/set","taskId":"t-pay","agentName":"worker","agent":"worker",'
+        '"key":"t-pay","valueBytes":3,' + STAMPED + "}",
+        id="orchestrator-memory-set",
+    ),
+    pytest.param(
+        _emitted(v.run_started(mode="runTasks")),
+        '{"type":"run/start","mode":"runTasks",' + STAMPED + "}",
+        id="orchestrator-unscoped",
+    ),
+    pytest.param(
+        _emitted(
+            v.tool_result(
+                result=ToolResultBlock("call-1", "ok"),
+                task_id="t-pay",
+                agent_name="worker",
+                source_event_seqs=[8],
+            ),
+            trace=("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"),
+        ),
+        '{"type":"tool/result","taskId":"t-pay","agentName":"worker","spanId":"b7ad6b7169203331",'
+        '"toolCallId":"call-1","result":{"type":"tool_result","tool_use_id":"call-1",'
+        '"content":"ok"},"sourceEventSeqs":[8],' + STAMPED + ',"traceId":'
+        '"0af7651916cd43dd8448eb211c80319c"}',
+        id="traced",
+    ),
+]
+
+
+@pytest.mark.parametrize(("event", "line"), OMA_ORDER)
+def test_a_line_has_omas_key_order(event: JournalEvent, line: str) -> None:
+    assert to_json_line(event) == line
+    assert parse_line(line) == event
+
+
+def test_a_line_in_the_layout_earlier_versions_wrote_reads_as_the_same_event() -> None:
+    # Base fields first, as journals written before OMA's key order have them.
+    old = (
+        '{"type":"tool/result","seq":7,"timestampUnixMs":1,"runId":"run-tasks","attempt":1,'
+        '"taskId":"t-pay","agentName":"worker","traceId":"0af7651916cd43dd8448eb211c80319c",'
+        '"spanId":"b7ad6b7169203331","sourceEventSeqs":[8],"toolCallId":"call-1",'
+        '"result":{"type":"tool_result","tool_use_id":"call-1","content":"ok"}}'
+    )
+    event, line = OMA_ORDER[-1].values
+    assert parse_line(old) == event
+    assert to_json_line(parse_line(old)) == line

@@ -257,7 +257,7 @@ async def test_redaction_happens_at_write_time(tmp_path: Path) -> None:
     assert "hunter2" not in text
     assert "sk-abc" not in text
     assert '"apiKey":"[redacted]"' in text
-    assert '"n":1}' in text  # numbers keep JavaScript's layout through redaction
+    assert '"n":1,"seq":1,' in text  # numbers keep JavaScript's layout through redaction
     (persisted,) = await JsonlRunJournal(path).read_from(0)
     assert "[redacted]" in persisted.data["message"]["content"][0]["text"]
 
@@ -333,8 +333,10 @@ async def test_read_from_skips_older_lines_unparsed_and_still_checks_the_rest(
 ) -> None:
     path = tmp_path / "j.jsonl"
     good = [to_json_line(event(seq)) for seq in range(1, 6)]
-    # Line 2 is damaged after its seq: below the tail it is not read, in it it raises.
-    damaged = good[1][:-5] + "@@@@}"
+    # Line 2 is damaged before its seq (the fields a line ends with): below the tail it is not
+    # read, in it it raises.
+    damaged = good[1].replace('"turn":2,', '"turn":@@,')
+    assert damaged != good[1]
     path.write_text("\n".join([good[0], damaged, *good[2:]]) + "\n")
     journal = JsonlRunJournal(path)
     assert [e.seq for e in await journal.read_from(3)] == [3, 4, 5]

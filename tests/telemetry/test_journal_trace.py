@@ -1,8 +1,9 @@
 """``traceId``/``spanId`` on journal events when tracing is on, and nothing when it is off.
 
 Tracing is on when an OpenTelemetry span is current (``telemetry/context.py``): every event
-recorded then carries the span's trace and span id, after ``agentName`` and before
-``sourceEventSeqs`` (OMA's base-field order), and reads back. With no span current, the lines
+recorded then carries the span's trace and span id, in OMA's key order: ``spanId`` after
+``agentName`` (the runner's ``journalScope``, agent/runner.ts), ``traceId`` last, after the
+fields ``JournalRecorder.emit`` stamps (journal.ts), and reads back. With no span current, the lines
 are what they were before the fields existed: no key added, byte-identical through a read and
 re-write.
 """
@@ -23,8 +24,10 @@ from oma_actors.stores import InMemoryStore
 from oma_actors.telemetry.otel import otel_progress
 from oma_actors.testing import ScriptedAdapter
 
-BASE_ORDER = ["type", "seq", "timestampUnixMs", "runId", "attempt", "taskId", "agentName",
-              "traceId", "spanId", "sourceEventSeqs"]  # fmt: skip
+BASE_ORDER = ["type", "taskId", "agentName", "spanId", "sourceEventSeqs", "seq",
+              "timestampUnixMs", "runId", "attempt", "traceId"]  # fmt: skip
+STAMPED = ["seq", "timestampUnixMs", "runId", "attempt", "traceId"]
+"""What ``JournalRecorder.emit`` adds after the draft (``{...draft, seq, ..., traceId}``)."""
 
 
 def team() -> Team:
@@ -63,6 +66,7 @@ async def test_on_every_event_names_the_current_trace(tmp_path: Path) -> None:
         assert (raw["traceId"], raw["spanId"]) == (ref.trace_id, ref.span_id)
         base = [key for key in raw if key in BASE_ORDER]
         assert base == [key for key in BASE_ORDER if key in raw]  # OMA's base-field order
+        assert list(raw)[-len(STAMPED) :] == STAMPED  # the payload before the stamped fields
         event = parse_line(line)
         assert (event.trace_id, event.span_id) == (ref.trace_id, ref.span_id)
         assert "traceId" not in event.data
