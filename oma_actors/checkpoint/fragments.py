@@ -12,7 +12,7 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from oma_actors.jsontext import compact_dumps, string_literal
+from oma_actors.jsontext import compact_text, string_literal
 from oma_actors.stores.base import JsonText
 
 if TYPE_CHECKING:
@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 def dumps(value: object) -> str:
     """Compact JSON, non-ASCII kept, NaN and infinities refused (``json.dumps``'s text, by
-    orjson where it writes the same: ``jsontext``)."""
-    return compact_dumps(value)
+    orjson where it writes the same: ``jsontext``), a lone surrogate escaped as
+    ``JSON.stringify`` escapes it (``compact_text``): a snapshot's text always encodes as UTF-8,
+    so a database store can hold it (a tool output may well hold one)."""
+    return compact_text(value)
 
 
 def escaped(text: str) -> str:

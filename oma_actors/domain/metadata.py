@@ -11,7 +11,6 @@ queue masks them (``oma_actors.stores.redaction``) before a snapshot or journal 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from typing import Any
 
 from oma_actors.domain.secret_names import is_sensitive_name
 from oma_actors.errors import TaskGraphError
+from oma_actors.jsontext import compact_text
 
 KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 """A top-level metadata key (API.md "Teams, agents, tasks")."""
@@ -28,7 +28,8 @@ MAX_ENTRIES = 32
 MAX_DEPTH = 8
 """Nested arrays and objects below the top level."""
 MAX_BYTES = 16 * 1024
-"""The metadata's compact JSON, UTF-8 encoded."""
+"""The metadata's compact JSON, UTF-8 encoded (as ``JSON.stringify`` writes it: a lone surrogate,
+which a string may hold, as its six-character escape)."""
 WHOLE = "metadata"
 """How errors name the metadata as a whole; keys follow as ``metadata['a'][0]``."""
 
@@ -65,7 +66,8 @@ def check_task_metadata(
                 task_id, f"{WHOLE} key {key!r}", "looks like a credential; keep secrets out"
             )
         copied[key] = _json_value(value, task_id=task_id, path=f"{WHOLE}[{key!r}]", depth=0)
-    size = len(json.dumps(copied, separators=(",", ":"), ensure_ascii=False).encode())
+    # The text snapshots and journal lines hold (``compact_text``), which always encodes.
+    size = len(compact_text(copied).encode())
     if size > MAX_BYTES:
         raise _error(task_id, WHOLE, f"is {size} bytes of JSON; at most {MAX_BYTES} are allowed")
     return MappingProxyType(copied)

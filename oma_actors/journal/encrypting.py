@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from oma_actors.errors import ConfigurationError, CorruptStoreError
 from oma_actors.journal.base import RunJournal, read_run
+from oma_actors.jsontext import escape_lone_surrogates
 from oma_actors.stores.keyring import KeyRing, UnsealError
 
 if TYPE_CHECKING:
@@ -67,7 +68,11 @@ def _context(event: JournalEvent) -> bytes:
 
 def seal_event(event: JournalEvent, keyring: KeyRing) -> JournalEvent:
     """``event`` with its payload replaced by the one sealed field, under the active key."""
-    payload = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    # A lone surrogate (a tool's output may hold one) written as JSON.stringify writes it: the
+    # payload then always encodes, and opens as the same value.
+    payload = escape_lone_surrogates(
+        json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+    )
     envelope = keyring.seal(payload.encode("utf-8"), _context(event))
     return replace(event, data={SEALED_FIELD: envelope})
 

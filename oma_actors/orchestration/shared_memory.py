@@ -62,7 +62,8 @@ class SharedMemory:
             meta["sharedMemoryValueEncoding"] = _JSON_ENCODING
         await self.store.set(full_key, text, meta)
         if self.on_write is not None:
-            self.on_write(agent, key, len(text.encode()))
+            # Bytes as stored: a lone surrogate (model text may hold one) counts, never raises.
+            self.on_write(agent, key, len(text.encode("utf-8", "surrogatepass")))
         return full_key
 
     async def read(self, full_key: str) -> object | None:

@@ -23,7 +23,13 @@ from oma_actors.stores.base import Expect, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.prefix import upper_bound
-from oma_actors.stores.rows import encode_batch, encode_metadata, make_row_entry, redact
+from oma_actors.stores.rows import (
+    encode_batch,
+    encode_metadata,
+    make_row_entry,
+    redact,
+    refusing_lone_surrogates,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -138,7 +144,8 @@ class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
             (nothing written).
 
         Raises:
-            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), or the
+            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), a key
+                or value holds a lone surrogate (named; the transaction rolled back), or the
                 database failed (the transaction rolled back, or its outcome is unknown when
                 the connection broke during the commit).
         """
@@ -160,7 +167,8 @@ class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
                     await connection.execute(self._sql["delete"], write.key)
             return True
 
-        return await self._transaction(pool, body)
+        with refusing_lone_surrogates(self._name, checks, writes):
+            return await self._transaction(pool, body)
 
     async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
         """Return every entry in insertion order; with ``prefix``, only keys that start with it.
@@ -205,7 +213,8 @@ class PostgresStore(DatabaseStore["asyncpg.Pool"], AppliesConditionally):
         # would, in one round trip instead of four (bench/store_postgres.py, P12).
         lock = lock_id(self._table, key)
         args = (key, value, encoded, now, expires, lock)
-        await self._call(pool.execute(self._sql["locked_upsert"], *args))
+        with refusing_lone_surrogates(self._name, (), (Put(key, value),)):
+            await self._call(pool.execute(self._sql["locked_upsert"], *args))
 
     async def _lock(self, connection: _Connection, keys: Iterable[str]) -> None:
         # Sorted: every writer takes its locks in one global order, so none waits in a cycle.

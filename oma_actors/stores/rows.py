@@ -4,27 +4,40 @@ A database store keeps each entry as a row: the value as text, the metadata as c
 (never JSONB: that would reorder keys and reject ``\\u0000``), ``created_at`` as an ISO-8601
 timestamp with microseconds, and ``expires_at_turn``. The conversions, and the one place that
 strips a password from a URI before it appears in an error, live here as pure functions.
+
+A database's text is UTF-8, which cannot hold a lone surrogate (``"\\ud800"``, a string Python
+and JavaScript both allow). Metadata is JSON text we write, so a lone surrogate in it is
+escaped as ``JSON.stringify`` escapes it and reads back as itself. A key or value is the
+caller's own text: one holding a lone surrogate is refused (``refusing_lone_surrogates``) with a
+``StoreError`` naming the entry, its transaction rolled back, so nothing of the write is stored.
+Rewriting it would store another text than the one given (or one only this build reads back);
+PostgreSQL's text cannot hold it at all, and SQLite keeps to the same rule.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from oma_actors.errors import CorruptStoreError, StoreError
+from oma_actors.jsontext import compact_text
 from oma_actors.stores.base import MemoryEntry, Put
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-    from oma_actors.stores.base import Write
+    from oma_actors.stores.base import Expect, Write
 
 
 def encode_metadata(metadata: Mapping[str, Any] | None, key: str) -> str | None:
     """The metadata of ``key`` as compact JSON text, or ``None`` when there is none.
+
+    A lone surrogate is escaped as ``JSON.stringify`` escapes it (``compact_text``): the text
+    always encodes as UTF-8, and ``decode_metadata`` reads the surrogate back.
 
     Raises:
         StoreError: The metadata is not JSON-serializable (the caller has written nothing yet).
@@ -32,9 +45,7 @@ def encode_metadata(metadata: Mapping[str, Any] | None, key: str) -> str | None:
     if metadata is None:
         return None
     try:
-        return json.dumps(
-            dict(metadata), ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        )
+        return compact_text(dict(metadata))
     except (TypeError, ValueError) as exc:
         raise StoreError(f"metadata of entry {key!r} is not JSON-serializable: {exc}") from exc
 
@@ -49,6 +60,69 @@ def encode_batch(writes: Sequence[Write]) -> list[tuple[Write, str | None]]:
         (write, encode_metadata(write.metadata, write.key) if isinstance(write, Put) else None)
         for write in writes
     ]
+
+
+@contextmanager
+def refusing_lone_surrogates(
+    store: str, checks: Iterable[Expect], writes: Iterable[Write]
+) -> Iterator[None]:
+    """Turn a driver's failure to encode a key or value as UTF-8 into ``unencodable``'s error.
+
+    Wraps the whole store call: the driver failed before its statement ran, inside the
+    transaction, which is rolled back (a lone surrogate can fail nothing else). The fast path
+    checks nothing; only a failure is looked into.
+
+    Raises:
+        StoreError: a key or value of ``checks`` or ``writes`` holds a lone surrogate.
+    """
+    try:
+        yield
+    except Exception as exc:
+        error = unencodable(store, checks, writes) if _caused_by_encoding(exc) else None
+        if error is not None:
+            raise error from None
+        raise
+
+
+def unencodable(store: str, checks: Iterable[Expect], writes: Iterable[Write]) -> StoreError | None:
+    """The error naming the first entry whose key or value holds a lone surrogate, and where;
+    ``None`` when none does."""
+    texts: list[tuple[str, str, str]] = [(check.key, "key", check.key) for check in checks]
+    for write in writes:
+        texts.append((write.key, "key", write.key))
+        if isinstance(write, Put):
+            texts.append((write.key, "value", write.value))
+    for key, part, text in texts:
+        index = _lone_surrogate(text)
+        if index is not None:
+            return StoreError(
+                f"{store}: the {part} of entry {key!r} holds a lone surrogate "
+                f"({text[index]!r} at index {index}), which a database's UTF-8 text cannot "
+                "hold (surrogates not allowed); nothing of the write was stored"
+            )
+    return None
+
+
+def _caused_by_encoding(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised from, a ``UnicodeEncodeError`` (a driver wraps it:
+    sqlite3's is raised as ``StoreError`` from it, asyncpg's as ``DataError`` from it)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, UnicodeEncodeError):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def _lone_surrogate(text: str) -> int | None:
+    """The index of the first surrogate code point of ``text``, if it holds one."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def decode_metadata(store: str, key: str, text: str | None) -> dict[str, Any] | None:
@@ -180,4 +254,6 @@ __all__ = [
     "encode_time",
     "make_row_entry",
     "redact",
+    "refusing_lone_surrogates",
+    "unencodable",
 ]

@@ -19,11 +19,17 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from oma_actors.clock import SYSTEM_CLOCK
 from oma_actors.errors import CorruptStoreError, StoreError
-from oma_actors.stores.base import Expect, Put
+from oma_actors.stores.base import Expect, Put, Remove
 from oma_actors.stores.conditional import AppliesConditionally
 from oma_actors.stores.database import DatabaseStore
 from oma_actors.stores.prefix import upper_bound
-from oma_actors.stores.rows import encode_batch, encode_metadata, encode_time, make_row_entry
+from oma_actors.stores.rows import (
+    encode_batch,
+    encode_metadata,
+    encode_time,
+    make_row_entry,
+    refusing_lone_surrogates,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -111,7 +117,8 @@ class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
             (nothing written).
 
         Raises:
-            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), or the
+            StoreError: A ``Put``'s metadata is not JSON-serializable (nothing written), a key
+                or value holds a lone surrogate (named; the transaction rolled back), or the
                 database failed (the transaction rolled back).
         """
         batch = encode_batch(writes)
@@ -129,7 +136,8 @@ class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
                     connection.execute("DELETE FROM oma_kv WHERE key = ?", (write.key,))
             return True
 
-        return await self._run(lambda connection: immediate_transaction(connection, body))
+        with refusing_lone_surrogates(self._path, checks, writes):
+            return await self._run(lambda connection: immediate_transaction(connection, body))
 
     async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
         """Return every entry in insertion order; with ``prefix``, only keys that start with it.
@@ -147,7 +155,8 @@ class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
 
     async def delete(self, key: str) -> None:
         """Remove ``key``; a missing key is a no-op."""
-        await self._run(lambda c: c.execute("DELETE FROM oma_kv WHERE key = ?", (key,)))
+        with refusing_lone_surrogates(self._path, (), (Remove(key),)):
+            await self._run(lambda c: c.execute("DELETE FROM oma_kv WHERE key = ?", (key,)))
 
     async def clear(self) -> None:
         """Remove every entry."""
@@ -157,7 +166,8 @@ class SqliteStore(DatabaseStore[ThreadPoolExecutor], AppliesConditionally):
         self, key: str, value: str, metadata: Mapping[str, Any] | None, expires: int | None
     ) -> None:
         row = (key, value, encode_metadata(metadata, key), encode_time(self._clock.now()), expires)
-        await self._run(lambda connection: connection.execute(_UPSERT, row))
+        with refusing_lone_surrogates(self._path, (), (Put(key, value),)):
+            await self._run(lambda connection: connection.execute(_UPSERT, row))
 
     def _entry(self, row: tuple[Any, ...]) -> MemoryEntry:
         return make_row_entry(self._path, *row)

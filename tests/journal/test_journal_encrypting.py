@@ -263,3 +263,18 @@ def test_an_authentic_payload_that_is_no_object_is_refused() -> None:
     sealed = replace(plain, data={SEALED_FIELD: envelope})
     with pytest.raises(CorruptStoreError, match="the sealed payload is not a JSON object"):
         open_event(sealed, RING, journal="j.jsonl")
+
+
+def test_a_payload_holding_a_lone_surrogate_is_sealed_and_opens_as_itself() -> None:
+    # A tool's output may hold a lone surrogate; the payload's UTF-8 encoding raised a bare
+    # UnicodeEncodeError and the sealed journal's run failed.
+    from oma_actors.journal import JournalEvent
+    from oma_actors.journal.encrypting import seal_event
+
+    event = JournalEvent(
+        seq=1, type="tool/result", run_id="r", attempt=1, timestamp_unix_ms=1,
+        data={"output": "a\ud800b", "nested": ["\udfff"]},
+    )  # fmt: skip
+    sealed = seal_event(event, RING)
+    assert set(sealed.data) == {SEALED_FIELD}
+    assert open_event(sealed, RING, journal="j").data == event.data

@@ -89,3 +89,17 @@ async def test_a_change_since_the_last_snapshot_is_seen_whoever_wrote_it() -> No
     assert not await memory.changed_since_snapshot()
     await store.set("tool/x", "rewritten")
     assert await memory.changed_since_snapshot()
+
+
+async def test_a_write_holding_a_lone_surrogate_is_told_with_its_stored_bytes() -> None:
+    # With a journal listening (memory/set counts the value's bytes), a task result holding a
+    # lone surrogate made the write raise a bare UnicodeEncodeError and the run fail.
+    from oma_actors.orchestration.shared_memory import SharedMemory
+    from oma_actors.stores import InMemoryStore
+
+    told: list[tuple[str, str, int]] = []
+    memory = SharedMemory(InMemoryStore())
+    memory.on_write = lambda agent, key, size: told.append((agent, key, size))
+    await memory.write("a", "k", "x\ud800")
+    assert told == [("a", "k", 4)]
+    assert await memory.read("a/k") == "x\ud800"
