@@ -99,12 +99,32 @@ class GroupCommit(Generic[_I, _R]):
             self._window.set()
         return future
 
-    async def drain(self) -> None:
-        """Commit the open batch now and wait until every batch has finished."""
+    def flush(self) -> None:
+        """Close the open batch's window now: its commit starts without waiting out the window."""
         if self._window is not None:
             self._window.set()
+
+    async def drain(self) -> None:
+        """Commit the open batch now and wait until every batch has finished."""
+        self.flush()
         while self._flushers:
             await asyncio.gather(*self._flushers, return_exceptions=True)
+
+    async def abort(self) -> None:
+        """Cut every batch short: cancel the commits under way and the batch still gathering,
+        and wait until they ended. Their appenders' futures are cancelled: whether a commit
+        cut short landed is unknown. (A closing owner whose own close was cancelled.)"""
+        try:
+            for flusher in self._flushers:
+                flusher.cancel()
+            while self._flushers:
+                await asyncio.gather(*self._flushers, return_exceptions=True)
+        finally:
+            # Items no flusher took (it was cancelled while the window was open).
+            futures = self._futures
+            self._items, self._futures, self._window = [], [], None
+            for future in futures:
+                future.cancel()
 
     async def _flush_after(self, window: asyncio.Event) -> None:
         if self._window_s > 0:

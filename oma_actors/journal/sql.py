@@ -2,8 +2,9 @@
 
 A database journal keeps one row per event, keyed ``(run_id, seq)``, whose ``payload`` is the
 event's OMA JSON object exactly as the JSONL journal writes its line (``to_json_line``), in a
-table beside the store's own table in the same database. Appends of every run of the process go
-through one ``GroupCommit``: a batch is one transaction.
+table beside the store's own table in the same database. Appends of every run using the journal
+go through one ``GroupCommit``: a batch is one transaction. (Every ``PostgresRunJournal`` of one
+database and table in an event loop shares ONE set of batches and one pool: see its module.)
 
 **Fenced appends.** When the run record (``__oma_run__/<id>``) lives in the same database, a
 leased run's append is made under its lease (``append_fenced``): the record check the lease
@@ -113,8 +114,9 @@ class SqlRunJournal(ABC):
     def __init__(self, name: str, table: str, *, flush_interval_ms: float) -> None:
         self._name = name
         self._table = table
+        self._window_s = flush_interval_ms / 1000
         self._group: GroupCommit[AppendPart, bool] = GroupCommit(
-            self._commit, window_s=flush_interval_ms / 1000
+            self._commit, window_s=self._window_s
         )
         self._closed = False
 
@@ -162,7 +164,7 @@ class SqlRunJournal(ABC):
             done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             done.set_result(True)
             return done
-        return self._group.enqueue(AppendPart(rows), now=now)
+        return self._enqueue(AppendPart(rows), now=now)
 
     async def append_fenced(self, events: Sequence[JournalEvent], fence: AppendFence) -> None:
         """Append one run's events in one transaction with ``fence``'s run record check.
@@ -324,24 +326,19 @@ class SqlRunJournal(ABC):
             return True
         rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
         # A part's error (a duplicate, the batch's failure) is raised by the batch's future.
-        return await self._group.submit(AppendPart(rows, checks), now=now)
+        # Awaited as ``GroupCommit.submit`` awaits it: a cancelled appender cancels its own wait.
+        return await self._enqueue(AppendPart(rows, checks), now=now)
+
+    def _enqueue(self, part: AppendPart, *, now: bool) -> asyncio.Future[bool]:
+        """Queue ``part`` into the open batch; its own future (``GroupCommit.enqueue``).
+
+        The journal's own batches; a backend whose journals of one database share batches
+        (``PostgresRunJournal``) queues into the shared ones instead.
+        """
+        return self._group.enqueue(part, now=now)
 
     async def _commit(self, parts: Sequence[AppendPart]) -> list[PartResult]:
-        results: list[PartResult | None] = [None] * len(parts)
-        seen: set[tuple[str, int]] = set()
-        for index, part in enumerate(parts):
-            mine: set[tuple[str, int]] = set()
-            for row in part.rows:
-                key = (row.run_id, row.seq)
-                if key in seen or key in mine:
-                    # Twice in one batch: the database would keep only one of them.
-                    results[index] = self.duplicate(*key)
-                    break
-                mine.add(key)
-            else:
-                seen |= mine
-        await self._transact(parts, results)
-        return [False if result is None else result for result in results]
+        return await commit_batch(parts, self._transact, self.duplicate)
 
     def duplicate(self, run_id: str, seq: int) -> JournalDuplicateError:
         """The error of an append whose ``(run_id, seq)`` is already stored."""
@@ -378,6 +375,32 @@ class SqlRunJournal(ABC):
         return f"{self._name}: run {run_id!r} seq {seq}"
 
 
+async def commit_batch(
+    parts: Sequence[AppendPart],
+    transact: Callable[[Sequence[AppendPart], list[PartResult | None]], Awaitable[None]],
+    duplicate: Callable[[str, int], JournalDuplicateError],
+) -> list[PartResult]:
+    """Commit one batch (a ``GroupCommit`` commit): one ``transact`` call, one answer per part.
+
+    A ``(run_id, seq)`` twice in the batch refuses the later part with ``duplicate`` before the
+    transaction (the database would keep only one of them).
+    """
+    results: list[PartResult | None] = [None] * len(parts)
+    seen: set[tuple[str, int]] = set()
+    for index, part in enumerate(parts):
+        mine: set[tuple[str, int]] = set()
+        for row in part.rows:
+            key = (row.run_id, row.seq)
+            if key in seen or key in mine:
+                results[index] = duplicate(*key)
+                break
+            mine.add(key)
+        else:
+            seen |= mine
+    await transact(parts, results)
+    return [False if result is None else result for result in results]
+
+
 def fence_holds(part: AppendPart, current: Mapping[str, str | None]) -> bool:
     """Whether every fence check of ``part`` holds against the store's ``current`` values."""
     return all(current.get(check.key) == check.value for check in part.checks)
@@ -404,5 +427,6 @@ __all__ = [
     "PartResult",
     "SqlRunJournal",
     "checked_keys",
+    "commit_batch",
     "fence_holds",
 ]
