@@ -41,7 +41,7 @@ import orjson
 from checkpoint_workload import RUN_ID, run_ours
 
 from oma_actors.checkpoint import Checkpoint, fold_tail, read_journal_tail
-from oma_actors.journal import JsonlRunJournal
+from oma_actors.journal import JsonlRunJournal, peek_seq
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.stores import FileStore
 
@@ -98,9 +98,10 @@ def _tail_lines(journal_path: str, events: list[JournalEvent]) -> list[bytes]:
 
 
 def _seq_of(line: bytes) -> int:
-    # Every line starts ``{"type":"...","seq":N,`` (the journal's own layout).
-    head = line[: line.find(b",", line.find(b'"seq":'))]
-    return int(head.rsplit(b":", 1)[1])
+    # The journal's own reader of a line's seq (either layout: OMA's ends ``,"seq":N,...``).
+    seq = peek_seq(line)
+    assert seq is not None, line[:80]
+    return seq
 
 
 def _parse_floor(store_path: str, lines: list[bytes]) -> float:
