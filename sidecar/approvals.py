@@ -6,7 +6,9 @@ check ``sha256(canonical_json) == request_hash`` and render exactly what gets ap
 
 With principals (``sidecar.tenancy``) a caller sees only the approvals of its tenant's runs (any
 other is NOT_FOUND, as if it did not exist), and a decision's reviewer is the authenticated
-principal: a request naming another reviewer id is refused with PERMISSION_DENIED.
+principal: a request naming another reviewer id is refused with PERMISSION_DENIED. A lookup
+reads only the stores of the caller's runs (and the sidecar's own): another tenant's stores are
+neither opened for it nor named in its errors.
 """
 
 from __future__ import annotations
@@ -90,29 +92,39 @@ class ApprovalDesk:
             raise Unavailable("APPROVALS_UNAVAILABLE", "this build has no approval ledger")
         return module
 
-    async def _stores_of(
+    async def _scope(
         self, run_id: str, caller: Principal | None
-    ) -> tuple[list[MemoryStore], list[str]]:
-        """The stores to read, and (without ``run_id``) those that could not be opened.
+    ) -> tuple[list[str], set[str] | None]:
+        """The store URIs to read, and the ids of the runs ``caller`` may see (``None``: every
+        run, no principals).
+
+        With ``run_id``, that run's store. Else the stores of the runs ``caller`` may see and
+        the sidecar's own: another tenant's stores are neither opened nor named (a lookup of
+        one tenant must not open every store of the sidecar, nor tell it another's paths).
+        """
+        if run_id:
+            record = check_visible(caller, await self._registry.get(run_id))
+            return [record.store_uri], None if caller is None else {run_id}
+        runs = await self._registry.query()
+        if caller is not None:
+            runs = [record for record in runs if sees(caller, record.tenant)]
+        uris = {self._default_store_uri} | {record.store_uri for record in runs}
+        visible = None if caller is None else {record.run_id for record in runs}
+        return sorted(uris), visible
+
+    async def _opened(self, uri: str, unreachable: list[str]) -> MemoryStore | None:
+        """The store of ``uri``, or ``None`` (added to ``unreachable``) if it cannot be opened.
 
         A listing across every run must not fail for everyone because one run's store is
         unreachable (issue 24, item 3): that store is left out, logged and reported back
         with its password masked.
         """
-        if run_id:
-            record = check_visible(caller, await self._registry.get(run_id))
-            return [await self._stores.get(record.store_uri)], []
-        runs = await self._registry.query()
-        uris = {self._default_store_uri} | {record.store_uri for record in runs}
-        stores: list[MemoryStore] = []
-        unreachable: list[str] = []
-        for uri in sorted(uris):
-            try:
-                stores.append(await self._stores.get(uri))
-            except (StoreError, ConfigurationError) as exc:
-                logger.warning("approvals: skipping store %s: %s", shown_uri(uri), exc)
-                unreachable.append(shown_uri(uri))
-        return stores, unreachable
+        try:
+            return await self._stores.get(uri)
+        except (StoreError, ConfigurationError) as exc:
+            logger.warning("approvals: skipping store %s: %s", shown_uri(uri), exc)
+            unreachable.append(shown_uri(uri))
+            return None
 
     def message(self, record: Any) -> pb.Approval:
         """The wire form of a ledger record, with its canonical JSON."""
@@ -123,19 +135,16 @@ class ApprovalDesk:
             approval.state = approval.decision.decision
         return approval
 
-    async def _visible_runs(self, caller: Principal | None) -> set[str] | None:
-        """The ids of the runs ``caller`` may see; ``None``: every run (no principals)."""
-        if caller is None:
-            return None
-        return {r.run_id for r in await self._registry.query() if sees(caller, r.tenant)}
-
     async def _find(self, request_id: str, caller: Principal | None) -> tuple[Any, MemoryStore]:
         module = self._module()
-        stores, unreachable = await self._stores_of("", None)
-        for store in stores:
+        uris, visible = await self._scope("", caller)
+        unreachable: list[str] = []
+        for uri in uris:  # each store opened as it is read, never all of them at once
+            store = await self._opened(uri, unreachable)
+            if store is None:
+                continue
             record = await module.get_approval_record(store, request_id)
             if record is not None:
-                visible = await self._visible_runs(caller)
                 if visible is None or record.request.run_id in visible:
                     return record, store
                 unreachable = []  # another tenant's: answered as one that does not exist
@@ -160,9 +169,14 @@ class ApprovalDesk:
             raise InvalidArgument("page_size", "must be 0..500")
         offset = _offset(request.page_token)
         found: list[pb.Approval] = []
-        stores, _ = await self._stores_of(request.run_id, caller)
-        visible = await self._visible_runs(caller)
-        for store in stores:
+        uris, visible = await self._scope(request.run_id, caller)
+        for uri in uris:
+            if request.run_id:
+                store: MemoryStore | None = await self._stores.get(uri)
+            else:
+                store = await self._opened(uri, [])
+            if store is None:
+                continue
             try:
                 ledger_rows = await module.DurableApprovalLedger(store).list(
                     run_id=request.run_id or None

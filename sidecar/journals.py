@@ -4,11 +4,12 @@ A checkpointed run whose checkpoint store is a file store keeps a JSONL journal 
 ``<store file>.journals/<name>.jsonl``, ``<name>`` derived from the run id (:func:`journal_name`);
 a run on a SQLite or PostgreSQL store keeps its events in that database's journal table
 (``open_journal(store_uri)``, one journal per database shared by every run of the process, so
-their appends share transactions). Its attempts run journal-first
-(``JournalOptions(durable=True)``): each per-turn boundary is saved by a durable journal append
-and the snapshot in the store is rewritten only at compaction points; a restore folds the tail.
-A leased run on a database journal appends under its lease's fence (D15): after a takeover
-not one event of the old owner lands.
+their appends share transactions; closed once no run, watch or request uses it and more than
+``MAX_IDLE_JOURNALS`` such journals are open, and opened again on its next use). Its attempts
+run journal-first (``JournalOptions(durable=True)``): each per-turn boundary is saved by a
+durable journal append and the snapshot in the store is rewritten only at compaction points; a
+restore folds the tail. A leased run on a database journal appends under its lease's fence
+(D15): after a takeover not one event of the old owner lands.
 
 ``memory://`` and Redis stores keep no journal, nor does a sidecar started with
 ``--no-journal``: their runs save whole snapshots. A run that has a journal keeps using it when
@@ -30,6 +31,7 @@ import logging
 import os
 import re
 import stat
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import grpc
@@ -90,6 +92,20 @@ def journal_name(run_id: str) -> str:
 
 
 FILE_KIND = "file"
+MAX_IDLE_JOURNALS = 32
+"""How many database journals no run, watch or request uses stay open (the least recently used
+beyond are closed), as ``sidecar.stores.MAX_IDLE_STORES`` for the stores beside them."""
+
+
+class _Shared:
+    """The open journal of one database, and how many use it now (``kept``: never closed)."""
+
+    __slots__ = ("journal", "kept", "users")
+
+    def __init__(self, journal: SqlRunJournal) -> None:
+        self.journal = journal
+        self.users = 0
+        self.kept = False
 
 
 class RunJournals:
@@ -109,7 +125,9 @@ class RunJournals:
         self._state_kind = parse_store_uri(state_uri).kind
         self.enabled = enabled and self.keeps(self._state_kind)
         self.keyring = keyring
-        self._databases: dict[str, SqlRunJournal] = {}
+        self._databases: dict[str, _Shared] = {}
+        self._idle: OrderedDict[str, None] = OrderedDict()  # least recently used first
+        self._closing: dict[str, asyncio.Task[None]] = {}
         self._listeners: dict[str, _Listener] = {}
         self._lock = asyncio.Lock()
 
@@ -197,8 +215,13 @@ class RunJournals:
         """
         if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
             journal = await self.database(store_uri)
-            if not self.enabled and not await journal.read_run(run_id):
-                return None
+            try:
+                if not self.enabled and not await journal.read_run(run_id):
+                    await self.release(journal)
+                    return None
+            except BaseException:
+                await self.release(journal)
+                raise
             return self.sealed(journal)
         path = self.path_of(run_id, store_uri)
         if path is None:
@@ -213,20 +236,54 @@ class RunJournals:
 
     async def release(self, journal: RunJournal) -> None:
         """An attempt is done with ``journal``: a file's is closed, a database's stays open
-        for the other runs of that database (closed by :meth:`aclose`)."""
+        for the other runs of that database while the database journals nobody uses are at
+        most ``MAX_IDLE_JOURNALS`` (the least recently used beyond are closed)."""
         inner = journal.inner if isinstance(journal, EncryptingJournal) else journal
-        if inner not in self._databases.values():
-            await journal.close()
+        for uri, shared in self._databases.items():
+            if shared.journal is inner:
+                self._give_back(uri, shared)
+                return
+        await journal.close()
 
     async def database(self, store_uri: str) -> SqlRunJournal:
-        """The journal of the database ``store_uri`` names, shared by every run of it."""
-        async with self._lock:
-            journal = self._databases.get(store_uri)
-            if journal is None:
-                opened = open_journal(store_uri)
-                assert isinstance(opened, SqlRunJournal)  # DATABASE_STORE_KINDS: the SQL journals
-                journal = self._databases[store_uri] = opened
-            return journal
+        """The journal of the database ``store_uri`` names, shared by every run of it; give
+        it back with :meth:`release`."""
+        while True:
+            closing = self._closing.get(store_uri)
+            if closing is not None:  # one journal per database at a time: its last one first
+                await asyncio.wait([closing])
+                continue
+            async with self._lock:
+                if store_uri in self._closing:
+                    continue
+                shared = self._databases.get(store_uri)
+                if shared is None:
+                    opened = open_journal(store_uri)
+                    assert isinstance(opened, SqlRunJournal)  # DATABASE_STORE_KINDS: SQL ones
+                    shared = self._databases[store_uri] = _Shared(opened)
+                shared.users += 1
+                self._idle.pop(store_uri, None)
+                return shared.journal
+
+    def _give_back(self, uri: str, shared: _Shared) -> None:
+        shared.users -= 1
+        if shared.users > 0 or shared.kept:
+            return
+        self._idle[uri] = None
+        while len(self._idle) > MAX_IDLE_JOURNALS:
+            oldest, _ = self._idle.popitem(last=False)
+            closed = self._databases.pop(oldest)
+            self._closing[oldest] = asyncio.get_running_loop().create_task(
+                self._close(oldest, closed.journal), name="close a run journal"
+            )
+
+    async def _close(self, uri: str, journal: SqlRunJournal) -> None:
+        try:
+            await journal.close()
+        except Exception:  # its appends' errors went to their callers
+            logger.warning("closing the journal of %s failed", parse_store_uri(uri).uri)
+        finally:
+            del self._closing[uri]
 
     async def events(self, run_id: str, store_uri: str) -> list[JournalEvent] | None:
         """Every event of the run's journal, or ``None`` when it keeps none.
@@ -270,7 +327,13 @@ class RunJournals:
                 listener.waiters.pop(run_id, None)
 
     async def _listener(self, store_uri: str) -> _Listener | None:
+        if parse_store_uri(store_uri).kind != "postgresql":
+            return None
         journal = await self.database(store_uri)
+        # Kept open while the sidecar runs: its notifications wake every reader of the
+        # database (an operator's --allow-store list bounds the PostgreSQL databases).
+        self._databases[store_uri].kept = True
+        await self.release(journal)
         if not isinstance(journal, PostgresRunJournal):
             return None
         async with self._lock:
@@ -295,7 +358,11 @@ class RunJournals:
             StoreError: the database failed; nothing was removed.
         """
         if parse_store_uri(store_uri).kind in DATABASE_STORE_KINDS:
-            return await (await self.database(store_uri)).delete_run(run_id) > 0
+            journal = await self.database(store_uri)
+            try:
+                return await journal.delete_run(run_id) > 0
+            finally:
+                await self.release(journal)
         path = self.path_of(run_id, store_uri)
         if path is None:
             return False
@@ -313,9 +380,12 @@ class RunJournals:
         for listener in listeners.values():
             if listener.stop is not None:
                 await listener.stop()
+        while self._closing:
+            await asyncio.wait(list(self._closing.values()))
         databases, self._databases = self._databases, {}
-        for journal in databases.values():
-            await journal.close()
+        self._idle.clear()
+        for shared in databases.values():
+            await shared.journal.close()
 
 
 class _Listener:

@@ -90,16 +90,18 @@ class RunDeleter:
         """
         convert.check_run_id(run_id)
         record = await self._executor.claim_deletion(run_id)
-        store = await self._stores.get(record.store_uri)
-        keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
-        # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
-        keys.extend(await history_keys(store, run_id))
-        module = ledger_module()
-        if module is not None:
-            rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
-            keys.extend(approval_key(row.request.id) for row in rows)
-        # At once: a file store writes concurrent deletions in one rewrite (group commit).
-        deleted = sum(await asyncio.gather(*(delete_key(store, key) for key in keys)))
+        # Held open for the whole deletion; given back after it, so a store only deleted runs
+        # named is closed once more than ``MAX_IDLE_STORES`` stores are idle (``StoreRegistry``).
+        async with self._stores.lease(record.store_uri) as store:
+            keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
+            # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
+            keys.extend(await history_keys(store, run_id))
+            module = ledger_module()
+            if module is not None:
+                rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
+                keys.extend(approval_key(row.request.id) for row in rows)
+            # At once: a file store writes concurrent deletions in one rewrite (group commit).
+            deleted = sum(await asyncio.gather(*(delete_key(store, key) for key in keys)))
         # After the checkpoint (a journal tail without it restores nothing), before the record.
         await self._journals.remove(run_id, record.store_uri)
         deleted += await delete_key(self._registry.store, run_record_key(run_id))
