@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.convert import now, timestamp, tool_definition_problem
@@ -45,7 +45,8 @@ class PendingCall:
     input_json: str
     run_attempt: int
     future: asyncio.Future[pb.ToolResult]
-    deadline_s: float
+    deadline_s: float  # the call's timeout, counted from ``created``
+    created: datetime = field(default_factory=now)
     durable: bool = True
     tenant: str = ""  # of the run that made the call: only that tenant's hosts get it
     issued_before: bool = False  # an earlier attempt may have delivered it (sidecar.redelivery)
@@ -89,7 +90,11 @@ def sort_registration(
 
 
 def call_message(pending: PendingCall, call_id: str) -> pb.ToolCall:
-    """The ``ToolCall`` delivering ``pending`` as the delivery ``call_id``."""
+    """The ``ToolCall`` delivering ``pending`` as the delivery ``call_id``.
+
+    Its ``deadline`` is the call's own (created + timeout), the same for every delivery: a
+    redelivery gets only the time the call has left, not a fresh timeout.
+    """
     return pb.ToolCall(
         call_id=call_id,
         run_id=pending.run_id,
@@ -101,6 +106,6 @@ def call_message(pending: PendingCall, call_id: str) -> pb.ToolCall:
         agent=pending.agent,
         run_attempt=pending.run_attempt,
         delivery_attempt=pending.delivery_attempt,
-        deadline=timestamp(now() + timedelta(seconds=pending.deadline_s)),
+        deadline=timestamp(pending.created + timedelta(seconds=pending.deadline_s)),
         redelivery=pending.delivery_attempt > 1 or pending.issued_before,
     )

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,17 +95,21 @@ func TestKill9RestoreFromGo(t *testing.T) {
 
 	crashed := make(chan struct{})
 	stalled := make(chan struct{}, 1)
+	var runsMu sync.Mutex
+	runs := map[string]int{} // idempotency key -> handler executions
 	host := client.ServeTools(ctx, "go-host", []Tool{{
 		Name:        "lookup",
 		InputSchema: map[string]interface{}{"type": "object"},
 		Handler: func(ctx context.Context, input map[string]interface{}, call *omav1.ToolCall) (string, error) {
+			runsMu.Lock()
+			runs[call.IdempotencyKey]++
+			runsMu.Unlock()
 			select {
 			case <-crashed:
 			default:
 				if call.TaskId == "t2" {
 					stalled <- struct{}{}
-					<-ctx.Done() // outstanding when the sidecar dies
-					return "", ctx.Err()
+					<-crashed // outstanding when the sidecar dies; its result finds no sidecar
 				}
 			}
 			return fmt.Sprintf("go says %v for %s", input["query"], call.TaskId), nil
@@ -165,5 +170,12 @@ func TestKill9RestoreFromGo(t *testing.T) {
 	want := []string{runID + ":t1:toolu_0_0", runID + ":t2:toolu_0_0", runID + ":t2:toolu_0_0"}
 	if strings.Join(keys, ",") != strings.Join(want, ",") || !deliveries[2].Redelivery {
 		t.Fatalf("deliveries: %v", keys)
+	}
+	// t2's result, kept unacknowledged when its sidecar died, answered the redelivery: the
+	// handler ran once per call.
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	if len(runs) != 2 || runs[runID+":t1:toolu_0_0"] != 1 || runs[runID+":t2:toolu_0_0"] != 1 {
+		t.Fatalf("handler executions: %v", runs)
 	}
 }

@@ -22,6 +22,7 @@ export const PROTO_ROOT = path.resolve(here, "..", "..", "..", "proto");
 /** google/rpc/status.proto and error_details.proto, shipped with this client. */
 export const DETAILS_PROTO_ROOT = path.resolve(here, "..", "proto");
 const DETAILS_TRAILER = "grpc-status-details-bin";
+const MAX_PAGE = 500; // the largest page_size of ListRuns and ListApprovals
 
 let cached;
 
@@ -164,8 +165,29 @@ export class SidecarClient {
     return this.#unary(this.runs, "GetRun", { run_id: runId, view });
   }
 
-  listRuns(statuses = []) {
-    return this.#unary(this.runs, "ListRuns", { page_size: 500, statuses });
+  /**
+   * Runs, newest first (RUN_VIEW_BASIC), optionally only in `statuses`: `{ runs,
+   * next_page_token }`. By default every page is read (next_page_token is then ""); with
+   * `pageToken` or `pageSize` (1..500) one page is returned, and its next_page_token asks for
+   * the next one.
+   */
+  listRuns(statuses = [], { pageSize, pageToken } = {}) {
+    return this.#list(this.runs, "ListRuns", { statuses }, "runs", { pageSize, pageToken });
+  }
+
+  /** One page (pageSize or pageToken given) or every page of a List call, concatenated. */
+  async #list(stub, method, request, field, { pageSize, pageToken }) {
+    if (pageSize !== undefined || pageToken !== undefined) {
+      return this.#unary(stub, method, { ...request, page_size: pageSize ?? 0, page_token: pageToken ?? "" });
+    }
+    const items = [];
+    let token = "";
+    do {
+      const page = await this.#unary(stub, method, { ...request, page_size: MAX_PAGE, page_token: token });
+      items.push(...page[field]);
+      token = page.next_page_token;
+    } while (token);
+    return { [field]: items, next_page_token: "" };
   }
 
   restoreRun(runId) {
@@ -216,8 +238,14 @@ export class SidecarClient {
     });
   }
 
-  listApprovals(runId = "", states = []) {
-    return this.#unary(this.approvals, "ListApprovals", { run_id: runId, states });
+  /**
+   * Approvals of one run (or of every run with runId ""), in `states` (empty: pending only):
+   * `{ approvals, next_page_token }`. Every page by default; with `pageToken` or `pageSize`
+   * (1..500) one page, as listRuns.
+   */
+  listApprovals(runId = "", states = [], { pageSize, pageToken } = {}) {
+    const request = { run_id: runId, states };
+    return this.#list(this.approvals, "ListApprovals", request, "approvals", { pageSize, pageToken });
   }
 
   getApproval(id) {
@@ -263,34 +291,94 @@ export class SidecarClient {
   }
 
   /**
-   * Serve tools over ToolHostService.Connect, reconnecting when the stream drops.
-   * Each tool: { name, description, inputSchema, handler(input, call) -> string | Promise<string>,
-   * consequential? }. A handler that throws answers with an error result (shown to the model).
-   * Deduplicate side effects on call.idempotency_key: a call may be delivered more than once.
+   * Serve tools over ToolHostService.Connect, reconnecting when the stream drops. Each tool:
+   * { name, description, inputSchema, handler(input, call, { signal }) -> string |
+   * Promise<string>, consequential?, timeoutMs? }. A handler that throws answers with an error
+   * result (shown to the model). `signal` is an AbortSignal, aborted when the sidecar cancels
+   * the call (CancelToolCall: the run was cancelled or the call's deadline passed; the result
+   * is then not sent) or the host stops. `consequential` marks a tool with side effects (its
+   * calls run as OMA "unsafe" tools); `timeoutMs` is its per-call timeout, waiting for a host
+   * included (default the sidecar's --host-call-timeout). Deduplicate side effects on
+   * call.idempotency_key: a call may be delivered more than once (see ToolHost).
    */
   serveTools(hostId, tools, { maxConcurrent = 16, reconnectDelayMs = 100 } = {}) {
     return new ToolHost(this, hostId, tools, { maxConcurrent, reconnectDelayMs });
   }
+
+  /**
+   * Complete a delivered call outside the stream (ToolHostService.CompleteToolCall), e.g. when
+   * the stream broke after the work was done. `result` is a ToolResult ({ call_id,
+   * tool_call_id, success: { output_text } } or { ..., error: { message } }); resolves with its
+   * ResultAck ({ call_id, status }: COMMITTED, DUPLICATE, UNKNOWN_CALL or NOT_DURABLE).
+   */
+  completeToolCall(result, { withinMs = 30000 } = {}) {
+    return new Promise((resolve, reject) => {
+      this.tools.CompleteToolCall({ result }, this.metadata, { deadline: Date.now() + withinMs }, (error, response) =>
+        error ? reject(error) : resolve(response.ack),
+      );
+    });
+  }
 }
 
-/** A running tool host; `ledger` records deliveries and acks; `stop()` ends it. */
+/** Acks after which the sidecar holds a result for the call: the kept result can go. */
+const SETTLED = new Set(["STATUS_COMMITTED", "STATUS_DUPLICATE", "STATUS_NOT_DURABLE"]);
+/** Finished executions kept (oldest dropped first) while their result is not acknowledged. */
+export const KEEP_UNACKED = 1024;
+
+function toolDefinition(tool) {
+  const definition = {
+    name: tool.name,
+    description: tool.description ?? "",
+    input_schema_json: JSON.stringify(tool.inputSchema ?? { type: "object" }),
+    consequential: Boolean(tool.consequential),
+  };
+  if (tool.timeoutMs !== undefined) {
+    if (!(Number.isFinite(tool.timeoutMs) && tool.timeoutMs > 0)) {
+      throw new RangeError(`tool ${tool.name}: timeoutMs must be a positive number of milliseconds`);
+    }
+    const nanos = Math.round(tool.timeoutMs * 1e6);
+    const seconds = Math.floor(nanos / 1e9);
+    definition.timeout = { seconds, nanos: nanos - seconds * 1e9 };
+  }
+  return definition;
+}
+
+/**
+ * A running tool host; `ledger` records deliveries, acks (`acks`: call_id -> status, also of
+ * results completed with CompleteToolCall), the call_id each result was sent for (`sent`) and
+ * cancellations (`cancels`: call_id -> reason); `stop()` ends it.
+ *
+ * One execution per idempotency key: a call delivered again (after a reconnect, or by a new
+ * sidecar) while its handler still runs in this host waits for that execution and answers with
+ * its result; the handler never runs twice at once for a key. A finished result stays until
+ * the sidecar acknowledges it (the last KEEP_UNACKED of them), so a redelivery after a lost
+ * result is answered without running the handler again. A result goes on the session of the
+ * call's latest delivery if that session is still open, else with CompleteToolCall (a late
+ * result for an earlier delivery counts if no other result won; a DUPLICATE or UNKNOWN_CALL
+ * answer is only recorded).
+ */
 export class ToolHost {
   constructor(client, hostId, tools, { maxConcurrent, reconnectDelayMs }) {
     this.client = client;
     this.hostId = hostId;
     this.tools = new Map(tools.map((tool) => [tool.name, tool]));
+    this.definitions = tools.map(toolDefinition);
     this.maxConcurrent = maxConcurrent;
     this.reconnectDelayMs = reconnectDelayMs;
-    this.ledger = { deliveries: [], acks: new Map(), sent: new Map() };
+    this.ledger = { deliveries: [], acks: new Map(), sent: new Map(), cancels: new Map() };
     this.stopped = false;
+    this.draining = false;
     this.sessions = 0;
     this.#waiters = [];
     this.#connect();
   }
 
   #stream;
+  #live = null; // the open session's stream
   #waiters;
   #registered = false;
+  #executions = new Map(); // idempotency key -> execution
+  #keyOf = new Map(); // call_id of a delivery -> idempotency key
 
   /** Resolves once a session is registered (again, after a reconnect). */
   registered() {
@@ -307,8 +395,31 @@ export class ToolHost {
     return keys;
   }
 
+  /**
+   * Ask the sidecar for no new calls (ToolHostMessage.drain, sent again after a reconnect);
+   * resolves once no handler runs any more (their results sent). Then stop().
+   */
+  async drain() {
+    this.draining = true;
+    this.#live?.write({ drain: {} });
+    await this.idle();
+  }
+
+  /** Resolves once no handler of this host is running. */
+  async idle() {
+    for (;;) {
+      const running = [...this.#executions.values()].filter((execution) => !execution.done);
+      if (!running.length) return;
+      await Promise.all(running.map((execution) => execution.finished));
+    }
+  }
+
+  /** End the host: the session closes and running handlers' signals abort. */
   stop() {
     this.stopped = true;
+    for (const execution of this.#executions.values()) {
+      if (!execution.done) execution.controller.abort(abortError("the tool host stopped"));
+    }
     this.#stream?.cancel();
   }
 
@@ -316,10 +427,12 @@ export class ToolHost {
     if (this.stopped) return;
     const stream = this.client.tools.Connect(this.client.metadata);
     this.#stream = stream;
+    this.#live = stream;
     let ended = false;
     const reconnect = () => {
       if (ended) return;
       ended = true;
+      if (this.#live === stream) this.#live = null;
       this.#registered = false;
       if (!this.stopped) setTimeout(() => this.#connect(), this.reconnectDelayMs);
     };
@@ -327,17 +440,9 @@ export class ToolHost {
     stream.on("error", reconnect);
     stream.on("end", reconnect);
     stream.write({
-      register: {
-        host_id: this.hostId,
-        max_concurrent_calls: this.maxConcurrent,
-        tools: [...this.tools.values()].map((tool) => ({
-          name: tool.name,
-          description: tool.description ?? "",
-          input_schema_json: JSON.stringify(tool.inputSchema ?? { type: "object" }),
-          consequential: Boolean(tool.consequential),
-        })),
-      },
+      register: { host_id: this.hostId, max_concurrent_calls: this.maxConcurrent, tools: this.definitions },
     });
+    if (this.draining) stream.write({ drain: {} });
   }
 
   #onMessage(stream, message) {
@@ -348,29 +453,119 @@ export class ToolHost {
         for (const resolve of this.#waiters.splice(0)) resolve();
         break;
       case "call":
-        this.#serve(stream, message.call);
+        this.#take(stream, message.call);
         break;
       case "result_ack":
-        this.ledger.acks.set(message.result_ack.call_id, message.result_ack.status);
+        this.#acked(message.result_ack);
+        break;
+      case "cancel":
+        this.#cancel(message.cancel);
         break;
       default:
-        break; // ping, cancel
+        break; // ping: a keepalive, no reply needed
     }
   }
 
-  async #serve(stream, call) {
+  #take(stream, call) {
     this.ledger.deliveries.push(call);
-    const result = { call_id: call.call_id, tool_call_id: call.tool_call_id };
+    const key = call.idempotency_key || call.call_id;
+    this.#keyOf.set(call.call_id, key);
+    const running = this.#executions.get(key);
+    if (running && !running.cancelled) {
+      running.deliveries.push({ stream, call }); // join it: its result answers this delivery
+      if (running.done) this.#answer(running);
+      return;
+    }
+    const execution = {
+      key,
+      deliveries: [{ stream, call }],
+      controller: new AbortController(),
+      done: false,
+      cancelled: false,
+      outcome: undefined,
+    };
+    this.#executions.set(key, execution);
+    // A cancelled execution of the key that is still stopping runs out first.
+    execution.finished = this.#execute(execution, call, running?.finished);
+  }
+
+  async #execute(execution, call, previous) {
+    await previous;
     try {
       const tool = this.tools.get(call.tool_name);
       if (!tool) throw new Error(`this host has no tool ${call.tool_name}`);
-      const text = await tool.handler(JSON.parse(call.input_json || "{}"), call);
-      result.success = { output_text: String(text) };
+      const input = JSON.parse(call.input_json || "{}");
+      const text = await tool.handler(input, call, { signal: execution.controller.signal });
+      execution.outcome = { success: { output_text: String(text) } };
     } catch (error) {
-      result.error = { message: `${error?.name ?? "Error"}: ${error?.message ?? error}` };
+      execution.outcome = { error: { message: `${error?.name ?? "Error"}: ${error?.message ?? error}` } };
     }
-    if (stream !== this.#stream || stream.destroyed) return; // that session is gone
-    this.ledger.sent.set(call.call_id, call.idempotency_key);
-    stream.write({ result });
+    execution.done = true;
+    if (execution.cancelled || this.stopped) {
+      this.#forget(execution);
+      return;
+    }
+    this.#answer(execution);
+    this.#trim();
   }
+
+  /** Send the result for the latest delivery: on its session if open, else CompleteToolCall. */
+  #answer(execution) {
+    const { stream, call } = execution.deliveries.at(-1);
+    const result = { call_id: call.call_id, tool_call_id: call.tool_call_id, ...execution.outcome };
+    this.ledger.sent.set(call.call_id, execution.key);
+    if (stream === this.#live) {
+      stream.write({ result });
+      return;
+    }
+    this.client.completeToolCall(result).then(
+      (ack) => this.#acked(ack ?? { call_id: call.call_id, status: "STATUS_UNSPECIFIED" }),
+      () => {}, // the sidecar is unreachable: a redelivery of the call gets the kept result
+    );
+  }
+
+  #acked(ack) {
+    this.ledger.acks.set(ack.call_id, ack.status);
+    const execution = this.#executionOf(ack.call_id);
+    if (execution?.done && SETTLED.has(ack.status)) this.#forget(execution);
+  }
+
+  #cancel(cancel) {
+    this.ledger.cancels.set(cancel.call_id, cancel.reason);
+    const execution = this.#executionOf(cancel.call_id);
+    if (!execution) return;
+    execution.cancelled = true;
+    if (execution.done) this.#forget(execution);
+    else execution.controller.abort(abortError(`the sidecar cancelled the call: ${cancel.reason}`));
+  }
+
+  #executionOf(callId) {
+    const execution = this.#executions.get(this.#keyOf.get(callId));
+    return execution?.deliveries.some(({ call }) => call.call_id === callId) ? execution : undefined;
+  }
+
+  #forget(execution) {
+    if (this.#executions.get(execution.key) === execution) this.#executions.delete(execution.key);
+    for (const { call } of execution.deliveries) {
+      if (this.#keyOf.get(call.call_id) === execution.key) this.#keyOf.delete(call.call_id);
+    }
+  }
+
+  #trim() {
+    let extra = -KEEP_UNACKED;
+    for (const execution of this.#executions.values()) if (execution.done) extra += 1;
+    for (const execution of this.#executions.values()) {
+      if (extra <= 0) break;
+      if (execution.done) {
+        this.#forget(execution);
+        extra -= 1;
+      }
+    }
+  }
+}
+
+function abortError(message) {
+  const error = new Error(message);
+  error.name = "AbortError";
+  return error;
 }

@@ -120,15 +120,19 @@ test("node drives a run with Node tools through a sidecar kill -9 and adoption",
   let crashed = false;
   let stall;
   const stalled = new Promise((resolve) => (stall = resolve));
+  let crash;
+  const afterCrash = new Promise((resolve) => (crash = resolve));
+  const runs = new Map(); // idempotency key -> handler executions
   const host = client.serveTools("node-host", [
     {
       name: "lookup",
       description: "Look a query up (implemented in Node).",
       inputSchema: LOOKUP_SCHEMA,
       handler: async (input, call) => {
+        runs.set(call.idempotency_key, (runs.get(call.idempotency_key) ?? 0) + 1);
         if (call.task_id === "t2" && !crashed) {
           stall();
-          return new Promise(() => {}); // outstanding when the sidecar dies
+          await afterCrash; // outstanding when the sidecar dies; its result finds no sidecar
         }
         return `node says ${input.query} for ${call.task_id}`;
       },
@@ -202,6 +206,7 @@ test("node drives a run with Node tools through a sidecar kill -9 and adoption",
   assert.equal(typeof t1Done.data, "object", JSON.stringify(t1Done.data));
   await kill9(sidecar);
   crashed = true;
+  crash();
   await watching;
   assert.deepEqual([...host.committedKeys()], [`${runId}:t1:toolu_0_0`]);
 
@@ -244,6 +249,9 @@ test("node drives a run with Node tools through a sidecar kill -9 and adoption",
     if (host.ledger.acks.get(call.call_id) === "STATUS_COMMITTED") committed.add(call.idempotency_key);
   }
   assert.equal(host.committedKeys().size, 3);
+  // t2's result, kept unacknowledged when its sidecar died, answered the redelivery: the
+  // handler ran once per call.
+  assert.deepEqual([...runs.values()], [1, 1, 1]);
 
   // The restored run's timeline, drawn from the run's journal: every task in a lane; t2's call,
   // issued by attempt 1 and delivered again to the host in attempt 2, is marked re-ran.
