@@ -35,11 +35,12 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from oma_actors.checkpoint.anchors import SUMMARY, AnchorSummary, history_entries, summarize
 from oma_actors.checkpoint.codec import decode
 from oma_actors.clock import from_iso
+from oma_actors.domain.inflight import BoundaryKind
 from oma_actors.errors import CheckpointError, NoHistoryError, NotAHistoryPointError
 from oma_actors.gc_pause import gc_paused
 from oma_actors.journal.base import read_run_range
@@ -109,8 +110,9 @@ class RunTimeline:
         values: each anchor's stored snapshot text, by key (decoded only to fold from it).
         decoded: the anchors already decoded, by key (the run's latest snapshot, when a fold
             to one point starts from it).
-        events: the run's own events from the first anchor's ``read_from`` on, of the types
-            that make points (a listing) or that a fold reads (a fold to one point).
+        events: the run's own events from the first anchor's ``read_from`` (or its watermark,
+            if lower) on, of the types that make points (a listing) or that a fold reads (a
+            fold to one point).
         points: the history points they make, oldest first (a fold to one point: the
             anchors' and that point alone).
     """
@@ -240,9 +242,10 @@ async def load_timeline(
         try:
             # A fold reads only the types it folds; a listing only those that make points.
             types = POINT_TYPES if at is None else _FOLD_READS
-            events = await read_run_range(
-                source, run_id, min(a.read_from for a in segment), through, types=types
-            )
+            # From the first anchor's watermark at the latest: its event names the anchor's
+            # task (``_anchor_task``).
+            start = min(segment[0].watermark, *(a.read_from for a in segment))
+            events = await read_run_range(source, run_id, start, through, types=types)
             mine = tuple(event for event in events if event.run_id == run_id)
             if at is None:
                 await _refuse_lost(source, run_id, anchors, mine)
@@ -413,10 +416,10 @@ def _points(
     points: list[HistoryPoint] = []
     seqs = [event.seq for event in events]
     for index, anchor in enumerate(anchors):
-        points.append(_anchor_point(anchor))
         # The events of the segment: above the anchor, below the next one (found by bisection,
         # the events being in seq order: a listing of 1000 turns walks each event once).
         first = bisect_right(seqs, anchor.watermark)
+        points.append(_anchor_point(anchor, _anchor_task(anchor, events, first)))
         last = bisect_left(seqs, anchors[index + 1].watermark) if index + 1 < len(anchors) else None
         turns = {(e.task_id, e.agent): e.turns for e in anchor.in_flight}
         # Tool names by conversation and call id: a call id is unique within one conversation
@@ -458,13 +461,38 @@ def _points(
     return points
 
 
-def _anchor_point(anchor: AnchorSummary) -> HistoryPoint:
+_TASK_BOUNDARIES = frozenset(get_args(BoundaryKind)) | {"task_completed"}
+"""The boundaries that record one task's state (a runner's, a task's completion)."""
+
+
+def _anchor_task(anchor: AnchorSummary, events: Sequence[JournalEvent], first: int) -> str | None:
+    """The task whose boundary ``anchor`` saved, when its journal events say it.
+
+    A task's boundary is saved right after the task's own event (its answer, commit or turn
+    end), so the event at the anchor's watermark, of a point's type, names it (``load_timeline``
+    reads that event in a listing and in a fold to the anchor alike). That task need not be in
+    flight in the snapshot: an ``attempt_reset`` drops its entry and a ``task_completed`` ends
+    it, so the anchor's in-flight entries cannot say it.
+    """
+    if anchor.boundary not in _TASK_BOUNDARIES or not first:
+        return None
+    event = events[first - 1]
+    if event.seq != anchor.watermark or event.type not in POINT_TYPES:
+        return None
+    return event.task_id
+
+
+def _anchor_point(anchor: AnchorSummary, task_id: str | None = None) -> HistoryPoint:
+    """The point of ``anchor``: of ``task_id`` when the boundary is that task's, else of the one
+    task it holds in flight (if one)."""
     running = ", ".join(f"{e.task_id} turn {e.turns}" for e in anchor.in_flight)
+    if task_id is None and len(anchor.in_flight) == 1:
+        task_id = anchor.in_flight[0].task_id
     return HistoryPoint(
         seq=anchor.watermark,
         attempt=anchor.attempt,
         boundary=anchor.boundary,
-        task_id=anchor.in_flight[0].task_id if len(anchor.in_flight) == 1 else None,
+        task_id=task_id,
         at=from_iso(anchor.created_at),
         label=(
             f"{anchor.boundary} (snapshot): {running or 'no task running'}; "

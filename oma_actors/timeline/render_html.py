@@ -15,6 +15,7 @@ place, so a new field cannot be added unescaped.
 from __future__ import annotations
 
 import functools
+import json
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -22,7 +23,13 @@ import jinja2
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from oma_actors.timeline.values import Timeline, TimelineCall, TimelineLane, TimelineTurn
+    from oma_actors.timeline.values import (
+        Timeline,
+        TimelineApproval,
+        TimelineCall,
+        TimelineLane,
+        TimelineTurn,
+    )
 
 MARK_COLOR = {
     "executed": "#2e7d32",
@@ -46,7 +53,11 @@ def _template() -> jinja2.Template:
         keep_trailing_newline=False,
     )
     env.globals.update(
-        turns_of=_turns_of, usage_of=_usage, turn_detail=_turn_detail, call_detail=_call_detail
+        turns_of=_turns_of,
+        usage_of=_usage,
+        turn_detail=_turn_detail,
+        call_detail=_call_detail,
+        edited=_edited,
     )
     return env.get_template("timeline.html.j2")
 
@@ -67,12 +78,15 @@ def _data(timeline: Timeline) -> dict[str, Any]:
     return {
         "run_id": timeline.run_id,
         "status": timeline.status,
+        "reason": timeline.reason,
         "attempt": timeline.attempt,
         "tasks": [
             {
                 "task_id": lane.task_id,
                 "title": lane.title,
                 "status": lane.status,
+                "reason": lane.reason,
+                "tries": lane.tries,
                 "calls": [
                     {"call_id": call.call_id, "tool": call.tool_name, "mark": call.mark}
                     for turn in lane.turns
@@ -84,15 +98,19 @@ def _data(timeline: Timeline) -> dict[str, Any]:
     }
 
 
-def _turns_of(lane: TimelineLane) -> Iterator[tuple[TimelineTurn, int | None]]:
-    """Each turn with the attempt it was restored into when that attempt starts there."""
+def _turns_of(lane: TimelineLane) -> Iterator[tuple[TimelineTurn, int | None, int | None]]:
+    """Each turn with the attempt it was restored into when that attempt starts there, and the
+    try it starts when it is a retry's first turn."""
     current: int | None = None
+    task_try = 1
     for turn in lane.turns:
         restored = None
         if turn.attempt is not None and turn.attempt != current:
             restored = turn.attempt if current is not None else None
             current = turn.attempt
-        yield turn, restored
+        retry = turn.task_try if turn.task_try != task_try else None
+        task_try = turn.task_try
+        yield turn, restored, retry
 
 
 def _usage(turn: TimelineTurn) -> str:
@@ -100,10 +118,19 @@ def _usage(turn: TimelineTurn) -> str:
 
 
 def _turn_detail(lane: TimelineLane, turn: TimelineTurn) -> str:
+    tried = f", try {turn.task_try}" if lane.tries > 1 else ""
+    ended = f"\nended: {turn.outcome}" if turn.outcome else ""
     return (
-        f"task: {lane.title}\nturn {turn.index}, attempt {turn.attempt or '?'}\n"
-        f"tokens: {_usage(turn) or '?'}\n\n{turn.text}"
+        f"task: {lane.title}\nturn {turn.index}{tried}, attempt {turn.attempt or '?'}\n"
+        f"tokens: {_usage(turn) or '?'}{ended}\n\n{turn.text}"
     )
+
+
+def _edited(row: TimelineApproval) -> str:
+    """A decision's edited input as one line of JSON ("" without one)."""
+    if row.edited_input is None:
+        return ""
+    return json.dumps(row.edited_input, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def _call_detail(call: TimelineCall) -> str:

@@ -9,13 +9,16 @@ lines at the console's width.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from oma_actors.readable import shorten
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from rich.console import RenderableType
+    from collections.abc import Iterator
+
+    from rich.console import Console, ConsoleOptions, RenderableType
     from rich.text import Text
 
     from oma_actors.timeline.values import Timeline, TimelineApproval, TimelineLane, TimelineTurn
@@ -32,8 +35,22 @@ MARK_STYLE: dict[str, tuple[str, str]] = {
     "awaiting approval": ("⏸", "magenta"),
     "pending": ("…", "dim"),
 }
-STATUS_STYLE = {"completed": "green", "failed": "red", "in_progress": "yellow", "blocked": "dim"}
+STATUS_STYLE = {
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "red",
+    "interrupted": "yellow",
+    "in_progress": "yellow",
+    "blocked": "dim",
+}
 TEXT_CHARS = 60
+# How a turn ended, shown when it did not end as a turn normally does (an answer, tool calls).
+OUTCOME_NOTE = {
+    "error": "model call failed",
+    "aborted": "aborted",
+    "budget_exceeded": "token budget exceeded",
+    "loop_detected": "loop detected",
+}
 
 
 def render_timeline_text(timeline: Timeline) -> RenderableType:
@@ -49,7 +66,7 @@ def render_timeline_text(timeline: Timeline) -> RenderableType:
         parts.append(Rule("approvals", style="dim"))
         parts.extend(_approval(row) for row in timeline.approvals)
     parts.append(Rule(style="dim"))
-    parts.append(_legend())
+    parts.append(_Legend())
     return Group(*parts)
 
 
@@ -63,6 +80,8 @@ def _header(timeline: Timeline) -> Text:
         terminal_safe(timeline.status),
         style=STATUS_STYLE.get(timeline.status.replace(" ", "_"), ""),
     )
+    if timeline.reason:
+        text.append(f": {_short(timeline.reason)}")
     fork = timeline.forked_from
     if fork is not None:
         text.append(
@@ -83,12 +102,19 @@ def _lane(lane: TimelineLane) -> list[RenderableType]:
     head.append(f"■ {terminal_safe(lane.title)}", style="bold")
     head.append(f"  {terminal_safe(lane.assignee or '-')}  ")
     head.append(terminal_safe(lane.status), style=STATUS_STYLE.get(lane.status, ""))
+    if lane.reason:
+        head.append(f" ({_short(lane.reason)})", style=STATUS_STYLE.get(lane.status, ""))
     tokens = f"{lane.input_tokens} in / {lane.output_tokens} out tokens"
     attempts = ", ".join(map(str, lane.attempts)) or "?"
-    head.append(f"\n  {len(lane.turns)} turns  {tokens}  attempts {attempts}", style="dim")
+    tries = f"  tries {lane.tries}" if lane.tries > 1 else ""
+    head.append(f"\n  {len(lane.turns)} turns  {tokens}  attempts {attempts}{tries}", style="dim")
     lines: list[RenderableType] = [head]
     current: int | None = None
+    task_try = 1
     for turn in lane.turns:
+        if turn.task_try != task_try:
+            task_try = turn.task_try
+            lines.append(Text(f"  ── try {task_try} (retry of the failed try) ──", style="cyan"))
         if turn.attempt is not None and turn.attempt != current:
             if current is not None:
                 lines.append(Text(f"  ── attempt {turn.attempt} (restored) ──", style="yellow"))
@@ -105,6 +131,9 @@ def _turn(turn: TimelineTurn) -> list[Text]:
         line.append(f" ({turn.input_tokens}/{turn.output_tokens} tok)", style="dim")
     if turn.text:
         line.append(f"  {_short(turn.text)}")
+    note = OUTCOME_NOTE.get(turn.outcome or "")
+    if note is not None:
+        line.append(f"  ✗ {note}", style="red")
     out = [line]
     for call in turn.calls:
         symbol, style = MARK_STYLE[call.mark]
@@ -136,18 +165,49 @@ def _approval(row: TimelineApproval) -> Text:
         text.append(
             f" by {terminal_safe(str(row.reviewer))} at {terminal_safe(str(row.decided_at))}"
         )
+    where = [
+        f"{name} {terminal_safe(value)}"
+        for name, value in (
+            ("task", row.task_id),
+            ("call", row.tool_call_id),
+            ("requested at", row.requested_at),
+        )
+        if value
+    ]
+    if where:
+        text.append(f"\n  {', '.join(where)}", style="dim")
+    if row.inherited_from is not None:
+        text.append(
+            f"\n  decided in parent run {terminal_safe(row.inherited_from)}, re-bound by the fork",
+            style="magenta",
+        )
+    if row.edited_input is not None:
+        edited = json.dumps(row.edited_input, ensure_ascii=False, sort_keys=True, default=str)
+        text.append(f"\n  edited input: {_short(edited)}", style="yellow")
     if row.reason:
         text.append(f"\n  {_short(row.reason)}", style="dim")
     return text
 
 
-def _legend() -> Text:
-    from rich.text import Text
+class _Legend:
+    """The marks' legend, wrapped between entries only (never inside one) at any width."""
 
-    text = Text("marks: ", style="dim")
-    for mark, (symbol, style) in MARK_STYLE.items():
-        text.append(f"{symbol} {mark}  ", style=style)
-    return text
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        from rich.cells import cell_len
+        from rich.text import Text
+
+        head = "marks: "
+        line, entries = Text(head, style="dim"), 0
+        for mark, (symbol, style) in MARK_STYLE.items():
+            entry = f"{symbol} {mark}"
+            gap = "  " if entries else ""
+            if entries and line.cell_len + len(gap) + cell_len(entry) > options.max_width:
+                yield line
+                line, entries, gap = Text(" " * len(head)), 0, ""
+            line.append(gap)
+            line.append(entry, style=style)
+            entries += 1
+        yield line
 
 
 def _short(text: str) -> str:

@@ -6,7 +6,7 @@ See ``model`` for what each mark means.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors.timeline.text import summarize
 
@@ -41,7 +41,14 @@ class TimelineCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimelineTurn:
-    """One model turn of a task: what the model said (shortened), its usage and its calls."""
+    """One model turn of a task: what the model said (shortened), its usage and its calls.
+
+    ``index`` counts the turns of one try of the task, from 1 (the journal's turn number);
+    ``task_try`` is that try: 1, then 2 for the retry after a failed try (``max_retries``), and
+    so on. ``outcome`` is how the journal says the turn ended (its ``turn/end``: ``error`` when
+    its model call failed, ``aborted``, ``completed``, ...), ``None`` when it has not or no
+    journal fed the timeline.
+    """
 
     index: int
     attempt: int | None
@@ -49,11 +56,20 @@ class TimelineTurn:
     input_tokens: int | None
     output_tokens: int | None
     calls: tuple[TimelineCall, ...] = ()
+    task_try: int = 1
+    outcome: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimelineLane:
-    """One task: its status, assignee, the attempts that worked on it, turns and token usage."""
+    """One task: its status, assignee, the attempts that worked on it, turns and token usage.
+
+    ``attempts`` are the run's attempts (a restore starts the next one) that worked on the task;
+    ``tries`` how many times the task was started afresh within them (a failed try retried per
+    its ``max_retries``): every try's turns are in ``turns``, in order. ``reason`` says why a
+    task that did not complete stopped when the run's end says so (``cancelled: <reason>`` for a
+    task a cancelled run left in progress, as ``GetRun`` shows it).
+    """
 
     task_id: str
     title: str
@@ -63,11 +79,18 @@ class TimelineLane:
     turns: tuple[TimelineTurn, ...]
     input_tokens: int
     output_tokens: int
+    tries: int = 1
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimelineApproval:
-    """An approval request: pending, or decided (by whom, when)."""
+    """An approval request: pending, or decided (by whom, when, with what edited input).
+
+    ``inherited_from``: in a fork, the parent run whose decision the fork re-bound to its own
+    request (``fork_run``); ``decided_at`` is then the parent's decision time when the parent's
+    journal events were given, else the time the fork re-bound it.
+    """
 
     request_id: str
     scope: str
@@ -78,6 +101,8 @@ class TimelineApproval:
     decision: str | None = None
     reviewer: str | None = None
     decided_at: str | None = None
+    edited_input: dict[str, Any] | None = None
+    inherited_from: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +117,12 @@ class TimelineFork:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timeline:
     """A whole run: identity, status, lanes in task order, approvals; whether a journal fed it;
-    its parent when it is a fork."""
+    its parent when it is a fork.
+
+    ``status`` is the snapshot's (``in progress`` spelt with a space), unless the run ended
+    after it: ``cancelled``, ``interrupted`` or ``failed`` from the run record or the last
+    attempt's ``run/end``; ``reason`` is then that end's message.
+    """
 
     run_id: str
     attempt: int
@@ -102,6 +132,7 @@ class Timeline:
     lanes: tuple[TimelineLane, ...]
     approvals: tuple[TimelineApproval, ...] = ()
     forked_from: TimelineFork | None = None
+    reason: str | None = None
 
     @property
     def calls(self) -> tuple[TimelineCall, ...]:
