@@ -315,7 +315,12 @@ class Sidecar:
                 executor=executor,
                 registry=registry,
                 deleter=deleter,
-                timelines=RunTimelines(registry=registry, stores=stores, journals=journals),
+                timelines=RunTimelines(
+                    registry=registry,
+                    stores=stores,
+                    journals=journals,
+                    run_store=executor.run_store.store,
+                ),
                 tenancy=tenancy,
                 forks=RunForks(
                     registry=registry, executor=executor, stores=stores, journals=journals

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from oma_actors.checkpoint import CheckpointSnapshot
     from oma_actors.journal import JournalEvent
+    from oma_actors.runs import RunRecord, RunStore
     from oma_actors.timeline import Timeline
     from sidecar.journals import RunJournals
     from sidecar.record import RunRecordV1
@@ -50,11 +51,17 @@ class RunTimelines:
     """
 
     def __init__(
-        self, *, registry: RunRegistry, stores: StoreRegistry, journals: RunJournals | None = None
+        self,
+        *,
+        registry: RunRegistry,
+        stores: StoreRegistry,
+        journals: RunJournals | None = None,
+        run_store: RunStore | None = None,
     ) -> None:
         self._registry = registry
         self._stores = stores
         self._journals = journals
+        self._run_store = run_store
 
     async def get(self, request: pb.GetRunTimelineRequest) -> pb.GetRunTimelineResponse:
         """The timeline of ``request.run_id`` in its three forms.
@@ -74,7 +81,14 @@ class RunTimelines:
         events = None
         if self._journals is not None:
             events = await self._journals.events(record.run_id, record.store_uri)
-        return await asyncio.to_thread(_render, snapshot, events, width)
+            parent = snapshot.forked_from
+            if parent is not None:
+                # A fork's approval rows show the parent's request and decision times.
+                inherited = await self._journals.events(parent.run_id, record.store_uri)
+                events = [*(inherited or ()), *(events or ())]
+        # The run record tells a cancel no attempt was running for (no run/end says it then).
+        fate = None if self._run_store is None else await self._run_store.get(record.run_id)
+        return await asyncio.to_thread(_render, snapshot, events, width, fate)
 
     async def _snapshot(self, record: RunRecordV1) -> CheckpointSnapshot:
         run_id = record.run_id
@@ -89,14 +103,18 @@ class RunTimelines:
 
 
 def _render(
-    snapshot: CheckpointSnapshot, events: Sequence[JournalEvent] | None, width: int
+    snapshot: CheckpointSnapshot,
+    events: Sequence[JournalEvent] | None,
+    width: int,
+    record: RunRecord | None = None,
 ) -> pb.GetRunTimelineResponse:
     if events:
         # Where the run stands: the snapshot with the tail a restore would fold (a tail that
         # fails a fold check leaves the snapshot as it is).
         start = tail_read_from(snapshot)
-        snapshot = fold_tail(snapshot, [e for e in events if e.seq >= start]).snapshot
-    timeline = build_timeline(snapshot, events)
+        mine = [e for e in events if e.seq >= start and e.run_id == snapshot.run_id]
+        snapshot = fold_tail(snapshot, mine).snapshot
+    timeline = build_timeline(snapshot, events, record=record)
     return pb.GetRunTimelineResponse(
         text=timeline_text(timeline, width),
         html=render_timeline_html(timeline),

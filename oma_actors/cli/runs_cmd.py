@@ -134,11 +134,15 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
     elif not args.no_journal:  # the one the snapshot names: a file, or in its database (D15)
         journal = named_journal(view.snapshot, args.store)
     if journal is not None:
+        # A fork's parent's events too: its approval rows show the parent's request and decision.
+        parent = view.snapshot.forked_from
+        runs = {snapshot.run_id} | ({parent.run_id} if parent is not None else set())
         try:
-            events = [e for e in await journal.read_from(0) if e.run_id == snapshot.run_id]
+            events = [e for e in await journal.read_from(0) if e.run_id in runs]
         finally:
             await journal.close()
-    timeline = build_timeline(view.snapshot, events)
+    # The run record says a cancel no attempt was running for (then no run/end tells it).
+    timeline = build_timeline(view.snapshot, events, record=record)
     if args.json:  # the timeline model, fork lineage included (forked_from), and the record
         shown = {**asdict(timeline), "record": None if record is None else asdict(record)}
         console.out(json.dumps(shown, indent=2, default=str), highlight=False)

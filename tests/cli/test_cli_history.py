@@ -228,3 +228,37 @@ def test_history_reads_the_journal_uri_it_is_given_and_refuses_one_without_the_r
     missing = oma("runs", "history", "r1", "--store", uri, "--journal", str(tmp_path / "no.jsonl"))
     assert missing.returncode == 2
     assert "holds no event of run 'r1'" in missing.stderr
+
+
+def test_show_of_a_run_cancelled_while_suspended_says_cancelled(tmp_path: Path) -> None:
+    # No attempt ran when the operator cancelled it, so no run/end tells it: the run record
+    # does. The timeline read the snapshot alone: "suspended" next to a cancelled record.
+    from oma_actors.approvals import Suspend
+
+    async def suspended() -> None:
+        async def echo(args: Empty, ctx: ToolContext) -> str:
+            return "ok"
+
+        tool = define_tool(name="echo", description="e", input_model=Empty, execute=echo)
+        team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(answer), tools=[tool])])
+        journal = open_journal(str(tmp_path / "run.jsonl"))
+        async with open_store(str(tmp_path / "state.json")) as store:
+            try:
+                result = await OpenMultiAgent(on_tool_call=lambda call: Suspend("review")).run_tasks(
+                    team, [Task("a", "x", assignee="w", id="t0")],
+                    checkpoint=CheckpointOptions(store=store, run_id="r1"),
+                    journal=JournalOptions(journal),
+                )  # fmt: skip
+            finally:
+                await journal.close()
+        assert result.status.code == "suspended"
+
+    asyncio.run(suspended())
+    path = tmp_path / "state.json"
+    asyncio.run(live_record(path, "r1"))
+    assert oma("runs", "cancel", "r1", "--store", str(path)).returncode == 0
+    shown = oma("runs", "show", "r1", "--store", str(path), "--json")
+    assert shown.returncode == 0, shown.stderr
+    view = json.loads(shown.stdout)
+    assert view["record"]["status"] == "cancelled"
+    assert view["status"] == "cancelled"

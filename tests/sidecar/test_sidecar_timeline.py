@@ -120,3 +120,17 @@ async def test_the_timeline_needs_the_token(sidecar: Sidecar) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await runs.GetRunTimeline(pb.GetRunTimelineRequest(run_id="run-tl"))
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_a_suspended_run_cancelled_shows_cancelled(client: SidecarClient) -> None:
+    # CancelRun of a suspended run: no attempt ran, so no run/end tells it; the run record
+    # does. The timeline read the snapshot alone and said "suspended".
+    request = run_request(
+        "run-tl-cancel", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",)
+    )
+    request.approval_gates.tool_calls.append("echo")
+    await finish(client, request)
+    assert (await client.get_run("run-tl-cancel")).status == pb.RUN_STATUS_SUSPENDED
+    await client.cancel_run("run-tl-cancel", reason="not today")
+    data = json.loads((await timeline(client, "run-tl-cancel")).timeline_json)
+    assert data["status"] == "cancelled"
