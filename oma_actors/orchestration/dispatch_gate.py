@@ -72,6 +72,17 @@ class DispatchGate:
         self._can_suspend = can_suspend
         self._approved = dict(approved or {})
 
+    def approved_first(self, ready: list[TaskState]) -> list[TaskState]:
+        """``ready`` with the tasks whose dispatch a reviewer approved first (a stable sort).
+
+        OMA dispatches the approved boundary before any other ready task, without asking the
+        gate (``task-execution.ts``: ``approvedDispatchTaskId``): another task's denial or
+        suspension must not stop the work the reviewer let through.
+        """
+        if not self._approved:
+            return ready
+        return sorted(ready, key=lambda task: task.id not in self._approved)
+
     async def check(self, task: TaskState, publish: Publish) -> Go | Halt | Wait:
         """Decide whether ``task`` (already assigned) may be dispatched now."""
         content = dispatch_content(task_to_json(task))

@@ -370,7 +370,14 @@ async def _settle_approvals(
             identity=new_identity(plan.run_id, plan.attempt, continues=snapshot.identity),
             tasks=tuple(plan.queue.tasks),
             in_flight=(),
-            pending_approvals=tuple(r for r in snapshot.pending_approvals if r.id not in rejected),
+            # As OMA, the rejected request goes; so does a tool call's, whose invocation (its
+            # in-flight entry) goes here: kept, it made the next restore refuse it as stale
+            # instead of rejecting again (OMA keeps the entry, and its next restore throws).
+            pending_approvals=tuple(
+                r
+                for r in snapshot.pending_approvals
+                if r.id not in rejected and r.scope != "tool_call"
+            ),
             approval_decisions=tuple(reconciled.decisions),
         )
         outcome = await writer.save(terminal, boundary="approval_rejected")

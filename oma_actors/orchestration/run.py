@@ -324,7 +324,10 @@ class RunActor(Actor[RunMessage, bool | None]):
 
     async def _dispatch(self) -> None:
         assert self._self is not None
-        for task in self._scheduler.rank(self._queue.ready(), self._queue.tasks):
+        ready = self._scheduler.rank(self._queue.ready(), self._queue.tasks)
+        if self._w.gate is not None:
+            ready = self._w.gate.approved_first(ready)
+        for task in ready:
             if self._stop is not None or len(self._running) >= self._w.max_concurrency:
                 break
             agent = self._choose_agent(task)
