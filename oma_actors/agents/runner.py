@@ -22,6 +22,7 @@ from oma_actors.agents.tool_calls import CallPolicy
 from oma_actors.agents.turn import initial_state
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
 from oma_actors.domain.results import AgentRunResult, RunOutcome
+from oma_actors.domain.tasks import DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_DELAY_MS
 from oma_actors.errors import ActorStoppedError, DurableApprovalError
 from oma_actors.events import (
     ProgressEvent,
@@ -147,7 +148,9 @@ def retry_delay_ms(task: TaskState, attempt: int) -> int:
     1 (a task's retry fields come from a coordinator's plan or an OMA snapshot as they are, and
     a delay must neither be negative nor shrink from one retry to the next).
     """
-    base, backoff = max(0, task.retry_delay_ms), max(1.0, task.retry_backoff)
+    delay = DEFAULT_RETRY_DELAY_MS if task.retry_delay_ms is None else task.retry_delay_ms
+    factor = DEFAULT_RETRY_BACKOFF if task.retry_backoff is None else task.retry_backoff
+    base, backoff = max(0, delay), max(1.0, factor)
     nominal = min(base * backoff ** (attempt - 1), MAX_RETRY_DELAY_MS)
     return round(random.uniform(nominal / 2, nominal))
 

@@ -42,7 +42,11 @@ def task_to_json(task: TaskState) -> Json:
     out["updatedAt"] = to_iso(task.updated_at)
     if task.max_retries:
         out["maxRetries"] = task.max_retries
+    # As OMA's taskToSnapshot: each only when the task set it (a dispatch approval hashes the
+    # snapshot: an OMA row must match the task as we write it back).
+    if task.retry_delay_ms is not None:
         out["retryDelayMs"] = task.retry_delay_ms
+    if task.retry_backoff is not None:
         out["retryBackoff"] = task.retry_backoff
     if task.superseded_by_revision is not None:
         out["supersededByRevision"] = task.superseded_by_revision
@@ -93,8 +97,8 @@ def task_from_json(raw: Any, *, clock: Clock = SYSTEM_CLOCK) -> TaskState:
         depends_on=tuple(raw.get("dependsOn") or ()),
         result=raw.get("result"),
         max_retries=int(raw.get("maxRetries", 0)),
-        retry_delay_ms=int(raw.get("retryDelayMs", 1000)),
-        retry_backoff=float(raw.get("retryBackoff", 2.0)),
+        retry_delay_ms=None if raw.get("retryDelayMs") is None else int(raw["retryDelayMs"]),
+        retry_backoff=None if raw.get("retryBackoff") is None else float(raw["retryBackoff"]),
         metadata=_metadata(raw),
         created_at=_moment(raw.get("createdAt"), clock),
         updated_at=_moment(raw.get("updatedAt"), clock),

@@ -17,6 +17,13 @@ TaskStatus = Literal["pending", "blocked", "in_progress", "completed", "failed",
 TERMINAL_STATUSES: frozenset[TaskStatus] = frozenset({"completed", "failed", "skipped"})
 
 
+DEFAULT_RETRY_DELAY_MS = 1000
+"""OMA's base delay before a retry when a task sets none (``executeWithRetry``)."""
+
+DEFAULT_RETRY_BACKOFF = 2.0
+"""OMA's multiplier per further retry when a task sets none."""
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class Task:
     """A unit of work for one agent.
@@ -31,8 +38,10 @@ class Task:
         metadata: JSON data carried with the task, checked by OMA's rules
             (``oma_actors.domain.metadata``: ``TaskGraphError`` naming the key) and copied.
             Secret-looking values are masked before a snapshot or journal holds them.
-        retry_delay_ms: base delay before a retry (spec TQ-10).
-        retry_backoff: multiplier per further retry (spec TQ-10).
+        retry_delay_ms: base delay before a retry (spec TQ-10); ``None``: OMA's default,
+            ``DEFAULT_RETRY_DELAY_MS``, and the task's snapshot leaves it out as OMA's does.
+        retry_backoff: multiplier per further retry (spec TQ-10); ``None``: OMA's default,
+            ``DEFAULT_RETRY_BACKOFF``, left out of the snapshot.
     """
 
     id: str
@@ -42,8 +51,8 @@ class Task:
     depends_on: tuple[str, ...]
     max_retries: int
     metadata: Mapping[str, Any] | None
-    retry_delay_ms: int
-    retry_backoff: float
+    retry_delay_ms: int | None
+    retry_backoff: float | None
 
     def __init__(
         self,
@@ -55,8 +64,8 @@ class Task:
         depends_on: Sequence[str] = (),
         max_retries: int = 0,
         metadata: Mapping[str, Any] | None = None,
-        retry_delay_ms: int = 1000,
-        retry_backoff: float = 2.0,
+        retry_delay_ms: int | None = None,
+        retry_backoff: float | None = None,
     ) -> None:
         setter = object.__setattr__
         task_id = id if id is not None else new_id()
@@ -126,8 +135,8 @@ class TaskState:
     depends_on: tuple[str, ...] = ()
     result: str | None = None
     max_retries: int = 0
-    retry_delay_ms: int = 1000
-    retry_backoff: float = 2.0
+    retry_delay_ms: int | None = None  # None: DEFAULT_RETRY_DELAY_MS, not written (as OMA)
+    retry_backoff: float | None = None  # None: DEFAULT_RETRY_BACKOFF, not written (as OMA)
     metadata: Mapping[str, Any] | None = None
     created_at: datetime = field(default_factory=utcnow)
     updated_at: datetime = field(default_factory=utcnow)

@@ -318,7 +318,7 @@ def _has_cycle(
 
 def _task(spec: Mapping[str, Any]) -> Task:
     """A validated spec as a task (``loadSpecsIntoQueue``), OMA's defaults where it has none."""
-    delay = spec.get("retryDelayMs", 1000)
+    delay = spec.get("retryDelayMs")
     return Task(
         spec["title"],
         spec["description"],
@@ -326,6 +326,6 @@ def _task(spec: Mapping[str, Any]) -> Task:
         depends_on=spec.get("dependsOn") or (),
         max_retries=spec.get("maxRetries", 0),
         # ``Task.retry_delay_ms`` is whole milliseconds; OMA rounds the delay it waits anyway.
-        retry_delay_ms=delay if isinstance(delay, int) else round(delay),
-        retry_backoff=spec.get("retryBackoff", 2.0),
+        retry_delay_ms=delay if delay is None or isinstance(delay, int) else round(delay),
+        retry_backoff=spec.get("retryBackoff"),
     )

@@ -70,3 +70,20 @@ def test_a_revision_that_is_no_integer_is_refused(key: str, value: object) -> No
 def test_a_plan_revision_that_is_no_object_is_refused(raw: object) -> None:
     with pytest.raises(CheckpointError, match="plan revision is not an object"):
         plan_revision_from_json(raw)
+
+
+def test_retry_fields_are_written_only_when_the_task_set_them_as_omas_snapshot() -> None:
+    # OMA's taskToSnapshot writes retryDelayMs and retryBackoff only when the task set them;
+    # we wrote the pair whenever maxRetries was set. A dispatch approval hashes the task's
+    # snapshot, so an approval OMA wrote for such a task no longer matched ours and was
+    # silently not used (the gate was asked again).
+    raw = {
+        "id": "a", "title": "A", "description": "d", "status": "pending", "maxRetries": 2,
+        "createdAt": "2026-12-06T10:00:00.000Z", "updatedAt": "2026-12-06T10:00:00.000Z",
+    }  # fmt: skip
+    assert task_to_json(task_from_json(raw)) == raw
+    both = {**raw, "retryDelayMs": 250, "retryBackoff": 1.5}
+    assert task_to_json(task_from_json(both)) == both
+    fresh = TaskState(id="b", title="B", description="d", status="pending", max_retries=1)
+    assert "retryDelayMs" not in task_to_json(fresh)
+    assert "retryBackoff" not in task_to_json(fresh)
