@@ -416,7 +416,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         if outcome.suspended:
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
             if not isinstance(self._stop, Halt):
-                self._stop = Wait(status=RunOutcome("suspended", "Tool approval pending."))
+                self._stop = Wait(status=RunOutcome("suspended", TOOL_SUSPENSION))
             return
         task = self._queue.get(task_id)
         result = outcome.result
@@ -483,6 +483,9 @@ class RunActor(Actor[RunMessage, bool | None]):
         reason, status = exhausted(exceeded)
         self._stop = Halt(reason=reason, status=status)
 
+
+TOOL_SUSPENSION = "Durable approval required before task execution can continue."
+"""The status message of a run a tool call's approval suspended (OMA's, task-execution.ts)."""
 
 _AFTER_TOOLS = frozenset({"tool_commit", "tool_results"})
 """The boundaries right after a tool ran: where a tool's own write to the shared memory is

@@ -121,3 +121,22 @@ async def test_a_rejection_with_an_approved_tool_call_pending_rejects_again() ->
             "A": "skipped", "B": "skipped",
         }  # fmt: skip
     assert charged == []
+
+
+async def test_a_run_a_tool_approval_suspends_says_so_in_omas_words() -> None:
+    store = InMemoryStore()
+
+    async def charge(args: Amount, ctx: ToolContext) -> str:
+        return "charged"
+
+    tool = define_tool(name="charge", description="c", input_model=Amount, execute=charge)
+    call = LLMResponse(
+        [ToolUseBlock("c1", "charge", {"amount": 7})], stop_reason="tool_use",
+        usage=TokenUsage(1, 1),
+    )  # fmt: skip
+    team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter([call]), tools=[tool])])
+    result = await OpenMultiAgent(on_tool_call=lambda call: Suspend("review")).run_tasks(
+        team, [Task("A", "a", id="A")], checkpoint=checkpoint(store)
+    )
+    assert result.status.code == "suspended"
+    assert result.status.message == "Durable approval required before task execution can continue."
