@@ -53,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from sidecar.defaults import (
         DEFAULT_GC_THRESHOLD,
         DEFAULT_LISTEN,
+        DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT,
         DEFAULT_MAX_INPUT_BYTES,
+        DEFAULT_MAX_WATCHES_PER_TENANT,
         DEFAULT_RETAIN_RUNS,
         DEFAULT_STORE,
         DEFAULT_TOKEN_FILE,
@@ -194,6 +196,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it is stored",
     )
     parser.add_argument(
+        "--max-active-runs-per-tenant",
+        type=int,
+        default=DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT,
+        metavar="N",
+        help="the most runs one tenant (with --principals; else all clients together) may "
+        "hold that have not finished: queued, running, suspended or interrupted (default "
+        f"{DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT}). Retention deletes only finished runs; a "
+        "StartRun or ForkRun over this is refused with RESOURCE_EXHAUSTED / TOO_MANY_RUNS "
+        "(RestoreRun and approvals, which finish held runs, never are)",
+    )
+    parser.add_argument(
+        "--max-watches-per-tenant",
+        type=int,
+        default=DEFAULT_MAX_WATCHES_PER_TENANT,
+        metavar="N",
+        help="the most WatchRun streams one tenant (with --principals; else all clients "
+        f"together) may have open at once (default {DEFAULT_MAX_WATCHES_PER_TENANT}); one "
+        "more is refused with RESOURCE_EXHAUSTED / TOO_MANY_WATCHERS until one ends",
+    )
+    parser.add_argument(
         "--gc-threshold",
         type=int,
         default=DEFAULT_GC_THRESHOLD,
@@ -286,6 +308,8 @@ async def run(args: argparse.Namespace) -> int:
         encryption_keys=keyring,
         max_input_bytes=args.max_input_bytes,
         allowed_stores=tuple(args.allow_store),
+        max_active_runs_per_tenant=args.max_active_runs_per_tenant,
+        max_watches_per_tenant=args.max_watches_per_tenant,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

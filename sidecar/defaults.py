@@ -10,6 +10,14 @@ DEFAULT_TOKEN_FILE = Path.home() / ".oma" / "sidecar.token"
 TOKEN_ENV = "OMA_SIDECAR_TOKEN"
 DEFAULT_MAX_INPUT_BYTES = 4 << 20
 """``oma serve --max-input-bytes``: the largest request a client may send (4 MiB)."""
+DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT = 1000
+"""``oma serve --max-active-runs-per-tenant``: the runs one tenant may hold that have not
+finished (queued, running, suspended, interrupted); retention deletes only finished runs, so
+without it one tenant could fill the shared store with suspended runs."""
+DEFAULT_MAX_WATCHES_PER_TENANT = 2000
+"""``oma serve --max-watches-per-tenant``: the ``WatchRun`` streams one tenant may have open
+(about 35 KB of memory each): two for each run the default lets it hold, so a host watching
+every run it started (``bench/sidecar.py``'s P8 watches 1,000 at once) and a dashboard fit."""
 DEFAULT_RETAIN_RUNS = 1000
 """``oma serve --retain-runs``: finished runs kept (the newest); older ones are deleted, so a
 long-lived sidecar's store stays bounded (``--no-retention`` keeps every run)."""

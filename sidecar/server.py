@@ -22,13 +22,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from oma_actors.stores import parse_store_uri
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.approvals import ApprovalDesk
 from sidecar.attempt import STOPPING
 from sidecar.auth import BearerAuthInterceptor
 from sidecar.decoding import DecodingInterceptor
-from sidecar.defaults import DEFAULT_LISTEN, DEFAULT_MAX_INPUT_BYTES, DEFAULT_STORE
+from sidecar.defaults import (
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT,
+    DEFAULT_MAX_INPUT_BYTES,
+    DEFAULT_MAX_WATCHES_PER_TENANT,
+    DEFAULT_STORE,
+)
 from sidecar.execution import RunExecutor
 from sidecar.failover import DEFAULT_LEASE_TTL, Failover, lease_terms, shared_store
 from sidecar.forks import RunForks
@@ -39,6 +46,7 @@ from sidecar.plugins import load_python_tools
 from sidecar.retention import DEFAULT_INTERVAL, Retention, RunDeleter
 from sidecar.runs import RunRegistry
 from sidecar.servicer import ApprovalServicer, RunServicer, SystemServicer, ToolHostServicer
+from sidecar.status import hide_path
 from sidecar.stores import StoreRegistry, default_store_roots, normalize_uri
 from sidecar.tenancy import Tenancy
 from sidecar.timelines import RunTimelines
@@ -52,6 +60,7 @@ if TYPE_CHECKING:
     from oma_actors import Tool
     from oma_actors.stores import AtomicStore, KeyRing
     from sidecar.principals import Principals
+    from sidecar.quotas import RunQuota, WatchQuota
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +111,11 @@ class ServerConfig:
             ``MIN_INPUT_BYTES`` to ``MAX_MESSAGE``.
         allowed_stores: shell-style patterns of the PostgreSQL and Redis store URIs (password
             masked) a request may name (``--allow-store``); ``store_uri`` is always allowed.
+        max_active_runs_per_tenant: the most runs one tenant (the one tenant without
+            principals) may hold that have not finished; ``StartRun`` and ``ForkRun`` over it
+            are refused with ``TOO_MANY_RUNS`` (``sidecar.quotas``).
+        max_watches_per_tenant: the most ``WatchRun`` streams one tenant may have open; one
+            more is refused with ``TOO_MANY_WATCHERS``.
     """
 
     token: str
@@ -125,6 +139,8 @@ class ServerConfig:
     encryption_keys: KeyRing | None = field(default=None, compare=False)
     max_input_bytes: int = DEFAULT_MAX_INPUT_BYTES
     allowed_stores: tuple[str, ...] = ()
+    max_active_runs_per_tenant: int = DEFAULT_MAX_ACTIVE_RUNS_PER_TENANT
+    max_watches_per_tenant: int = DEFAULT_MAX_WATCHES_PER_TENANT
 
 
 def check_limits(config: ServerConfig) -> None:
@@ -147,6 +163,13 @@ def check_limits(config: ServerConfig) -> None:
             f"--max-input-bytes must be in [{MIN_INPUT_BYTES}, {MAX_MESSAGE}], "
             f"got {config.max_input_bytes}"
         )
+    counts = (
+        ("--max-active-runs-per-tenant", config.max_active_runs_per_tenant),
+        ("--max-watches-per-tenant", config.max_watches_per_tenant),
+    )
+    for option, count in counts:
+        if count < 1:
+            raise ServerConfigError(f"{option} must be at least 1, got {count}")
 
 
 def split_address(listen: str) -> tuple[str, int]:
@@ -187,6 +210,8 @@ class Sidecar:
         self.registry: RunRegistry | None = None  # once started (tests, benches)
         self.state: AtomicStore | None = None  # the state store, once started
         self.journals: RunJournals | None = None  # once started
+        self.run_quota: RunQuota | None = None  # once started (tests)
+        self.watch_quota: WatchQuota | None = None  # once started (tests)
 
     @property
     def address(self) -> str:
@@ -229,6 +254,9 @@ class Sidecar:
         host, port = split_address(config.listen)
         credentials = self._credentials(host)
         store_uri = normalize_uri(config.store_uri, field="--store")
+        own = parse_store_uri(store_uri)
+        if own.kind in ("file", "sqlite"):  # errors sent never name the server's file
+            self._stack.callback(hide_path(own.location))
         try:
             self.owner_id = incarnation_id(config.owner_id)
         except ValueError as exc:
@@ -310,25 +338,24 @@ class Sidecar:
         )
         heartbeat = config.heartbeat_s
         tenancy = Tenancy(config.principals)
-        pb_grpc.add_RunServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            RunServicer(
-                executor=executor,
+        runs = RunServicer(
+            executor=executor,
+            registry=registry,
+            deleter=deleter,
+            timelines=RunTimelines(
                 registry=registry,
-                deleter=deleter,
-                timelines=RunTimelines(
-                    registry=registry,
-                    stores=stores,
-                    journals=journals,
-                    run_store=executor.run_store.store,
-                ),
-                tenancy=tenancy,
-                forks=RunForks(
-                    registry=registry, executor=executor, stores=stores, journals=journals
-                ),
-                heartbeat_s=heartbeat,
+                stores=stores,
+                journals=journals,
+                run_store=executor.run_store.store,
             ),
-            server,
+            tenancy=tenancy,
+            forks=RunForks(registry=registry, executor=executor, stores=stores, journals=journals),
+            heartbeat_s=heartbeat,
+            max_active_runs=config.max_active_runs_per_tenant,
+            max_watches=config.max_watches_per_tenant,
         )
+        self.run_quota, self.watch_quota = runs.run_quota, runs.watch_quota
+        pb_grpc.add_RunServiceServicer_to_server(runs, server)  # type: ignore[no-untyped-call]
         pb_grpc.add_ApprovalServiceServicer_to_server(ApprovalServicer(desk, tenancy), server)  # type: ignore[no-untyped-call]
         pb_grpc.add_ToolHostServiceServicer_to_server(  # type: ignore[no-untyped-call]
             ToolHostServicer(tool_host, tenancy=tenancy, ping_s=heartbeat), server

@@ -2,7 +2,9 @@
 
 Every handler maps failures through ``status.abort`` (one table in ``sidecar/status.py``); no
 business logic lives here. Each handler that touches a run asks ``sidecar.tenancy`` who calls
-and whether the caller's tenant owns the run (NOT_FOUND when it does not).
+and whether the caller's tenant owns the run (NOT_FOUND when it does not). ``StartRun`` and
+``ForkRun`` are admitted by the tenant's run quota, ``WatchRun`` by its watch quota
+(``sidecar.quotas``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from sidecar._pb.oma.v1 import sidecar_pb2_grpc as pb_grpc
 from sidecar.events import gap_event, selected
 from sidecar.journal_watch import JournalWatch
 from sidecar.plugins import usable_providers
-from sidecar.quotas import InputTooLargeError
+from sidecar.quotas import (
+    InputTooLargeError,
+    RunQuota,
+    TooManyRunsError,
+    WatchQuota,
+    held_runs,
+)
 from sidecar.schema import check_off_loop_schemas
 from sidecar.status import InvalidArgument, SidecarError, abort
 from sidecar.stores import SCHEMES, shown_uri
@@ -87,8 +95,18 @@ class RunServicer(pb_grpc.RunServiceServicer):
         tenancy: Tenancy | None = None,
         heartbeat_s: float = 15.0,
         poll_s: float = 0.5,
+        max_active_runs: int | None = None,
+        max_watches: int | None = None,
     ) -> None:
         self._tenancy = tenancy or Tenancy()
+        self.run_quota: RunQuota | None = None
+        """``max_active_runs`` per tenant (``None``: no limit), admitting starts and forks."""
+        if max_active_runs is not None:
+            self.run_quota = RunQuota(
+                max_active_runs, functools.partial(held_runs, registry, executor)
+            )
+        self.watch_quota = None if max_watches is None else WatchQuota(max_watches)
+        """``max_watches`` open streams per tenant (``None``: no limit)."""
         self._executor = executor
         self._registry = registry
         self._deleter = deleter
@@ -108,9 +126,32 @@ class RunServicer(pb_grpc.RunServiceServicer):
     @unary
     async def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
         tenant = tenant_of(self._tenancy.caller(context))
-        record, created = await self._executor.start(request, tenant=tenant)
+        if self.run_quota is None:
+            record, created = await self._executor.start(request, tenant=tenant)
+        else:
+            try:
+                async with self.run_quota.admitting(tenant) as admission:
+                    record, created = await self._executor.start(request, tenant=tenant)
+                    if not created:
+                        admission.unused()
+            except TooManyRunsError:
+                if not await self._makes_no_run(request, tenant):
+                    raise
+                # A retry of a start that made its run (or a taken run id): answered as ever.
+                record, created = await self._executor.start(request, tenant=tenant)
         run = await self._registry.run_message(record, full=False)
         return pb.StartRunResponse(run=run, created=created)
+
+    async def _makes_no_run(self, request: pb.StartRunRequest, tenant: str) -> bool:
+        """Whether ``request`` names a run that exists (a retry, or a taken id): the start
+        answers with it, or ALREADY_EXISTS, and never makes a run."""
+        if request.run_id:
+            convert.check_run_id(request.run_id)
+            return await self._registry.find(request.run_id) is not None
+        if request.request_id:
+            claim = await self._registry.requests.find(tenant, request.request_id)
+            return claim is not None and await self._registry.find(claim.run_id) is not None
+        return False
 
     @unary
     async def GetRun(self, request: pb.GetRunRequest, context: Any) -> pb.Run:
@@ -201,33 +242,54 @@ class RunServicer(pb_grpc.RunServiceServicer):
     @unary
     async def ForkRun(self, request: pb.ForkRunRequest, context: Any) -> pb.ForkRunResponse:
         convert.check_run_id(request.run_id)
-        await self._visible(request.run_id, context)  # another tenant's run: NOT_FOUND
-        return await self._forks.fork(request)
+        record = await self._visible(request.run_id, context)  # another tenant's: NOT_FOUND
+        if self.run_quota is None:
+            return await self._forks.fork(request)
+        # The child is the parent's tenant's (the caller's), and unfinished until restored.
+        async with self.run_quota.admitting(record.tenant):
+            return await self._forks.fork(request)
 
     async def WatchRun(
         self, request: pb.WatchRunRequest, context: Any
     ) -> AsyncIterator[pb.RunEvent]:
         """Stream the run's journal from after_seq on, or its progress events (see the proto)."""
+        slot = None
         try:
-            convert.check_run_id(request.run_id)
-            if request.after_seq < 0:
-                raise InvalidArgument("after_seq", "must not be negative")
-            await self._visible(request.run_id, context)
-            if request.journal and request.progress:
-                raise InvalidArgument("progress", "journal and progress exclude each other")
-            log = await self._registry.log_of(request.run_id)
-            # The journal is the run's one durable event log (sidecar.journal_watch); only a
-            # run that keeps none (memory/Redis store, --no-journal, no checkpoints), or a
-            # client asking by name, gets the progress stream and its own seq space.
-            journal = None if request.progress else await self._journal.open(log, request)
-            events = self._follow(log, request) if journal is None else journal
+            if self.watch_quota is not None:
+                slot = self.watch_quota.open(tenant_of(self._tenancy.caller(context)))
+                # Released when the stream ends however it ends (cancelled, failed, the server
+                # stopping), even while the generator waits at a yield, never to be resumed.
+                context.add_done_callback(slot.release)
+            events = await self._watched(request, context)
         except SidecarError as exc:
+            if slot is not None:
+                slot.release()
             await abort(context, exc)
         try:
             async for event in events:
                 yield event
         except SidecarError as exc:
             await abort(context, exc)
+        finally:
+            if slot is not None:
+                slot.release()
+
+    async def _watched(
+        self, request: pb.WatchRunRequest, context: Any
+    ) -> AsyncIterator[pb.RunEvent]:
+        """The events a ``WatchRun`` streams (its request checked, the run the caller's)."""
+        convert.check_run_id(request.run_id)
+        if request.after_seq < 0:
+            raise InvalidArgument("after_seq", "must not be negative")
+        await self._visible(request.run_id, context)
+        if request.journal and request.progress:
+            raise InvalidArgument("progress", "journal and progress exclude each other")
+        log = await self._registry.log_of(request.run_id)
+        # The journal is the run's one durable event log (sidecar.journal_watch); only a
+        # run that keeps none (memory/Redis store, --no-journal, no checkpoints), or a
+        # client asking by name, gets the progress stream and its own seq space.
+        journal = None if request.progress else await self._journal.open(log, request)
+        return self._follow(log, request) if journal is None else journal
 
     async def _follow(self, log: RunLog, request: pb.WatchRunRequest) -> AsyncIterator[pb.RunEvent]:
         types = set(request.types)

@@ -5,11 +5,17 @@ a ``google.rpc.Status`` carrying ``google.rpc.ErrorInfo{reason, domain="oma.v1",
 ``grpc-status-details-bin``, and the same reason as the ASCII trailer ``oma-error-reason`` for
 clients without the googleapis protos. Codes exist only here (STYLE anti-pattern 9): the rest of
 the sidecar raises ``SidecarError`` subclasses or lets ``OmaError``s through.
+
+A store's error names its file (``STORE_FULL``, ``STORE_UNAVAILABLE``, ...). The file of the
+sidecar's own store (``--store``, every run's store unless it names another) is the server's
+business: every error sent names it ``DEFAULT_STORE`` instead (:func:`hide_path`), and the
+whole message, path included, is logged for the operator.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
@@ -36,7 +42,7 @@ from oma_actors.errors import (
 from oma_actors.readable import shorten
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 DOMAIN = "oma.v1"
 REASON_TRAILER = "oma-error-reason"
@@ -182,14 +188,53 @@ def clip(text: str, limit: int) -> str:
     return shorten(text, limit, tell_rest=True)
 
 
+DEFAULT_STORE = "<default store>"
+"""How an error sent names the sidecar's own store file (``--store``)."""
+_HIDDEN: Counter[str] = Counter()
+"""The files named ``DEFAULT_STORE`` in errors: the own stores of the sidecars of this
+process, each with how many of them hide it."""
+
+
+def hide_path(path: str) -> Callable[[], None]:
+    """Name ``path`` (the sidecar's own store file) ``DEFAULT_STORE`` in every error sent, as
+    the files beside it (``<path>.lock``, ``<path>.journals/``); returns what undoes it.
+
+    A client never sees where the server keeps its state: a tenant naming no store wrote no
+    path, and one tenant's STORE_FULL must not tell the others the server's file layout. The
+    message as it was is logged (WARNING), for the operator.
+    """
+    _HIDDEN[path] += 1
+
+    def undo() -> None:
+        _HIDDEN[path] -= 1
+        if _HIDDEN[path] <= 0:
+            del _HIDDEN[path]
+
+    return undo
+
+
+def _hidden(text: str) -> str:
+    """``text`` with the own store files named ``DEFAULT_STORE`` (the longest path first)."""
+    for path in sorted(_HIDDEN, key=len, reverse=True):
+        text = text.replace(path, DEFAULT_STORE)
+    return text
+
+
 def map_error(exc: Exception) -> Mapped:
-    """The code, reason and message of ``exc``, clipped (anything unexpected is INTERNAL)."""
+    """The code, reason and message of ``exc``, clipped (anything unexpected is INTERNAL).
+
+    The sidecar's own store file is named ``DEFAULT_STORE`` (:func:`hide_path`).
+    """
     mapped = _mapped(exc)
+    message = _hidden(mapped.message)
+    metadata = {key: _hidden(value) for key, value in mapped.metadata.items()}
+    if message != mapped.message or metadata != mapped.metadata:
+        logger.warning("%s (sent as %s): %s", mapped.reason, DEFAULT_STORE, mapped.message)
     return Mapped(
         mapped.code,
         mapped.reason,
-        clip(mapped.message, MAX_MESSAGE_CHARS),
-        {key: clip(value, MAX_METADATA_CHARS) for key, value in mapped.metadata.items()},
+        clip(message, MAX_MESSAGE_CHARS),
+        {key: clip(value, MAX_METADATA_CHARS) for key, value in metadata.items()},
     )
 
 

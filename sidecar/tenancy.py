@@ -3,7 +3,13 @@
 The tenant is stamped on the run record when ``StartRun`` creates it (``RunRecordV1.tenant``,
 never changed afterwards): the one place it is kept. Every RPC that names a run, lists runs or
 approvals, or carries a host tool call checks it here; a run of another tenant is answered as a
-run that does not exist (NOT_FOUND), so a caller cannot even learn that it exists.
+run that does not exist (NOT_FOUND): a caller learns nothing of it (not its status, spec,
+events, approvals or tenant) but one thing, that its id is taken. Run ids are one namespace
+across tenants, so ``StartRun`` naming another tenant's run id ends ALREADY_EXISTS /
+``RUN_ALREADY_EXISTS`` ("run id 'x' is taken", no metadata), and so does ``ForkRun`` onto it as
+``new_run_id``. A client that must not reveal its ids to other tenants leaves ``run_id`` empty
+(the sidecar assigns a random one) or prefixes its ids unguessably. The tenant quotas
+(``sidecar.quotas``) count the caller's own tenant only.
 
 Without principals (the single shared token) there is no caller and every run is visible: runs
 are created with the tenant ``""``. With principals, a run of tenant ``""`` (started before
