@@ -170,8 +170,11 @@ async def test_delete_run_and_retention_remove_the_journal(tmp_path: Path) -> No
             await client.delete_run("stuck")
         assert refused.value.code() == grpc.StatusCode.INTERNAL
         assert error_reason(refused.value) == "JOURNAL_REMOVE_FAILED"
-        assert str(stuck) in (refused.value.details() or "")
-        assert error_info(refused.value).metadata["path"] == str(stuck)
+        # Named as the sidecar names its own store to a caller, never by its server path.
+        shown = f"<default store>.journals/{journal_name('stuck')}"
+        assert shown in (refused.value.details() or "")
+        assert str(tmp_path) not in (refused.value.details() or "")
+        assert error_info(refused.value).metadata["path"] == shown
         assert (await client.get_run("stuck")).status == pb.RUN_STATUS_COMPLETED
         (stuck / "blocker").rmdir()
         stuck.rmdir()
