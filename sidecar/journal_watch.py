@@ -291,6 +291,8 @@ class JournalWatch:
             return None
         unknown = sorted(set(request.types) - EVENT_TYPES - NOTICES)
         if unknown:
+            # Given back first: a database journal stays open while anyone holds it.
+            await self._executor.journals.release(tail.journal)
             raise InvalidArgument(
                 "types",
                 f"{', '.join(map(repr, unknown))} is no journal event type (the run keeps a "

@@ -177,3 +177,20 @@ async def test_postgres_journal_is_followed_by_notification_on_another_sidecar(
         assert 1 <= len(before_end) <= notified.count("pg-1") + 1, (reads, notified)
         await runner.delete_run("pg-1")
     assert await rows_of(PostgresRunJournal(dsn, store_table=table), "pg-1") == []
+
+
+async def test_a_watch_refused_for_its_types_gives_the_database_journal_back(
+    tmp_path: Path,
+) -> None:
+    # WatchRun with a type no journal holds is INVALID_ARGUMENT; the database journal it had
+    # taken stayed held (never closed, whatever the idle bound), one more per refused watch.
+    database = tmp_path / "state.db"
+    async with Sidecar(config(f"sqlite://{database}")) as server:
+        async with SidecarClient(server.address, TOKEN) as client:
+            await run_to_end(client, echo_run("sq-types"))
+            for _ in range(3):
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await watch_journal(client, "sq-types", types=["no/such"])
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert server.journals is not None
+        assert [shared.users for shared in server.journals._databases.values()] == [0]
