@@ -330,6 +330,9 @@ class JournalWatch:
         cursor = request.after_seq
         # FINISHED is every status that ends a watch: the terminal ones and SUSPENDED.
         end = FINISHED - {pb.RUN_STATUS_SUSPENDED} if request.follow_suspended else FINISHED
+        # An attempt a stopping sidecar gave up (INTERRUPTED) goes on in another: its run/end
+        # ends no watch, whatever the record says until the run is adopted.
+        ends_watch = end - {pb.RUN_STATUS_INTERRUPTED}
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
         ended = False  # the last event read is a run/end whose status ends the watch
@@ -354,11 +357,7 @@ class JournalWatch:
                     yield gap_event(log.run_id, allow_gap=request.allow_gap, first=first, last=last)
                 cursor = event.seq
                 message = journal_message(event)
-                # An attempt a stopping sidecar gave up (INTERRUPTED) goes on in another: its
-                # run/end ends no watch, whatever the record says until the run is adopted.
-                ended = event.type == "run/end" and message.run_status.status in end - {
-                    pb.RUN_STATUS_INTERRUPTED
-                }
+                ended = event.type == "run/end" and message.run_status.status in ends_watch
                 if selected(event.type, types):
                     quiet_since = loop.time()
                     yield message

@@ -223,7 +223,7 @@ class RunActor(Actor[RunMessage, bool | None]):
             # An approved call that committed consumes its request (spec AP-34).
             if item.commit is not None and item.approval_request is not None:
                 self._pending.pop(item.approval_request.id, None)
-        if kind in _AFTER_TOOLS:
+        if kind == "tool_commit":  # every call a tool ran ends in its own commit boundary
             await self._see_memory_writes()
         if kind != "approval_requested":
             return await self._save(kind, task_id, _committed_calls(state))
@@ -324,7 +324,9 @@ class RunActor(Actor[RunMessage, bool | None]):
 
     async def _dispatch(self) -> None:
         assert self._self is not None
-        ready = self._scheduler.rank(self._queue.ready(), self._queue.tasks)
+        # Ranked only when a task can go out (this runs after every message of the run).
+        can_start = self._stop is None and len(self._running) < self._w.max_concurrency
+        ready = self._scheduler.rank(self._queue.ready(), self._queue.tasks) if can_start else []
         if self._w.gate is not None:
             ready = self._w.gate.approved_first(ready)
         for task in ready:
@@ -486,10 +488,6 @@ class RunActor(Actor[RunMessage, bool | None]):
 
 TOOL_SUSPENSION = "Durable approval required before task execution can continue."
 """The status message of a run a tool call's approval suspended (OMA's, task-execution.ts)."""
-
-_AFTER_TOOLS = frozenset({"tool_commit", "tool_results"})
-"""The boundaries right after a tool ran: where a tool's own write to the shared memory is
-looked for."""
 
 
 def _committed_calls(state: RunnerState) -> tuple[str, ...]:

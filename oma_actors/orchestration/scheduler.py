@@ -25,6 +25,11 @@ class DependencyFirst:
     def __init__(self, roster: Sequence[str]) -> None:
         self._roster = list(roster)
         self._cursor = 0
+        # The graph the counts below were made for, and the counts: a count depends on the
+        # graph alone (OMA counts every task, whatever its status), which changes only with a
+        # plan revision, while ``rank`` is asked at every dispatch.
+        self._graph: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        self._counts: dict[str, int] = {}
 
     def next_agent(self) -> str:
         """The agent the next unassigned task goes to (round robin over the roster)."""
@@ -37,8 +42,15 @@ class DependencyFirst:
         (a stable sort: ties keep their order)."""
         if len(ready) < 2:
             return list(ready)
-        waiting = _waiting_counts(tasks)
-        return sorted(ready, key=lambda task: -waiting(task.id))
+        graph = tuple((task.id, task.depends_on) for task in tasks)
+        if graph != self._graph:
+            self._graph, self._counts = graph, {}
+        counts, waiting = self._counts, None
+        for task in ready:
+            if task.id not in counts:
+                waiting = waiting or _waiting_counts(tasks)
+                counts[task.id] = waiting(task.id)
+        return sorted(ready, key=lambda task: -counts[task.id])
 
     def assign_up_front(self, queue: TaskQueue) -> None:
         """Assign the pending, unassigned tasks now (CD-05: the plan a reviewer sees, or a

@@ -66,3 +66,13 @@ async def test_dispatch_takes_the_critical_task_first_and_assigns_round_robin() 
     assert result.success
     # A blocks C and D: first. Then C (blocks D) before B; then B before D (queue order).
     assert started == [("a", "alice"), ("c", "bob"), ("b", "alice"), ("d", "bob")]
+
+
+def test_a_new_plan_revision_is_ranked_by_its_own_graph() -> None:
+    # The counts are kept between dispatches; a graph that changed (a plan revision) is
+    # counted again.
+    scheduler = DependencyFirst(["w"])
+    first = [state("a"), state("b"), state("c", "a")]
+    assert [t.id for t in scheduler.rank(first[:2], first)] == ["a", "b"]
+    revised = [state("a"), state("b"), state("c", "b")]
+    assert [t.id for t in scheduler.rank(revised[:2], revised)] == ["b", "a"]
