@@ -290,18 +290,27 @@ class JsonlRunJournal:
         ]
 
     async def close(self) -> None:
-        """Flush the open batch now, wait for every write, close the file; later appends raise."""
+        """Flush the open batch now, wait for every write, close the file; later appends raise.
+
+        Returns once the pending appends are written and fsynced, and the journal's threads
+        (its own and its marks file's) have ended.
+        """
         self._closed = True
         if self._batch is not None and not self._due:
             if self._window is not None:
                 self._window.cancel()
             self._close_window()
-        while (waited := self._writing or self._batch) is not None:
-            await asyncio.wait([waited])  # its outcome is its appenders' to take
-        await self._marks.close()
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            await self._thread.submit(os.close, fd)
+        try:
+            while (waited := self._writing or self._batch) is not None:
+                await asyncio.wait([waited])  # its outcome is its appenders' to take
+            await self._marks.close()
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                await self._thread.submit(os.close, fd)
+        finally:
+            # Not left to the idle end: a process closing many journals would keep their
+            # threads that much longer.
+            await self._thread.close()
 
     def _encode(self, event: JournalEvent) -> str:
         obj = to_json_object(event)

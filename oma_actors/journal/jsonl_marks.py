@@ -67,11 +67,14 @@ class JsonlMarkFile:
         return await asyncio.to_thread(self._read, run_id, above)
 
     async def close(self) -> None:
-        """Wait for every pending mark, then close the file."""
-        await self._group.drain()
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            await self._thread.submit(os.close, fd)
+        """Wait for every pending mark, then close the file and end the file's thread."""
+        try:
+            await self._group.drain()
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                await self._thread.submit(os.close, fd)
+        finally:
+            await self._thread.close()
 
     async def _commit(self, marks: Sequence[DispatchMark]) -> list[bool]:
         data = b"".join(mark.to_json() + b"\n" for mark in marks)
