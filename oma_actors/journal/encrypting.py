@@ -23,18 +23,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from oma_actors.errors import ConfigurationError, CorruptStoreError
 from oma_actors.journal.base import RunJournal, read_run
+from oma_actors.journal.errors import JournalAppendError
+from oma_actors.journal.sql import FencedJournal
 from oma_actors.jsontext import escape_lone_surrogates
+from oma_actors.stores.base import is_conditional_store
+from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.keyring import KeyRing, UnsealError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from oma_actors.journal.event import JournalEvent
     from oma_actors.journal.marks import DispatchMark
+    from oma_actors.journal.sql import AppendFence
+    from oma_actors.stores.base import ConditionalStore, Expect, Write
 
 SEALED_FIELD = "sealed"
 """The one variant field an encrypted event carries: the envelope of all the others."""
@@ -149,6 +155,36 @@ class EncryptingJournal:
     async def _append_now(self, events: Sequence[JournalEvent]) -> None:
         await self._urgent([self.seal(event) for event in events])
 
+    def shares_database(self, store: object) -> bool:
+        """Whether the appends can carry the run lease's fence of ``store`` (D15): the inner
+        journal is a database journal in the database of the store ``store`` seals (an
+        ``EncryptingStore`` over it), so a sealed leased run is journal-first as a plain one."""
+        return (
+            isinstance(self.inner, FencedJournal)
+            and isinstance(store, EncryptingStore)
+            and self.inner.shares_database(store.inner)
+        )
+
+    async def append_fenced(self, events: Sequence[JournalEvent], fence: AppendFence) -> None:
+        """Seal the events and append them through the inner journal under ``fence``, its run
+        record check restated on the sealed record the database holds (the inner transaction
+        compares stored strings; a record sealed anew since fails it, never passes it).
+
+        Raises:
+            JournalAppendError: the inner journal cannot fence, or the fence's store is not
+                sealed (``shares_database`` said no); nothing was appended.
+            LeaseError, JournalClosedError, JournalDuplicateError, StoreError: as the inner
+                journal's ``append_fenced``.
+        """
+        store = fence.fence_store
+        if not isinstance(self.inner, FencedJournal) or not isinstance(store, EncryptingStore):
+            raise JournalAppendError(
+                f"{self._name()}: a sealed journal fences its appends only by a sealed store "
+                "in its own database"
+            )
+        sealed = [self.seal(event) for event in events]
+        await self.inner.append_fenced(sealed, _SealedFence(fence, store))
+
     async def read_from(self, seq: int) -> list[JournalEvent]:
         """Every event with ``seq >= seq``, payloads opened, in order.
 
@@ -192,6 +228,32 @@ class EncryptingJournal:
 
     def __repr__(self) -> str:
         return f"EncryptingJournal({self.inner!r}, {self.keyring!r})"
+
+
+class _SealedFence:
+    """A run lease's fence whose record check is restated on the sealed record for the inner
+    journal's transaction (``EncryptingStore.sealed_checks``)."""
+
+    def __init__(self, fence: AppendFence, store: EncryptingStore) -> None:
+        self._fence = fence
+        self._store = store
+
+    @property
+    def fence_store(self) -> ConditionalStore | None:
+        """The sealed store's inner store: the table the inner transaction reads."""
+        inner = self._store.inner
+        return cast("ConditionalStore", inner) if is_conditional_store(inner) else None
+
+    async def fenced(self, apply: Callable[[list[Expect], list[Write]], Awaitable[bool]]) -> bool:
+        """The lease's fenced write, handing ``apply`` its checks on the sealed values."""
+
+        async def sealed(checks: list[Expect], writes: list[Write]) -> bool:
+            restated = await self._store.sealed_checks(checks)
+            if restated is None:  # the record is not the one this lease holds: the lease decides
+                return False
+            return await apply(restated, writes)
+
+        return await self._fence.fenced(sealed)
 
 
 __all__ = ["SEALED_FIELD", "AppendNow", "EncryptingJournal", "open_event", "seal_event"]

@@ -263,6 +263,19 @@ class EncryptingStore:
                 return True
         raise _racing([check.key for check in checks])
 
+    async def sealed_checks(self, checks: Sequence[Expect]) -> builtins.list[Expect] | None:
+        """``checks`` (on plaintexts) restated on the sealed values the inner store holds now,
+        or ``None`` when one of them does not hold.
+
+        For a transaction beside the inner store that compares its stored strings itself (a
+        database journal's fenced append reads the run record in its own transaction): a
+        value replaced after this read fails that comparison, never passes it.
+
+        Raises:
+            CorruptStoreError: A checked value cannot be opened (fails closed).
+        """
+        return await self._sealed_if_holds(checks, guess=True)
+
     async def _sealed_if_holds(
         self, checks: Sequence[Expect], *, guess: bool
     ) -> builtins.list[Expect] | None:

@@ -22,10 +22,13 @@ from test_sidecar_timeline import timeline
 
 from oma_actors.journal import EncryptingJournal, JsonlRunJournal
 from oma_actors.stores import EncryptingStore, FileStore, KeyRing
+from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.cli import main
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from service_kit import FreshStores
 
 SECRET = "patient-record-MRN-00731"
 RING = KeyRing({"k1": bytes(range(32))}, active="k1")
@@ -78,3 +81,20 @@ def test_serve_refuses_a_key_file_others_can_read(
     code = main(["--store", str(tmp_path / "state.json"), "--encryption-keys", str(keys)])
     assert code == 2
     assert "--encryption-keys" in capsys.readouterr().err
+
+
+async def test_a_sealed_run_on_postgres_is_journal_first_and_keeps_its_history(
+    fresh_stores: FreshStores,
+) -> None:
+    """Sealed appends carry the lease's fence (D15): a sidecar run on an encrypted PostgreSQL
+    store saves its turns by journal appends and lists its history (it kept fenced snapshots
+    and had none while the sealed journal could not carry the fence)."""
+    dsn, table = fresh_stores.postgres_table()
+    async with serving(f"{dsn}?table={table}", encryption_keys=RING) as client:
+        await run_to_end(client, run_request("enc-pg", tools=("echo",), arguments={"text": SECRET}))
+        response = await client.runs.GetRunHistory(
+            pb.GetRunHistoryRequest(run_id="enc-pg"), metadata=client.metadata
+        )
+    boundaries = [point.boundary for point in response.points]
+    assert boundaries[0] == "admission"
+    assert "tool_commit" in boundaries
