@@ -154,12 +154,22 @@ class JournalDamagedError(CheckpointError):
 
 
 class NoHistoryError(CheckpointError):
-    """A run keeps no history in this store: unknown, or not saved journal-first (D17)."""
+    """A run keeps no history in this store: unknown, or not saved journal-first (D17).
 
-    def __init__(self, run_id: str) -> None:
+    ``saved``: the run has a checkpoint, saved by snapshots alone (the message says why such a
+    run keeps no history)."""
+
+    def __init__(self, run_id: str, *, saved: bool = False) -> None:
+        why = (
+            ": this run was saved by snapshots (OMA's mode, or a leased run whose journal "
+            "cannot carry its lease's fence, such as a JSONL file; a leased run is journal-first "
+            "with its journal in its run record's database)"
+            if saved
+            else ""
+        )
         super().__init__(
             f"run {run_id!r} has no history in this store: only a run saved journal-first "
-            "(a durable journal) keeps one"
+            f"(a durable journal) keeps one{why}"
         )
         self.run_id = run_id
 

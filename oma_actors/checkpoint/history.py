@@ -329,7 +329,7 @@ async def _anchors(
         values[newest.key] = latest[1]
         found.append(newest)
     if not found:
-        raise NoHistoryError(run_id)
+        raise NoHistoryError(run_id, saved=latest is not None)
     found.sort(key=lambda anchor: anchor.watermark)
     return tuple(found), values, latest
 
