@@ -7,12 +7,15 @@ child's own ledger rows. Never touched: the parent's snapshot, anchors, ledger r
 events. No model is called.
 
 Effects. Tool results committed up to the point are in the child's state: a restore replays
-them. A call the journal shows started but not committed at the point may have had its effect;
-``fork_run`` has no team to ask whether its tool is ``unsafe`` (and a safe call's ``tool/call``
-looks like an unsafe dispatch record), so it marks every such call dispatched
-(``mark_started_unsafe``): a restore of the child never runs it again, it asks the tool's
-``reconcile`` or answers ``TOOL_OUTCOME_UNKNOWN`` (decision D1). Everything after the point runs
-fresh in the child.
+them. A call the journal shows started but not committed at the point may have had its effect.
+``fork_run`` has no team to ask whether its tool is ``unsafe`` (a safe call's ``tool/call`` looks
+like an unsafe dispatch record), so it marks every such call dispatched (``mark_started_unsafe``)
+and lists the ones it marked only for that reason in the child's snapshot (``FORK_MARKED``). The
+child's restore has the team: it clears the mark of each listed call whose tool is not ``unsafe``
+(``clear_fork_marks``), so that call runs again, as after a crash (decision D1), while an unsafe
+one is never run again (its ``reconcile``, or ``TOOL_OUTCOME_UNKNOWN``). A reader that ignores
+the list (OMA, an older build) keeps every mark: it never re-runs a call, the safe side.
+Everything after the point runs fresh in the child.
 
 Approvals. A pending request binds its run id (its id is derived from it), and a restore refuses
 a request of another run; so each pending request is re-created for the child with the same
@@ -46,6 +49,8 @@ from oma_actors.keyspace import checkpoint_key, history_key, run_record_key
 from oma_actors.stores.base import Expect, is_conditional_store
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
     from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
     from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.journal.base import RunJournal
@@ -166,7 +171,8 @@ async def _refuse_recorded(
 def _mark_started(
     state: CheckpointSnapshot, started: tuple[StartedCall, ...]
 ) -> CheckpointSnapshot:
-    """Every call started and uncommitted at the point marked dispatched (never re-run, D1)."""
+    """Every call started and uncommitted at the point marked dispatched, and listed in
+    ``FORK_MARKED`` when the fork alone marked it (its tool's effect unknown here, D1)."""
     open_calls = [call for call in started if not call.has_result]
     names: dict[str, set[str]] = {}
     for entry in state.in_flight:
@@ -175,7 +181,105 @@ def _mark_started(
         names.setdefault(entry.assignee, set()).update(
             item.call.name for item in entry.state.pending if item.call.id in ids
         )
-    return mark_started_unsafe(state, open_calls, names)
+    marked = mark_started_unsafe(state, open_calls, names)
+    # A call the state already held dispatched was marked by its run, whose team said its tool
+    # is unsafe: never listed. One listed by an earlier fork (a fork of a child at a point that
+    # still folds from the child's first snapshot) stays listed while it is open.
+    unsure = (_open_dispatched(marked) - _open_dispatched(state)) | (
+        fork_marked(state) & _open_dispatched(marked)
+    )
+    return _with_fork_marks(marked, unsure)
+
+
+FORK_MARKED = "forkMarkedDispatched"
+"""Our member of a fork child's snapshot (decision D17): the calls ``fork_run`` marked dispatched
+only because it cannot tell their tool's effect, ``[{"taskId", "assignee", "callId"}]``.
+
+The encoder carries a member it does not model from the snapshot's source (``checkpoint.carry``),
+and OMA's validator and ours ignore members they do not know: a child read by OMA keeps every
+mark (it never re-runs the call). ``clear_fork_marks`` consumes it on the child's restore.
+"""
+
+CallKey = tuple[str, str, str]
+"""A pending call by its in-flight entry and id: ``(task id, assignee, call id)``."""
+
+
+def fork_marked(snapshot: CheckpointSnapshot) -> frozenset[CallKey]:
+    """The calls ``snapshot`` lists in ``FORK_MARKED`` (none when it has no such member; an
+    entry of another shape is skipped, so its call keeps its mark)."""
+    listed = (snapshot.source or {}).get(FORK_MARKED)
+    if not isinstance(listed, list):
+        return frozenset()
+    keys: set[CallKey] = set()
+    for item in listed:
+        if isinstance(item, dict):
+            key = (item.get("taskId"), item.get("assignee"), item.get("callId"))
+            if all(isinstance(part, str) for part in key):
+                keys.add(cast("CallKey", key))
+    return frozenset(keys)
+
+
+def clear_fork_marks(
+    snapshot: CheckpointSnapshot, safe: Mapping[str, Collection[str]]
+) -> CheckpointSnapshot:
+    """``snapshot`` with the dispatched mark of every call ``FORK_MARKED`` lists cleared when
+    its tool is one of its agent's ``safe`` tools, and without the member.
+
+    A restore runs it with the team (``safe``: per agent, the names of its tools that are not
+    ``unsafe``), before the tail is folded: a cleared call that the tail shows started again
+    is marked again only if its tool is unsafe (``mark_started_unsafe``), as after a crash
+    (decision D1). A call whose agent or tool the team does not know keeps its mark. The member
+    is dropped, so the restored run's snapshots do not carry it: their marks are the team's.
+    """
+    source = snapshot.source
+    if source is None or FORK_MARKED not in source:
+        return snapshot
+    listed = fork_marked(snapshot)
+    entries = []
+    for entry in snapshot.in_flight:
+        tools = safe.get(entry.assignee, ())
+        pending = tuple(
+            replace(item, dispatched=False)
+            if item.dispatched
+            and item.commit is None
+            and item.call.name in tools
+            and (entry.task_id, entry.assignee, item.call.id) in listed
+            else item
+            for item in entry.state.pending
+        )
+        if pending != entry.state.pending:
+            entry = replace(entry, state=replace(entry.state, pending=pending))
+        entries.append(entry)
+    kept = {key: value for key, value in source.items() if key != FORK_MARKED}
+    return replace(snapshot, in_flight=tuple(entries), source=kept)
+
+
+def _open_dispatched(snapshot: CheckpointSnapshot) -> frozenset[CallKey]:
+    return frozenset(
+        (entry.task_id, entry.assignee, item.call.id)
+        for entry in snapshot.in_flight
+        for item in entry.state.pending
+        if item.dispatched and item.commit is None
+    )
+
+
+def _with_fork_marks(
+    snapshot: CheckpointSnapshot, unsure: frozenset[CallKey]
+) -> CheckpointSnapshot:
+    """``snapshot`` whose source lists ``unsure`` in ``FORK_MARKED`` (in the state's order), or
+    holds no such member when it is empty."""
+    source = {key: value for key, value in (snapshot.source or {}).items() if key != FORK_MARKED}
+    listed = [
+        {"taskId": entry.task_id, "assignee": entry.assignee, "callId": item.call.id}
+        for entry in snapshot.in_flight
+        for item in entry.state.pending
+        if (entry.task_id, entry.assignee, item.call.id) in unsure
+    ]
+    if listed:
+        source[FORK_MARKED] = listed
+    if snapshot.source is None and not listed:
+        return snapshot
+    return replace(snapshot, source=source)
 
 
 def _child(

@@ -8,6 +8,13 @@ the summary counts the runs, and every finding names its run and seq. A database
 keyed ``(run_id, seq)`` and read back in seq order, so the sequence check cannot fail on it:
 the database refused a repeated seq when it was appended.
 
+A fork's child continues in its parent's journal, and its conversation up to the fork point is
+its parent's: its links to those events are followed into the parent's (``verify_run(...,
+forks=...)``) for every run the store's snapshots say was forked (``forkedFrom``). The store is
+``JOURNAL`` itself when it is a store's URI, else ``--store``; it is read only for the runs whose
+links found a gap, and a run whose snapshot cannot be read keeps its gaps. Without a store, a
+child's links to its parent stay inconclusive gaps, as any link the journal cannot resolve.
+
 Like every command that reads, this one creates nothing: a store that is not there, or one whose
 database holds no journal table (its runs kept no journal there), is refused, never given an
 empty one to read. A store that keeps no journal (Redis, memory) is refused by name.
@@ -20,14 +27,17 @@ sealed events without their keys), with one line on stderr.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from oma_actors.checkpoint import Checkpoint
 from oma_actors.cli.encryption import KEYS_ENV, keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
-from oma_actors.cli.store_option import missing_store
+from oma_actors.cli.store_option import STORE_HELP, missing_store, reading
+from oma_actors.errors import CheckpointError, CorruptStoreError
 from oma_actors.journal import JsonlRunJournal, open_journal, verify_run
 from oma_actors.journal.encrypting import SEALED_FIELD
 from oma_actors.journal.open import DATABASE_STORE_KINDS
@@ -37,10 +47,12 @@ from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
     from rich.console import Console
 
-    from oma_actors.journal import RunJournal, VerifyFinding, VerifyResult
+    from oma_actors.checkpoint import CheckpointSnapshot
+    from oma_actors.journal import JournalEvent, RunJournal, VerifyFinding, VerifyResult
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,6 +81,17 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "sqlite:///abs/state.db or postgresql://user@host:5432/db[?table=T]"
         ),
     )
+    verify.add_argument(
+        "--store",
+        metavar="URI",
+        default=None,
+        help=(
+            "the checkpoint store of the journal's runs, to follow a fork's child's links into "
+            "its parent's events (default: JOURNAL when it is a store URI); "
+            + STORE_HELP
+            + "; read, never locked or created"
+        ),
+    )
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -76,17 +99,23 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     """Carry out ``oma verify``; 0 ok, 1 failures.
 
     Raises:
-        CommandFailed: The journal is missing (a file, a store, a store's journal table), is
-            kept by no store of that kind (Redis, memory), holds no valid event (a file of
-            garbage alone proves nothing, so it is not "ok"), or is sealed and no keys were
-            given; ``main`` prints it as one line on stderr, exit 2. An unreadable journal
+        CommandFailed: The journal or ``--store`` is missing (a file, a store, a store's
+            journal table), the journal is kept by no store of that kind (Redis, memory),
+            holds no valid event (a file of garbage alone proves nothing, so it is not "ok"),
+            or is sealed and no keys were given; ``main`` prints it as one line on stderr,
+            exit 2. An unreadable journal
             raises its own typed error, printed the same way: a bad line or row, a database
             that cannot be reached or is not one, and a path that is not a regular file (a
             FIFO, ``/dev/zero``, ``/proc/kmsg``, a directory) or is over the journal read limit,
             both refused before anything is read, so none of them hangs or loads gigabytes.
-        ConfigurationError: ``JOURNAL`` is a malformed URI or of an unknown scheme.
+        ConfigurationError: ``JOURNAL`` or ``--store`` is a malformed URI or of an unknown
+            scheme.
     """
     opened, where = await _open(args.journal)
+    missing = None if args.store is None else await missing_store(args.store)
+    if missing is not None:
+        await opened.close()
+        raise CommandFailed(missing)
     keyring = keyring_from_env()
     journal = sealed_journal(opened, keyring)
     try:
@@ -102,11 +131,50 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if result.stats["events"] == 0:
         # Zero events is what an empty file, a wrong file or one torn line all read as.
         raise CommandFailed(f"no valid event in {where}: it is not a run journal, or it is empty")
+    store = _store_of(args)
+    if store is not None and result.inconclusive:
+        result = await _following_forks(store, events, result)
     if args.json:
         console.out(json.dumps(_as_json(result), indent=2), highlight=False)
     else:
         _print(result, console)
     return 0 if result.ok else 1
+
+
+def _store_of(args: argparse.Namespace) -> str | None:
+    """The store whose snapshots say which runs are forks: ``--store``, else ``JOURNAL`` when it
+    is a database store's URI (its runs' snapshots are in that database), else none."""
+    if args.store is not None:
+        return str(args.store)
+    return args.journal if parse_store_uri(args.journal).kind in DATABASE_STORE_KINDS else None
+
+
+async def _following_forks(
+    uri: str, events: Sequence[JournalEvent], result: VerifyResult
+) -> VerifyResult:
+    """``result``, verified again with the forks among the runs that have gaps (and their
+    parents, up each chain of forks), when there are any."""
+    snapshots: dict[str, CheckpointSnapshot | None] = {}
+    todo = sorted({finding.run_id for finding in result.inconclusive if finding.run_id})
+    async with reading(uri) as store:
+        while todo:
+            run_id = todo.pop()
+            if run_id in snapshots:
+                continue
+            # A snapshot that cannot be read (damaged, sealed without keys) says nothing about
+            # its run's origin: that run's gaps stay as they are.
+            snapshots[run_id] = None
+            with contextlib.suppress(CheckpointError, CorruptStoreError):
+                snapshots[run_id] = await Checkpoint(store, run_id=run_id).load_latest()
+            origin = snapshots[run_id]
+            if origin is not None and origin.forked_from is not None:
+                todo.append(origin.forked_from.run_id)
+    forks = {
+        run_id: snapshot.forked_from
+        for run_id, snapshot in snapshots.items()
+        if snapshot is not None and snapshot.forked_from is not None
+    }
+    return await verify_run(events, forks=forks) if forks else result
 
 
 async def _open(uri: str) -> tuple[RunJournal, str]:

@@ -12,8 +12,12 @@ wins; (2) referential integrity of every ``sourceEventSeqs`` (and of ``context/r
 ``dropped`` and ``replacements``): a reference at or above the citing seq is a ``BROKEN_LINK``, a
 reference below it that the journal does not hold is an inconclusive gap (an evicted head is not
 an error); (3) every block of every ``llm/request`` must be reproducible from its lineage. A
-reference resolves only among its own run's events: another run's event of the same seq is not
-its source (a fork child's reference to its parent's events before the fork point is a gap).
+reference resolves among its own run's events: another run's event of the same seq is not its
+source. A fork's child is the exception, when the caller says which runs are forks (``forks``,
+from the children's snapshots' ``forkedFrom``): its state up to the fork point is its parent's,
+so a reference the child does not hold resolves among its parent's events at or below the fork
+point (and on up a chain of forks), when they are in the same journal. Without ``forks``, or for
+a reference the parent does not hold either, the reference stays a gap.
 
 Not proven (JR-23): schema validity, turn pairing, run/start and run/end presence; redaction at
 write time can make correct blocks ``not-reproducible``.
@@ -21,7 +25,7 @@ write time can make correct blocks ``not-reproducible``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +33,7 @@ from oma_actors.journal.event import RECORDED_RESULT
 from oma_actors.journal.vocabulary import canonical_content_hash
 
 if TYPE_CHECKING:
+    from oma_actors.domain.snapshot import ForkedFrom
     from oma_actors.journal.base import RunJournal
     from oma_actors.journal.event import JournalEvent
 
@@ -78,26 +83,38 @@ class VerifyResult:
     runs: list[str] = field(default_factory=list)
 
 
-async def verify_run(journal: RunJournal | Sequence[JournalEvent]) -> VerifyResult:
+async def verify_run(
+    journal: RunJournal | Sequence[JournalEvent], *, forks: Mapping[str, ForkedFrom] | None = None
+) -> VerifyResult:
     """Verify a run's journal; reads it once with ``read_from(0)``.
+
+    Args:
+        journal: the journal, or its events.
+        forks: per run id, the fork it was started from (a snapshot's ``forked_from``): that
+            run's references below its own events resolve among its parent's events up to the
+            fork point too (see the module doc). ``None``: no run is known to be a fork.
 
     Raises:
         JournalCorruptError: a JSONL journal has a bad line (not a torn trailing one).
     """
     events = list(journal) if isinstance(journal, Sequence) else await journal.read_from(0)
-    return verify_events(events)
+    return verify_events(events, forks=forks)
 
 
-def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
-    """``verify_run`` over events already read (pure): each run's events verified on their own."""
+def verify_events(
+    events: Sequence[JournalEvent], *, forks: Mapping[str, ForkedFrom] | None = None
+) -> VerifyResult:
+    """``verify_run`` over events already read (pure): each run's events verified on their own
+    (a fork's child with its parent's events up to its fork point, ``forks``)."""
     by_run: dict[str, list[JournalEvent]] = {}
     for event in events:
         by_run.setdefault(event.run_id, []).append(event)
+    sequenced = {run_id: _sequence(run_events) for run_id, run_events in by_run.items()}
     failures: list[VerifyFinding] = []
     inconclusive: list[VerifyFinding] = []
     requests = blocks_checked = 0
-    for run_id, run_events in by_run.items():
-        run = _verify_one_run(run_events)
+    for run_id, run in sequenced.items():
+        _check_links(run, _sources(run_id, sequenced, forks or {}))
         failures += [replace(finding, run_id=run_id) for finding in run.failures]
         inconclusive += [replace(finding, run_id=run_id) for finding in run.inconclusive]
         requests += run.requests
@@ -114,33 +131,61 @@ def verify_events(events: Sequence[JournalEvent]) -> VerifyResult:
 
 @dataclass(slots=True)
 class _RunVerdict:
+    by_seq: dict[int, JournalEvent] = field(default_factory=dict)
+    accepted: list[JournalEvent] = field(default_factory=list)
     failures: list[VerifyFinding] = field(default_factory=list)
     inconclusive: list[VerifyFinding] = field(default_factory=list)
     requests: int = 0
     blocks_checked: int = 0
 
 
-def _verify_one_run(events: Sequence[JournalEvent]) -> _RunVerdict:
-    """The three checks over the events of one run, in journal order."""
+def _sequence(events: Sequence[JournalEvent]) -> _RunVerdict:
+    """Check (1) over the events of one run, in journal order: the first event of a seq wins."""
     verdict = _RunVerdict()
-    failures, inconclusive = verdict.failures, verdict.inconclusive
-    by_seq: dict[int, JournalEvent] = {}
-    accepted: list[JournalEvent] = []
     highest = 0
     for event in events:
-        if event.seq in by_seq:
-            failures.append(_finding(SEQ_NOT_MONOTONIC, "duplicate-sequence", event.seq))
+        if event.seq in verdict.by_seq:
+            verdict.failures.append(_finding(SEQ_NOT_MONOTONIC, "duplicate-sequence", event.seq))
             continue
-        by_seq[event.seq] = event
-        accepted.append(event)
+        verdict.by_seq[event.seq] = event
+        verdict.accepted.append(event)
         if event.seq < highest:
-            failures.append(_finding(SEQ_NOT_MONOTONIC, "out-of-order-sequence", event.seq))
+            verdict.failures.append(_finding(SEQ_NOT_MONOTONIC, "out-of-order-sequence", event.seq))
         highest = max(highest, event.seq)
+    return verdict
 
-    for event in accepted:
+
+def _sources(
+    run_id: str, runs: Mapping[str, _RunVerdict], forks: Mapping[str, ForkedFrom]
+) -> Mapping[int, JournalEvent]:
+    """The events a reference of ``run_id`` may resolve to, by seq: its own, then, for a fork's
+    child, its parent's at or below the fork point, and so on up the chain of forks (each
+    ancestor's up to the lowest fork point below it). A parent the journal does not hold, or a
+    chain that comes back to a run it passed, ends the chain."""
+    own = runs[run_id].by_seq
+    origin = forks.get(run_id)
+    if origin is None:
+        return own
+    merged = dict(own)
+    seen = {run_id}
+    limit = origin.seq
+    while origin is not None and origin.run_id in runs and origin.run_id not in seen:
+        seen.add(origin.run_id)
+        limit = min(limit, origin.seq)
+        for seq, event in runs[origin.run_id].by_seq.items():
+            if seq <= limit:
+                merged.setdefault(seq, event)
+        origin = forks.get(origin.run_id)
+    return merged
+
+
+def _check_links(verdict: _RunVerdict, sources: Mapping[int, JournalEvent]) -> None:
+    """Checks (2) and (3) over one run's accepted events, resolving among ``sources``."""
+    failures, inconclusive = verdict.failures, verdict.inconclusive
+    for event in verdict.accepted:
         refs = _references(event)
         forward = [ref for ref in refs if ref >= event.seq]
-        missing = sorted({ref for ref in refs if ref < event.seq and ref not in by_seq})
+        missing = sorted({ref for ref in refs if ref < event.seq and ref not in sources})
         if forward:
             failures.append(_finding(BROKEN_LINK, "forward-reference", event.seq))
         if missing:
@@ -148,16 +193,15 @@ def _verify_one_run(events: Sequence[JournalEvent]) -> _RunVerdict:
                 _finding(BROKEN_LINK, "missing-source", event.seq, missing=tuple(missing))
             )
 
-    for event in accepted:
+    for event in verdict.accepted:
         if event.type != "llm/request":
             continue
         verdict.requests += 1
         for block in event.data.get("blocks") or []:
             verdict.blocks_checked += 1
-            found = _check_block(event.seq, block, by_seq)
+            found = _check_block(event.seq, block, sources)
             if found is not None:
                 (inconclusive if found.missing_seqs else failures).append(found)
-    return verdict
 
 
 def _finding(
@@ -198,7 +242,7 @@ def _references(event: JournalEvent) -> list[int]:
     return refs
 
 
-def _check_block(seq: int, block: Any, by_seq: dict[int, JournalEvent]) -> VerifyFinding | None:
+def _check_block(seq: int, block: Any, by_seq: Mapping[int, JournalEvent]) -> VerifyFinding | None:
     lineage = block.get("sourceEventSeqs") if isinstance(block, dict) else None
     if lineage is None:
         return _finding(MISSING_CONTEXT_REPLACE, "no-lineage", seq, block=block)
@@ -217,7 +261,7 @@ def _check_block(seq: int, block: Any, by_seq: dict[int, JournalEvent]) -> Verif
     return _finding(MISSING_CONTEXT_REPLACE, "not-reproducible", seq, block=block)
 
 
-def _hashes_of(source: JournalEvent, by_seq: dict[int, JournalEvent]) -> set[str]:
+def _hashes_of(source: JournalEvent, by_seq: Mapping[int, JournalEvent]) -> set[str]:
     blocks: list[Any] = []
     if source.type in _MESSAGE_TYPES:
         message = source.data.get("message")
@@ -233,7 +277,7 @@ def _hashes_of(source: JournalEvent, by_seq: dict[int, JournalEvent]) -> set[str
     return {canonical_content_hash(block) for block in blocks}
 
 
-def _recorded(block: Any, by_seq: dict[int, JournalEvent]) -> Any:
+def _recorded(block: Any, by_seq: Mapping[int, JournalEvent]) -> Any:
     """A journal-first results message's reference: the block of the ``tool/result`` it names.
 
     A reference the journal cannot resolve stays as it is (its hash then matches nothing).

@@ -268,6 +268,15 @@ def unsafe_tools(team: Team) -> Mapping[str, frozenset[str]]:
     }
 
 
+def safe_tools(team: Team) -> Mapping[str, frozenset[str]]:
+    """Per agent, the names of its tools that are not ``unsafe`` (a restore may re-run their
+    started calls, D1)."""
+    return {
+        agent.name: frozenset(tool.name for tool in agent.tools if tool.effect != "unsafe")
+        for agent in team.agents
+    }
+
+
 def all_tools(team: Team) -> Mapping[str, frozenset[str]]:
     """Per agent, the names of all its tools (a salvaged tail marks every started call)."""
     return {agent.name: frozenset(tool.name for tool in agent.tools) for agent in team.agents}

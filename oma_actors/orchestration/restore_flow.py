@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from oma_actors.agents.runner import resolve_agent
+from oma_actors.checkpoint.fork import clear_fork_marks
 from oma_actors.checkpoint.manager import Checkpoint
 from oma_actors.checkpoint.run_writer import RunWriter, Saved
 from oma_actors.clock import to_iso
@@ -53,6 +54,7 @@ from oma_actors.orchestration.journal_setup import (
     OnDamagedJournal,
     fold_restored_tail,
     forgets_before,
+    safe_tools,
 )
 from oma_actors.orchestration.journaling import RunJournaling
 from oma_actors.orchestration.ownership import owning, settle
@@ -139,6 +141,9 @@ async def _continue(
     coordinator: AgentConfig | None,
     on_damaged: OnDamagedJournal,
 ) -> TeamRunResult:
+    # A fork's child (D17): the calls its fork marked dispatched only for want of a team are
+    # re-runnable when their tool is not unsafe (D1), before the tail marks what it started.
+    snapshot = clear_fork_marks(snapshot, safe_tools(team))
     if ctx.journal is not None:
         # Spec 17.3: the tail above the snapshot's watermarks is folded in first (JR-11: only
         # a v5 snapshot has one); a tail failing a check is discarded whole (D6), or refused
