@@ -14,6 +14,7 @@ from oma_actors.checkpoint.stranded import strand_unresumable
 from oma_actors.errors import ConfigurationError, JournalDamagedError
 from oma_actors.events import JournalTailDiscarded, ToolOutcomeUnknown
 from oma_actors.journal.base import InMemoryRunJournal
+from oma_actors.journal.encrypting import EncryptingJournal
 from oma_actors.journal.event import TOOL_CALL
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.fold import Discarded, Folded, StartedCall, fold_tail
@@ -21,6 +22,7 @@ from oma_actors.journal.marks import marks_of_journal
 from oma_actors.journal.options import JournalOptions
 from oma_actors.journal.ref import depends_on_journal
 from oma_actors.journal.tail import lost_events, read_journal_tail
+from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.memory import InMemoryStore
 
 if TYPE_CHECKING:
@@ -324,6 +326,41 @@ def is_run_journal(candidate: object) -> bool:
         callable(getattr(candidate, name, None))
         for name in ("append", "read_from", "close", "describe")
     )
+
+
+def check_sealed_beside(options: JournalOptions | None, store: object | None) -> None:
+    """Refuse a journal that would keep in clear what the checkpoint ``store`` seals.
+
+    A journal's events hold what the snapshots hold (the prompts, tool inputs and outputs,
+    answers); journal-first, the journal is the save path. An ``EncryptingStore`` beside a
+    journal that is no ``EncryptingJournal`` would leave all of it in clear at rest while the
+    caller believes the run encrypted. An in-memory journal keeps nothing at rest. Wrappers
+    that name what they wrap ``inner`` are looked through on both sides.
+
+    Raises:
+        ConfigurationError: the store seals and the journal does not; nothing was written.
+    """
+    if options is None or store is None or not _wraps(store, EncryptingStore):
+        return
+    journal = options.journal
+    if isinstance(journal, InMemoryRunJournal) or _wraps(journal, EncryptingJournal):
+        return
+    raise ConfigurationError(
+        "the checkpoint store seals its values (EncryptingStore) but the run journal does not: "
+        "its events would keep the run's prompts, tool inputs and outputs in clear; pass "
+        "EncryptingJournal(journal, keyring)"
+    )
+
+
+def _wraps(candidate: object, kind: type) -> bool:
+    """Whether ``candidate`` is a ``kind``, or wraps one (through ``inner``, a few levels)."""
+    for _ in range(8):
+        if isinstance(candidate, kind):
+            return True
+        candidate = getattr(candidate, "inner", None)
+        if candidate is None:
+            return False
+    return False
 
 
 def forgets_before(journal: object, store: object) -> bool:

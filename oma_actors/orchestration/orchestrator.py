@@ -32,6 +32,7 @@ from oma_actors.orchestration.journal_calls import (
 from oma_actors.orchestration.journal_setup import (
     OnDamagedJournal,
     check_on_damaged,
+    check_sealed_beside,
     resolve_journal,
 )
 from oma_actors.orchestration.options import (
@@ -223,7 +224,7 @@ class OpenMultiAgent:
             LeaseError: with a run store, the run is owned elsewhere, terminal or suspended.
         """
         resolved = self._resolve(team, checkpoint)
-        ctx = self._ctx_for(run_store, journal)
+        ctx = self._ctx_for(run_store, journal, resolved)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, tasks, resolved, None, ctx)
         return await run_task_list(team, tasks, ctx=ctx, resolved=resolved)
@@ -244,7 +245,7 @@ class OpenMultiAgent:
         run's records match the artifact a person reviewed. ``on_existing`` as in run_tasks.
         """
         resolved = self._resolve(team, checkpoint)
-        ctx = self._ctx_for(run_store, journal)
+        ctx = self._ctx_for(run_store, journal, resolved)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, plan, resolved, None, ctx)
         return await run_task_list(
@@ -273,7 +274,7 @@ class OpenMultiAgent:
         ``on_existing`` as in run_tasks; it is decided before the coordinator is asked.
         """
         resolved = self._resolve(team, checkpoint)  # plan_only writes only a plan suspension
-        ctx = self._ctx_for(run_store, journal)
+        ctx = self._ctx_for(run_store, journal, resolved)
         if await continue_existing(resolved, check_on_existing(on_existing)):
             return await self._restore(team, None, resolved, coordinator, ctx)
         guard = None
@@ -329,16 +330,23 @@ class OpenMultiAgent:
         on_damaged = check_on_damaged(on_damaged_journal)
         resolved = self._resolve(team, checkpoint, restoring=True)
         return await self._restore(
-            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store, journal),
+            team, tasks_or_plan, resolved, coordinator, self._ctx_for(run_store, journal, resolved),
             on_damaged_journal=on_damaged,
         )  # fmt: skip
 
-    def _ctx_for(self, run_store: RunStoreArg, journal: JournalArg) -> FlowContext:
-        """The flow settings of one call: its run store and journal replace the defaults."""
+    def _ctx_for(
+        self, run_store: RunStoreArg, journal: JournalArg, resolved: ResolvedCheckpoint | None
+    ) -> FlowContext:
+        """The flow settings of one call: its run store and journal replace the defaults.
+
+        Raises:
+            ConfigurationError: the journal would keep in clear what the checkpoint store
+                seals (``check_sealed_beside``).
+        """
+        options = resolve_journal(journal, self._journal)
+        check_sealed_beside(options, resolved.store if resolved is not None else None)
         return replace(
-            self._ctx,
-            run_store=resolve_run_store(run_store, self._run_store),
-            journal=resolve_journal(journal, self._journal),
+            self._ctx, run_store=resolve_run_store(run_store, self._run_store), journal=options
         )
 
     async def _restore(

@@ -278,3 +278,42 @@ def test_a_payload_holding_a_lone_surrogate_is_sealed_and_opens_as_itself() -> N
     sealed = seal_event(event, RING)
     assert set(sealed.data) == {SEALED_FIELD}
     assert open_event(sealed, RING, journal="j").data == event.data
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["journal-first", "oma-mode"])
+async def test_a_plain_journal_beside_a_sealed_store_is_refused_before_anything(
+    tmp_path: Path, durable: bool
+) -> None:
+    """Its events would keep in clear what the store seals; nothing is written."""
+    path = tmp_path / "run.jsonl"
+    journal = JsonlRunJournal(path)
+    inner = FileStore(tmp_path / "state.json")
+    store = EncryptingStore(inner, RING)
+    effects: list[str] = []
+    orchestrator = OpenMultiAgent()
+    try:
+        with pytest.raises(ConfigurationError, match="EncryptingJournal"):
+            await orchestrator.run_tasks(
+                team_with(effects), [Task("a", "x", assignee="w")],
+                checkpoint=CheckpointOptions(store=store, run_id="j1"),
+                journal=JournalOptions(journal, durable=durable),
+            )  # fmt: skip
+        with pytest.raises(ConfigurationError, match="EncryptingJournal"):
+            await orchestrator.restore(
+                team_with(effects), checkpoint=CheckpointOptions(store=store, run_id="j1"),
+                journal=journal,
+            )  # fmt: skip
+    finally:
+        await journal.close()
+    assert effects == []
+    assert not path.exists() or path.read_bytes() == b""
+    assert await inner.list() == []
+    # A sealed journal, or one that keeps nothing at rest, is taken.
+    for beside in (EncryptingJournal(JsonlRunJournal(path), RING), InMemoryRunJournal()):
+        result = await OpenMultiAgent().run_tasks(
+            team_with(effects), [Task("a", "x", assignee="w")],
+            checkpoint=CheckpointOptions(store=store, run_id=f"ok-{id(beside)}"),
+            journal=JournalOptions(beside, durable=durable),
+        )  # fmt: skip
+        await beside.close()
+        assert result.success
