@@ -80,7 +80,7 @@ from sidecar.start_checks import (
     check_claimed,
     request_digest,
 )
-from sidecar.status import FailedPrecondition, InvalidArgument, map_error
+from sidecar.status import FailedPrecondition, InvalidArgument, Unavailable, map_error
 from sidecar.stores import check_request_store, normalize_uri
 
 if TYPE_CHECKING:
@@ -177,6 +177,27 @@ class RunExecutor:
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
         self.gates_available = approval_gates_available()
+        self.draining = False
+        """The server is stopping (:meth:`drain`): no new attempt starts here."""
+
+    def drain(self) -> None:
+        """Start no attempt from now on: the server is stopping.
+
+        Called before the server's grace period, in which the RPCs already received go on: a
+        ``StartRun`` or ``RestoreRun`` among them is refused (``UNAVAILABLE`` / ``DRAINING``,
+        retryable elsewhere) before it registers or claims anything, rather than told it
+        started a run whose attempt the stop cancels at once; the failover sweep adopts
+        nothing more. Reads, watches, cancels and deletions go on.
+        """
+        self.draining = True
+
+    def _check_serving(self) -> None:
+        """Refuse (``DRAINING``) a request that would start an attempt while the server stops."""
+        if self.draining:
+            raise Unavailable(
+                "DRAINING",
+                "the sidecar is stopping: retry on another sidecar, or once it is back",
+            )
 
     @property
     def python_tools(self) -> list[str]:
@@ -363,6 +384,7 @@ class RunExecutor:
             request_digest=request_digest(request),
             tenant=tenant,
         )
+        self._check_serving()  # the checks above first: a bad request is told so
         if request.request_id and claimed is None:
             claim = RequestClaim(run_id=spec.run_id, digest=record.request_digest)
             if not await self._registry.requests.claim(tenant, request.request_id, claim):
@@ -406,18 +428,35 @@ class RunExecutor:
             raise deleting_error(view.record)
         if self.running(view.run_id) or view.active:
             raise FailedPrecondition("RUN_ACTIVE", f"run {view.run_id!r} is running")
-        check_cancellable(view)  # a failed run's record is failed too: start a new run
+        check_cancellable(view)  # a failed run's record is failed too (RS-02): start a new run
+
+    async def _ended_here(self, run_id: str) -> None:
+        """Wait for the attempt of ``run_id`` here if its run record has settled: the run
+        ended (its watchers were told), only the attempt's bookkeeping is left, and a claim
+        must not find it "running" meanwhile."""
+        task = self._tasks.get(run_id)
+        if task is None:
+            return
+        record = await self._registry.get(run_id)
+        if settled_status(record, await self.run_store.store.get(run_id)) is not None:
+            await asyncio.wait({task})
 
     async def restore(self, request: pb.RestoreRunRequest) -> tuple[RunView, bool]:
         """Resume a run from its checkpoint with its persisted spec; ``(run, resumed)``.
 
-        The restoring sidecar becomes the run's owner.
+        An interrupted or suspended run goes on. The restoring sidecar becomes the run's owner.
+
+        Raises:
+            FailedPrecondition: ``RUN_ALREADY_TERMINAL`` (completed, failed or cancelled: a
+                failed run's record is terminal, RS-02), ``RUN_ACTIVE`` (a sidecar runs it) or
+                ``RUN_DELETING``.
         """
         convert.check_run_id(request.run_id)
         async with self._claims.held(request.run_id):
             return await self._restore(request)
 
     async def _restore(self, request: pb.RestoreRunRequest) -> tuple[RunView, bool]:
+        await self._ended_here(request.run_id)
         view = await self.current(request.run_id)
         self._check_restorable(view)
         record = view.record
@@ -434,6 +473,7 @@ class RunExecutor:
             )
             spec.goal.coordinator.CopyFrom(request.coordinator)
         resumed = await self._has_checkpoint(record)
+        self._check_serving()
         lease = await self._claim_lease(record.run_id)
 
         def claim(current: RunRecordV1) -> RunRecordV1:
@@ -445,6 +485,11 @@ class RunExecutor:
             claimed = await self._registry.announce(
                 record.run_id, pb.RUN_STATUS_QUEUED, Outcome(), change=claim
             )
+        except (FailedPrecondition, UnknownRunError):
+            # Being deleted, or deleted, since it was read: the deletion may have removed the
+            # run record before this claim's acquire made a new one (as for an adoption).
+            await drop_claim(self.run_store, record.run_id)
+            raise
         except Exception:
             await release_claim(lease)
             raise
@@ -470,8 +515,8 @@ class RunExecutor:
             return await self._adopt(run_id)
 
     async def _adopt(self, run_id: str) -> RunRecordV1 | None:
-        if self.running(run_id):
-            return None
+        if self.running(run_id) or self.draining:
+            return None  # (stopping: a live sidecar adopts it, this one restarted included)
         view = await self.current(run_id)
         record = view.record
         # A run being deleted has its run record removed before its registry record: in
@@ -700,11 +745,7 @@ class RunExecutor:
             return await self._claim_deletion(run_id)
 
     async def _claim_deletion(self, run_id: str) -> RunRecordV1:
-        task = self._tasks.get(run_id)
-        if task is not None:
-            record = await self._registry.get(run_id)
-            if settled_status(record, await self.run_store.store.get(run_id)) is not None:
-                await asyncio.wait({task})  # settled: only its bookkeeping is left
+        await self._ended_here(run_id)
         view = await self.current(run_id)
         if self.running(run_id) or view.active:
             raise FailedPrecondition(

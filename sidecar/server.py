@@ -4,7 +4,8 @@
 a task group for the runs, the run registry (in the state store), the failover sweep adopting
 runs whose lease expired (a previous incarnation's included), the tool host and the grpc.aio
 server.
-Leaving it stops the server with a grace period, cancels what still runs and closes the stores.
+Leaving it stops the server with a grace period (in which the RPCs received go on, but none starts
+a run: ``DRAINING``), cancels what still runs and closes the stores.
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ class Sidecar:
         self.owner_id = ""
         self.store_roots: tuple[str, ...] = ()
         self.registry: RunRegistry | None = None  # once started (tests, benches)
+        self.executor: RunExecutor | None = None  # once started (tests)
         self.state: AtomicStore | None = None  # the state store, once started
         self.journals: RunJournals | None = None  # once started
         self.run_quota: RunQuota | None = None  # once started (tests)
@@ -303,6 +305,7 @@ class Sidecar:
             fenced=shared,
             journals=journals,
         )
+        self.executor = executor
         failover = Failover(executor=executor, registry=registry, lease_ttl=config.lease_ttl_s)
         self.spawn(failover.run())
         deleter = RunDeleter(registry=registry, executor=executor, stores=stores)
@@ -390,6 +393,10 @@ class Sidecar:
             await health_servicer.set(name, serving)
 
     async def _stop_server(self) -> None:
+        # Before the grace period: the RPCs received go on in it, but start no attempt that
+        # the stop would cancel at once (they are refused DRAINING, retryable elsewhere).
+        assert self.executor is not None
+        self.executor.drain()
         await self._server.stop(self.config.grace_s)
 
     async def _cancel_tasks(self) -> None:

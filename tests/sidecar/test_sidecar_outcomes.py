@@ -3,7 +3,9 @@
 The run record (``oma_actors.runs``) decides what a run is, and every sidecar leases on every
 store kind, so the same request on a run in the same state answers the same on a memory, file,
 SQLite or PostgreSQL state store (README "Run outcomes"). Each row is one state, seeded as a
-sidecar leaves it: the registry record and the run record.
+sidecar leaves it: the registry record and the run record. A run that just failed on a real
+sidecar is refused alike on each of them (its run record is failed, terminal: RS-02), even
+while its attempt still writes its end.
 """
 
 from __future__ import annotations
@@ -11,11 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+import grpc
 import pytest
-from sidecar_helpers import ECHO, TOKEN, lease_holder, run_request
+from sidecar_helpers import ECHO, TOKEN, EchoInput, lease_holder, run_request
+from test_sidecar_auth import error_info
 
+import sidecar.scripted
+from oma_actors import ToolContext, define_tool
+from oma_actors.errors import ProviderError
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, RunStoreOptions
 from oma_actors.stores import FileStore, InMemoryStore
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -30,16 +37,19 @@ from sidecar.stores import StoreRegistry
 from sidecar.tool_host import ToolHost
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine
+    from collections.abc import AsyncIterator, Coroutine, Sequence
     from pathlib import Path
 
     from service_kit import FreshStores
 
+    from oma_actors.llm import LLMResponse, Message
     from oma_actors.stores import AtomicStore
 
 CHECKPOINTS = "memory://outcomes"
 TTL = 30.0
 KINDS = ["memory", "file", "sqlite", "postgresql"]
+FAILED, COMPLETED = pb.RUN_STATUS_FAILED, pb.RUN_STATUS_COMPLETED
+HANG_GUARD = 60  # seconds: only against a hang, never the assertion
 
 # state -> (RestoreRun, CancelRun, DeleteRun, retention with nothing to keep)
 OUTCOMES: dict[str, tuple[str, str, str, str]] = {
@@ -76,7 +86,7 @@ async def stores() -> AsyncIterator[StoreRegistry]:
 
 
 def terms(store: AtomicStore, owner: str, *, shared: bool, ago: float = 0.0) -> RunStoreOptions:
-    atomicity = "cross-process" if shared else "process"
+    atomicity: Literal["process", "cross-process"] = "cross-process" if shared else "process"
     run_store = MemoryStoreRunStore(store, atomicity=atomicity)
     return RunStoreOptions(run_store, owner=owner, lease_ttl=TTL, clock=lambda: time.time() - ago)
 
@@ -182,9 +192,10 @@ async def test_the_outcome_table_holds_on_every_store(
     assert found == OUTCOMES
 
 
+@pytest.mark.parametrize("seeded", ["interrupted"])
 @pytest.mark.parametrize("restorer", ["another sidecar", "this sidecar"])
 async def test_delete_and_restore_racing_exactly_one_wins(
-    state: tuple[AtomicStore, bool], stores: StoreRegistry, restorer: str
+    state: tuple[AtomicStore, bool], stores: StoreRegistry, restorer: str, seeded: str
 ) -> None:
     """The run record arbitrates two sidecars' claims; two claims of one sidecar (one owner,
     which the lease cannot tell apart) are taken one after the other (``sidecar.claims``)."""
@@ -196,7 +207,7 @@ async def test_delete_and_restore_racing_exactly_one_wins(
     deleter = RunDeleter(registry=me._registry, executor=me, stores=stores)
     for index in range(5):
         run_id = f"race-{index}"
-        await seed(store, run_id, "interrupted", shared=shared)
+        await seed(store, run_id, seeded, shared=shared)
         outcomes = await asyncio.gather(
             deleter.delete(run_id),
             other.restore(pb.RestoreRunRequest(run_id=run_id)),
@@ -210,6 +221,8 @@ async def test_delete_and_restore_racing_exactly_one_wins(
         else:
             with pytest.raises(UnknownRunError):
                 await me._registry.get(run_id)
+            # ... and so is its run record: the losing claim left no record of its own.
+            assert await MemoryStoreRunStore(store).get(run_id) is None
 
 
 @pytest.mark.parametrize("kind", ["memory", "file"])
@@ -276,3 +289,81 @@ async def test_an_attempt_that_fails_fails_its_run_record(
     record = await RunLedger(MemoryStoreRunStore(store)).get("boom")
     assert record is not None
     assert record.status == "failed"
+
+
+@pytest.fixture(params=KINDS)
+async def state_uri(
+    request: pytest.FixtureRequest, tmp_path: Path, fresh_stores: FreshStores
+) -> AsyncIterator[str]:
+    """The ``--store`` of a sidecar of each kind (PostgreSQL: a fresh table, dropped after)."""
+    kind = request.param
+    if kind == "memory":
+        yield "memory://"
+    elif kind in ("file", "sqlite"):
+        yield f"{kind}://{tmp_path / f'state.{kind}'}"
+    else:
+        dsn, table = fresh_stores.postgres_table()  # skips locally, fails under CI=true if down
+        yield f"{dsn}?table={table}"
+        # fresh_stores drops the table and its journal; the journal's dispatch marks too:
+        import asyncpg
+
+        connection = await asyncpg.connect(dsn)
+        try:
+            await connection.execute(f'DROP TABLE IF EXISTS "{table}_journal_marks"')
+        finally:
+            await connection.close()
+
+
+async def test_a_failed_runs_restore_is_refused_alike_on_every_store(
+    state_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # t2's model fails after t2's tool call was committed: the run fails. A RestoreRun sent as
+    # soon as the failure is told (while the attempt may still be writing its end: a file store
+    # answered RUN_ACTIVE then) is RUN_ALREADY_TERMINAL on every store; nothing runs again.
+    executed: list[str | None] = []
+
+    async def count(args: EchoInput, ctx: ToolContext) -> str:
+        executed.append(ctx.task_id)
+        return f"counted:{args.text}"
+
+    tool = define_tool(name="count", description="Count.", input_model=EchoInput, execute=count)
+    failures = [ProviderError("scripted", "the model is down")]
+    played = sidecar.scripted.respond
+
+    def respond(script: pb.ScriptedModel, messages: Sequence[Message]) -> LLMResponse:
+        answered = any(message.role == "assistant" for message in messages)
+        if failures and answered and "Do t2" in sidecar.scripted._first_user_text(messages):
+            raise failures.pop()
+        return played(script, messages)
+
+    monkeypatch.setattr(sidecar.scripted, "respond", respond)
+    config = ServerConfig(
+        token=TOKEN,
+        listen="127.0.0.1:0",
+        store_uri=state_uri,
+        python_tools={"count": tool},
+        heartbeat_s=0.5,
+        grace_s=0.1,
+    )
+    request = run_request("failing", tools=("count",), arguments={"text": "x"})
+    async with Sidecar(config) as server, SidecarClient(server.address, TOKEN) as client:
+        await client.start_run(request)
+        assert await asyncio.wait_for(told_end(client, "failing"), HANG_GUARD) == FAILED
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await client.restore_run("failing")
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info(caught.value).reason == "RUN_ALREADY_TERMINAL"
+        assert server.state is not None
+        record = await MemoryStoreRunStore(server.state).get("failing")
+    assert executed == ["t1", "t2"]
+    assert record is not None
+    assert record.status == "failed"  # the run record, every sidecar's authority
+
+
+async def told_end(client: SidecarClient, run_id: str) -> int:
+    """The first end (failed or completed) of the run's current attempt its watchers are told."""
+    attempt = (await client.get_run(run_id)).attempt
+    async for event in client.watch(run_id, progress=True):
+        if event.attempt == attempt and event.run_status.status in (FAILED, COMPLETED):
+            return event.run_status.status
+    raise AssertionError("the watch ended without the run's end")

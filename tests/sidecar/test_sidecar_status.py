@@ -285,6 +285,22 @@ def test_every_reason_raised_is_in_the_protos_list() -> None:
     assert missing == []
 
 
+def test_every_reason_in_the_protos_list_is_raised() -> None:
+    # A reason listed and never raised is one a client writes a branch for that never runs
+    # (DRAINING was, until a stopping sidecar refused to start runs; TOOL_CALL_NOT_FOUND,
+    # CONCURRENT_MODIFICATION and RUN_SPEC_MISSING had no situation: an unknown tool call is
+    # acknowledged STATUS_UNKNOWN_CALL, a lost compare-and-set has its own reasons, and every
+    # run keeps its spec).
+    raised = RaisedReasons().found | mapped_reasons()
+    unraised = sorted(
+        (code, reason)
+        for code, reasons in documented_reasons().items()
+        for reason in reasons
+        if (code, reason) not in raised
+    )
+    assert unraised == []
+
+
 def _parsed(path: Path) -> ast.Module:
     """``ast.parse`` of ``path``; in a child interpreter when CPython 3.11 raises
     ``SystemError`` ("AST constructor recursion depth mismatch"): its AST recursion counter is
