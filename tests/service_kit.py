@@ -199,8 +199,10 @@ class FreshStores:
             try:
                 for table in self._tables:
                     await connection.execute(f'DROP TABLE IF EXISTS "{table}"')
-                    # and its run journal (open_journal's table beside the store's, D15)
+                    # and its run journal (open_journal's table beside the store's, D15), with
+                    # the journal's dispatch marks
                     await connection.execute(f'DROP TABLE IF EXISTS "{table}_journal"')
+                    await connection.execute(f'DROP TABLE IF EXISTS "{table}_journal_marks"')
             finally:
                 await connection.close()
         if self._prefixes:

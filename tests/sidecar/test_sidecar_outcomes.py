@@ -303,15 +303,7 @@ async def state_uri(
         yield f"{kind}://{tmp_path / f'state.{kind}'}"
     else:
         dsn, table = fresh_stores.postgres_table()  # skips locally, fails under CI=true if down
-        yield f"{dsn}?table={table}"
-        # fresh_stores drops the table and its journal; the journal's dispatch marks too:
-        import asyncpg
-
-        connection = await asyncpg.connect(dsn)
-        try:
-            await connection.execute(f'DROP TABLE IF EXISTS "{table}_journal_marks"')
-        finally:
-            await connection.close()
+        yield f"{dsn}?table={table}"  # fresh_stores drops the table, its journal and marks
 
 
 async def test_a_failed_runs_restore_is_refused_alike_on_every_store(
