@@ -23,6 +23,7 @@ from oma_actors.errors import JournalUnavailableError
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.journal.open import journal_beside
+from oma_actors.stores.file import FileStore
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -57,6 +58,39 @@ def durable_ref(described: Mapping[str, Any], *, through: int = 0) -> dict[str, 
     if through > 0:
         ref[THROUGH_MEMBER] = through
     return ref
+
+
+def _anchored(ref: Mapping[str, Any], path: str, store: object) -> str:
+    """A JSONL journal's ``path`` as a restore opens it: a relative one (written by versions
+    before paths were made absolute, ``durable_ref``) is the file beside the store's own file,
+    never one under the restoring process's directory (there it named another run's journal,
+    which the restore folded and appended to, re-running the run's calls).
+
+    Raises:
+        JournalUnavailableError: the path is relative and the store is no file store to
+            anchor it (pass ``journal=``).
+    """
+    if os.path.isabs(path):
+        return path
+    state_file = _state_file(store)
+    if state_file is None:
+        raise JournalUnavailableError(
+            ref,
+            f"the journal path {path!r} is relative and the store has no file to anchor it: "
+            "pass journal=",
+        )
+    return os.path.join(os.path.dirname(state_file), path)
+
+
+def _state_file(store: object) -> str | None:
+    """The state file of a ``FileStore``, looked for through wrappers (``inner``)."""
+    for _ in range(8):
+        if isinstance(store, FileStore):
+            return store.path
+        store = getattr(store, "inner", None)
+        if store is None:
+            return None
+    return None
 
 
 def journal_through(snapshot: CheckpointSnapshot) -> int:
@@ -103,6 +137,7 @@ def open_journal_ref(ref: Mapping[str, Any] | None, store: object = None) -> Run
         path = ref.get("path")
         if not isinstance(path, str) or not path:
             raise JournalUnavailableError(ref, "the JSONL journal's path is missing")
+        path = _anchored(ref, path, store)
         # A missing file would read as an empty journal (JR-04), which is exactly the silent
         # restore without the journal this refuses: the dispatch records would be gone.
         if not os.path.lexists(path):

@@ -86,6 +86,48 @@ async def test_a_relative_journal_path_is_named_absolutely_for_a_restore_elsewhe
     assert attempts == {1, 2}
 
 
+def relative_ref(state: Path) -> None:
+    """Rewrite the stored snapshot's journal path as older versions wrote it: as given."""
+    document = json.loads(state.read_bytes())
+    for entry in document["entries"]:
+        if entry["key"] == f"__oma_checkpoint__/{RUN_ID}/latest":
+            value = json.loads(entry["value"])
+            value["journalRef"]["path"] = Path(value["journalRef"]["path"]).name
+            entry["value"] = json.dumps(value, separators=(",", ":"))
+    state.write_text(json.dumps(document))
+
+
+async def test_a_relative_path_written_by_an_older_version_is_the_file_beside_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Versions before paths were made absolute wrote the journal's path as given, relative to
+    # the writer's directory. Read from the restoring process's directory, it named another
+    # run's journal there (folded and appended to: the run's calls ran again); it is the file
+    # beside the store's own.
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    for directory in (run_dir, elsewhere):
+        directory.mkdir()
+    first = await crash_image(run_dir / "state.json", run_dir / "run.jsonl")
+    assert first.charges == ["c0", "c1"]
+    relative_ref(run_dir / "state.json")
+    assert stored(run_dir / "state.json")["journalRef"]["path"] == "run.jsonl"
+    (elsewhere / "run.jsonl").write_text("")  # another run's journal, by the same name
+    monkeypatch.chdir(elsewhere)
+    result, again = await restore_charging(run_dir / "state.json")
+    assert again.charges == []  # c1's dispatch is in the run's own journal: not charged again
+    assert UNKNOWN in result.task_results["pay"].output
+    assert (elsewhere / "run.jsonl").read_text() == ""
+    lines = (run_dir / "run.jsonl").read_text().splitlines()
+    attempts = {json.loads(line)["attempt"] for line in lines}
+    assert attempts == {1, 2}
+
+
+def test_a_relative_path_without_a_file_store_to_anchor_it_is_refused() -> None:
+    with pytest.raises(JournalUnavailableError) as caught:
+        open_journal_ref({"kind": "JsonlRunJournal", "path": "run.jsonl"}, InMemoryStore())
+    assert "relative" in caught.value.reason
+
+
 async def test_restore_without_journal_refuses_a_missing_one_and_writes_nothing(
     tmp_path: Path,
 ) -> None:
