@@ -44,7 +44,7 @@ from oma_actors.journal.fold_rules import (
 from oma_actors.journal.ref import DURABLE_MEMBER
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from oma_actors.domain.snapshot import CheckpointSnapshot
     from oma_actors.domain.tasks import TaskState
@@ -226,6 +226,14 @@ def _fold(
                 task = started.get(key[0]) or tasks.get(key[0])
                 item = _opened(event, watermark, task) if opens else None
                 if item is None:
+                    if opens and _continues_unheld(event, watermark, tasks.get(key[0]), started):
+                        raise TailRejected(
+                            f"the journal continues the conversation of task {key[0]!r} "
+                            f"({key[1]}) at seq {seq}, which the snapshot does not hold and "
+                            "the tail does not open (a snapshot of an older version): folded "
+                            "without it, the task would start over and run its calls again",
+                            seq,
+                        )
                     continue  # another task or a delegated child
                 entries[key] = item
                 opened = True
@@ -259,6 +267,27 @@ def _fold(
         # Sorted, as the run writes it: the announcements are a set.
         changes["announced"] = tuple(sorted(announced))
     return replace(snapshot, **changes), count  # type: ignore[arg-type]
+
+
+def _continues_unheld(
+    event: JournalEvent, watermark: int, task: TaskState | None, started: Mapping[str, TaskState]
+) -> bool:
+    """Whether ``event`` goes on with a conversation a journal-first snapshot lost.
+
+    The snapshot's task is in progress under the event's agent, holds no entry for it, and the
+    tail neither started it again nor opened it from a prompt: its conversation began below
+    the watermark, where this snapshot's writer recorded it in an entry (the fold then skips
+    what the entry holds). Versions before 66e1187 could leave a started task out of a
+    compaction; dropping its later events would run its committed calls again.
+    """
+    return (
+        event.seq > watermark
+        and task is not None
+        and task.status == "in_progress"
+        and task.id not in started
+        and event.agent_name is not None
+        and task.assignee == event.agent_name
+    )
 
 
 def _opened(event: JournalEvent, watermark: int, task: TaskState | None) -> InFlightTask | None:

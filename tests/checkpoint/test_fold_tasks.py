@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from fold_support import assistant_tool_turn, entry, event, journaled
+from fold_support import assistant_tool_turn, entry, event, journaled, tool_call
 
 from oma_actors.clock import from_iso
 from oma_actors.journal.fold import Discarded, Folded, fold_tail
@@ -126,3 +126,46 @@ def test_omas_mode_opens_no_conversation() -> None:
     result = fold_tail(pending_c(), [start_c(), prompt(102, agent="helper"), turn])  # type: ignore[arg-type]
     assert isinstance(result, Folded)
     assert [e.task_id for e in result.snapshot.in_flight] == ["b"]
+
+
+# -- a started task a journal-first snapshot lost (written by versions before 66e1187) --------
+
+
+def in_progress_c(agent: str = "helper") -> CheckpointSnapshot:
+    """A journal-first snapshot whose task ``c`` is in progress under ``agent`` with no entry:
+    its prompt is below the watermark (100), where the writer should have held it."""
+    snapshot = journal_first()
+    tasks = tuple(
+        replace(t, status="in_progress", assignee=agent) if t.id == "c" else t
+        for t in snapshot.tasks
+    )
+    return replace(snapshot, tasks=tasks)
+
+
+def test_a_conversation_the_snapshot_lost_discards_the_tail() -> None:
+    # Dropped, its committed calls would run again: the task would start over.
+    events = [
+        assistant_tool_turn(101, task="c", agent="helper"),
+        tool_call(102, task="c", agent="helper"),
+    ]
+    result = fold_tail(in_progress_c(), events)
+    assert isinstance(result, Discarded)
+    assert "task 'c'" in result.reason
+    assert "does not hold" in result.reason
+    assert result.seq == 101
+    assert [call.call_id for call in result.started_calls] == ["tu-1"]  # salvage: never re-run
+
+
+def test_a_lost_conversation_is_only_the_assignees_and_only_journal_first() -> None:
+    turn = assistant_tool_turn(101, task="c", agent="child")  # a delegated child: not an entry
+    assert isinstance(fold_tail(in_progress_c(), [turn]), Folded)
+    helper = assistant_tool_turn(101, task="c", agent="helper")
+    omas = replace(in_progress_c(), journal_ref={"kind": "JsonlRunJournal"})
+    assert isinstance(fold_tail(omas, [helper]), Folded)  # OMA's fold: the task starts over
+    # Started again in the tail, its new prompt opens it (the lost try is not resumed).
+    again = [
+        start_c(101),
+        prompt(102, agent="helper"),
+        assistant_tool_turn(103, task="c", agent="helper"),
+    ]
+    assert isinstance(fold_tail(in_progress_c(), again), Folded)
