@@ -194,9 +194,29 @@ class SynthesisFailed(ProgressEvent):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalPending(ProgressEvent):
-    """A boundary was suspended for approval and its request is durable."""
+    """A boundary was suspended for approval and its request is durable.
+
+    Attributes:
+        request: the durable request.
+        task_id: for a tool call's request, the task whose call it holds (OMA's ``task``);
+            ``None`` for a plan or dispatch request, whose OMA event names no task either.
+        agent: for a tool call's request, the agent that made the call (OMA's ``agent``).
+    """
 
     request: ApprovalRequest
+    task_id: str | None = None
+    agent: str | None = None
+
+    def __post_init__(self) -> None:
+        # Whoever emits the event, it carries what OMA's does: a tool call's request content
+        # names the task and the agent (a restore checks that agent is the task's assignee).
+        if self.request.scope != "tool_call":
+            return
+        content = self.request.content
+        if self.task_id is None:
+            object.__setattr__(self, "task_id", content.get("taskId"))
+        if self.agent is None:
+            object.__setattr__(self, "agent", content.get("agentName"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -97,9 +97,11 @@ async def plan_call(
     if item.dispatched:
         return await reconcile(item, tool, ctx)
     if item.approval_decision is not None:
+        # OMA re-hashes the current call before it looks at the decision (executor.ts 213-247):
+        # a rejection decided for another call is as stale as an approval would be.
+        verify_approved(item, tools, ctx)
         if item.approval_decision.decision == "rejected":
             return Answer(error_outcome(item, f'Tool "{name}" denied by durable approval.'))
-        verify_approved(item, tools, ctx)
         try:
             return Execute(edited_input(item, tools))
         except DurableApprovalError as exc:

@@ -31,6 +31,14 @@ VALIDATION = "APPROVAL_VALIDATION_ERROR"
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 # Lone surrogates cannot be encoded as UTF-8; JSON.stringify escapes them, and so do we.
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# What JavaScript's String.prototype.trim removes: WhiteSpace (TAB, VT, FF, SP, NBSP, ZWNBSP U+FEFF
+# and every Zs character) and LineTerminator (LF, CR, U+2028, U+2029). Python's str.strip() differs:
+# it also removes U+001C..U+001F and U+0085, and keeps U+FEFF.
+_JS_TRIMMED = (
+    "\t\n\v\f\r \u00a0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
 # The largest integer a JavaScript Number (an IEEE double) holds exactly (Number.MAX_SAFE_INTEGER).
 _MAX_SAFE_INTEGER = 2**53 - 1
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, str, list, tuple, dict, MappingProxyType})
@@ -70,6 +78,17 @@ def ordered_json(value: object) -> str:
         DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` as ``stable_json`` does.
     """
     return _serialise(value, sort_keys=False)
+
+
+def js_trim(text: str) -> str:
+    """``text`` with the characters JavaScript's ``String.prototype.trim`` removes stripped.
+
+    OMA trims run ids, boundaries and reviewer ids with ``trim()`` before it hashes, stores or
+    checks them, so we must trim exactly the same set: ``"r\\x1c"`` stays as it is (Python's
+    ``str.strip()`` would drop the ``\\x1c`` and give another request id) and a leading U+FEFF
+    goes (``str.strip()`` keeps it).
+    """
+    return text.strip(_JS_TRIMMED)
 
 
 def _serialise(value: object, *, sort_keys: bool) -> str:
@@ -117,10 +136,11 @@ def approval_request_id(run_id: str, scope: str, boundary: str, request_hash: st
     """The deterministic request id (AP-09).
 
     ``"apr_"`` plus the first 32 hex digits of SHA-256 over ``run_id``, ``scope``, ``boundary``
-    and ``request_hash`` joined by newlines; ``run_id`` and ``boundary`` are trimmed. The same
-    run, boundary and content therefore always yield the same id.
+    and ``request_hash`` joined by newlines; ``run_id`` and ``boundary`` are trimmed as
+    JavaScript trims (``js_trim``). The same run, boundary and content therefore always yield the
+    same id, and the id OMA gives them.
     """
-    joined = "\n".join((run_id.strip(), scope, boundary.strip(), request_hash))
+    joined = "\n".join((js_trim(run_id), scope, js_trim(boundary), request_hash))
     return "apr_" + hashlib.sha256(joined.encode("utf-8")).hexdigest()[:32]
 
 

@@ -15,6 +15,7 @@ from oma_actors.approvals.canonical import (
     VALIDATION,
     approval_request_id,
     hash_approval_request,
+    js_trim,
     stable_json,
 )
 from oma_actors.clock import SYSTEM_CLOCK, from_iso, to_iso
@@ -139,9 +140,10 @@ def create_approval_request(
 ) -> ApprovalRequest:
     """Build a request whose hash binds ``scope``, ``boundary`` and ``content`` (AP-05..AP-09).
 
-    ``run_id`` and ``boundary`` are trimmed. The request holds a canonical deep copy of
-    ``content`` (later changes to the caller's dict cannot drift from the hash), and
-    ``requested_at`` (default: ``clock.now()``) is cut to milliseconds, as it is stored.
+    ``run_id`` and ``boundary`` are trimmed as JavaScript trims (``js_trim``). The request
+    holds a canonical deep copy of ``content`` (later changes to the caller's dict cannot drift
+    from the hash), and ``requested_at`` (default: ``clock.now()``) is cut to milliseconds, as
+    it is stored.
 
     Raises:
         DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` when ``run_id`` or ``boundary`` is
@@ -242,7 +244,7 @@ def _snapshot_problem(task: object, where: str) -> str | None:
 
 
 def _trimmed(text: object) -> str:
-    return text.strip() if isinstance(text, str) else ""
+    return js_trim(text) if isinstance(text, str) else ""
 
 
 def _is_mapping(value: object) -> bool:

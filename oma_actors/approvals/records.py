@@ -16,6 +16,7 @@ from oma_actors.approvals.canonical import (
     approval_request_id,
     hash_approval_edit,
     hash_approval_request,
+    js_trim,
     ordered_json,
     stable_json,
 )
@@ -72,11 +73,12 @@ def request_from_json(raw: object) -> ApprovalRequest:
         raise _integrity(shorten(f"{where} has unsupported version {raw.get('version')!r}", 200))
     run_id, scope, boundary = raw.get("runId"), raw.get("scope"), raw.get("boundary")
     request_hash, reason = raw.get("requestHash"), raw.get("reason")
-    if not isinstance(run_id, str) or not run_id or run_id != run_id.strip():
+    # OMA writes both trimmed by JavaScript's trim(): "r\x1c" is such a run id (js_trim).
+    if not isinstance(run_id, str) or not run_id or run_id != js_trim(run_id):
         raise _integrity(f"{where} has no valid runId")
     if scope not in SCOPES:
         raise _integrity(shorten(f"{where} has unknown scope {scope!r}", 200))
-    if not isinstance(boundary, str) or not boundary or boundary != boundary.strip():
+    if not isinstance(boundary, str) or not boundary or boundary != js_trim(boundary):
         raise _integrity(f"{where} has no valid boundary")
     if not isinstance(request_hash, str) or not _HASH.fullmatch(request_hash):
         raise _integrity(f"{where} has a requestHash that is not 64 hex digits")
@@ -154,7 +156,7 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
     if not isinstance(request_id, str) or not _REQUEST_ID.fullmatch(request_id):
         raise _integrity("approval decision requestId is not apr_<32 hex digits>")
     where = f"approval decision for {request_id}"
-    if not isinstance(run_id, str) or not run_id.strip():
+    if not isinstance(run_id, str) or not js_trim(run_id):
         raise _integrity(f"{where} has no runId")
     if scope not in SCOPES:
         raise _integrity(shorten(f"{where} has unknown scope {scope!r}", 200))
@@ -167,14 +169,17 @@ def decision_from_json(raw: object, *, request: ApprovalRequest | None = None) -
     reviewer = raw.get("reviewer")
     if not isinstance(reviewer, dict):
         raise DurableApprovalError(VALIDATION, f"{where} has no reviewer object")
-    display_name = reviewer.get("displayName")  # checked with the id by ``check_reviewer``
+    # Checked, not trimmed: OMA reads a stored reviewer as it is (assertReviewer), so the id
+    # compares with a checkpoint's copy, and is written back, exactly as it was stored.
+    stored = Reviewer(cast("str", reviewer.get("id")), reviewer.get("displayName"))
+    _check_reviewer_fields(stored)
     decision = ApprovalDecision(
         request_id=request_id,
         run_id=run_id,
         scope=cast("ApprovalScope", scope),
         request_hash=request_hash,
         decision=value,
-        reviewer=check_reviewer(Reviewer(cast("str", reviewer.get("id")), display_name)),
+        reviewer=stored,
         decided_at=_moment(raw.get("decidedAt"), f"{where} decidedAt"),
         edited_input=_edit(raw, where, scope, value, request_hash),
     )
@@ -212,7 +217,10 @@ def _edit(
 
 
 def check_reviewer(reviewer: object) -> Reviewer:
-    """Return ``reviewer`` with its id trimmed, or refuse it (AP-15).
+    """Return ``reviewer`` with its id trimmed as JavaScript trims (``js_trim``), or refuse it.
+
+    The id a decision records is this trimmed id, as OMA's ``decide`` records ``id.trim()``
+    (AP-15).
 
     Raises:
         DurableApprovalError: ``APPROVAL_VALIDATION_ERROR`` when ``reviewer`` is not a
@@ -220,11 +228,15 @@ def check_reviewer(reviewer: object) -> Reviewer:
     """
     if not isinstance(reviewer, Reviewer):
         raise DurableApprovalError(VALIDATION, "approval reviewer must be a Reviewer")
-    if not isinstance(reviewer.id, str) or not reviewer.id.strip():
+    _check_reviewer_fields(reviewer)
+    return Reviewer(js_trim(reviewer.id), reviewer.display_name)
+
+
+def _check_reviewer_fields(reviewer: Reviewer) -> None:
+    if not isinstance(reviewer.id, str) or not js_trim(reviewer.id):
         raise DurableApprovalError(VALIDATION, "approval reviewer id must be a non-empty string")
     if reviewer.display_name is not None and not isinstance(reviewer.display_name, str):
         raise DurableApprovalError(VALIDATION, "approval reviewer displayName must be a string")
-    return Reviewer(reviewer.id.strip(), reviewer.display_name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -56,9 +56,10 @@ async def plan_gate(
             # A gate that raised is the callback's failure, not a reviewer's refusal: OMA
             # classifies it as ``error`` (``classifyRunFailure(..., {kind: 'callback'})``).
             return RunState(status=RunOutcome("error", f"Plan approval callback failed: {error}"))
-        case Deny(reason=reason):
-            message = "Plan approval rejected." + (f" ({reason})" if reason else "")
-            return RunState(status=RunOutcome("rejected", message))
+        case Deny():
+            # OMA's text, whatever the reason: its result keeps no deny reason of a plan gate
+            # (orchestrator.ts returns statusOnly('rejected', 'Plan approval rejected.')).
+            return RunState(status=RunOutcome("rejected", "Plan approval rejected."))
         case Suspend(reason=reason):
             pass
     if resolved is None or not is_atomic_store(resolved.store):

@@ -419,6 +419,12 @@ class RunActor(Actor[RunMessage, bool | None]):
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
             if not isinstance(self._stop, Halt):
                 self._stop = Wait(status=RunOutcome("suspended", TOOL_SUSPENSION))
+            # OMA still reports the agent's (suspended) result (task-execution.ts 1414-1431).
+            self._w.emit(
+                AgentCompleted(
+                    run_id=self._w.run_id, agent=agent, task_id=task_id, result=outcome.result
+                )
+            )
             return
         task = self._queue.get(task_id)
         result = outcome.result
