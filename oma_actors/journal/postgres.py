@@ -58,6 +58,7 @@ from oma_actors.stores.postgres import (
 )
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Awaitable, Callable, Sequence
 
     import asyncpg
@@ -89,6 +90,13 @@ class PostgresRunJournal(SqlRunJournal):
         max_connections: the most connections the shared pool opens (the first journal's
             value, when the pool is made; a later journal joining it does not change it).
         connect_timeout: seconds to wait for the server before failing (the first journal's).
+        redact: extra patterns for RedactingStore's rules, applied to each event's payload at
+            write time, as ``JsonlRunJournal`` takes them (``None`` writes events unredacted).
+            The journal's own: a journal sharing its batches encodes its rows its own way.
+
+    Raises:
+        ConfigurationError: ``store_table`` is not a plain identifier, or a ``redact``
+            pattern is invalid.
     """
 
     kind = "PostgresRunJournal"
@@ -101,13 +109,16 @@ class PostgresRunJournal(SqlRunJournal):
         flush_interval_ms: float = 0,
         max_connections: int = 4,
         connect_timeout: float = 10.0,
+        redact: Sequence[str | re.Pattern[str]] | None = None,
     ) -> None:
         if not TABLE_NAME.fullmatch(store_table):
             raise ConfigurationError(
                 f"PostgresRunJournal store_table {store_table!r} is not a plain identifier"
             )
         table = f"{store_table}{JOURNAL_SUFFIX}"
-        super().__init__(store_name(dsn, table), table, flush_interval_ms=flush_interval_ms)
+        super().__init__(
+            store_name(dsn, table), table, flush_interval_ms=flush_interval_ms, redact=redact
+        )
         self._dsn = dsn
         self._store_table = store_table
         self._store_name = store_name(dsn, store_table)

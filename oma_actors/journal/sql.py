@@ -18,6 +18,13 @@ A duplicate ``(run_id, seq)`` is refused with ``JournalDuplicateError`` for that
 never overwritten; a row whose payload does not parse, or names another run or seq than its
 key, raises ``JournalCorruptError`` naming the run and the seq.
 
+**Redaction.** Given ``redact=`` patterns, a journal writes each event's own fields (``data``)
+redacted by ``RedactingStore``'s rules plus those patterns, as ``JsonlRunJournal(redact=...)``
+does, before the row is encoded: fenced and unfenced appends alike. The base fields (run, seq,
+type, attribution) are the row's key and what a read checks it against, so they stay as they
+are. An event sealed by an ``EncryptingJournal`` is stored as it comes: its payload is
+ciphertext, which redaction cannot clean and could only break.
+
 **Dispatch marks** (``marks``, issue 18) go to a ``<table>_marks`` table of the same database,
 one row per mark keyed ``(run_id, seq, call_id)``, each in its own transaction after the events
 it vouches for committed: deleting a run's newest event rows leaves its marks, so the loss is
@@ -28,9 +35,10 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from oma_actors.errors import SEALED_PREFIX
 from oma_actors.journal.batching import GroupCommit
 from oma_actors.journal.codec import line_type, parse_line, to_json_line
 from oma_actors.journal.errors import (
@@ -40,8 +48,10 @@ from oma_actors.journal.errors import (
     JournalDuplicateError,
 )
 from oma_actors.journal.marks import DispatchMark, mark_from_json
+from oma_actors.stores.redaction import compile_patterns, redact_tree
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 
     from oma_actors.journal.event import JournalEvent
@@ -106,14 +116,27 @@ class SqlRunJournal(ABC):
         name: how errors name the journal (a path, or a DSN without its password, and table).
         table: the journal's table.
         flush_interval_ms: the batching window opened by the first pending append.
+        redact: extra patterns for RedactingStore's rules, applied to each event's payload at
+            write time (``None`` writes events unredacted); see the module docstring.
+
+    Raises:
+        ConfigurationError: a ``redact`` pattern is invalid (``compile_patterns``).
     """
 
     kind = "SqlRunJournal"
     """``describe()["kind"]``, the snapshot's ``journalRef`` kind."""
 
-    def __init__(self, name: str, table: str, *, flush_interval_ms: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        table: str,
+        *,
+        flush_interval_ms: float,
+        redact: Sequence[str | re.Pattern[str]] | None = None,
+    ) -> None:
         self._name = name
         self._table = table
+        self._patterns = None if redact is None else compile_patterns(redact)
         self._window_s = flush_interval_ms / 1000
         self._group: GroupCommit[AppendPart, bool] = GroupCommit(
             self._commit, window_s=self._window_s
@@ -159,7 +182,7 @@ class SqlRunJournal(ABC):
             JournalClosedError: the journal was closed (nothing was queued).
         """
         self._check_open()
-        rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
+        rows = tuple(self._row(e) for e in events)
         if not rows:  # nothing to commit: done at once, as ``append`` returns at once
             done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             done.set_result(True)
@@ -324,10 +347,17 @@ class SqlRunJournal(ABC):
         self._check_open()
         if not events:
             return True
-        rows = tuple(JournalRow(e.run_id, e.seq, to_json_line(e)) for e in events)
+        rows = tuple(self._row(e) for e in events)
         # A part's error (a duplicate, the batch's failure) is raised by the batch's future.
         # Awaited as ``GroupCommit.submit`` awaits it: a cancelled appender cancels its own wait.
         return await self._enqueue(AppendPart(rows, checks), now=now)
+
+    def _row(self, event: JournalEvent) -> JournalRow:
+        """The event's row: its payload redacted first when the journal redacts (every append,
+        fenced or not, encodes its rows here, so none of them skips the rules)."""
+        if self._patterns is not None and not _sealed(event):
+            event = replace(event, data=redact_tree(event.data, self._patterns))
+        return JournalRow(event.run_id, event.seq, to_json_line(event))
 
     def _enqueue(self, part: AppendPart, *, now: bool) -> asyncio.Future[bool]:
         """Queue ``part`` into the open batch; its own future (``GroupCommit.enqueue``).
@@ -373,6 +403,19 @@ class SqlRunJournal(ABC):
 
     def _where(self, run_id: str, seq: int) -> str:
         return f"{self._name}: run {run_id!r} seq {seq}"
+
+
+def _sealed(event: JournalEvent) -> bool:
+    """Whether ``event`` is as ``EncryptingJournal`` hands it on: one ``sealed`` envelope.
+
+    (``encrypting.SEALED_FIELD``; that module imports this one.) A caller pattern as broad as
+    ``[A-Za-z0-9+/]{20,}`` matches the envelope's base64, and the event would never open again.
+    """
+    data = event.data
+    if len(data) != 1:
+        return False
+    envelope = data.get("sealed")
+    return isinstance(envelope, str) and envelope.startswith(SEALED_PREFIX)
 
 
 async def commit_batch(

@@ -27,6 +27,7 @@ from oma_actors.stores.sqlite import (
 )
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Callable, Sequence
 
     from oma_actors.journal.sql import AppendPart, PartResult
@@ -52,6 +53,11 @@ class SqliteRunJournal(SqlRunJournal):
         path: the database file (the store's, for fenced appends); created on first use.
         flush_interval_ms: the batching window opened by the first pending append.
         busy_timeout: seconds a batch waits for another connection's write lock.
+        redact: extra patterns for RedactingStore's rules, applied to each event's payload at
+            write time, as ``JsonlRunJournal`` takes them (``None`` writes events unredacted).
+
+    Raises:
+        ConfigurationError: a ``redact`` pattern is invalid.
     """
 
     kind = "SqliteRunJournal"
@@ -62,9 +68,12 @@ class SqliteRunJournal(SqlRunJournal):
         *,
         flush_interval_ms: float = 0,
         busy_timeout: float = 30.0,
+        redact: Sequence[str | re.Pattern[str]] | None = None,
     ) -> None:
         self._path = os.path.abspath(os.fspath(path))
-        super().__init__(self._path, JOURNAL_TABLE, flush_interval_ms=flush_interval_ms)
+        super().__init__(
+            self._path, JOURNAL_TABLE, flush_interval_ms=flush_interval_ms, redact=redact
+        )
         self._busy_timeout = busy_timeout
         self._connection: sqlite3.Connection | None = None
         self._worker: ThreadPoolExecutor | None = None
