@@ -125,6 +125,11 @@ class JsonlRunJournal:
         """
         return await self._marks.marks_of(run_id, above)
 
+    @property
+    def redacts(self) -> bool:
+        """Whether events are redacted as they are written (``redact=`` was given)."""
+        return self._patterns is not None
+
     def describe(self) -> dict[str, Any]:
         """``{"kind": "JsonlRunJournal", "path": ...}``, the snapshot's ``journalRef``."""
         return {"kind": "JsonlRunJournal", "path": self._path}

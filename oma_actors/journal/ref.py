@@ -24,8 +24,10 @@ from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.journal.open import journal_beside
 from oma_actors.stores.file import FileStore
+from oma_actors.stores.redacting import RedactingStore
 
 if TYPE_CHECKING:
+    import re
     from collections.abc import Mapping
 
     from oma_actors.domain.snapshot import CheckpointSnapshot
@@ -80,6 +82,17 @@ def _anchored(ref: Mapping[str, Any], path: str, store: object) -> str:
             "pass journal=",
         )
     return os.path.join(os.path.dirname(state_file), path)
+
+
+def _redaction_of(store: object) -> tuple[re.Pattern[str], ...] | None:
+    """The extra patterns of the ``RedactingStore`` ``store`` is or wraps, or ``None``."""
+    for _ in range(8):
+        if isinstance(store, RedactingStore):
+            return store.patterns
+        store = getattr(store, "inner", None)
+        if store is None:
+            return None
+    return None
 
 
 def _state_file(store: object) -> str | None:
@@ -142,7 +155,9 @@ def open_journal_ref(ref: Mapping[str, Any] | None, store: object = None) -> Run
         # restore without the journal this refuses: the dispatch records would be gone.
         if not os.path.lexists(path):
             raise JournalUnavailableError(ref, f"no file at {path}")
-        return JsonlRunJournal(path)
+        # Beside a redacting store, the attempt's events are redacted by the store's rules, as
+        # the run's own journal had to be (``journal_setup.check_sealed_beside``).
+        return JsonlRunJournal(path, redact=_redaction_of(store))
     if kind in DATABASE_KINDS:
         journal = journal_beside(store)
         # The same kind and table in the snapshot's own database: a snapshot copied to another

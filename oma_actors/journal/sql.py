@@ -153,6 +153,11 @@ class SqlRunJournal(ABC):
         """Transactions committed or attempted so far (one per batch)."""
         return self._group.batches
 
+    @property
+    def redacts(self) -> bool:
+        """Whether events are redacted as they are written (``redact=`` was given)."""
+        return self._patterns is not None
+
     def describe(self) -> dict[str, Any]:
         """``{"kind", "store": "same-database", "table"}``: never a DSN (it may hold a password)."""
         return {"kind": self.kind, "store": "same-database", "table": self._table}

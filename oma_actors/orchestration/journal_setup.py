@@ -24,6 +24,7 @@ from oma_actors.journal.ref import depends_on_journal
 from oma_actors.journal.tail import lost_events, read_journal_tail
 from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.stores.redacting import RedactingStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
@@ -329,27 +330,49 @@ def is_run_journal(candidate: object) -> bool:
 
 
 def check_sealed_beside(options: JournalOptions | None, store: object | None) -> None:
-    """Refuse a journal that would keep in clear what the checkpoint ``store`` seals.
+    """Refuse a journal that would keep in clear what the checkpoint ``store`` seals or
+    redacts.
 
     A journal's events hold what the snapshots hold (the prompts, tool inputs and outputs,
     answers); journal-first, the journal is the save path. An ``EncryptingStore`` beside a
-    journal that is no ``EncryptingJournal`` would leave all of it in clear at rest while the
-    caller believes the run encrypted. An in-memory journal keeps nothing at rest. Wrappers
-    that name what they wrap ``inner`` are looked through on both sides.
+    journal that is no ``EncryptingJournal``, or a ``RedactingStore`` beside a journal that
+    redacts nothing (``redact=``), would leave all of it in clear at rest while the caller
+    believes it sealed or redacted. An in-memory journal keeps nothing at rest. Wrappers that
+    name what they wrap ``inner`` are looked through on both sides.
 
     Raises:
-        ConfigurationError: the store seals and the journal does not; nothing was written.
+        ConfigurationError: the store seals or redacts and the journal does not; nothing was
+            written.
     """
-    if options is None or store is None or not _wraps(store, EncryptingStore):
+    if options is None or store is None:
         return
     journal = options.journal
-    if isinstance(journal, InMemoryRunJournal) or _wraps(journal, EncryptingJournal):
+    if isinstance(journal, InMemoryRunJournal):
         return
-    raise ConfigurationError(
-        "the checkpoint store seals its values (EncryptingStore) but the run journal does not: "
-        "its events would keep the run's prompts, tool inputs and outputs in clear; pass "
-        "EncryptingJournal(journal, keyring)"
-    )
+    if _wraps(store, EncryptingStore) and not _wraps(journal, EncryptingJournal):
+        raise ConfigurationError(
+            "the checkpoint store seals its values (EncryptingStore) but the run journal does "
+            "not: its events would keep the run's prompts, tool inputs and outputs in clear; "
+            "pass EncryptingJournal(journal, keyring)"
+        )
+    if _wraps(store, RedactingStore) and not _redacting(journal):
+        raise ConfigurationError(
+            "the checkpoint store redacts its values (RedactingStore) but the run journal does "
+            "not: its events would keep what the store redacts in clear; give the journal the "
+            "store's rules: JsonlRunJournal(path, redact=store.patterns) (or SqliteRunJournal, "
+            "PostgresRunJournal with redact=)"
+        )
+
+
+def _redacting(journal: object) -> bool:
+    """Whether ``journal``, or a journal it wraps, redacts what it writes (``redacts``)."""
+    for _ in range(8):
+        if getattr(journal, "redacts", False) is True:
+            return True
+        journal = getattr(journal, "inner", None)
+        if journal is None:
+            return False
+    return False
 
 
 def _wraps(candidate: object, kind: type) -> bool:

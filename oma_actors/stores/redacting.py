@@ -99,6 +99,17 @@ class RedactingStore:
         """Whether the wrapped store is one document (``stores.base.one_document``)."""
         return one_document(self._inner)
 
+    @property
+    def inner(self) -> MemoryStore:
+        """The wrapped store."""
+        return self._inner
+
+    @property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The extra patterns it applies after the built-in rules, compiled: a journal beside
+        it takes the same (``JsonlRunJournal(path, redact=store.patterns)``)."""
+        return self._redactor.patterns
+
     def _redact(self, value: str) -> str:
         return self._redactor.value(value)
 

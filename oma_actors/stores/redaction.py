@@ -196,6 +196,11 @@ class Redactor:
         self._seen: dict[str, str] = {}
         self._held = 0
 
+    @property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The extra patterns, compiled (the built-in rules are always applied too)."""
+        return tuple(self._patterns)
+
     def text(self, text: str) -> str:
         """``redact_text(text, patterns)``, looked up when this string was redacted before."""
         known = self._seen.get(text)

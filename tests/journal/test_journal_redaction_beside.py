@@ -1,0 +1,121 @@
+"""A journal beside a redacting store redacts too, or the run is refused before anything.
+
+A ``RedactingStore`` keeps credentials out of the snapshots, but the run's journal holds the
+same prompts, tool inputs and outputs (journal-first, it is the save path): a journal that
+redacts nothing would keep in clear what the store redacts. Such a pair is refused; a journal
+given the store's rules is taken; a restore that opens the journal its snapshot names beside a
+redacting store redacts what the attempt appends by the store's rules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from pydantic import BaseModel
+
+from oma_actors import (
+    AgentConfig,
+    CheckpointOptions,
+    OpenMultiAgent,
+    Task,
+    Team,
+    TokenUsage,
+    ToolContext,
+    define_tool,
+)
+from oma_actors.errors import ConfigurationError
+from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
+from oma_actors.journal.ref import open_journal_ref
+from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
+from oma_actors.stores import FileStore, InMemoryStore, RedactingStore
+from oma_actors.testing import ScriptedAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+SECRET = "password=hunter2-canary"
+PII = "patient-0042"
+
+
+class Note(BaseModel):
+    text: str
+
+
+def one_tool(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+    if len(messages) == 1:
+        return LLMResponse(
+            [ToolUseBlock("call-1", "note", {"text": f"{SECRET} {PII}"})], stop_reason="tool_use",
+            usage=TokenUsage(1, 1),
+        )  # fmt: skip
+    return LLMResponse([TextBlock(f"done with {PII}")], usage=TokenUsage(1, 1))
+
+
+def team_with(effects: list[str]) -> Team:
+    async def note(args: Note, ctx: ToolContext) -> str:
+        effects.append(ctx.tool_call_id)
+        return f"noted {args.text}"
+
+    tool = define_tool(name="note", description="n", input_model=Note, execute=note)
+    return Team("t", [AgentConfig("w", adapter=ScriptedAdapter(one_tool), tools=[tool])])
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["journal-first", "oma-mode"])
+async def test_a_journal_that_redacts_nothing_beside_a_redacting_store_is_refused(
+    tmp_path: Path, durable: bool
+) -> None:
+    path = tmp_path / "run.jsonl"
+    inner = FileStore(tmp_path / "state.json")
+    store = RedactingStore(inner, patterns=[r"patient-\d+"])
+    journal = JsonlRunJournal(path)
+    effects: list[str] = []
+    try:
+        with pytest.raises(ConfigurationError, match="RedactingStore"):
+            await OpenMultiAgent().run_tasks(
+                team_with(effects), [Task("a", "x", assignee="w")],
+                checkpoint=CheckpointOptions(store=store, run_id="r1"),
+                journal=JournalOptions(journal, durable=durable),
+            )  # fmt: skip
+    finally:
+        await journal.close()
+        await inner.aclose()
+    assert effects == []
+    assert not path.exists() or path.read_bytes() == b""
+
+
+async def test_a_journal_given_the_stores_rules_keeps_nothing_it_redacts(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    inner = FileStore(tmp_path / "state.json")
+    store = RedactingStore(inner, patterns=[r"patient-\d+"])
+    effects: list[str] = []
+    for journal in (JsonlRunJournal(path, redact=store.patterns), InMemoryRunJournal()):
+        try:
+            result = await OpenMultiAgent().run_tasks(
+                team_with(effects), [Task("a", "x", assignee="w")],
+                checkpoint=CheckpointOptions(store=store, run_id=f"r-{type(journal).__name__}"),
+                journal=JournalOptions(journal, durable=True),
+            )  # fmt: skip
+        finally:
+            await journal.close()
+        assert result.success
+    await inner.aclose()
+    assert len(effects) == 2
+    written = path.read_text() + (tmp_path / "state.json").read_text()
+    assert "hunter2" not in written
+    assert PII not in written
+    assert "[redacted]" in path.read_text()
+
+
+def test_a_journal_reopened_beside_a_redacting_store_takes_its_rules(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("")
+    ref = {"kind": "JsonlRunJournal", "path": str(path), "durable": True}
+    plain = open_journal_ref(ref, InMemoryStore())
+    assert isinstance(plain, JsonlRunJournal)
+    assert not plain.redacts
+    store = RedactingStore(InMemoryStore(), patterns=[r"patient-\d+"])
+    redacting = open_journal_ref(ref, store)
+    assert isinstance(redacting, JsonlRunJournal)
+    assert redacting.redacts
+    assert redacting._patterns == store.patterns
