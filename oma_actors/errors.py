@@ -4,7 +4,8 @@
 
     OmaError
     ├── ConfigurationError        bad options, unknown agents, misuse of the API
-    │   └── RunExistsError        a fresh run on a key that holds an unfinished run (D12)
+    │   ├── RunExistsError        a fresh run on a key that holds an unfinished run (D12)
+    │   └── KeyMismatchError      a key ring's key is not the one of its id that sealed the store
     ├── StoreError                a store could not do what was asked
     │   └── CorruptStoreError     a store's durable bytes are unreadable (never "empty")
     ├── CheckpointError           a checkpoint value is invalid
@@ -77,6 +78,21 @@ class RunExistsError(ConfigurationError):
         self.key = key
         self.run_id = run_id
         self.status = status
+
+
+class KeyMismatchError(ConfigurationError):
+    """The ring's active key is another key than the one that sealed the values stored under
+    its id: nothing was sealed or written. ``where`` names a value it does not open, ``key_id``
+    the id (never a key)."""
+
+    def __init__(self, where: str, key_id: str) -> None:
+        super().__init__(
+            f"{where}: sealed under key id {key_id!r}, which this ring's key {key_id!r} does not "
+            "open (another key with the same id): nothing was written; use the key file its "
+            "values were sealed with"
+        )
+        self.where = where
+        self.key_id = key_id
 
 
 class StoreError(OmaError):
@@ -366,6 +382,7 @@ __all__ = [
     "DurableApprovalError",
     "JournalDamagedError",
     "JournalUnavailableError",
+    "KeyMismatchError",
     "LLMError",
     "LeaseError",
     "MailboxFullError",

@@ -46,7 +46,8 @@ PINNED: dict[str, list[str]] = {
     "oma_actors.errors": [
         "ActorFailedError", "ActorStoppedError", "AskTimeoutError", "AuthenticationError",
         "CheckpointError", "CheckpointNotFoundError", "ConfigurationError", "CorruptStoreError",
-        "DurableApprovalError", "JournalDamagedError", "JournalUnavailableError", "LLMError",
+        "DurableApprovalError", "JournalDamagedError", "JournalUnavailableError", "KeyMismatchError",
+        "LLMError",
         "LeaseError", "MailboxFullError", "NoHistoryError", "NotAHistoryPointError",
         "ObservedRunRecord", "OmaError", "OverloadedError", "ProviderError", "RateLimitError",
         "RunExistsError", "RunIdMismatchError", "RunIdTakenError", "StoreError", "StoreLimitError", "TaskGraphError",

@@ -15,24 +15,36 @@ whose type, attempt or attribution was edited, fails authentication like a flipp
 
 Reads fail closed: an event without exactly one sealed field (plaintext), sealed under a key id
 not in the ring, or failing its tag raises ``CorruptStoreError`` naming the run, the seq and the
-key id; no event of that read is returned. The wrapper knows only the ``RunJournal`` protocol,
-so it works over any backend; ``append_now`` exists only when the inner journal has it.
+key id; no event of that read is returned.
+
+Before its first append an instance proves that its active key is the key that sealed the events
+already stored under that id, as ``EncryptingStore`` does: an event it opened counts, else it
+reads the appended run's events, then every event. A key that opens none of them raises
+``KeyMismatchError`` and nothing is appended (its events would open for nobody else). A journal
+that cannot be read is appended to unproven, as before (its own reads fail anyway). The ring
+remembers the proof for the inner journal, so a wrapper made anew over it (the sidecar's, per
+attempt) reads nothing more. A fenced append is not checked here: its run's lease wrote first
+through the ``EncryptingStore`` over the same database, which proved the key on that store.
+
+The wrapper knows only the ``RunJournal`` protocol, so it works over any backend;
+``append_now`` exists only when the inner journal has it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from oma_actors.errors import ConfigurationError, CorruptStoreError
+from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.journal.base import RunJournal, read_run
 from oma_actors.journal.errors import JournalAppendError
 from oma_actors.journal.sql import FencedJournal
 from oma_actors.jsontext import escape_lone_surrogates
 from oma_actors.stores.base import is_conditional_store
 from oma_actors.stores.encrypting import EncryptingStore
-from oma_actors.stores.keyring import KeyRing, UnsealError
+from oma_actors.stores.keyring import KeyMismatchError, KeyRing, UnsealError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -135,6 +147,11 @@ class EncryptingJournal:
             raise ConfigurationError(f"EncryptingJournal needs a KeyRing, got {keyring!r}")
         self.inner = inner
         self.keyring = keyring
+        # Whether the active key is proven the key of its id here (see _prove), and the event
+        # a failed proof could not open: every later append is refused, reading nothing.
+        self._proven = keyring.proven_for(inner)
+        self._refused: JournalEvent | None = None
+        self._proving = asyncio.Lock()
         urgent = getattr(inner, "append_now", None)
         if callable(urgent):
             self._urgent: AppendNow = urgent
@@ -146,14 +163,75 @@ class EncryptingJournal:
 
     def open(self, event: JournalEvent) -> JournalEvent:
         """``event`` as it was appended, its payload opened (see ``open_event``)."""
-        return open_event(event, self.keyring, journal=self._name())
+        opened = open_event(event, self.keyring, journal=self._name())
+        if not self._proven and self.keyring.sealed_by_active(event.data[SEALED_FIELD]):
+            self._proved()  # it opened: the active key is the one that sealed it
+        return opened
 
     async def append(self, events: Sequence[JournalEvent]) -> None:
-        """Seal each event's payload and append them to the inner journal."""
+        """Seal each event's payload and append them to the inner journal.
+
+        Raises:
+            KeyMismatchError: The active key is not the one this journal's events under its id
+                were sealed with (see the module docstring); nothing was appended.
+        """
+        await self._prove(events)
         await self.inner.append([self.seal(event) for event in events])
 
     async def _append_now(self, events: Sequence[JournalEvent]) -> None:
+        await self._prove(events)
         await self._urgent([self.seal(event) for event in events])
+
+    def _proved(self) -> None:
+        self._proven = True
+        self.keyring.note_proven(self.inner)
+
+    async def _prove(self, events: Sequence[JournalEvent]) -> None:
+        """Return once the active key is proven the key that sealed the events stored under
+        its id (nothing is read after the first time).
+
+        Raises:
+            KeyMismatchError: Events under that id are stored and the key opens none of them.
+        """
+        if self._proven or not events:
+            return
+        async with self._proving:  # one proof: concurrent first appends wait for its answer
+            if self._refused is None and not self._proven:
+                self._refused, read = await self._disproof(events[0].run_id)
+                if self._refused is None:
+                    self._proven = True
+                    if read:  # an unreadable journal is tried again by the next wrapper
+                        self.keyring.note_proven(self.inner)
+            if self._refused is not None:
+                where = f"journal {self._name()} run {self._refused.run_id!r} event seq "
+                raise KeyMismatchError(f"{where}{self._refused.seq}", self.keyring.active)
+
+    async def _disproof(self, run_id: str) -> tuple[JournalEvent | None, bool]:
+        """The first stored event under the active id that the key does not open, when none
+        opens (``None`` when one opens, none is stored, or the journal cannot be read), and
+        whether the whole journal was read."""
+        failed: JournalEvent | None = None
+        read = False
+        for run in (run_id, None):  # the appended run's own events, then every run's
+            try:
+                events = await (read_run(self.inner, run) if run else self.inner.read_from(0))
+            except (StoreError, OSError):
+                continue  # unreadable: no witness (an append does not read, and may still work)
+            read = run is None
+            candidates = [
+                event
+                for event in events
+                if isinstance(envelope := event.data.get(SEALED_FIELD), str)
+                and self.keyring.sealed_by_active(envelope)
+            ]
+            proof = self.keyring.proves_active(
+                (event.data[SEALED_FIELD], _context(event)) for event in candidates
+            )
+            if proof.opens:
+                return None, True
+            if failed is None and proof.failed is not None:
+                failed = candidates[proof.failed]
+        return failed, read
 
     def shares_database(self, store: object) -> bool:
         """Whether the appends can carry the run lease's fence of ``store`` (D15): the inner

@@ -26,16 +26,32 @@ from the small values this instance last wrote or read (a fenced write checks th
 owner just wrote); the inner store's atomic check turns a wrong guess into a refusal, and the
 next round reads.
 
+An envelope names its key by id only, so before its first write an instance proves that its
+active key is the key that sealed the values already stored under that id: it opens one of them
+(a value it read already counts; else it reads the entry it writes, then the runtime's small
+records, then every entry). A key that opens none of them is another key with the same id, and
+every write raises ``KeyMismatchError`` (a ``ConfigurationError``) before anything is written:
+values it sealed would open for nobody else. A store holding no value under that id has nothing
+to disagree with. The proof is remembered by the ring for the inner store, so a wrapper made anew
+over it reads nothing more.
+
 Like the test kit's wrappers, it has exactly the inner store's capabilities: ``compare_and_set``,
 ``apply`` and ``set_with_expiry`` exist only when the inner store has them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
+from oma_actors.keyspace import (
+    APPROVAL_KEY_PREFIX,
+    CHECKPOINT_KEY_PREFIX,
+    RUN_KEY_PREFIX,
+    SIDECAR_KEY_PREFIX,
+)
 from oma_actors.stores.base import (
     Apply,
     CompareAndSet,
@@ -45,12 +61,12 @@ from oma_actors.stores.base import (
     is_memory_store,
     one_document,
 )
-from oma_actors.stores.keyring import KeyRing, UnsealError
-from oma_actors.stores.prefix import list_under
+from oma_actors.stores.keyring import KeyMismatchError, KeyRing, UnsealError
+from oma_actors.stores.prefix import list_under, takes_prefix
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Mapping, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from oma_actors.stores.base import (
         AtomicStore,
@@ -79,6 +95,12 @@ def _racing(keys: builtins.list[str]) -> StoreError:
         f"encrypted compare-and-set on {keys!r}: the inner store refused {MAX_ROUNDS} times "
         "while every check held"
     )
+
+
+WITNESS_PREFIXES = (RUN_KEY_PREFIX, SIDECAR_KEY_PREFIX, APPROVAL_KEY_PREFIX, CHECKPOINT_KEY_PREFIX)
+"""Where the key proof looks, in this order, before it lists every entry: the runtime's small
+records first (run records, the sidecar's, approvals), then the runs' latest snapshots; history
+anchors, the bulk of a database store, only when none of these holds a value under the id."""
 
 
 def _context(key: str) -> bytes:
@@ -120,6 +142,11 @@ class EncryptingStore:
         # Small values this instance last wrote or read: key -> (sealed, plaintext). A guess
         # only, never a source of truth (see _sealed_if_holds).
         self._known: dict[str, tuple[str, str]] = {}
+        # Whether the active key is proven the key of its id here (see _prove), and the entry
+        # that a failed proof could not open: every later write is refused, reading nothing.
+        self._proven = keyring.proven_for(inner)
+        self._refused: str | None = None
+        self._proving = asyncio.Lock()
         if callable(getattr(inner, "compare_and_set", None)):
             self.compare_and_set = self._compare_and_set
         if callable(getattr(inner, "apply", None)):
@@ -154,13 +181,62 @@ class EncryptingStore:
                 fails authentication (tampered, or moved from another entry). Names the entry.
         """
         try:
-            return self.keyring.open(envelope, _context(key)).decode("utf-8")
+            plaintext = self.keyring.open(envelope, _context(key))
         except UnsealError as exc:
             raise CorruptStoreError(f"encrypted entry {key!r}", exc.reason) from None
+        if not self._proven and self.keyring.sealed_by_active(envelope):
+            self._proved()  # it opened: the active key is the one that sealed it
+        try:
+            return plaintext.decode("utf-8")
         except UnicodeDecodeError:  # authenticated, so only a writer with our key made this
             raise CorruptStoreError(
                 f"encrypted entry {key!r}", "sealed bytes are not UTF-8"
             ) from None
+
+    def _proved(self) -> None:
+        self._proven = True
+        self.keyring.note_proven(self.inner)
+
+    async def _prove(self, key: str) -> None:
+        """Return once the active key is proven the key that sealed the values stored under its
+        id (nothing is read after the first time); a write to ``key`` may then be sealed.
+
+        Raises:
+            KeyMismatchError: Values under that id are stored and the key opens none of them;
+                nothing was written.
+        """
+        if self._proven:
+            return
+        async with self._proving:  # one proof: concurrent first writes wait for its answer
+            if self._refused is None and not self._proven:
+                self._refused = await self._disproof(key)
+                if self._refused is None:
+                    self._proved()
+            if self._refused is not None:
+                raise KeyMismatchError(f"encrypted entry {self._refused!r}", self.keyring.active)
+
+    async def _disproof(self, key: str) -> str | None:
+        """The first entry under the active id that the key does not open, when none opens;
+        ``None`` when one opens or none is stored (nothing disagrees)."""
+        failed: str | None = None
+        async for entries in self._witnesses(key):
+            candidates = [entry for entry in entries if self.keyring.sealed_by_active(entry.value)]
+            proof = self.keyring.proves_active((e.value, _context(e.key)) for e in candidates)
+            if proof.opens:
+                return None
+            if failed is None and proof.failed is not None:
+                failed = candidates[proof.failed].key
+        return failed
+
+    async def _witnesses(self, key: str) -> AsyncIterator[builtins.list[MemoryEntry]]:
+        """The stored entries a proof tries, cheapest first: the entry written, then
+        ``WITNESS_PREFIXES``, then every entry."""
+        entry = await self.inner.get(key)
+        yield [] if entry is None else [entry]
+        if takes_prefix(self.inner):  # else each prefix would list the whole store again
+            for prefix in WITNESS_PREFIXES:
+                yield await list_under(self.inner, prefix)
+        yield await self.inner.list()
 
     def _opened(self, entry: MemoryEntry) -> MemoryEntry:
         return replace(entry, value=self.open(entry.key, entry.value))
@@ -187,7 +263,13 @@ class EncryptingStore:
         return opened
 
     async def set(self, key: str, value: str, metadata: Mapping[str, Any] | None = None) -> None:
-        """Seal ``value`` and write it at ``key``; the metadata is written as given (readable)."""
+        """Seal ``value`` and write it at ``key``; the metadata is written as given (readable).
+
+        Raises:
+            KeyMismatchError: The active key is not the one values under its id were sealed
+                with (see the module docstring); nothing was written.
+        """
+        await self._prove(key)
         sealed = self.seal(key, value)
         self._known.pop(key, None)
         await self.inner.set(key, sealed, metadata)
@@ -221,6 +303,7 @@ class EncryptingStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         inner = cast("ExpiringStore", self.inner)
+        await self._prove(key)
         self._known.pop(key, None)
         await inner.set_with_expiry(key, self.seal(key, value), expires_at_turn, metadata)
 
@@ -232,6 +315,7 @@ class EncryptingStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         inner = cast("AtomicStore", self.inner)
+        await self._prove(key)
         sealed = self.seal(key, value)
         for attempt in range(MAX_ROUNDS):
             current = await self._sealed_if_holds((Expect(key, expected),), guess=attempt == 0)
@@ -244,6 +328,9 @@ class EncryptingStore:
 
     async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         inner = cast("ConditionalStore", self.inner)
+        put = next((write.key for write in writes if isinstance(write, Put)), None)
+        if put is not None:
+            await self._prove(put)
         sealed = [
             Put(write.key, self.seal(write.key, write.value), write.metadata)
             if isinstance(write, Put)

@@ -7,6 +7,12 @@ Every seal takes associated data (``context``) that the caller derives from wher
 lives (a store's entry key, a journal event's run id and seq): the tag then fails if the value is
 moved anywhere else. The envelope's version and key id are authenticated too.
 
+An envelope names its key only by id, so a ring whose key has an id the storage already uses
+must first show that it is the same key: ``proves_active`` opens values already sealed under
+that id (the encrypting wrappers do so once before their first write), and a key that opens none
+of them raises ``KeyMismatchError`` before anything is sealed into that storage. No check value
+is stored: the values themselves are the proof, so the format is unchanged.
+
 ``cryptography`` is imported on first use, so only users of encryption need the ``crypto`` extra.
 """
 
@@ -14,15 +20,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import re
 import stat
+import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from oma_actors.errors import SEALED_PREFIX, ConfigurationError
+from oma_actors.errors import SEALED_PREFIX, ConfigurationError, KeyMismatchError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -45,6 +54,21 @@ class UnsealError(ValueError):
         super().__init__(reason)
         self.reason = reason
         self.key_id = key_id
+
+
+@dataclass(frozen=True, slots=True)
+class KeyProof:
+    """What stored envelopes say of a ring's active key (``KeyRing.proves_active``).
+
+    Attributes:
+        opens: ``True``: one sealed under the active id opens, so the key is the one that
+            sealed it; ``False``: some are sealed under that id and none opens (another key
+            with the same id); ``None``: none is, so nothing stored can disagree.
+        failed: The index of the first witness under the active id that did not open, if any.
+    """
+
+    opens: bool | None
+    failed: int | None
 
 
 def _crypto() -> tuple[type[AESGCM], type[Exception]]:
@@ -71,7 +95,7 @@ class KeyRing:
             id missing from ``keys``, or the ``cryptography`` package is not installed.
     """
 
-    __slots__ = ("_active", "_ciphers", "_invalid_tag")
+    __slots__ = ("_active", "_active_prefix", "_ciphers", "_invalid_tag", "_proven")
 
     def __init__(self, keys: Mapping[str, bytes], *, active: str) -> None:
         if not keys:
@@ -88,8 +112,13 @@ class KeyRing:
             raise ConfigurationError(f"the active key id {active!r} is not in the ring")
         aesgcm, invalid_tag = _crypto()
         self._active = active
+        self._active_prefix = PREFIX + active + ":"
         self._ciphers = {key_id: aesgcm(key) for key_id, key in keys.items()}
         self._invalid_tag = invalid_tag
+        # The stores and journals (the inner objects) the active key was proven for: wrappers
+        # made anew over one of them (the sidecar seals its shared database journal once per
+        # attempt) then skip the proof's reads. Weak, so a closed one is forgotten.
+        self._proven: weakref.WeakSet[object] = weakref.WeakSet()
 
     @property
     def active(self) -> str:
@@ -192,6 +221,44 @@ class KeyRing:
             ) from None
         return plaintext
 
+    def sealed_by_active(self, envelope: str) -> bool:
+        """Whether ``envelope`` names the active key id (a prefix test: nothing is opened)."""
+        return envelope.startswith(self._active_prefix)
+
+    def proves_active(self, witnesses: Iterable[tuple[str, bytes]]) -> KeyProof:
+        """What stored envelopes (with their contexts, read lazily up to the first that opens)
+        tell of whether the active key is THE key of its id (see ``KeyProof``)."""
+        failed: int | None = None
+        cipher = self._ciphers[self._active]
+        for index, (envelope, context) in enumerate(witnesses):
+            if not envelope.startswith(self._active_prefix):
+                continue
+            raw = _raw(envelope[len(self._active_prefix) :])
+            if raw is None:  # malformed: no witness either way
+                continue
+            try:
+                cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], _aad(self._active, context))
+            except self._invalid_tag:
+                # A tampered value fails here too, so only one that opens decides.
+                failed = index if failed is None else failed
+                continue
+            return KeyProof(True, failed)
+        return KeyProof(None if failed is None else False, failed)
+
+    def proven_for(self, storage: object) -> bool:
+        """Whether ``note_proven(storage)`` was called while ``storage`` lives."""
+        try:
+            return storage in self._proven
+        except TypeError:  # not weakly referable: never noted
+            return False
+
+    def note_proven(self, storage: object) -> None:
+        """Remember that the active key is the key of its id for ``storage`` (a store or a
+        journal that wrappers seal into), so that the next wrapper over it need not read it."""
+        # A storage that cannot be weakly referenced is proven again by each wrapper.
+        with contextlib.suppress(TypeError):
+            self._proven.add(storage)
+
     def key_id_of(self, envelope: str) -> str | None:
         """The key id an envelope names, or ``None`` when it is not an envelope."""
         if not envelope.startswith(PREFIX):
@@ -200,10 +267,19 @@ class KeyRing:
         return key_id if colon else None
 
 
+def _raw(encoded: str) -> bytes | None:
+    """The nonce and ciphertext an envelope's last field holds, ``None`` when malformed."""
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if len(raw) >= NONCE_BYTES + 16 else None
+
+
 def _aad(key_id: str, context: bytes) -> bytes:
     # The version and key id are authenticated with the caller's context, so relabeling an
     # envelope's key id or version is caught even between keys that happen to be equal.
     return PREFIX.encode("ascii") + key_id.encode("ascii") + b"\x00" + context
 
 
-__all__ = ["KEY_BYTES", "PREFIX", "KeyRing", "UnsealError"]
+__all__ = ["KEY_BYTES", "PREFIX", "KeyMismatchError", "KeyProof", "KeyRing", "UnsealError"]
