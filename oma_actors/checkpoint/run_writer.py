@@ -242,7 +242,26 @@ class RunWriter:
             database). ``False`` when the journal cannot (a JSONL file): its appends stay
             unfenced, so it must not be the save path.
         """
-        return self._fence is None or tail.fence_appends(self._fence)
+        if self._fence is None or tail.fence_appends(self._fence):
+            return True
+        # Unfenced appends still stop at a takeover: each batch first checks the run record
+        # (a holder stalled past its lease learns of the takeover there, not after appending).
+        guard = getattr(tail, "guard_appends", None)
+        if callable(guard):
+            guard(self._lease_held)
+        return False
+
+    async def _lease_held(self) -> None:
+        """Raise the lease's loss, after re-reading the run record (``confirm_lost``)."""
+        fence = self._fence
+        confirm = getattr(fence, "confirm_lost", None)
+        if confirm is not None and await confirm():
+            lost = getattr(fence, "lost", None)
+            raise (
+                lost
+                if isinstance(lost, LeaseError)
+                else LeaseError("RUN_LEASE_LOST", "the run's lease was lost")
+            )
 
     @property
     def journal(self) -> JournalPath | None:

@@ -43,7 +43,7 @@ from oma_actors.journal.vocabulary import canonical_content_hash, request_block
 from oma_actors.telemetry.context import current_trace
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from oma_actors.domain.messages import ContentBlock, Message
     from oma_actors.journal.base import RunJournal
@@ -122,6 +122,8 @@ class JournalRecorder:
         self._covered = last_seq
         self._appended = 0
         self._fence: AppendFence | None = None
+        # A leased run's check before each unfenced append (``guard_appends``).
+        self._guard: Callable[[], Awaitable[None]] | None = None
         # Why the writer's next save must compact: a fact recorded since its last save that
         # the fold does not carry and no event says (D14). ``None``: nothing of the kind.
         self._uncarried: str | None = None
@@ -225,6 +227,7 @@ class JournalRecorder:
         if (
             nowait is not None
             and self._fence is None
+            and self._guard is None
             and not self._pending
             and (self._drain is None or self._drain.done())
         ):
@@ -344,6 +347,17 @@ class JournalRecorder:
         self._fence = fence
         return True
 
+    def guard_appends(self, check: Callable[[], Awaitable[None]]) -> None:
+        """Run ``check`` before each later batch is appended; a batch whose check raises is
+        dropped (its error reported as any failed append's).
+
+        For a leased run whose journal cannot carry the fence (a JSONL file, D11): the check
+        re-reads the run record, so a holder stalled past its lease and taken over (it does not
+        know yet) appends nothing of its own after the takeover; what it still appends is a
+        batch whose check passed just before. Batches go through the drain task from now on.
+        """
+        self._guard = check
+
     def stop_keeping(self) -> None:
         """No writer will take the events (its journal path was refused): keep and hold none."""
         self._for_writer = False
@@ -462,6 +476,8 @@ class JournalRecorder:
                     # The lease's record check and these rows in one transaction (D15).
                     await self.journal.append_fenced(events, self._fence)
                 else:
+                    if self._guard is not None:
+                        await self._guard()  # raises the lease's loss: the batch is dropped
                     urgent = getattr(self.journal, "append_now", None) if self.durable else None
                     await (urgent or self.journal.append)(events)
             except Exception as exc:

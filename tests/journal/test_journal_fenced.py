@@ -22,6 +22,7 @@ from oma_actors.events import CheckpointSaved, CheckpointSaveFailed, ProgressEve
 from oma_actors.journal import (
     JournalAppendError,
     JournalOptions,
+    JsonlRunJournal,
     PostgresRunJournal,
     SqliteRunJournal,
     verify_run,
@@ -290,3 +291,40 @@ async def test_a_refused_check_with_the_lease_still_held_is_an_error_not_a_succe
     held = _Fence(store, [Expect("__oma_run__/run-1", "mine")], [])
     await journal.append_fenced(events("run-1", [1]), held)
     assert [e.seq for e in await journal.read_from(0)] == [1]
+
+
+async def test_a_leased_runs_unfenced_jsonl_journal_takes_no_event_after_a_cancel(
+    tmp_path: Path, fresh_stores: FreshStores
+) -> None:
+    """A JSONL file cannot carry the fence (D11), so the run keeps fenced snapshots; its journal
+    appends are still checked against the run record first: after an operator's cancel (a
+    takeover alike) not one event of the old holder lands, its ``run/end`` included."""
+    store: SqliteStore = await fresh_stores.sqlite(tmp_path / "state.db")
+    path = tmp_path / "run.jsonl"
+    journal = JsonlRunJournal(path)
+    work = WORKLOADS["one_call_per_turn"]
+    effects: list[str] = []
+    the_team = team(work.turns, work.calls, work.effect, effects)
+    note = the_team.agents[0].tools[0]
+    inner = note.execute
+    seen: list[int] = []
+
+    async def cancelling(args: Any, ctx: Any) -> Any:
+        if ctx.tool_call_id == "c3-0":  # mid-run: an operator cancels, the holder is fenced
+            await asyncio.sleep(0.2)  # what was appended before lands (best effort, unfenced)
+            await RunLedger(MemoryStoreRunStore(store), owner="op").cancel("cut", "stop")
+            seen.append(len(path.read_text().splitlines()))
+        return await inner(args, ctx)
+
+    object.__setattr__(note, "execute", cancelling)
+    try:
+        result = await OpenMultiAgent(run_store=MemoryStoreRunStore(store)).run_tasks(
+            the_team, [Task("t", "x", assignee="w", id="t0")],
+            checkpoint=CheckpointOptions(store=store, run_id="cut"),
+            journal=JournalOptions(journal, durable=True),
+        )  # fmt: skip
+    finally:
+        await journal.close()
+    assert result.status.code == "aborted"
+    assert seen
+    assert len(path.read_text().splitlines()) == seen[0]  # not one line after the cancel
