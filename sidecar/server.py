@@ -307,8 +307,8 @@ class Sidecar:
         )
         self.executor = executor
         failover = Failover(executor=executor, registry=registry, lease_ttl=config.lease_ttl_s)
-        self.spawn(failover.run())
         deleter = RunDeleter(registry=registry, executor=executor, stores=stores)
+        retention = None
         if config.retain_runs is not None or config.retain_seconds is not None:
             retention = Retention(
                 registry=registry,
@@ -318,7 +318,6 @@ class Sidecar:
                 keep_seconds=config.retain_seconds,
                 interval=config.retention_interval_s,
             )
-            self.spawn(retention.run())
         desk = ApprovalDesk(
             registry=registry, stores=stores, executor=executor, default_store_uri=store_uri
         )
@@ -388,6 +387,11 @@ class Sidecar:
         await server.start()
         self._server = server
         self._stack.push_async_callback(self._stop_server)
+        # The sweeps start once the server serves: a sidecar that cannot bind adopts nothing
+        # (and leaves no sweep never started behind it).
+        self.spawn(failover.run())
+        if retention is not None:
+            self.spawn(retention.run())
         serving = health_pb2.HealthCheckResponse.SERVING
         for name in ("", *SERVICES):
             await health_servicer.set(name, serving)
