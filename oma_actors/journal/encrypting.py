@@ -158,7 +158,12 @@ class EncryptingJournal:
             self.append_now = self._append_now
 
     def seal(self, event: JournalEvent) -> JournalEvent:
-        """``event`` with its payload replaced by the one sealed field."""
+        """``event`` with its payload replaced by the one sealed field, redacted first by the
+        inner journal's rules when it redacts (``redact_event``): under the seal, the inner
+        journal only sees the envelope."""
+        redact = getattr(self.inner, "redact_event", None)
+        if callable(redact):
+            event = redact(event)
         return seal_event(event, self.keyring)
 
     def open(self, event: JournalEvent) -> JournalEvent:

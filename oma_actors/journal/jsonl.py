@@ -18,6 +18,7 @@ import asyncio
 import functools
 import os
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CorruptStoreError, StoreError
@@ -29,6 +30,7 @@ from oma_actors.journal.codec import (
     to_json_object,
 )
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
+from oma_actors.journal.event import is_sealed_event
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_marks import JsonlMarkFile, marks_path
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
@@ -317,11 +319,17 @@ class JsonlRunJournal:
             # threads that much longer.
             await self._thread.close()
 
+    def redact_event(self, event: JournalEvent) -> JournalEvent:
+        """``event`` with its payload redacted by the journal's rules (as it is written), or as
+        it is when the journal redacts nothing or the payload is a sealed envelope
+        (``EncryptingJournal`` redacts by these rules before it seals). The base fields (the
+        run id, the seq) are never redacted: a line must keep naming its run."""
+        if self._patterns is None or is_sealed_event(event):
+            return event
+        return replace(event, data=redact_tree(event.data, self._patterns))
+
     def _encode(self, event: JournalEvent) -> str:
-        obj = to_json_object(event)
-        if self._patterns is not None:
-            obj = redact_tree(obj, self._patterns)
-        return js_dumps(obj)
+        return js_dumps(to_json_object(self.redact_event(event)))
 
     def _close_window(self) -> None:
         """The open batch's window closed: it goes to disk once the batch before it is there."""

@@ -38,7 +38,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from oma_actors.errors import SEALED_PREFIX
 from oma_actors.journal.batching import GroupCommit
 from oma_actors.journal.codec import line_type, parse_line, to_json_line
 from oma_actors.journal.errors import (
@@ -47,6 +46,7 @@ from oma_actors.journal.errors import (
     JournalCorruptError,
     JournalDuplicateError,
 )
+from oma_actors.journal.event import is_sealed_event
 from oma_actors.journal.marks import DispatchMark, mark_from_json
 from oma_actors.stores.redaction import compile_patterns, redact_tree
 
@@ -357,11 +357,18 @@ class SqlRunJournal(ABC):
         # Awaited as ``GroupCommit.submit`` awaits it: a cancelled appender cancels its own wait.
         return await self._enqueue(AppendPart(rows, checks), now=now)
 
+    def redact_event(self, event: JournalEvent) -> JournalEvent:
+        """``event`` with its payload redacted by the journal's rules (as it is written), or as
+        it is when the journal redacts nothing or the payload is a sealed envelope
+        (``EncryptingJournal`` redacts by these rules before it seals)."""
+        if self._patterns is None or is_sealed_event(event):
+            return event
+        return replace(event, data=redact_tree(event.data, self._patterns))
+
     def _row(self, event: JournalEvent) -> JournalRow:
         """The event's row: its payload redacted first when the journal redacts (every append,
         fenced or not, encodes its rows here, so none of them skips the rules)."""
-        if self._patterns is not None and not _sealed(event):
-            event = replace(event, data=redact_tree(event.data, self._patterns))
+        event = self.redact_event(event)
         return JournalRow(event.run_id, event.seq, to_json_line(event))
 
     def _enqueue(self, part: AppendPart, *, now: bool) -> asyncio.Future[bool]:
@@ -408,19 +415,6 @@ class SqlRunJournal(ABC):
 
     def _where(self, run_id: str, seq: int) -> str:
         return f"{self._name}: run {run_id!r} seq {seq}"
-
-
-def _sealed(event: JournalEvent) -> bool:
-    """Whether ``event`` is as ``EncryptingJournal`` hands it on: one ``sealed`` envelope.
-
-    (``encrypting.SEALED_FIELD``; that module imports this one.) A caller pattern as broad as
-    ``[A-Za-z0-9+/]{20,}`` matches the envelope's base64, and the event would never open again.
-    """
-    data = event.data
-    if len(data) != 1:
-        return False
-    envelope = data.get("sealed")
-    return isinstance(envelope, str) and envelope.startswith(SEALED_PREFIX)
 
 
 async def commit_batch(

@@ -119,3 +119,35 @@ def test_a_journal_reopened_beside_a_redacting_store_takes_its_rules(tmp_path: P
     assert isinstance(redacting, JsonlRunJournal)
     assert redacting.redacts
     assert redacting._patterns == store.patterns
+
+
+async def test_a_sealed_journal_redacts_by_its_inner_journals_rules_before_it_seals(
+    tmp_path: Path,
+) -> None:
+    """Under the seal the inner journal sees only the envelope: the sealing journal applies the
+    inner's rules first, so what opens is redacted; a broad pattern never touches the envelope,
+    and a line keeps naming its run (base fields are never redacted)."""
+    from oma_actors.journal import EncryptingJournal
+    from oma_actors.journal.event import JournalEvent
+    from oma_actors.stores import KeyRing
+
+    ring = KeyRing({"k1": bytes(range(32))}, active="k1")
+    path = tmp_path / "run.jsonl"
+    broad = [r"patient-\d+", r"[A-Za-z0-9+/]{24,}", r"run-[a-z]+"]
+    event = JournalEvent(
+        seq=1, type="run/start", run_id="run-abc", attempt=1, timestamp_unix_ms=1,
+        data={"note": f"{SECRET} {PII}"},
+    )  # fmt: skip
+    sealed = EncryptingJournal(JsonlRunJournal(path, redact=broad), ring)
+    await sealed.append([event])
+    await sealed.close()
+    [opened] = await EncryptingJournal(JsonlRunJournal(path), ring).read_from(0)
+    assert opened.run_id == "run-abc"
+    assert "hunter2" not in str(opened.data)
+    assert PII not in str(opened.data)
+    plain = JsonlRunJournal(tmp_path / "plain.jsonl", redact=broad)
+    await plain.append([event])
+    await plain.close()
+    [written] = await JsonlRunJournal(tmp_path / "plain.jsonl").read_from(0)
+    assert written.run_id == "run-abc"  # a pattern matching the run id leaves it alone
+    assert PII not in str(written.data)
