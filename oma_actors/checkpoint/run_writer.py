@@ -70,7 +70,7 @@ from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
-from oma_actors.errors import CheckpointError, LeaseError
+from oma_actors.errors import CheckpointError, KeyMismatchError, LeaseError
 from oma_actors.events import CheckpointSaved, CheckpointSaveFailed
 from oma_actors.journal.marks import DispatchMark, marks_of_journal
 from oma_actors.keyspace import checkpoint_key
@@ -509,6 +509,11 @@ class RunWriter:
             if exc.code != "RUN_LEASE_LOST":
                 return NotSaved(str(exc))  # a refused record update: nothing was written
             return Fenced(str(exc))
+        except KeyMismatchError:
+            # Not a store failure but the wrong key: no save of this run can ever land, and
+            # running on would do its effects with nothing durable. The run stops here (its
+            # admission save comes before any model call).
+            raise
         except Exception as exc:  # any store failure is an outcome, never a crash of the run
             # No read-back to "confirm" the write: a store may serve reads from a cache that
             # already holds the value its failed flush never made durable (FileStore, FS-08).

@@ -10,6 +10,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+import pytest
 from test_cli_encryption import (
     NEW,
     OLD,
@@ -30,6 +31,7 @@ from oma_actors import (
     Team,
     TeamRunResult,
 )
+from oma_actors.errors import KeyMismatchError
 from oma_actors.journal import EncryptingJournal, JsonlRunJournal
 from oma_actors.llm import LLMResponse, TextBlock
 from oma_actors.stores import EncryptingStore, FileStore, KeyRing
@@ -141,11 +143,12 @@ async def test_a_run_with_a_wrong_key_leaves_the_sealed_store_and_journal_as_the
     inner = FileStore(state)
     try:
         journal = EncryptingJournal(JsonlRunJournal(log, flush_interval_ms=0), wrong)
-        result = await another_run(EncryptingStore(inner, wrong), journal)
+        # The admission save is refused before it writes, and the run stops there: going on
+        # would run the tasks with nothing durable (no save of this key can ever land).
+        with pytest.raises(KeyMismatchError, match="'k1'"):
+            await another_run(EncryptingStore(inner, wrong), journal)
     finally:
         await inner.aclose()
-    # Every save is refused before it writes (the run itself reports them as failed saves).
-    assert (result.checkpoint_saves, result.checkpoint_save_failures > 0) == (0, True)
     assert digest(state, log) == before
     keys = key_file(tmp_path / "keys", k1=OLD)
     listed = await asyncio.to_thread(
