@@ -288,6 +288,14 @@ async def run(args: argparse.Namespace) -> int:
     ):
         print("oma serve: --retain-runs must be >= 0, --retain-seconds > 0", file=sys.stderr)
         return 2
+    for root in args.store_root or ():
+        if not root.is_dir():
+            print(f"oma serve: --store-root {root}: no such directory", file=sys.stderr)
+            return 2
+    for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
+        if path is not None and not path.is_file():
+            print(f"oma serve: {flag} {path}: no such file", file=sys.stderr)
+            return 2
     config = ServerConfig(
         token=token.value,
         principals=principals,

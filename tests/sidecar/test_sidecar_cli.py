@@ -78,6 +78,42 @@ def test_bad_addresses_and_stores_exit_2() -> None:
     assert not is_loopback("10.0.0.1")
 
 
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("--store-root", "--store-root /nonexistent/oma: no such directory"),
+        ("--tls-cert", "--tls-cert /nonexistent/oma: no such file"),
+        ("--tls-key", "--tls-key /nonexistent/oma: no such file"),
+    ],
+)
+def test_a_missing_store_root_or_tls_file_is_named_in_one_line(flag: str, said: str) -> None:
+    process = serve(
+        flag, "/nonexistent/oma", "--store", "memory://", env={"OMA_SIDECAR_TOKEN": "t"}
+    )
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 2, err
+    assert err.strip() == f"oma serve: {said}"
+
+
+def test_a_taken_port_is_one_line_on_stderr(tmp_path: Path) -> None:
+    env = {"OMA_SIDECAR_TOKEN": "t"}
+    first = serve("--listen", "127.0.0.1:0", "--store", "memory://", env=env)
+    try:
+        assert first.stdout is not None
+        address = first.stdout.readline().strip().removeprefix(LISTEN_LINE)
+        second = serve("--listen", address, "--store", str(tmp_path / "s.json"), env=env)
+        _, err = second.communicate(timeout=30)
+        assert second.returncode == 2, err
+        # (gRPC core logs its own bind line; ours is one, and no sweep was left unstarted.)
+        assert "never awaited" not in err
+        assert [line for line in err.splitlines() if line.startswith("oma serve:")] == [
+            f"oma serve: could not bind {address}: address in use (or not available)"
+        ]
+    finally:
+        first.terminate()
+        first.communicate(timeout=10)
+
+
 def test_a_bare_store_path_is_a_file_store_that_a_second_sidecar_cannot_take(
     tmp_path: Path,
 ) -> None:
