@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors import ConfigurationError, StoreError
 from oma_actors.approvals import ApprovalDecision, Reviewer
+from oma_actors.approvals.canonical import js_trim
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import check_cancellable
 from sidecar.events import approval_pb, canonical_json
@@ -219,7 +220,7 @@ class ApprovalDesk:
         self, request: pb.GetApprovalRequest, caller: Principal | None = None
     ) -> pb.Approval:
         """One approval by id."""
-        if not request.id.strip():
+        if not js_trim(request.id):
             raise InvalidArgument("id", "is required")
         record, _ = await self._find(request.id, caller)
         return self.message(record)
@@ -233,7 +234,7 @@ class ApprovalDesk:
         left empty, and naming anyone else is refused (PERMISSION_DENIED).
         """
         module = self._module()
-        if not request.id.strip():
+        if not js_trim(request.id):
             raise InvalidArgument("id", "is required")
         if not HASH.fullmatch(request.request_hash):
             raise InvalidArgument("request_hash", "is required: the sha256 hex the reviewer saw")
@@ -317,7 +318,7 @@ def _reviewer_id(given: str, caller: Principal | None) -> str:
         PermissionDenied: the request names a reviewer other than the authenticated principal.
     """
     if caller is None:
-        if not given.strip():
+        if not js_trim(given):  # as OMA's trim(): "\x1c" is an id, "\ufeff" is blank
             raise InvalidArgument("reviewer.id", "is required")
         return given
     if given and given != caller.principal:

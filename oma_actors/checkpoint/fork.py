@@ -35,6 +35,7 @@ from oma_actors.approvals import (
     get_approval_record,
     require_atomic_store,
 )
+from oma_actors.approvals.canonical import js_trim
 from oma_actors.checkpoint.anchors import history_entries, latest_anchor
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.history import load_timeline
@@ -99,7 +100,7 @@ async def fork_run(
         DurableApprovalError: the child is suspended on approvals and ``store`` has no
             ``compare_and_set``.
     """
-    child_id = new_run_id.strip()
+    child_id = js_trim(new_run_id)  # as OMA trims the run id a request id is derived from
     if not child_id or child_id != new_run_id or child_id == run_id:
         raise CheckpointError(
             f"new_run_id {new_run_id!r} must be a non-blank id without surrounding spaces, "

@@ -400,3 +400,17 @@ async def test_a_fork_onto_an_id_the_journal_or_a_run_record_still_knows_is_refu
     assert [(e.key, e.value) for e in await store.list()] == before
     await fork_run(store, "r1", at_seq=seqs[1], new_run_id="z")
     assert (await restore_run(space, team, "z")).success
+
+
+async def test_a_child_id_is_trimmed_as_oma_trims_run_ids(tmp_path: Path) -> None:
+    # OMA derives a request's id from the run id trimmed by JavaScript's trim(): a child id
+    # that trim() changes (a leading U+FEFF, which str.strip() keeps) would give its requests
+    # another run's ids, so it is refused; one it keeps ("\x1c", which str.strip() drops) is
+    # taken as it is.
+    space = Workspace(tmp_path)
+    assert (await run_journal_first(space, make_team(1, 1, "unsafe", Effects()), 1)).success
+    point = (await run_history(space.store(), "r1"))[-1]
+    with pytest.raises(CheckpointError, match="surrounding spaces"):
+        await fork_run(space.store(), "r1", at_seq=point.seq, new_run_id="\ufeffchild")
+    info = await fork_run(space.store(), "r1", at_seq=point.seq, new_run_id="child\x1c")
+    assert info.run_id == "child\x1c"

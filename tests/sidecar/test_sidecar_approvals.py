@@ -332,3 +332,14 @@ async def test_a_cancelled_run_s_approval_is_no_longer_pending_nor_decidable(
     )
     assert fetched.state == pb.APPROVAL_STATE_PENDING  # nothing was recorded
     assert (await client.get_run("apr-cancelled")).status == pb.RUN_STATUS_CANCELLED
+
+
+def test_a_reviewer_id_is_blank_as_javascripts_trim_says() -> None:
+    # OMA checks reviewer ids with trim(): "\x1c" is an id there (str.strip() would drop it),
+    # "\ufeff " is blank (str.strip() would keep the U+FEFF).
+    from sidecar.approvals import _reviewer_id
+    from sidecar.status import InvalidArgument
+
+    assert _reviewer_id("\x1c", None) == "\x1c"
+    with pytest.raises(InvalidArgument):
+        _reviewer_id("\ufeff ", None)
