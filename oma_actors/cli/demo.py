@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import stat
 import sys
 from typing import TYPE_CHECKING
 
 import aiofiles
 import aiofiles.os
 
-from oma_actors import CheckpointOptions, ConfigurationError, OpenMultiAgent
+from oma_actors import CheckpointOptions, ConfigurationError, OpenMultiAgent, StoreError
 from oma_actors.approvals import Allow, Suspend, ToolCallRequest
 from oma_actors.checkpoint import Checkpoint
-from oma_actors.cli.demo_team import demo_tasks, demo_team
+from oma_actors.cli.demo_team import PLAYBOOK, demo_tasks, demo_team
 from oma_actors.cli.display import show_event, show_result, show_snapshot
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.tail import with_tail
@@ -32,8 +34,17 @@ if TYPE_CHECKING:
 CRASH_EXIT = 86
 RUN_ID = "demo-run"
 CRASH_NOTE = "analysis.md"
+STATE = "state.json"
 JOURNAL = "journal.jsonl"
 TIMELINE_PAGE = "timeline.html"
+MARKER = ".oma-demo"
+MARKER_TEXT = (
+    "This folder holds the output of `oma demo`. The next `oma demo --out` into it replaces\n"
+    "its state.json, journal.jsonl, timeline.html and notes; it refuses folders without this\n"
+    "file that hold any of them.\n"
+)
+# A demo's state.json or journal is a few dozen KiB: a bigger file is somebody else's.
+MAX_DEMO_FILE_BYTES = 16 << 20
 
 
 def live_team(out_dir: Path) -> Team:
@@ -68,15 +79,141 @@ async def make_out_dir(out_dir: Path) -> None:
         raise CommandFailed(f"cannot create --out {out_dir}: {exc.strerror or exc}") from None
 
 
+def demo_files() -> tuple[str, ...]:
+    """The names the demo writes into its folder (besides the marker), notes included."""
+    notes = {
+        name
+        for turns in PLAYBOOK.values()
+        for turn in turns
+        for kind, name in turn
+        if kind == "write"
+    }
+    return (STATE, f"{STATE}.lock", JOURNAL, TIMELINE_PAGE, *sorted(notes))
+
+
+async def claim_out_dir(out_dir: Path, *, reset: tuple[str, ...] = ()) -> None:
+    """Make ``out_dir`` the demo's folder, then remove the ``reset`` files of its last run.
+
+    The demo replaces only its own output. A folder is the demo's when it is new, holds none
+    of ``demo_files()``, holds the demo's marker file, or (output of a demo older than the
+    marker) holds a state.json with demo-run entries only; in every case a state.json or
+    journal that holds anything but the demo's run is somebody else's and is refused. The
+    state file is removed only while this process holds its FileStore lock, so a store that
+    another process has open is never pulled from under it.
+
+    Raises:
+        CommandFailed: ``--out`` is not usable, holds files the demo did not write, or its
+            state.json is in use by another process (exit 2; nothing in the folder changed).
+    """
+    await make_out_dir(out_dir)
+    present = [name for name in demo_files() if await _lexists(out_dir / name)]
+    marked = await aiofiles.os.path.isfile(out_dir / MARKER)
+    state_entries = await _demo_entries(out_dir / STATE) if STATE in present else 0
+    foreign: list[str] = []
+    if state_entries is None:
+        foreign.append(STATE)
+    if JOURNAL in present and not await _demo_journal(out_dir):
+        foreign.append(JOURNAL)
+    if not foreign and not marked and not state_entries:
+        foreign = present  # no sign of an earlier demo: every one of its names is somebody's
+    if foreign:
+        raise CommandFailed(
+            f"--out {out_dir} already holds {', '.join(foreign)} that oma demo did not write; "
+            "it replaces only its own output: choose a new or empty folder"
+        )
+    try:
+        # Locked for the removal: a process that has this store open keeps its file.
+        async with FileStore.open(out_dir / STATE):
+            if not marked:
+                async with aiofiles.open(out_dir / MARKER, "w", encoding="utf-8") as marker:
+                    await marker.write(MARKER_TEXT)
+            for name in reset:
+                if name in present:
+                    await aiofiles.os.remove(out_dir / name)
+    except StoreError as exc:
+        reason = str(exc).split("; ", 1)[0]
+        raise CommandFailed(
+            f"--out {out_dir}: {reason}; oma demo leaves it alone: stop that process or "
+            "choose another folder"
+        ) from None
+
+
+async def _lexists(path: Path) -> bool:
+    """Whether anything (a dangling symlink included) has this name."""
+    return await asyncio.to_thread(os.path.lexists, path)
+
+
+async def _read_small(path: Path) -> bytes | None:
+    """The bytes of a regular file of at most ``MAX_DEMO_FILE_BYTES``, else ``None``.
+
+    A symlink, device, FIFO or directory under a demo name is none of the demo's doing.
+    """
+    try:
+        info = await aiofiles.os.stat(path, follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_DEMO_FILE_BYTES:
+            return None
+        async with aiofiles.open(path, "rb") as handle:
+            data: bytes = await handle.read(MAX_DEMO_FILE_BYTES + 1)
+    except OSError:  # unreadable: whatever it is, the demo cannot tell it is its own
+        return None
+    return data if len(data) <= MAX_DEMO_FILE_BYTES else None
+
+
+async def _demo_entries(path: Path) -> int | None:
+    """How many entries the state file holds, or ``None`` when any is not the demo run's.
+
+    An entry is the demo run's when its key names the run (``__oma_checkpoint__/demo-run/...``,
+    ``__oma_history__/demo-run/...``) or its metadata does (an approval of the run). A file that
+    is not a readable state file is not the demo's either.
+    """
+    data = await _read_small(path)
+    try:
+        document = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    entries = document.get("entries") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        return None
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+            return None
+        metadata = entry.get("metadata")
+        run_id = metadata.get("runId") if isinstance(metadata, dict) else None
+        key: str = entry["key"]
+        if not (key.startswith("__oma_") and key.split("/")[1:2] == [RUN_ID]) and run_id != RUN_ID:
+            return None
+    return len(entries)
+
+
+async def _demo_journal(out_dir: Path) -> bool:
+    """Whether every event of the journal is of the demo run (a torn last line is ignored)."""
+    data = await _read_small(out_dir / JOURNAL)
+    if data is None:
+        return False
+    lines = data.split(b"\n")
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            if index == len(lines) - 1:  # the crashed child's last write, cut short
+                continue
+            return False
+        if not isinstance(event, dict) or event.get("runId") != RUN_ID:
+            return False
+    return True
+
+
 def checkpoint_options(out_dir: Path) -> CheckpointOptions:
     """The demo's checkpoint: a FileStore in the demo folder, a fixed run id."""
-    return CheckpointOptions(store=FileStore(out_dir / "state.json"), run_id=RUN_ID)
+    return CheckpointOptions(store=FileStore(out_dir / STATE), run_id=RUN_ID)
 
 
 async def run_plain(out_dir: Path, *, live: bool, console: Console) -> int:
     """Run the team once (``--no-crash`` or ``--live``) with a checkpoint in the demo folder."""
     team = live_team(out_dir) if live else demo_team(out_dir)
-    await make_out_dir(out_dir)
+    await claim_out_dir(out_dir)
     console.rule("oma demo: research team, 3 agents, 5 tasks")
     orchestrator = OpenMultiAgent(on_progress=lambda e: show_event(console, e), max_concurrency=3)
     result = await orchestrator.run_tasks(
@@ -122,10 +259,7 @@ async def run_crashing_child(out_dir: Path, console: Console) -> int:
 
 async def run_demo(out_dir: Path, *, console: Console) -> int:
     """Crash the run in a child process, show the checkpoint, restore it here, explain."""
-    await make_out_dir(out_dir)
-    for name in ("state.json", JOURNAL):
-        if await aiofiles.os.path.exists(out_dir / name):
-            await aiofiles.os.remove(out_dir / name)
+    await claim_out_dir(out_dir, reset=(STATE, JOURNAL))
     console.rule("1. run the research team in a child process (it will be killed mid-task)")
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "oma_actors.cli.main", "demo", "--out", str(out_dir), "--child"
@@ -136,7 +270,7 @@ async def run_demo(out_dir: Path, *, console: Console) -> int:
         return 1
 
     console.rule("2. what the checkpoint holds (state.json + journal tail, read afresh)")
-    store = FileStore(out_dir / "state.json")
+    store = FileStore(out_dir / STATE)
     stored = await Checkpoint(store, run_id=RUN_ID).load_latest()
     if stored is None:
         console.print("[red]no checkpoint was written[/]")
@@ -212,10 +346,8 @@ async def show_timeline(out_dir: Path, store: FileStore, console: Console) -> No
 
 async def run_approval_demo(out_dir: Path, *, console: Console) -> int:
     """Suspend on the brief's publication, decide from another process, resume once."""
-    await make_out_dir(out_dir)
-    state = out_dir / "state.json"
-    if await aiofiles.os.path.exists(state):
-        await aiofiles.os.remove(state)
+    await claim_out_dir(out_dir, reset=(STATE,))
+    state = out_dir / STATE
 
     def gate(call: ToolCallRequest) -> Allow | Suspend:
         if call.tool_name == "write_note" and call.input.get("filename") == "brief.md":

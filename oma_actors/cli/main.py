@@ -43,7 +43,14 @@ def build_parser(
         ),
     )
     demo.add_argument(
-        "--out", type=Path, default=Path("oma-demo-out"), help="folder for notes and state.json"
+        "--out",
+        type=Path,
+        default=Path("oma-demo-out"),
+        help=(
+            "folder for notes and state.json (default: oma-demo-out); the demo replaces only "
+            "its own earlier output there: a state.json, journal or note it did not write, or a "
+            "state.json another process has open, is refused"
+        ),
     )
     demo.add_argument("--no-crash", action="store_true", help="run once, without the crash")
     demo.add_argument(
