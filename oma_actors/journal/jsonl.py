@@ -370,6 +370,7 @@ class JsonlRunJournal:
 
     def _open_for_append(self) -> int:
         if self._fd is None:
+            _make_parent(self._path)
             self._fd = open_for_append(self._path, what="run journal")
         if not self._tail_checked:
             _repair_tail(self._fd, self._path)
@@ -406,6 +407,18 @@ class JsonlRunJournal:
                     break  # a torn trailing line: not written (D6)
                 raise
         return events
+
+
+def _make_parent(path: str) -> None:
+    """Create the journal file's missing parent directories, as ``FileStore`` does for its file.
+
+    Without them every append fails while the run goes on, and its journal-first snapshots
+    name a file that never exists. Same policy as ``FileStore``: ``os.makedirs`` with the
+    default mode, so the process umask decides (the file itself is created ``0o600``).
+    """
+    directory = os.path.dirname(path)
+    if directory:  # a bare file name lives in the working directory, which exists
+        os.makedirs(directory, exist_ok=True)
 
 
 def _decode(line: bytes, number: int, path: str) -> str:

@@ -19,6 +19,19 @@ so a reference the child does not hold resolves among its parent's events at or 
 point (and on up a chain of forks), when they are in the same journal. Without ``forks``, or for
 a reference the parent does not hold either, the reference stays a gap.
 
+One check is ours, not OMA's: a journal-first results message writes each tool output once, in
+its ``tool/result``, and refers to it (``{"type": "tool_result", "tool_use_id": ..., "recorded":
+seq}``). Such a reference is not a link OMA's JR-23 excuses: the output exists nowhere else, so a
+target the run does not hold (``BROKEN_LINK/missing-recorded-result``), or one that is not that
+call's ``tool/result`` (``BROKEN_LINK/wrong-recorded-result``), is a failure. Only a target below
+the run's first held event stays an inconclusive gap, as an evicted or cut head (LM-32).
+OMA's own links (``sourceEventSeqs``, a request block's lineage) keep OMA's rule.
+
+An empty journal (or a missing JSONL file, which reads as one, JR-04) is ``ok`` with
+``stats["events"] == 0`` and no ``runs``: ``ok`` is exactly "no failures" (JR-21), and zero
+events prove nothing, so a caller that needs a run to have been verified checks the count
+(``oma verify`` refuses it, exit 2).
+
 Not proven (JR-23): schema validity, turn pairing, run/start and run/end presence; redaction at
 write time can make correct blocks ``not-reproducible``.
 """
@@ -40,6 +53,8 @@ if TYPE_CHECKING:
 SEQ_NOT_MONOTONIC = "SEQ_NOT_MONOTONIC"
 BROKEN_LINK = "BROKEN_LINK"
 MISSING_CONTEXT_REPLACE = "MISSING_CONTEXT_REPLACE"
+MISSING_RECORDED_RESULT = "missing-recorded-result"
+WRONG_RECORDED_RESULT = "wrong-recorded-result"
 _MESSAGE_TYPES = ("user/message", "assistant/message")
 
 
@@ -50,7 +65,10 @@ class VerifyFinding:
     Attributes:
         code: ``SEQ_NOT_MONOTONIC``, ``BROKEN_LINK`` or ``MISSING_CONTEXT_REPLACE``.
         reason: ``duplicate-sequence``, ``out-of-order-sequence``, ``forward-reference``,
-            ``missing-source`` (inconclusive), ``no-lineage``, ``not-reproducible``.
+            ``missing-source`` (inconclusive), ``missing-recorded-result`` and
+            ``wrong-recorded-result`` (a journal-first results message's reference to its
+            ``tool/result`` is unresolved: that tool output is lost), ``no-lineage``,
+            ``source-unavailable`` (inconclusive), ``not-reproducible``.
         seq: the event at fault.
         run_id: the run the event belongs to (seqs are numbered per run).
         message_index: for a request block, its message.
@@ -70,6 +88,9 @@ class VerifyFinding:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyResult:
     """The verdict: ``ok`` when there is no failure (inconclusive gaps alone are ok, JR-23).
+
+    ``ok`` says nothing was found wrong, not that anything was checked: an empty journal (a
+    missing JSONL file reads as one) is ``ok`` with ``stats["events"] == 0`` and no ``runs``.
 
     ``stats`` (``events``, ``requests``, ``blocks_checked``: OMA's three counts, by API.md's
     snake_case names since this is a Python value, not stored JSON) counts the whole journal;
@@ -93,6 +114,11 @@ async def verify_run(
         forks: per run id, the fork it was started from (a snapshot's ``forked_from``): that
             run's references below its own events resolve among its parent's events up to the
             fork point too (see the module doc). ``None``: no run is known to be a fork.
+
+    Returns:
+        ``ok`` when there is no failure (JR-21). A journal with no event (an empty or missing
+        JSONL file) is ``ok`` too, with ``stats["events"] == 0``: check that count when the
+        journal is expected to hold a run.
 
     Raises:
         JournalCorruptError: a JSONL journal has a bad line (not a torn trailing one).
@@ -182,10 +208,16 @@ def _sources(
 def _check_links(verdict: _RunVerdict, sources: Mapping[int, JournalEvent]) -> None:
     """Checks (2) and (3) over one run's accepted events, resolving among ``sources``."""
     failures, inconclusive = verdict.failures, verdict.inconclusive
+    first = min(verdict.by_seq, default=0)
     for event in verdict.accepted:
+        lost = _check_recorded(event, verdict.by_seq, first, failures)
         refs = _references(event)
         forward = [ref for ref in refs if ref >= event.seq]
-        missing = sorted({ref for ref in refs if ref < event.seq and ref not in sources})
+        # A seq already failed as a lost recorded result is not also an inconclusive gap.
+        missing = sorted(
+            {ref for ref in refs if ref < event.seq and ref not in sources and ref not in lost}
+            | {ref for ref in _recorded_seqs(event) if ref < first}
+        )
         if forward:
             failures.append(_finding(BROKEN_LINK, "forward-reference", event.seq))
         if missing:
@@ -202,6 +234,64 @@ def _check_links(verdict: _RunVerdict, sources: Mapping[int, JournalEvent]) -> N
             found = _check_block(event.seq, block, sources)
             if found is not None:
                 (inconclusive if found.missing_seqs else failures).append(found)
+
+
+def _check_recorded(
+    event: JournalEvent, own: Mapping[int, JournalEvent], first: int, failures: list[VerifyFinding]
+) -> set[int]:
+    """Fail every ``recorded`` reference of ``event`` that does not resolve; the seqs lost.
+
+    Its target is always an event of the same run (the attempt that wrote the message wrote the
+    ``tool/result``), so it resolves among ``own`` only. A target below ``first`` (the run's
+    lowest held seq) is left to the caller: a lost head is inconclusive, as in OMA.
+    """
+    absent: set[int] = set()
+    wrong = False
+    for block in _recorded_blocks(event):
+        ref = block[RECORDED_RESULT]
+        if not _is_int(ref) or ref >= event.seq:
+            wrong = True  # a message refers only to a result written before it
+        elif ref not in own:
+            if ref >= first:
+                absent.add(ref)
+        elif not _is_recorded_result(block, own[ref]):
+            wrong = True
+    if absent:
+        failures.append(
+            _finding(BROKEN_LINK, MISSING_RECORDED_RESULT, event.seq, missing=tuple(sorted(absent)))
+        )
+    if wrong:
+        failures.append(_finding(BROKEN_LINK, WRONG_RECORDED_RESULT, event.seq))
+    return absent
+
+
+def _recorded_blocks(event: JournalEvent) -> list[dict[str, Any]]:
+    """The reference blocks (``RECORDED_RESULT``) of a message event's content."""
+    if event.type not in _MESSAGE_TYPES:
+        return []
+    message = event.data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict) and RECORDED_RESULT in block]
+
+
+def _recorded_seqs(event: JournalEvent) -> list[int]:
+    return [ref for b in _recorded_blocks(event) if _is_int(ref := b[RECORDED_RESULT])]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_recorded_result(block: dict[str, Any], source: JournalEvent) -> bool:
+    """Whether ``source`` is the ``tool/result`` holding the result ``block`` refers to."""
+    result = source.data.get("result")
+    return (
+        source.type == "tool/result"
+        and isinstance(result, dict)
+        and result.get("tool_use_id") == block.get("tool_use_id")
+    )
 
 
 def _finding(
@@ -284,13 +374,8 @@ def _recorded(block: Any, by_seq: Mapping[int, JournalEvent]) -> Any:
     """
     if not isinstance(block, dict) or RECORDED_RESULT not in block:
         return block
-    source = by_seq.get(block[RECORDED_RESULT])
-    result = source.data.get("result") if source is not None else None
-    if (
-        source is None
-        or source.type != "tool/result"
-        or not isinstance(result, dict)
-        or result.get("tool_use_id") != block.get("tool_use_id")
-    ):
+    ref = block[RECORDED_RESULT]
+    source = by_seq.get(ref) if _is_int(ref) else None  # a list is no key: never raise on it
+    if source is None or not _is_recorded_result(block, source):
         return block
-    return result
+    return source.data["result"]
