@@ -371,7 +371,9 @@ class JsonlRunJournal:
     def _open_for_append(self) -> int:
         if self._fd is None:
             _make_parent(self._path)
-            self._fd = open_for_append(self._path, what="run journal")
+            # A new journal's name is made durable with its first events: a journal-first
+            # snapshot names this file, and a crash must not leave it naming none.
+            self._fd = open_for_append(self._path, what="run journal", sync_new_name=True)
         if not self._tail_checked:
             _repair_tail(self._fd, self._path)
             self._tail_checked = True

@@ -26,6 +26,7 @@ from oma_actors import (
 from oma_actors.journal import JournalEvent, JsonlRunJournal, verify_run
 from oma_actors.llm import LLMResponse, ScriptedAdapter, ToolUseBlock, text_response
 from oma_actors.stores import FileStore
+from oma_actors.testing.journal_contract import events
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -123,3 +124,22 @@ async def test_readmes_journal_example_runs_into_a_new_directory(tmp_path: Path)
     kinds = [e.type for e in await JsonlRunJournal(path).read_from(0)]
     assert {"run/start", "tool/result", "run/end"} <= set(kinds), kinds
     await store.aclose()
+
+
+async def test_a_new_journal_makes_its_name_durable_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first append creates the file and fsyncs its folder (a journal-first snapshot names
+    the file: a crash must not lose its name); a journal reopened later fsyncs no folder."""
+    import oma_actors.stores.file_io as file_io
+
+    synced: list[str] = []
+    real = file_io._fsync_directory
+    monkeypatch.setattr(file_io, "_fsync_directory", lambda d: (synced.append(d), real(d))[1])
+    path = tmp_path / "run.jsonl"
+    for seq in (1, 2):
+        journal = JsonlRunJournal(path, flush_interval_ms=0)
+        await journal.append([events("r", [seq])[0]])
+        await journal.close()
+    assert synced == [str(tmp_path)]
+    assert [e.seq for e in await JsonlRunJournal(path).read_from(0)] == [1, 2]
