@@ -10,6 +10,11 @@ expired 12s ago)`` once its lease has expired). ``runs show`` draws one run's ti
 (``build_timeline``) from its checkpoint and its journal (``--journal``, else the one the
 snapshot names, as a restore does, D15), then the run record's line; ``--html`` also writes
 the page.
+
+``list`` reads the checkpoints and run records alone, each value on its own
+(``inspect.entries_under``): one that cannot be opened is a row marked ``unreadable`` and a line
+naming its key and error, never a failed listing. ``show`` reads the run's (and its fork
+parent's) events alone (``read_run``): other runs' events in a shared journal are not opened.
 """
 
 from __future__ import annotations
@@ -23,15 +28,21 @@ from typing import TYPE_CHECKING
 import aiofiles
 import aiofiles.os
 
-from oma_actors.checkpoint import Checkpoint, list_checkpoints
+from oma_actors.checkpoint import Checkpoint
 from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
+from oma_actors.cli.inspect import (
+    RUN_RECORD_PREFIX,
+    Unreadable,
+    checkpoint_summaries,
+    entries_under,
+)
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import named_journal, with_tail
-from oma_actors.errors import LeaseError
-from oma_actors.journal import JsonlRunJournal
-from oma_actors.runs import MemoryStoreRunStore, RunSummary, list_runs
+from oma_actors.errors import CorruptStoreError, LeaseError
+from oma_actors.journal import JsonlRunJournal, read_run
+from oma_actors.runs import MemoryStoreRunStore, RunRecord, RunSummary
 from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 from oma_actors.timeline.terminal import terminal_safe
 
@@ -41,8 +52,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from oma_actors.checkpoint import CheckpointSummary
-    from oma_actors.runs import RunRecord
-    from oma_actors.stores import AtomicStore
+    from oma_actors.journal import JournalEvent
+    from oma_actors.stores import AtomicStore, MemoryStore
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,13 +112,19 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if args.action in history_cmd.ACTIONS:
         return await history_cmd.run(args, console)
     async with reading(args.store) as store:
-        checkpoints = await list_checkpoints(store)
-        records = await list_runs(store)
+        checkpoints = await checkpoint_summaries(store)
+        records = await _records(store)
     rows = _merge(checkpoints, records)
     if args.json:
         console.out(json.dumps(rows, indent=2), highlight=False)
         return 0
     _print(rows, console)
+    for summary in checkpoints:
+        if summary.error is not None:
+            _print_unreadable(console, summary.key, summary.error)
+    for record in records:
+        if record.error is not None:
+            _print_unreadable(console, RUN_RECORD_PREFIX + record.run_id, record.error)
     return 0
 
 
@@ -121,7 +138,7 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         record = await _record(store, args.run_id)
     if snapshot is None:
         raise CommandFailed(f"no checkpoint of run {args.run_id}")
-    events = None
+    events: list[JournalEvent] | None = None
     # Like a restore, follow the journal the snapshot names (journalRef) unless told otherwise,
     # and show the snapshot with its tail folded: after a journal-first crash the dispatch
     # record of a started call is in the tail only, and the call must not read "pending".
@@ -138,7 +155,11 @@ async def _show(args: argparse.Namespace, console: Console) -> int:
         parent = view.snapshot.forked_from
         runs = {snapshot.run_id} | ({parent.run_id} if parent is not None else set())
         try:
-            events = [e for e in await journal.read_from(0) if e.run_id in runs]
+            # Their events alone: another run's in a shared journal (sealed under another
+            # key, damaged) is neither parsed nor opened, so it cannot fail this run's view.
+            events = []
+            for run_id in sorted(runs):
+                events += await read_run(journal, run_id)
         finally:
             await journal.close()
     # The run record says a cancel no attempt was running for (then no run/end tells it).
@@ -172,9 +193,41 @@ async def _record(store: AtomicStore, run_id: str) -> RunSummary | None:
         record: RunRecord | LeaseError | None = await MemoryStoreRunStore(store).get(run_id)
     except LeaseError as exc:
         record = exc
+    except CorruptStoreError as exc:  # sealed under a key not in OMA_ENCRYPTION_KEYS
+        return _unreadable_record(run_id, str(exc))
     if record is None:
         return None
     return RunSummary.of(record, run_id=run_id, now=datetime.now(UTC))
+
+
+async def _records(store: MemoryStore) -> list[RunSummary]:
+    """``list_runs(store)``, with a record whose value does not open (``entries_under``)
+    summarized as ``unreadable`` rather than failing the listing."""
+    now = datetime.now(UTC)
+    found: list[RunSummary] = []
+    for entry in await entries_under(store, RUN_RECORD_PREFIX):
+        run_id = entry.key.removeprefix(RUN_RECORD_PREFIX)
+        if isinstance(entry, Unreadable):
+            found.append(_unreadable_record(run_id, entry.error))
+            continue
+        try:
+            record: RunRecord | LeaseError = RunRecord.parse(entry.value, run_id=run_id)
+        except LeaseError as exc:
+            record = exc
+        found.append(RunSummary.of(record, run_id=run_id, now=now))
+    return found
+
+
+def _unreadable_record(run_id: str, error: str) -> RunSummary:
+    return RunSummary(
+        run_id=run_id, status="unreadable", state="unreadable", attempt=0, fencing_token=0,
+        error=error,
+    )  # fmt: skip
+
+
+def _print_unreadable(console: Console, key: str, error: str) -> None:
+    """``unreadable KEY: ERROR``, as ``oma checkpoint list`` prints it."""
+    console.print(terminal_safe(f"unreadable {key}: {error}"), style="red", markup=False)
 
 
 def _record_line(record: RunSummary) -> str:

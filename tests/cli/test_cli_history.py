@@ -208,7 +208,7 @@ def test_delete_takes_the_run_s_rows_out_of_its_database_journal(tmp_path: Path)
     asyncio.run(cut_short("r2"))
     finished = oma("runs", "delete", "r2", "--store", uri)
     assert finished.returncode == 0, finished.stderr
-    assert "0 snapshot(s), record: False, journal: " in finished.stdout
+    assert "0 snapshot(s), 0 approval row(s), record: False, journal: " in finished.stdout
     assert asyncio.run(events("r2")) == 0
 
 
