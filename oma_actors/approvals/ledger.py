@@ -26,6 +26,7 @@ from oma_actors.domain.approvals import ApprovalDecision, ApprovalRequest
 from oma_actors.errors import DurableApprovalError
 from oma_actors.keyspace import APPROVAL_KEY_PREFIX, approval_key
 from oma_actors.stores.base import is_atomic_store
+from oma_actors.stores.prefix import list_under
 
 if TYPE_CHECKING:
     import builtins
@@ -195,7 +196,9 @@ class DurableApprovalLedger:
             DurableApprovalError: ``APPROVAL_INTEGRITY_ERROR`` for any row that does not verify.
         """
         records: builtins.list[ApprovalRecord] = []
-        for entry in await self._store.list():
+        # The rows' prefix alone: another run's or another kind's value (one that does not open
+        # under this process's keys, say) is never read, so it cannot fail this listing.
+        for entry in await list_under(self._store, APPROVAL_KEY_PREFIX):
             if not entry.key.startswith(APPROVAL_KEY_PREFIX):
                 continue
             record = parse_record(entry.value, entry.key.removeprefix(APPROVAL_KEY_PREFIX))

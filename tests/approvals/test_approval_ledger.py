@@ -171,3 +171,18 @@ async def test_non_json_number_literals_are_not_json(store: AtomicStore, constan
     await store.set(entry.key, entry.value.replace('{"version":1,', f'{{"x":{constant},', 1))
     with pytest.raises(DurableApprovalError, match="is not valid JSON"):
         await get_approval_record(store, request.id)
+
+
+async def test_list_never_reads_another_kind_of_value() -> None:
+    # On an encrypting store a value that does not open (another key's, a corrupt one) fails a
+    # read of it; the ledger lists its rows' prefix only, so such a value elsewhere never
+    # fails the approvals' listing (nor the sidecar's deletions and retention built on it).
+    from oma_actors.stores import EncryptingStore, InMemoryStore, KeyRing
+
+    inner = InMemoryStore()
+    store = EncryptingStore(inner, KeyRing({"k1": bytes(range(32))}, active="k1"))
+    ledger = _ledger(store)
+    request = tool_request(run_id="run-1")
+    await ledger.ensure_request(request)
+    await inner.set("__oma_checkpoint__/other/latest", "oma-sealed:v1:kx:not-a-value")
+    assert [r.request.id for r in await ledger.list()] == [request.id]
