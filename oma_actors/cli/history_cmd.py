@@ -35,13 +35,13 @@ from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.inspect import HISTORY_PREFIX, Unreadable, entries_under
 from oma_actors.cli.store_option import add_store_option, reading, writing
 from oma_actors.cli.tail import named_file, named_journal
-from oma_actors.errors import CheckpointError, CorruptStoreError
+from oma_actors.errors import CheckpointError, CorruptStoreError, LeaseError
 from oma_actors.journal import JsonlRunJournal, open_journal
 from oma_actors.journal.jsonl_marks import marks_path
 from oma_actors.journal.open import DATABASE_STORE_KINDS
 from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.readable import to_iso
-from oma_actors.runs import MemoryStoreRunStore, RunLedger
+from oma_actors.runs import MemoryStoreRunStore, RunLedger, is_terminal
 from oma_actors.stores import parse_store_uri
 
 if TYPE_CHECKING:
@@ -178,6 +178,17 @@ async def _delete(store: AtomicStore, args: argparse.Namespace, console: Console
             f"{to_iso(lease.expires_at)}): cancel it first"
         )
         return 2
+    if record is not None and not is_terminal(record.status):
+        # The record first, in one compare-and-set that refuses a live lease: a restore that
+        # took the run since the read above makes this refuse, and once it is cancelled no
+        # restore can take it while its state is deleted (the check alone left that window).
+        try:
+            await RunLedger(runs).cancel(run_id, "deleted", unless_held=True)
+        except LeaseError as exc:
+            if exc.code != "RUN_LEASE_HELD":
+                raise
+            _fail(f"run {run_id!r} is live (a restore took it just now): cancel it first")
+            return 2
     unreadable = False
     try:
         snapshot = await Checkpoint(store, run_id=run_id).load_latest()

@@ -7,7 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from oma_actors import (
@@ -262,3 +264,38 @@ def test_show_of_a_run_cancelled_while_suspended_says_cancelled(tmp_path: Path) 
     view = json.loads(shown.stdout)
     assert view["record"]["status"] == "cancelled"
     assert view["status"] == "cancelled"
+
+
+def test_delete_racing_a_restore_that_took_the_run_refuses_and_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The delete read the record before a restore took the run (its read shows no live lease:
+    # the moment an explorer froze the CLI at with SIGSTOP); the record is claimed in one
+    # compare-and-set that refuses the live lease, so nothing of the live run is deleted.
+    from dataclasses import replace as replaced
+
+    from oma_actors.cli.main import main
+    from oma_actors.runs import MemoryStoreRunStore as RunStore
+
+    asyncio.run(journal_first_run(tmp_path))
+    path = tmp_path / "state.json"
+    asyncio.run(live_record(path, "r1"))
+    real_get = RunStore.get
+    reads: list[str] = []
+
+    async def read_before_the_restore(self: RunStore, run_id: str) -> Any:
+        record = await real_get(self, run_id)
+        reads.append(run_id)
+        if len(reads) > 1 or record is None:
+            return record  # every later read sees the record as it is
+        # As it was before the restore's acquire (no lease yet).
+        return replaced(record, lease=None, status="queued")
+
+    monkeypatch.setattr(RunStore, "get", read_before_the_restore)
+    code = main(["runs", "delete", "r1", "--store", str(path)])
+    assert code == 2
+    assert "is live" in capsys.readouterr().err
+    text = path.read_text()
+    assert "__oma_checkpoint__/r1/latest" in text
+    assert "__oma_run__/r1" in text
+    assert (tmp_path / "run.jsonl").exists()
