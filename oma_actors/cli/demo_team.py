@@ -65,6 +65,9 @@ class WriteInput(BaseModel):
 
 AfterWrite = Callable[[str], Awaitable[None]]
 
+NOTE_SUFFIXES = (".md", ".txt")
+"""What a note's file name ends with: ``write_note`` writes nothing else into the folder."""
+
 
 def make_tools(out_dir: Path, after_write: AfterWrite | None = None) -> tuple[Tool, Tool]:
     """The demo's two tools: a corpus search and a note writer confined to ``out_dir``.
@@ -86,6 +89,12 @@ def make_tools(out_dir: Path, after_write: AfterWrite | None = None) -> tuple[To
         if not name or name != args.filename:
             return ToolResult(
                 f"refused: {args.filename!r} must be a plain file name", is_error=True
+            )
+        if name.startswith(".") or not name.endswith(NOTE_SUFFIXES):
+            # A live model picks the names: never the demo's own files (its state.json, the
+            # journal, the marker, the timeline page), which a note would overwrite mid-run.
+            return ToolResult(
+                f"refused: {name!r} is no note name (a .md or .txt file)", is_error=True
             )
         await aiofiles.os.makedirs(out_dir, exist_ok=True)
         async with aiofiles.open(out_dir / name, "w", encoding="utf-8") as handle:

@@ -30,6 +30,23 @@ async def test_the_note_writer_refuses_anything_but_a_plain_file_name(
     assert not out.exists()  # nothing written, not even the folder
 
 
+@pytest.mark.parametrize(
+    "filename", ["state.json", "journal.jsonl", ".oma-demo", "timeline.html", "state.json.lock"]
+)
+async def test_the_note_writer_never_writes_the_demos_own_files(
+    tmp_path: Path, filename: str
+) -> None:
+    # A live model picks the names: a note named state.json would overwrite the run's store.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / filename).write_text("kept")
+    _, write = make_tools(out)
+    result = await call(write, WriteInput(filename=filename, content="x"))
+    assert result.is_error
+    assert "is no note name" in result.data
+    assert (out / filename).read_text() == "kept"
+
+
 async def test_the_note_writer_writes_a_plain_name_in_its_folder(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _, write = make_tools(out)
