@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from oma_actors.errors import SEALED_PREFIX
-
 ASSISTANT_MESSAGE = "assistant/message"
 USER_MESSAGE = "user/message"
 TURN_END = "turn/end"
@@ -67,17 +65,3 @@ class JournalEvent:
     span_id: str | None = None
     source_event_seqs: list[int] | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def is_sealed_event(event: JournalEvent) -> bool:
-    """Whether ``event``'s payload is one sealed envelope, as ``EncryptingJournal`` hands it on.
-
-    A redacting journal leaves such a payload alone: a pattern as broad as
-    ``[A-Za-z0-9+/]{20,}`` matches the envelope's base64, and the event would never open again
-    (the sealing journal redacted the payload before it sealed it).
-    """
-    data = event.data
-    if len(data) != 1:
-        return False
-    envelope = data.get("sealed")
-    return isinstance(envelope, str) and envelope.startswith(SEALED_PREFIX)

@@ -18,7 +18,6 @@ import asyncio
 import functools
 import os
 import threading
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.errors import CorruptStoreError, StoreError
@@ -30,10 +29,10 @@ from oma_actors.journal.codec import (
     to_json_object,
 )
 from oma_actors.journal.errors import JournalClosedError, JournalCorruptError
-from oma_actors.journal.event import is_sealed_event
 from oma_actors.journal.jsjson import js_dumps
 from oma_actors.journal.jsonl_marks import JsonlMarkFile, marks_path
 from oma_actors.journal.jsonl_scan import RunDirectory, scan_run
+from oma_actors.journal.redaction import redacted_event
 from oma_actors.stores.file_io import (
     UncutAppendError,
     append_synced,
@@ -42,7 +41,7 @@ from oma_actors.stores.file_io import (
     read_regular,
 )
 from oma_actors.stores.io_thread import IoThread
-from oma_actors.stores.redaction import compile_patterns, redact_tree
+from oma_actors.stores.redaction import compile_patterns
 
 if TYPE_CHECKING:
     import re
@@ -324,9 +323,7 @@ class JsonlRunJournal:
         it is when the journal redacts nothing or the payload is a sealed envelope
         (``EncryptingJournal`` redacts by these rules before it seals). The base fields (the
         run id, the seq) are never redacted: a line must keep naming its run."""
-        if self._patterns is None or is_sealed_event(event):
-            return event
-        return replace(event, data=redact_tree(event.data, self._patterns))
+        return redacted_event(event, self._patterns)
 
     def _encode(self, event: JournalEvent) -> str:
         return js_dumps(to_json_object(self.redact_event(event)))

@@ -23,6 +23,7 @@ from oma_actors.errors import JournalUnavailableError
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.journal.jsonl import JsonlRunJournal
 from oma_actors.journal.open import journal_beside
+from oma_actors.stores.base import layers
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.redacting import RedactingStore
 
@@ -86,24 +87,14 @@ def _anchored(ref: Mapping[str, Any], path: str, store: object) -> str:
 
 def _redaction_of(store: object) -> tuple[re.Pattern[str], ...] | None:
     """The extra patterns of the ``RedactingStore`` ``store`` is or wraps, or ``None``."""
-    for _ in range(8):
-        if isinstance(store, RedactingStore):
-            return store.patterns
-        store = getattr(store, "inner", None)
-        if store is None:
-            return None
-    return None
+    found = next((layer for layer in layers(store) if isinstance(layer, RedactingStore)), None)
+    return None if found is None else found.patterns
 
 
 def _state_file(store: object) -> str | None:
-    """The state file of a ``FileStore``, looked for through wrappers (``inner``)."""
-    for _ in range(8):
-        if isinstance(store, FileStore):
-            return store.path
-        store = getattr(store, "inner", None)
-        if store is None:
-            return None
-    return None
+    """The state file of the ``FileStore`` ``store`` is or wraps, or ``None``."""
+    found = next((layer for layer in layers(store) if isinstance(layer, FileStore)), None)
+    return None if found is None else found.path
 
 
 def journal_through(snapshot: CheckpointSnapshot) -> int:
@@ -156,7 +147,7 @@ def open_journal_ref(ref: Mapping[str, Any] | None, store: object = None) -> Run
         if not os.path.lexists(path):
             raise JournalUnavailableError(ref, f"no file at {path}")
         # Beside a redacting store, the attempt's events are redacted by the store's rules, as
-        # the run's own journal had to be (``journal_setup.check_sealed_beside``).
+        # the run's own journal had to be (``journal_setup.check_at_rest``).
         return JsonlRunJournal(path, redact=_redaction_of(store))
     if kind in DATABASE_KINDS:
         journal = journal_beside(store)

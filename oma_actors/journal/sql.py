@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oma_actors.journal.batching import GroupCommit
@@ -46,9 +46,9 @@ from oma_actors.journal.errors import (
     JournalCorruptError,
     JournalDuplicateError,
 )
-from oma_actors.journal.event import is_sealed_event
 from oma_actors.journal.marks import DispatchMark, mark_from_json
-from oma_actors.stores.redaction import compile_patterns, redact_tree
+from oma_actors.journal.redaction import redacted_event
+from oma_actors.stores.redaction import compile_patterns
 
 if TYPE_CHECKING:
     import re
@@ -361,9 +361,7 @@ class SqlRunJournal(ABC):
         """``event`` with its payload redacted by the journal's rules (as it is written), or as
         it is when the journal redacts nothing or the payload is a sealed envelope
         (``EncryptingJournal`` redacts by these rules before it seals)."""
-        if self._patterns is None or is_sealed_event(event):
-            return event
-        return replace(event, data=redact_tree(event.data, self._patterns))
+        return redacted_event(event, self._patterns)
 
     def _row(self, event: JournalEvent) -> JournalRow:
         """The event's row: its payload redacted first when the journal redacts (every append,

@@ -22,6 +22,7 @@ from oma_actors.journal.marks import marks_of_journal
 from oma_actors.journal.options import JournalOptions
 from oma_actors.journal.ref import depends_on_journal
 from oma_actors.journal.tail import lost_events, read_journal_tail
+from oma_actors.stores.base import layers
 from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.memory import InMemoryStore
 from oma_actors.stores.redacting import RedactingStore
@@ -329,7 +330,7 @@ def is_run_journal(candidate: object) -> bool:
     )
 
 
-def check_sealed_beside(options: JournalOptions | None, store: object | None) -> None:
+def check_at_rest(options: JournalOptions | None, store: object | None) -> None:
     """Refuse a journal that would keep in clear what the checkpoint ``store`` seals or
     redacts.
 
@@ -338,7 +339,7 @@ def check_sealed_beside(options: JournalOptions | None, store: object | None) ->
     journal that is no ``EncryptingJournal``, or a ``RedactingStore`` beside a journal that
     redacts nothing (``redact=``), would leave all of it in clear at rest while the caller
     believes it sealed or redacted. An in-memory journal keeps nothing at rest. Wrappers that
-    name what they wrap ``inner`` are looked through on both sides.
+    name what they wrap ``inner`` are looked through on both sides (``layers``).
 
     Raises:
         ConfigurationError: the store seals or redacts and the journal does not; nothing was
@@ -366,24 +367,12 @@ def check_sealed_beside(options: JournalOptions | None, store: object | None) ->
 
 def _redacting(journal: object) -> bool:
     """Whether ``journal``, or a journal it wraps, redacts what it writes (``redacts``)."""
-    for _ in range(8):
-        if getattr(journal, "redacts", False) is True:
-            return True
-        journal = getattr(journal, "inner", None)
-        if journal is None:
-            return False
-    return False
+    return any(getattr(layer, "redacts", False) is True for layer in layers(journal))
 
 
 def _wraps(candidate: object, kind: type) -> bool:
-    """Whether ``candidate`` is a ``kind``, or wraps one (through ``inner``, a few levels)."""
-    for _ in range(8):
-        if isinstance(candidate, kind):
-            return True
-        candidate = getattr(candidate, "inner", None)
-        if candidate is None:
-            return False
-    return False
+    """Whether ``candidate`` is a ``kind``, or wraps one (``layers``)."""
+    return any(isinstance(layer, kind) for layer in layers(candidate))
 
 
 def forgets_before(journal: object, store: object) -> bool:

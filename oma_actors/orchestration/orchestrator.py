@@ -31,8 +31,8 @@ from oma_actors.orchestration.journal_calls import (
 )
 from oma_actors.orchestration.journal_setup import (
     OnDamagedJournal,
+    check_at_rest,
     check_on_damaged,
-    check_sealed_beside,
     resolve_journal,
 )
 from oma_actors.orchestration.options import (
@@ -341,10 +341,10 @@ class OpenMultiAgent:
 
         Raises:
             ConfigurationError: the journal would keep in clear what the checkpoint store
-                seals (``check_sealed_beside``).
+                seals (``check_at_rest``).
         """
         options = resolve_journal(journal, self._journal)
-        check_sealed_beside(options, resolved.store if resolved is not None else None)
+        check_at_rest(options, resolved.store if resolved is not None else None)
         return replace(
             self._ctx, run_store=resolve_run_store(run_store, self._run_store), journal=options
         )

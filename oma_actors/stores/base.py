@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from oma_actors.jsontext import string_literal
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
     from datetime import datetime
 
 
@@ -220,6 +220,20 @@ def is_atomic_store(candidate: object) -> bool:
 def is_conditional_store(candidate: object) -> bool:
     """Whether ``candidate`` is an atomic store with a callable ``apply``."""
     return is_atomic_store(candidate) and callable(getattr(candidate, "apply", None))
+
+
+WRAPPED_DEPTH = 8
+"""How many wrappers ``layers`` looks through (a chain is a handful deep; a cycle ends here)."""
+
+
+def layers(candidate: object) -> Iterator[object]:
+    """``candidate`` and what it wraps, outermost first: each wrapper (``EncryptingStore``,
+    ``RedactingStore``, ``EncryptingJournal``, ...) names what it wraps ``inner``."""
+    for _ in range(WRAPPED_DEPTH):
+        if candidate is None:
+            return
+        yield candidate
+        candidate = getattr(candidate, "inner", None)
 
 
 def one_document(store: object) -> bool:
