@@ -84,9 +84,9 @@ PINNED: dict[str, list[str]] = {
     "oma_actors.stores": [
         "AtomicStore", "ConditionalStore", "EncryptingStore", "Expect", "ExpiringStore",
         "FileStore", "InMemoryStore", "KeyRing", "MemoryEntry", "MemoryStore", "Put",
-        "RedactingStore", "Remove", "SqliteStore", "StoreTarget", "Write", "is_atomic_store",
-        "is_conditional_store", "is_memory_store", "open_store", "parse_store_uri", "redact_object",
-        "store_missing", "table_missing",
+        "RedactingStore", "Remove", "SqliteStore", "StoreTarget", "UnreadableEntry", "Write",
+        "is_atomic_store", "is_conditional_store", "is_memory_store", "list_each", "open_store",
+        "parse_store_uri", "redact_object", "store_missing", "table_missing",
     ],
     "oma_actors.testing": [
         "CRASH_EXIT", "CrashPoint", "CrashPointError", "CrashingStore", "FailingStore",

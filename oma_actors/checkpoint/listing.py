@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from oma_actors.checkpoint.codec import decode
 from oma_actors.errors import CheckpointError
 from oma_actors.keyspace import CHECKPOINT_KEY_PREFIX
-from oma_actors.stores.prefix import list_under
+from oma_actors.stores.prefix import UnreadableEntry, list_each
 
 if TYPE_CHECKING:
     from oma_actors.stores.base import MemoryStore
@@ -54,17 +54,17 @@ async def list_checkpoints(store: MemoryStore) -> list[CheckpointSummary]:
         One summary per checkpoint key, unreadable values included (``status="unreadable"``).
     """
     found: list[CheckpointSummary] = []
-    # Only the checkpoint keys are read: journal rows and run records stay in the store.
-    for entry in await list_under(store, CHECKPOINT_KEY_PREFIX):
+    # Only the checkpoint keys are read: journal rows and run records stay in the store. Each
+    # value on its own: one that does not open (an encrypted store's, under another key) is
+    # listed as unreadable, never hides the others.
+    for entry in await list_each(store, CHECKPOINT_KEY_PREFIX):
+        if isinstance(entry, UnreadableEntry):
+            found.append(_unreadable(entry.key, entry.error))
+            continue
         try:
             snapshot = decode(entry.value, key=entry.key)
         except CheckpointError as exc:
-            found.append(
-                CheckpointSummary(
-                    key=entry.key, run_id="", status="unreadable", attempt=0, revision=0,
-                    saved_at="", error=str(exc),
-                )
-            )  # fmt: skip
+            found.append(_unreadable(entry.key, str(exc)))
             continue
         found.append(
             CheckpointSummary(
@@ -77,3 +77,9 @@ async def list_checkpoints(store: MemoryStore) -> list[CheckpointSummary]:
             )
         )
     return found
+
+
+def _unreadable(key: str, error: str) -> CheckpointSummary:
+    return CheckpointSummary(
+        key=key, run_id="", status="unreadable", attempt=0, revision=0, saved_at="", error=error
+    )

@@ -32,7 +32,7 @@ from oma_actors.checkpoint import (
 )
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
-from oma_actors.cli.inspect import HISTORY_PREFIX, Unreadable, entries_under
+from oma_actors.cli.inspect import HISTORY_PREFIX
 from oma_actors.cli.store_option import add_store_option, reading, writing
 from oma_actors.cli.tail import named_file, named_journal
 from oma_actors.errors import CheckpointError, CorruptStoreError, LeaseError
@@ -42,7 +42,7 @@ from oma_actors.journal.open import DATABASE_STORE_KINDS
 from oma_actors.journal.sql import SqlRunJournal
 from oma_actors.readable import to_iso
 from oma_actors.runs import MemoryStoreRunStore, RunLedger, is_terminal
-from oma_actors.stores import parse_store_uri
+from oma_actors.stores import UnreadableEntry, list_each, parse_store_uri
 
 if TYPE_CHECKING:
     import argparse
@@ -227,7 +227,7 @@ async def _approval_rows(store: AtomicStore, run_id: str) -> tuple[list[str], in
     metadata) could not be read, which are kept: their run is not known for sure."""
     keys: list[str] = []
     unread = 0
-    for entry in await entries_under(store, APPROVAL_KEY_PREFIX):
+    for entry in await list_each(store, APPROVAL_KEY_PREFIX):
         owner = _row_of(entry)
         if owner == run_id:
             keys.append(entry.key)
@@ -236,11 +236,11 @@ async def _approval_rows(store: AtomicStore, run_id: str) -> tuple[list[str], in
     return keys, unread
 
 
-def _row_of(entry: MemoryEntry | Unreadable) -> str | None:
+def _row_of(entry: MemoryEntry | UnreadableEntry) -> str | None:
     """The run an approval row belongs to: its request's ``runId``, when the row's key is the
     request id that run, scope, boundary and hash give (AP-09), so a row is never taken for
     another run's; ``None`` when the row cannot be read or its key is not its request's."""
-    if isinstance(entry, Unreadable):
+    if isinstance(entry, UnreadableEntry):
         return None
     try:
         row = json.loads(entry.value)
@@ -366,8 +366,8 @@ async def _named_elsewhere(store: AtomicStore, path: str) -> str | None:
     """
     spelled = json.dumps(os.path.basename(path), ensure_ascii=False)[1:-1]
     for prefix in (CHECKPOINT_KEY_PREFIX, HISTORY_PREFIX):
-        for entry in await entries_under(store, prefix):
-            if isinstance(entry, Unreadable) or not entry.value.lstrip().startswith("{"):
+        for entry in await list_each(store, prefix):
+            if isinstance(entry, UnreadableEntry) or not entry.value.lstrip().startswith("{"):
                 return f"{entry.key} cannot be read and may name it"
             if spelled not in entry.value:
                 continue  # most values: no parse

@@ -6,25 +6,29 @@ says how many events it folded; ``--raw`` prints the stored JSON as it is.
 Both only read: a state file is read without locking it (see ``store_option``), so they work
 beside a running sidecar or worker and show the last revision it wrote.
 
-A listing reads only the namespace it shows, each value on its own (``entries_under``): one value
-that cannot be opened (sealed under a key not in ``OMA_ENCRYPTION_KEYS``, tampered) is listed as
-``unreadable`` with its error, and neither hides the other runs nor fails the command. An
-``EncryptingStore`` opens a whole ``list()`` or refuses it whole, so its values are opened here.
+A listing reads only the namespace it shows, each value on its own (``list_checkpoints``, over
+``stores.list_each``): one value that cannot be opened (sealed under a key not in
+``OMA_ENCRYPTION_KEYS``, tampered) is listed as ``unreadable`` with its error, and neither hides
+the other runs nor fails the command.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from oma_actors.checkpoint import CHECKPOINT_KEY_PREFIX, Checkpoint, CheckpointSummary, decode
+from oma_actors.checkpoint import (
+    CHECKPOINT_KEY_PREFIX,
+    Checkpoint,
+    CheckpointSummary,
+    list_checkpoints,
+)
 from oma_actors.cli.display import show_snapshot
 from oma_actors.cli.failure import CommandFailed
 from oma_actors.cli.store_option import add_store_option, missing_store, reading, shown_store
 from oma_actors.cli.tail import add_journal_options, with_tail
-from oma_actors.errors import CheckpointError, CorruptStoreError
-from oma_actors.stores import EncryptingStore
+from oma_actors.stores import list_each
 from oma_actors.timeline.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -32,82 +36,13 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from oma_actors.stores import MemoryEntry, MemoryStore
+    from oma_actors.stores import MemoryStore
 
 # The namespaces of run records (spec RS-01) and history anchors (D17). ``oma_actors.keyspace``
 # spells them, but the CLI may import the public API alone (import-linter) and neither prefix
 # is public yet; tests/cli/test_cli_unreadable_entries.py pins both to keyspace's.
 RUN_RECORD_PREFIX = "__oma_run__/"
 HISTORY_PREFIX = "__oma_history__/"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unreadable:
-    """A stored value a listing could not open.
-
-    Attributes:
-        key: the entry's key.
-        error: why it could not be opened (the store's one-line error).
-        metadata: the entry's metadata, which is never sealed.
-    """
-
-    key: str
-    error: str
-    metadata: dict[str, Any] | None = None
-
-
-async def entries_under(store: MemoryStore, prefix: str) -> list[MemoryEntry | Unreadable]:
-    """The entries of ``store`` under ``prefix``, in store order, each opened on its own.
-
-    An ``EncryptingStore``'s ``list`` refuses every entry when one does not open, so its inner
-    entries are listed and opened one by one here: one that does not open is an
-    ``Unreadable`` in its place, and the others are returned all the same.
-
-    Raises:
-        StoreError: the store cannot be listed.
-    """
-    if not isinstance(store, EncryptingStore):
-        return list(await store.list(prefix=prefix))
-    found: list[MemoryEntry | Unreadable] = []
-    for entry in await store.inner.list(prefix=prefix):
-        try:
-            found.append(replace(entry, value=store.open(entry.key, entry.value)))
-        except CorruptStoreError as exc:
-            found.append(Unreadable(key=entry.key, error=str(exc), metadata=entry.metadata))
-    return found
-
-
-async def checkpoint_summaries(store: MemoryStore) -> list[CheckpointSummary]:
-    """``list_checkpoints(store)``, with a value that does not open listed as ``unreadable``
-    (``entries_under``) rather than failing the listing.
-
-    Raises:
-        StoreError: the store cannot be listed.
-    """
-    found: list[CheckpointSummary] = []
-    for entry in await entries_under(store, CHECKPOINT_KEY_PREFIX):
-        if isinstance(entry, Unreadable):
-            found.append(_unreadable(entry.key, entry.error))
-            continue
-        try:
-            snapshot = decode(entry.value, key=entry.key)
-        except CheckpointError as exc:
-            found.append(_unreadable(entry.key, str(exc)))
-            continue
-        found.append(
-            CheckpointSummary(
-                key=entry.key, run_id=snapshot.run_id, status=snapshot.status,
-                attempt=snapshot.attempt, revision=snapshot.revision,
-                saved_at=snapshot.created_at,
-            )
-        )  # fmt: skip
-    return found
-
-
-def _unreadable(key: str, error: str) -> CheckpointSummary:
-    return CheckpointSummary(
-        key=key, run_id="", status="unreadable", attempt=0, revision=0, saved_at="", error=error
-    )
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -160,7 +95,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
         raise CommandFailed(missing)
     async with reading(args.store) as store:
         if args.action == "list":
-            found = await checkpoint_summaries(store)
+            found = await list_checkpoints(store)
             return _print_list(found, json_out=args.json, console=console)
         return await _show(store, args, console)
 
@@ -168,8 +103,8 @@ async def run(args: argparse.Namespace, console: Console) -> int:
 async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) -> int:
     key: str | None = args.key
     if args.run_id is None and key is None:
-        # The checkpoint keys alone; a run's is the only one read (another's may not open).
-        keys = [entry.key for entry in await _keys_under(store, CHECKPOINT_KEY_PREFIX)]
+        # The checkpoint keys alone: a value that does not open still names its key.
+        keys = [entry.key for entry in await list_each(store, CHECKPOINT_KEY_PREFIX)]
         if len(keys) != 1:
             listed = ", ".join(keys) or "none"
             raise CommandFailed(f"{len(keys)} checkpoints in the store ({listed}); pass --run-id")
@@ -187,12 +122,6 @@ async def _show(store: MemoryStore, args: argparse.Namespace, console: Console) 
     if view.note is not None:
         console.print(terminal_safe(view.note), style=None if view.ok else "yellow", markup=False)
     return 0 if view.ok else 1
-
-
-async def _keys_under(store: MemoryStore, prefix: str) -> list[MemoryEntry]:
-    """The entries under ``prefix`` as stored: an ``EncryptingStore``'s are not opened."""
-    inner = store.inner if isinstance(store, EncryptingStore) else store
-    return await inner.list(prefix=prefix)
 
 
 def _print_list(found: list[CheckpointSummary], *, json_out: bool, console: Console) -> int:

@@ -12,7 +12,7 @@ snapshot names, as a restore does, D15), then the run record's line; ``--html`` 
 the page.
 
 ``list`` reads the checkpoints and run records alone, each value on its own
-(``inspect.entries_under``): one that cannot be opened is a row marked ``unreadable`` and a line
+(``stores.list_each``): one that cannot be opened is a row marked ``unreadable`` and a line
 naming its key and error, never a failed listing. ``show`` reads the run's (and its fork
 parent's) events alone (``read_run``): other runs' events in a shared journal are not opened.
 """
@@ -28,21 +28,17 @@ from typing import TYPE_CHECKING
 import aiofiles
 import aiofiles.os
 
-from oma_actors.checkpoint import Checkpoint
+from oma_actors.checkpoint import Checkpoint, list_checkpoints
 from oma_actors.cli import history_cmd
 from oma_actors.cli.encryption import keyring_from_env, sealed_journal
 from oma_actors.cli.failure import CommandFailed
-from oma_actors.cli.inspect import (
-    RUN_RECORD_PREFIX,
-    Unreadable,
-    checkpoint_summaries,
-    entries_under,
-)
+from oma_actors.cli.inspect import RUN_RECORD_PREFIX
 from oma_actors.cli.store_option import add_store_option, missing_store, reading
 from oma_actors.cli.tail import named_journal, with_tail
 from oma_actors.errors import CorruptStoreError, LeaseError
 from oma_actors.journal import JsonlRunJournal, read_run
 from oma_actors.runs import MemoryStoreRunStore, RunRecord, RunSummary
+from oma_actors.stores import UnreadableEntry, list_each
 from oma_actors.timeline import build_timeline, render_timeline_html, render_timeline_text
 from oma_actors.timeline.terminal import terminal_safe
 
@@ -112,7 +108,7 @@ async def run(args: argparse.Namespace, console: Console) -> int:
     if args.action in history_cmd.ACTIONS:
         return await history_cmd.run(args, console)
     async with reading(args.store) as store:
-        checkpoints = await checkpoint_summaries(store)
+        checkpoints = await list_checkpoints(store)
         records = await _records(store)
     rows = _merge(checkpoints, records)
     if args.json:
@@ -201,13 +197,13 @@ async def _record(store: AtomicStore, run_id: str) -> RunSummary | None:
 
 
 async def _records(store: MemoryStore) -> list[RunSummary]:
-    """``list_runs(store)``, with a record whose value does not open (``entries_under``)
+    """``list_runs(store)``, with a record whose value does not open (``list_each``)
     summarized as ``unreadable`` rather than failing the listing."""
     now = datetime.now(UTC)
     found: list[RunSummary] = []
-    for entry in await entries_under(store, RUN_RECORD_PREFIX):
+    for entry in await list_each(store, RUN_RECORD_PREFIX):
         run_id = entry.key.removeprefix(RUN_RECORD_PREFIX)
-        if isinstance(entry, Unreadable):
+        if isinstance(entry, UnreadableEntry):
             found.append(_unreadable_record(run_id, entry.error))
             continue
         try:

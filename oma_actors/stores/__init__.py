@@ -25,6 +25,7 @@ from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.keyring import KeyRing
 from oma_actors.stores.memory import InMemoryStore
+from oma_actors.stores.prefix import UnreadableEntry, list_each
 from oma_actors.stores.presence import store_missing, table_missing
 from oma_actors.stores.redacting import RedactingStore
 from oma_actors.stores.redaction import redact_object
@@ -47,10 +48,12 @@ __all__ = [
     "Remove",
     "SqliteStore",
     "StoreTarget",
+    "UnreadableEntry",
     "Write",
     "is_atomic_store",
     "is_conditional_store",
     "is_memory_store",
+    "list_each",
     "open_store",
     "parse_store_uri",
     "redact_object",

@@ -62,7 +62,7 @@ from oma_actors.stores.base import (
     one_document,
 )
 from oma_actors.stores.keyring import KeyMismatchError, KeyRing, UnsealError
-from oma_actors.stores.prefix import list_under, takes_prefix
+from oma_actors.stores.prefix import UnreadableEntry, list_under, takes_prefix
 
 if TYPE_CHECKING:
     import builtins
@@ -284,6 +284,24 @@ class EncryptingStore:
             CorruptStoreError: Any stored value cannot be opened; no entry is returned then.
         """
         return [self._opened(entry) for entry in await list_under(self.inner, prefix)]
+
+    async def list_each(self, prefix: str) -> builtins.list[MemoryEntry | UnreadableEntry]:
+        """The entries under ``prefix``, each opened on its own (``stores.prefix.list_each``):
+        one that does not open is an ``UnreadableEntry`` in its place, where ``list`` refuses
+        every entry.
+
+        Raises:
+            StoreError: the inner store cannot be listed.
+        """
+        found: builtins.list[MemoryEntry | UnreadableEntry] = []
+        for entry in await list_under(self.inner, prefix):
+            try:
+                found.append(self._opened(entry))
+            except CorruptStoreError as exc:
+                found.append(
+                    UnreadableEntry(key=entry.key, error=str(exc), metadata=entry.metadata)
+                )
+        return found
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the inner store."""

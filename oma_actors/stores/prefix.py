@@ -14,7 +14,8 @@ none) is listed whole and filtered here, with the same result.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -76,4 +77,38 @@ async def list_under(store: MemoryStore, prefix: str | None) -> list[MemoryEntry
     return matching(await store.list(), prefix)
 
 
-__all__ = ["list_under", "matching", "takes_prefix", "upper_bound"]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnreadableEntry:
+    """A stored value a listing could not open (``list_each``).
+
+    Attributes:
+        key: the entry's key.
+        error: why it could not be opened (the store's one-line error).
+        metadata: the entry's metadata, which is never sealed.
+    """
+
+    key: str
+    error: str
+    metadata: dict[str, Any] | None = None
+
+
+async def list_each(store: MemoryStore, prefix: str) -> list[MemoryEntry | UnreadableEntry]:
+    """``list_under(store, prefix)``, each value read on its own: a value the store cannot
+    open (an ``EncryptingStore``'s sealed under another key, tampered) is an
+    ``UnreadableEntry`` in its place, and the others are returned all the same.
+
+    For listings of many runs (checkpoints, run records, approval rows), where one run's bad
+    value must not hide or fail the others. A store that opens values tells it by a
+    ``list_each(prefix)`` of its own; any other store's values are returned as listed.
+
+    Raises:
+        StoreError: the store cannot be listed.
+    """
+    each = getattr(store, "list_each", None)
+    if callable(each):
+        listed: list[MemoryEntry | UnreadableEntry] = await each(prefix)
+        return listed
+    return list(await list_under(store, prefix))
+
+
+__all__ = ["UnreadableEntry", "list_each", "list_under", "matching", "takes_prefix", "upper_bound"]

@@ -227,3 +227,27 @@ async def test_postgres_prefix_listing_ignores_a_linguistic_collation(
         await connection.close()
     plan = "\n".join(row[0] for row in rows)
     assert f"{table}_key" in plan, plan
+
+
+async def test_a_value_that_does_not_open_is_listed_unreadable_and_hides_no_other() -> None:
+    # An EncryptingStore's list() refuses every entry when one does not open; a listing of many
+    # runs reads each value on its own (list_each), so another key's value is one unreadable
+    # row and the other runs are listed all the same.
+    from oma_actors.stores import UnreadableEntry, list_each
+
+    inner = InMemoryStore()
+    store = EncryptingStore(inner, RING)
+    await store.set(f"{CHECKPOINT_KEY_PREFIX}good/latest", "{}")
+    await inner.set(f"{CHECKPOINT_KEY_PREFIX}bad/latest", "oma-sealed:v1:x:bm90IGEgdmFsdWU=")
+    each = await list_each(store, CHECKPOINT_KEY_PREFIX)
+    assert [type(e).__name__ for e in each] == ["MemoryEntry", "UnreadableEntry"]
+    [bad] = [e for e in each if isinstance(e, UnreadableEntry)]
+    assert bad.key == f"{CHECKPOINT_KEY_PREFIX}bad/latest"
+    assert "'x'" in bad.error  # names the key id it was sealed under
+    summaries = await list_checkpoints(store)
+    assert [(s.key, s.status) for s in summaries] == [
+        (f"{CHECKPOINT_KEY_PREFIX}good/latest", "unreadable"),  # "{}" is no snapshot
+        (f"{CHECKPOINT_KEY_PREFIX}bad/latest", "unreadable"),
+    ]
+    assert "'x'" in (summaries[1].error or "")
+    assert "'x'" not in (summaries[0].error or "")  # only the other key's value
