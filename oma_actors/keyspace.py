@@ -28,12 +28,19 @@ HISTORY_KEY_PREFIX = "__oma_history__/"
 ``__oma_history__/<runId>/<watermark, 12 digits>``. Outside the checkpoint namespace, so a
 listing of checkpoints shows each run once."""
 
+KEY_PROOF_PREFIX = "__oma_key__/"
+"""An ``EncryptingStore``'s key proofs: ``__oma_key__/<key id>``, a value sealed under that key,
+created once by the first writer under the id (``stores.encrypting``), so that a writer holding
+other bytes under the same id is refused even on a store that holds nothing else yet. The
+wrapper's own bookkeeping: its listings leave them out; the inner store shows them."""
+
 RESERVED_PREFIXES = (
     CHECKPOINT_KEY_PREFIX,
     APPROVAL_KEY_PREFIX,
     RUN_KEY_PREFIX,
     SIDECAR_KEY_PREFIX,
     HISTORY_KEY_PREFIX,
+    KEY_PROOF_PREFIX,
 )
 """Every prefix the runtime owns; shared memory must never read or write under one."""
 
@@ -71,6 +78,11 @@ def run_record_key(run_id: str) -> str:
 def sidecar_key(kind: str, name: str) -> str:
     """A sidecar record: ``__oma_sidecar__/<kind>/<name>`` (e.g. ``run``, ``events``)."""
     return f"{SIDECAR_KEY_PREFIX}{kind}/{name}"
+
+
+def key_proof_key(key_id: str) -> str:
+    """The key proof of encryption key ``key_id``: ``__oma_key__/<key_id>``."""
+    return KEY_PROOF_PREFIX + key_id
 
 
 def history_prefix(run_id: str) -> str:

@@ -47,6 +47,7 @@ from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.encrypting import SEALED_FIELD, open_event
 from oma_actors.journal.open import DATABASE_STORE_KINDS
+from oma_actors.keyspace import KEY_PROOF_PREFIX, key_proof_key
 from oma_actors.stores import EncryptingStore, KeyRing, parse_store_uri
 
 if TYPE_CHECKING:
@@ -149,7 +150,10 @@ async def rotate(store: AtomicStore, keyring: KeyRing, *, hold: bool = False) ->
     not open are the result's ``unopened``, and its ``left`` with why.
     """
     sealed = EncryptingStore(store, keyring)
-    listing = await store.list()
+    everything = await store.list()
+    # Key proofs are the wrapper's bookkeeping, not values: a proof of a retired id goes once
+    # every value is re-sealed, and the next writer under the active id leaves its own.
+    listing = [entry for entry in everything if not entry.key.startswith(KEY_PROOF_PREFIX)]
     unopened: list[tuple[str, str]] = []
     for listed in listing:
         try:
@@ -183,6 +187,12 @@ async def rotate(store: AtomicStore, keyring: KeyRing, *, hold: bool = False) ->
             # A writer changed the entry since it was read: never overwrite it, read it again.
             raced += 1
             entry = await store.get(key)
+    if not left:
+        for proof in everything:
+            if proof.key.startswith(KEY_PROOF_PREFIX) and proof.key != key_proof_key(
+                keyring.active
+            ):
+                await store.delete(proof.key)
     return Rotation(resealed, current, raced, tuple(left))
 
 

@@ -31,9 +31,13 @@ active key is the key that sealed the values already stored under that id: it op
 (a value it read already counts; else it reads the entry it writes, then the runtime's small
 records, then every entry). A key that opens none of them is another key with the same id, and
 every write raises ``KeyMismatchError`` (a ``ConfigurationError``) before anything is written:
-values it sealed would open for nobody else. A store holding no value under that id has nothing
-to disagree with. The proof is remembered by the ring for the inner store, so a wrapper made anew
-over it reads nothing more.
+values it sealed would open for nobody else. The first writer under an id leaves a witness for
+the next ones, even on a store that holds nothing yet: the key proof ``__oma_key__/<key id>``, a
+value sealed under that key, created with the inner store's compare-and-set, so of two writers
+holding different bytes under one id, the one that loses the creation is refused (a store without
+compare-and-set gets it written unguarded). Later writers find it first, with one read. It is
+the wrapper's bookkeeping: its listings leave it out. The proof is remembered by the ring for the
+inner store, so a wrapper made anew over it reads nothing more.
 
 Like the test kit's wrappers, it has exactly the inner store's capabilities: ``compare_and_set``,
 ``apply`` and ``set_with_expiry`` exist only when the inner store has them.
@@ -49,8 +53,10 @@ from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.keyspace import (
     APPROVAL_KEY_PREFIX,
     CHECKPOINT_KEY_PREFIX,
+    KEY_PROOF_PREFIX,
     RUN_KEY_PREFIX,
     SIDECAR_KEY_PREFIX,
+    key_proof_key,
 )
 from oma_actors.stores.base import (
     Apply,
@@ -211,6 +217,8 @@ class EncryptingStore:
             if self._refused is None and not self._proven:
                 self._refused = await self._disproof(key)
                 if self._refused is None:
+                    self._refused = await self._leave_proof()
+                if self._refused is None:
                     self._proved()
             if self._refused is not None:
                 raise KeyMismatchError(f"encrypted entry {self._refused!r}", self.keyring.active)
@@ -228,11 +236,34 @@ class EncryptingStore:
                 failed = candidates[proof.failed].key
         return failed
 
+    async def _leave_proof(self) -> str | None:
+        """Create the key proof of the active id, once nothing stored disagreed (see the module
+        docstring): the proof's key when another writer created it first with other bytes
+        under the id, else ``None``."""
+        proof = key_proof_key(self.keyring.active)
+        found = await self.inner.get(proof)
+        if found is None:
+            sealed = self.seal(proof, self.keyring.active)
+            create = getattr(self.inner, "compare_and_set", None)
+            if not callable(create):
+                await self.inner.set(proof, sealed)
+                return None
+            if await create(proof, None, sealed):
+                return None
+            found = await self.inner.get(proof)  # another writer created it meanwhile
+            if found is None:  # and it was cleared since: nothing to disagree with
+                return None
+        if not self.keyring.sealed_by_active(found.value):
+            return None  # re-sealed under another id by a rotation: no witness either way
+        opened = self.keyring.proves_active([(found.value, _context(proof))])
+        return proof if opened.opens is False else None
+
     async def _witnesses(self, key: str) -> AsyncIterator[builtins.list[MemoryEntry]]:
-        """The stored entries a proof tries, cheapest first: the entry written, then
-        ``WITNESS_PREFIXES``, then every entry."""
-        entry = await self.inner.get(key)
-        yield [] if entry is None else [entry]
+        """The stored entries a proof tries, cheapest first: the key proof, the entry written,
+        then ``WITNESS_PREFIXES``, then every entry."""
+        for one in (key_proof_key(self.keyring.active), key):
+            entry = await self.inner.get(one)
+            yield [] if entry is None else [entry]
         if takes_prefix(self.inner):  # else each prefix would list the whole store again
             for prefix in WITNESS_PREFIXES:
                 yield await list_under(self.inner, prefix)
@@ -269,8 +300,8 @@ class EncryptingStore:
             KeyMismatchError: The active key is not the one values under its id were sealed
                 with (see the module docstring); nothing was written.
         """
+        sealed = self.seal(key, value)  # a value that cannot be sealed writes nothing, no proof
         await self._prove(key)
-        sealed = self.seal(key, value)
         self._known.pop(key, None)
         await self.inner.set(key, sealed, metadata)
         self._note(key, sealed, value)
@@ -283,7 +314,7 @@ class EncryptingStore:
         Raises:
             CorruptStoreError: Any stored value cannot be opened; no entry is returned then.
         """
-        return [self._opened(entry) for entry in await list_under(self.inner, prefix)]
+        return [self._opened(entry) for entry in await self._listed(prefix)]
 
     async def list_each(self, prefix: str) -> builtins.list[MemoryEntry | UnreadableEntry]:
         """The entries under ``prefix``, each opened on its own (``stores.prefix.list_each``):
@@ -294,7 +325,7 @@ class EncryptingStore:
             StoreError: the inner store cannot be listed.
         """
         found: builtins.list[MemoryEntry | UnreadableEntry] = []
-        for entry in await list_under(self.inner, prefix):
+        for entry in await self._listed(prefix):
             try:
                 found.append(self._opened(entry))
             except CorruptStoreError as exc:
@@ -302,6 +333,11 @@ class EncryptingStore:
                     UnreadableEntry(key=entry.key, error=str(exc), metadata=entry.metadata)
                 )
         return found
+
+    async def _listed(self, prefix: str | None) -> builtins.list[MemoryEntry]:
+        """The inner entries under ``prefix``, without the key proofs (the wrapper's own)."""
+        entries = await list_under(self.inner, prefix)
+        return [entry for entry in entries if not entry.key.startswith(KEY_PROOF_PREFIX)]
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the inner store."""
@@ -321,9 +357,10 @@ class EncryptingStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         inner = cast("ExpiringStore", self.inner)
+        sealed = self.seal(key, value)
         await self._prove(key)
         self._known.pop(key, None)
-        await inner.set_with_expiry(key, self.seal(key, value), expires_at_turn, metadata)
+        await inner.set_with_expiry(key, sealed, expires_at_turn, metadata)
 
     async def _compare_and_set(
         self,
@@ -333,8 +370,8 @@ class EncryptingStore:
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         inner = cast("AtomicStore", self.inner)
-        await self._prove(key)
         sealed = self.seal(key, value)
+        await self._prove(key)
         for attempt in range(MAX_ROUNDS):
             current = await self._sealed_if_holds((Expect(key, expected),), guess=attempt == 0)
             if current is None:
@@ -346,15 +383,15 @@ class EncryptingStore:
 
     async def _apply(self, checks: Sequence[Expect], writes: Sequence[Write]) -> bool:
         inner = cast("ConditionalStore", self.inner)
-        put = next((write.key for write in writes if isinstance(write, Put)), None)
-        if put is not None:
-            await self._prove(put)
         sealed = [
             Put(write.key, self.seal(write.key, write.value), write.metadata)
             if isinstance(write, Put)
             else write
             for write in writes
         ]
+        put = next((write.key for write in writes if isinstance(write, Put)), None)
+        if put is not None:
+            await self._prove(put)
         for attempt in range(MAX_ROUNDS):
             current = await self._sealed_if_holds(checks, guess=attempt == 0)
             if current is None:

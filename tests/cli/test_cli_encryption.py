@@ -89,8 +89,9 @@ async def test_rotate_reseals_every_value_so_the_old_key_can_go(tmp_path: Path) 
         oma, "keys", "rotate", "--store", str(state), "--keys", str(keys)
     )
     assert done.returncode == 0, done.stderr
-    assert "re-sealed 2 under 'new'" in done.stdout
+    assert "re-sealed 2 under 'new'" in done.stdout  # values only: the key proof is no value
     assert all(v.startswith(PREFIX + "new:") for v in (await raw_values(state)).values())
+    assert sorted(await raw_values(state)) == ["a", "b"]  # the retired id's key proof went too
 
     only_new = EncryptingStore(FileStore(state), KeyRing({"new": NEW}, active="new"))
     assert {e.key: e.value for e in await only_new.list()} == {"a": SECRET, "b": "two"}

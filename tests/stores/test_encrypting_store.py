@@ -70,7 +70,7 @@ async def test_postgres_rows_and_redis_values_hold_no_plaintext(
         rows = await connection.fetch(f'SELECT key, value FROM "{postgres.table}"')
     finally:
         await connection.close()
-    assert [row["key"] for row in rows] == ["note"]
+    assert sorted(row["key"] for row in rows) == ["__oma_key__/k1", "note"]  # + the key proof
     assert all(SECRET not in row["value"] for row in rows)
 
     store = await fresh_stores.redis()

@@ -2,11 +2,14 @@
 values sealed under that id: ``KeyMismatchError`` before any write, the rightful holder's data
 untouched. The proof reads once per store or journal (a value already opened counts), so the
 fast path stays a plain write; an empty store, a new key id, or a tampered value among good
-ones are no reason to refuse.
+ones are no reason to refuse. The first writer under an id leaves a key proof, so a second
+writer with other bytes is refused even when the first wrote nothing else yet; stores written
+before key proofs (``unproven``) are proven from their values as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,7 @@ import pytest
 from oma_actors.errors import ConfigurationError, StoreError
 from oma_actors.journal import InMemoryRunJournal, JournalEvent, JsonlRunJournal
 from oma_actors.journal.encrypting import SEALED_FIELD, EncryptingJournal
+from oma_actors.keyspace import KEY_PROOF_PREFIX
 from oma_actors.stores import Expect, InMemoryStore, Put
 from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.keyring import PREFIX, KeyMismatchError, KeyRing
@@ -61,6 +65,13 @@ async def seeded(**values: str) -> InMemoryStore:
     return inner
 
 
+async def unproven(inner: InMemoryStore) -> InMemoryStore:
+    """``inner`` without its key proofs: a store written before they existed."""
+    for entry in await inner.list(prefix=KEY_PROOF_PREFIX):
+        await inner.delete(entry.key)
+    return inner
+
+
 async def raw(store: InMemoryStore) -> dict[str, str]:
     return {entry.key: entry.value for entry in await store.list()}
 
@@ -73,9 +84,12 @@ WRITES: dict[str, Callable[[EncryptingStore], Awaitable[object]]] = {
 }
 
 
+@pytest.mark.parametrize("proof", ["key proof", "values only"])
 @pytest.mark.parametrize("write", sorted(WRITES))
-async def test_a_wrong_key_with_the_same_id_writes_nothing(write: str) -> None:
+async def test_a_wrong_key_with_the_same_id_writes_nothing(write: str, proof: str) -> None:
     inner = await seeded(**{"__oma_checkpoint__/r/latest": "snapshot", "worker/note": "n"})
+    if proof == "values only":
+        await unproven(inner)
     before = await raw(inner)
     wrong = EncryptingStore(inner, ring(WRONG))
     with pytest.raises(KeyMismatchError) as caught:
@@ -85,7 +99,8 @@ async def test_a_wrong_key_with_the_same_id_writes_nothing(write: str) -> None:
     assert caught.value.key_id == "k1"
     message = str(caught.value)
     assert "key id 'k1'" in message
-    assert "encrypted entry '__oma_checkpoint__/r/latest'" in message  # the value it tried
+    tried = "__oma_key__/k1" if proof == "key proof" else "__oma_checkpoint__/r/latest"
+    assert f"encrypted entry '{tried}'" in message  # the value it tried
     assert base64.b64encode(WRONG).decode() not in message
     assert WRONG.hex() not in message
     # Every later write is refused too, without reading the store again.
@@ -95,10 +110,84 @@ async def test_a_wrong_key_with_the_same_id_writes_nothing(write: str) -> None:
 
 
 async def test_values_only_outside_the_runtime_prefixes_are_found_by_the_full_listing() -> None:
-    inner = await seeded(**{"team/memory": "m"})
+    inner = await unproven(await seeded(**{"team/memory": "m"}))
     with pytest.raises(KeyMismatchError, match="'team/memory'"):
         await EncryptingStore(inner, ring(WRONG)).set("other", "v")
     assert list(await raw(inner)) == ["team/memory"]
+
+
+async def test_a_second_writer_with_other_bytes_is_refused_on_a_store_the_first_just_began() -> (
+    None
+):
+    inner = InMemoryStore()
+    await EncryptingStore(inner, ring()).set("__oma_run__/a", SECRET)
+    before = await raw(inner)
+    assert list(before) == ["__oma_key__/k1", "__oma_run__/a"]
+    with pytest.raises(KeyMismatchError, match="'__oma_key__/k1'"):
+        await EncryptingStore(inner, ring(WRONG)).set("__oma_run__/b", SECRET)
+    assert await raw(inner) == before
+    # The key proof is the wrapper's own: its listings leave it out.
+    assert [e.key for e in await EncryptingStore(inner, ring()).list()] == ["__oma_run__/a"]
+
+
+async def test_of_two_writers_racing_on_an_empty_store_one_creates_the_proof_and_one_is_refused() -> (
+    None
+):
+    inner = InMemoryStore()
+    right, wrong = EncryptingStore(inner, ring()), EncryptingStore(inner, ring(WRONG))
+    outcomes = await asyncio.gather(
+        right.set("__oma_run__/a", "a"), wrong.set("__oma_run__/b", "b"), return_exceptions=True
+    )
+    refused = [o for o in outcomes if isinstance(o, KeyMismatchError)]
+    assert len(refused) == 1
+    # Whichever won, every stored value opens with the winner's key and the loser wrote none.
+    winner = ring() if refused[0] is outcomes[1] else ring(WRONG)
+    assert len(await EncryptingStore(inner, winner).list()) == 1
+
+
+class RivalCreatesTheProofMeanwhile(ForwardingStore):
+    """Hides the key proof a rival holds until this writer tries to create its own: the rival
+    created it after this writer's proof read the store, before its compare-and-set."""
+
+    def __init__(self, inner: InMemoryStore) -> None:
+        super().__init__(inner)
+        self.seen = False
+
+    async def get(self, key: str) -> MemoryEntry | None:
+        if key.startswith(KEY_PROOF_PREFIX) and not self.seen:
+            return None
+        return await super().get(key)
+
+    async def list(self, prefix: str | None = None) -> builtins.list[MemoryEntry]:
+        found = await super().list(prefix)
+        return [e for e in found if self.seen or not e.key.startswith(KEY_PROOF_PREFIX)]
+
+    async def _compare_and_set(
+        self, key: str, expected: str | None, value: str, metadata: Any = None
+    ) -> bool:
+        self.seen = self.seen or key.startswith(KEY_PROOF_PREFIX)
+        return await super()._compare_and_set(key, expected, value, metadata)
+
+
+async def test_a_proof_a_rival_created_meanwhile_refuses_the_writer_it_does_not_open_for() -> None:
+    rival = InMemoryStore()
+    await EncryptingStore(rival, ring()).set("__oma_run__/a", "a")
+    await rival.delete("__oma_run__/a")  # the rival has created its proof, nothing else yet
+    late = RivalCreatesTheProofMeanwhile(rival)
+    before = await raw(rival)
+    with pytest.raises(KeyMismatchError, match="'__oma_key__/k1'"):
+        await EncryptingStore(late, ring(WRONG)).set("__oma_run__/b", "b")
+    assert late.seen  # refused after losing the creation, not by the proof read
+    assert await raw(rival) == before
+    # The same race with the rival's own bytes: the proof opens, the write lands.
+    await EncryptingStore(RivalCreatesTheProofMeanwhile(rival), ring()).set("__oma_run__/c", "c")
+
+
+async def test_the_key_proof_is_not_written_when_the_value_cannot_be_sealed() -> None:
+    inner = InMemoryStore()
+    with pytest.raises(StoreError, match="not valid Unicode"):
+        await EncryptingStore(inner, ring()).set("a", "\ud800")
+    assert await raw(inner) == {}
 
 
 async def test_the_right_key_an_empty_store_and_a_new_key_id_write() -> None:
