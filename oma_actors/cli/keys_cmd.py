@@ -47,7 +47,6 @@ from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.encrypting import SEALED_FIELD, open_event
 from oma_actors.journal.open import DATABASE_STORE_KINDS
-from oma_actors.keyspace import KEY_PROOF_PREFIX, key_proof_key
 from oma_actors.stores import EncryptingStore, KeyRing, parse_store_uri
 
 if TYPE_CHECKING:
@@ -153,7 +152,8 @@ async def rotate(store: AtomicStore, keyring: KeyRing, *, hold: bool = False) ->
     everything = await store.list()
     # Key proofs are the wrapper's bookkeeping, not values: a proof of a retired id goes once
     # every value is re-sealed, and the next writer under the active id leaves its own.
-    listing = [entry for entry in everything if not entry.key.startswith(KEY_PROOF_PREFIX)]
+    proofs = {entry.key: sealed.key_proof_id(entry.key) for entry in everything}
+    listing = [entry for entry in everything if proofs[entry.key] is None]
     unopened: list[tuple[str, str]] = []
     for listed in listing:
         try:
@@ -188,11 +188,9 @@ async def rotate(store: AtomicStore, keyring: KeyRing, *, hold: bool = False) ->
             raced += 1
             entry = await store.get(key)
     if not left:
-        for proof in everything:
-            if proof.key.startswith(KEY_PROOF_PREFIX) and proof.key != key_proof_key(
-                keyring.active
-            ):
-                await store.delete(proof.key)
+        for key, key_id in proofs.items():
+            if key_id is not None and key_id != keyring.active:
+                await store.delete(key)
     return Rotation(resealed, current, raced, tuple(left))
 
 

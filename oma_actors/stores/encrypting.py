@@ -160,6 +160,12 @@ class EncryptingStore:
         if callable(getattr(inner, "set_with_expiry", None)):
             self.set_with_expiry = self._set_with_expiry
 
+    @staticmethod
+    def key_proof_id(key: str) -> str | None:
+        """The key id whose key proof (see the module docstring) is stored at ``key``, or
+        ``None`` when ``key`` holds a value."""
+        return key[len(KEY_PROOF_PREFIX) :] if key.startswith(KEY_PROOF_PREFIX) else None
+
     @property
     def one_document(self) -> bool:
         """Whether the wrapped store is one document (``stores.base.one_document``)."""
