@@ -20,7 +20,14 @@ import re
 from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors import ConfigurationError, StoreError
-from oma_actors.approvals import ApprovalDecision, Reviewer
+from oma_actors.approvals import (
+    ApprovalDecision,
+    DurableApprovalLedger,
+    Reviewer,
+    decide_approval,
+    get_approval_record,
+    require_atomic_store,
+)
 from oma_actors.approvals.canonical import js_trim
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import check_cancellable
@@ -38,8 +45,6 @@ from sidecar.stores import shown_uri
 from sidecar.tenancy import check_visible, sees
 
 if TYPE_CHECKING:
-    from types import ModuleType
-
     from oma_actors.stores import MemoryStore
     from sidecar.execution import RunExecutor
     from sidecar.principals import Principal
@@ -52,15 +57,6 @@ DECISION_OF: dict[int, Literal["approve", "reject"]] = {
     pb.DecideApprovalRequest.DECISION_APPROVE: "approve",
     pb.DecideApprovalRequest.DECISION_REJECT: "reject",
 }
-
-
-def ledger_module() -> ModuleType | None:
-    """``oma_actors.approvals`` when this build has it."""
-    try:
-        import oma_actors.approvals as module
-    except ImportError:
-        return None
-    return module
 
 
 class ApprovalDesk:
@@ -81,17 +77,6 @@ class ApprovalDesk:
         # Runs a decision with RESUME_POLICY_NEVER was recorded for here: their caller
         # restores them, so an attempt that suspends is not resumed for them.
         self._held: set[str] = set()
-
-    @property
-    def available(self) -> bool:
-        """Whether the approval ledger can be used."""
-        return ledger_module() is not None
-
-    def _module(self) -> ModuleType:
-        module = ledger_module()
-        if module is None:
-            raise Unavailable("APPROVALS_UNAVAILABLE", "this build has no approval ledger")
-        return module
 
     async def _scope(
         self, run_id: str, caller: Principal | None
@@ -137,14 +122,13 @@ class ApprovalDesk:
         return approval
 
     async def _find(self, request_id: str, caller: Principal | None) -> tuple[Any, MemoryStore]:
-        module = self._module()
         uris, visible = await self._scope("", caller)
         unreachable: list[str] = []
         for uri in uris:  # each store opened as it is read, never all of them at once
             store = await self._opened(uri, unreachable)
             if store is None:
                 continue
-            record = await module.get_approval_record(store, request_id)
+            record = await get_approval_record(store, request_id)
             if record is not None:
                 if visible is None or record.request.run_id in visible:
                     return record, store
@@ -164,7 +148,6 @@ class ApprovalDesk:
         self, request: pb.ListApprovalsRequest, caller: Principal | None = None
     ) -> pb.ListApprovalsResponse:
         """Approvals of one run or every run ``caller`` may see, filtered by state, paginated."""
-        module = self._module()
         states = set(request.states) or {pb.APPROVAL_STATE_PENDING}
         if not 0 <= request.page_size <= 500:
             raise InvalidArgument("page_size", "must be 0..500")
@@ -179,7 +162,7 @@ class ApprovalDesk:
             if store is None:
                 continue
             try:
-                ledger_rows = await module.DurableApprovalLedger(store).list(
+                ledger_rows = await DurableApprovalLedger(require_atomic_store(store)).list(
                     run_id=request.run_id or None
                 )
             except StoreError as exc:
@@ -233,7 +216,6 @@ class ApprovalDesk:
         With a ``caller`` (principals) the reviewer is that principal; ``reviewer.id`` may be
         left empty, and naming anyone else is refused (PERMISSION_DENIED).
         """
-        module = self._module()
         if not js_trim(request.id):
             raise InvalidArgument("id", "is required")
         if not HASH.fullmatch(request.request_hash):
@@ -252,7 +234,7 @@ class ApprovalDesk:
             with contextlib.suppress(NotFound):  # a deleted run's approval: the ledger decides
                 check_cancellable(await self._executor.current(existing.request.run_id))
         reviewer = Reviewer(reviewer_id, request.reviewer.display_name or None)
-        decided = await module.decide_approval(
+        decided = await decide_approval(
             store,
             request_id=request.id,
             request_hash=request.request_hash,
@@ -268,7 +250,7 @@ class ApprovalDesk:
             self._held.add(run_id)  # the caller restores it
         else:
             self._held.discard(run_id)
-            run = await self._resume_if_ready(module, store, run_id)
+            run = await self._resume_if_ready(store, run_id)
             if run is not None:
                 response.run.CopyFrom(run)
         return response
@@ -281,26 +263,23 @@ class ApprovalDesk:
         honoured when the run suspends, unless this sidecar recorded a ``NEVER`` decision for
         it (a ``NEVER`` decision recorded on another sidecar is not known here).
         """
-        module = ledger_module()
-        if module is None or run_id in self._held:
+        if run_id in self._held:
             return
         try:
             record = await self._registry.get(run_id)
             store = await self._stores.get(record.store_uri)
-            await self._resume_if_ready(module, store, run_id)
+            await self._resume_if_ready(store, run_id)
         except Exception:  # it stays suspended, as before: RestoreRun resumes it
             logger.exception("run %s: could not resume it after its approvals", run_id)
 
-    async def _resume_if_ready(
-        self, module: ModuleType, store: MemoryStore, run_id: str
-    ) -> pb.Run | None:
+    async def _resume_if_ready(self, store: MemoryStore, run_id: str) -> pb.Run | None:
         try:
             view = await self._executor.current(run_id)
         except (DataLoss, NotFound):
             return None  # the decision is recorded; the run's record needs the operator
         if view.status != pb.RUN_STATUS_SUSPENDED:
             return None
-        rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
+        rows = await DurableApprovalLedger(require_atomic_store(store)).list(run_id=run_id)
         if any(row.decision is None for row in rows):
             return None
         try:

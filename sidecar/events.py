@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from oma_actors import AgentRunResult
-from oma_actors.approvals import ApprovalRequest
+from oma_actors.approvals import ApprovalRequest, approval_hash_input
 from oma_actors.events import ApprovalPending, TaskCompleted, TaskFailed, TaskSkipped, TaskStarted
 from oma_actors.readable import to_iso
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -118,13 +118,8 @@ SCOPES = {
 
 
 def canonical_json(request: ApprovalRequest) -> str:
-    """The exact text the request hash was taken over ("" if this build has no ledger)."""
-    try:
-        from oma_actors.approvals import approval_hash_input
-    except ImportError:
-        return ""
-    text: str = approval_hash_input(request.scope, request.boundary, request.content)
-    return text
+    """The exact text the request hash was taken over."""
+    return approval_hash_input(request.scope, request.boundary, request.content)
 
 
 def approval_pb(request: ApprovalRequest, canonical: str = "") -> pb.Approval:

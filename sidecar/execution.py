@@ -48,7 +48,6 @@ from sidecar.host_events import HostCallEvents
 from sidecar.journals import RunJournals
 from sidecar.outage import unreachable, until_stored
 from sidecar.owner import label_of
-from sidecar.plugins import approval_gates_available
 from sidecar.record import (
     FINISHED,
     NO_TENANT,
@@ -176,7 +175,6 @@ class RunExecutor:
         self.run_store = run_store
         self.fenced = fenced
         self.journals = journals or RunJournals(state_uri=default_store_uri, enabled=False)
-        self.gates_available = approval_gates_available()
         self.draining = False
         """The server is stopping (:meth:`drain`): no new attempt starts here."""
 
@@ -352,7 +350,6 @@ class RunExecutor:
         # The schema checks take up to seconds: done in a thread, found cached by check_start.
         await check_off_loop_schemas(d.input_schema_json for d in request.team.host_tools)
         convert.check_start(request, self._tool_known(declared, tenant))
-        self._check_gates(request.approval_gates)
         field = "checkpoint.store_uri"
         uri = normalize_uri(request.checkpoint.store_uri or self._default_store_uri, field=field)
         if request.checkpoint.store_uri:
@@ -399,15 +396,6 @@ class RunExecutor:
             return attach_own(request, await self.viewed(exc.existing), tenant), False
         self._launch(record, restoring=False)
         return await self.viewed(record), True
-
-    def _check_gates(self, gates: pb.ApprovalGates) -> None:
-        wanted = gates.plan or gates.task_dispatch or bool(gates.tool_calls)
-        if wanted and not self.gates_available:
-            raise FailedPrecondition(
-                "APPROVAL_GATES_UNAVAILABLE",
-                "approval gates are not available in this build (ServerInfo capability "
-                "'approval_gates')",
-            )
 
     def _snapshot_host_tools(self, spec: pb.StartRunRequest, tenant: str) -> None:
         """Persist the schema of every host tool the agents use, for restores."""

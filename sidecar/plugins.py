@@ -8,7 +8,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from oma_actors import ConfigurationError, OpenMultiAgent, Tool
+from oma_actors import Tool
 from oma_actors.approvals import Suspend
 
 if TYPE_CHECKING:
@@ -59,15 +59,6 @@ def usable_providers(env: Mapping[str, str] | None = None) -> list[str]:
         if env.get(key, "").strip() and importlib.util.find_spec(module) is not None
     ]
     return [*usable, "scripted"]
-
-
-def approval_gates_available() -> bool:
-    """Whether this oma_actors build can suspend runs at approval gates."""
-    try:
-        OpenMultiAgent(on_tool_call=lambda call: True)
-    except ConfigurationError:
-        return False
-    return True
 
 
 def gates_of(gates: pb.ApprovalGates) -> dict[str, Any]:

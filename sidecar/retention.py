@@ -25,11 +25,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from oma_actors.approvals import DurableApprovalLedger
 from oma_actors.checkpoint import history_keys
 from oma_actors.keyspace import approval_key, checkpoint_key, run_record_key
 from sidecar import convert
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
-from sidecar.approvals import ledger_module
 from sidecar.journals import JournalFileError
 from sidecar.record import FINISHED, TERMINAL, UnknownRunError
 from sidecar.run_history import delete_key
@@ -96,10 +96,8 @@ class RunDeleter:
             keys = [record.request.checkpoint.key or checkpoint_key(run_id)]
             # A journal-first run's history anchors (D17): its compaction snapshots, kept apart.
             keys.extend(await history_keys(store, run_id))
-            module = ledger_module()
-            if module is not None:
-                rows = await module.DurableApprovalLedger(store).list(run_id=run_id)
-                keys.extend(approval_key(row.request.id) for row in rows)
+            rows = await DurableApprovalLedger(store).list(run_id=run_id)
+            keys.extend(approval_key(row.request.id) for row in rows)
             # At once: a file store writes concurrent deletions in one rewrite (group commit).
             deleted = sum(await asyncio.gather(*(delete_key(store, key) for key in keys)))
         # After the checkpoint (a journal tail without it restores nothing), before the record.

@@ -471,11 +471,7 @@ class SystemServicer(pb_grpc.SystemServiceServicer):
 
     @unary
     async def GetServerInfo(self, request: pb.GetServerInfoRequest, context: Any) -> pb.ServerInfo:
-        capabilities = ["tool_host", "watch_resume", "restore"]
-        if self._desk.available:
-            capabilities.append("approvals")
-        if self._executor.gates_available:
-            capabilities.append("approval_gates")
+        capabilities = ["tool_host", "watch_resume", "restore", "approvals", "approval_gates"]
         if self._executor.journals.enabled:
             capabilities.append("journal")  # runs on file stores keep a durable journal
         return pb.ServerInfo(

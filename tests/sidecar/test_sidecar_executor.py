@@ -178,19 +178,6 @@ async def test_a_restore_claims_the_run_for_this_owner(
     assert (await stored(store)).result is not None  # written before the run shows its end
 
 
-async def test_a_start_with_gates_is_refused_by_a_build_without_them(
-    parts: tuple[InMemoryStore, RunExecutor],
-) -> None:
-    store, executor = parts
-    executor.gates_available = False  # a build without the approvals module (plugins)
-    request = run_request("r2", tools=("echo",), arguments={"text": "x"}, task_ids=("t1",))
-    request.approval_gates.plan = True
-    with pytest.raises(FailedPrecondition) as caught:
-        await executor.start(request)
-    assert caught.value.reason == "APPROVAL_GATES_UNAVAILABLE"
-    assert await store.get(sidecar_key("run", "r2")) is None  # nothing registered
-
-
 async def test_an_explicit_checkpoint_key_needs_an_explicit_run_id(
     parts: tuple[InMemoryStore, RunExecutor],
 ) -> None:

@@ -31,10 +31,8 @@ def test_get_run_masks_the_password_of_the_run_store() -> None:
 
 
 async def test_server_info_masks_the_password_of_the_default_store() -> None:
-    executor: Any = SimpleNamespace(
-        gates_available=False, python_tools=[], journals=SimpleNamespace(enabled=False)
-    )
-    desk: Any = SimpleNamespace(available=False)
+    executor: Any = SimpleNamespace(python_tools=[], journals=SimpleNamespace(enabled=False))
+    desk: Any = SimpleNamespace()
     servicer = SystemServicer(executor=executor, desk=desk, default_store_uri=PG)
     info = await servicer.GetServerInfo(pb.GetServerInfoRequest(), None)
     assert "hunter2" not in info.default_store_uri
