@@ -7,10 +7,12 @@ decomposition alone over the budget ends the run before any task), and the synth
 tasks (``after_synthesis``: over the budget, the synthesis is reported failed and the run ends
 ``budget_exhausted``). Each finished task is charged to the budget; once the spend is above it,
 the run stops dispatching, drains what runs, skips the rest (``Skipped: token budget
-exceeded.``) and ends ``budget_exhausted``, with no synthesis. The charge is also checked as a
-run starts, so a restore already over the budget (its own option, not the saved run's)
-dispatches nothing and ends as the fresh run did. An agent's own ``max_token_budget`` is
-separate.
+exceeded.``) and ends ``budget_exhausted``, with no synthesis. A task suspended on an approval
+is charged too, as OMA charges it, but the run still suspends (nothing is skipped); its resumed
+result, which holds the tokens before the suspension, replaces that charge after a restore. The
+charge is also checked as a run starts, so a restore already over the budget (its own option,
+not the saved run's) dispatches nothing and ends as the fresh run did. An agent's own
+``max_token_budget`` is separate.
 """
 
 from __future__ import annotations

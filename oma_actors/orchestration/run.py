@@ -151,6 +151,7 @@ class RunActor(Actor[RunMessage, bool | None]):
             else {task.id for task in queue.with_status("completed")}
         )
         self._stop: Halt | Wait | None = None
+        self._over_budget = False  # BudgetExceeded was reported (once, as OMA's flag has it)
         self._done: asyncio.Future[None] | None = None
         self._self: ActorRef[RunMessage, bool | None] | None = None
 
@@ -416,8 +417,17 @@ class RunActor(Actor[RunMessage, bool | None]):
             )
             return
         if outcome.suspended:
+            # OMA keeps the suspended result (task-execution.ts 1357) and charges its tokens to
+            # the run (1375-1391) before its suspended branch (1418): the run's usage counts
+            # them and they can pass its budget. A restore does not count them twice: the
+            # snapshot holds completed results only, and the resumed result replaces this one.
+            self._state.task_results[task_id] = outcome.result
+            self._state.result_agents[task_id] = agent
+            self._charge(suspending=True)
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
-            if not isinstance(self._stop, Halt):
+            # A budget stop yields to it: OMA's loop asks whether to suspend before whether to
+            # stop (task-execution.ts 796-806, 1518-1521), so nothing is skipped.
+            if not isinstance(self._stop, Halt) or self._stop.status.code == "budget_exhausted":
                 self._stop = Wait(status=RunOutcome("suspended", TOOL_SUSPENSION))
             # OMA still reports the agent's (suspended) result (task-execution.ts 1414-1431).
             self._w.emit(
@@ -475,10 +485,19 @@ class RunActor(Actor[RunMessage, bool | None]):
                 )
             )
 
-    def _charge(self) -> None:
-        """Stop the run once its results spent more than its budget (drain, then skip the rest)."""
+    def _charge(self, *, suspending: bool = False) -> None:
+        """Stop the run once its results spent more than its budget (drain, then skip the rest).
+
+        ``suspending``: the last result is a task suspended on an approval. It is charged even
+        when another suspension is pending; over the budget, ``BudgetExceeded`` is reported but
+        the suspension stands, as in OMA, whose suspended branch sets the run's status after
+        the charge (task-execution.ts 1375-1391, 1418-1422) and whose loop suspends before it
+        stops (796-806): nothing is skipped, the run ends ``suspended``.
+        """
         budget = self._w.budget
-        if budget is None or self._stop is not None:
+        if budget is None or self._over_budget or isinstance(self._stop, Halt):
+            return
+        if self._stop is not None and not suspending:
             return
         charges = [
             (result.token_usage, self._w.models.get(self._queue.get(task_id).assignee or "", ""))
@@ -487,7 +506,10 @@ class RunActor(Actor[RunMessage, bool | None]):
         exceeded = budget.check(charges, run_id=self._w.run_id)
         if exceeded is None:
             return
+        self._over_budget = True
         self._w.emit(exceeded)
+        if suspending:
+            return
         reason, status = exhausted(exceeded)
         self._stop = Halt(reason=reason, status=status)
 
