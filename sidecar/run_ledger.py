@@ -22,7 +22,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from oma_actors import LeaseError
-from oma_actors.runs import MemoryStoreRunStore, RunLedger, is_terminal
+from oma_actors.runs import MemoryStoreRunStore, is_terminal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 async def cancel_record(terms: RunStoreOptions, run_id: str, reason: str) -> None:
     """Cancel the run record of ``run_id`` if it has one and it is not terminal yet."""
-    ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
+    ledger = terms.ledger()
     with contextlib.suppress(LeaseError):  # no record, or it ended already
         await ledger.cancel(run_id, reason or None)
 
@@ -56,7 +56,7 @@ async def cancel_unheld(terms: RunStoreOptions, run_id: str, reason: str) -> Non
 
 async def fail_record(terms: RunStoreOptions, run_id: str, outcome: Mapping[str, object]) -> None:
     """Fail the run record of ``run_id`` unless another owner holds it or it has ended."""
-    ledger = RunLedger(terms.store, owner=terms.owner, lease_ttl=terms.lease_ttl)
+    ledger = terms.ledger()
     with contextlib.suppress(LeaseError):  # held elsewhere, or it ended already
         lease = await ledger.acquire(run_id, heartbeat=False)
         await lease.fail(outcome)
