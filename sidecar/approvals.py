@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from oma_actors import ConfigurationError, StoreError
@@ -32,6 +33,7 @@ from oma_actors.approvals.canonical import js_trim
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.authority import check_cancellable
 from sidecar.events import approval_pb, canonical_json
+from sidecar.record import UnknownRunError
 from sidecar.run_view import decision_pb
 from sidecar.status import (
     DataLoss,
@@ -74,9 +76,6 @@ class ApprovalDesk:
         self._stores = stores
         self._executor = executor
         self._default_store_uri = default_store_uri
-        # Runs a decision with RESUME_POLICY_NEVER was recorded for here: their caller
-        # restores them, so an attempt that suspends is not resumed for them.
-        self._held: set[str] = set()
 
     async def _scope(
         self, run_id: str, caller: Principal | None
@@ -246,10 +245,10 @@ class ApprovalDesk:
             approval=self.message(decided), recorded=existing.decision is None
         )
         run_id = decided.request.run_id
-        if request.resume == pb.DecideApprovalRequest.RESUME_POLICY_NEVER:
-            self._held.add(run_id)  # the caller restores it
-        else:
-            self._held.discard(run_id)
+        held = request.resume == pb.DecideApprovalRequest.RESUME_POLICY_NEVER
+        with contextlib.suppress(UnknownRunError):  # deleted: nothing to resume either way
+            await self._registry.update(run_id, lambda record: replace(record, resume_held=held))
+        if not held:  # NEVER: the caller restores it
             run = await self._resume_if_ready(store, run_id)
             if run is not None:
                 response.run.CopyFrom(run)
@@ -260,13 +259,13 @@ class ApprovalDesk:
 
         A decision recorded while the run still ran (a parallel task was draining) restored
         nothing: the run was not suspended yet. Its resume policy (``WHEN_ALL_DECIDED``) is
-        honoured when the run suspends, unless this sidecar recorded a ``NEVER`` decision for
-        it (a ``NEVER`` decision recorded on another sidecar is not known here).
+        honoured when the run suspends, unless its last decision asked ``NEVER``, on whichever
+        sidecar it was recorded (``RunRecordV1.resume_held``).
         """
-        if run_id in self._held:
-            return
         try:
             record = await self._registry.get(run_id)
+            if record.resume_held:
+                return
             store = await self._stores.get(record.store_uri)
             await self._resume_if_ready(store, run_id)
         except Exception:  # it stays suspended, as before: RestoreRun resumes it

@@ -131,6 +131,9 @@ class RunRecordV1:
             creation and never changed. ``""`` without principals, and in older records.
         deleting: ``DeleteRun`` claimed the run (its keys are being removed): no restore,
             cancel or adoption may claim it after that.
+        resume_held: the last ``DecideApproval`` of the run asked ``RESUME_POLICY_NEVER``: its
+            caller restores it, so no sidecar resumes it when it suspends with nothing pending
+            (kept here, not in a process, because the run may execute on another sidecar).
         legacy_status: the status a record written before D16 stored (``None`` in a record
             written since): shown only while the run has no run record.
         legacy_pending: the pending approvals such a record stored (shown as for
@@ -152,6 +155,7 @@ class RunRecordV1:
     request_digest: str = ""
     tenant: str = ""
     deleting: bool = False
+    resume_held: bool = False
     legacy_status: WireStatus | None = None
     legacy_pending: tuple[str, ...] = ()
 

@@ -109,6 +109,8 @@ def encode(record: RunRecordV1) -> str:
     }
     if record.deleting:
         document["deleting"] = True
+    if record.resume_held:
+        document["resume_held"] = True
     if record.forked:
         document["forked"] = True
     if record.legacy_status is not None:
@@ -245,6 +247,7 @@ def _from_schema(raw: dict[str, Any]) -> RunRecordV1:
         request_digest=str(raw.get("request_digest", "")),
         tenant=str(raw.get("tenant", "")),
         deleting=raw.get("deleting") is True,
+        resume_held=raw.get("resume_held") is True,
     )
 
 
