@@ -19,7 +19,7 @@ from oma_actors.agents.context_step import ContextStep, summary_options
 from oma_actors.agents.facts import Facts, Retrying
 from oma_actors.agents.loop import BoundaryHook, LoopContext, RequestHook, drive, prompted
 from oma_actors.agents.tool_calls import CallPolicy
-from oma_actors.agents.turn import initial_state
+from oma_actors.agents.turn import initial_state, last_assistant_text
 from oma_actors.domain.messages import ChatOptions, TokenUsage, ToolUseBlock
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.domain.tasks import DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_DELAY_MS
@@ -45,6 +45,8 @@ Emit = Callable[[ProgressEvent], None]
 FactHook = Callable[[Facts], None]
 """Takes the facts a runner reports outside any boundary (a retry), as they happen (D14)."""
 MAX_RETRY_DELAY_MS = 30_000
+AGENT_SUSPENSION = "Durable approval required before execution can continue."
+"""The status message of an agent result a tool call's approval suspended (OMA's, agent.ts)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,13 +245,17 @@ async def run_task(
         state = await drive(start, ctx, () if start is resume else prompted(start))
         usage = usage + state.token_usage
         if state.awaiting_approval:
+            # OMA's suspended result (agent.ts 499-509) says so in its status (spec AP-27); its
+            # output is the runner's, the text of the turn that asked for the call (runner.ts
+            # 1206-1207, 1355-1361), often empty.
             pending = AgentRunResult(
                 success=False,
-                output="Tool approval pending.",
+                output=last_assistant_text(state),
                 messages=list(state.messages),
                 token_usage=usage,
                 tool_calls=list(state.tool_calls),
                 turns=state.turns,
+                status=RunOutcome("suspended", AGENT_SUSPENSION),
             )
             return TaskOutcome(
                 task_id=task_id, agent=config.name, result=pending, attempts=attempt, suspended=True

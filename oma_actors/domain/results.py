@@ -36,7 +36,8 @@ class AgentRunResult:
 
     ``status`` is OMA's ``status`` where it says more than ``success``: ``budget_exhausted``
     when the agent's token budget ran out, ``rejected`` when a consequential call needed a
-    confirmation it did not get (``confirmation_required`` then says none was possible).
+    confirmation it did not get (``confirmation_required`` then says none was possible),
+    ``suspended`` when a tool call waits for a durable approval (the task stays in progress).
     ``None`` means the plain ``ok`` or ``error`` that ``success`` implies.
     """
 

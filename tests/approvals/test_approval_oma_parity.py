@@ -276,7 +276,7 @@ async def test_a_task_suspended_on_a_tool_approval_reports_its_agent_complete() 
     first, _ = await _suspend(InMemoryStore(), events)
     done = [e for e in events if isinstance(e, AgentCompleted)]
     assert [(e.task_id, e.agent) for e in done] == [(first.tasks[0].id, "worker")]
-    assert done[0].result.output == "Tool approval pending."
+    assert done[0].result.output == ""  # agent.ts 501: the runner's output, the turn's text
 
 
 # -- 1: a rejection of a call that changed since is stale -----------------------------------------
