@@ -11,7 +11,10 @@ exceeded.``) and ends ``budget_exhausted``, with no synthesis. A task suspended 
 is charged too, as OMA charges it, but the run still suspends (nothing is skipped); its resumed
 result, which holds the tokens before the suspension, replaces that charge after a restore. The
 charge is also checked as a run starts, so a restore already over the budget (its own option,
-not the saved run's) dispatches nothing and ends as the fresh run did. An agent's own
+not the saved run's) dispatches nothing and ends as the fresh run did. A task whose cost the
+estimator cannot give (it raises, or returns no finite number >= 0: ``CostEstimateError``) fails
+with that message, is never charged, and the run goes on, as in OMA; elsewhere (the
+coordinator's calls, a restore's first check) the error ends the run. An agent's own
 ``max_token_budget`` is separate.
 """
 
@@ -28,6 +31,14 @@ from oma_actors.events import BudgetExceeded
 
 CostEstimator = Callable[[TokenUsage, str], float]
 """``estimate_cost(usage, model)``: the cost of ``usage`` on ``model``, in the caller's unit."""
+
+
+class CostEstimateError(Exception):
+    """``estimate_cost`` raised, or returned a cost that is not a finite number >= 0 (OMA's
+    ``estimateIncrementalCost``, budget.ts 104-116). The message is the estimator's own, or
+    names the cost it returned; a task being charged fails with it (task-execution.ts
+    1392-1415)."""
+
 
 TOKEN_SKIP_REASON = "Skipped: token budget exceeded."
 COST_SKIP_REASON = "Skipped: cost budget exceeded."
@@ -92,7 +103,8 @@ class RunBudget:
         """The event to report when ``charges`` (usage, model) pass the budget, else ``None``.
 
         Raises:
-            Exception: whatever ``estimate_cost`` raises (the run fails with it).
+            CostEstimateError: ``estimate_cost`` raised, or priced a charge at a cost that is no
+                finite number >= 0.
         """
         spent = [*self.spent, *charges]
         if self.max_tokens is not None:
@@ -106,13 +118,26 @@ class RunBudget:
                     message=message,
                 )  # fmt: skip
         if self.max_cost is not None and self.estimate_cost is not None:
-            cost = sum(self.estimate_cost(usage, model) for usage, model in spent)
+            cost = sum(_priced(self.estimate_cost, usage, model) for usage, model in spent)
             if cost > self.max_cost:
                 message = f"Run exceeded cost budget: {cost:g} used (budget: {self.max_cost:g})"
                 return BudgetExceeded(
                     run_id=run_id, kind="cost", used=cost, budget=self.max_cost, message=message
                 )
         return None
+
+
+def _priced(estimate: CostEstimator, usage: TokenUsage, model: str) -> float:
+    try:
+        cost = estimate(usage, model)
+    except Exception as exc:  # the caller's function: any error it raises
+        raise CostEstimateError(str(exc) or type(exc).__name__) from exc
+    # ``bool`` is an int, and NaN passes no comparison: each would slip by the budget silently.
+    if type(cost) not in (int, float) or not math.isfinite(cost) or cost < 0:
+        raise CostEstimateError(
+            f"Cost estimator returned invalid cost for model {model!r}: {cost!r}"
+        )
+    return float(cost)
 
 
 def task_charges(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from oma_actors.actors import Actor
@@ -25,12 +25,13 @@ from oma_actors.domain.results import RunOutcome
 from oma_actors.events import (
     AgentCompleted,
     ApprovalPending,
+    BudgetExceeded,
     TaskCompleted,
     TaskFailed,
     TaskSkipped,
     TaskStarted,
 )
-from oma_actors.orchestration.budget import RunBudget, exhausted
+from oma_actors.orchestration.budget import CostEstimateError, RunBudget, exhausted
 from oma_actors.orchestration.checkpointing import run_at_boundary, snapshot_of
 from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
 from oma_actors.orchestration.journal_events import record_run_fact
@@ -152,6 +153,9 @@ class RunActor(Actor[RunMessage, bool | None]):
         )
         self._stop: Halt | Wait | None = None
         self._over_budget = False  # BudgetExceeded was reported (once, as OMA's flag has it)
+        # Tasks whose cost the estimator could not give: OMA's accounting throws before it adds
+        # them (budget.ts 184-198), so they are never charged (and never priced again).
+        self._unpriced: set[str] = set()
         self._done: asyncio.Future[None] | None = None
         self._self: ActorRef[RunMessage, bool | None] | None = None
 
@@ -416,6 +420,7 @@ class RunActor(Actor[RunMessage, bool | None]):
                 status=RunOutcome("error", str(outcome.fatal)),
             )
             return
+        unpriced: str | None = None
         if outcome.suspended:
             # OMA keeps the suspended result (task-execution.ts 1357) and charges its tokens to
             # the run (1375-1391) before its suspended branch (1418): the run's usage counts
@@ -423,7 +428,8 @@ class RunActor(Actor[RunMessage, bool | None]):
             # snapshot holds completed results only, and the resumed result replaces this one.
             self._state.task_results[task_id] = outcome.result
             self._state.result_agents[task_id] = agent
-            self._charge(suspending=True)
+            unpriced = self._priced(suspending=True)
+        if outcome.suspended and unpriced is None:
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
             # A budget stop yields to it: OMA's loop asks whether to suspend before whether to
             # stop (task-execution.ts 796-806, 1518-1521), so nothing is skipped.
@@ -441,6 +447,20 @@ class RunActor(Actor[RunMessage, bool | None]):
         run_id = self._w.run_id
         self._state.task_results[task_id] = result
         self._state.result_agents[task_id] = agent
+        exceeded: BudgetExceeded | None = None
+        if not outcome.suspended:
+            # OMA prices each result before it finishes the task (task-execution.ts 1375-1391).
+            # What it passed is reported after the task's events, once its end is durable.
+            try:
+                exceeded = self._over()
+            except CostEstimateError as exc:
+                unpriced = str(exc)
+        if unpriced is not None:
+            # A cost the estimator could not give fails this task alone, with its message, and
+            # the run goes on (task-execution.ts 1392-1415).
+            self._unpriced.add(task_id)
+            result = replace(result, success=False, output=unpriced)
+            self._state.task_results[task_id] = result
         self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
         logger.info(
             "run %s: task %r %s (%d turns)", run_id, task.title,
@@ -449,7 +469,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         if not result.success:
             self._fail(task_id, result.output)
             self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
-            self._charge()
+            self._spend(exceeded)
             return
         # Spec SV-01 / EV-01: shared memory, turn, queue, save, and only then the events, so a
         # dependent never starts (and no observer hears of the completion) before it is durable.
@@ -467,7 +487,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         )
         self._announced.add(task_id)
         self._w.emit(AgentCompleted(run_id=run_id, agent=agent, task_id=task_id, result=result))
-        self._charge()
+        self._spend(exceeded)
 
     def _fail(self, task_id: str, message: str) -> None:
         """Fail a task with ``message`` and cascade; report and announce each failure."""
@@ -485,6 +505,14 @@ class RunActor(Actor[RunMessage, bool | None]):
                 )
             )
 
+    def _priced(self, *, suspending: bool = False) -> str | None:
+        """``_charge``; the message of a cost the estimator could not give instead of raising."""
+        try:
+            self._charge(suspending=suspending)
+        except CostEstimateError as exc:
+            return str(exc)
+        return None
+
     def _charge(self, *, suspending: bool = False) -> None:
         """Stop the run once its results spent more than its budget (drain, then skip the rest).
 
@@ -494,16 +522,28 @@ class RunActor(Actor[RunMessage, bool | None]):
         the charge (task-execution.ts 1375-1391, 1418-1422) and whose loop suspends before it
         stops (796-806): nothing is skipped, the run ends ``suspended``.
         """
+        self._spend(self._over(suspending=suspending), suspending=suspending)
+
+    def _over(self, *, suspending: bool = False) -> BudgetExceeded | None:
+        """What the results so far passed of the budget, if it is still to be reported.
+
+        Raises:
+            CostEstimateError: the estimator could not price a result.
+        """
         budget = self._w.budget
         if budget is None or self._over_budget or isinstance(self._stop, Halt):
-            return
+            return None
         if self._stop is not None and not suspending:
-            return
+            return None
         charges = [
             (result.token_usage, self._w.models.get(self._queue.get(task_id).assignee or "", ""))
             for task_id, result in self._state.task_results.items()
+            if task_id not in self._unpriced
         ]
-        exceeded = budget.check(charges, run_id=self._w.run_id)
+        return budget.check(charges, run_id=self._w.run_id)
+
+    def _spend(self, exceeded: BudgetExceeded | None, *, suspending: bool = False) -> None:
+        """Report ``exceeded`` and stop the run (see ``_charge``)."""
         if exceeded is None:
             return
         self._over_budget = True
