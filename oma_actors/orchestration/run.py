@@ -186,7 +186,7 @@ class RunActor(Actor[RunMessage, bool | None]):
                 # A restore starts with its completed results (and a decomposition) charged: a
                 # run already over budget then halts before its first dispatch, as the fresh
                 # run did after the task that took it over. A fresh start is within budget.
-                self._charge()
+                self._spend(self._over())
             case Boundary(task_id=task_id, agent=agent, state=state, kind=kind, facts=facts):
                 return await self._boundary(task_id, agent, state, kind, facts)
             case TaskFinished(outcome=outcome):
@@ -420,16 +420,20 @@ class RunActor(Actor[RunMessage, bool | None]):
                 status=RunOutcome("error", str(outcome.fatal)),
             )
             return
+        # OMA keeps every result, a suspended one too (task-execution.ts 1357), and prices it
+        # before it finishes the task (1375-1391): a restore does not count a suspended task's
+        # tokens twice (a snapshot holds completed results only; the resumed result replaces
+        # this one). A cost the estimator cannot give fails the task alone (1392-1415).
+        self._state.task_results[task_id] = outcome.result
+        self._state.result_agents[task_id] = agent
+        exceeded: BudgetExceeded | None = None
         unpriced: str | None = None
-        if outcome.suspended:
-            # OMA keeps the suspended result (task-execution.ts 1357) and charges its tokens to
-            # the run (1375-1391) before its suspended branch (1418): the run's usage counts
-            # them and they can pass its budget. A restore does not count them twice: the
-            # snapshot holds completed results only, and the resumed result replaces this one.
-            self._state.task_results[task_id] = outcome.result
-            self._state.result_agents[task_id] = agent
-            unpriced = self._priced(suspending=True)
+        try:
+            exceeded = self._over(suspending=outcome.suspended)
+        except CostEstimateError as exc:
+            unpriced = str(exc)
         if outcome.suspended and unpriced is None:
+            self._spend(exceeded, suspending=True)
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
             # A budget stop yields to it: OMA's loop asks whether to suspend before whether to
             # stop (task-execution.ts 796-806, 1518-1521), so nothing is skipped.
@@ -445,19 +449,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         task = self._queue.get(task_id)
         result = outcome.result
         run_id = self._w.run_id
-        self._state.task_results[task_id] = result
-        self._state.result_agents[task_id] = agent
-        exceeded: BudgetExceeded | None = None
-        if not outcome.suspended:
-            # OMA prices each result before it finishes the task (task-execution.ts 1375-1391).
-            # What it passed is reported after the task's events, once its end is durable.
-            try:
-                exceeded = self._over()
-            except CostEstimateError as exc:
-                unpriced = str(exc)
-        if unpriced is not None:
-            # A cost the estimator could not give fails this task alone, with its message, and
-            # the run goes on (task-execution.ts 1392-1415).
+        if unpriced is not None:  # the task fails with the estimator's message; the run goes on
             self._unpriced.add(task_id)
             result = replace(result, success=False, output=unpriced)
             self._state.task_results[task_id] = result
@@ -505,27 +497,12 @@ class RunActor(Actor[RunMessage, bool | None]):
                 )
             )
 
-    def _priced(self, *, suspending: bool = False) -> str | None:
-        """``_charge``; the message of a cost the estimator could not give instead of raising."""
-        try:
-            self._charge(suspending=suspending)
-        except CostEstimateError as exc:
-            return str(exc)
-        return None
-
-    def _charge(self, *, suspending: bool = False) -> None:
-        """Stop the run once its results spent more than its budget (drain, then skip the rest).
-
-        ``suspending``: the last result is a task suspended on an approval. It is charged even
-        when another suspension is pending; over the budget, ``BudgetExceeded`` is reported but
-        the suspension stands, as in OMA, whose suspended branch sets the run's status after
-        the charge (task-execution.ts 1375-1391, 1418-1422) and whose loop suspends before it
-        stops (796-806): nothing is skipped, the run ends ``suspended``.
-        """
-        self._spend(self._over(suspending=suspending), suspending=suspending)
-
     def _over(self, *, suspending: bool = False) -> BudgetExceeded | None:
-        """What the results so far passed of the budget, if it is still to be reported.
+        """What the results so far passed of the budget, if it is still to be reported (by
+        ``_spend``, once the task's end is durable: EV-01).
+
+        ``suspending``: the last result is a task suspended on an approval, priced even when
+        another suspension is pending.
 
         Raises:
             CostEstimateError: the estimator could not price a result.
@@ -543,7 +520,12 @@ class RunActor(Actor[RunMessage, bool | None]):
         return budget.check(charges, run_id=self._w.run_id)
 
     def _spend(self, exceeded: BudgetExceeded | None, *, suspending: bool = False) -> None:
-        """Report ``exceeded`` and stop the run (see ``_charge``)."""
+        """Report ``exceeded`` and stop the run: drain, then skip the rest.
+
+        ``suspending``: the suspension stands, as in OMA, whose suspended branch sets the run's
+        status after the charge (task-execution.ts 1375-1391, 1418-1422) and whose loop
+        suspends before it stops (796-806): nothing is skipped, the run ends ``suspended``.
+        """
         if exceeded is None:
             return
         self._over_budget = True
