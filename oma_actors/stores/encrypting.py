@@ -64,6 +64,7 @@ from oma_actors.stores.base import (
     Expect,
     Put,
     SetWithExpiry,
+    is_atomic_store,
     is_memory_store,
     one_document,
 )
@@ -221,44 +222,45 @@ class EncryptingStore:
             return
         async with self._proving:  # one proof: concurrent first writes wait for its answer
             if self._refused is None and not self._proven:
-                self._refused = await self._disproof(key)
-                if self._refused is None:
-                    self._refused = await self._leave_proof()
+                failed, seen = await self._disproof(key)
+                if failed is None and not seen:  # nothing under the id yet: its first writer
+                    failed = await self._leave_proof()
+                self._refused = failed
                 if self._refused is None:
                     self._proved()
             if self._refused is not None:
                 raise KeyMismatchError(f"encrypted entry {self._refused!r}", self.keyring.active)
 
-    async def _disproof(self, key: str) -> str | None:
-        """The first entry under the active id that the key does not open, when none opens;
-        ``None`` when one opens or none is stored (nothing disagrees)."""
+    async def _disproof(self, key: str) -> tuple[str | None, bool]:
+        """The first entry under the active id that the key does not open, when none opens
+        (``None`` when one opens or none is stored: nothing disagrees), and whether any value
+        under the id was stored."""
         failed: str | None = None
+        seen = False
         async for entries in self._witnesses(key):
             candidates = [entry for entry in entries if self.keyring.sealed_by_active(entry.value)]
+            seen = seen or bool(candidates)
             proof = self.keyring.proves_active((e.value, _context(e.key)) for e in candidates)
             if proof.opens:
-                return None
+                return None, True
             if failed is None and proof.failed is not None:
                 failed = candidates[proof.failed].key
-        return failed
+        return failed, seen
 
     async def _leave_proof(self) -> str | None:
-        """Create the key proof of the active id, once nothing stored disagreed (see the module
-        docstring): the proof's key when another writer created it first with other bytes
-        under the id, else ``None``."""
+        """Create the key proof of the active id on a store that held nothing under it (see the
+        module docstring): the proof's key when another writer created it first with other
+        bytes under the id, else ``None``."""
         proof = key_proof_key(self.keyring.active)
-        found = await self.inner.get(proof)
-        if found is None:
-            sealed = self.seal(proof, self.keyring.active)
-            create = getattr(self.inner, "compare_and_set", None)
-            if not callable(create):
-                await self.inner.set(proof, sealed)
-                return None
-            if await create(proof, None, sealed):
-                return None
-            found = await self.inner.get(proof)  # another writer created it meanwhile
-            if found is None:  # and it was cleared since: nothing to disagree with
-                return None
+        sealed = self.seal(proof, self.keyring.active)
+        if not is_atomic_store(self.inner):
+            await self.inner.set(proof, sealed)
+            return None
+        if await cast("AtomicStore", self.inner).compare_and_set(proof, None, sealed):
+            return None
+        found = await self.inner.get(proof)  # another writer created it since the store was read
+        if found is None:  # and it was cleared since: nothing to disagree with
+            return None
         if not self.keyring.sealed_by_active(found.value):
             return None  # re-sealed under another id by a rotation: no witness either way
         opened = self.keyring.proves_active([(found.value, _context(proof))])
