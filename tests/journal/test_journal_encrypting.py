@@ -53,16 +53,18 @@ class Note(BaseModel):
     text: str
 
 
-def one_tool(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-    if len(messages) == 1:
-        return LLMResponse(
-            [ToolUseBlock("call-1", "note", {"text": SECRET})], stop_reason="tool_use",
-            usage=TokenUsage(1, 1),
-        )  # fmt: skip
-    return LLMResponse([TextBlock(f"done with {SECRET}")], usage=TokenUsage(1, 1))
+def team_with(effects: list[str], text: str = SECRET, answer: str = f"done with {SECRET}") -> Team:
+    """Agent ``w`` calls ``note`` once with ``text`` (each execution's call id goes to
+    ``effects``), then answers ``answer``."""
 
+    def one_tool(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
+        if len(messages) == 1:
+            return LLMResponse(
+                [ToolUseBlock("call-1", "note", {"text": text})], stop_reason="tool_use",
+                usage=TokenUsage(1, 1),
+            )  # fmt: skip
+        return LLMResponse([TextBlock(answer)], usage=TokenUsage(1, 1))
 
-def team_with(effects: list[str]) -> Team:
     async def note(args: Note, ctx: ToolContext) -> str:
         effects.append(ctx.tool_call_id)
         return f"noted {args.text}"

@@ -12,53 +12,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from pydantic import BaseModel
+from test_journal_encrypting import team_with as one_note_team
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
     Team,
-    TokenUsage,
-    ToolContext,
-    define_tool,
 )
 from oma_actors.errors import ConfigurationError
 from oma_actors.journal import InMemoryRunJournal, JournalOptions, JsonlRunJournal
 from oma_actors.journal.ref import open_journal_ref
-from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
 from oma_actors.stores import FileStore, InMemoryStore, RedactingStore
-from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from pathlib import Path
 
 SECRET = "password=hunter2-canary"
 PII = "patient-0042"
 
 
-class Note(BaseModel):
-    text: str
-
-
-def one_tool(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-    if len(messages) == 1:
-        return LLMResponse(
-            [ToolUseBlock("call-1", "note", {"text": f"{SECRET} {PII}"})], stop_reason="tool_use",
-            usage=TokenUsage(1, 1),
-        )  # fmt: skip
-    return LLMResponse([TextBlock(f"done with {PII}")], usage=TokenUsage(1, 1))
-
-
 def team_with(effects: list[str]) -> Team:
-    async def note(args: Note, ctx: ToolContext) -> str:
-        effects.append(ctx.tool_call_id)
-        return f"noted {args.text}"
-
-    tool = define_tool(name="note", description="n", input_model=Note, execute=note)
-    return Team("t", [AgentConfig("w", adapter=ScriptedAdapter(one_tool), tools=[tool])])
+    return one_note_team(effects, f"{SECRET} {PII}", f"done with {PII}")
 
 
 @pytest.mark.parametrize("durable", [True, False], ids=["journal-first", "oma-mode"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pydantic import BaseModel
+from test_parity_suspended_usage import approve_pending
 
 from oma_actors import (
     AgentConfig,
@@ -29,7 +30,7 @@ from oma_actors import (
     ToolContext,
     define_tool,
 )
-from oma_actors.approvals import Allow, Reviewer, Suspend, decide_approval
+from oma_actors.approvals import Allow, Suspend
 from oma_actors.approvals.gates import ToolCallRequest
 from oma_actors.events import AgentCompleted, ProgressEvent
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
@@ -147,14 +148,7 @@ async def test_the_approved_and_restored_result_replaces_the_suspended_one() -> 
     # result (agent.ts 603-604) stands in task_results, with no trace of the suspension.
     store = InMemoryStore()
     suspended, _ = await _suspended(store)
-    [request] = suspended.pending_approvals
-    await decide_approval(
-        store,
-        request_id=request.id,
-        request_hash=request.request_hash,
-        decision="approve",
-        reviewer=Reviewer("finance"),
-    )
+    await approve_pending(store, suspended)
     result = await OpenMultiAgent().restore(
         _team(), checkpoint=CheckpointOptions(store=store, run_id=RUN)
     )

@@ -96,9 +96,8 @@ async def _suspended(
     return result, events
 
 
-async def _approve_and_restore(
-    store: InMemoryStore, suspended: TeamRunResult, budget: int | None = None
-) -> tuple[TeamRunResult, list[ProgressEvent]]:
+async def approve_pending(store: InMemoryStore, suspended: TeamRunResult) -> None:
+    """Approve the one approval ``suspended`` waits for, as ``finance``."""
     [request] = suspended.pending_approvals
     await decide_approval(
         store,
@@ -107,6 +106,12 @@ async def _approve_and_restore(
         decision="approve",
         reviewer=Reviewer("finance"),
     )
+
+
+async def _approve_and_restore(
+    store: InMemoryStore, suspended: TeamRunResult, budget: int | None = None
+) -> tuple[TeamRunResult, list[ProgressEvent]]:
+    await approve_pending(store, suspended)
     events: list[ProgressEvent] = []
     orchestrator = OpenMultiAgent(on_progress=events.append, max_token_budget=budget)
     result = await orchestrator.restore(

@@ -76,6 +76,24 @@ async def client() -> AsyncIterator[tuple[SidecarClient, asyncio.Event]]:
             serving.cancel()
 
 
+async def decide(client: SidecarClient, run_id: str, resume: int) -> pb.DecideApprovalResponse:
+    """Approve the run's one approval (pending or approved already) as ``ann``, with ``resume``."""
+    states = [pb.APPROVAL_STATE_PENDING, pb.APPROVAL_STATE_APPROVED]
+    listed = await client.approvals.ListApprovals(
+        pb.ListApprovalsRequest(run_id=run_id, states=states), metadata=client.metadata
+    )
+    [approval] = listed.approvals
+    decided: pb.DecideApprovalResponse = await client.approvals.DecideApproval(
+        pb.DecideApprovalRequest(
+            id=approval.id, request_hash=approval.request_hash,
+            decision=pb.DecideApprovalRequest.DECISION_APPROVE,
+            reviewer=pb.Reviewer(id="ann"), resume=resume,  # type: ignore[arg-type]
+        ),
+        metadata=client.metadata,
+    )  # fmt: skip
+    return decided
+
+
 async def decided_while_running(
     client: SidecarClient, go: asyncio.Event, run_id: str, resume: int, patience: float = 20
 ) -> list[pb.RunEvent]:
@@ -84,15 +102,7 @@ async def decided_while_running(
     await client.start_run(gated_and_slow(run_id))
     run = await waiting_run(client, run_id)
     assert run.status == pb.RUN_STATUS_RUNNING  # t2 still runs
-    [approval] = await client.list_approvals(run_id)
-    decided = await client.approvals.DecideApproval(
-        pb.DecideApprovalRequest(
-            id=approval.id, request_hash=approval.request_hash,
-            decision=pb.DecideApprovalRequest.DECISION_APPROVE,
-            reviewer=pb.Reviewer(id="ann"), resume=resume,  # type: ignore[arg-type]
-        ),
-        metadata=client.metadata,
-    )  # fmt: skip
+    decided = await decide(client, run_id, resume)
     assert decided.recorded
     assert not decided.HasField("run")  # nothing to resume yet
     go.set()  # t2 finishes; the run then suspends on t1's (decided) approval

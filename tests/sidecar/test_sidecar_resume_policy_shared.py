@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from sidecar_helpers import ECHO, LOOKUP_SCHEMA, TOKEN
-from test_sidecar_approval_parallel import gated_and_slow
+from test_sidecar_approval_parallel import decide, gated_and_slow
 from test_sidecar_approvals import waiting_run
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -60,23 +60,6 @@ async def pair(fresh_stores: FreshStores) -> AsyncIterator[Pair]:
         finally:
             host.stop()
             serving.cancel()
-
-
-async def decide(client: SidecarClient, run_id: str, resume: int) -> pb.DecideApprovalResponse:
-    states = [pb.APPROVAL_STATE_PENDING, pb.APPROVAL_STATE_APPROVED]
-    listed = await client.approvals.ListApprovals(
-        pb.ListApprovalsRequest(run_id=run_id, states=states), metadata=client.metadata
-    )
-    [approval] = listed.approvals
-    decided: pb.DecideApprovalResponse = await client.approvals.DecideApproval(
-        pb.DecideApprovalRequest(
-            id=approval.id, request_hash=approval.request_hash,
-            decision=pb.DecideApprovalRequest.DECISION_APPROVE,
-            reviewer=pb.Reviewer(id="ann"), resume=resume,  # type: ignore[arg-type]
-        ),
-        metadata=client.metadata,
-    )  # fmt: skip
-    return decided
 
 
 async def settled(client: SidecarClient, run_id: str, seconds: float) -> pb.Run:
