@@ -1,4 +1,5 @@
-"""The child processes of P5, one per invocation: ``--_child restore|load|lg-crash|lg-resume``.
+"""The child processes of P5, one per invocation: ``--_child`` ``restore``, ``load``, ``floor``
+(``floor``: ``parse_floor.child_floor``).
 
 Run by ``checkpoint_p5.run_child``, never by hand. Each child prints one JSON line (``seconds``
 from after import to the measured point, or ``error``), so the timing excludes the import.
@@ -10,6 +11,7 @@ import argparse
 
 from checkpoint_journal import child_load, child_restore
 from checkpoint_langgraph import child_lg_crash, child_lg_resume
+from parse_floor import child_floor
 
 
 def main() -> None:
@@ -23,6 +25,7 @@ def main() -> None:
     ap.add_argument("--_turns", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_payload", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_profile", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--_tail_from", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     ns = argparse.Namespace(
         store=a._store,
@@ -32,10 +35,12 @@ def main() -> None:
         turns=a._turns,
         payload=a._payload,
         profile=bool(a._profile),
+        tail_from=a._tail_from,
     )
     children = {
         "restore": child_restore,
         "load": child_load,
+        "floor": child_floor,
         "lg-crash": child_lg_crash,
         "lg-resume": child_lg_resume,
     }

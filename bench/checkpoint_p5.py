@@ -24,7 +24,8 @@ from checkpoint_journal import CHILD
 from checkpoint_report import GOALS, fmt_bytes, fmt_ratio, fmt_time, median, rotated, table, verdict
 from checkpoint_runs import run_one
 from checkpoint_settings import CONFIGS, OURS, Bench
-from checkpoint_workload import remove_quietly
+from checkpoint_workload import RUN_ID, remove_quietly
+from parse_floor import tail_from
 
 LG_CHANNEL = {"lg:sqlite": "add", "lg:delta": "delta"}
 
@@ -92,16 +93,31 @@ def one_child(bench: Bench, name: str, src: str) -> dict[str, Any]:
     return run_child(mode, work + ".json", s.long_turns, s.payload, **extra)
 
 
+def floor_child(bench: Bench, name: str, src: str, first: int) -> dict[str, Any]:
+    """One parse-floor child (``parse_floor.py``) on the bytes variant ``name`` restores."""
+    s = bench.s
+    extra = {"journal": src + ".jsonl", "tail_from": str(first)} if name == "floor:journal" else {}
+    return run_child("floor", src + ".json", s.long_turns, s.payload, **extra)
+
+
 def run(bench: Bench) -> None:
     """Measure P5, print its table and store its results under ``P5``."""
     s = bench.s
     n = s.long_turns
     sources = prepare(bench)
     sources["load"] = sources["file"]
+    # The parse floor of each of ours, in a fresh process as the restore children are: a goal
+    # below it cannot be met by any reader of that format (``parse_floor.py``).
+    first = bench.runner.run(tail_from(sources["journal"] + ".json", RUN_ID))
+    for name in OURS:
+        sources[f"floor:{name}"] = sources[name]
     samples: dict[str, list[dict[str, Any]]] = {name: [] for name in sources}
     for rep in range(s.child_repeats):
         for name in rotated(list(sources), rep):
-            out = one_child(bench, name, sources[name])
+            if name.startswith("floor:"):
+                out = floor_child(bench, name, sources[name], first)
+            else:
+                out = one_child(bench, name, sources[name])
             if out.get("error"):
                 print(f"# P5 child {name} failed: {out['error']}")
                 continue
@@ -128,6 +144,7 @@ def run(bench: Bench) -> None:
         default=float("nan"),
     )
     rows = []
+    floors = {name: median([o["seconds"] for o in samples[f"floor:{name}"]]) for name in OURS}
     for name in [*OURS, "load", *LG_CHANNEL]:
         got = samples.get(name)
         if not got:
@@ -144,8 +161,16 @@ def run(bench: Bench) -> None:
         check = verdict(t, GOALS["P5"]) if name in OURS else ""
         if name in OURS and lg_best == lg_best:
             check += f"; {fmt_ratio(t / lg_best)} of LangGraph's best"
+        floor = floors.get(name)
+        if floor is not None:
+            res[name]["parse_floor_seconds"] = floor
+            check += f"; {fmt_ratio(t / floor)} of its parse floor"
         label = f"{CONFIGS[name]} ({got[0]['messages']} messages)"
         rows.append([label, fmt_time(t), fmt_time(cpu), fmt_ratio(t / GOALS["P5"]), check])
+        if floor is not None:
+            label = "  its parse floor: orjson alone, the same bytes, a fresh process"
+            below = "the goal is below this floor" if floor > GOALS["P5"] else ""
+            rows.append([label, fmt_time(floor), "", fmt_ratio(floor / GOALS["P5"]), below])
         word = f" {verdict(t, GOALS['P5']).split(' ')[0]}" if name in OURS else ""
         bench.cell("P5 restore", name, f"{fmt_time(t)}{word}")
     if not s.langgraph:

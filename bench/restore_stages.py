@@ -16,18 +16,18 @@ median of ``--repeats`` fresh processes, so no stage runs with warm caches of an
 ``--kind file`` captures and splits the FileStore-alone configuration instead (``capfile.json``;
 no journal, so no tail stages).
 
-The **parse floor** row is what no reader of these formats can avoid, measured in the same
-child on the same bytes: ``orjson.loads`` of the state file, of the snapshot text it holds (the
-FileStore keeps each value as a JSON string, so the snapshot is parsed twice, OMA's format), and
-of each tail line, and nothing else: no checks, no objects built. A P5 goal below it cannot be
-met by any restore that reads these files, whatever it does with the parsed values.
+The **parse floor** row is what no reader of these formats can avoid (``parse_floor.py``),
+measured in the same child on the same bytes. A P5 goal below it cannot be met by any restore
+that reads these files, whatever it does with the parsed values. It runs
+after the stages, in memory the restore has already grown; the **fresh-process** row parses the
+same bytes in a child that has done nothing else, as a P5 child's allocator meets them (page
+faults and arena growth included): the floor a P5 child cannot go under.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import os
 import shutil
@@ -35,18 +35,14 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
 
-import orjson
 from checkpoint_workload import RUN_ID, run_ours
+from parse_floor import parse_floor, tail_lines
 
 from oma_actors.checkpoint import Checkpoint, fold_tail, read_journal_tail
-from oma_actors.journal import JsonlRunJournal, peek_seq
+from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.fields import adopt_journal_fields
 from oma_actors.stores import FileStore
-
-if TYPE_CHECKING:
-    from oma_actors.journal.event import JournalEvent
 
 STAGES = ("open", "load_latest", "read_journal_tail", "fold_tail")
 FILE_STAGES = STAGES[:2]
@@ -72,7 +68,7 @@ async def _stages(store_path: str, journal_path: str | None) -> dict[str, float]
         assert snapshot is not None, "the captured store holds no snapshot"
         if journal_path is None:
             cpu["events"] = 0.0
-            cpu["floor"] = _parse_floor(store_path, [])
+            cpu["floor"] = parse_floor(store_path, [])
             return cpu
         snapshot = adopt_journal_fields(snapshot)
         journal = JsonlRunJournal(journal_path, flush_interval_ms=0)
@@ -85,40 +81,17 @@ async def _stages(store_path: str, journal_path: str | None) -> dict[str, float]
         finally:
             await journal.close()
     cpu["events"] = float(len(events))
-    cpu["floor"] = _parse_floor(store_path, _tail_lines(journal_path, events))
+    cpu["tail_from"] = float(min((event.seq for event in events), default=0))
+    cpu["floor"] = parse_floor(store_path, tail_lines(journal_path, int(cpu["tail_from"])))
     return cpu
 
 
-def _tail_lines(journal_path: str, events: list[JournalEvent]) -> list[bytes]:
-    """The journal lines of ``events`` (the tail the restore read), as bytes."""
-    wanted = {event.seq for event in events}
-    with open(journal_path, "rb") as file:
-        lines = file.read().splitlines()
-    return [line for line in lines if _seq_of(line) in wanted]
-
-
-def _seq_of(line: bytes) -> int:
-    # The journal's own reader of a line's seq (either layout: OMA's ends ``,"seq":N,...``).
-    seq = peek_seq(line)
-    assert seq is not None, line[:80]
-    return seq
-
-
-def _parse_floor(store_path: str, lines: list[bytes]) -> float:
-    """CPU seconds orjson alone takes to parse the bytes the restore read (module docstring)."""
-    with open(store_path, "rb") as file:
-        data = file.read()
-    gc.disable()  # as the restore's reads run with the collector held off (``gc_paused``)
-    try:
-        t = time.process_time()
-        values = [entry["value"] for entry in orjson.loads(data)["entries"]]
-        for value in values:
-            orjson.loads(value)
-        for line in lines:
-            orjson.loads(line)
-        return time.process_time() - t
-    finally:
-        gc.enable()
+def _cold_floor(workdir: str, kind: str, tail_from: int) -> None:
+    """The parse floor in a process that has done nothing else (``--_floor``): the same bytes
+    as the stages child's floor, parsed by a fresh allocator, as a restore child parses them."""
+    cap = os.path.join(workdir, _captured(kind))
+    lines = tail_lines(cap + ".jsonl", tail_from) if kind == "journal" and tail_from > 0 else []
+    print(json.dumps({"floor": parse_floor(cap + ".json", lines)}))
 
 
 def _child(workdir: str, kind: str) -> None:
@@ -150,22 +123,30 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--_child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--_floor", type=int, default=-1, help=argparse.SUPPRESS)
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     if a._child:
         _child(a.workdir, a.kind)
+        return
+    if a._floor >= 0:
+        _cold_floor(a.workdir, a.kind, a._floor)
         return
     if a.capture:
         cap = os.path.join(a.workdir, _captured(a.kind))
         asyncio.run(run_ours(a.kind, a.turns, 1024, a.workdir, capture_to=cap))
         print(f"captured {cap}.json" + (f" and {cap}.jsonl" if a.kind == "journal" else ""))
         return
-    runs = []
-    for _ in range(a.repeats):
+    runs, cold = [], []
+    for _ in range(a.repeats):  # interleaved: a stages child, then a cold-floor child
         cmd = [sys.executable, os.path.abspath(__file__), "--_child", "--workdir", a.workdir]
         cmd += ["--kind", a.kind]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
+        cmd = [sys.executable, os.path.abspath(__file__), "--workdir", a.workdir]
+        cmd += ["--kind", a.kind, "--_floor", str(int(runs[-1].get("tail_from", 0)))]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        cold.append(json.loads(out.strip().splitlines()[-1])["floor"])
     stages = STAGES if a.kind == "journal" else FILE_STAGES
     what = f"tail of {int(runs[0]['events'])} events" if a.kind == "journal" else "FileStore alone"
     print(f"| stage ({what}) | CPU, median of {a.repeats} |")
@@ -177,6 +158,11 @@ def main() -> None:
     print(f"| sum | {1000 * total:.2f} ms |")
     ratio = total / floor
     print(f"| parse floor (orjson alone, same bytes) | {1000 * floor:.2f} ms ({ratio:.2f}x) |")
+    cold_floor = statistics.median(cold)
+    print(
+        f"| parse floor in a fresh process (the same, nothing before it) | {1000 * cold_floor:.2f}"
+        f" ms ({total / cold_floor:.2f}x) |"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import orjson
+
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
 from oma_actors.domain.messages import (
     ContentBlock,
@@ -352,13 +354,43 @@ def runner_to_json(
     return out
 
 
+def _messages(
+    raw: Any, raw_conversation: Any, conversation: tuple[Message, ...]
+) -> tuple[Message, ...]:
+    """The entry's ``messages``: the run's own messages, as a rule the conversation's end.
+
+    A running runner appends each message to both lists, so an entry holds the same messages
+    twice (OMA's format, spec 7.2). Where the entry's ``messages`` equal the end of its
+    conversation as parsed JSON, they are the conversation's decoded messages (frozen, so
+    shared as the running runner shares them), not decoded again: about half of a long
+    snapshot's messages (P5). Anything else is decoded on its own.
+    """
+    if isinstance(raw, list) and isinstance(raw_conversation, list):
+        start = len(raw_conversation) - len(raw)
+        if start >= 0 and _same_json(raw, raw_conversation[start:]):
+            return conversation[start:]
+    return tuple(message_from_json(m) for m in raw)
+
+
+def _same_json(a: list[Any], b: list[Any]) -> bool:
+    """Whether two parsed JSON lists are the same JSON value (Python's ``==`` also takes
+    ``1 == 1.0 == True``, which JSON tells apart)."""
+    if a != b:
+        return False
+    try:
+        return orjson.dumps(a) == orjson.dumps(b)
+    except TypeError:  # an integer past 64 bits (read exactly by ``json``): not worth a walk
+        return False
+
+
 def runner_from_json(raw: Json) -> RunnerState:
     """Parse an in-flight entry into runner state."""
     phase = raw["phase"]
     budget_exceeded = raw.get("budgetExceeded") is True
     # A runner that completed over its budget did not succeed (RN-04 #7), whatever else it says.
     ended_over_budget = phase == "completed" and budget_exceeded
-    conversation = tuple(message_from_json(m) for m in raw["conversationMessages"])
+    raw_conversation = raw["conversationMessages"]
+    conversation = tuple(message_from_json(m) for m in raw_conversation)
     pending = tuple(pending_from_json(p) for p in raw.get("pendingToolCalls") or ())
     # The records of this round's commits pair with results not in the conversation yet.
     committed: list[ContentBlock] = [p.commit.block for p in pending if p.commit is not None]
@@ -366,7 +398,7 @@ def runner_from_json(raw: Json) -> RunnerState:
     return RunnerState(
         phase=phase,
         conversation=conversation,
-        messages=tuple(message_from_json(m) for m in raw["messages"]),
+        messages=_messages(raw["messages"], raw_conversation, conversation),
         turns=int(raw["turns"]),
         token_usage=usage_from_json(raw["tokenUsage"]),
         tool_calls=tuple(records_from_json(raw["toolCalls"], paired)),

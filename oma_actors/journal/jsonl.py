@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.errors import CorruptStoreError, StoreError
 from oma_actors.journal.codec import (
     parse_line,
-    parse_line_bytes,
+    parse_lines_bytes,
     peek_seq,
     spelled_run_id,
     to_json_object,
@@ -279,11 +279,9 @@ class JsonlRunJournal:
             os.close(fd)
         if lines is not None:
             try:
-                return [
-                    parse_line_bytes(line, path=self._path)
-                    for seq, line in lines
-                    if last is None or seq <= last
-                ]
+                return parse_lines_bytes(
+                    [line for seq, line in lines if last is None or seq <= last], path=self._path
+                )
             except (JournalCorruptError, UnicodeDecodeError):
                 pass  # the whole-file read below names the bad line, or skips a torn one
         return [

@@ -3,6 +3,7 @@ its records read back with the ids and error flags of their calls."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from oma_actors.domain.inflight import PendingCall, RunnerState, ToolCommit
@@ -82,3 +83,38 @@ def test_a_pending_commit_s_record_takes_its_call_s_id() -> None:
         ),
     )
     assert runner_from_json(runner_to_json("t1", "worker", state)) == state
+
+
+def _talk(input_value: object) -> RunnerState:
+    prompt = Message("user", [TextBlock("look things up")])
+    use = Message("assistant", [ToolUseBlock("c1", "price", {"sku": input_value})])
+    answer = Message("user", [ToolResultBlock("c1", "12")])
+    return RunnerState(
+        phase="awaiting_model", conversation=(prompt, use, answer), messages=(use, answer), turns=1
+    )
+
+
+def test_messages_that_are_the_conversation_s_end_are_its_decoded_messages() -> None:
+    """The entry holds the run's messages twice (OMA's format); read back, they are the
+    conversation's own (frozen) objects, as a running runner holds them, not a second decode."""
+    out = runner_to_json("t1", "worker", _talk(1))
+    state = runner_from_json(out)
+    assert state == _talk(1)
+    assert all(a is b for a, b in zip(state.messages, state.conversation[1:], strict=True))
+
+
+def test_messages_that_differ_from_the_conversation_are_decoded_on_their_own() -> None:
+    """Python's ``==`` takes ``1 == 1.0 == True``; JSON does not. A ``messages`` member that
+    differs from the conversation only so, or in any other way, keeps its own values."""
+    for value in (1.0, True, 2):
+        out = json.loads(json.dumps(runner_to_json("t1", "worker", _talk(1))))  # as read
+        out["messages"][0]["content"][0]["input"]["sku"] = value
+        state = runner_from_json(out)
+        read = state.messages[0].content[0]
+        assert isinstance(read, ToolUseBlock)
+        assert type(read.input["sku"]) is type(value)
+        assert read.input["sku"] == value
+        assert state.conversation == _talk(1).conversation
+    out = runner_to_json("t1", "worker", _talk(1))
+    out["messages"] = out["messages"][:1]  # not the conversation's end: decoded alone
+    assert runner_from_json(out).messages == _talk(1).messages[:1]

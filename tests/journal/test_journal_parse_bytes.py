@@ -1,5 +1,6 @@
-"""``parse_line`` and ``parse_line_bytes``: orjson where it reads the value ``json`` would, else
-the ``json`` module; both give the event ``json.loads`` and ``from_json_object`` make."""
+"""``parse_line``, ``parse_line_bytes`` and ``parse_lines_bytes``: orjson where it reads the value
+``json`` would, else the ``json`` module; all give the event ``json.loads`` and
+``from_json_object`` make, line by line, and the same first error."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from oma_actors.journal.codec import (
     from_json_object,
     parse_line,
     parse_line_bytes,
+    parse_lines_bytes,
     slot_setters,
 )
 from oma_actors.journal.errors import JournalCorruptError
@@ -38,7 +40,8 @@ def reference(text: str) -> str:
 
 
 def both(text: str) -> tuple[Any, Any]:
-    """The event (or the error's text) from each parser."""
+    """The event (or the error's text) from ``parse_line`` and ``parse_line_bytes``, after
+    checking that ``parse_lines_bytes`` of the line alone reads what ``parse_line_bytes`` does."""
     out = []
     for by_bytes in (False, True):
         try:
@@ -47,7 +50,16 @@ def both(text: str) -> tuple[Any, Any]:
             out.append(f"error: {exc}")
         else:
             out.append(repr(event))
+    assert _batch([text]) == [out[1]]
     return out[0], out[1]
+
+
+def _batch(texts: list[str]) -> list[str]:
+    """``parse_lines_bytes`` of ``texts``: each event's repr, or the error's text alone."""
+    try:
+        return [repr(event) for event in parse_lines_bytes([t.encode() for t in texts])]
+    except JournalCorruptError as exc:
+        return [f"error: {exc}"]
 
 
 @pytest.mark.parametrize(
@@ -81,6 +93,24 @@ def test_the_same_error_as_parse_line(text: str) -> None:
 def test_a_line_that_is_not_utf8_fails_as_its_decode_does() -> None:
     with pytest.raises(UnicodeDecodeError):
         parse_line_bytes(BASE.encode() + b'"s":"\xff"}')
+    with pytest.raises(UnicodeDecodeError):
+        parse_lines_bytes([BASE.encode() + b'"s":"x"}', BASE.encode() + b'"s":"\xff"}'])
+
+
+def test_a_batch_reads_each_line_as_it_reads_alone() -> None:
+    """One digit check covers the batch: a long integer on any line sends every line to the
+    reader that keeps it exact, a line before it included (orjson alone reads a float)."""
+    plain, long = BASE + '"n":1}', BASE + '"n":123456789012345678901234567890}'
+    for lines in ([plain, long], [long, plain], [plain, plain]):
+        assert _batch(lines) == [both(line)[1] for line in lines]
+    (event,) = parse_lines_bytes([long.encode()])
+    assert event.data["n"] == 123456789012345678901234567890
+
+
+def test_a_batch_fails_with_its_first_bad_line_s_error() -> None:
+    good = BASE + '"n":1}'
+    for bad in ("[1,2]", '{"n":NaN}', "{not json", '{"type":"nope","seq":1}'):
+        assert _batch([good, bad, "{also not json"]) == [both(bad)[1]]
 
 
 _VALUES = st.recursive(
