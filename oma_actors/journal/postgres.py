@@ -215,7 +215,7 @@ class PostgresRunJournal(SqlRunJournal):
     async def _insert_mark(self, run_id: str, seq: int, call_id: str, payload: str) -> None:
         await self._database().insert_mark(run_id, seq, call_id, payload)
 
-    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str, str]]:
         return await self._database().select_marks(run_id, above)
 
     async def _release(self, *, abort: bool = False) -> None:
@@ -513,11 +513,11 @@ class _Database:
         pool = await self.connected()
         await self._call(pool.execute(self._sql["mark"], run_id, seq, call_id, payload))
 
-    async def select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
+    async def select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str, str]]:
         """``SqlRunJournal._select_marks``."""
         pool = await self.connected()
         rows = await self._call(pool.fetch(self._sql["marks"], run_id, above))
-        return [(row[0], row[1]) for row in rows]
+        return [(row[0], row[1], row[2]) for row in rows]
 
     async def _call(self, operation: Awaitable[Any]) -> Any:
         return await store_call(self.name, operation)
@@ -565,7 +565,9 @@ def _statements(table: str, store_table: str) -> dict[str, str]:
             f"INSERT INTO {marks} (run_id, seq, call_id, payload) VALUES ($1, $2, $3, $4) "
             "ON CONFLICT (run_id, seq, call_id) DO UPDATE SET payload = EXCLUDED.payload"
         ),
-        "marks": f"SELECT seq, payload FROM {marks} WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+        "marks": (
+            f"SELECT seq, call_id, payload FROM {marks} WHERE run_id = $1 AND seq > $2 ORDER BY seq"
+        ),
         "delete_marks": f"DELETE FROM {marks} WHERE run_id = $1",
         "check": f"SELECT key, value FROM {store} WHERE key = ANY($1::text[]) FOR UPDATE",
         "plain": (

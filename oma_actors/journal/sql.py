@@ -272,14 +272,20 @@ class SqlRunJournal(ABC):
         """
         self._check_open()
         marks = []
-        for seq, payload in await self._select_marks(run_id, above):
+        for seq, call_id, payload in await self._select_marks(run_id, above):
             try:
                 mark = mark_from_json(payload)
             except ValueError as exc:
                 raise JournalCorruptError(f"{self._name}_marks", seq, "json", str(exc)) from None
-            if mark.run_id != run_id or mark.seq != seq:
+            # The whole key: a payload naming another call would stand in for its row's call,
+            # whose mark (what keeps it from running twice) would then be gone.
+            if mark.run_id != run_id or mark.seq != seq or mark.call_id != call_id:
                 raise JournalCorruptError(
-                    f"{self._name}_marks", seq, "key", f"the mark is run {mark.run_id!r}"
+                    f"{self._name}_marks",
+                    seq,
+                    "key",
+                    f"the mark is run {mark.run_id!r}, seq {mark.seq}, call {mark.call_id!r} "
+                    f"in the row of call {call_id!r}",
                 )
             marks.append(mark)
         return marks
@@ -335,8 +341,8 @@ class SqlRunJournal(ABC):
         and commit."""
 
     @abstractmethod
-    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
-        """``(seq, payload)`` mark rows of ``run_id`` with ``seq > above``, by seq."""
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str, str]]:
+        """``(seq, call_id, payload)`` mark rows of ``run_id`` with ``seq > above``, by seq."""
 
     @abstractmethod
     async def _release(self) -> None:

@@ -183,12 +183,15 @@ class SqliteRunJournal(SqlRunJournal):
 
         await self._run(lambda connection: immediate_transaction(connection, body))
 
-    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str]]:
-        query = f"SELECT seq, payload FROM {MARKS_TABLE} WHERE run_id = ? AND seq > ? ORDER BY seq"
+    async def _select_marks(self, run_id: str, above: int) -> Sequence[tuple[int, str, str]]:
+        query = (
+            f"SELECT seq, call_id, payload FROM {MARKS_TABLE} WHERE run_id = ? AND seq > ? "
+            "ORDER BY seq"
+        )
         rows = await self._run(
             lambda connection: connection.execute(query, (run_id, above)).fetchall()
         )
-        return [(row[0], row[1]) for row in rows]
+        return [(row[0], row[1], row[2]) for row in rows]
 
     async def _release(self) -> None:
         worker, self._worker = self._worker, None
