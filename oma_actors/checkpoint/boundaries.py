@@ -90,6 +90,15 @@ def probing(probe: BoundaryProbe) -> Iterator[None]:
         _PROBE.reset(token)
 
 
+def installed_probe() -> BoundaryProbe | None:
+    """The probe installed in the current context, or ``None`` (production: always ``None``).
+
+    For a caller that reports at every save: it builds its ``BoundaryPoint`` only when a probe
+    will see it (two points per journal-only boundary, about 2 us of CPU, issue 19).
+    """
+    return _PROBE.get()
+
+
 def report(point: BoundaryPoint) -> None:
     """Hand ``point`` to the installed probe, if any.
 

@@ -67,7 +67,7 @@ from oma_actors.checkpoint.anchors import (
     uncopied_anchor,
 )
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
-from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, report
+from oma_actors.checkpoint.boundaries import STRICT_BOUNDARIES, BoundaryPoint, installed_probe
 from oma_actors.checkpoint.codec import encode
 from oma_actors.checkpoint.fragments import EncodeCache
 from oma_actors.errors import CheckpointError, KeyMismatchError, LeaseError
@@ -350,20 +350,24 @@ class RunWriter:
         strict = boundary in STRICT_BOUNDARIES
         revision = self._revision + 1
         run_id = run.run_id
-        report(
-            BoundaryPoint(
-                run_id=run_id, boundary=boundary, phase="before", task_id=task_id,
-                revision=revision,
-            )
-        )  # fmt: skip
+        # The context's probe, which nothing in a save changes: read once.
+        probe = installed_probe()
+        if probe is not None:
+            probe(
+                BoundaryPoint(
+                    run_id=run_id, boundary=boundary, phase="before", task_id=task_id,
+                    revision=revision,
+                )
+            )  # fmt: skip
         outcome, snapshot = await self._save_by_path(run, boundary, revision)
-        # Built, not ``replace``d from the first: a few microseconds at every boundary.
-        report(
-            BoundaryPoint(
-                run_id=run_id, boundary=boundary, phase="after", task_id=task_id,
-                revision=revision, durable=outcome.durable,
-            )
-        )  # fmt: skip
+        if probe is not None:
+            # Built, not ``replace``d from the first: a few microseconds at every boundary.
+            probe(
+                BoundaryPoint(
+                    run_id=run_id, boundary=boundary, phase="after", task_id=task_id,
+                    revision=revision, durable=outcome.durable,
+                )
+            )  # fmt: skip
         if isinstance(outcome, Saved):
             self._revision = outcome.revision
             self._saved += 1

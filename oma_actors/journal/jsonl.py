@@ -87,7 +87,8 @@ class JsonlRunJournal:
         self._fd: int | None = None
         self._tail_checked = False
         # The open batch: its lines, its future (shared by every appender in it), the timer of
-        # its window and whether that window closed; the batch on its way to disk, if any.
+        # its window and whether that window closed; the future of the batch on its way to
+        # disk, if any.
         self._pending: list[str] = []
         self._batch: asyncio.Future[None] | None = None
         self._window: asyncio.Handle | None = None
@@ -339,14 +340,19 @@ class JsonlRunJournal:
             return
         lines, batch = self._pending, self._batch
         self._pending, self._batch, self._due = [], None, False
-        self._writing = written = self._thread.submit(
-            self._write, "".join(f"{line}\n" for line in lines)
+        self._writing = batch
+        # Answered straight from the thread (``IoThread.call``): a future of the thread's own
+        # would settle the batch one turn of the loop later, on every durable boundary.
+        self._thread.call(
+            self._write,
+            ("".join(f"{line}\n" for line in lines),),
+            functools.partial(self._written, batch),
         )
-        written.add_done_callback(functools.partial(self._written, batch))
 
-    def _written(self, batch: asyncio.Future[None], written: asyncio.Future[None]) -> None:
+    def _written(
+        self, batch: asyncio.Future[None], _result: None, error: BaseException | None
+    ) -> None:
         self._writing = None
-        error = written.exception()
         if error is not None:
             batch.set_exception(error)
             batch.exception()  # retrieved: waiters that were cancelled must not log it

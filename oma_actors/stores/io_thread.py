@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import queue
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,9 +27,13 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# A call: its loop, its future, the function (``None``: end the thread) and its arguments.
+# A call: its loop, what its outcome is handed to there (``(result, None)`` or ``(None,
+# error)``), the function (``None``: end the thread) and its arguments.
 _Item = tuple[
-    asyncio.AbstractEventLoop, "asyncio.Future[Any]", "Callable[..., Any] | None", tuple[Any, ...]
+    asyncio.AbstractEventLoop,
+    "Callable[[Any, BaseException | None], None]",
+    "Callable[..., Any] | None",
+    tuple[Any, ...],
 ]
 
 
@@ -66,8 +71,23 @@ class IoThread:
         The future belongs to the running loop. Cancelling it does not stop the call (a write
         under way cannot be stopped); its outcome is then dropped.
         """
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self.call(fn, args, functools.partial(_settle, future))
+        return future
+
+    def call(
+        self,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        answer: Callable[[T | None, BaseException | None], None],
+    ) -> None:
+        """``submit`` without a future: ``answer(result, error)`` runs on the loop once it ran.
+
+        For a caller that only hands the outcome on (a journal settling its batch): the
+        future's done callback was one more turn of the loop between the ``fsync`` and the
+        appenders it wakes, on every durable boundary (issue 19).
+        """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
         with self._lock:
             if self._serving is None:
                 calls: queue.SimpleQueue[_Item] = queue.SimpleQueue()
@@ -79,8 +99,7 @@ class IoThread:
                 )
                 self._serving = (thread, calls)
                 thread.start()
-            self._serving[1].put((loop, future, fn, args))
-        return future
+            self._serving[1].put((loop, answer, fn, args))
 
     async def close(self) -> None:
         """End the thread once every call handed over before this one ran; return when it has.
@@ -94,7 +113,7 @@ class IoThread:
                 return
             (thread, calls), self._serving = self._serving, None
             self._closed_thread = thread
-            calls.put((loop, ended, None, ()))
+            calls.put((loop, functools.partial(_settle, ended), None, ()))
         await ended
         thread.join()  # settled by its last statement: this waits for its return only
 
@@ -103,7 +122,7 @@ class IoThread:
             previous.join()  # the calls handed over before a close run first
         while True:
             try:
-                loop, future, fn, args = calls.get(timeout=self._idle)
+                loop, answer, fn, args = calls.get(timeout=self._idle)
             except queue.Empty:
                 with self._lock:
                     if calls.empty():
@@ -112,27 +131,31 @@ class IoThread:
                         return
                 continue
             if fn is None:  # ``close``: every call handed over before it has run
-                _tell(loop, _succeed, future, None)
+                _tell(loop, answer, None, None)
                 return
             try:
                 result = fn(*args)
             except BaseException as exc:  # handed to the awaiting side, which decides
-                _tell(loop, _fail, future, exc)
+                _tell(loop, answer, None, exc)
             else:
-                _tell(loop, _succeed, future, result)
+                _tell(loop, answer, result, None)
 
 
-def _tell(loop: asyncio.AbstractEventLoop, settle: Callable[..., None], *args: Any) -> None:
+def _tell(
+    loop: asyncio.AbstractEventLoop,
+    answer: Callable[[Any, BaseException | None], None],
+    result: Any,
+    error: BaseException | None,
+) -> None:
     # A closed loop raises RuntimeError: nobody is left to wait for the outcome.
     with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(settle, *args)
+        loop.call_soon_threadsafe(answer, result, error)
 
 
-def _succeed(future: asyncio.Future[Any], result: Any) -> None:
-    if not future.cancelled():
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is None:
         future.set_result(result)
-
-
-def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
-    if not future.cancelled():
-        future.set_exception(exc)
+    else:
+        future.set_exception(error)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from checkpoint_support import make_snapshot
 
-from oma_actors.checkpoint import Checkpoint, NotSaved, RunWriter, Saved, Unknown
+from oma_actors.checkpoint import Checkpoint, NotSaved, RunWriter, Saved, Unknown, run_writer
 from oma_actors.checkpoint.boundaries import (
     BOUNDARIES,
     STRICT_BOUNDARIES,
@@ -90,6 +90,19 @@ async def test_the_probe_sees_each_boundary_before_and_after_with_its_durability
         ("task_completed", "after", "t1", 6, False),
     ]
     assert {p.run_id for p in seen} == {"run-test"}
+
+
+async def test_without_a_probe_a_save_builds_no_boundary_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Production installs no probe: the two points of every save are not built (issue 19).
+    def unexpected(**fields: object) -> BoundaryPoint:
+        raise AssertionError(f"a point was built with no probe installed: {fields}")
+
+    monkeypatch.setattr(run_writer, "BoundaryPoint", unexpected)
+    writer = writer_on(FlakyStore(), [])
+    outcome = await writer.save(make_snapshot(goal="one"), boundary="tool_commit")
+    assert isinstance(outcome, Saved)
 
 
 async def test_a_probe_runs_before_the_store_is_touched() -> None:

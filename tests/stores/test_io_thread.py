@@ -24,6 +24,29 @@ async def test_results_and_errors_come_back_on_the_loop() -> None:
     assert await thread.submit(threading.get_ident) != threading.get_ident()
 
 
+async def test_call_hands_the_outcome_to_its_answer_on_the_loop_without_a_future() -> None:
+    thread = IoThread("t")
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Queue[tuple[object, BaseException | None, int]] = asyncio.Queue()
+
+    def answer(result: object, error: BaseException | None) -> None:
+        answered.put_nowait((result, error, threading.get_ident()))
+
+    def fails() -> None:
+        raise OSError("disk full")
+
+    thread.call(lambda a, b: a + b, (2, 3), answer)
+    thread.call(fails, (), answer)
+    result, error, ident = await answered.get()
+    assert (result, error) == (5, None)
+    assert ident == threading.get_ident()  # on the loop's thread, not the I/O thread
+    result, error, _ = await answered.get()
+    assert result is None
+    assert isinstance(error, OSError)
+    assert loop.is_running()
+    await thread.close()
+
+
 async def test_calls_run_in_the_order_they_were_handed_over_on_one_thread() -> None:
     thread = IoThread("t")
     seen: list[tuple[int, int]] = []
