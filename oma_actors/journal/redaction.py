@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.errors import SEALED_PREFIX
+from oma_actors.stores.keyring import is_envelope
 from oma_actors.stores.redaction import redact_tree
 
 if TYPE_CHECKING:
@@ -39,4 +39,4 @@ def is_sealed_event(event: JournalEvent) -> bool:
     if len(data) != 1:
         return False
     envelope = data.get("sealed")
-    return isinstance(envelope, str) and envelope.startswith(SEALED_PREFIX)
+    return isinstance(envelope, str) and is_envelope(envelope)

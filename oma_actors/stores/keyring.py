@@ -267,6 +267,22 @@ class KeyRing:
         return key_id if colon else None
 
 
+_ENVELOPE = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]+={0,2}")
+
+
+def is_envelope(text: str) -> bool:
+    """Whether ``text`` is one whole sealed envelope (prefix, key id, base64) and nothing else:
+    ciphertext, with no plaintext for a redaction rule to find.
+
+    A redacting layer under a sealing one (``EncryptingStore(RedactingStore(...))``, a sealed
+    journal writing into a redacting one) leaves such a value alone: a rule as broad as
+    ``[A-Za-z0-9+/]{20,}``, or one as plain as ``\\d{4}``, matches inside the base64, and the
+    value never opens again. A prefix alone is not enough (``oma-sealed:v1:k:password=x`` is
+    plaintext).
+    """
+    return _ENVELOPE.fullmatch(text) is not None
+
+
 def _raw(encoded: str) -> bytes | None:
     """The nonce and ciphertext an envelope's last field holds, ``None`` when malformed."""
     try:
@@ -282,4 +298,12 @@ def _aad(key_id: str, context: bytes) -> bytes:
     return PREFIX.encode("ascii") + key_id.encode("ascii") + b"\x00" + context
 
 
-__all__ = ["KEY_BYTES", "PREFIX", "KeyMismatchError", "KeyProof", "KeyRing", "UnsealError"]
+__all__ = [
+    "KEY_BYTES",
+    "PREFIX",
+    "KeyMismatchError",
+    "KeyProof",
+    "KeyRing",
+    "UnsealError",
+    "is_envelope",
+]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from oma_actors.domain.secret_names import is_sensitive_name
 from oma_actors.errors import ConfigurationError
 from oma_actors.jsontext import reject_constant
+from oma_actors.stores.keyring import is_envelope
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -217,7 +218,13 @@ class Redactor:
         return redacted
 
     def value(self, value: str) -> str:
-        """``redact(value, patterns)``: structure-aware for a JSON object or array."""
+        """``redact(value, patterns)``: structure-aware for a JSON object or array.
+
+        A value that is one whole sealed envelope is written as it is (``is_envelope``): the
+        sealing layer above redacted its plaintext before sealing it, if it was asked to.
+        """
+        if is_envelope(value):
+            return value
         return redact_compiled(value, self._patterns, self.text)
 
     def encode(self, node: dict[str, Any] | list[Any], keep: Callable[[str], bool]) -> str:

@@ -1,0 +1,49 @@
+"""A redacting store under an encrypting one (``EncryptingStore(RedactingStore(inner))``): the
+redactor leaves a whole sealed envelope alone (``keyring.is_envelope``), and nothing else.
+
+Its rules ran over the envelope's base64 before: a rule as broad as ``[A-Za-z0-9+/]{20,}``
+turned every value into ``oma-sealed:v1:k1:[redacted]``, and one as plain as ``\\d{4}`` broke
+about one value in twenty, silently at write time; either way the value never opened again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oma_actors.stores import InMemoryStore, RedactingStore
+from oma_actors.stores.encrypting import EncryptingStore
+from oma_actors.stores.keyring import PREFIX, KeyRing, is_envelope
+
+RING = KeyRing({"k1": bytes(range(32))}, active="k1")
+
+
+@pytest.mark.parametrize("pattern", [r"[A-Za-z0-9+/]{20,}", r"\d{4}", r"[A-Z]{3}"])
+async def test_sealed_values_written_through_a_redacting_store_open_again(pattern: str) -> None:
+    inner = InMemoryStore()
+    store = EncryptingStore(RedactingStore(inner, patterns=[pattern]), RING)
+    values = {f"note/{i}": f"meeting {i} moved to room {i % 7}" for i in range(200)}
+    for key, value in values.items():
+        await store.set(key, value)
+    assert {key: (await store.get(key) or pytest.fail(key)).value for key in values} == values
+    assert all(is_envelope(entry.value) for entry in await inner.list())
+
+
+async def test_a_value_that_only_looks_sealed_is_still_redacted() -> None:
+    """Only a whole envelope is skipped: the prefix with plaintext after it is redacted."""
+    inner = InMemoryStore()
+    store = RedactingStore(inner, patterns=[r"\d{4}"])
+    for value in (f"{PREFIX}k1:card 4111 1111", f"{PREFIX}k1:AAAA1234==tail"):
+        await store.set("v", value)
+        stored = (await inner.get("v") or pytest.fail("v")).value
+        assert "[redacted]" in stored
+        assert "4111" not in stored
+        assert "1234" not in stored
+
+
+def test_an_envelope_is_the_prefix_a_key_id_and_base64_alone() -> None:
+    sealed = RING.seal(b"x", b"context")
+    assert is_envelope(sealed)
+    for text in (sealed + " ", " " + sealed, sealed + "\n", f"{PREFIX}k1:", f"{PREFIX}:AAAA"):
+        assert not is_envelope(text)
+    assert not is_envelope(f"{PREFIX}k1:pass=word")
+    assert not is_envelope(f"{PREFIX}{'k' * 65}:AAAA")
