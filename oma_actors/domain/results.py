@@ -38,7 +38,9 @@ class AgentRunResult:
     when the agent's token budget ran out, ``rejected`` when a consequential call needed a
     confirmation it did not get (``confirmation_required`` then says none was possible),
     ``suspended`` when a tool call waits for a durable approval (the task stays in progress).
-    ``None`` means the plain ``ok`` or ``error`` that ``success`` implies.
+    ``None`` means the plain ``ok`` or ``error`` that ``success`` implies. An agent's merged
+    ``agent_results`` entry takes its later part's status, as OMA's does: one whose later
+    part succeeded says ``ok`` even though an earlier part failed (``success`` is ``False``).
     """
 
     success: bool

@@ -48,11 +48,16 @@ def merge_agent_results(existing: AgentRunResult, result: AgentRunResult) -> Age
 
     OMA's ``buildTeamRunResult`` (orchestrator.ts 3283-3302): the non-empty outputs joined by
     ``OUTPUT_SEPARATOR``, messages and tool calls concatenated, usage summed, successful only if
-    both were; a failed merge keeps the later part's status, else the earlier's. Like OMA's, the
-    merge keeps nothing else: ``confirmation_required`` is not carried. ``turns`` (not in OMA's
-    result) is summed.
+    both were; a failed merge takes the later part's status (``result.status ??
+    existing.status``, where every result OMA's agent makes carries one: a later part that
+    succeeded makes the merge ``ok``, one that failed plainly makes it ``error``, whatever the
+    earlier part said). Like OMA's, the merge keeps nothing else: ``confirmation_required`` is
+    not carried. ``turns`` (not in OMA's result) is summed.
     """
     success = existing.success and result.success
+    status = result.status
+    if not success and status is None and result.success:
+        status = RunOutcome("ok")  # OMA's ``statusOnly('ok')``; ``None`` would read as error
     return AgentRunResult(
         success=success,
         output=OUTPUT_SEPARATOR.join(text for text in (existing.output, result.output) if text),
@@ -60,7 +65,7 @@ def merge_agent_results(existing: AgentRunResult, result: AgentRunResult) -> Age
         token_usage=existing.token_usage + result.token_usage,
         tool_calls=[*existing.tool_calls, *result.tool_calls],
         turns=existing.turns + result.turns,
-        status=None if success else result.status or existing.status,
+        status=None if success else status,
     )
 
 

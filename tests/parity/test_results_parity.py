@@ -156,8 +156,15 @@ def test_the_merge_rules_are_oma_s() -> None:
     )
     failed = part("b", success=False, status=rejected)
     assert merge_agent_results(part("a", status=over), failed).status == rejected  # the later's
-    assert merge_agent_results(part("a", success=False, status=over), part("b")).status == over
-    assert merge_agent_results(part("a", success=False), part("b")).status is None  # error
+    # OMA: ``result.status ?? existing.status`` (orchestrator.ts 3290-3292 at 16562ed), and
+    # every result its agent makes carries a status (``statusOnly('ok')`` when it succeeded):
+    # the later part's status stands, ``ok`` included, whatever the earlier part said.
+    suspended = RunOutcome("suspended", "Durable approval required before execution can continue.")
+    for earlier in (over, suspended, None):
+        merged = merge_agent_results(part("a", success=False, status=earlier), part("b"))
+        assert (merged.success, merged.status) == (False, RunOutcome("ok"))
+    plain = merge_agent_results(part("a", success=False, status=over), part("b", success=False))
+    assert plain.status is None  # the later part's plain ``error``, not the earlier ``over``
     assert merge_agent_results(part(""), part("b")).output == "b"
 
 
