@@ -37,6 +37,7 @@ from oma_actors.stores.file_io import (
     UncutAppendError,
     append_synced,
     check_regular,
+    make_directories,
     open_for_append,
     read_regular,
 )
@@ -417,11 +418,15 @@ def _make_parent(path: str) -> None:
 
     Without them every append fails while the run goes on, and its journal-first snapshots
     name a file that never exists. Same policy as ``FileStore``: ``os.makedirs`` with the
-    default mode, so the process umask decides (the file itself is created ``0o600``).
+    default mode, so the process umask decides (the file itself is created ``0o600``). A
+    failed sync of a new directory's parent fails the append; the directory then exists, and
+    the next attempt syncs only the file's own directory (a known gap, for an ``EIO`` there).
     """
     directory = os.path.dirname(path)
     if directory:  # a bare file name lives in the working directory, which exists
-        os.makedirs(directory, exist_ok=True)
+        # Each new directory's name made durable in its parent: the file's own name is synced
+        # into its directory with its first events (``open_for_append``).
+        make_directories(directory, strict=True)
 
 
 def _decode(line: bytes, number: int, path: str) -> str:

@@ -6,6 +6,7 @@ Every call goes through aiofiles or a worker thread, so none of it blocks the ev
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import os
 import re
@@ -124,12 +125,64 @@ def open_for_append(path: str, *, what: str, sync_new_name: bool = False) -> int
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
     try:
         check_regular(fd, path, None, what=what)
-        if created:
-            _fsync_directory(os.path.dirname(path) or ".")
+        # An empty file counts as new too: a creation whose folder fsync failed (or that
+        # crashed before it) left one whose name may not be durable, and nothing has been
+        # appended to it since; its first append syncs the name first, as a creation does.
+        if sync_new_name and (created or os.fstat(fd).st_size == 0):
+            sync_directory(os.path.dirname(path) or ".")
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def make_directories(directory: str, *, strict: bool) -> None:
+    """``os.makedirs(directory, exist_ok=True)``, each directory it creates made durable in
+    its parent (the parent fsynced), so a file's name is not left under a directory whose own
+    name a crash may lose.
+
+    ``strict``: a failed fsync raises (``sync_directory``'s rules); otherwise it is skipped,
+    as ``FileStore`` skips its folder fsync.
+
+    Raises:
+        OSError: a directory cannot be created, or (``strict``) synced.
+    """
+    created: list[str] = []
+    here = directory
+    while here and not os.path.isdir(here):
+        created.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    os.makedirs(directory, exist_ok=True)
+    for made in reversed(created):  # outermost first: each name lands in a durable parent
+        if strict:
+            sync_directory(os.path.dirname(made) or ".")
+        else:
+            with suppress(OSError):
+                _fsync_directory(os.path.dirname(made) or ".")
+
+
+_UNSUPPORTED = frozenset(
+    {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES, errno.EISDIR}
+)
+"""What a filesystem or platform answers when it cannot fsync a directory at all."""
+
+
+def sync_directory(directory: str) -> None:
+    """fsync ``directory``, so the names in it are durable; a filesystem that cannot fsync a
+    directory at all (``_UNSUPPORTED``) is let be, as ``FileStore`` lets it be.
+
+    Raises:
+        OSError: the fsync failed otherwise (``EIO``, ``ENOSPC``, ...): the caller's write
+            must fail, and its next attempt syncs again.
+    """
+    try:
+        _fsync_directory(directory)
+    except OSError as exc:
+        if exc.errno not in _UNSUPPORTED:
+            raise
 
 
 def append_synced(fd: int, data: bytes) -> None:
@@ -212,7 +265,7 @@ def _replace_sync(path: str, temp: str, data: bytes) -> None:
     directory = os.path.dirname(path)
     try:
         if directory not in _made_dirs:
-            os.makedirs(directory, exist_ok=True)
+            make_directories(directory, strict=False)
             _made_dirs.add(directory)
         # 0600: a state file holds conversations and tool results; like the sidecar's token
         # file, only its owner may read it (the rename keeps the temp file's mode).

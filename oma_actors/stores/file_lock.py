@@ -27,6 +27,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from oma_actors.errors import StoreError
+from oma_actors.stores.file_io import make_directories
 
 try:
     import fcntl
@@ -145,7 +146,8 @@ def _lock(path: str, real: str) -> int | None:
         # A device, FIFO or directory is no state file: refuse before creating anything.
         raise StoreError(f"{path}: not a regular file")
     try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
+        # New directories synced into their parents (best-effort, as the state file's folder).
+        make_directories(os.path.dirname(real), strict=False)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise StoreError(f"{path}: cannot create the lock file {lock_path} ({exc})") from exc
