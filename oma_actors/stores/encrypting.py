@@ -62,6 +62,7 @@ from oma_actors.stores.base import (
     Apply,
     CompareAndSet,
     Expect,
+    JsonText,
     Put,
     SetWithExpiry,
     is_atomic_store,
@@ -70,6 +71,7 @@ from oma_actors.stores.base import (
 )
 from oma_actors.stores.keyring import KeyMismatchError, KeyRing, UnsealError
 from oma_actors.stores.prefix import UnreadableEntry, list_under, takes_prefix
+from oma_actors.stores.redacting import redactor_of
 
 if TYPE_CHECKING:
     import builtins
@@ -146,6 +148,10 @@ class EncryptingStore:
             raise ConfigurationError(f"EncryptingStore needs a KeyRing, got {keyring!r}")
         self.inner = inner
         self.keyring = keyring
+        # A ``RedactingStore`` under this one redacts plaintext here, before it is sealed: it
+        # leaves the envelopes it is handed alone (``keyring.is_envelope``), as a redacting
+        # journal under an ``EncryptingJournal`` does.
+        self._redactor = redactor_of(inner)
         # Small values this instance last wrote or read: key -> (sealed, plaintext). A guess
         # only, never a source of truth (see _sealed_if_holds).
         self._known: dict[str, tuple[str, str]] = {}
@@ -173,11 +179,17 @@ class EncryptingStore:
         return one_document(self.inner)
 
     def seal(self, key: str, value: str) -> str:
-        """The envelope of ``value`` at ``key``, sealed under the active key.
+        """The envelope of ``value`` at ``key``, sealed under the active key (redacted first by
+        the rules of a ``RedactingStore`` this store wraps).
 
         Raises:
             StoreError: ``value`` is not valid Unicode (a lone surrogate); nothing is written.
         """
+        redactor = self._redactor
+        if redactor is not None and not (
+            isinstance(value, JsonText) and value.redacted_by() is redactor
+        ):
+            value = redactor.value(value)
         try:
             plaintext = value.encode("utf-8")
         except UnicodeEncodeError as exc:

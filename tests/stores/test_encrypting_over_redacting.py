@@ -47,3 +47,18 @@ def test_an_envelope_is_the_prefix_a_key_id_and_base64_alone() -> None:
         assert not is_envelope(text)
     assert not is_envelope(f"{PREFIX}k1:pass=word")
     assert not is_envelope(f"{PREFIX}{'k' * 65}:AAAA")
+
+
+async def test_the_redacting_store_s_rules_redact_the_plaintext_before_it_is_sealed() -> None:
+    """With the redacting store under the encrypting one, its rules still apply: to the
+    plaintext, before the seal (``EncryptingStore.seal``), as a redacting journal's rules
+    apply under an ``EncryptingJournal``. Nothing of the secret reaches the disk, sealed or not."""
+    inner = InMemoryStore()
+    store = EncryptingStore(RedactingStore(inner, patterns=[r"patient-\d+"]), RING)
+    await store.set("note", "seen patient-123 today")
+    await store.set("doc", '{"who": "patient-456", "api_key": "sk-live-abcdef"}')
+    assert (await store.get("note") or pytest.fail("note")).value == "seen [redacted] today"
+    doc = (await store.get("doc") or pytest.fail("doc")).value
+    assert "patient-456" not in doc
+    assert "sk-live-abcdef" not in doc
+    assert all(is_envelope(entry.value) for entry in await inner.list())
