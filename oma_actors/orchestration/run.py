@@ -435,9 +435,8 @@ class RunActor(Actor[RunMessage, bool | None]):
         if outcome.suspended and unpriced is None:
             self._spend(exceeded, suspending=True)
             # Spec AP-27: the task stays in progress with its in-flight entry; others drain.
-            # A budget stop yields to it: OMA's loop asks whether to suspend before whether to
-            # stop (task-execution.ts 796-806, 1518-1521), so nothing is skipped.
-            if not isinstance(self._stop, Halt) or self._stop.status.code == "budget_exhausted":
+            # A budget stop or a denied dispatch yields to it (``YIELDS_TO_SUSPENSION``).
+            if not isinstance(self._stop, Halt) or self._stop.status.code in YIELDS_TO_SUSPENSION:
                 self._stop = Wait(status=RunOutcome("suspended", TOOL_SUSPENSION))
             # OMA still reports the agent's (suspended) result (task-execution.ts 1414-1431).
             self._w.emit(
@@ -537,6 +536,13 @@ class RunActor(Actor[RunMessage, bool | None]):
 
 
 TOOL_SUSPENSION = "Durable approval required before task execution can continue."
+
+YIELDS_TO_SUSPENSION = frozenset({"budget_exhausted", "rejected"})
+"""The stops a later tool-call suspension stands over: a spent budget and a dispatch the gate
+denied. OMA's suspended branch sets the run's status after them and its loop asks whether to
+suspend before whether to stop (task-execution.ts 796-806, 974-975, 1418-1422), so nothing is
+skipped: a skipped task would leave its approval request pending for a call that never resumes.
+An error (a gate that failed, a fatal one) still stops the run."""
 """The status message of a run a tool call's approval suspended (OMA's, task-execution.ts)."""
 
 
