@@ -536,6 +536,7 @@ class RunActor(Actor[RunMessage, bool | None]):
 
 
 TOOL_SUSPENSION = "Durable approval required before task execution can continue."
+"""The status message of a run a tool call's approval suspended (OMA's, task-execution.ts)."""
 
 YIELDS_TO_SUSPENSION = frozenset({"budget_exhausted", "rejected"})
 """The stops a later tool-call suspension stands over: a spent budget and a dispatch the gate
@@ -543,7 +544,6 @@ denied. OMA's suspended branch sets the run's status after them and its loop ask
 suspend before whether to stop (task-execution.ts 796-806, 974-975, 1418-1422), so nothing is
 skipped: a skipped task would leave its approval request pending for a call that never resumes.
 An error (a gate that failed, a fatal one) still stops the run."""
-"""The status message of a run a tool call's approval suspended (OMA's, task-execution.ts)."""
 
 
 def _committed_calls(state: RunnerState) -> tuple[str, ...]:
