@@ -114,12 +114,13 @@ def open_for_append(path: str, *, what: str, sync_new_name: bool = False) -> int
     """An ``O_APPEND`` descriptor on ``path`` (created ``0o600``), refused unless a regular file.
 
     ``O_NONBLOCK`` so a FIFO cannot hang the open; checked on the descriptor before a byte is
-    read or written. ``sync_new_name``: a file this call creates has its directory fsynced, so
-    its name (and what is appended to it) survives a crash.
+    read or written. ``sync_new_name``: a file this call creates, or finds empty, has its
+    directory fsynced (``sync_directory``), so its name (and what is appended to it) survives a
+    crash.
 
     Raises:
         CorruptStoreError: ``path`` is not a regular file.
-        OSError: the open or the directory's fsync failed.
+        OSError: the open or the directory's fsync failed (the descriptor is closed).
     """
     created = sync_new_name and not os.path.lexists(path)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
