@@ -9,76 +9,17 @@ the parent never would.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from history_support import MemoryWorkspace, restore_run, run_journal_first
-from pydantic import BaseModel
+from two_calls import of, two_tools
 
-from oma_actors import AgentConfig, Team, TokenUsage, ToolContext, define_tool
 from oma_actors.checkpoint import Checkpoint, fork_run, journal_path, run_history, state_at
 from oma_actors.checkpoint.fork import FORK_MARKED
 from oma_actors.events import ProgressEvent, ToolOutcomeUnknown
-from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock, ToolUseBlock
-from oma_actors.testing import ScriptedAdapter
 
 Effects = list[tuple[str | None, str]]
-
-
-class Note(BaseModel):
-    text: str
-
-
-def answer(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
-    """Turn 1 asks for ``safe`` (s0) and ``risky`` (u0) at once; turn 2 answers."""
-    if not any(m.role == "assistant" for m in messages):
-        calls = [
-            ToolUseBlock("s0", "safe", {"text": "a"}),
-            ToolUseBlock("u0", "risky", {"text": "b"}),
-        ]
-        return LLMResponse(calls, stop_reason="tool_use", usage=TokenUsage(1, 1))  # type: ignore[arg-type]
-    return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
-
-
-def team_of(effects: Effects, *, risky: str) -> Team:
-    """Agent ``w`` with ``safe`` (idempotent) and ``risky`` (of effect ``risky``).
-
-    In run ``r1``, ``risky`` (dispatched first) waits until ``safe`` has returned, and ``safe``
-    until ``risky`` has started: the parent's history has a point (``safe``'s ``tool/call``)
-    where both are open, ``risky`` already marked dispatched by the run.
-    """
-    risky_started = asyncio.Event()
-    safe_returned = asyncio.Event()
-
-    async def run_safe(args: Note, ctx: ToolContext) -> str:
-        effects.append((ctx.run_id, ctx.tool_call_id or ""))
-        if ctx.run_id == "r1":
-            await asyncio.wait_for(risky_started.wait(), 5)
-            safe_returned.set()
-        return f"safe {args.text}"
-
-    async def run_risky(args: Note, ctx: ToolContext) -> str:
-        effects.append((ctx.run_id, ctx.tool_call_id or ""))
-        if ctx.run_id == "r1":
-            risky_started.set()
-            await asyncio.wait_for(safe_returned.wait(), 5)
-        return f"risky {args.text}"
-
-    tools = [
-        define_tool(name="safe", description="n", input_model=Note, execute=run_safe),
-        define_tool(
-            name="risky", description="n", input_model=Note, execute=run_risky,
-            effect=risky,  # type: ignore[arg-type]
-        ),
-    ]  # fmt: skip
-    agent = AgentConfig("w", adapter=ScriptedAdapter(answer), tools=tools, max_turns=5)
-    return Team("t", [agent])
-
-
-def of(effects: Effects, run_id: str) -> list[str]:
-    return [call for run, call in effects if run == run_id]
 
 
 async def test_a_call_the_parents_run_marked_is_never_run_again_in_the_child(
@@ -97,7 +38,7 @@ async def test_a_call_the_parents_run_marked_is_never_run_again_in_the_child(
     monkeypatch.setattr(journal_path, "TAIL_RATIO", 0)
     space = MemoryWorkspace(tmp_path)
     effects: Effects = []
-    assert (await run_journal_first(space, team_of(effects, risky="unsafe"), 1)).success
+    assert (await run_journal_first(space, two_tools(effects), 1)).success
     assert sorted(of(effects, "r1")) == ["s0", "u0"]
     points = await run_history(space.store(), "r1")
     # The first dispatch is risky's (its ``tool/call`` precedes its run): an anchor here.
@@ -117,7 +58,7 @@ async def test_a_call_the_parents_run_marked_is_never_run_again_in_the_child(
     assert [item["callId"] for item in child.raw[FORK_MARKED]] == ["s0"], "u0 is the run's mark"
 
     events: list[ProgressEvent] = []
-    relaxed = team_of(effects, risky="idempotent")
+    relaxed = two_tools(effects, risky_effect="idempotent")
     result = await restore_run(space, relaxed, "child", on_progress=events.append)
 
     assert result.success
@@ -135,7 +76,7 @@ async def test_a_fork_at_the_anchor_of_a_marked_call_lists_nothing(
     monkeypatch.setattr(journal_path, "TAIL_RATIO", 0)
     space = MemoryWorkspace(tmp_path)
     effects: Effects = []
-    assert (await run_journal_first(space, team_of(effects, risky="unsafe"), 1)).success
+    assert (await run_journal_first(space, two_tools(effects), 1)).success
     points = await run_history(space.store(), "r1")
     # The first dispatch is risky's (its ``tool/call`` precedes its run): an anchor here.
     dispatch = next(p for p in points if p.boundary == "tool_dispatch")
@@ -146,7 +87,7 @@ async def test_a_fork_at_the_anchor_of_a_marked_call_lists_nothing(
     assert FORK_MARKED not in child.raw
 
     events: list[ProgressEvent] = []
-    relaxed = team_of(effects, risky="idempotent")
+    relaxed = two_tools(effects, risky_effect="idempotent")
     assert (await restore_run(space, relaxed, "child", on_progress=events.append)).success
     assert of(effects, "child") == ["s0"], "s0 had not started at the point: it runs, once"
     assert [e.tool_call_id for e in events if isinstance(e, ToolOutcomeUnknown)] == ["u0"]
