@@ -66,3 +66,5 @@ async def test_a_suspended_task_the_estimator_cannot_price_fails_instead_of_susp
     assert failed.task_id == "pay"
     assert failed.error == "'no price for odd-model'"
     assert result.task_results["pay"].success is False
+    # A failed task waits for no reviewer: its call's request is not left pending.
+    assert result.pending_approvals == []
