@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,19 @@ from oma_actors import (
     OpenMultiAgent,
     Task,
     Team,
+    TeamRunResult,
     TokenUsage,
     ToolContext,
     define_tool,
 )
-from oma_actors.approvals import Allow, Deny, Reviewer, Suspend, decide_approval
+from oma_actors.approvals import (
+    Allow,
+    ApprovalRequest,
+    Deny,
+    Reviewer,
+    Suspend,
+    decide_approval,
+)
 from oma_actors.checkpoint import Checkpoint, Discarded, RunWriter, fold_tail, read_journal_tail
 from oma_actors.checkpoint.at_boundary import RunAtBoundary
 from oma_actors.checkpoint.journal_path import JOURNAL_BOUNDARIES
@@ -153,15 +162,34 @@ async def test_a_task_assigned_but_not_dispatched_compacts(tmp_path: Path) -> No
     assert modes["tool_results"] == "journal", saved
 
 
-async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The dispatch of ``a`` waits for a reviewer; the restore dispatches it on the approval
-    # and uses the approval up (AP-32). No OMA event says so: the save after the dispatch
-    # must compact, or a restore from the journal would list the used-up request as pending.
+Folded = list[tuple[str, list[str], list[str]]]
+"""Per durable save of a restore: its boundary, the pending approvals a restore from the store
+and the journal would fold to, and those the run held."""
+
+
+@dataclass
+class ApprovedRestore:
+    """What ``approve_and_restore`` saw: the suspended run, its request, the restore."""
+
+    first: TeamRunResult
+    request: ApprovalRequest
+    ran_before: list[str]
+    restored: TeamRunResult
+    ran: list[str]
+    folded: Folded
+    events: list[ProgressEvent]
+
+
+async def approve_and_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **gates: Any
+) -> ApprovedRestore:
+    """A one-task journal-first run that ``gates`` suspend, approved, then restored with the
+    same gates; after every durable save of the restore the process is taken as dying there,
+    and what a restore from the store and the journal would fold to is recorded (``folded``)."""
     store = FileStore(tmp_path / "state")
     path = tmp_path / "run.jsonl"
     options = CheckpointOptions(store=store, run_id="r")
+    ran: list[str] = []
 
     def search_once(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
         if len(messages) == 1:
@@ -169,26 +197,27 @@ async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
         return LLMResponse([TextBlock("a done")], usage=TokenUsage(1, 1))
 
     async def run_search(args: Query, ctx: ToolContext) -> str:
+        ran.append(args.q)
         return f"found {args.q}"
 
     tool = define_tool(name="search", description="search", input_model=Query, execute=run_search)
     team = Team("t", [AgentConfig("w", adapter=ScriptedAdapter(search_once), tools=[tool])])
     journal = JsonlRunJournal(path, flush_interval_ms=0)
     try:
-        first = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).run_tasks(
+        first = await OpenMultiAgent(**gates).run_tasks(
             team, [Task("a", "a", assignee="w", id="a")], checkpoint=options,
             journal=JournalOptions(journal, durable=True),
         )  # fmt: skip
     finally:
         await journal.close()
-    assert first.status.code == "suspended", first.status
+    ran_before = list(ran)
     [request] = first.pending_approvals
     await decide_approval(
         store, request_id=request.id, request_hash=request.request_hash, decision="approve",
         reviewer=Reviewer("lead"),
     )  # fmt: skip
 
-    folded: list[tuple[str, list[str], list[str]]] = []  # boundary, restore's view, run's
+    folded: Folded = []
     original = RunWriter.save_run
 
     async def save_then_fold(self: RunWriter, run: RunAtBoundary, **kw: Any) -> Any:
@@ -207,17 +236,57 @@ async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
         return outcome
 
     monkeypatch.setattr(RunWriter, "save_run", save_then_fold)
+    events: list[ProgressEvent] = []
     journal = JsonlRunJournal(path, flush_interval_ms=0)
     try:
-        restored = await OpenMultiAgent(on_task_dispatch=lambda task: Suspend()).restore(
+        restored = await OpenMultiAgent(**gates, on_progress=events.append).restore(
             team, checkpoint=options, journal=JournalOptions(journal, durable=True)
         )
     finally:
         await journal.close()
         await store.aclose()
-    assert restored.success, restored.status
-    assert restored.pending_approvals == []
+    return ApprovedRestore(first, request, ran_before, restored, ran, folded, events)
+
+
+async def test_a_dispatch_approval_used_up_after_a_restore_is_not_offered_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The dispatch of ``a`` waits for a reviewer; the restore dispatches it on the approval
+    # and uses the approval up (AP-32). No OMA event says so: the save after the dispatch
+    # must compact, or a restore from the journal would list the used-up request as pending.
+    seen = await approve_and_restore(tmp_path, monkeypatch, on_task_dispatch=lambda task: Suspend())
+    assert seen.first.status.code == "suspended", seen.first.status
+    assert seen.restored.success, seen.restored.status
+    assert seen.restored.pending_approvals == []
+    folded = seen.folded
     # The saves after the dispatch were checked: at each, a restore folds to what the run held.
     assert any(boundary in JOURNAL_BOUNDARIES for boundary, _, _ in folded), folded
+    assert all(pending == held for _, pending, held in folded), folded
+    assert folded[-1][1] == [], folded
+
+
+async def test_a_tool_approval_used_up_by_its_commit_is_not_pending_after_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Guard: ``CallCommitted.consumes_approval`` (``agents/loop.py``) and its consumer in
+    # ``orchestration/journaling.py`` (``recorder.uncarried``). A tool call held for a
+    # reviewer runs after a restore on the approval and uses it up (AP-34). No OMA event says
+    # the run's pending approvals lost that request, so the commit boundary must compact: were
+    # it saved by the journal, a process dying right after it would restore from the journal
+    # with the used-up request still pending.
+    seen = await approve_and_restore(tmp_path, monkeypatch, on_tool_call=lambda *_: Suspend())
+    assert seen.first.status.code == "suspended", seen.first.status
+    assert seen.ran_before == []
+    assert seen.request.scope == "tool_call"
+    assert seen.restored.success, seen.restored.status
+    assert seen.restored.pending_approvals == []
+    assert seen.ran == ["a1"], "the approved call ran once"
+    saved = [e for e in seen.events if isinstance(e, CheckpointSaved)]
+    commits = [e.mode for e in saved if e.boundary == "tool_commit"]
+    # The commit that used the approval up is a compaction point (a snapshot, not the journal).
+    assert commits == ["snapshot"], saved
+    folded = seen.folded
+    assert any(boundary == "tool_commit" for boundary, *_ in folded), folded
+    # At every durable save, a restore folds to the pending approvals the run held.
     assert all(pending == held for _, pending, held in folded), folded
     assert folded[-1][1] == [], folded
