@@ -127,6 +127,7 @@ class EncryptingStore:
     Attributes:
         inner: The wrapped store.
         keyring: The keys.
+        redactor: The rules of a ``RedactingStore`` it wraps, applied before sealing.
         compare_and_set: Present only when ``inner`` has a callable ``compare_and_set``.
         apply: Present only when ``inner`` has a callable ``apply``.
         set_with_expiry: Present only when ``inner`` has a callable ``set_with_expiry``.
@@ -148,10 +149,11 @@ class EncryptingStore:
             raise ConfigurationError(f"EncryptingStore needs a KeyRing, got {keyring!r}")
         self.inner = inner
         self.keyring = keyring
-        # A ``RedactingStore`` under this one redacts plaintext here, before it is sealed: it
-        # leaves the envelopes it is handed alone (``keyring.is_envelope``), as a redacting
-        # journal under an ``EncryptingJournal`` does.
-        self._redactor = redactor_of(inner)
+        # Applied to plaintext before it is sealed (the redacting store leaves the envelopes it
+        # is handed alone: ``keyring.is_envelope``), as a redacting journal's rules under an
+        # ``EncryptingJournal``; ``redactor_of`` hands them to a producer that redacts as it
+        # encodes (the checkpoint codec), whose text is then not redacted again.
+        self.redactor = redactor_of(inner)
         # Small values this instance last wrote or read: key -> (sealed, plaintext). A guess
         # only, never a source of truth (see _sealed_if_holds).
         self._known: dict[str, tuple[str, str]] = {}
@@ -185,7 +187,7 @@ class EncryptingStore:
         Raises:
             StoreError: ``value`` is not valid Unicode (a lone surrogate); nothing is written.
         """
-        redactor = self._redactor
+        redactor = self.redactor
         if redactor is not None and not (
             isinstance(value, JsonText) and value.redacted_by() is redactor
         ):

@@ -267,7 +267,7 @@ class KeyRing:
         return key_id if colon else None
 
 
-_ENVELOPE = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9._-]{1,64}:[A-Za-z0-9+/]+={0,2}")
+_ENVELOPE = re.compile(re.escape(PREFIX) + _KEY_ID.pattern + r":[A-Za-z0-9+/]+={0,2}")
 
 
 def is_envelope(text: str) -> bool:

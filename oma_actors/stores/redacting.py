@@ -149,13 +149,18 @@ class RedactingStore:
 
 
 def redactor_of(store: object) -> Redactor | None:
-    """The rules ``store`` applies on write when it is a ``RedactingStore``, else ``None``.
+    """The rules ``store`` applies on write: a ``RedactingStore``'s, or those a wrapper over one
+    applies for it (its ``redactor``: an ``EncryptingStore`` redacts before it seals), else
+    ``None``.
 
     A producer that encodes its values itself (the checkpoint codec) redacts as it encodes with
     them and hands over a ``JsonText`` whose ``redacted_by()`` is this redactor, which the
     store then writes as it is: one serialization per save instead of three.
     """
-    return store._redactor if isinstance(store, RedactingStore) else None
+    if isinstance(store, RedactingStore):
+        return store._redactor
+    found = getattr(store, "redactor", None)
+    return found if isinstance(found, Redactor) else None
 
 
 class ExpiringRedactingStore(RedactingStore):

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import pytest
 
+from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
+from oma_actors.checkpoint import checkpoint_key
+from oma_actors.llm import LLMResponse, TextBlock
 from oma_actors.stores import InMemoryStore, RedactingStore
 from oma_actors.stores.encrypting import EncryptingStore
 from oma_actors.stores.keyring import PREFIX, KeyRing, is_envelope
+from oma_actors.stores.redacting import redactor_of
+from oma_actors.stores.redaction import Redactor
+from oma_actors.testing import ScriptedAdapter
 
 RING = KeyRing({"k1": bytes(range(32))}, active="k1")
 
@@ -62,3 +68,33 @@ async def test_the_redacting_store_s_rules_redact_the_plaintext_before_it_is_sea
     assert "patient-456" not in doc
     assert "sk-live-abcdef" not in doc
     assert all(is_envelope(entry.value) for entry in await inner.list())
+
+
+async def test_a_checkpoint_is_redacted_as_it_is_encoded_not_parsed_again() -> None:
+    """``redactor_of`` sees the redacting store's rules through the encrypting one: the
+    checkpoint codec redacts while it encodes, and the seal does not parse and redact the whole
+    snapshot text again at every save (``Redactor.value`` sees no checkpoint)."""
+    inner = InMemoryStore()
+    store = EncryptingStore(RedactingStore(inner, patterns=[r"patient-\d+"]), RING)
+    assert redactor_of(store) is store.redactor is not None
+    redacted_texts: list[str] = []
+    real = Redactor.value
+
+    def watched(self: Redactor, value: str) -> str:
+        redacted_texts.append(value)
+        return real(self, value)
+
+    worker = ScriptedAdapter([LLMResponse([TextBlock("seen patient-123")], usage=TokenUsage(1, 1))])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Redactor, "value", watched)
+        result = await OpenMultiAgent().run_tasks(
+            Team("t", [AgentConfig("w", adapter=worker)]),
+            [Task("note", "write it down")],
+            checkpoint=CheckpointOptions(store=store, run_id="run-redacted"),
+        )
+    assert result.success
+    assert not [text for text in redacted_texts if '"inFlightTasks"' in text]
+    saved = await store.get(checkpoint_key("run-redacted"))
+    assert saved is not None
+    assert "patient-123" not in saved.value
+    assert "[redacted]" in saved.value
