@@ -452,11 +452,6 @@ class RunActor(Actor[RunMessage, bool | None]):
             self._unpriced.add(task_id)
             result = replace(result, success=False, output=unpriced)
             self._state.task_results[task_id] = result
-            # A suspended task that fails waits for no reviewer: the request its call published
-            # is no longer pending (its ledger row stays, deciding it changes nothing).
-            for request_id, request in list(self._pending.items()):
-                if request.content.get("taskId") == task_id:
-                    del self._pending[request_id]
         self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
         logger.info(
             "run %s: task %r %s (%d turns)", run_id, task.title,
@@ -486,7 +481,15 @@ class RunActor(Actor[RunMessage, bool | None]):
         self._spend(exceeded)
 
     def _fail(self, task_id: str, message: str) -> None:
-        """Fail a task with ``message`` and cascade; report and announce each failure."""
+        """Fail a task with ``message`` and cascade; report and announce each failure.
+
+        A failed task waits for no reviewer: a request its calls published (a suspended task
+        that failed when it was priced) is no longer pending; its ledger row stays, and
+        deciding it changes nothing.
+        """
+        for request_id, request in list(self._pending.items()):
+            if request.content.get("taskId") == task_id:
+                del self._pending[request_id]
         cascade = self._queue.fail(task_id, message)
         for failed in (self._queue.get(task_id), *cascade):
             error = failed.result or ""
