@@ -85,6 +85,12 @@ def key_proof_key(key_id: str) -> str:
     return KEY_PROOF_PREFIX + key_id
 
 
+def key_proof_id(key: str) -> str | None:
+    """The key id whose key proof is stored at ``key`` (``key_proof_key``'s inverse), or
+    ``None`` when ``key`` holds a value."""
+    return key[len(KEY_PROOF_PREFIX) :] if key.startswith(KEY_PROOF_PREFIX) else None
+
+
 def history_prefix(run_id: str) -> str:
     """The prefix of every history anchor of ``run_id``: ``__oma_history__/<run_id>/``."""
     return f"{HISTORY_KEY_PREFIX}{run_id}/"

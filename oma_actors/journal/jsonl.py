@@ -417,10 +417,11 @@ def _make_parent(path: str) -> None:
     """Create the journal file's missing parent directories, as ``FileStore`` does for its file.
 
     Without them every append fails while the run goes on, and its journal-first snapshots
-    name a file that never exists. Same policy as ``FileStore``: ``os.makedirs`` with the
-    default mode, so the process umask decides (the file itself is created ``0o600``). A
-    failed sync of a new directory's parent fails the append; the directory then exists, and
-    the next attempt syncs only the file's own directory (a known gap, for an ``EIO`` there).
+    name a file that never exists. Same policy as ``FileStore`` (``make_directories``: that is
+    ``os.makedirs`` with the default mode), so the process umask decides (the file itself is
+    created ``0o600``). A failed sync of a new directory's parent fails the append; the
+    directory then exists, and the next attempt syncs only the file's own directory (a known
+    gap, for an ``EIO`` there).
     """
     directory = os.path.dirname(path)
     if directory:  # a bare file name lives in the working directory, which exists

@@ -53,9 +53,9 @@ from oma_actors.errors import ConfigurationError, CorruptStoreError, StoreError
 from oma_actors.keyspace import (
     APPROVAL_KEY_PREFIX,
     CHECKPOINT_KEY_PREFIX,
-    KEY_PROOF_PREFIX,
     RUN_KEY_PREFIX,
     SIDECAR_KEY_PREFIX,
+    key_proof_id,
     key_proof_key,
 )
 from oma_actors.stores.base import (
@@ -168,12 +168,6 @@ class EncryptingStore:
             self.apply = self._apply
         if callable(getattr(inner, "set_with_expiry", None)):
             self.set_with_expiry = self._set_with_expiry
-
-    @staticmethod
-    def key_proof_id(key: str) -> str | None:
-        """The key id whose key proof (see the module docstring) is stored at ``key``, or
-        ``None`` when ``key`` holds a value."""
-        return key[len(KEY_PROOF_PREFIX) :] if key.startswith(KEY_PROOF_PREFIX) else None
 
     @property
     def one_document(self) -> bool:
@@ -359,7 +353,7 @@ class EncryptingStore:
     async def _listed(self, prefix: str | None) -> builtins.list[MemoryEntry]:
         """The inner entries under ``prefix``, without the key proofs (the wrapper's own)."""
         entries = await list_under(self.inner, prefix)
-        return [entry for entry in entries if not entry.key.startswith(KEY_PROOF_PREFIX)]
+        return [entry for entry in entries if key_proof_id(entry.key) is None]
 
     async def delete(self, key: str) -> None:
         """Remove ``key`` from the inner store."""
