@@ -47,7 +47,6 @@ from oma_actors.errors import CorruptStoreError
 from oma_actors.journal import JsonlRunJournal
 from oma_actors.journal.encrypting import SEALED_FIELD, open_event
 from oma_actors.journal.open import DATABASE_STORE_KINDS
-from oma_actors.keyspace import key_proof_id
 from oma_actors.stores import EncryptingStore, KeyRing, parse_store_uri
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ async def rotate(store: AtomicStore, keyring: KeyRing, *, hold: bool = False) ->
     everything = await store.list()
     # Key proofs are the wrapper's bookkeeping, not values: a proof of a retired id goes once
     # every value is re-sealed, and the next writer under the active id leaves its own.
-    proofs = {entry.key: key_proof_id(entry.key) for entry in everything}
+    proofs = {entry.key: sealed.key_proof_id(entry.key) for entry in everything}
     listing = [entry for entry in everything if proofs[entry.key] is None]
     unopened: list[tuple[str, str]] = []
     for listed in listing:

@@ -169,6 +169,10 @@ class EncryptingStore:
         if callable(getattr(inner, "set_with_expiry", None)):
             self.set_with_expiry = self._set_with_expiry
 
+    key_proof_id = staticmethod(key_proof_id)
+    """The key id whose key proof (see the module docstring) is stored at a key, or ``None``
+    when the key holds a value (``keyspace.key_proof_id``, for callers of the public API)."""
+
     @property
     def one_document(self) -> bool:
         """Whether the wrapped store is one document (``stores.base.one_document``)."""
