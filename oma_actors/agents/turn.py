@@ -5,6 +5,13 @@ durable boundaries (spec RN-04: a tool turn is saved before any tool runs, each 
 commits, then the results turn). Every model response counts one turn and adds its token usage,
 continuing from restored values so limits do not restart on resume (spec RN-05).
 
+One fold (decision D14): a transition a journal event carries is the fold's own rule
+(``journal.transitions``: an answer, a commit, the results, a user message, a context rewrite,
+a final answer), so a restore folding the run's journal rebuilds what the run held by the same
+code. What is the runner's alone stays here, and each is a fact no event carries, so its
+boundary compacts (``checkpoint.journal_path``): the token budget, a stop at ``max_turns``, a
+failed model call, a dispatch mark, an approval request.
+
 The token budget is OMA's ``maxTokenBudget``: once a response (or a delegated sub-agent's usage
 replayed with the tool results) takes the total above it, ``budget_exceeded`` is set and the
 runner completes unsuccessfully, after the tool calls of that turn if it had any, so no
@@ -16,8 +23,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from oma_actors.domain.inflight import PendingCall, RunnerState
-from oma_actors.domain.messages import ContentBlock, LLMResponse, Message, TextBlock, TokenUsage
+from oma_actors.domain.inflight import RunnerState
+from oma_actors.domain.messages import LLMResponse, Message, TextBlock, TokenUsage
+from oma_actors.journal.transitions import (
+    StateDraft,
+    answered,
+    committed,
+    finished,
+    prompted,
+    results_message,
+    returned,
+    rewritten,
+)
 
 if TYPE_CHECKING:
     from oma_actors.domain.approvals import ApprovalRequest
@@ -41,33 +58,31 @@ def after_response(
 ) -> RunnerState:
     """Record a model response: a tool turn moves to ``executing_tools``, anything else completes.
 
-    ``turns`` and ``token_usage`` advance with every response (RN-05). A response that takes
-    the usage over ``max_token_budget`` sets ``budget_exceeded``: an answer then completes the
-    run unsuccessfully, while a tool turn still runs its calls (``after_tool_results`` stops).
+    The answer changes the state by the fold's rule (``transitions.answered``: ``turns`` and
+    ``token_usage`` advance with every response, RN-05), and an answer without calls closes the
+    turn by its rule (``finished``). A response that takes the usage over ``max_token_budget``
+    sets ``budget_exceeded`` (the runner's own, no event carries it): an answer then completes
+    the run unsuccessfully, while a tool turn still runs its calls (``after_tool_results``
+    stops).
     """
-    assistant = Message("assistant", list(response.content))
-    usage = state.token_usage + response.usage
-    exceeded = state.budget_exceeded or over_budget(usage, max_token_budget)
-    advanced = replace(
-        state,
-        conversation=(*state.conversation, assistant),
-        messages=(*state.messages, assistant),
-        turns=state.turns + 1,
-        token_usage=usage,
-        budget_exceeded=exceeded,
+    draft = StateDraft.of(state)
+    answered(draft, Message("assistant", list(response.content)), response.usage)
+    exceeded = state.budget_exceeded or over_budget(draft.token_usage, max_token_budget)
+    if draft.phase == "executing_tools" or not exceeded:
+        if draft.phase != "executing_tools":
+            finished(draft)
+        advanced = draft.state_of(state)
+        if exceeded and not advanced.budget_exceeded:
+            return replace(advanced, budget_exceeded=True)
+        return advanced
+    return replace(
+        draft.state_of(state),
+        phase="completed",
+        final_output=response.text,
+        success=False,
+        retryable=False,
+        budget_exceeded=True,
     )
-    calls = response.tool_uses
-    if calls:
-        return replace(
-            advanced,
-            phase="executing_tools",
-            pending=tuple(PendingCall(call=call) for call in calls),
-        )
-    if exceeded:
-        return replace(
-            advanced, phase="completed", final_output=response.text, success=False, retryable=False
-        )
-    return replace(advanced, phase="completed", final_output=response.text, success=True)
 
 
 def with_context(
@@ -75,53 +90,48 @@ def with_context(
 ) -> RunnerState:
     """The conversation a context strategy rewrote; what the rewrite spent counts as usage.
 
-    Only ``conversation`` (what the model is sent) changes: ``messages``, the task's transcript,
-    keeps every message. The spend can exceed the budget only together with the next answer's
-    (OMA checks the budget after a response), so no flag is set here.
+    The fold's rule (``transitions.rewritten``): only ``conversation`` (what the model is sent)
+    changes, ``messages``, the task's transcript, keeps every message. The spend can exceed the
+    budget only together with the next answer's (OMA checks the budget after a response), so
+    no flag is set here.
     """
-    return replace(state, conversation=conversation, token_usage=state.token_usage + usage)
+    draft = StateDraft.of(state)
+    rewritten(draft, conversation, usage)
+    return draft.state_of(state)
 
 
 def with_commit(state: RunnerState, outcome: ToolOutcome) -> RunnerState:
-    """Record the result of one pending call (matched by tool call id)."""
-    call_id = outcome.block.tool_use_id
-    if not any(item.call.id == call_id and item.commit is None for item in state.pending):
-        raise ValueError(f"no uncommitted pending call with id {call_id!r}")
-    pending = tuple(
-        replace(item, commit=outcome) if item.call.id == call_id else item for item in state.pending
-    )
-    return replace(state, pending=pending)
+    """Record the result of one pending call (matched by tool call id), by the fold's rule.
+
+    Raises:
+        Refused: (a ``ValueError``) no uncommitted pending call has that id.
+    """
+    draft = StateDraft.of(state)
+    committed(draft, outcome)
+    return draft.state_of(state)
 
 
 def after_tool_results(state: RunnerState, *, max_token_budget: int | None = None) -> RunnerState:
     """All calls committed: one user message with the results in call order, back to the model.
 
-    As OMA does (RN-04 #3): ``pending_tool_result_text`` (a loop warning) follows the result
-    blocks; each commit's ``delegation_usage`` is added to the task's usage, and when it takes
-    the usage over ``max_token_budget`` the budget is exceeded. An exceeded budget (from this
-    or the tool turn's response) completes the run unsuccessfully instead of asking the model.
+    As OMA does (RN-04 #3): the message is ``transitions.results_message`` (the results, then
+    ``pending_tool_result_text``, a loop warning) and the fold's rule (``returned``) adds each
+    commit's ``delegation_usage`` to the task's usage. When that takes the usage over
+    ``max_token_budget`` the budget is exceeded; an exceeded budget (from this or the tool
+    turn's response) completes the run unsuccessfully instead of asking the model.
+
+    Raises:
+        Refused: (a ``ValueError``) a call of the round is still uncommitted.
     """
-    outcomes = [item.commit for item in state.pending]
-    if any(outcome is None for outcome in outcomes):
-        raise ValueError("tool results requested while calls are still uncommitted")
-    committed = [outcome for outcome in outcomes if outcome is not None]
-    blocks: list[ContentBlock] = [outcome.block for outcome in committed]
-    if state.pending_tool_result_text is not None:
-        blocks.append(TextBlock(state.pending_tool_result_text))
-    results = Message("user", blocks)
-    delegated = [o.delegation_usage for o in committed if o.delegation_usage is not None]
-    usage = sum(delegated, state.token_usage)
-    exceeded = state.budget_exceeded or (bool(delegated) and over_budget(usage, max_token_budget))
-    advanced = replace(
-        state,
-        phase="awaiting_model",
-        conversation=(*state.conversation, results),
-        messages=(*state.messages, results),
-        tool_calls=(*state.tool_calls, *(outcome.record for outcome in committed)),
-        pending=(),
-        pending_tool_result_text=None,
-        token_usage=usage,
-        budget_exceeded=exceeded,
+    draft = StateDraft.of(state)
+    returned(draft, results_message(draft))
+    advanced = draft.state_of(state)
+    delegated = any(
+        item.commit is not None and item.commit.delegation_usage is not None
+        for item in state.pending
+    )
+    exceeded = state.budget_exceeded or (
+        delegated and over_budget(advanced.token_usage, max_token_budget)
     )
     if not exceeded:
         return advanced
@@ -131,6 +141,7 @@ def after_tool_results(state: RunnerState, *, max_token_budget: int | None = Non
         final_output=last_assistant_text(advanced),
         success=False,
         retryable=False,
+        budget_exceeded=True,
     )
 
 
@@ -163,15 +174,11 @@ def failed(state: RunnerState, error: str, *, retryable: bool) -> RunnerState:
 
 
 def with_user_message(state: RunnerState, text: str) -> RunnerState:
-    """Continue a conversation with another user message (e.g. a repair request)."""
-    message = Message("user", [TextBlock(text)])
-    return replace(
-        state,
-        phase="awaiting_model",
-        conversation=(*state.conversation, message),
-        messages=(*state.messages, message),
-        final_output="",
-    )
+    """Continue a conversation with another user message (e.g. a repair request), by the
+    fold's rule (``transitions.prompted``)."""
+    draft = StateDraft.of(state)
+    prompted(draft, Message("user", [TextBlock(text)]))
+    return draft.state_of(state)
 
 
 def mark_dispatched(state: RunnerState, call_id: str) -> RunnerState:

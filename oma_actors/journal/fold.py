@@ -240,7 +240,7 @@ def _fold(
             mark = watermark if item.journal_seq is None else item.journal_seq
             if seq <= mark:
                 continue  # already in the entry (JR-12)
-            draft = drafts[key] = EntryDraft.of(item)
+            draft = drafts[key] = EntryDraft.of_entry(item)
         elif seq <= (watermark if draft.journal_seq is None else draft.journal_seq):
             continue  # already in the entry (JR-12)
         fold_event(draft, event, enforce_lineage=enforce_lineage)

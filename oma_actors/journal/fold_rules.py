@@ -1,24 +1,25 @@
 """How one journal event changes one in-flight entry (spec JR-14, JR-15, JR-16). No I/O.
 
-Each rule takes an entry's draft and an event of that entry's task and agent above its mark, and
-changes the draft, or raises ``TailRejected`` with the reason when the event does not fit the
-state: then the whole tail is discarded (JR-16), never part of it. The transitions are the
-runner's (``agents/turn.py``), restated over journal events because the checkpoint layer sits
-below the agents: an assistant message opens a tool round with its calls pending, a
-``tool/result`` commits one call, the user message with the results closes the round.
+Each rule takes an entry's draft and an event of that entry's task and agent above its mark,
+reads the event back into the fact it records and applies that fact's transition
+(``journal.transitions``: the very rules the running run changes its state by, D14), or raises
+``TailRejected`` with the reason when the event is malformed or does not fit the state: then the
+whole tail is discarded (JR-16), never part of it. What is the fold's alone is reading events:
+a results message's references to recorded results, lineage, a context rewrite's layout, the
+checks a ``tool/call`` makes.
 
-The rules work on an ``EntryDraft``, a mutable copy of the entry's changing members, frozen once
+The rules work on an ``EntryDraft``, a ``StateDraft`` of the entry with its lineage, frozen once
 after the whole tail (``EntryDraft.freeze``): a fold of n events appends to lists instead of
 copying the conversation and the dataclasses per event (that copying made a fold O(n^2)).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oma_actors.clock import from_iso
-from oma_actors.domain.inflight import PendingCall, ToolCommit
+from oma_actors.domain.inflight import ToolCommit
 from oma_actors.domain.jsonforms import (
     block_from_json,
     message_from_json,
@@ -39,11 +40,24 @@ from oma_actors.journal.event import (
     TOOL_RESULT,
     USER_MESSAGE,
 )
+from oma_actors.journal.transitions import (
+    Refused,
+    StateDraft,
+    answered,
+    check_rewrite,
+    committed,
+    final_answer,
+    finished,
+    prompted,
+    returned,
+    rewritten,
+    uncommitted_call,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from oma_actors.domain.inflight import RunnerPhase
+    from oma_actors.domain.inflight import PendingCall
     from oma_actors.domain.snapshot import ConversationLineage, InFlightTask
     from oma_actors.domain.tasks import TaskState
     from oma_actors.journal.event import JournalEvent
@@ -71,99 +85,65 @@ class TailRejected(Exception):
 
 
 @dataclass(slots=True, kw_only=True)
-class EntryDraft:
-    """An in-flight entry while a tail folds into it: what the rules change, mutable.
+class EntryDraft(StateDraft):
+    """An in-flight entry while a tail folds into it: a ``StateDraft`` of its runner state
+    (what the shared rules change) with the entry's lineage.
 
-    Messages, lineage and tool-call records the tail adds are collected in lists and joined to
-    the entry's own once, by ``freeze``; a rewrite of the conversation (``context/replace``)
-    replaces the conversation and its lineage it starts from.
+    Per added message, the lineage gains its blocks' source seq: the event being folded
+    (``seq``). A rewrite of the conversation (``context/replace``) replaces the lineage too.
 
     Attributes:
         base: the entry the fold started from.
-        phase, turns, token_usage, final_output, success, pending_tool_result_text: the
-            state's members.
-        pending: the state's pending calls.
-        conversation: the conversation the added messages follow (the entry's, or a rewrite's).
-        lineage: its lineage (``None``: the entry keeps none).
-        added: messages appended to the conversation since.
+        lineage: the conversation's lineage before the added messages (``None``: the entry
+            keeps none).
         added_lineage: per added message, its blocks' source seqs.
-        messages: messages appended to the runner's messages (never rewritten).
-        records: tool-call records appended to ``tool_calls``.
         journal_seq: the entry's mark (advanced by the fold, not by the rules).
+        seq: the seq of the event being folded.
     """
 
     base: InFlightTask
-    phase: RunnerPhase
-    turns: int
-    token_usage: TokenUsage
-    final_output: str
-    success: bool
-    pending_tool_result_text: str | None
-    pending: list[PendingCall]
-    conversation: tuple[Message, ...]
     lineage: ConversationLineage | None
-    added: list[Message]
     added_lineage: list[tuple[tuple[int, ...] | None, ...]]
-    messages: list[Message]
-    records: list[ToolCallRecord]
     journal_seq: int | None
+    seq: int = 0
 
     @classmethod
-    def of(cls, item: InFlightTask) -> EntryDraft:
+    def of_entry(cls, item: InFlightTask) -> EntryDraft:
         """A draft of ``item``, nothing added yet."""
-        state = item.state
-        return cls(
+        return cls.of(
+            item.state,
             base=item,
-            phase=state.phase,
-            turns=state.turns,
-            token_usage=state.token_usage,
-            final_output=state.final_output,
-            success=state.success,
-            pending_tool_result_text=state.pending_tool_result_text,
-            pending=list(state.pending),
-            conversation=state.conversation,
             lineage=item.conversation_lineage,
-            added=[],
             added_lineage=[],
-            messages=[],
-            records=[],
             journal_seq=item.journal_seq,
         )
 
-    def append(self, message: Message, seq: int) -> None:
-        """Append ``message``, carried by event ``seq``, to the conversation and the messages."""
+    def append(self, message: Message) -> None:
+        """Append ``message``, carried by the event being folded, with its lineage."""
         self.added.append(message)
         self.messages.append(message)
         if self.lineage is not None:
             # Every block of a folded message comes from the event that carried it (JR-07).
-            self.added_lineage.append(((seq,),) * len(message.content))
+            self.added_lineage.append(((self.seq,),) * len(message.content))
 
-    def whole_conversation(self) -> tuple[tuple[Message, ...], ConversationLineage | None]:
-        """The conversation as it stands, with its lineage (joined: a rewrite reads it all)."""
-        conversation = self.conversation + tuple(self.added)
-        lineage = None if self.lineage is None else self.lineage + tuple(self.added_lineage)
-        return conversation, lineage
+    def replace_conversation(self, conversation: tuple[Message, ...]) -> None:
+        """The conversation is ``conversation`` from now on; its lineage is the fold's to set."""
+        self.conversation = conversation
+        self.added = []
+        self.added_lineage = []
+
+    def whole_lineage(self) -> ConversationLineage | None:
+        """The lineage of ``whole_conversation``."""
+        return None if self.lineage is None else self.lineage + tuple(self.added_lineage)
 
     def freeze(self) -> InFlightTask:
         """The entry with everything folded into it: one copy of each member that changed."""
         base = self.base
-        state = base.state
-        conversation, lineage = self.whole_conversation()
-        state = replace(
-            state,
-            phase=self.phase,
-            conversation=conversation,
-            messages=state.messages + tuple(self.messages) if self.messages else state.messages,
-            turns=self.turns,
-            token_usage=self.token_usage,
-            tool_calls=state.tool_calls + tuple(self.records) if self.records else state.tool_calls,
-            pending=tuple(self.pending),
-            final_output=self.final_output,
-            success=self.success,
-            pending_tool_result_text=self.pending_tool_result_text,
-        )
         return replace(
-            base, state=state, journal_seq=self.journal_seq, conversation_lineage=lineage
+            base,
+            state=self.state_of(base.state),
+            journal_seq=self.journal_seq,
+            conversation_lineage=self.whole_lineage(),
         )
 
 
@@ -176,7 +156,7 @@ def apply_event(item: InFlightTask, event: JournalEvent, *, enforce_lineage: boo
     Raises:
         TailRejected: the event does not fit the entry (the reason names the rule).
     """
-    draft = EntryDraft.of(item)
+    draft = EntryDraft.of_entry(item)
     fold_event(draft, event, enforce_lineage=enforce_lineage)
     return draft.freeze()
 
@@ -190,6 +170,7 @@ def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
         TailRejected: the event does not fit the entry (the reason names the rule).
     """
     kind = event.type
+    draft.seq = event.seq
     try:
         if kind == ASSISTANT_MESSAGE:
             _assistant(draft, event, enforce_lineage=enforce_lineage)
@@ -203,6 +184,8 @@ def fold_event(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool)
             _context_replace(draft, event)
         else:
             _turn_end(draft, event)
+    except Refused as refused:
+        raise TailRejected(f"{_where(draft, event)}: {refused.reason}", event.seq) from None
     except (KeyError, TypeError, ValueError, AttributeError, CheckpointError) as exc:
         where = f"{event.type} at seq {event.seq}"
         raise TailRejected(f"{where} is malformed: {exc!r}", event.seq) from None
@@ -298,26 +281,18 @@ def _context_replace(draft: EntryDraft, event: JournalEvent) -> None:
     An event without a layout (OMA's) cannot be rebuilt exactly: ``ValueError``, and the fold
     discards the tail (JR-16) rather than restore a conversation the model never saw.
     """
-    if draft.phase != "awaiting_model":
-        raise TailRejected(
-            f"{_where(draft, event)} arrives at {draft.phase}: a strategy rewrites "
-            "the conversation only before a model call",
-            event.seq,
-        )
+    check_rewrite(draft)
     raw = event.data.get("replacements") or []
     if not isinstance(raw, list):
         raise ValueError(f"replacements must be a list, got {raw!r}")
     derived = [block_from_json(r["block"]) for r in raw]
     detail = event.data.get("detail")
     detail = detail if isinstance(detail, dict) else {}
-    conversation, lineage = draft.whole_conversation()
     conversation, lineage = apply_layout(
-        conversation, lineage, detail.get("layout"), derived, event.seq
+        draft.whole_conversation(), draft.whole_lineage(), detail.get("layout"), derived, event.seq
     )
-    usage = draft.token_usage + usage_from_json(detail.get("usage"))
-    draft.conversation, draft.lineage = conversation, lineage
-    draft.added, draft.added_lineage = [], []
-    draft.token_usage = usage
+    rewritten(draft, conversation, usage_from_json(detail.get("usage")))
+    draft.lineage = lineage
 
 
 def _turn_end(draft: EntryDraft, event: JournalEvent) -> None:
@@ -329,64 +304,24 @@ def _turn_end(draft: EntryDraft, event: JournalEvent) -> None:
         # The model call failed: the turn it names was opened, never counted (RN-05).
         return
     if outcome == "completed":
-        _final_answer(draft, event)
+        # The answer before was the task's final answer: a run's final answer needs no
+        # snapshot of its own (D14).
+        finished(draft)
     draft.turns = max(draft.turns, turn)
 
 
-def _final_answer(draft: EntryDraft, event: JournalEvent) -> None:
-    """``turn/end`` completed: the assistant message before it was the task's final answer.
-
-    The runner's terminal state (``agents/turn.py``): phase ``completed``, the answer's text as
-    the final output, ``success``. The usage and the message were folded with the message; so a
-    run's final answer needs no snapshot of its own (D14).
-    """
-    answer = final_answer(draft.whole_conversation()[0])
-    if draft.phase != "awaiting_model" or answer is None:
-        raise TailRejected(
-            f"{_where(draft, event)} closes no final answer (phase {draft.phase})", event.seq
-        )
-    draft.phase = "completed"
-    draft.final_output = answer
-    draft.success = True
-
-
-def final_answer(conversation: tuple[Message, ...]) -> str | None:
-    """The text of ``conversation``'s final answer: its last message, from the assistant and
-    asking for no tool; ``None`` when it does not end with one."""
-    last = conversation[-1] if conversation else None
-    if last is None or last.role != "assistant":
-        return None
-    if any(isinstance(block, ToolUseBlock) for block in last.content):
-        return None
-    return text_of(last.content)
-
-
 def _assistant(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
-    if draft.phase != "awaiting_model":
-        raise TailRejected(
-            f"{_where(draft, event)} arrives at {draft.phase}: the runner cannot resume from "
-            "a second answer",
-            event.seq,
-        )
     message = _message(event, "assistant", enforce_lineage=enforce_lineage)
-    calls = [block for block in message.content if isinstance(block, ToolUseBlock)]
-    usage = _added_usage(draft.token_usage, event.data.get("usage"))
-    draft.turns += 1
-    draft.token_usage = usage
-    if calls:
-        draft.phase = "executing_tools"
-        draft.pending = [PendingCall(call=call) for call in calls]
-        draft.pending_tool_result_text = None
-    draft.append(message, event.seq)
+    answered(draft, message, _usage(event.data.get("usage")))
 
 
-def _added_usage(usage: TokenUsage, raw: Any) -> TokenUsage:
-    """``usage + usage_from_json(raw)``, one value built when ``raw`` holds exact ints."""
+def _usage(raw: Any) -> TokenUsage:
+    """``usage_from_json(raw)``, built at once when ``raw`` holds exact ints (the usual)."""
     if type(raw) is dict:
         given, taken = raw.get("input_tokens", 0), raw.get("output_tokens", 0)
         if type(given) is int and type(taken) is int:
-            return TokenUsage(usage.input_tokens + given, usage.output_tokens + taken)
-    return usage + usage_from_json(raw)
+            return TokenUsage(given, taken)
+    return usage_from_json(raw)
 
 
 def _tool_call(draft: EntryDraft, event: JournalEvent) -> None:
@@ -430,43 +365,18 @@ def _tool_result(draft: EntryDraft, event: JournalEvent) -> None:
     block = block_from_json(event.data["result"])
     if not isinstance(block, ToolResultBlock) or block.tool_use_id != call_id:
         raise ValueError(f"result is not a tool_result block for {call_id!r}")
-    index = None
-    for i, candidate in enumerate(draft.pending):
-        if candidate.call.id == call_id and candidate.commit is None:
-            index = i
-            break
-    if draft.phase != "executing_tools" or index is None:
-        raise TailRejected(
-            f"{_where(draft, event)}: call {call_id!r} is not pending (uncommitted) in the entry",
-            event.seq,
-        )
-    pending = draft.pending[index]
-    commit = ToolCommit(
-        block=block,
-        record=_record(event.data.get("record"), pending.call, block),
-        delegation_usage=(
-            usage_from_json(event.data["delegationUsage"])
-            if event.data.get("delegationUsage") is not None
-            else None
+    call = draft.pending[uncommitted_call(draft, call_id)].call
+    committed(
+        draft,
+        ToolCommit(
+            block=block,
+            record=_record(event.data.get("record"), call, block),
+            delegation_usage=(
+                usage_from_json(event.data["delegationUsage"])
+                if event.data.get("delegationUsage") is not None
+                else None
+            ),
         ),
-    )
-    draft.pending[index] = _committed(pending, commit)
-
-
-_PENDING_FIELDS = ("call", "commit", "dispatched", "approval_request", "approval_decision")
-if tuple(f.name for f in fields(PendingCall)) != _PENDING_FIELDS:  # pragma: no cover
-    raise TypeError(f"PendingCall's fields are not {_PENDING_FIELDS}: update _committed")
-
-
-def _committed(pending: PendingCall, commit: ToolCommit) -> PendingCall:
-    """``replace(pending, commit=commit)``, each field passed by name (``replace`` was a
-    fifth of a ``tool/result``'s fold); the import-time check above keeps the list whole."""
-    return PendingCall(
-        call=pending.call,
-        commit=commit,
-        dispatched=pending.dispatched,
-        approval_request=pending.approval_request,
-        approval_decision=pending.approval_decision,
     )
 
 
@@ -499,39 +409,12 @@ def _record(raw: Any, call: ToolUseBlock, block: ToolResultBlock) -> ToolCallRec
 
 def _user(draft: EntryDraft, event: JournalEvent, *, enforce_lineage: bool) -> None:
     message = _message(event, "user", enforce_lineage=enforce_lineage, pending=draft.pending)
-    answers = [b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)]
-    if event.data.get("origin") != "tool_results" and not answers:
-        if draft.phase == "executing_tools":
-            raise TailRejected(
-                f"{_where(draft, event)} arrives while a tool round is open: the runner "
-                "cannot resume from that state",
-                event.seq,
-            )
-        draft.phase = "awaiting_model"
-        draft.final_output = ""
-        draft.append(message, event.seq)
-        return
-    if draft.phase != "executing_tools":
-        raise TailRejected(f"{_where(draft, event)}: no tool round open", event.seq)
-    pending = draft.pending
-    commits = [p.commit for p in pending]
-    if answers != [p.call.id for p in pending] or None in commits:
-        raise TailRejected(
-            f"{_where(draft, event)} answers {answers} but the open round has "
-            f"{[p.call.id for p in pending]} with commits for "
-            f"{[p.call.id for p in pending if p.commit]}: the runner cannot resume "
-            "from that state",
-            event.seq,
-        )
-    done = [commit for commit in commits if commit is not None]
-    for commit in done:
-        if commit.delegation_usage is not None:
-            draft.token_usage = draft.token_usage + commit.delegation_usage
-        draft.records.append(commit.record)
-    draft.phase = "awaiting_model"
-    draft.pending = []
-    draft.pending_tool_result_text = None
-    draft.append(message, event.seq)
+    if event.data.get("origin") != "tool_results" and not any(
+        isinstance(block, ToolResultBlock) for block in message.content
+    ):
+        prompted(draft, message)
+    else:
+        returned(draft, message)
 
 
 # Run-level rules (D14): the facts of a run outside its in-flight entries that happen between
