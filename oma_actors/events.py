@@ -256,13 +256,21 @@ class BudgetExceeded(ProgressEvent):
         kind: ``"tokens"`` or ``"cost"``.
         used: tokens (input + output) or the estimated cost spent by the run so far.
         budget: the ``max_token_budget`` or ``max_cost_budget`` passed.
-        message: the run's status message.
+        message: the run's status message, OMA's error message (``Agent "<agent>" exceeded
+            token budget: <n> tokens used (budget: <b>)``, or ``... exceeded cost budget: <c>
+            estimated cost used (budget: <b>)``).
+        agent: the agent whose charge passed the budget (OMA's ``agent``): a task's assignee,
+            or ``coordinator`` for the decomposition and the synthesis.
+        task_id: the task whose charge passed it (OMA's ``task``); ``None`` for the
+            coordinator's calls.
     """
 
     kind: str
     used: float
     budget: float
     message: str
+    agent: str | None = None
+    task_id: str | None = None
 
 
 __all__ = [

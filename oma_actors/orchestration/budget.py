@@ -8,14 +8,20 @@ tasks (``after_synthesis``: over the budget, the synthesis is reported failed an
 ``budget_exhausted``). Each finished task is charged to the budget; once the spend is above it,
 the run stops dispatching, drains what runs, skips the rest (``Skipped: token budget
 exceeded.``) and ends ``budget_exhausted``, with no synthesis. A task suspended on an approval
-is charged too, as OMA charges it, but the run still suspends (nothing is skipped); its resumed
-result, which holds the tokens before the suspension, replaces that charge after a restore. The
+is charged too, as OMA charges it, and so is a task that finishes while the run suspends, but the
+run still suspends (nothing is skipped; AP-27); a suspended task's resumed result, which holds the
+tokens before the suspension, replaces its charge after a restore. The
 charge is also checked as a run starts, so a restore already over the budget (its own option,
 not the saved run's) dispatches nothing and ends as the fresh run did. A task whose cost the
 estimator cannot give (it raises, or returns no finite number >= 0: ``CostEstimateError``) fails
 with that message, is never charged, and the run goes on, as in OMA; elsewhere (the
 coordinator's calls, a restore's first check) the error ends the run. An agent's own
 ``max_token_budget`` is separate.
+
+``BudgetExceeded`` names the charge that passed the budget, with OMA's error message (budget.ts
+184-211, errors.ts 27-56): a task's assignee and id when a task's result passed it, the
+coordinator (no task) when its decomposition or synthesis did (orchestrator.ts 1565,
+coordinator.ts 625).
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 from oma_actors.domain.messages import TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import BudgetExceeded
+from oma_actors.orchestration.coordinator import COORDINATOR_NAME
 
 CostEstimator = Callable[[TokenUsage, str], float]
 """``estimate_cost(usage, model)``: the cost of ``usage`` on ``model``, in the caller's unit."""
@@ -44,6 +52,24 @@ TOKEN_SKIP_REASON = "Skipped: token budget exceeded."
 COST_SKIP_REASON = "Skipped: cost budget exceeded."
 
 
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One charge to the run's budget (a call of OMA's ``recordRunUsage``).
+
+    Attributes:
+        usage: the tokens spent.
+        model: the model ``estimate_cost`` prices them on.
+        agent: who spent them: a task's assignee, or the coordinator (its decomposition and
+            synthesis).
+        task_id: the task, for a task's charge.
+    """
+
+    usage: TokenUsage
+    model: str
+    agent: str = COORDINATOR_NAME
+    task_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunBudget:
     """A run's budget; ``None`` limits are not enforced.
@@ -52,18 +78,18 @@ class RunBudget:
         max_tokens: input + output tokens the whole run may spend.
         max_cost: what the run may spend as ``estimate_cost`` prices it.
         estimate_cost: prices each charge; required with ``max_cost``.
-        spent: charges made before the tasks (the coordinator's decomposition), as
-            ``(usage, model)``; ``check`` counts them with the charges it is given.
+        spent: the coordinator's charges (its decomposition, before the tasks); ``check``
+            counts them first, then the charges it is given.
     """
 
     max_tokens: int | None = None
     max_cost: float | None = None
     estimate_cost: CostEstimator | None = None
-    spent: tuple[tuple[TokenUsage, str], ...] = ()
+    spent: tuple[Charge, ...] = ()
 
     def charged(self, usage: TokenUsage, model: str) -> RunBudget:
-        """This budget with ``usage`` on ``model`` already spent (the coordinator's calls)."""
-        return replace(self, spent=(*self.spent, (usage, model)))
+        """This budget with ``usage`` on ``model`` already spent by the coordinator."""
+        return replace(self, spent=(*self.spent, Charge(usage, model)))
 
     @classmethod
     def of(
@@ -97,34 +123,76 @@ class RunBudget:
             return None
         return cls(max_tokens=max_tokens, max_cost=max_cost, estimate_cost=estimate_cost)
 
-    def check(
-        self, charges: Iterable[tuple[TokenUsage, str]], *, run_id: str | None
-    ) -> BudgetExceeded | None:
-        """The event to report when ``charges`` (usage, model) pass the budget, else ``None``.
+    def check(self, charges: Iterable[Charge], *, run_id: str | None) -> BudgetExceeded | None:
+        """The event to report when ``charges`` pass the budget, else ``None``.
+
+        The event names the charge at which the spend (``spent``, then ``charges``, in the
+        order charged) passed the budget. Checked after each charge, that is the charge just
+        made, the one OMA's ``recordRunUsage`` names; on a restore's first check, the restored
+        charge that took the run over.
 
         Raises:
             CostEstimateError: ``estimate_cost`` raised, or priced a charge at a cost that is no
                 finite number >= 0.
         """
         spent = [*self.spent, *charges]
+        over: Charge | None = None
         if self.max_tokens is not None:
-            tokens = sum(usage.input_tokens + usage.output_tokens for usage, _ in spent)
-            if tokens > self.max_tokens:
+            tokens = 0
+            for charge in spent:
+                tokens += charge.usage.input_tokens + charge.usage.output_tokens
+                if over is None and tokens > self.max_tokens:
+                    over = charge
+            if over is not None:
                 message = (
-                    f"Run exceeded token budget: {tokens} tokens used (budget: {self.max_tokens})"
+                    f'Agent "{over.agent}" exceeded token budget: {tokens} tokens used'
+                    f" (budget: {self.max_tokens})"
                 )
                 return BudgetExceeded(
                     run_id=run_id, kind="tokens", used=tokens, budget=self.max_tokens,
-                    message=message,
+                    message=message, agent=over.agent, task_id=over.task_id,
                 )  # fmt: skip
         if self.max_cost is not None and self.estimate_cost is not None:
-            cost = sum(_priced(self.estimate_cost, usage, model) for usage, model in spent)
-            if cost > self.max_cost:
-                message = f"Run exceeded cost budget: {cost:g} used (budget: {self.max_cost:g})"
-                return BudgetExceeded(
-                    run_id=run_id, kind="cost", used=cost, budget=self.max_cost, message=message
+            # Added one charge at a time from zero, as OMA's running total is (not ``sum``,
+            # which compensates on Python 3.12+), so ``used`` is OMA's number to the last bit.
+            cost = 0.0
+            for charge in spent:
+                cost += _priced(self.estimate_cost, charge.usage, charge.model)
+                if over is None and cost > self.max_cost:
+                    over = charge
+            if over is not None:
+                message = (
+                    f'Agent "{over.agent}" exceeded cost budget: {js_number(cost)} estimated cost'
+                    f" used (budget: {js_number(self.max_cost)})"
                 )
+                return BudgetExceeded(
+                    run_id=run_id, kind="cost", used=cost, budget=self.max_cost,
+                    message=message, agent=over.agent, task_id=over.task_id,
+                )  # fmt: skip
         return None
+
+
+def js_number(value: float) -> str:
+    """``value`` as JavaScript's ``String(number)`` writes it, which OMA's messages interpolate:
+    ``2`` (not ``2.0``), ``0.1`` and ``1e-7`` (not ``1e-07``); the shortest digits that round-trip
+    (as ``repr``'s), positional from 1e-6 up to 1e21, else ``<d>.<ddd>e<+|-><n>``."""
+    if value == 0:
+        return "0"
+    if value < 0:
+        return "-" + js_number(-value)
+    shortest = Decimal(repr(float(value))).normalize().as_tuple()
+    digits = "".join(str(digit) for digit in shortest.digits)
+    size = len(digits)
+    point = int(shortest.exponent) + size  # value = 0.<digits> x 10**point
+    if size <= point <= 21:
+        return digits + "0" * (point - size)
+    if 0 < point <= 21:
+        return f"{digits[:point]}.{digits[point:]}"
+    if -6 < point <= 0:
+        return "0." + "0" * -point + digits
+    exponent = point - 1
+    mantissa = digits if size == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{mantissa}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
 
 
 def _priced(estimate: CostEstimator, usage: TokenUsage, model: str) -> float:
@@ -144,26 +212,29 @@ def task_charges(
     results: Mapping[str, AgentRunResult],
     assignee_of: Callable[[str], str | None],
     models: Mapping[str, str],
-) -> list[tuple[TokenUsage, str]]:
-    """The ``(usage, model)`` charge of every task result, priced on its assignee's model."""
-    return [
-        (result.token_usage, models.get(assignee_of(task_id) or "", ""))
-        for task_id, result in results.items()
-    ]
+) -> list[Charge]:
+    """The charge of every task result: its assignee's, priced on the assignee's model."""
+    charges = []
+    for task_id, result in results.items():
+        assignee = assignee_of(task_id) or ""
+        charges.append(Charge(result.token_usage, models.get(assignee, ""), assignee, task_id))
+    return charges
 
 
 def after_synthesis(
     budget: RunBudget | None,
-    charges: Iterable[tuple[TokenUsage, str]],
+    charges: Iterable[Charge],
     synthesis: AgentRunResult,
     model: str,
     *,
     run_id: str | None,
 ) -> BudgetExceeded | None:
-    """The event to report when the synthesis took the run over its budget (OMA charges it)."""
+    """The event to report when the synthesis took the run over its budget (OMA charges it
+    last, to the coordinator, coordinator.ts 608-625: the event names the coordinator)."""
     if budget is None:
         return None
-    return budget.charged(synthesis.token_usage, model).check(charges, run_id=run_id)
+    # Charged after the tasks, as OMA adds it: the event names it, and the cost adds up as OMA's.
+    return budget.check([*charges, Charge(synthesis.token_usage, model)], run_id=run_id)
 
 
 def exhausted(event: BudgetExceeded) -> tuple[str, RunOutcome]:

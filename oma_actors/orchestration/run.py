@@ -31,7 +31,7 @@ from oma_actors.events import (
     TaskSkipped,
     TaskStarted,
 )
-from oma_actors.orchestration.budget import CostEstimateError, RunBudget, exhausted
+from oma_actors.orchestration.budget import CostEstimateError, RunBudget, exhausted, task_charges
 from oma_actors.orchestration.checkpointing import run_at_boundary, snapshot_of
 from oma_actors.orchestration.dispatch_gate import DispatchGate, Go, Halt, Wait
 from oma_actors.orchestration.journal_events import record_run_fact
@@ -429,7 +429,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         exceeded: BudgetExceeded | None = None
         unpriced: str | None = None
         try:
-            exceeded = self._over(suspending=outcome.suspended)
+            exceeded = self._over()
         except CostEstimateError as exc:
             unpriced = str(exc)
         if outcome.suspended and unpriced is None:
@@ -504,12 +504,16 @@ class RunActor(Actor[RunMessage, bool | None]):
                 )
             )
 
-    def _over(self, *, suspending: bool = False) -> BudgetExceeded | None:
+    def _over(self) -> BudgetExceeded | None:
         """What the results so far passed of the budget, if it is still to be reported (by
-        ``_spend``, once the task's end is durable: EV-01).
+        ``_spend``, once the task's end is durable: EV-01). It names the result's task and
+        assignee that took the run over (OMA's ``recordRunUsage`` names the task it charges,
+        task-execution.ts 1381-1387): the one just finished, or at a restore's start the
+        restored one.
 
-        ``suspending``: the last result is a task suspended on an approval, priced even when
-        another suspension is pending.
+        A suspending run (``Wait``) is still charged, as OMA charges every result it drains
+        (task-execution.ts 1380-1391 run whatever the loop's state): a task that finishes after
+        a suspension and passes the budget is reported, a suspended one too.
 
         Raises:
             CostEstimateError: the estimator could not price a result.
@@ -517,27 +521,29 @@ class RunActor(Actor[RunMessage, bool | None]):
         budget = self._w.budget
         if budget is None or self._over_budget or isinstance(self._stop, Halt):
             return None
-        if self._stop is not None and not suspending:
-            return None
-        charges = [
-            (result.token_usage, self._w.models.get(self._queue.get(task_id).assignee or "", ""))
-            for task_id, result in self._state.task_results.items()
-            if task_id not in self._unpriced
-        ]
+        results = {
+            task: result
+            for task, result in self._state.task_results.items()
+            if task not in self._unpriced
+        }
+        charges = task_charges(results, lambda task: self._queue.get(task).assignee, self._w.models)
         return budget.check(charges, run_id=self._w.run_id)
 
     def _spend(self, exceeded: BudgetExceeded | None, *, suspending: bool = False) -> None:
         """Report ``exceeded`` and stop the run: drain, then skip the rest.
 
-        ``suspending``: the suspension stands, as in OMA, whose suspended branch sets the run's
-        status after the charge (task-execution.ts 1375-1391, 1418-1422) and whose loop
-        suspends before it stops (796-806): nothing is skipped, the run ends ``suspended``.
+        ``suspending`` (the task charged suspends), or a run already suspending: the suspension
+        stands, as in OMA, whose loop suspends before it stops (task-execution.ts 796-807):
+        nothing is skipped and the suspended task can still resume. The run ends ``suspended``
+        (spec AP-27), where OMA's ends ``budget_exhausted`` when the charge came after the
+        suspension (budget.ts 207 sets the run's status over it; its suspended branch,
+        task-execution.ts 1418-1422, sets it back only for a task that suspends after).
         """
         if exceeded is None:
             return
         self._over_budget = True
         self._w.emit(exceeded)
-        if suspending:
+        if suspending or isinstance(self._stop, Wait):
             return
         reason, status = exhausted(exceeded)
         self._stop = Halt(reason=reason, status=status)

@@ -54,7 +54,7 @@ async def test_a_run_over_its_token_budget_stops_and_is_budget_exhausted() -> No
     result = await orchestrator.run_tasks(squad, tasks())
     assert (cheap.call_count, dear.call_count) == (1, 1)  # 4, then 8 > 6: "three" never runs
     assert [task.status for task in result.tasks] == ["completed", "completed", "skipped"]
-    message = "Run exceeded token budget: 8 tokens used (budget: 6)"
+    message = 'Agent "large" exceeded token budget: 8 tokens used (budget: 6)'
     assert (result.success, result.status.code, result.status.message) == (
         False, "budget_exhausted", message
     )  # fmt: skip
@@ -80,7 +80,9 @@ async def test_a_cost_budget_prices_each_task_on_its_agents_model() -> None:
     # "one" costs 4 * 0.5 = 2, "two" 4 * 2 = 8: 10 > 9. By tokens alone (8) it would not stop.
     assert (cheap.call_count, dear.call_count) == (1, 1)
     assert result.status.code == "budget_exhausted"
-    assert result.status.message == "Run exceeded cost budget: 10 used (budget: 9)"
+    assert result.status.message == (
+        'Agent "large" exceeded cost budget: 10 estimated cost used (budget: 9)'
+    )
     [exceeded] = [e for e in events if isinstance(e, BudgetExceeded)]
     assert (exceeded.kind, exceeded.used) == ("cost", 10.0)
     assert [e.reason for e in events if isinstance(e, TaskSkipped)] == [
@@ -133,7 +135,9 @@ async def test_tasks_draining_after_the_budget_ran_out_report_it_once() -> None:
     result = await orchestrator.run_tasks(squad, independent)
     assert cheap.call_count == 3  # all three were running when the first one finished
     assert [e.used for e in events if isinstance(e, BudgetExceeded)] == [4]
-    assert result.status.message == "Run exceeded token budget: 4 tokens used (budget: 3)"
+    assert result.status.message == (
+        'Agent "small" exceeded token budget: 4 tokens used (budget: 3)'
+    )
 
 
 async def test_a_failed_tasks_tokens_are_charged_too() -> None:

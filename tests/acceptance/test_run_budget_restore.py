@@ -76,7 +76,7 @@ async def test_a_restore_already_over_its_budget_drains_at_once_as_the_fresh_run
     assert budget_facts(restored, events) == budget_facts(fresh, fresh_events)
     assert budget_facts(restored, events) == (
         ["completed", "skipped"],
-        (False, "budget_exhausted", "Run exceeded token budget: 6 tokens used (budget: 5)"),
+        (False, "budget_exhausted", 'Agent "w" exceeded token budget: 6 tokens used (budget: 5)'),
         [("tokens", 6, 5)],
         [("t2", "Skipped: token budget exceeded.")],
     )
@@ -139,7 +139,7 @@ async def test_a_task_in_flight_when_the_budget_ran_out_is_skipped_by_the_restor
     assert len(held.calls) == 2  # "b" is not sent again
     assert budget_facts(restored, events) == (
         ["completed", "skipped"],
-        (False, "budget_exhausted", "Run exceeded token budget: 6 tokens used (budget: 5)"),
+        (False, "budget_exhausted", 'Agent "w" exceeded token budget: 6 tokens used (budget: 5)'),
         [("tokens", 6, 5)],
         [("b", "Skipped: token budget exceeded.")],
     )

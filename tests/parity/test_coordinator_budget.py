@@ -34,7 +34,7 @@ def exceeded(events: list[ProgressEvent]) -> list[BudgetExceeded]:
 async def test_a_decomposition_over_the_budget_runs_no_task() -> None:
     result, events, worker = await run(budget=13)  # the plan alone is 14
     assert worker.call_count == 0  # type: ignore[attr-defined]
-    message = "Run exceeded token budget: 14 tokens used (budget: 13)"
+    message = 'Agent "coordinator" exceeded token budget: 14 tokens used (budget: 13)'
     assert (result.status.code, result.status.message) == ("budget_exhausted", message)  # type: ignore[attr-defined]
     [event] = exceeded(events)
     assert (event.kind, event.used, event.budget) == ("tokens", 14, 13)
@@ -52,7 +52,8 @@ async def test_a_synthesis_over_the_budget_fails_the_run() -> None:
     result, events, worker = await run(budget=20)  # 14 + 2 + 2 = 18, then the answer's 7: 25
     assert worker.call_count == 2  # type: ignore[attr-defined]
     assert result.status.code == "budget_exhausted"  # type: ignore[attr-defined]
-    assert result.status.message == "Run exceeded token budget: 25 tokens used (budget: 20)"  # type: ignore[attr-defined]
+    message = 'Agent "coordinator" exceeded token budget: 25 tokens used (budget: 20)'
+    assert result.status.message == message  # type: ignore[attr-defined]
     coordinator = result.agent_results["coordinator"]  # type: ignore[attr-defined]
     assert not coordinator.success
     assert coordinator.output == "final answer"  # OMA still returns the answer it paid for

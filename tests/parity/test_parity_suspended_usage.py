@@ -148,7 +148,7 @@ async def test_a_budget_passed_by_a_suspending_task_is_reported_and_the_run_susp
     result, events = await _suspended(InMemoryStore(), budget=25)
     [over] = [e for e in events if isinstance(e, BudgetExceeded)]
     assert (over.kind, over.used, over.budget) == ("tokens", 30, 25)
-    assert over.message == "Run exceeded token budget: 30 tokens used (budget: 25)"
+    assert over.message == 'Agent "payer" exceeded token budget: 30 tokens used (budget: 25)'
     order = [type(e) for e in events if isinstance(e, BudgetExceeded | AgentCompleted)]
     assert order == [BudgetExceeded, AgentCompleted]
     assert result.status.code == "suspended"

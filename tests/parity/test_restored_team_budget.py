@@ -49,7 +49,7 @@ async def restored(
 
 OVER_AT_16 = (
     ["completed", "skipped"],
-    ("budget_exhausted", "Run exceeded token budget: 16 tokens used (budget: 15)"),
+    ("budget_exhausted", 'Agent "worker" exceeded token budget: 16 tokens used (budget: 15)'),
     TokenUsage(11, 5),
     [16],
 )
