@@ -95,6 +95,10 @@ class RunState:
     decisions: list[ApprovalDecision] = field(default_factory=list)
     fatal: Exception | None = None
     writer: RunWriter | None = None  # the run's writer, for its save counts
+    # Tasks whose cost the estimator could not give: OMA's accounting throws before it adds
+    # them (budget.ts 184-198), so they are never charged, nor priced again (the synthesis's
+    # charge, ``goal_flow.charge_synthesis``, leaves them out too).
+    unpriced: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,9 +157,6 @@ class RunActor(Actor[RunMessage, bool | None]):
         )
         self._stop: Halt | Wait | None = None
         self._over_budget = False  # BudgetExceeded was reported (once, as OMA's flag has it)
-        # Tasks whose cost the estimator could not give: OMA's accounting throws before it adds
-        # them (budget.ts 184-198), so they are never charged (and never priced again).
-        self._unpriced: set[str] = set()
         self._done: asyncio.Future[None] | None = None
         self._self: ActorRef[RunMessage, bool | None] | None = None
 
@@ -449,7 +450,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         result = outcome.result
         run_id = self._w.run_id
         if unpriced is not None:  # the task fails with the estimator's message; the run goes on
-            self._unpriced.add(task_id)
+            self._state.unpriced.add(task_id)
             result = replace(result, success=False, output=unpriced)
             self._state.task_results[task_id] = result
         self._runner_states.pop(task_id, None)  # spec RN-13: a finished task leaves no entry
@@ -524,7 +525,7 @@ class RunActor(Actor[RunMessage, bool | None]):
         results = {
             task: result
             for task, result in self._state.task_results.items()
-            if task not in self._unpriced
+            if task not in self._state.unpriced
         }
         charges = task_charges(results, lambda task: self._queue.get(task).assignee, self._w.models)
         return budget.check(charges, run_id=self._w.run_id)
