@@ -512,15 +512,16 @@ class RunActor(Actor[RunMessage, bool | None]):
         task-execution.ts 1381-1387): the one just finished, or at a restore's start the
         restored one.
 
-        A suspending run (``Wait``) is still charged, as OMA charges every result it drains
-        (task-execution.ts 1380-1391 run whatever the loop's state): a task that finishes after
-        a suspension and passes the budget is reported, a suspended one too.
+        A suspending or halted run (``Wait``, ``Halt``) is still charged, as OMA charges every
+        result it drains (task-execution.ts 1380-1391 run whatever the loop's state): a task
+        that finishes after a suspension, a denied dispatch or a failed gate and passes the
+        budget is reported, a suspended one too.
 
         Raises:
             CostEstimateError: the estimator could not price a result.
         """
         budget = self._w.budget
-        if budget is None or self._over_budget or isinstance(self._stop, Halt):
+        if budget is None or self._over_budget:
             return None
         results = {
             task: result
@@ -533,6 +534,9 @@ class RunActor(Actor[RunMessage, bool | None]):
     def _spend(self, exceeded: BudgetExceeded | None, *, suspending: bool = False) -> None:
         """Report ``exceeded`` and stop the run: drain, then skip the rest.
 
+        A run already halted (a denied dispatch, a failed gate) keeps its status and its skip
+        reason (spec TQ-07), where OMA's status becomes ``budget_exhausted``.
+
         ``suspending`` (the task charged suspends), or a run already suspending: the suspension
         stands, as in OMA, whose loop suspends before it stops (task-execution.ts 796-807):
         nothing is skipped and the suspended task can still resume. The run ends ``suspended``
@@ -544,7 +548,9 @@ class RunActor(Actor[RunMessage, bool | None]):
             return
         self._over_budget = True
         self._w.emit(exceeded)
-        if suspending or isinstance(self._stop, Wait):
+        if suspending or self._stop is not None:
+            # A stop already decided stands (spec TQ-07: a forced status wins; AP-27): OMA
+            # would write ``budget_exhausted`` over it (budget.ts 207), its skip reason kept.
             return
         reason, status = exhausted(exceeded)
         self._stop = Halt(reason=reason, status=status)
