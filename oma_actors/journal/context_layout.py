@@ -9,7 +9,8 @@ that together give the new conversation in order:
 - ``{"keep": [a, b]}``: messages ``a`` to ``b`` (inclusive) of the conversation before the
   rewrite, unchanged;
 - ``{"role": ..., "blocks": [...]}``: one message, where a block is ``[m, b]`` (the block at
-  message ``m``, index ``b`` of the conversation before) or ``k`` (the ``k``-th replacement).
+  message ``m``, index ``b`` of the conversation before) or ``k`` (the ``k``-th replacement);
+  ``"blocks": []`` is an empty message (one the conversation held, which no block can place).
 
 A run of unchanged messages is one entry, so a rewrite that touches a few blocks of a long
 conversation (``CompressToolResults``) records O(what changed), not O(conversation), and a
@@ -107,8 +108,10 @@ def apply_layout(
             continue
         role = entry.get("role") if isinstance(entry, dict) else None
         refs = entry.get("blocks") if isinstance(entry, dict) else None
-        if role not in ("user", "assistant") or not isinstance(refs, list) or not refs:
-            raise ValueError(f"layout entry {entry!r} needs a role and a non-empty blocks list")
+        # No block: an empty message the conversation held (a model that answered with none),
+        # which ``layout_of`` can only write this way; refusing it would discard the tail.
+        if role not in ("user", "assistant") or not isinstance(refs, list):
+            raise ValueError(f"layout entry {entry!r} needs a role and a blocks list")
         blocks: list[ContentBlock] = []
         row: list[tuple[int, ...] | None] = []
         for ref in refs:
