@@ -377,5 +377,10 @@ def _wraps(candidate: object, kind: type) -> bool:
 
 def forgets_before(journal: object, store: object) -> bool:
     """Whether ``journal`` loses on a crash what ``store`` keeps (an in-memory journal beside a
-    persistent store): then journal-only saves would be weaker than the snapshots they replace."""
-    return isinstance(journal, InMemoryRunJournal) and not isinstance(store, InMemoryStore)
+    persistent store): then journal-only saves would be weaker than the snapshots they replace.
+
+    Either may be wrapped (an ``EncryptingJournal`` over an in-memory journal, a store behind a
+    redacting or forwarding layer): what they wrap decides, so a sealed in-memory journal beside
+    a ``FileStore`` never becomes the save path, and an in-memory store behind a wrapper keeps
+    its journal-only saves."""
+    return _wraps(journal, InMemoryRunJournal) and not _wraps(store, InMemoryStore)
