@@ -20,7 +20,7 @@ from oma_actors.errors import LeaseError
 from oma_actors.keyspace import RUN_KEY_PREFIX, run_record_key
 from oma_actors.runs.lifecycle import ATOMIC_REQUIRED, VALIDATION
 from oma_actors.runs.record import RunRecord
-from oma_actors.stores.base import Put, is_atomic_store
+from oma_actors.stores.base import Put, is_atomic_store, layers
 from oma_actors.stores.file import FileStore
 from oma_actors.stores.memory import InMemoryStore
 
@@ -115,11 +115,16 @@ class MemoryStoreRunStore:
             raise LeaseError(
                 VALIDATION, f"atomicity must be 'process' or 'cross-process', not {atomicity!r}"
             )
-        if atomicity == "cross-process" and isinstance(store, InMemoryStore | FileStore):
-            # The two embedded stores serialise writers inside one process only; claiming more
-            # is exactly the misconfiguration that lets two workers both own a run.
+        embedded = next(
+            (layer for layer in layers(store) if isinstance(layer, InMemoryStore | FileStore)),
+            None,
+        )
+        if atomicity == "cross-process" and embedded is not None:
+            # The two embedded stores serialise writers inside one process only, and so does
+            # a wrapper over one (an ``EncryptingStore``); claiming more is exactly the
+            # misconfiguration that lets two workers both own a run.
             raise LeaseError(
-                VALIDATION, f"a {type(store).__name__} cannot be declared 'cross-process'"
+                VALIDATION, f"a {type(embedded).__name__} cannot be declared 'cross-process'"
             )
         self.store = store
         self.atomicity: Atomicity = atomicity

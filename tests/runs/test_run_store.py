@@ -13,9 +13,13 @@ from run_helpers import code_of, code_of_call, record
 from oma_actors.errors import LeaseError
 from oma_actors.keyspace import run_record_key
 from oma_actors.runs import MemoryStoreRunStore, RunRecord, RunStore, is_run_record_key
-from oma_actors.stores import FileStore, InMemoryStore
+from oma_actors.stores import FileStore, InMemoryStore, SqliteStore
 from oma_actors.stores.base import ConditionalStore
+from oma_actors.stores.encrypting import EncryptingStore
+from oma_actors.stores.keyring import KeyRing
 from oma_actors.testing import ForwardingStore, MinimalStore
+
+KEY = bytes(range(32))
 
 
 def bump(current: RunRecord, **changes: Any) -> RunRecord:
@@ -34,9 +38,20 @@ async def test_an_embedded_store_cannot_claim_cross_process_atomicity(
 ) -> None:
     claim = code_of_call(MemoryStoreRunStore, store, atomicity="cross-process")
     assert claim == "RUN_VALIDATION_ERROR"
-    # A store the adapter cannot see through (a database, here a wrapper) is taken at its word.
-    wrapped = MemoryStoreRunStore(ForwardingStore(store), atomicity="cross-process")
-    assert wrapped.atomicity == "cross-process"
+    # A wrapper over one serialises no more than the store it wraps (before, it was taken at
+    # its word: two workers could both own a run behind an EncryptingStore over a FileStore).
+    for wrapper in (
+        ForwardingStore(store),
+        EncryptingStore(store, KeyRing({"k": KEY}, active="k")),
+    ):
+        with pytest.raises(LeaseError, match=f"a {type(store).__name__} cannot be declared"):
+            MemoryStoreRunStore(wrapper, atomicity="cross-process")
+
+
+async def test_a_database_store_is_taken_at_its_word(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "runs.db") as database:
+        claimed = MemoryStoreRunStore(ForwardingStore(database), atomicity="cross-process")
+        assert claimed.atomicity == "cross-process"
 
 
 def test_a_store_without_compare_and_set_is_refused() -> None:
