@@ -107,3 +107,29 @@ async def test_abort_cancels_the_items_of_a_batch_still_gathering() -> None:
         await batching.abort()
     assert future.cancelled()
     assert committed == []
+
+
+async def test_an_item_submitted_now_does_not_wait_out_the_window() -> None:
+    """Guards ``enqueue``'s ``now``: a durable run's append closes the batch's window at once
+    (``append_now``), so it never waits out a batching window (here an hour long); a later
+    item of the same loop turn rides in its batch. Without ``now`` nothing commits at all."""
+    committed: list[list[int]] = []
+
+    async def commit(items: Sequence[int]) -> list[int | BaseException]:
+        committed.append(list(items))
+        return list(items)
+
+    batching: GroupCommit[int, int] = GroupCommit(commit, window_s=3600)
+    waiting = batching.enqueue(1)
+    at_once = batching.enqueue(2, now=True)
+    for _ in range(5):  # a few loop turns, not a wall-clock wait
+        await asyncio.sleep(0)
+    assert at_once.done()
+    assert waiting.done()
+    assert committed == [[1, 2]]
+    alone = batching.enqueue(3)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not alone.done()  # without ``now`` an item waits for its window
+    await batching.drain()
+    assert committed == [[1, 2], [3]]
