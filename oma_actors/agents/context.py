@@ -15,7 +15,8 @@ from then on, what the checkpoint saves and what the journal records as ``contex
 - ``CompressToolResults(max_chars)``: a tool result longer than ``max_chars`` that the model has
   already answered is replaced by a short marker (errors are kept whole).
 - ``CustomContext(fn)``: ``fn`` gets the conversation and returns the one to send; blocks it
-  passes through keep their lineage, blocks it makes are recorded verbatim.
+  passes through keep their lineage, blocks it makes are recorded verbatim. A block it was given
+  must not be edited in place (the task fails): the journal would not see the change.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class Summarize:
     """Summarize the older turns once the conversation passes ``max_tokens`` (estimated).
 
     Args:
-        max_tokens: the threshold, in estimated tokens (4 characters of JSON per token).
+        max_tokens: the threshold, in estimated tokens (OMA's ``estimateTokens``: 4 content
+            characters per token, an image 64 characters).
         summarizer: the agent that writes the summary; ``None``: the agent's own model.
     """
 
@@ -77,7 +79,12 @@ class Summarize:
 
 @dataclass(frozen=True, slots=True)
 class CompressToolResults:
-    """Replace answered tool results longer than ``max_chars`` by a marker."""
+    """Replace answered tool results longer than ``max_chars`` by a marker.
+
+    The size is OMA's ``toolResultContentSize`` (an image counts its base64 or URL). OMA's
+    ``compressToolResults: {minChars: N}`` compresses from ``N`` characters on: it is
+    ``CompressToolResults(N - 1)``.
+    """
 
     max_chars: int
     kind: ClassVar[str] = "compress-tool-results"

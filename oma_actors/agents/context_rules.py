@@ -26,6 +26,7 @@ from oma_actors.domain.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -37,14 +38,57 @@ if TYPE_CHECKING:
 
 TRUNCATION_NOTICE = "[Earlier conversation history truncated: older turns were removed]"
 SUMMARY_MARK = "[Conversation summary]"
+SUMMARY_UNAVAILABLE = "[Conversation summary unavailable]"  # OMA's text for an empty summary
 COMPRESSED_MARK = "[Tool output compressed"
-CHARS_PER_TOKEN = 4  # OMA's estimate: characters of the serialized conversation / 4
+CHARS_PER_TOKEN = 4  # OMA's estimateTokens: content characters / 4, rounded up
+IMAGE_CHARS = 64  # OMA's flat cost of an image block, whatever its size
 
 
 def estimate_tokens(conversation: Sequence[Message]) -> int:
-    """A provider-independent size estimate: JSON characters / 4, rounded up."""
-    chars = sum(len(js_dumps([block_to_json(b) for b in m.content])) for m in conversation)
+    """OMA's ``estimateTokens``: the content characters of every block / 4, rounded up.
+
+    Only what the model reads counts, in JavaScript's ``.length`` (UTF-16 code units): the text
+    of a text or reasoning block, a tool result's ``tool_result_content_size``, the JSON of a
+    tool call's input, and a flat ``IMAGE_CHARS`` per image (its base64 would otherwise keep a
+    conversation with one image above any threshold, so ``Summarize`` would run every call).
+    """
+    chars = sum(_block_chars(b) for m in conversation for b in m.content)
     return -(-chars // CHARS_PER_TOKEN)
+
+
+def js_length(text: str) -> int:
+    """JavaScript's ``text.length``: UTF-16 code units, so a character past U+FFFF counts 2."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def tool_result_content_size(content: str | Sequence[ContentBlock]) -> int:
+    """OMA's ``toolResultContentSize``: the characters a tool result's content carries.
+
+    Text counts its length; an image its ``data`` (or ``url``) and media type plus 32. A block
+    OMA's tool results cannot hold (ours may) counts as it would in a message.
+    """
+    if isinstance(content, str):
+        return js_length(content)
+    total = 0
+    for part in content:
+        if isinstance(part, ImageBlock):
+            source = part.url if part.url is not None else (part.data or "")
+            total += js_length(source) + js_length(part.media_type) + 32
+        else:
+            total += _block_chars(part)
+    return total
+
+
+def _block_chars(block: ContentBlock) -> int:
+    if isinstance(block, TextBlock | ReasoningBlock):
+        return js_length(block.text)
+    if isinstance(block, ToolResultBlock):
+        return tool_result_content_size(block.content)
+    if isinstance(block, ToolUseBlock):
+        return js_length(js_dumps(block.input))
+    return IMAGE_CHARS
 
 
 def turns_after_prompt(conversation: Sequence[Message]) -> list[list[Message]]:
@@ -64,7 +108,10 @@ def turns_after_prompt(conversation: Sequence[Message]) -> list[list[Message]]:
 def strategy_block(prompt: Message) -> TextBlock | None:
     """The notice or summary a strategy put at the end of the prompt message, if any."""
     last = prompt.content[-1] if prompt.content else None
-    if isinstance(last, TextBlock) and last.text.startswith((TRUNCATION_NOTICE, SUMMARY_MARK)):
+    if not isinstance(last, TextBlock):
+        return None
+    # OMA's empty-summary text does not start with the mark: it is told apart whole.
+    if last.text.startswith((TRUNCATION_NOTICE, SUMMARY_MARK)) or last.text == SUMMARY_UNAVAILABLE:
         return last
     return None
 
@@ -135,9 +182,22 @@ def _without_media(block: ContentBlock) -> ContentBlock:
     return block
 
 
-def _size(block: ToolResultBlock) -> int:
-    content = block.content
-    return len(content) if isinstance(content, str) else len(js_dumps(block_to_json(block)))
+def _marker(block: ContentBlock, max_chars: int) -> ToolResultBlock | None:
+    """The marker standing for ``block``, or ``None`` if it is kept (OMA's rules and marker).
+
+    The threshold is ours: longer than ``max_chars`` (OMA: at least ``minChars``).
+    """
+    if not isinstance(block, ToolResultBlock) or block.is_error:
+        return None
+    if isinstance(block.content, str) and block.content.startswith(COMPRESSED_MARK):
+        return None  # compressed already: a second marker would count the marker's size
+    size = tool_result_content_size(block.content)
+    if size <= max_chars:
+        return None
+    unit = "chars" if isinstance(block.content, str) else "estimated chars"
+    return ToolResultBlock(
+        block.tool_use_id, f"{COMPRESSED_MARK} — {size} {unit}, already processed]"
+    )
 
 
 def compress_tool_results(
@@ -153,21 +213,10 @@ def compress_tool_results(
         message = conversation[index]
         content: list[ContentBlock] = []
         for block in message.content:
-            if (
-                isinstance(block, ToolResultBlock)
-                and not block.is_error
-                and not (
-                    isinstance(block.content, str) and block.content.startswith(COMPRESSED_MARK)
-                )
-                and _size(block) > strategy.max_chars
-            ):
-                marker = ToolResultBlock(
-                    block.tool_use_id,
-                    f"{COMPRESSED_MARK}: {_size(block)} chars, already processed]",
-                )
+            marker = _marker(block, strategy.max_chars)
+            if marker is not None:
                 replacements.append(Replacement(marker, (block,)))
-                block = marker
-            content.append(block)
+            content.append(block if marker is None else marker)
         if any(a is not b for a, b in zip(content, message.content, strict=True)):
             after[index] = Message(message.role, content)
     if not replacements:
@@ -189,12 +238,16 @@ def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> Contex
 
     Raises:
         ContextStrategyError: ``fn`` did not return a non-empty list of ``Message``, or one of
-            them has no content list, no block, or a value that is not a content block.
+            them has no content list, no block, or a value that is not a content block; or
+            ``fn`` changed a block it was given in place.
     """
     # Each message is a copy, so a function that edits a content list in place cannot change the
     # state's conversation (the one the checkpoint and the journal hold); blocks are shared, so
-    # those it passes through keep their lineage.
+    # those it passes through keep their lineage. A block's own mutable parts are shared too:
+    # their state is taken before and compared after (``_refuse_changed_in_place``).
+    held = _mutable_parts(conversation)
     out = strategy.fn([Message(m.role, list(m.content)) for m in conversation])
+    _refuse_changed_in_place(held)
     if not isinstance(out, list) or not out or not all(isinstance(m, Message) for m in out):
         raise ContextStrategyError(
             f"CustomContext.fn must return a non-empty list of Message, got {out!r}"
@@ -215,6 +268,57 @@ def custom(conversation: tuple[Message, ...], strategy: CustomContext) -> Contex
     return ContextRewrite(
         strategy=strategy.kind, before=conversation, after=after, replacements=tuple(made)
     )
+
+
+_Held = tuple[int, int, ToolUseBlock | ToolResultBlock, object]
+
+
+def _mutable_parts(conversation: Sequence[Message]) -> list[_Held]:
+    """(message, block, the block, its state) for each block with parts ``fn`` could change.
+
+    Blocks are frozen, but a tool call's ``input`` dict and a tool result's content list are
+    not: a function that edits one changes the running conversation while the journal, which
+    records a passed-through block as a reference to the one before, and so a restore, keep the
+    old value. Only those parts are looked at, so an image's base64 is never serialized here.
+    """
+    return [
+        (m, b, block, state)
+        for m, message in enumerate(conversation)
+        for b, block in enumerate(message.content)
+        if isinstance(block, ToolUseBlock | ToolResultBlock)
+        and (state := _state(block)) is not None
+    ]
+
+
+def _state(block: object) -> object:
+    """What can change in ``block`` without replacing it, comparable by ``==``; ``None``: nothing.
+
+    A content list's items are held (not their ids, which a freed block's successor may reuse)
+    and compared by value; an input by its JSON text, which keeps key order and number layout.
+    """
+    if isinstance(block, ToolUseBlock):
+        try:
+            return js_dumps(block.input)
+        except (TypeError, ValueError):  # not JSON: still compared, by its text
+            return repr(block.input)
+    if isinstance(block, ToolResultBlock) and isinstance(block.content, list):
+        return tuple((item, _state(item)) for item in block.content)
+    return None
+
+
+def _refuse_changed_in_place(held: Sequence[_Held]) -> None:
+    """Refuse a ``fn`` that changed a block it was given instead of returning a new one.
+
+    Raises:
+        ContextStrategyError: naming the first block changed.
+    """
+    for m, b, block, state in held:
+        if _state(block) != state:
+            name = block.id if isinstance(block, ToolUseBlock) else block.tool_use_id
+            raise ContextStrategyError(
+                f"CustomContext.fn changed block {b} of message {m} ({block.type} {name}) in "
+                "place: a block given to fn must not be edited, return a new block instead"
+            )
 
 
 def _block_ids(message: Message) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ from oma_actors.agents.context import (
 )
 from oma_actors.agents.context_rules import (
     SUMMARY_MARK,
+    SUMMARY_UNAVAILABLE,
     check_sendable,
     compress_tool_results,
     custom,
@@ -105,7 +106,7 @@ class ContextStep:
         )
         response = await self.adapter.chat([request], self.options)
         text = response.text.strip()
-        summary = TextBlock(f"{SUMMARY_MARK}\n{text}" if text else f"{SUMMARY_MARK} unavailable")
+        summary = TextBlock(f"{SUMMARY_MARK}\n{text}" if text else SUMMARY_UNAVAILABLE)
         # The summary stands for the turns it replaced and for the summary it supersedes.
         sources = tuple(b for m in older for b in m.content)
         if previous is not None:

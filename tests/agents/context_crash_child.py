@@ -20,7 +20,7 @@ from oma_actors.stores import FileStore
 from oma_actors.testing import ScriptedAdapter
 from oma_actors.testing.crash_points import crash_at
 
-STRATEGIES = {"window": SlidingWindow(2), "summarize": Summarize(60)}
+STRATEGIES = {"window": SlidingWindow(2), "summarize": Summarize(30)}
 
 
 async def main(store_path: str, journal_path: str, point: str, strategy: str) -> None:

@@ -1,6 +1,6 @@
 """A run killed after a context rewrite resumes with exactly the context the model saw.
 
-The child process runs the step scenario with ``SlidingWindow(2)`` or ``Summarize(60)`` on a
+The child process runs the step scenario with ``SlidingWindow(2)`` or ``Summarize(30)`` on a
 durable JSONL journal (journal-first, D10) and dies (``os._exit``) right after the assistant turn
 of the 4th model call is saved; the strategy already rewrote the conversation before that call. The snapshot on disk
 predates the rewrite: only the journal's tail (``context/replace`` and the turns after it) holds
@@ -47,7 +47,7 @@ def has_notice(messages: object, kind: str = "window") -> bool:
     )
 
 
-STRATEGIES = {"window": SlidingWindow(2), "summarize": Summarize(60)}
+STRATEGIES = {"window": SlidingWindow(2), "summarize": Summarize(30)}
 
 
 def notice(kind: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from oma_actors import Summarize, TokenUsage
-from oma_actors.agents.context_rules import SUMMARY_MARK, estimate_tokens, strategy_block
+from oma_actors.agents.context_rules import SUMMARY_UNAVAILABLE, estimate_tokens, strategy_block
 from oma_actors.agents.context_step import ContextStep
 from oma_actors.llm import ChatOptions, LLMResponse, Message, TextBlock
 from oma_actors.testing import ScriptedAdapter
@@ -69,6 +69,6 @@ async def test_an_empty_summary_says_it_is_unavailable_and_is_superseded_later()
     rewrite = await step(adapter, 1).rewrite(conversation(4))
     assert rewrite is not None
     [made] = rewrite.replacements
-    assert made.block == TextBlock(f"{SUMMARY_MARK} unavailable")
+    assert made.block == TextBlock(SUMMARY_UNAVAILABLE)  # OMA's text
     # It is still the strategy's block: the next summary replaces it, not adds to it.
     assert strategy_block(rewrite.after[0]) is made.block
