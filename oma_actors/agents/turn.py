@@ -68,13 +68,16 @@ def after_response(
     draft = StateDraft.of(state)
     answered(draft, Message("assistant", list(response.content)), response.usage)
     exceeded = state.budget_exceeded or over_budget(draft.token_usage, max_token_budget)
-    if draft.phase == "executing_tools" or not exceeded:
-        if draft.phase != "executing_tools":
-            finished(draft)
+    if draft.phase == "executing_tools":  # a tool turn runs its calls, over the budget too
         advanced = draft.state_of(state)
-        if exceeded and not advanced.budget_exceeded:
-            return replace(advanced, budget_exceeded=True)
-        return advanced
+        return (
+            replace(advanced, budget_exceeded=True)
+            if exceeded and not state.budget_exceeded
+            else advanced
+        )
+    if not exceeded:
+        finished(draft)
+        return draft.state_of(state)
     return replace(
         draft.state_of(state),
         phase="completed",
