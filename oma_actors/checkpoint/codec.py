@@ -22,11 +22,13 @@ from oma_actors.approvals import (
 from oma_actors.checkpoint.carry import carry_snapshot
 from oma_actors.checkpoint.fragments import EncodeCache, EncodedText, Fragments
 from oma_actors.checkpoint.once import (
+    rebuilds_records,
     records_once,
     restore_entry,
     restore_records,
     write_entry_once,
     writes_once,
+    written_once,
 )
 from oma_actors.checkpoint.validate import problem
 from oma_actors.domain.jsonforms import (
@@ -280,11 +282,12 @@ def from_json_object(raw: dict[str, Any]) -> CheckpointSnapshot:
         for item in raw["completedTaskResults"]
         if isinstance(item, dict) and isinstance(item.get("taskId"), str)
     )
+    once = written_once(raw)
     in_flight = tuple(
         InFlightTask(
             task_id=e["taskId"],
             assignee=e["assignee"],
-            state=restore_entry(_runner_state(e), e, f"in-flight task {e['taskId']!r}"),
+            state=restore_entry(_runner_state(e, once), e, f"in-flight task {e['taskId']!r}"),
         )
         for e in (raw.get("inFlightTasks") or [] if version >= 3 else [])
     )
@@ -346,9 +349,14 @@ def _agent_result(item: dict[str, Any]) -> AgentRunResult | None:
     return replace(agent, tool_calls=records)
 
 
-def _runner_state(entry: dict[str, Any]) -> RunnerState:
-    """An in-flight entry's runner state, with approval fields parsed and bound (CK-15)."""
-    state = runner_from_json(entry)
+def _runner_state(entry: dict[str, Any], once: bool) -> RunnerState:
+    """An in-flight entry's runner state, with approval fields parsed and bound (CK-15).
+
+    ``once``: the snapshot may hold records written once (``written_once``); those that
+    ``restore_entry`` rebuilds from the raw entry are not decoded here too (P5).
+    """
+    rebuilt = once and rebuilds_records(entry)
+    state = runner_from_json({**entry, "toolCalls": []} if rebuilt else entry)
     raw_pending = entry.get("pendingToolCalls") or []
     pending = []
     for call, raw in zip(state.pending, raw_pending, strict=True):

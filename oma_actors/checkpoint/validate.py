@@ -179,6 +179,10 @@ def _in_flight_problem(entry: Any, where: str) -> str | None:
     for name in ("conversationMessages", "messages", "toolCalls"):
         if not isinstance(entry.get(name), list):
             return f"{where}.{name} is not an array"
+    for index, record in enumerate(entry["toolCalls"]):
+        found = _record_problem(record, f"{where}.toolCalls[{index}]")
+        if found:
+            return found
     if "messagesFrom" in entry:  # a journal-first snapshot's messages (checkpoint.once)
         start = entry["messagesFrom"]
         if not _is_int(start) or start > len(entry["conversationMessages"]):
@@ -213,13 +217,45 @@ def _in_flight_problem(entry: Any, where: str) -> str | None:
     if lineage is not None:
         if not isinstance(lineage, list) or len(lineage) != len(entry["conversationMessages"]):
             return f"{where}.conversationLineage does not match conversationMessages"
-        for message in lineage:
-            if not isinstance(message, list) or not all(
-                block is None or (isinstance(block, list) and all(_is_int(seq, 1) for seq in block))
-                for block in message
-            ):
-                return f"{where}.conversationLineage holds something other than sequences"
+        if not all(_is_lineage_row(message) for message in lineage):
+            return f"{where}.conversationLineage holds something other than sequences"
     return None
+
+
+def _record_problem(record: Any, where: str) -> str | None:
+    """Why ``record`` is no tool call record (OMA's ``{toolName, input, output, duration}``),
+    or ``None``. A journal-first snapshot leaves out the members its call and its result hold
+    (``checkpoint.once``), so each is checked where present."""
+    if not isinstance(record, dict):
+        return f"{where} is not an object"
+    for name in ("toolName", "output"):
+        if name in record and not isinstance(record[name], str):
+            return f"{where}.{name} is not a string"
+    if "input" in record and not isinstance(record["input"], dict):
+        return f"{where}.input is not an object"
+    if "duration" in record and not _is_count(record["duration"]):
+        return f"{where}.duration is not a finite number >= 0"
+    return None
+
+
+def _is_lineage_row(message: Any) -> bool:
+    """Whether one message's lineage is a list of ``null`` or lists of ints >= 1.
+
+    Loops, and an exact ``int`` taken without a call (a subclass goes to ``_is_int``): the
+    nested ``all`` over generators was nearly all of a 1000-turn snapshot's check (0.65 ms; now
+    0.25 ms, P5).
+    """
+    if not isinstance(message, list):
+        return False
+    for block in message:
+        if block is None:
+            continue
+        if not isinstance(block, list):
+            return False
+        for seq in block:
+            if not (seq >= 1 if type(seq) is int else _is_int(seq, 1)):
+                return False
+    return True
 
 
 def _pending_problem(item: Any, where: str) -> str | None:

@@ -71,12 +71,16 @@ def lineage_to_json(lineage: ConversationLineage) -> list[list[list[int] | None]
 
 
 def lineage_from_json(raw: Any) -> ConversationLineage | None:
-    """The typed lineage of a validated ``conversationLineage`` (``None`` when absent)."""
+    """The typed lineage of a validated ``conversationLineage`` (``None`` when absent).
+
+    The validator let through only lists of ints (``checkpoint.validate``): each row is taken
+    as it is, without an ``int()`` a seq and a generator a row (a 1000-turn entry's lineage:
+    0.7 ms so, 0.3 ms now; P5).
+    """
     if not isinstance(raw, list):
         return None
     return tuple(
-        tuple(None if seqs is None else tuple(int(seq) for seq in seqs) for seqs in message)
-        for message in raw
+        [tuple([None if seqs is None else tuple(seqs) for seqs in message]) for message in raw]
     )
 
 
