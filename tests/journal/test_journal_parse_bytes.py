@@ -107,6 +107,16 @@ def test_a_batch_reads_each_line_as_it_reads_alone() -> None:
     assert event.data["n"] == 123456789012345678901234567890
 
 
+def test_a_long_integer_past_the_first_group_of_lines_is_read_exactly() -> None:
+    """The digit check runs over groups of lines (``_CHECKED_TOGETHER``): every group counts,
+    not only the first, so a long integer on line 200 of a tail is still read exactly."""
+    plain, long = BASE + '"n":1}', BASE + '"n":123456789012345678901234567890}'
+    lines = [plain.encode()] * 199 + [long.encode()] + [plain.encode()] * 3
+    events = parse_lines_bytes(lines)
+    assert events[199].data["n"] == 123456789012345678901234567890
+    assert [event.data["n"] for event in events[:199]] == [1] * 199
+
+
 def test_a_batch_fails_with_its_first_bad_line_s_error() -> None:
     good = BASE + '"n":1}'
     for bad in ("[1,2]", '{"n":NaN}', "{not json", '{"type":"nope","seq":1}'):
