@@ -56,6 +56,9 @@ class Claim:
         self.record = record
         self.run_id = record.run_id
         self.fencing_token = record.fencing_token
+        # A record keeps its createdAt for life; a deleted and re-created run starts its token
+        # over at 1, so the token alone cannot tell this handle's record from the new one.
+        self.created_at = record.created_at
         self.lost: LeaseError | None = None
         self.lost_event = asyncio.Event()
         self.lock = asyncio.Lock()
@@ -76,7 +79,8 @@ class Claim:
         return error
 
     def owned(self, record: RunRecord | None) -> RunRecord:
-        """``record`` if it carries this claim's token and lease; else latch and raise."""
+        """``record`` if it is the record this claim acquired, at its token and with its lease;
+        else latch and raise."""
         owner = self.terms.owner
         if record is None:
             problem = "has no record any more"
@@ -85,6 +89,8 @@ class Claim:
                 f"moved to fencing token {record.fencing_token}; "
                 f"this handle holds {self.fencing_token}"
             )
+        elif record.created_at != self.created_at:
+            problem = "was deleted and created anew"
         elif record.lease is None or record.lease.owner != owner:
             problem = f"is no longer leased by {owner!r}"
         else:
