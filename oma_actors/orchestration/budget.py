@@ -30,12 +30,15 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import TypeVar
 
 from oma_actors.domain.messages import TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import BudgetExceeded
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME
+
+_N = TypeVar("_N", int, float)
 
 CostEstimator = Callable[[TokenUsage, str], float]
 """``estimate_cost(usage, model)``: the cost of ``usage`` on ``model``, in the caller's unit."""
@@ -136,40 +139,57 @@ class RunBudget:
                 finite number >= 0.
         """
         spent = [*self.spent, *charges]
-        over: Charge | None = None
         if self.max_tokens is not None:
-            tokens = 0
-            for charge in spent:
-                tokens += charge.usage.input_tokens + charge.usage.output_tokens
-                if over is None and tokens > self.max_tokens:
-                    over = charge
+            tokens, over = _passed(spent, self.max_tokens, 0, _tokens)
             if over is not None:
                 message = (
                     f'Agent "{over.agent}" exceeded token budget: {tokens} tokens used'
                     f" (budget: {self.max_tokens})"
                 )
-                return BudgetExceeded(
-                    run_id=run_id, kind="tokens", used=tokens, budget=self.max_tokens,
-                    message=message, agent=over.agent, task_id=over.task_id,
-                )  # fmt: skip
+                return _exceeded("tokens", tokens, self.max_tokens, message, over, run_id)
         if self.max_cost is not None and self.estimate_cost is not None:
+            estimate = self.estimate_cost
             # Added one charge at a time from zero, as OMA's running total is (not ``sum``,
             # which compensates on Python 3.12+), so ``used`` is OMA's number to the last bit.
-            cost = 0.0
-            for charge in spent:
-                cost += _priced(self.estimate_cost, charge.usage, charge.model)
-                if over is None and cost > self.max_cost:
-                    over = charge
+            cost, over = _passed(
+                spent,
+                self.max_cost,
+                0.0,
+                lambda charge: _priced(estimate, charge.usage, charge.model),
+            )
             if over is not None:
                 message = (
                     f'Agent "{over.agent}" exceeded cost budget: {js_number(cost)} estimated cost'
                     f" used (budget: {js_number(self.max_cost)})"
                 )
-                return BudgetExceeded(
-                    run_id=run_id, kind="cost", used=cost, budget=self.max_cost,
-                    message=message, agent=over.agent, task_id=over.task_id,
-                )  # fmt: skip
+                return _exceeded("cost", cost, self.max_cost, message, over, run_id)
         return None
+
+
+def _tokens(charge: Charge) -> int:
+    return charge.usage.input_tokens + charge.usage.output_tokens
+
+
+def _passed(
+    spent: Iterable[Charge], limit: float, total: _N, amount: Callable[[Charge], _N]
+) -> tuple[_N, Charge | None]:
+    """The running total of ``spent`` from ``total``, and the charge at which it first passed
+    ``limit`` (``None``: it never did)."""
+    over: Charge | None = None
+    for charge in spent:
+        total += amount(charge)
+        if over is None and total > limit:
+            over = charge
+    return total, over
+
+
+def _exceeded(
+    kind: str, used: float, budget: float, message: str, over: Charge, run_id: str | None
+) -> BudgetExceeded:
+    return BudgetExceeded(
+        run_id=run_id, kind=kind, used=used, budget=budget, message=message, agent=over.agent,
+        task_id=over.task_id,
+    )  # fmt: skip
 
 
 def js_number(value: float) -> str:
