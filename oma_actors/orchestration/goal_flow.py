@@ -229,10 +229,7 @@ def charge_synthesis(
     models = {agent.name: agent.model for agent in team.agents}
     # A task the estimator could not price was never charged (it failed instead): pricing it
     # again here would raise out of the run, where OMA's running total never sees it.
-    charged = {
-        task: result for task, result in state.task_results.items() if task not in state.unpriced
-    }
-    charges = task_charges(charged, lambda task: queue.get(task).assignee, models)
+    charges = task_charges(state.charged_results(), lambda task: queue.get(task).assignee, models)
     over = after_synthesis(ctx.budget, charges, synthesis, model, run_id=run_id)
     if over is None:
         if not synthesis.success:

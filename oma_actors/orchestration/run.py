@@ -100,6 +100,12 @@ class RunState:
     # charge, ``goal_flow.charge_synthesis``, leaves them out too).
     unpriced: set[str] = field(default_factory=set)
 
+    def charged_results(self) -> dict[str, AgentRunResult]:
+        """The task results charged to the run's budget: all but those never priced."""
+        return {
+            task: result for task, result in self.task_results.items() if task not in self.unpriced
+        }
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunWiring:
@@ -523,12 +529,11 @@ class RunActor(Actor[RunMessage, bool | None]):
         budget = self._w.budget
         if budget is None or self._over_budget:
             return None
-        results = {
-            task: result
-            for task, result in self._state.task_results.items()
-            if task not in self._state.unpriced
-        }
-        charges = task_charges(results, lambda task: self._queue.get(task).assignee, self._w.models)
+        charges = task_charges(
+            self._state.charged_results(),
+            lambda task: self._queue.get(task).assignee,
+            self._w.models,
+        )
         return budget.check(charges, run_id=self._w.run_id)
 
     def _spend(self, exceeded: BudgetExceeded | None, *, suspending: bool = False) -> None:
