@@ -38,3 +38,20 @@ async def test_a_stalled_handle_does_not_own_its_run_created_anew_by_the_same_wo
     assert await code_of(stalled.renew()) == "RUN_LEASE_LOST"
     assert await run_store.get("run-1") == fresh.record
     assert (await fresh.renew()).fencing_token == 1  # the new handle alone owns the run
+
+
+async def test_a_stalled_handle_does_not_report_what_the_new_life_of_its_run_did(
+    store: ConditionalStore, clock: FakeClock
+) -> None:
+    # Completing converges on a record already completed at the handle's token (a repeat of
+    # its own command); the run's new life, completed by its new handle at token 1 too, is
+    # not the stalled handle's doing: it learns it lost the run instead.
+    run_store = MemoryStoreRunStore(store)
+    worker = RunLedger(run_store, owner="w", lease_ttl=1, clock=clock.unix)
+    stalled = await worker.acquire("run-1", heartbeat=False)
+    clock.advance(5)
+    await run_store.delete("run-1")
+    fresh = await worker.acquire("run-1", heartbeat=False)
+    done = await fresh.complete()
+    assert await code_of(stalled.complete()) == "RUN_LEASE_LOST"
+    assert await run_store.get("run-1") == done
