@@ -42,6 +42,7 @@ from sidecar.status import (
     NotFound,
     PermissionDenied,
     Unavailable,
+    page_offset,
 )
 from sidecar.stores import shown_uri
 from sidecar.tenancy import check_visible, sees
@@ -150,7 +151,7 @@ class ApprovalDesk:
         states = set(request.states) or {pb.APPROVAL_STATE_PENDING}
         if not 0 <= request.page_size <= 500:
             raise InvalidArgument("page_size", "must be 0..500")
-        offset = _offset(request.page_token)
+        offset = page_offset(request.page_token)
         found: list[pb.Approval] = []
         uris, visible = await self._scope(request.run_id, caller)
         for uri in uris:
@@ -318,11 +319,3 @@ def _edited_input(text: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise InvalidArgument("edited_input_json", "must be a JSON object")
     return value
-
-
-def _offset(token: str) -> int:
-    if not token:
-        return 0
-    if not token.isdigit() or len(token) > 9:
-        raise InvalidArgument("page_token", "is not a token from a previous response")
-    return int(token)

@@ -30,7 +30,7 @@ from sidecar.quotas import (
     held_runs,
 )
 from sidecar.schema import check_off_loop_schemas
-from sidecar.status import InvalidArgument, SidecarError, abort
+from sidecar.status import InvalidArgument, SidecarError, abort, page_offset
 from sidecar.stores import SCHEMES, shown_uri
 from sidecar.tenancy import Tenancy, check_visible, sees, tenant_of
 
@@ -168,13 +168,7 @@ class RunServicer(pb_grpc.RunServiceServicer):
     async def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:
         if not 0 <= request.page_size <= 500:
             raise InvalidArgument("page_size", "must be 0..500")
-        offset = 0
-        if request.page_token:
-            given = request.page_token
-            # ASCII digits only: str.isdigit() also takes "²", which int() refuses (INTERNAL).
-            if not (given.isascii() and given.isdigit()) or len(given) > 9:
-                raise InvalidArgument("page_token", "is not a token from a previous response")
-            offset = int(given)
+        offset = page_offset(request.page_token)
         statuses = set(request.statuses)
         unknown = sorted(statuses - set(pb.RunStatus.values()))
         if unknown:

@@ -73,6 +73,22 @@ class InvalidArgument(SidecarError):
         self.field = field
 
 
+def page_offset(token: str) -> int:
+    """The offset a list RPC's ``page_token`` names (``""``: the first page).
+
+    A token is the decimal offset a previous response gave, in ASCII digits only:
+    ``str.isdigit()`` also takes ``"²"``, which ``int`` refuses (an INTERNAL error before).
+
+    Raises:
+        InvalidArgument: naming ``page_token``, for anything else.
+    """
+    if not token:
+        return 0
+    if not (token.isascii() and token.isdigit()) or len(token) > 9:
+        raise InvalidArgument("page_token", "is not a token from a previous response")
+    return int(token)
+
+
 class NotFound(SidecarError):
     """An unknown run, approval or tool call."""
 
