@@ -129,11 +129,10 @@ class ApprovalDesk:
             if store is None:
                 continue
             record = await get_approval_record(store, request_id)
-            if record is not None:
-                if visible is None or record.request.run_id in visible:
-                    return record, store
-                unreachable = []  # another tenant's: answered as one that does not exist
-                break
+            if record is not None and (visible is None or record.request.run_id in visible):
+                return record, store
+            # Another tenant's is answered as one that does not exist, the stores that could
+            # not be read included: a different answer would tell that the id exists.
         if unreachable:  # it may be in a store that could not be read: not "no such approval"
             raise Unavailable(
                 "STORE_UNAVAILABLE",

@@ -7,12 +7,14 @@ not be read, its ``STORE_UNAVAILABLE`` error named it (``file:///.../acme-merger
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING, cast
 
 import grpc
 import pytest
 from sidecar_helpers import ECHO, run_request
+from test_sidecar_approvals import suspended_run
 from test_sidecar_principals import ENTRIES, TOKENS, write_principals
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
@@ -116,3 +118,21 @@ async def test_the_tenant_of_the_unreadable_store_is_told_about_it(
         assert SECRET in (error.details() or "")
     assert await alice.list_approvals() == []
     assert all((tmp_path / f"acme-{index}.db").exists() for index in range(3))  # read for acme
+
+
+async def test_another_tenants_approval_is_answered_as_an_unknown_one(
+    clients: dict[str, SidecarClient],
+) -> None:
+    # globex's run suspends on the sidecar's own store, which acme's lookups read too. With one
+    # of acme's stores unreadable, an unknown id is STORE_UNAVAILABLE; globex's approval was
+    # NOT_FOUND, so acme could tell that the id exists in another tenant.
+    bob, alice = clients["bob"], clients["alice"]
+    await asyncio.wait_for(suspended_run(bob, "globex-run"), 10)
+    [approval] = await bob.list_approvals("globex-run")
+    for call in (
+        alice.approvals.GetApproval(pb.GetApprovalRequest(id=approval.id), metadata=alice.metadata),
+        get(alice),
+    ):
+        error = await refused(call)
+        assert error.code() == grpc.StatusCode.UNAVAILABLE
+        assert error_reason(error) == "STORE_UNAVAILABLE"
