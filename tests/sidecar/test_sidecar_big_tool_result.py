@@ -10,18 +10,23 @@ it ends with an error result naming the size and the limit, and the run goes on.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from sidecar_helpers import TOKEN, lookup_tool, run_request
 from test_sidecar_auth import error_info
+from test_sidecar_principals import ENTRIES, TOKENS, write_principals
 from test_sidecar_quotas import config_for
 
 from oma_actors import ToolContext
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTools, SidecarClient, error_reason
+from sidecar.principals import Principals
 from sidecar.server import MIN_INPUT_BYTES, Sidecar
 from sidecar.tool_host import ToolHost
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LIMIT = MIN_INPUT_BYTES
 LOOKUP = pb.ToolDefinition(name="lookup", input_schema_json='{"type": "object"}')
@@ -109,3 +114,35 @@ async def test_only_an_outstanding_call_of_the_tenant_is_ended_by_a_refusal() ->
     assert not host.refuse_oversized(big, size=9, limit=8, tenant="acme")  # ended once
     # A result sent later for the same delivery (CompleteToolCall) is a duplicate.
     assert host.submit(big, session=None, tenant="acme") == Ack.STATUS_DUPLICATE
+
+
+async def test_under_principals_the_refused_result_ends_the_tenants_call(tmp_path: Path) -> None:
+    # The refusal ends the call of the host's own tenant: one of another tenant (or of none)
+    # would not be found, and the call would be delivered again until the host-call timeout.
+    principals = Principals.from_file(write_principals(tmp_path / "p.json", ENTRIES))
+    config = config_for(
+        "memory://", max_input_bytes=LIMIT, host_call_timeout_s=6.0, token="", principals=principals
+    )
+
+    async def lookup(arguments: dict[str, Any], call: pb.ToolCall) -> str:
+        return "B" * (2 * LIMIT)
+
+    async with (
+        Sidecar(config) as server,
+        SidecarClient(server.address, TOKENS["alice"]) as runs,
+        SidecarClient(server.address, TOKENS["acme-host"]) as hosting_client,
+    ):
+        host = RecordingHost(hosting_client, "acme-big-host", [lookup_tool(lookup)])
+        async with asyncio.TaskGroup() as group:
+            hosting = group.create_task(host.run(reconnect_delay=0.05))
+            try:
+                await asyncio.wait_for(host.registered.wait(), 5)
+                await runs.start_run(run_request("acme-big", task_ids=("t1",)))
+                run = await asyncio.wait_for(ended(runs, "acme-big"), 15)
+            finally:
+                host.stop()
+                hosting.cancel()
+    assert run.status == pb.RUN_STATUS_COMPLETED, run
+    [task] = run.tasks
+    assert f"over the sidecar's limit of {LIMIT} bytes (--max-input-bytes)" in task.result
+    assert "no result" not in task.result
