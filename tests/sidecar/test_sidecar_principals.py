@@ -349,7 +349,12 @@ def _raw_call(channel: grpc.aio.Channel, method: str) -> Any:
 
 
 async def _status_of(server: Sidecar, principal: str, method: str) -> grpc.StatusCode:
-    metadata = (("authorization", f"Bearer {TOKENS[principal]}"),)
+    return await status_with(server, TOKENS[principal], method)
+
+
+async def status_with(server: Sidecar, token: str, method: str) -> grpc.StatusCode:
+    """The status of an empty request to ``method`` with ``token`` (OK if it succeeded)."""
+    metadata = (("authorization", f"Bearer {token}"),)
     async with grpc.aio.insecure_channel(server.address) as channel:
         call = _raw_call(channel, method)
         try:

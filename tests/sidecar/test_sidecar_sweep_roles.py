@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 from sidecar_helpers import ECHO
-from test_sidecar_principals import ALL_METHODS, _raw_call, write_principals
+from test_sidecar_principals import ALL_METHODS, _raw_call, status_with, write_principals
 
 from sidecar.client import SidecarClient
 from sidecar.principals import Principals
@@ -63,25 +63,6 @@ async def server(tmp_path: Path) -> AsyncIterator[Sidecar]:
         yield sidecar
 
 
-async def status_of(server: Sidecar, token: str, method: str) -> grpc.StatusCode:
-    """The status of an empty request to ``method`` with ``token`` (OK if it succeeded)."""
-    metadata = (("authorization", f"Bearer {token}"),)
-    async with grpc.aio.insecure_channel(server.address) as channel:
-        call = _raw_call(channel, method)
-        try:
-            if "ToolHostService/Connect" in method:
-                async for _ in call(iter([b""]), metadata=metadata, timeout=5):
-                    break
-            elif "WatchRun" in method:
-                async for _ in call(b"", metadata=metadata, timeout=5):
-                    break
-            else:
-                await call(b"", metadata=metadata, timeout=5)
-        except grpc.aio.AioRpcError as exc:
-            return exc.code()
-    return grpc.StatusCode.OK
-
-
 def test_the_matrix_names_every_rpc() -> None:
     assert set().union(*MAY.values()) | EVERYONE == set(ALL_METHODS)
 
@@ -91,7 +72,7 @@ async def test_each_role_calls_exactly_its_rpcs(server: Sidecar, role: str) -> N
     denied = {
         method
         for method in ALL_METHODS
-        if await status_of(server, ROLE_TOKENS[role], method) == grpc.StatusCode.PERMISSION_DENIED
+        if await status_with(server, ROLE_TOKENS[role], method) == grpc.StatusCode.PERMISSION_DENIED
     }
     assert denied == set(ALL_METHODS) - MAY[role] - EVERYONE
 
