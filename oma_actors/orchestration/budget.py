@@ -29,13 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
 from typing import TypeVar
 
 from oma_actors.domain.messages import TokenUsage
 from oma_actors.domain.results import AgentRunResult, RunOutcome
 from oma_actors.errors import ConfigurationError
 from oma_actors.events import BudgetExceeded
+from oma_actors.journal.jsjson import js_number
 from oma_actors.orchestration.coordinator import COORDINATOR_NAME
 
 _N = TypeVar("_N", int, float)
@@ -190,29 +190,6 @@ def _exceeded(
         run_id=run_id, kind=kind, used=used, budget=budget, message=message, agent=over.agent,
         task_id=over.task_id,
     )  # fmt: skip
-
-
-def js_number(value: float) -> str:
-    """``value`` as JavaScript's ``String(number)`` writes it, which OMA's messages interpolate:
-    ``2`` (not ``2.0``), ``0.1`` and ``1e-7`` (not ``1e-07``); the shortest digits that round-trip
-    (as ``repr``'s), positional from 1e-6 up to 1e21, else ``<d>.<ddd>e<+|-><n>``."""
-    if value == 0:
-        return "0"
-    if value < 0:
-        return "-" + js_number(-value)
-    shortest = Decimal(repr(float(value))).normalize().as_tuple()
-    digits = "".join(str(digit) for digit in shortest.digits)
-    size = len(digits)
-    point = int(shortest.exponent) + size  # value = 0.<digits> x 10**point
-    if size <= point <= 21:
-        return digits + "0" * (point - size)
-    if 0 < point <= 21:
-        return f"{digits[:point]}.{digits[point:]}"
-    if -6 < point <= 0:
-        return "0." + "0" * -point + digits
-    exponent = point - 1
-    mantissa = digits if size == 1 else f"{digits[0]}.{digits[1:]}"
-    return f"{mantissa}e{'+' if exponent > 0 else '-'}{abs(exponent)}"
 
 
 def _priced(estimate: CostEstimator, usage: TokenUsage, model: str) -> float:

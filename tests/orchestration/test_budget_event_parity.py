@@ -19,8 +19,8 @@ import pytest
 
 from oma_actors import AgentConfig, CheckpointOptions, OpenMultiAgent, Task, Team, TokenUsage
 from oma_actors.events import BudgetExceeded, ProgressEvent, TaskCompleted
+from oma_actors.journal.jsjson import js_number
 from oma_actors.llm import LLMResponse, TextBlock
-from oma_actors.orchestration.budget import js_number
 from oma_actors.stores import InMemoryStore
 from oma_actors.testing import ScriptedAdapter
 
