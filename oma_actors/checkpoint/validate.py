@@ -234,7 +234,7 @@ def _record_problem(record: Any, where: str) -> str | None:
     if "input" in record and not isinstance(record["input"], dict):
         return f"{where}.input is not an object"
     if "duration" in record and not _is_count(record["duration"]):
-        return f"{where}.duration is not a finite number >= 0"
+        return f"{where}.duration is not a finite non-negative number"
     return None
 
 
