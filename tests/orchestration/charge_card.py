@@ -1,5 +1,6 @@
 """The one-call payment team of the run actor's approval and budget tests: a ``charge_card``
-tool, a model that asks for one charge of 7 and then answers ``paid``, a tool gate that
+tool, a model that asks for one charge of 7 and then answers ``paid`` (an agent of both:
+``paying_agent``), a tool gate that
 suspends every call for review, and the approval of the one request a run left pending."""
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from oma_actors import TokenUsage, ToolContext, define_tool
+from oma_actors import AgentConfig, TokenUsage, ToolContext, define_tool
 from oma_actors.approvals import ApprovalRequest, Reviewer, Suspend, decide_approval
 from oma_actors.llm import LLMResponse, TextBlock, ToolUseBlock
+from oma_actors.testing import ScriptedAdapter
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +53,19 @@ def payer(usage: TokenUsage | None = None) -> Script:
         return LLMResponse([call], stop_reason="tool_use", usage=usage or TokenUsage(1, 1))
 
     return script
+
+
+def paying_agent(
+    name: str = "payer",
+    *,
+    usage: TokenUsage | None = None,
+    execute: Callable[[Charge, ToolContext], Awaitable[str]] = never_runs,
+    model: str = "",
+) -> AgentConfig:
+    """An agent on ``payer(usage)``'s model with ``charge_card(execute)``."""
+    return AgentConfig(
+        name, model=model, adapter=ScriptedAdapter(payer(usage)), tools=[charge_card(execute)]
+    )
 
 
 def suspend(call: ToolCallRequest) -> Suspend:

@@ -11,12 +11,11 @@ reviewer, and report as pending, an approval whose call already ran.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from charge_card import Charge, approve_pending, charge_card, payer, suspend
+from charge_card import Charge, approve_pending, paying_agent, suspend
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
@@ -25,10 +24,6 @@ from oma_actors import (
 )
 from oma_actors.checkpoint import checkpoint_key
 from oma_actors.stores import InMemoryStore
-from oma_actors.testing import ScriptedAdapter
-
-if TYPE_CHECKING:
-    pass
 
 RUN = "run-committed-approval"
 KEY = checkpoint_key(RUN)
@@ -55,8 +50,7 @@ async def test_the_commit_snapshot_of_an_approved_call_lists_no_pending_request(
         executions.append(args.amount)
         return "charged"
 
-    tool = charge_card(charge)
-    team = Team("t", [AgentConfig("payer", adapter=ScriptedAdapter(payer()), tools=[tool])])
+    team = Team("t", [paying_agent(execute=charge)])
     store = Snapshots()
     options = CheckpointOptions(store=store, run_id=RUN)
     first = await OpenMultiAgent(on_tool_call=suspend).run_tasks(

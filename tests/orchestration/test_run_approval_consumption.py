@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from charge_card import Charge, charge_card
 
 from oma_actors import (
     AgentConfig,
@@ -27,7 +27,6 @@ from oma_actors import (
     Team,
     TokenUsage,
     ToolContext,
-    define_tool,
 )
 from oma_actors.approvals import Allow, Suspend
 from oma_actors.events import ApprovalPending, ProgressEvent
@@ -41,18 +40,14 @@ if TYPE_CHECKING:
     from oma_actors.approvals.gates import ToolCallRequest
 
 
-class Charge(BaseModel):
-    amount: int
-
-
 def _script(messages: Sequence[Message], options: ChatOptions) -> LLMResponse:
     if len(messages) > 1:
         return LLMResponse([TextBlock("done")], usage=TokenUsage(1, 1))
     return LLMResponse(
         [
-            ToolUseBlock("c-first", "charge", {"amount": 500}),
-            ToolUseBlock("c-small", "charge", {"amount": 1}),
-            ToolUseBlock("c-late", "charge", {"amount": 700}),
+            ToolUseBlock("c-first", "charge_card", {"amount": 500}),
+            ToolUseBlock("c-small", "charge_card", {"amount": 1}),
+            ToolUseBlock("c-late", "charge_card", {"amount": 700}),
         ],
         stop_reason="tool_use",
         usage=TokenUsage(1, 1),
@@ -73,7 +68,7 @@ async def test_a_parked_request_is_published_once_while_siblings_commit() -> Non
             await asyncio.sleep(0.05)  # parks after the sibling's commit boundary
         return Suspend("review") if amount > 100 else Allow()
 
-    tool = define_tool(name="charge", description="charge", input_model=Charge, execute=charge)
+    tool = charge_card(charge)
     team = Team("t", [AgentConfig("worker", adapter=ScriptedAdapter(_script), tools=[tool])])
     events: list[ProgressEvent] = []
     result = await OpenMultiAgent(on_tool_call=gate, on_progress=events.append).run_tasks(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from charge_card import charge_card, payer, suspend
+from charge_card import paying_agent, suspend
 
 from oma_actors import (
     AgentConfig,
@@ -68,9 +68,7 @@ async def _run(orchestrator: OpenMultiAgent, suspended: asyncio.Event) -> TeamRu
     team = Team(
         "billing",
         [
-            AgentConfig(
-                "payer", model="pay-model", adapter=ScriptedAdapter(payer()), tools=[charge_card()]
-            ),
+            paying_agent(model="pay-model"),
             AgentConfig("auditor", model="audit-model", adapter=AfterSuspension(suspended)),
             AgentConfig("reporter", adapter=ScriptedAdapter([])),
         ],

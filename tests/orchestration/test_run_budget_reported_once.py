@@ -9,12 +9,9 @@ the second suspended task from reporting ``BudgetExceeded`` again: OMA's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from charge_card import charge_card, payer, suspend
+from charge_card import paying_agent, suspend
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
@@ -23,10 +20,6 @@ from oma_actors import (
 )
 from oma_actors.events import BudgetExceeded, ProgressEvent
 from oma_actors.stores import InMemoryStore
-from oma_actors.testing import ScriptedAdapter
-
-if TYPE_CHECKING:
-    pass
 
 
 async def test_two_suspended_tasks_over_the_budget_report_it_once() -> None:
@@ -34,12 +27,8 @@ async def test_two_suspended_tasks_over_the_budget_report_it_once() -> None:
     team = Team(
         "billing",
         [
-            AgentConfig(
-                "payer-a", adapter=ScriptedAdapter(payer(TokenUsage(10, 20))), tools=[charge_card()]
-            ),
-            AgentConfig(
-                "payer-b", adapter=ScriptedAdapter(payer(TokenUsage(10, 20))), tools=[charge_card()]
-            ),
+            paying_agent("payer-a", usage=TokenUsage(10, 20)),
+            paying_agent("payer-b", usage=TokenUsage(10, 20)),
         ],
     )
     tasks = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from charge_card import approve_pending, charge_card, payer, suspend
+from charge_card import approve_pending, paying_agent, suspend
 
 from oma_actors import (
     AgentConfig,
@@ -40,7 +40,7 @@ async def test_an_approved_request_left_unused_by_a_halted_restore_is_not_pendin
     team = Team(
         "billing",
         [
-            AgentConfig("payer", adapter=ScriptedAdapter(payer()), tools=[charge_card()]),
+            paying_agent(),
             AgentConfig("auditor", adapter=ScriptedAdapter(_auditor)),
         ],
     )

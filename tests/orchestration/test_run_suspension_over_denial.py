@@ -7,7 +7,7 @@ a reviewer could approve a call that no restore would ever resume.
 
 from __future__ import annotations
 
-from charge_card import Charge, approve_pending, charge_card, payer, suspend
+from charge_card import Charge, approve_pending, paying_agent, suspend
 
 from oma_actors import (
     AgentConfig,
@@ -40,7 +40,7 @@ async def test_a_suspended_task_is_not_skipped_by_a_denied_sibling() -> None:
     team = Team(
         "billing",
         [
-            AgentConfig("payer", adapter=ScriptedAdapter(payer()), tools=[charge_card(charge)]),
+            paying_agent(execute=charge),
             AgentConfig("checker", adapter=checker),
         ],
     )

@@ -10,12 +10,9 @@ check the task would stay suspended with a cost that was never charged, and the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from charge_card import charge_card, payer, suspend
+from charge_card import paying_agent, suspend
 
 from oma_actors import (
-    AgentConfig,
     CheckpointOptions,
     OpenMultiAgent,
     Task,
@@ -24,10 +21,6 @@ from oma_actors import (
 )
 from oma_actors.events import ProgressEvent, TaskFailed
 from oma_actors.stores import InMemoryStore
-from oma_actors.testing import ScriptedAdapter
-
-if TYPE_CHECKING:
-    pass
 
 
 def _no_price(usage: TokenUsage, model: str) -> float:
@@ -38,14 +31,7 @@ async def test_a_suspended_task_the_estimator_cannot_price_fails_instead_of_susp
     """Guard: ``unpriced is None`` in ``if outcome.suspended and unpriced is None``."""
     team = Team(
         "billing",
-        [
-            AgentConfig(
-                "payer",
-                model="odd-model",
-                adapter=ScriptedAdapter(payer(TokenUsage(10, 20))),
-                tools=[charge_card()],
-            )
-        ],
+        [paying_agent(model="odd-model", usage=TokenUsage(10, 20))],
     )
     events: list[ProgressEvent] = []
     result = await OpenMultiAgent(

@@ -13,15 +13,14 @@ from typing import TYPE_CHECKING, cast
 
 import grpc
 import pytest
-from sidecar_helpers import ECHO, run_request
+from sidecar_helpers import run_request
 from test_sidecar_approvals import suspended_run
-from test_sidecar_principals import ENTRIES, TOKENS, write_principals
+from test_sidecar_principals import TOKENS, principals_config
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
-from sidecar.principals import Principals
 from sidecar.record import RunRecordV1
-from sidecar.server import ServerConfig, Sidecar
+from sidecar.server import Sidecar
 from sidecar.stores import normalize_uri
 
 if TYPE_CHECKING:
@@ -36,15 +35,7 @@ SECRET = "acme-merger-with-initech.json"
 async def server(tmp_path: Path) -> AsyncIterator[Sidecar]:
     """A sidecar with principals whose tenant ``acme`` has a run on a store that cannot be
     read, and runs on SQLite stores nobody opened yet (their files do not exist)."""
-    config = ServerConfig(
-        token="",
-        principals=Principals.from_file(write_principals(tmp_path / "p.json", ENTRIES)),
-        listen="127.0.0.1:0",
-        store_uri="memory://",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-    )
+    config = principals_config(tmp_path)
     (tmp_path / SECRET).write_text("{garbage")  # a damaged state file: it cannot be opened
     async with Sidecar(config) as sidecar:
         assert sidecar.registry is not None

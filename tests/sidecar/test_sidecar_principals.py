@@ -67,19 +67,26 @@ def write_principals(path: Path, entries: object, mode: int = 0o600) -> Path:
     return path
 
 
+def principals_config(tmp_path: Path, entries: object = ENTRIES, **changes: object) -> ServerConfig:
+    """A sidecar's settings whose callers are the principals of ``entries`` (no shared token),
+    on the memory store with the ``echo`` tool; ``changes`` override any setting."""
+    settings: dict[str, object] = {
+        "token": "",
+        "principals": Principals.from_file(write_principals(tmp_path / "p.json", entries)),
+        "listen": "127.0.0.1:0",
+        "store_uri": "memory://",
+        "python_tools": {"echo": ECHO},
+        "heartbeat_s": 0.5,
+        "grace_s": 0.1,
+    }
+    settings.update(changes)
+    return ServerConfig(**settings)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[Sidecar]:
     """A sidecar whose callers are the principals of ``ENTRIES``."""
-    principals = Principals.from_file(write_principals(tmp_path / "principals.json", ENTRIES))
-    config = ServerConfig(
-        token="",
-        principals=principals,
-        listen="127.0.0.1:0",
-        store_uri="memory://",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-    )
+    config = principals_config(tmp_path)
     async with Sidecar(config) as sidecar:
         yield sidecar
 
@@ -400,15 +407,7 @@ async def test_deciding_needs_the_reviewer_role(tmp_path: Path) -> None:
         {"token": "t-runner" + "x" * 24, "principal": "runner", "tenant": "acme",
          "roles": ["runs"]},
     ]  # fmt: skip
-    config = ServerConfig(
-        token="",
-        principals=Principals.from_file(write_principals(tmp_path / "p.json", entries)),
-        listen="127.0.0.1:0",
-        store_uri="memory://",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-    )
+    config = principals_config(tmp_path, entries)
     async with (
         Sidecar(config) as sidecar,
         SidecarClient(sidecar.address, "t-runner" + "x" * 24) as c,

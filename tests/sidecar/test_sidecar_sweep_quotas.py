@@ -11,16 +11,14 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import grpc
-from sidecar_helpers import ECHO
 from test_sidecar_history import fork, history
 from test_sidecar_journal import echo_run, run_to_end
-from test_sidecar_principals import ENTRIES, TOKENS, write_principals
+from test_sidecar_principals import TOKENS, principals_config
 from test_sidecar_tenant_quotas import held_request, refused
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import SidecarClient, error_reason
-from sidecar.principals import Principals
-from sidecar.server import ServerConfig, Sidecar
+from sidecar.server import Sidecar
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -31,15 +29,8 @@ if TYPE_CHECKING:
 async def alice_at_one_run(tmp_path: Path) -> AsyncIterator[SidecarClient]:
     """alice's client (tenant acme) on a sidecar with principals, a file store (forks need its
     history) and a limit of one unfinished run per tenant."""
-    config = ServerConfig(
-        token="",
-        principals=Principals.from_file(write_principals(tmp_path / "p.json", ENTRIES)),
-        listen="127.0.0.1:0",
-        store_uri=f"file://{tmp_path / 'state.json'}",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-        max_active_runs_per_tenant=1,
+    config = principals_config(
+        tmp_path, store_uri=f"file://{tmp_path / 'state.json'}", max_active_runs_per_tenant=1
     )
     async with Sidecar(config) as server, SidecarClient(server.address, TOKENS["alice"]) as alice:
         yield alice

@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from sidecar_helpers import ECHO
-from test_sidecar_principals import ALL_METHODS, _raw_call, status_with, write_principals
+from test_sidecar_principals import (
+    ALL_METHODS,
+    _raw_call,
+    principals_config,
+    status_with,
+)
 
 from sidecar.client import SidecarClient
-from sidecar.principals import Principals
-from sidecar.server import ServerConfig, Sidecar
+from sidecar.server import Sidecar
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -50,15 +53,7 @@ async def server(tmp_path: Path) -> AsyncIterator[Sidecar]:
         {"token": token, "principal": f"only-{role}", "tenant": "acme", "roles": [role]}
         for role, token in ROLE_TOKENS.items()
     ]
-    config = ServerConfig(
-        token="",
-        principals=Principals.from_file(write_principals(tmp_path / "p.json", entries)),
-        listen="127.0.0.1:0",
-        store_uri="memory://",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-    )
+    config = principals_config(tmp_path, entries)
     async with Sidecar(config) as sidecar:
         yield sidecar
 

@@ -13,21 +13,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import pytest
-from sidecar_helpers import ECHO, LOOKUP_SCHEMA, answer, lookup_tool, run_request
+from sidecar_helpers import LOOKUP_SCHEMA, answer, lookup_tool, run_request
 from test_sidecar_history import fork, history
 from test_sidecar_principals import (
-    ENTRIES,
     TOKENS,
     host_tool_request,
     hosting,
     not_found,
-    write_principals,
+    principals_config,
 )
 
 from sidecar._pb.oma.v1 import sidecar_pb2 as pb
 from sidecar.client import HostTool, HostTools, SidecarClient, error_reason
-from sidecar.principals import Principals
-from sidecar.server import ServerConfig, Sidecar
+from sidecar.server import Sidecar
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator
@@ -37,15 +35,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 async def clients(tmp_path: Path) -> AsyncIterator[dict[str, SidecarClient]]:
     """A client per principal of ``ENTRIES``, on a sidecar with a file store (forks need one)."""
-    config = ServerConfig(
-        token="",
-        principals=Principals.from_file(write_principals(tmp_path / "p.json", ENTRIES)),
-        listen="127.0.0.1:0",
-        store_uri=f"file://{tmp_path / 'state.json'}",
-        python_tools={"echo": ECHO},
-        heartbeat_s=0.5,
-        grace_s=0.1,
-    )
+    config = principals_config(tmp_path, store_uri=f"file://{tmp_path / 'state.json'}")
     async with Sidecar(config) as server, contextlib.AsyncExitStack() as stack:
         yield {
             name: await stack.enter_async_context(SidecarClient(server.address, token))
