@@ -78,6 +78,15 @@ class Claim:
         self._on_latch(error)
         return error
 
+    def at_token(self, record: RunRecord | None) -> bool:
+        """Whether ``record`` is the record this claim acquired at its fencing token: the same
+        life of the run (a record deleted and created anew starts its token over at 1)."""
+        return (
+            record is not None
+            and record.fencing_token == self.fencing_token
+            and record.created_at == self.created_at
+        )
+
     def owned(self, record: RunRecord | None) -> RunRecord:
         """``record`` if it is the record this claim acquired, at its token and with its lease;
         else latch and raise."""

@@ -258,15 +258,8 @@ class RunLeaseHandle:
             if claim.lost is None:
                 # These commands drop the lease, so the fence would refuse a repeat. The same
                 # status at this handle's token means this handle already did it: converge.
-                # The record this handle acquired: a run deleted and created anew starts its
-                # token over, so the token alone could be the new record's.
                 seen = await claim.terms.run_store.get(self.run_id)
-                ours = (
-                    seen is not None
-                    and seen.fencing_token == self.fencing_token
-                    and seen.created_at == claim.created_at
-                )
-                if ours and seen is not None and seen.status == target:
+                if claim.at_token(seen) and seen is not None and seen.status == target:
                     claim.record = seen
                     return seen
 
